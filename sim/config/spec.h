@@ -1,0 +1,119 @@
+// Typed specifications: what a run configuration means once parsed. The YAML
+// layer (sim/config/loader.h) is the only producer; nothing past sim/config
+// sees a YAML node. Every field's YAML key is named in its comment.
+#ifndef GPUSIM_SIM_CONFIG_SPEC_H_
+#define GPUSIM_SIM_CONFIG_SPEC_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sim/base/units.h"
+#include "sim/ir/dtype.h"
+
+namespace gpusim {
+
+// configs/devices/*.yaml. Rates are peak datasheet values; the *_efficiency
+// fields are the achievable fractions that calibration fits.
+struct DeviceSpec {
+  std::string name;            // name
+  std::string description;     // description
+  Bytes cuda_total;            // memory.cuda_total: cudaMemGetInfo total
+  Bytes context_reserve;       // memory.context_reserve: CUDA context + libs
+  int sms = 0;                 // sms
+  double hbm_bandwidth = 0;    // hbm_bandwidth: bytes/s, peak
+  double peak_bf16 = 0;        // flops.bf16: FLOP/s, dense tensor core
+  double peak_fp16 = 0;        // flops.fp16
+  double peak_tf32 = 0;        // flops.tf32
+  double peak_fp32 = 0;        // flops.fp32: non-tensor
+  Bytes l2;                    // l2
+  double nvlink_bandwidth = 0; // links.nvlink: bytes/s per direction
+  double pcie_bandwidth = 0;   // links.pcie: bytes/s per direction
+  double network_bandwidth = 0;// links.network: bytes/s per GPU between nodes
+  SimTime link_latency;        // links.latency: per collective step
+  SimTime launch_overhead;     // launch_overhead: per kernel
+  double matmul_efficiency = 0;     // efficiency.matmul
+  double attention_efficiency = 0;  // efficiency.attention (flash kernels)
+  double memory_efficiency = 0;     // efficiency.memory (streaming ops)
+  double collective_efficiency = 0; // efficiency.collective (bus bandwidth)
+  std::string source_file;          // where it was read from
+
+  // Bytes an allocator may use: CUDA total minus the context reserve.
+  Bytes usable() const { return cuda_total - context_reserve; }
+  // Peak FLOP/s of the unit that runs `dtype` matmuls.
+  double PeakFlops(DType dtype) const;
+};
+
+// configs/models/*.yaml: the transformer family (Llama, GPT).
+struct ModelSpec {
+  std::string name;           // name
+  std::string family;         // family: llama
+  int64_t d_model = 0;        // d_model
+  int64_t n_layers = 0;       // n_layers
+  int64_t n_heads = 0;        // n_heads
+  int64_t n_kv_heads = 0;     // n_kv_heads
+  int64_t head_dim = 0;       // head_dim
+  int64_t mlp_dim = 0;        // mlp_dim
+  int64_t vocab = 0;          // vocab
+  bool tied_embeddings = false;  // tied_embeddings
+  DType weight_dtype = DType::kF32;   // weight_dtype
+  DType compute_dtype = DType::kBF16; // compute_dtype
+  DType logits_dtype = DType::kF32;   // logits_dtype
+  std::string attention = "flash";    // attention: flash | explicit
+  int param_scan_axis = 0;            // param_scan_axis: layer axis of stacked params
+  bool scan_layers = true;            // scan_layers
+};
+
+struct OptimizerSpec {
+  std::string kind = "adamw";         // optimizer.kind: adamw | sgd
+  DType moment_dtype = DType::kF32;   // optimizer.moment_dtype
+  bool clip_grad_norm = true;         // optimizer.clip_grad_norm
+};
+
+struct LoopSpec {
+  std::string mode = "rolled";  // loop.mode: rolled | unrolled
+  int64_t trip_count = 0;       // loop.trip_count: 0 = from the model
+  int64_t unroll = 1;           // loop.unroll: bodies per trip when rolled
+};
+
+struct RematSpec {
+  std::string policy = "none";       // remat.policy
+  std::vector<std::string> names;    // remat.names: for save_only_these_names etc.
+  std::vector<std::string> offload_names;  // remat.offload_names
+};
+
+struct ParallelismSpec {
+  int64_t fsdp = 1;              // parallelism.fsdp: devices the state is sharded over
+  int64_t tensor = 1;            // parallelism.tensor
+  bool sequence_parallel = false;// parallelism.sequence_parallel
+  std::string gather_dtype = "compute";  // parallelism.gather_dtype: compute | weight
+};
+
+struct BatchSpec {
+  int64_t per_device = 1;   // batch.per_device
+  int64_t seq_len = 2048;   // batch.seq_len
+};
+
+struct AllocatorSpec {
+  std::string impl = "ideal";                   // allocator.impl
+  std::map<std::string, std::string> options;   // allocator.<option>
+};
+
+// A whole run: what `gpusim run CONFIG` simulates.
+struct RunSpec {
+  std::string source_file;
+  std::string framework = "jax";   // framework: jax (XLA static) | pytorch (eager)
+  DeviceSpec device;
+  ModelSpec model;
+  OptimizerSpec optimizer;
+  LoopSpec loop;
+  RematSpec remat;
+  ParallelismSpec parallelism;
+  BatchSpec batch;
+  AllocatorSpec allocator;
+};
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_CONFIG_SPEC_H_

@@ -1,0 +1,119 @@
+// Program IR: what one device computes in one training step. Tensors carry
+// shape, dtype and role; ops carry kind, FLOPs and bytes moved; regions mark
+// loops and layers; every op belongs to a phase. Model builders (models/)
+// produce Programs; lowering (sim/lower) turns them into Traces.
+#ifndef GPUSIM_SIM_IR_PROGRAM_H_
+#define GPUSIM_SIM_IR_PROGRAM_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/base/units.h"
+#include "sim/ir/dtype.h"
+
+namespace gpusim {
+
+using TensorId = int32_t;
+using OpId = int32_t;
+constexpr TensorId kNoTensor = -1;
+
+// What a buffer is for; reports group bytes by role.
+enum class Role {
+  kParameter,
+  kOptimizerState,
+  kGradient,
+  kActivation,
+  kResidual,     // saved for the backward pass
+  kTemporary,
+  kWorkspace,
+  kInputBatch,
+  kLoopState,
+  kScalar,       // step counters, metrics
+};
+constexpr int kNumRoles = 10;
+std::string_view RoleName(Role r);  // "parameter", "optimizer_state", ...
+bool ParseRole(std::string_view s, Role* out);
+
+enum class Phase { kForward, kBackward, kOptimizer, kOther };
+std::string_view PhaseName(Phase p);
+
+enum class OpKind {
+  kMatmul,
+  kAttention,           // fused (flash) attention
+  kElementwise,
+  kReduce,
+  kTranspose,
+  kCopy,
+  kConvert,
+  kGather,              // embedding lookup
+  kScatter,             // embedding gradient
+  kDynamicSlice,
+  kDynamicUpdateSlice,  // in place into its first operand
+  kAllGather,
+  kReduceScatter,
+  kAllReduce,
+  kHostToDevice,
+  kDeviceToHost,
+};
+constexpr int kNumOpKinds = 16;
+std::string_view OpKindName(OpKind k);
+bool ParseOpKind(std::string_view s, OpKind* out);
+bool IsCollective(OpKind k);
+
+struct Tensor {
+  TensorId id = kNoTensor;
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kF32;
+  Role role = Role::kTemporary;
+  std::string origin;          // in words, for `explain`
+  bool entry_parameter = false;  // exists before the step (argument)
+  bool donated = false;          // entry parameter whose buffer may be reused
+  bool live_out = false;         // returned by the step (output)
+  TensorId aliases = kNoTensor;  // live-out tensor written into this donated input
+
+  int64_t elements() const;
+  Bytes bytes() const { return Bytes(elements() * DTypeSize(dtype)); }
+};
+
+struct Op {
+  OpId id = -1;
+  std::string name;
+  OpKind kind = OpKind::kElementwise;
+  std::vector<TensorId> inputs;
+  std::vector<TensorId> outputs;
+  double flops = 0;           // floating-point operations
+  Bytes bytes_read;           // HBM bytes read
+  Bytes bytes_written;        // HBM bytes written
+  DType dtype = DType::kBF16; // compute type (selects the unit's peak)
+  Phase phase = Phase::kForward;
+  int layer = -1;             // decoder layer, -1 outside layers
+  bool recompute = false;     // rematerialised in the backward pass
+  int64_t group = 1;          // collective group size (devices)
+  // Matmul shape, for shape-aware kernel models: [batch] x (m x k) @ (k x n).
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+};
+
+// A contiguous range of ops with a meaning: a decoder layer's forward, a loop.
+struct Region {
+  std::string name;
+  std::string kind;  // "layer", "loop", "phase"
+  OpId first = 0;    // first op (inclusive)
+  OpId last = 0;     // last op (inclusive)
+};
+
+struct Program {
+  std::string name;
+  std::vector<Tensor> tensors;
+  std::vector<Op> ops;
+  std::vector<Region> regions;
+
+  const Tensor& tensor(TensorId id) const { return tensors[static_cast<size_t>(id)]; }
+  const Op& op(OpId id) const { return ops[static_cast<size_t>(id)]; }
+};
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_IR_PROGRAM_H_

@@ -1,0 +1,21 @@
+#include "sim/trace/trace.h"
+
+namespace gpusim {
+
+bool IsTimed(EventType t) {
+  return t == EventType::kCompute || t == EventType::kCopy || t == EventType::kCollective;
+}
+
+std::string_view EventTypeName(EventType t) {
+  switch (t) {
+    case EventType::kAlloc: return "alloc";
+    case EventType::kFree: return "free";
+    case EventType::kCompute: return "compute";
+    case EventType::kCopy: return "copy";
+    case EventType::kCollective: return "collective";
+    case EventType::kMarker: return "marker";
+  }
+  return "?";
+}
+
+}  // namespace gpusim

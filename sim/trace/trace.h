@@ -1,0 +1,67 @@
+// Trace: the replayable event stream the engine consumes. Lowering a Program
+// produces one; importers turn recorded runs into one; traces/FORMAT.md
+// documents its file form (sim/trace/trace_io.h reads and writes it).
+//
+// Memory events (alloc/free) are replayed in trace order: that is the order a
+// runtime allocator sees them (PyTorch allocates in CPU launch order; XLA in
+// its one sequential schedule). Timed events (compute/copy/collective) run on
+// streams: in order within a stream, after the events named in `after`.
+#ifndef GPUSIM_SIM_TRACE_TRACE_H_
+#define GPUSIM_SIM_TRACE_TRACE_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/base/units.h"
+#include "sim/ir/program.h"
+
+namespace gpusim {
+
+using BufferId = int64_t;
+using StreamId = int32_t;
+
+enum class EventType { kAlloc, kFree, kCompute, kCopy, kCollective, kMarker };
+
+struct TraceEvent {
+  EventType type = EventType::kCompute;
+  StreamId stream = 0;
+  // alloc / free
+  BufferId buffer = -1;
+  Bytes size;                 // alloc: requested bytes
+  Role role = Role::kTemporary;
+  // compute / copy / collective / marker
+  std::string name;           // alloc: buffer name; marker: label
+  OpKind kind = OpKind::kElementwise;
+  double flops = 0;
+  Bytes bytes_read;
+  Bytes bytes_written;
+  DType dtype = DType::kBF16;
+  Phase phase = Phase::kForward;
+  int64_t group = 1;          // collective group size
+  bool recompute = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;  // matmul shape when known
+  std::vector<int64_t> after; // indices of earlier timed events this waits on
+  SimTime recorded_duration{-1};  // from a recorded trace; -1 = unknown
+};
+
+struct StreamInfo {
+  StreamId id = 0;
+  std::string name;  // "compute", "collective", "host_copy", ...
+};
+
+struct Trace {
+  std::string name;
+  std::vector<StreamInfo> streams;
+  std::vector<TraceEvent> events;
+  // Bytes live before the first event and never freed (e.g. an XLA program's
+  // arguments when replayed alone). Reported, counted in peaks.
+  Bytes preexisting;
+};
+
+bool IsTimed(EventType t);
+std::string_view EventTypeName(EventType t);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_TRACE_TRACE_H_

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the Debian packages gpusim builds with (idempotent, quiet when all
+# are present), then configures and builds into build/.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PKGS=(cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev libcli11-dev
+      libboost-graph-dev libgtest-dev libbenchmark-dev libgraphviz-dev graphviz
+      libsimdjson-dev zlib1g-dev python3)
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+gen=()
+command -v ninja >/dev/null && gen=(-G Ninja)
+if [ ! -f build/CMakeCache.txt ]; then
+  cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+cmake --build build --parallel "$(nproc)"
