@@ -1,0 +1,587 @@
+#include "models/llama.h"
+
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/base/status.h"
+#include "sim/ir/builder.h"
+#include "sim/remat/remat_policy.h"
+
+namespace gpusim {
+namespace {
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// One trainable parameter (or a stack of L of them when layers are scanned).
+struct Param {
+  std::string name;
+  std::vector<int64_t> full;   // unsharded shape of one layer's (or the global) weight
+  int shard_axis = 0;          // the embed axis FSDP shards
+  bool per_layer = false;
+  TensorId value = kNoTensor, mu = kNoTensor, nu = kNoTensor;  // arguments
+  std::vector<TensorId> grads;  // fp32 sharded gradient(s), one per layer when per_layer
+};
+
+// A forward value of one decoder layer, declared once and emitted for the
+// forward pass and (when not saved) again as recompute in the backward pass.
+struct FwdNode {
+  std::string out;
+  std::vector<int64_t> shape;
+  DType dtype;
+  OpKind kind;
+  std::vector<std::string> ins;  // "x" (layer input), "W:name" (gathered weight), other outs
+  double flops;
+  std::string tag;               // checkpoint_name, MaxText's
+  bool is_dot = false;
+  bool dot_batch_dims = false;
+  int64_t m = 0, n = 0, k = 0, batch = 1;
+};
+
+class LlamaBuilder {
+ public:
+  LlamaBuilder(const RunSpec& s, const RematPolicy& policy)
+      : s_(s), m_(s.model), policy_(policy), b_(absl::StrCat(s.model.name, "-train-step")) {
+    B_ = s.batch.per_device;
+    S_ = s.batch.seq_len;
+    T_ = B_ * S_;
+    D_ = m_.d_model;
+    H_ = m_.n_heads;
+    K_ = m_.n_kv_heads;
+    Dh_ = m_.head_dim;
+    M_ = m_.mlp_dim;
+    V_ = m_.vocab;
+    L_ = m_.n_layers;
+    N_ = s.parallelism.fsdp;
+    cdt_ = m_.compute_dtype;
+    wdt_ = m_.weight_dtype;
+    gdt_ = s.parallelism.gather_dtype == "weight" ? wdt_ : cdt_;
+  }
+
+  absl::StatusOr<Program> Build() {
+    DeclareState();
+    b_.set_phase(Phase::kForward);
+    TensorId x = Embedding();
+    std::vector<TensorId> layer_inputs;
+    std::vector<std::map<std::string, TensorId>> saved(static_cast<size_t>(L_));
+    for (int l = 0; l < L_; ++l) {
+      layer_inputs.push_back(x);
+      b_.set_layer(l);
+      b_.BeginRegion(absl::StrCat("layer", l, ".forward"), "layer");
+      auto vals = EmitLayerForward(l, x, /*recompute=*/false, {});
+      b_.EndRegion();
+      x = vals.at("y");
+      saved[static_cast<size_t>(l)] = std::move(vals);
+    }
+    b_.set_layer(-1);
+    HeadResult head = HeadAndLoss(x);
+
+    b_.set_phase(Phase::kBackward);
+    TensorId dx = HeadBackward(head);
+    for (int l = static_cast<int>(L_) - 1; l >= 0; --l) {
+      b_.set_layer(l);
+      b_.BeginRegion(absl::StrCat("layer", l, ".backward"), "layer");
+      ASSIGN_OR_RETURN(dx, EmitLayerBackward(l, layer_inputs[static_cast<size_t>(l)],
+                                             saved[static_cast<size_t>(l)], dx));
+      b_.EndRegion();
+    }
+    b_.set_layer(-1);
+    EmbeddingBackward(dx);
+
+    b_.set_phase(Phase::kOptimizer);
+    Optimizer(head.loss);
+    return b_.Finish();
+  }
+
+ private:
+  std::vector<int64_t> Shard(const Param& p) const {
+    std::vector<int64_t> s = p.full;
+    s[static_cast<size_t>(p.shard_axis)] = CeilDiv(s[static_cast<size_t>(p.shard_axis)], N_);
+    return s;
+  }
+  // Stacked shape: the layer axis inserted at model.param_scan_axis.
+  std::vector<int64_t> Stacked(std::vector<int64_t> shard) const {
+    size_t axis = std::min<size_t>(static_cast<size_t>(m_.param_scan_axis), shard.size());
+    shard.insert(shard.begin() + static_cast<std::ptrdiff_t>(axis), L_);
+    return shard;
+  }
+
+  void AddParam(std::string name, std::vector<int64_t> full, int shard_axis, bool per_layer) {
+    Param p;
+    p.name = std::move(name);
+    p.full = std::move(full);
+    p.shard_axis = shard_axis;
+    p.per_layer = per_layer;
+    std::vector<int64_t> shape = Shard(p);
+    if (per_layer) shape = Stacked(shape);
+    const std::string sharding = N_ > 1 ? absl::StrFormat(", FSDP shard 1/%d", N_) : "";
+    const std::string what = per_layer ? absl::StrFormat("stacked [L=%d] layer parameter", L_) : "parameter";
+    p.value = b_.AddArgument("params." + p.name, shape, wdt_, Role::kParameter, true,
+                             absl::StrCat(what, " ", p.name, sharding));
+    if (s_.optimizer.kind == "adamw") {
+      p.mu = b_.AddArgument("opt.mu." + p.name, shape, s_.optimizer.moment_dtype,
+                            Role::kOptimizerState, true, "AdamW first moment of " + p.name);
+      p.nu = b_.AddArgument("opt.nu." + p.name, shape, s_.optimizer.moment_dtype,
+                            Role::kOptimizerState, true, "AdamW second moment of " + p.name);
+    }
+    param_index_[p.name] = params_.size();
+    params_.push_back(std::move(p));
+  }
+
+  // The donated train state (MaxText train.py: donate_argnums=0) and the
+  // batch. jax.jit's keep_unused=False prunes inputs the step never reads, so
+  // `targets_position` is not an argument.
+  void DeclareState() {
+    step_ = b_.AddArgument("state.step", {}, DType::kI32, Role::kScalar, true, "train-state step counter");
+    AddParam("token_embedder", {V_, D_}, 1, false);
+    const int64_t q = H_ * Dh_, kv = K_ * Dh_;
+    AddParam("attn_norm", {D_}, 0, true);
+    AddParam("wq", {D_, q}, 0, true);
+    AddParam("wk", {D_, kv}, 0, true);
+    AddParam("wv", {D_, kv}, 0, true);
+    AddParam("wo", {q, D_}, 1, true);
+    AddParam("mlp_norm", {D_}, 0, true);
+    AddParam("wi_0", {D_, M_}, 0, true);
+    AddParam("wi_1", {D_, M_}, 0, true);
+    AddParam("wo_mlp", {M_, D_}, 1, true);
+    AddParam("final_norm", {D_}, 0, false);
+    if (!m_.tied_embeddings) AddParam("logits_dense", {D_, V_}, 0, false);
+    if (s_.optimizer.kind == "adamw") {
+      // optax.chain(scale_by_adam, add_decayed_weights, scale_by_schedule):
+      // ScaleByAdamState.count and ScaleByScheduleState.count, both int32.
+      adam_count_ = b_.AddArgument("opt.count", {}, DType::kI32, Role::kScalar, true, "scale_by_adam count");
+      sched_count_ = b_.AddArgument("opt.schedule_count", {}, DType::kI32, Role::kScalar, true,
+                                    "scale_by_schedule count");
+    }
+    for (const char* n : {"inputs", "inputs_position", "inputs_segmentation", "targets",
+                          "targets_segmentation"}) {
+      batch_[n] = b_.AddArgument(absl::StrCat("batch.", n), {B_, S_}, DType::kI32, Role::kInputBatch,
+                                 false, "input batch (int32 [B,S])");
+    }
+  }
+
+  Param& P(const std::string& name) { return params_[param_index_.at(name)]; }
+
+  // All-gathers one layer's (or a global) weight for compute: the shard is
+  // cast to the gather dtype, gathered over the FSDP group, cast to compute.
+  TensorId Gather(const std::string& name, int layer, const std::string& why) {
+    Param& p = P(name);
+    const std::vector<int64_t> shard = Shard(p);
+    const std::string base = absl::StrCat(layer >= 0 ? absl::StrCat("layer", layer, ".") : "", name);
+    TensorId src = p.value;
+    const Bytes slice = Bytes(b_.tensor(src).bytes().value() / (p.per_layer ? L_ : 1));
+    TensorId cur = src;
+    if (gdt_ != wdt_) {
+      cur = b_.AddTensor(base + ".cast", shard, gdt_, Role::kTemporary, "weight shard cast for gather");
+      Op& op = b_.AddOp(base + ".cast", OpKind::kConvert, {src}, {cur}, 0);
+      op.bytes_read = slice;
+    }
+    if (N_ > 1) {
+      TensorId full = b_.AddTensor(base + ".gathered", p.full, gdt_, Role::kTemporary,
+                                   absl::StrCat("all-gathered weight ", name, " (", why, ")"));
+      Op& op = b_.AddOp(base + ".all_gather", OpKind::kAllGather, {cur}, {full}, 0);
+      op.group = N_;
+      if (cur == src) op.bytes_read = slice;
+      cur = full;
+    }
+    if (b_.tensor(cur).dtype != cdt_) {
+      TensorId c = b_.AddTensor(base + ".compute", p.full, cdt_, Role::kTemporary, "weight cast to compute dtype");
+      Op& op = b_.AddOp(base + ".to_compute", OpKind::kConvert, {cur}, {c}, 0);
+      if (cur == src) op.bytes_read = slice;
+      cur = c;
+    }
+    return cur;
+  }
+
+  // Reduce-scatters a full bf16 weight gradient to this device's fp32 shard.
+  void ReduceGrad(const std::string& name, int layer, TensorId full_grad) {
+    Param& p = P(name);
+    const std::string base = absl::StrCat(layer >= 0 ? absl::StrCat("layer", layer, ".") : "", name);
+    TensorId cur = full_grad;
+    if (N_ > 1) {
+      TensorId sh = b_.AddTensor(base + ".grad_shard", Shard(p), b_.tensor(full_grad).dtype,
+                                 Role::kTemporary, "reduce-scattered gradient shard");
+      Op& op = b_.AddOp(base + ".reduce_scatter", OpKind::kReduceScatter, {cur}, {sh}, 0);
+      op.group = N_;
+      cur = sh;
+    }
+    TensorId g = b_.AddTensor(base + ".grad", Shard(p), wdt_, Role::kGradient,
+                              absl::StrCat("gradient of ", name, " (", std::string(DTypeName(wdt_)), ")"));
+    b_.AddOp(base + ".grad_cast", OpKind::kConvert, {cur}, {g}, 0);
+    p.grads.push_back(g);
+  }
+
+  // --- decoder layer ---------------------------------------------------------
+
+  std::vector<FwdNode> LayerNodes() const {
+    const int64_t q = H_ * Dh_, kv = K_ * Dh_;
+    const double T = static_cast<double>(T_), D = static_cast<double>(D_), M = static_cast<double>(M_);
+    std::vector<FwdNode> n;
+    auto dot = [&](std::string out, std::vector<int64_t> shape, std::string in, std::string w, int64_t kdim,
+                   int64_t ndim, std::string tag) {
+      FwdNode f{std::move(out), std::move(shape), cdt_, OpKind::kMatmul, {std::move(in), std::move(w)},
+                2.0 * T * static_cast<double>(kdim) * static_cast<double>(ndim), std::move(tag), true, false};
+      f.m = T_; f.n = ndim; f.k = kdim;
+      n.push_back(std::move(f));
+    };
+    // RMSNorm computes in fp32 and casts its output (MaxText normalizations.py).
+    n.push_back({"h1", {B_, S_, D_}, cdt_, OpKind::kElementwise, {"x", "W:attn_norm"}, 4 * T * D, ""});
+    dot("q_lin", {B_, S_, H_, Dh_}, "h1", "W:wq", D_, q, "");
+    dot("k_lin", {B_, S_, K_, Dh_}, "h1", "W:wk", D_, kv, "");
+    dot("value_proj", {B_, S_, K_, Dh_}, "h1", "W:wv", D_, kv, "value_proj");
+    // RoPE (embeddings.py); MaxText tags query_proj/key_proj after it.
+    n.push_back({"query_proj", {B_, S_, H_, Dh_}, cdt_, OpKind::kElementwise, {"q_lin"}, 6 * T * q, "query_proj"});
+    n.push_back({"key_proj", {B_, S_, K_, Dh_}, cdt_, OpKind::kElementwise, {"k_lin"}, 6 * T * kv, "key_proj"});
+    // Causal attention: QKᵀ and AV, half the score matrix computed.
+    const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * H_ * Dh_) * static_cast<double>(S_) *
+                              static_cast<double>(S_) * 0.5;
+    if (m_.attention == "flash") {
+      n.push_back({"attn_out", {B_, S_, H_, Dh_}, cdt_, OpKind::kAttention, {"query_proj", "key_proj", "value_proj"},
+                   attn_flops, "context"});
+      n.push_back({"attn_lse", {B_, H_, S_}, DType::kF32, OpKind::kAttention, {"query_proj", "key_proj"}, 0,
+                   "context"});
+    } else {
+      FwdNode sc{"scores", {B_, H_, S_, S_}, cdt_, OpKind::kMatmul, {"query_proj", "key_proj"}, attn_flops / 2, "",
+                 true, true};
+      sc.m = S_; sc.n = S_; sc.k = Dh_; sc.batch = B_ * H_;
+      n.push_back(sc);
+      n.push_back({"probs", {B_, H_, S_, S_}, cdt_, OpKind::kElementwise, {"scores"},
+                   5.0 * static_cast<double>(B_ * H_ * S_ * S_), ""});
+      FwdNode av{"attn_out", {B_, S_, H_, Dh_}, cdt_, OpKind::kMatmul, {"probs", "value_proj"}, attn_flops / 2,
+                 "context", true, true};
+      av.m = S_; av.n = Dh_; av.k = S_; av.batch = B_ * H_;
+      n.push_back(av);
+    }
+    dot("out_proj", {B_, S_, D_}, "attn_out", "W:wo", q, D_, "out_proj");
+    n.push_back({"x1", {B_, S_, D_}, cdt_, OpKind::kElementwise, {"x", "out_proj"}, T * D, ""});
+    n.push_back({"h2", {B_, S_, D_}, cdt_, OpKind::kElementwise, {"x1", "W:mlp_norm"}, 4 * T * D, ""});
+    dot("mlpwi_0", {B_, S_, M_}, "h2", "W:wi_0", D_, M_, "mlpwi_0");
+    dot("mlpwi_1", {B_, S_, M_}, "h2", "W:wi_1", D_, M_, "mlpwi_1");
+    n.push_back({"act", {B_, S_, M_}, cdt_, OpKind::kElementwise, {"mlpwi_0", "mlpwi_1"}, 5 * T * M, ""});
+    dot("mlpwo", {B_, S_, D_}, "act", "W:wo_mlp", M_, D_, "mlpwo");
+    n.push_back({"y", {B_, S_, D_}, cdt_, OpKind::kElementwise, {"x1", "mlpwo"}, T * D, "decoder_layer_input"});
+    return n;
+  }
+
+  // Emits the forward nodes in `only` (all when empty). Weights are gathered
+  // on first use. Returns name → tensor for every emitted value.
+  std::map<std::string, TensorId> EmitLayerForward(int l, TensorId x, bool recompute,
+                                                   const std::set<std::string>& only) {
+    std::map<std::string, TensorId> v{{"x", x}};
+    b_.set_recompute(recompute);
+    const std::string pre = absl::StrCat("layer", l, recompute ? ".remat." : ".");
+    for (const FwdNode& f : LayerNodes()) {
+      if (!only.empty() && !only.count(f.out)) continue;
+      std::vector<TensorId> ins;
+      for (const std::string& in : f.ins) {
+        if (in.rfind("W:", 0) == 0) {
+          const std::string w = in.substr(2);
+          if (!v.count(in)) v[in] = Gather(w, l, recompute ? "backward recompute" : "forward");
+          ins.push_back(v.at(in));
+        } else {
+          ins.push_back(v.at(in));
+        }
+      }
+      Role role = f.out == "y" ? Role::kActivation : Role::kActivation;
+      TensorId out = b_.AddTensor(pre + f.out, f.shape, f.dtype, role,
+                                  absl::StrCat(recompute ? "recomputed " : "", "layer ", l, " ", f.out));
+      Op& op = b_.AddOp(pre + f.out, f.kind, ins, {out}, f.flops);
+      op.dtype = cdt_;
+      op.m = f.m; op.n = f.n; op.k = f.k; op.batch = f.batch;
+      v[f.out] = out;
+    }
+    b_.set_recompute(false);
+    return v;
+  }
+
+  // Which forward values the backward pass of a layer reads.
+  static const std::vector<std::string>& Residuals(bool flash) {
+    static const std::vector<std::string> kFlash = {"h1", "query_proj", "key_proj", "value_proj", "attn_out",
+                                                    "attn_lse", "x1", "h2", "mlpwi_0", "mlpwi_1", "act"};
+    static const std::vector<std::string> kExplicit = {"h1", "query_proj", "key_proj", "value_proj", "probs",
+                                                       "attn_out", "x1", "h2", "mlpwi_0", "mlpwi_1", "act"};
+    return flash ? kFlash : kExplicit;
+  }
+
+  absl::StatusOr<TensorId> EmitLayerBackward(int l, TensorId x, std::map<std::string, TensorId>& fwd,
+                                             TensorId dy) {
+    const std::vector<FwdNode> nodes = LayerNodes();
+    std::map<std::string, const FwdNode*> by_name;
+    for (const FwdNode& f : nodes) by_name[f.out] = &f;
+    // The saved set: what the policy keeps (the layer input x always is).
+    std::set<std::string> missing;
+    for (const std::string& r : Residuals(m_.attention == "flash")) {
+      const FwdNode& f = *by_name.at(r);
+      SaveDecision d = policy_.no_remat()
+                           ? SaveDecision::kSave
+                           : policy_.Decide({f.tag, f.is_dot, f.dot_batch_dims});
+      if (d == SaveDecision::kOffload) {
+        return absl::UnimplementedError(absl::StrCat(
+            "remat.policy '", std::string(policy_.name()), "' offloads to host: host offload is not modelled yet"));
+      }
+      if (d == SaveDecision::kRecompute) missing.insert(r);
+      else b_.tensor(fwd.at(r)).role = Role::kResidual;
+    }
+    // Recompute: the producers of every missing residual, back to saved values.
+    std::set<std::string> need;
+    std::vector<std::string> stack(missing.begin(), missing.end());
+    while (!stack.empty()) {
+      std::string n = stack.back();
+      stack.pop_back();
+      if (n == "x" || n.rfind("W:", 0) == 0 || need.count(n)) continue;
+      if (!missing.count(n) && b_.tensor(fwd.at(n)).role == Role::kResidual) continue;
+      need.insert(n);
+      for (const std::string& in : by_name.at(n)->ins) stack.push_back(in);
+    }
+    std::map<std::string, TensorId> v = fwd;
+    if (!need.empty()) {
+      auto re = EmitLayerForward(l, x, /*recompute=*/true, need);
+      for (auto& [k, t] : re) if (k != "x" && (need.count(k) || k.rfind("W:", 0) == 0)) v[k] = t;
+    }
+    for (const char* w : {"W:attn_norm", "W:wq", "W:wk", "W:wv", "W:wo", "W:mlp_norm", "W:wi_0",
+                                 "W:wi_1", "W:wo_mlp"}) {
+      if (!need.empty() && v.count(w) && v.at(w) != fwd.at(w)) continue;  // regathered by recompute
+      v[w] = Gather(std::string(w).substr(2), l, "backward");
+    }
+    return LayerBackwardOps(l, x, v, dy);
+  }
+
+  TensorId Grad(const std::string& name, std::vector<int64_t> shape, DType dt = DType::kBF16) {
+    return b_.AddTensor(name, std::move(shape), dt, Role::kTemporary, "backward temporary");
+  }
+
+  TensorId MatmulOp(const std::string& name, TensorId a, TensorId w, std::vector<int64_t> shape, int64_t m,
+                    int64_t n, int64_t k) {
+    TensorId out = Grad(name, std::move(shape), cdt_);
+    Op& op = b_.AddOp(name, OpKind::kMatmul, {a, w}, {out}, 2.0 * static_cast<double>(m) * n * k);
+    op.dtype = cdt_;
+    op.m = m; op.n = n; op.k = k;
+    return out;
+  }
+
+  // dX = dY·Wᵀ and dW = Xᵀ·dY for Y = X·W, X [T,kdim], W [kdim,ndim].
+  TensorId DenseBackward(int l, const std::string& w, TensorId x_in, TensorId dy, TensorId wt, int64_t kdim,
+                         int64_t ndim, std::vector<int64_t> x_shape) {
+    const std::string pre = absl::StrCat("layer", l, ".d_", w);
+    TensorId dx = MatmulOp(pre + ".dx", dy, wt, std::move(x_shape), T_, kdim, ndim);
+    TensorId dw = MatmulOp(pre + ".dw", x_in, dy, b_.tensor(wt).shape, kdim, ndim, T_);
+    ReduceGrad(w, l, dw);
+    return dx;
+  }
+
+  TensorId Elementwise(const std::string& name, std::vector<TensorId> ins, std::vector<int64_t> shape,
+                       double flops, DType dt) {
+    TensorId out = Grad(name, std::move(shape), dt);
+    b_.AddOp(name, OpKind::kElementwise, std::move(ins), {out}, flops);
+    return out;
+  }
+
+  TensorId NormBackward(int l, const std::string& w, TensorId x_in, TensorId d_out, TensorId scale) {
+    const std::string pre = absl::StrCat("layer", l, ".d_", w);
+    TensorId dx = Elementwise(pre + ".dx", {x_in, d_out, scale}, {B_, S_, D_}, 8.0 * T_ * D_, cdt_);
+    TensorId ds = Grad(pre + ".dscale", {D_}, DType::kF32);
+    b_.AddOp(pre + ".dscale", OpKind::kReduce, {x_in, d_out}, {ds}, 3.0 * T_ * D_);
+    ReduceGrad(w, l, ds);
+    return dx;
+  }
+
+  TensorId LayerBackwardOps(int l, TensorId x, std::map<std::string, TensorId>& v, TensorId dy) {
+    const int64_t q = H_ * Dh_, kv = K_ * Dh_;
+    const std::string pre = absl::StrCat("layer", l, ".");
+    // MLP: y = x1 + wo_mlp(silu(wi_0) * wi_1)
+    TensorId d_act = DenseBackward(l, "wo_mlp", v.at("act"), dy, v.at("W:wo_mlp"), M_, D_, {B_, S_, M_});
+    TensorId d_wi = Elementwise(pre + "d_swiglu", {d_act, v.at("mlpwi_0"), v.at("mlpwi_1")}, {B_, S_, 2, M_},
+                                8.0 * T_ * M_, cdt_);
+    TensorId d_h2a = DenseBackward(l, "wi_0", v.at("h2"), d_wi, v.at("W:wi_0"), D_, M_, {B_, S_, D_});
+    TensorId d_h2b = DenseBackward(l, "wi_1", v.at("h2"), d_wi, v.at("W:wi_1"), D_, M_, {B_, S_, D_});
+    TensorId d_h2 = Elementwise(pre + "d_h2", {d_h2a, d_h2b}, {B_, S_, D_}, 1.0 * T_ * D_, cdt_);
+    TensorId d_x1n = NormBackward(l, "mlp_norm", v.at("x1"), d_h2, v.at("W:mlp_norm"));
+    TensorId d_x1 = Elementwise(pre + "d_x1", {dy, d_x1n}, {B_, S_, D_}, 1.0 * T_ * D_, cdt_);
+    // Attention: x1 = x + wo(attn(q, k, v))
+    TensorId d_attn = DenseBackward(l, "wo", v.at("attn_out"), d_x1, v.at("W:wo"), q, D_, {B_, S_, H_, Dh_});
+    const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * H_ * Dh_) * S_ * S_ * 0.5;
+    TensorId dq = Grad(pre + "d_query", {B_, S_, H_, Dh_}, cdt_);
+    TensorId dk = Grad(pre + "d_key", {B_, S_, K_, Dh_}, cdt_);
+    TensorId dvv = Grad(pre + "d_value", {B_, S_, K_, Dh_}, cdt_);
+    if (m_.attention == "flash") {
+      // Flash backward recomputes the scores: 5 S×S matmuls vs 2 forward.
+      b_.AddOp(pre + "flash_bwd", OpKind::kAttention,
+               {v.at("query_proj"), v.at("key_proj"), v.at("value_proj"), v.at("attn_out"), v.at("attn_lse"), d_attn},
+               {dq, dk, dvv}, attn_flops * 2.5).dtype = cdt_;
+    } else {
+      TensorId dp = Grad(pre + "d_probs", {B_, H_, S_, S_}, cdt_);
+      Op& a = b_.AddOp(pre + "d_probs", OpKind::kMatmul, {d_attn, v.at("value_proj")}, {dp}, attn_flops / 2);
+      a.m = S_; a.n = S_; a.k = Dh_; a.batch = B_ * H_;
+      Op& b = b_.AddOp(pre + "d_value", OpKind::kMatmul, {v.at("probs"), d_attn}, {dvv}, attn_flops / 2);
+      b.m = S_; b.n = Dh_; b.k = S_; b.batch = B_ * H_;
+      TensorId ds = Elementwise(pre + "d_scores", {dp, v.at("probs")}, {B_, H_, S_, S_}, 4.0 * B_ * H_ * S_ * S_,
+                                cdt_);
+      Op& c = b_.AddOp(pre + "d_qk", OpKind::kMatmul, {ds, v.at("query_proj"), v.at("key_proj")}, {dq, dk},
+                       attn_flops);
+      c.m = S_; c.n = Dh_; c.k = S_; c.batch = B_ * H_;
+    }
+    TensorId dq_lin = Elementwise(pre + "d_rope_q", {dq}, {B_, S_, H_, Dh_}, 6.0 * T_ * q, cdt_);
+    TensorId dk_lin = Elementwise(pre + "d_rope_k", {dk}, {B_, S_, K_, Dh_}, 6.0 * T_ * kv, cdt_);
+    TensorId d_h1q = DenseBackward(l, "wq", v.at("h1"), dq_lin, v.at("W:wq"), D_, q, {B_, S_, D_});
+    TensorId d_h1k = DenseBackward(l, "wk", v.at("h1"), dk_lin, v.at("W:wk"), D_, kv, {B_, S_, D_});
+    TensorId d_h1v = DenseBackward(l, "wv", v.at("h1"), dvv, v.at("W:wv"), D_, kv, {B_, S_, D_});
+    TensorId d_h1 = Elementwise(pre + "d_h1", {d_h1q, d_h1k, d_h1v}, {B_, S_, D_}, 2.0 * T_ * D_, cdt_);
+    TensorId d_xn = NormBackward(l, "attn_norm", x, d_h1, v.at("W:attn_norm"));
+    return Elementwise(pre + "d_x", {d_x1, d_xn}, {B_, S_, D_}, 1.0 * T_ * D_, cdt_);
+  }
+
+  // --- embedding, head, loss ---------------------------------------------------
+
+  TensorId Embedding() {
+    TensorId table = Gather("token_embedder", -1, "forward");
+    TensorId x = b_.AddTensor("embed.out", {B_, S_, D_}, cdt_, Role::kActivation, "embedding lookup output");
+    b_.AddOp("embed.lookup", OpKind::kGather, {table, batch_.at("inputs")}, {x}, 0);
+    return x;
+  }
+
+  struct HeadResult {
+    TensorId h_final, logits_f32, onehot, exp_shifted, log_softmax, loss, w_out;
+  };
+
+  HeadResult HeadAndLoss(TensorId x) {
+    HeadResult r{};
+    b_.BeginRegion("head.forward", "phase");
+    TensorId scale = Gather("final_norm", -1, "forward");
+    r.h_final = Elementwise("final_norm", {x, scale}, {B_, S_, D_}, 4.0 * T_ * D_, cdt_);
+    b_.tensor(r.h_final).role = Role::kActivation;
+    r.w_out = Gather(m_.tied_embeddings ? "token_embedder" : "logits_dense", -1, "forward");
+    // logits_dot_in_fp32 False: a bf16 dot, then cast_logits_to_fp32.
+    TensorId logits = MatmulOp("logits", r.h_final, r.w_out, {B_, S_, V_}, T_, V_, D_);
+    auto f32 = [&](const std::string& n, std::vector<TensorId> ins, double flops) {
+      TensorId t = Elementwise(n, std::move(ins), {B_, S_, V_}, flops, m_.logits_dtype);
+      b_.tensor(t).role = Role::kActivation;
+      return t;
+    };
+    const double tv = static_cast<double>(T_) * V_;
+    r.logits_f32 = f32("logits_f32", {logits}, tv);
+    r.onehot = f32("onehot_targets", {batch_.at("targets")}, tv);
+    // cross_entropy_with_logits (MaxText max_utils.py) is a custom VJP whose
+    // residuals are fp32 [B,S,V] arrays: logits, targets, exp_shifted, log_softmax.
+    r.exp_shifted = f32("ce.exp_shifted", {r.logits_f32}, 3 * tv);
+    r.log_softmax = f32("ce.log_softmax", {r.logits_f32, r.exp_shifted}, 3 * tv);
+    r.loss = b_.AddTensor("loss", {}, DType::kF32, Role::kScalar, "loss (metric output)");
+    b_.AddOp("ce.loss", OpKind::kReduce, {r.log_softmax, r.onehot, batch_.at("targets_segmentation")}, {r.loss},
+             2 * tv);
+    b_.tensor(r.loss).live_out = true;
+    for (TensorId t : {r.logits_f32, r.onehot, r.exp_shifted, r.log_softmax}) b_.tensor(t).role = Role::kResidual;
+    b_.EndRegion();
+    return r;
+  }
+
+  TensorId HeadBackward(const HeadResult& r) {
+    b_.BeginRegion("head.backward", "phase");
+    const double tv = static_cast<double>(T_) * V_;
+    TensorId d_logits = Elementwise("ce.d_logits", {r.exp_shifted, r.onehot, r.log_softmax}, {B_, S_, V_}, 3 * tv,
+                                    m_.logits_dtype);
+    TensorId d_logits_c = Elementwise("ce.d_logits_cast", {d_logits}, {B_, S_, V_}, 0, cdt_);
+    TensorId w_out = Gather(m_.tied_embeddings ? "token_embedder" : "logits_dense", -1, "backward");
+    TensorId dh = MatmulOp("d_logits.dx", d_logits_c, w_out, {B_, S_, D_}, T_, D_, V_);
+    TensorId dw = MatmulOp("d_logits.dw", r.h_final, d_logits_c, {D_, V_}, D_, V_, T_);
+    ReduceGrad(m_.tied_embeddings ? "token_embedder" : "logits_dense", -1, dw);
+    TensorId scale = Gather("final_norm", -1, "backward");
+    TensorId dx = Elementwise("d_final_norm.dx", {dh, scale}, {B_, S_, D_}, 8.0 * T_ * D_, cdt_);
+    TensorId ds = Grad("d_final_norm.dscale", {D_}, DType::kF32);
+    b_.AddOp("d_final_norm.dscale", OpKind::kReduce, {dh}, {ds}, 3.0 * T_ * D_);
+    ReduceGrad("final_norm", -1, ds);
+    b_.EndRegion();
+    return dx;
+  }
+
+  void EmbeddingBackward(TensorId dx) {
+    TensorId dt = Grad("d_embed.table", {V_, D_}, cdt_);
+    b_.AddOp("d_embed.scatter", OpKind::kScatter, {dx, batch_.at("inputs")}, {dt}, 1.0 * T_ * D_);
+    ReduceGrad("token_embedder", -1, dt);
+  }
+
+  // --- optimizer -------------------------------------------------------------
+
+  // optax.clip_by_global_norm then AdamW (scale_by_adam, add_decayed_weights,
+  // scale_by_schedule), fused by XLA into one elementwise update per array that
+  // writes the new param, mu and nu into the donated buffers.
+  void Optimizer(TensorId loss) {
+    (void)loss;
+    b_.BeginRegion("optimizer", "phase");
+    std::vector<TensorId> all_grads;
+    for (const Param& p : params_) all_grads.insert(all_grads.end(), p.grads.begin(), p.grads.end());
+    TensorId sq = b_.AddTensor("grad_norm.partial", {}, DType::kF32, Role::kTemporary, "local sum of squares");
+    b_.AddOp("grad_norm.reduce", OpKind::kReduce, all_grads, {sq}, 0).flops = 0;
+    TensorId gnorm = b_.AddTensor("grad_norm", {}, DType::kF32, Role::kScalar, "global gradient norm (metric)");
+    if (N_ > 1) {
+      Op& ar = b_.AddOp("grad_norm.all_reduce", OpKind::kAllReduce, {sq}, {gnorm}, 0);
+      ar.group = N_;
+    } else {
+      b_.AddOp("grad_norm.sqrt", OpKind::kElementwise, {sq}, {gnorm}, 1);
+    }
+    b_.tensor(gnorm).live_out = true;
+    for (Param& p : params_) {
+      std::vector<TensorId> ins = {p.value, p.mu, p.nu, gnorm};
+      ins.insert(ins.end(), p.grads.begin(), p.grads.end());
+      if (s_.optimizer.kind != "adamw") ins = {p.value, gnorm};
+      std::vector<TensorId> outs;
+      for (TensorId src : {p.value, p.mu, p.nu}) {
+        if (src == kNoTensor) continue;
+        const Tensor& t = b_.tensor(src);
+        TensorId o = b_.AddTensor(t.name + ".new", t.shape, t.dtype, t.role, "updated " + t.origin);
+        b_.tensor(o).live_out = true;
+        b_.tensor(o).aliases = src;
+        outs.push_back(o);
+      }
+      const double elems = static_cast<double>(b_.tensor(p.value).elements());
+      Op& op = b_.AddOp("adamw." + p.name, OpKind::kElementwise, ins, outs, 16.0 * elems);
+      op.dtype = DType::kF32;
+    }
+    for (TensorId src : {step_, adam_count_, sched_count_}) {
+      if (src == kNoTensor) continue;
+      const Tensor& t = b_.tensor(src);
+      TensorId o = b_.AddTensor(t.name + ".new", {}, t.dtype, t.role, "incremented " + t.name);
+      b_.tensor(o).live_out = true;
+      b_.tensor(o).aliases = src;
+      b_.AddOp(t.name + ".increment", OpKind::kElementwise, {src}, {o}, 1);
+    }
+    b_.EndRegion();
+  }
+
+  const RunSpec& s_;
+  const ModelSpec& m_;
+  const RematPolicy& policy_;
+  ProgramBuilder b_;
+  int64_t B_, S_, T_, D_, H_, K_, Dh_, M_, V_, L_, N_;
+  DType cdt_, wdt_, gdt_;
+  std::vector<Param> params_;
+  std::map<std::string, size_t> param_index_;
+  std::map<std::string, TensorId> batch_;
+  TensorId step_ = kNoTensor, adam_count_ = kNoTensor, sched_count_ = kNoTensor;
+};
+
+}  // namespace
+
+int64_t LlamaLayerParamCount(const ModelSpec& m) {
+  const int64_t q = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
+  return m.d_model * q * 2 + m.d_model * kv * 2 + 3 * m.d_model * m.mlp_dim + 2 * m.d_model;
+}
+
+int64_t LlamaParamCount(const ModelSpec& m) {
+  const int64_t emb = m.vocab * m.d_model;
+  return m.n_layers * LlamaLayerParamCount(m) + emb + (m.tied_embeddings ? 0 : emb) + m.d_model;
+}
+
+absl::StatusOr<Program> BuildLlamaTrainStep(const RunSpec& spec) {
+  if (spec.model.family != "llama") {
+    return absl::InvalidArgumentError(
+        absl::StrCat("model.family: '", spec.model.family, "' has no builder yet (expected llama)"));
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<RematPolicy> policy, MakeRematPolicy(spec.remat));
+  LlamaBuilder b(spec, *policy);
+  return b.Build();
+}
+
+}  // namespace gpusim

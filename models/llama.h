@@ -1,0 +1,34 @@
+// Llama-family training step as Program IR: what one device computes in one
+// step of a MaxText-style (JAX) or FSDP (PyTorch) training loop.
+//
+//   embedding → L × decoder layer → final RMSNorm → logits (fp32) → softmax
+//   cross-entropy → backward (reverse, with remat recompute) → grad-norm
+//   clipping → AdamW update (in place into the donated train state)
+//
+// Sources: MaxText layers/llama2.py, attentions.py, linears.py, train.py at
+// commit 4bf3beaa (../shared/reference/maxtext.md); Llama 2 paper (arXiv
+// 2307.09288) for shapes; optax transform.py for the AdamW state.
+#ifndef GPUSIM_MODELS_LLAMA_H_
+#define GPUSIM_MODELS_LLAMA_H_
+
+#include <cstdint>
+
+#include "absl/status/statusor.h"
+#include "sim/config/spec.h"
+#include "sim/ir/program.h"
+
+namespace gpusim {
+
+// Parameters of the whole (unsharded) model.
+int64_t LlamaParamCount(const ModelSpec& m);
+// Parameters of one decoder layer: 2·D·H·Dh + 2·D·K·Dh + 3·D·M + 2·D.
+int64_t LlamaLayerParamCount(const ModelSpec& m);
+
+// The per-device training-step Program for `spec` (model, batch, FSDP,
+// optimizer, remat policy). Layers are emitted straight-line (unrolled);
+// the XLA lowering regroups them into loops when loop.mode is rolled.
+absl::StatusOr<Program> BuildLlamaTrainStep(const RunSpec& spec);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_MODELS_LLAMA_H_

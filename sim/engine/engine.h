@@ -1,0 +1,64 @@
+// The engine: a discrete-event replay of one Trace on one device.
+//
+// Memory events are replayed in trace order through the configured
+// allocator, with an ideal (no-fragmentation) tracker beside it, so
+// fragmentation = the allocator's peak − the ideal peak. Running out of
+// device memory is a result (where, what was requested, what was live).
+//
+// Timed events run on streams: each starts when its stream is free and every
+// event in its `after` list has finished, and lasts EventDuration(). The
+// step time is the last finish; busy and exposed times are kept per stream.
+#ifndef GPUSIM_SIM_ENGINE_ENGINE_H_
+#define GPUSIM_SIM_ENGINE_ENGINE_H_
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/alloc/allocator.h"
+#include "sim/config/spec.h"
+#include "sim/trace/trace.h"
+
+namespace gpusim {
+
+struct OomInfo {
+  bool happened = false;
+  int64_t event = -1;    // trace index of the failing alloc
+  SimTime time;          // simulated time it was issued
+  Bytes requested;
+  Bytes live;            // ideal live bytes just before it
+  Bytes reserved;        // allocator reserved bytes then
+  Bytes capacity;
+  std::string buffer;    // name of the requested buffer
+};
+
+struct SimResult {
+  // Memory (ideal tracker).
+  Bytes peak_live;
+  int64_t peak_event = -1;
+  std::array<Bytes, kNumRoles> live_by_role_at_peak{};
+  std::vector<BufferId> live_at_peak;  // buffers live at the ideal peak
+  // Allocator.
+  std::string allocator_name;
+  AllocatorStats allocator;
+  OomInfo oom;
+  // Time.
+  std::vector<SimTime> start, end;     // per event (memory events: issue time)
+  SimTime step_time;
+  SimTime compute_busy;                // compute stream busy
+  SimTime collective_busy;             // collective stream busy
+  SimTime copy_busy;                   // host-copy stream busy
+  SimTime recompute_busy;              // compute spent on rematerialisation
+  SimTime exposed_communication;       // collective time not hidden by compute
+  double flops = 0;                    // all compute flops
+  double model_flops = 0;              // flops excluding recompute
+};
+
+// REQUIRES: trace passed ValidateTrace. `allocator` is consulted for every
+// memory event; it may be null (ideal tracking only).
+absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_ENGINE_ENGINE_H_

@@ -1,0 +1,53 @@
+// ProgramBuilder: a small fluent helper for emitting Program IR, used by the
+// model builders (models/) and by tests.
+#ifndef GPUSIM_SIM_IR_BUILDER_H_
+#define GPUSIM_SIM_IR_BUILDER_H_
+
+#include <string>
+#include <vector>
+
+#include "sim/ir/program.h"
+
+namespace gpusim {
+
+class ProgramBuilder {
+ public:
+  explicit ProgramBuilder(std::string name) { program_.name = std::move(name); }
+
+  TensorId AddTensor(std::string name, std::vector<int64_t> shape, DType dtype, Role role,
+                     std::string origin = "");
+  // An entry parameter (argument). `donated` marks it reusable for outputs.
+  TensorId AddArgument(std::string name, std::vector<int64_t> shape, DType dtype, Role role,
+                       bool donated, std::string origin = "");
+  Tensor& tensor(TensorId id) { return program_.tensors[static_cast<size_t>(id)]; }
+
+  // Appends an op; its phase and layer come from the builder's current state.
+  // bytes_read/bytes_written default to the sum of input/output tensor sizes
+  // when left at zero.
+  Op& AddOp(std::string name, OpKind kind, std::vector<TensorId> inputs,
+            std::vector<TensorId> outputs, double flops = 0);
+
+  void set_phase(Phase p) { phase_ = p; }
+  void set_layer(int layer) { layer_ = layer; }
+  void set_recompute(bool r) { recompute_ = r; }
+  Phase phase() const { return phase_; }
+
+  // Marks the ops appended between BeginRegion and EndRegion.
+  void BeginRegion(std::string name, std::string kind);
+  void EndRegion();
+
+  OpId next_op() const { return static_cast<OpId>(program_.ops.size()); }
+  Program Finish() { return std::move(program_); }
+  const Program& program() const { return program_; }
+
+ private:
+  Program program_;
+  Phase phase_ = Phase::kForward;
+  int layer_ = -1;
+  bool recompute_ = false;
+  std::vector<size_t> open_regions_;
+};
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_IR_BUILDER_H_

@@ -1,0 +1,154 @@
+#include "sim/lower/lower.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "sim/base/status.h"
+#include "sim/ir/compute_graph.h"
+
+namespace gpusim {
+namespace {
+
+EventType EventTypeFor(OpKind k) {
+  if (IsCollective(k)) return EventType::kCollective;
+  if (k == OpKind::kHostToDevice || k == OpKind::kDeviceToHost) return EventType::kCopy;
+  return EventType::kCompute;
+}
+
+StreamId StreamFor(OpKind k) {
+  if (IsCollective(k)) return kCollectiveStream;
+  if (k == OpKind::kHostToDevice || k == OpKind::kDeviceToHost) return kHostCopyStream;
+  return kComputeStream;
+}
+
+}  // namespace
+
+absl::StatusOr<LoweredStep> LowerEager(const Program& p) {
+  ASSIGN_OR_RETURN(ComputeGraph graph, ComputeGraph::Build(p));
+  LoweredStep out;
+  Trace& tr = out.trace;
+  tr.name = p.name;
+  tr.streams = {{kComputeStream, "compute"}, {kCollectiveStream, "collective"}, {kHostCopyStream, "host_copy"}};
+
+  // Buffer of each tensor: its own, or the donated input it aliases.
+  std::vector<BufferId> buffer_of(p.tensors.size(), -1);
+  auto add_buffer = [&](const Tensor& t) {
+    BufferInfo b;
+    b.id = static_cast<BufferId>(out.buffers.size());
+    b.name = t.name;
+    b.origin = t.origin;
+    b.role = t.role;
+    b.bytes = t.bytes();
+    b.argument = t.entry_parameter;
+    b.output = t.live_out;
+    out.buffers.push_back(b);
+    return b.id;
+  };
+  auto emit = [&](TraceEvent e, Phase ph) {
+    tr.events.push_back(std::move(e));
+    out.event_phase.push_back(ph);
+    return static_cast<int64_t>(tr.events.size()) - 1;
+  };
+
+  for (const Tensor& t : p.tensors) {
+    if (t.entry_parameter) {
+      out.argument_bytes += t.bytes();
+      BufferId id = add_buffer(t);
+      buffer_of[static_cast<size_t>(t.id)] = id;
+      TraceEvent e;
+      e.type = EventType::kAlloc;
+      e.buffer = id;
+      e.size = t.bytes();
+      e.role = t.role;
+      e.name = t.name;
+      e.phase = Phase::kOther;
+      emit(std::move(e), Phase::kOther);
+    }
+    if (t.live_out) {
+      out.output_bytes += t.bytes();
+      if (t.aliases != kNoTensor) {
+        const Tensor& src = p.tensor(t.aliases);
+        if (!src.entry_parameter || !src.donated) {
+          return absl::InvalidArgumentError(absl::StrCat("output '", t.name, "' aliases '", src.name,
+                                                         "', which is not a donated entry parameter"));
+        }
+        if (src.bytes() != t.bytes()) {
+          return absl::InvalidArgumentError(
+              absl::StrCat("output '", t.name, "' aliases '", src.name, "' of a different size"));
+        }
+        out.alias_bytes += t.bytes();
+      }
+    }
+  }
+
+  std::vector<int64_t> producer_event(p.tensors.size(), -1);
+  for (const Op& op : p.ops) {
+    for (TensorId t : op.outputs) {
+      const Tensor& tensor = p.tensor(t);
+      if (tensor.aliases != kNoTensor) {
+        buffer_of[static_cast<size_t>(t)] = buffer_of[static_cast<size_t>(tensor.aliases)];
+        continue;
+      }
+      BufferId id = add_buffer(tensor);
+      buffer_of[static_cast<size_t>(t)] = id;
+      out.buffers[static_cast<size_t>(id)].phase = op.phase;
+      TraceEvent e;
+      e.type = EventType::kAlloc;
+      e.stream = StreamFor(op.kind);
+      e.buffer = id;
+      e.size = tensor.bytes();
+      e.role = tensor.role;
+      e.name = tensor.name;
+      e.phase = op.phase;
+      out.buffers[static_cast<size_t>(id)].alloc_event = emit(std::move(e), op.phase);
+    }
+    TraceEvent e;
+    e.type = EventTypeFor(op.kind);
+    e.stream = StreamFor(op.kind);
+    e.name = op.name;
+    e.kind = op.kind;
+    e.flops = op.flops;
+    e.bytes_read = op.bytes_read;
+    e.bytes_written = op.bytes_written;
+    e.dtype = op.dtype;
+    e.phase = op.phase;
+    e.group = op.group;
+    e.recompute = op.recompute;
+    e.m = op.m;
+    e.n = op.n;
+    e.k = op.k;
+    e.batch = op.batch;
+    for (TensorId t : op.inputs) {
+      int64_t pe = producer_event[static_cast<size_t>(t)];
+      if (pe >= 0 && tr.events[static_cast<size_t>(pe)].stream != e.stream &&
+          std::find(e.after.begin(), e.after.end(), pe) == e.after.end()) {
+        e.after.push_back(pe);
+      }
+    }
+    const int64_t idx = emit(std::move(e), op.phase);
+    for (TensorId t : op.outputs) producer_event[static_cast<size_t>(t)] = idx;
+    // Free every buffer whose last reader this op is (or, unread, its producer).
+    auto maybe_free = [&](TensorId t) {
+      const Tensor& tensor = p.tensor(t);
+      if (tensor.entry_parameter || tensor.live_out || tensor.aliases != kNoTensor) return;
+      OpId last = graph.last_use(t);
+      if (last < 0) last = graph.producer(t);
+      if (last != op.id) return;
+      BufferId id = buffer_of[static_cast<size_t>(t)];
+      TraceEvent f;
+      f.type = EventType::kFree;
+      f.stream = StreamFor(op.kind);
+      f.buffer = id;
+      f.phase = op.phase;
+      out.buffers[static_cast<size_t>(id)].free_event = emit(std::move(f), op.phase);
+    };
+    std::vector<TensorId> touched = op.inputs;
+    touched.insert(touched.end(), op.outputs.begin(), op.outputs.end());
+    std::sort(touched.begin(), touched.end());
+    touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
+    for (TensorId t : touched) maybe_free(t);
+  }
+  return out;
+}
+
+}  // namespace gpusim

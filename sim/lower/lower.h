@@ -1,0 +1,58 @@
+// Lowering: Program → Trace under a framework's memory semantics.
+//
+// Eager (PyTorch-like): every op's outputs are allocated just before it runs
+// and each buffer is freed right after its last reader, in program order;
+// autograd-saved tensors are simply read by their backward op, so they live
+// until then. Entry parameters exist before the step; live-out outputs that
+// alias a donated input are written in place (XLA input_output_alias, or a
+// PyTorch optimizer's in-place update).
+//
+// The XLA `memory_analysis()` accounting is reported beside it (see
+// ../shared/reference/xla_semantics.md §1): argument = entry parameters,
+// output = live-out values, alias = outputs written into donated inputs,
+// temp = the peak of everything else.
+#ifndef GPUSIM_SIM_LOWER_LOWER_H_
+#define GPUSIM_SIM_LOWER_LOWER_H_
+
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/ir/program.h"
+#include "sim/trace/trace.h"
+
+namespace gpusim {
+
+// Streams the lowering uses.
+constexpr StreamId kComputeStream = 0;
+constexpr StreamId kCollectiveStream = 1;
+constexpr StreamId kHostCopyStream = 2;
+
+// One device buffer of the lowered step, for reports and `explain`.
+struct BufferInfo {
+  BufferId id = -1;
+  std::string name;
+  std::string origin;
+  Role role = Role::kTemporary;
+  Bytes bytes;
+  bool argument = false;
+  bool output = false;
+  int64_t alloc_event = -1;  // -1: live before the step
+  int64_t free_event = -1;   // -1: live after the step
+  Phase phase = Phase::kForward;  // phase of the producing op
+};
+
+struct LoweredStep {
+  Trace trace;
+  std::vector<BufferInfo> buffers;  // indexed by BufferId
+  Bytes argument_bytes;
+  Bytes output_bytes;
+  Bytes alias_bytes;
+  std::vector<Phase> event_phase;   // phase of each trace event
+};
+
+absl::StatusOr<LoweredStep> LowerEager(const Program& p);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_LOWER_LOWER_H_

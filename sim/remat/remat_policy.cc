@@ -1,0 +1,161 @@
+#include "sim/remat/remat_policy.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+
+namespace gpusim {
+namespace {
+
+bool Contains(const std::vector<std::string>& v, std::string_view s) {
+  return std::find(v.begin(), v.end(), s) != v.end();
+}
+
+using Predicate = std::function<SaveDecision(const SaveCandidate&)>;
+
+class PredicatePolicy : public RematPolicy {
+ public:
+  PredicatePolicy(std::string name, Predicate p, bool no_remat)
+      : name_(std::move(name)), pred_(std::move(p)), no_remat_(no_remat) {}
+  std::string_view name() const override { return name_; }
+  bool no_remat() const override { return no_remat_; }
+  SaveDecision Decide(const SaveCandidate& c) const override { return pred_(c); }
+
+ private:
+  std::string name_;
+  Predicate pred_;
+  bool no_remat_;
+};
+
+SaveDecision SaveIf(bool b) { return b ? SaveDecision::kSave : SaveDecision::kRecompute; }
+
+Predicate SaveNames(std::vector<std::string> names) {
+  return [names = std::move(names)](const SaveCandidate& c) {
+    return SaveIf(!c.name.empty() && Contains(names, c.name));
+  };
+}
+
+struct Entry {
+  std::string doc;
+  std::string parameters;
+  std::function<Predicate(const RematSpec&)> make;
+  bool no_remat = false;
+};
+
+// MaxText tag names of a Llama decoder layer (layers/llama2.py, attentions.py,
+// linears.py at commit 4bf3beaa).
+const std::vector<std::string> kMaxTextDots = {"query_proj", "key_proj", "value_proj",
+                                               "out_proj",   "mlpwi_0",  "mlpwi_1",
+                                               "mlpwo"};
+
+const std::map<std::string, Entry>& Registry() {
+  static const auto* kRegistry = new std::map<std::string, Entry>{
+      // --- JAX policies (jax/_src/ad_checkpoint.py) ---
+      {"everything_saveable",
+       {"save every residual (same saved set as no remat)", "",
+        [](const RematSpec&) { return Predicate([](const SaveCandidate&) { return SaveDecision::kSave; }); }}},
+      {"nothing_saveable",
+       {"save nothing but the scope's inputs; recompute the rest", "",
+        [](const RematSpec&) { return Predicate([](const SaveCandidate&) { return SaveDecision::kRecompute; }); }}},
+      {"dots_saveable",
+       {"save outputs of every dot_general (checkpoint_dots)", "",
+        [](const RematSpec&) { return Predicate([](const SaveCandidate& c) { return SaveIf(c.is_dot); }); }}},
+      {"dots_with_no_batch_dims_saveable",
+       {"save dot_general outputs without batch dimensions (weight matmuls)", "",
+        [](const RematSpec&) {
+          return Predicate([](const SaveCandidate& c) { return SaveIf(c.is_dot && !c.dot_has_batch_dims); });
+        }}},
+      {"save_only_these_names",
+       {"save only values tagged with checkpoint_name in remat.names", "remat.names",
+        [](const RematSpec& s) { return SaveNames(s.names); }}},
+      {"save_any_names_but_these",
+       {"save every named value except those in remat.names", "remat.names",
+        [](const RematSpec& s) {
+          return Predicate([names = s.names](const SaveCandidate& c) {
+            return SaveIf(!c.name.empty() && !Contains(names, c.name));
+          });
+        }}},
+      {"save_and_offload_only_these_names",
+       {"save remat.names on device, offload remat.offload_names to pinned host",
+        "remat.names, remat.offload_names",
+        [](const RematSpec& s) {
+          return Predicate([s](const SaveCandidate& c) {
+            if (c.name.empty()) return SaveDecision::kRecompute;
+            if (Contains(s.names, c.name)) return SaveDecision::kSave;
+            if (Contains(s.offload_names, c.name)) return SaveDecision::kOffload;
+            return SaveDecision::kRecompute;
+          });
+        }}},
+      {"offload_dot_with_no_batch_dims",
+       {"offload dot_general outputs without batch dims to pinned host", "",
+        [](const RematSpec&) {
+          return Predicate([](const SaveCandidate& c) {
+            return c.is_dot && !c.dot_has_batch_dims ? SaveDecision::kOffload : SaveDecision::kRecompute;
+          });
+        }}},
+      // --- MaxText names (Decoder.get_remat_policy) ---
+      {"none", {"MaxText: no remat; every residual AD keeps is saved", "",
+                [](const RematSpec&) { return Predicate([](const SaveCandidate&) { return SaveDecision::kSave; }); },
+                true}},
+      {"full", {"MaxText: nothing_saveable (only the layer input, the scan carry)", "",
+                [](const RematSpec&) { return Predicate([](const SaveCandidate&) { return SaveDecision::kRecompute; }); }}},
+      {"minimal", {"MaxText: checkpoint_dots_with_no_batch_dims (q,k,v,out,wi_0,wi_1,wo)", "",
+                   [](const RematSpec&) {
+                     return Predicate([](const SaveCandidate& c) { return SaveIf(c.is_dot && !c.dot_has_batch_dims); });
+                   }}},
+      {"save_dot_except_mlpwi", {"MaxText: save q,k,v,out_proj,mlpwo", "",
+                                 [](const RematSpec&) {
+                                   return SaveNames({"query_proj", "key_proj", "value_proj", "out_proj", "mlpwo"});
+                                 }}},
+      {"save_dot_except_mlp", {"MaxText: save q,k,v,out_proj", "",
+                               [](const RematSpec&) {
+                                 return SaveNames({"query_proj", "key_proj", "value_proj", "out_proj"});
+                               }}},
+      {"save_qkv_proj", {"MaxText: save q,k,v projections", "",
+                         [](const RematSpec&) { return SaveNames({"query_proj", "key_proj", "value_proj"}); }}},
+      {"save_out_proj", {"MaxText: save the attention output projection", "",
+                         [](const RematSpec&) { return SaveNames({"out_proj"}); }}},
+      {"qkv_proj_offloaded", {"MaxText: offload q,k,v projections to pinned host", "",
+                              [](const RematSpec&) {
+                                return Predicate([](const SaveCandidate& c) {
+                                  return (c.name == "query_proj" || c.name == "key_proj" || c.name == "value_proj")
+                                             ? SaveDecision::kOffload
+                                             : SaveDecision::kRecompute;
+                                });
+                              }}},
+      {"minimal_offloaded", {"MaxText: offload_dot_with_no_batch_dims", "",
+                             [](const RematSpec&) {
+                               return Predicate([](const SaveCandidate& c) {
+                                 return c.is_dot && !c.dot_has_batch_dims ? SaveDecision::kOffload
+                                                                          : SaveDecision::kRecompute;
+                               });
+                             }}},
+  };
+  return *kRegistry;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<RematPolicy>> MakeRematPolicy(const RematSpec& spec) {
+  const auto& reg = Registry();
+  auto it = reg.find(spec.policy);
+  if (it == reg.end()) {
+    std::vector<std::string> names;
+    for (const auto& [n, e] : reg) names.push_back(n);
+    return absl::InvalidArgumentError(absl::StrCat("remat.policy: unknown policy '", spec.policy,
+                                                   "'; expected one of ", absl::StrJoin(names, ", ")));
+  }
+  return std::unique_ptr<RematPolicy>(
+      new PredicatePolicy(it->first, it->second.make(spec), it->second.no_remat));
+}
+
+std::vector<RematPolicyInfo> ListRematPolicies() {
+  std::vector<RematPolicyInfo> out;
+  for (const auto& [n, e] : Registry()) out.push_back({n, e.doc, e.parameters});
+  return out;
+}
+
+}  // namespace gpusim

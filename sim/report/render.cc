@@ -1,0 +1,145 @@
+// Text and JSON renderings of a StepReport. JSON keys are a contract (see
+// DESIGN.md "Outputs users rely on"): add keys, never rename them.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/report/json_writer.h"
+#include "sim/report/step.h"
+
+namespace gpusim {
+namespace {
+
+double TflopsPerDevice(const StepReport& r) {
+  const double s = r.sim.step_time.seconds();
+  return s > 0 ? r.sim.model_flops / s / 1e12 : 0;
+}
+
+double TokensPerSecond(const StepReport& r) {
+  const double s = r.sim.step_time.seconds();
+  return s > 0 ? r.tokens_per_step / s : 0;
+}
+
+std::string PhaseOfEvent(const StepReport& r, int64_t e) {
+  if (e < 0) return "start";
+  return std::string(PhaseName(r.lowered.event_phase[static_cast<size_t>(e)]));
+}
+
+}  // namespace
+
+std::string RenderText(const StepReport& r) {
+  const RunSpec& s = r.spec;
+  std::string o;
+  absl::StrAppendFormat(&o, "gpusim: %s on %s (%s)\n", s.model.name, s.device.name, s.device.description);
+  absl::StrAppendFormat(&o, "  parameters %s; batch %d x %d per device; FSDP %d; %s semantics\n",
+                        WithCommas(r.param_count), s.batch.per_device, s.batch.seq_len, s.parallelism.fsdp,
+                        s.framework == "jax" ? "XLA (jax)" : "eager (pytorch)");
+  absl::StrAppendFormat(&o, "  layers %s, param_scan_axis %d, remat %s, attention %s\n", s.loop.mode,
+                        s.model.param_scan_axis, s.remat.policy, s.model.attention);
+  o += "\nMemory per device (bytes; GiB = 2^30)\n";
+  absl::StrAppendFormat(&o, "  argument   %s\n", FormatBytes(r.argument));
+  absl::StrAppendFormat(&o, "  output     %s\n", FormatBytes(r.output));
+  absl::StrAppendFormat(&o, "  alias      %s\n", FormatBytes(r.alias));
+  absl::StrAppendFormat(&o, "  temp       %s\n", FormatBytes(r.temp));
+  absl::StrAppendFormat(&o, "  peak       %s%s\n", FormatBytes(r.peak),
+                        s.framework == "jax" ? "  = argument + output - alias + temp" : "");
+  absl::StrAppendFormat(&o, "  capacity   %s  (%s usable of %s)\n", FormatBytes(r.capacity), s.device.name,
+                        FormatBytes(s.device.cuda_total));
+  absl::StrAppendFormat(&o, "  fits       %s (margin %s)\n", r.fits ? "yes" : "NO",
+                        FormatBytes(r.capacity - r.peak));
+  if (r.sim.oom.happened) {
+    absl::StrAppendFormat(&o, "  OOM at event %d (t=%.6f s): %s requested %s with %s live\n", r.sim.oom.event,
+                          r.sim.oom.time.seconds(), r.sim.oom.buffer, FormatBytes(r.sim.oom.requested),
+                          FormatBytes(r.sim.oom.live));
+  }
+  absl::StrAppendFormat(&o, "\nLive at the peak (event %d, %s phase), by role\n", r.sim.peak_event,
+                        PhaseOfEvent(r, r.sim.peak_event));
+  for (int i = 0; i < kNumRoles; ++i) {
+    const Bytes b = r.sim.live_by_role_at_peak[static_cast<size_t>(i)];
+    if (b.value() == 0) continue;
+    absl::StrAppendFormat(&o, "  %-16s %s\n", RoleName(static_cast<Role>(i)), FormatBytes(b));
+  }
+  absl::StrAppendFormat(&o, "  temp peak at event %d (%s phase)\n", r.temp_peak_event,
+                        PhaseOfEvent(r, r.temp_peak_event));
+  o += "\nStep time\n";
+  absl::StrAppendFormat(&o, "  step          %.4f s\n", r.sim.step_time.seconds());
+  absl::StrAppendFormat(&o, "  compute       %.4f s (recompute %.4f s)\n", r.sim.compute_busy.seconds(),
+                        r.sim.recompute_busy.seconds());
+  absl::StrAppendFormat(&o, "  communication %.4f s (exposed %.4f s)\n", r.sim.collective_busy.seconds(),
+                        r.sim.exposed_communication.seconds());
+  absl::StrAppendFormat(&o, "  host copies   %.4f s\n", r.sim.copy_busy.seconds());
+  absl::StrAppendFormat(&o, "  %.1f TFLOP/s/device (model FLOPs), %.0f tokens/s/device\n", TflopsPerDevice(r),
+                        TokensPerSecond(r));
+  absl::StrAppendFormat(&o, "  allocator %s: peak allocated %s, peak reserved %s\n", r.sim.allocator_name,
+                        FormatBytes(r.sim.allocator.peak_allocated), FormatBytes(r.sim.allocator.peak_reserved));
+  return o;
+}
+
+std::string RenderJson(const StepReport& r) {
+  const RunSpec& s = r.spec;
+  JsonWriter w;
+  w.BeginObject();
+  w.BeginObject("config")
+      .String("file", s.source_file)
+      .String("framework", s.framework)
+      .String("device", s.device.name)
+      .String("model", s.model.name)
+      .Int("param_count", r.param_count)
+      .String("loop_mode", s.loop.mode)
+      .Int("param_scan_axis", s.model.param_scan_axis)
+      .String("remat_policy", s.remat.policy)
+      .Int("fsdp", s.parallelism.fsdp)
+      .Int("batch_per_device", s.batch.per_device)
+      .Int("seq_len", s.batch.seq_len)
+      .EndObject();
+  w.BeginObject("memory")
+      .Int("argument_bytes", r.argument.value())
+      .Int("output_bytes", r.output.value())
+      .Int("alias_bytes", r.alias.value())
+      .Int("temp_bytes", r.temp.value())
+      .Int("peak_bytes", r.peak.value())
+      .Int("capacity_bytes", r.capacity.value())
+      .Bool("fits", r.fits)
+      .Int("live_peak_bytes", r.sim.peak_live.value())
+      .Int("live_peak_event", r.sim.peak_event)
+      .String("live_peak_phase", PhaseOfEvent(r, r.sim.peak_event))
+      .Int("temp_peak_event", r.temp_peak_event);
+  if (r.sim.oom.happened) {
+    w.BeginObject("oom")
+        .Int("event", r.sim.oom.event)
+        .Double("time_s", r.sim.oom.time.seconds())
+        .Int("requested_bytes", r.sim.oom.requested.value())
+        .Int("live_bytes", r.sim.oom.live.value())
+        .Int("reserved_bytes", r.sim.oom.reserved.value())
+        .String("buffer", r.sim.oom.buffer)
+        .EndObject();
+  } else {
+    w.Null("oom");
+  }
+  w.EndObject();
+  w.BeginObject("allocator")
+      .String("name", r.sim.allocator_name)
+      .Int("peak_allocated_bytes", r.sim.allocator.peak_allocated.value())
+      .Int("peak_reserved_bytes", r.sim.allocator.peak_reserved.value())
+      .Int("fragmentation_bytes", (r.sim.allocator.peak_reserved - r.sim.peak_live).value())
+      .EndObject();
+  w.BeginObject("time")
+      .Double("step_time_s", r.sim.step_time.seconds())
+      .Double("compute_s", r.sim.compute_busy.seconds())
+      .Double("communication_s", r.sim.collective_busy.seconds())
+      .Double("exposed_communication_s", r.sim.exposed_communication.seconds())
+      .Double("recompute_s", r.sim.recompute_busy.seconds())
+      .Double("host_transfer_s", r.sim.copy_busy.seconds())
+      .Double("tflops_per_device", TflopsPerDevice(r))
+      .Double("tokens_per_s_per_device", TokensPerSecond(r))
+      .EndObject();
+  w.BeginObject("breakdown");
+  for (int i = 0; i < kNumRoles; ++i) {
+    w.Int(RoleName(static_cast<Role>(i)), r.sim.live_by_role_at_peak[static_cast<size_t>(i)].value());
+  }
+  w.EndObject();
+  w.EndObject();
+  return w.Finish();
+}
+
+}  // namespace gpusim

@@ -1,0 +1,43 @@
+// One simulated training step, end to end: build the Program from the
+// model, lower it, replay it on the device, and account its memory the way
+// the framework reports it. Reports (text, JSON) render a StepReport.
+#ifndef GPUSIM_SIM_REPORT_STEP_H_
+#define GPUSIM_SIM_REPORT_STEP_H_
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/config/spec.h"
+#include "sim/engine/engine.h"
+#include "sim/ir/program.h"
+#include "sim/lower/lower.h"
+
+namespace gpusim {
+
+struct StepReport {
+  RunSpec spec;
+  int64_t param_count = 0;
+  Program program;
+  LoweredStep lowered;
+  SimResult sim;
+  // XLA memory_analysis() accounting (../shared/reference/xla_semantics.md §1).
+  Bytes argument, output, alias, temp;
+  int64_t temp_peak_event = -1;
+  // Peak device footprint: argument + output − alias + temp under XLA;
+  // the replayed live peak under eager semantics.
+  Bytes peak;
+  Bytes capacity;
+  bool fits = true;
+  double tokens_per_step = 0;
+};
+
+absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec);
+
+std::string RenderText(const StepReport& r);
+std::string RenderJson(const StepReport& r);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_REPORT_STEP_H_
