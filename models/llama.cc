@@ -68,11 +68,17 @@ class LlamaBuilder {
     TensorId x = Embedding();
     std::vector<TensorId> layer_inputs;
     std::vector<std::map<std::string, TensorId>> saved(static_cast<size_t>(L_));
+    // Weights are all-gathered one layer ahead (XLA's latency-hiding
+    // scheduler / --xla_gpu_enable_pipelined_all_gather; PyTorch FSDP
+    // forward_prefetch): two layers' gathered weights are live at a time.
+    std::map<std::string, TensorId> next = GatherLayer(0, "forward");
     for (int l = 0; l < L_; ++l) {
       layer_inputs.push_back(x);
       b_.set_layer(l);
       b_.BeginRegion(absl::StrCat("layer", l, ".forward"), "layer");
-      auto vals = EmitLayerForward(l, x, /*recompute=*/false, {});
+      std::map<std::string, TensorId> weights = std::move(next);
+      if (l + 1 < L_) next = GatherLayer(l + 1, "forward");
+      auto vals = EmitLayerForward(l, x, weights, /*recompute=*/false, {});
       b_.EndRegion();
       x = vals.at("y");
       saved[static_cast<size_t>(l)] = std::move(vals);
@@ -82,11 +88,14 @@ class LlamaBuilder {
 
     b_.set_phase(Phase::kBackward);
     TensorId dx = HeadBackward(head);
+    next = GatherLayer(static_cast<int>(L_) - 1, "backward");
     for (int l = static_cast<int>(L_) - 1; l >= 0; --l) {
       b_.set_layer(l);
       b_.BeginRegion(absl::StrCat("layer", l, ".backward"), "layer");
+      std::map<std::string, TensorId> weights = std::move(next);
+      if (l > 0) next = GatherLayer(l - 1, "backward");
       ASSIGN_OR_RETURN(dx, EmitLayerBackward(l, layer_inputs[static_cast<size_t>(l)],
-                                             saved[static_cast<size_t>(l)], dx));
+                                             saved[static_cast<size_t>(l)], weights, dx));
       b_.EndRegion();
     }
     b_.set_layer(-1);
@@ -217,6 +226,18 @@ class LlamaBuilder {
 
   // --- decoder layer ---------------------------------------------------------
 
+  static const std::vector<std::string>& LayerWeights() {
+    static const std::vector<std::string> kWeights = {"attn_norm", "wq", "wk", "wv", "wo",
+                                                      "mlp_norm", "wi_0", "wi_1", "wo_mlp"};
+    return kWeights;
+  }
+
+  std::map<std::string, TensorId> GatherLayer(int l, const char* why) {
+    std::map<std::string, TensorId> w;
+    for (const std::string& n : LayerWeights()) w["W:" + n] = Gather(n, l, why);
+    return w;
+  }
+
   std::vector<FwdNode> LayerNodes() const {
     const int64_t q = H_ * Dh_, kv = K_ * Dh_;
     const double T = static_cast<double>(T_), D = static_cast<double>(D_), M = static_cast<double>(M_);
@@ -269,24 +290,18 @@ class LlamaBuilder {
 
   // Emits the forward nodes in `only` (all when empty). Weights are gathered
   // on first use. Returns name → tensor for every emitted value.
-  std::map<std::string, TensorId> EmitLayerForward(int l, TensorId x, bool recompute,
-                                                   const std::set<std::string>& only) {
-    std::map<std::string, TensorId> v{{"x", x}};
+  std::map<std::string, TensorId> EmitLayerForward(int l, TensorId x,
+                                                   const std::map<std::string, TensorId>& weights,
+                                                   bool recompute, const std::set<std::string>& only) {
+    std::map<std::string, TensorId> v = weights;
+    v["x"] = x;
     b_.set_recompute(recompute);
     const std::string pre = absl::StrCat("layer", l, recompute ? ".remat." : ".");
     for (const FwdNode& f : LayerNodes()) {
       if (!only.empty() && !only.count(f.out)) continue;
       std::vector<TensorId> ins;
-      for (const std::string& in : f.ins) {
-        if (in.rfind("W:", 0) == 0) {
-          const std::string w = in.substr(2);
-          if (!v.count(in)) v[in] = Gather(w, l, recompute ? "backward recompute" : "forward");
-          ins.push_back(v.at(in));
-        } else {
-          ins.push_back(v.at(in));
-        }
-      }
-      Role role = f.out == "y" ? Role::kActivation : Role::kActivation;
+      for (const std::string& in : f.ins) ins.push_back(v.at(in));
+      const Role role = Role::kActivation;
       TensorId out = b_.AddTensor(pre + f.out, f.shape, f.dtype, role,
                                   absl::StrCat(recompute ? "recomputed " : "", "layer ", l, " ", f.out));
       Op& op = b_.AddOp(pre + f.out, f.kind, ins, {out}, f.flops);
@@ -308,7 +323,7 @@ class LlamaBuilder {
   }
 
   absl::StatusOr<TensorId> EmitLayerBackward(int l, TensorId x, std::map<std::string, TensorId>& fwd,
-                                             TensorId dy) {
+                                             const std::map<std::string, TensorId>& weights, TensorId dy) {
     const std::vector<FwdNode> nodes = LayerNodes();
     std::map<std::string, const FwdNode*> by_name;
     for (const FwdNode& f : nodes) by_name[f.out] = &f;
@@ -338,14 +353,10 @@ class LlamaBuilder {
       for (const std::string& in : by_name.at(n)->ins) stack.push_back(in);
     }
     std::map<std::string, TensorId> v = fwd;
+    for (const auto& [k, t] : weights) v[k] = t;  // the backward's own gather
     if (!need.empty()) {
-      auto re = EmitLayerForward(l, x, /*recompute=*/true, need);
-      for (auto& [k, t] : re) if (k != "x" && (need.count(k) || k.rfind("W:", 0) == 0)) v[k] = t;
-    }
-    for (const char* w : {"W:attn_norm", "W:wq", "W:wk", "W:wv", "W:wo", "W:mlp_norm", "W:wi_0",
-                                 "W:wi_1", "W:wo_mlp"}) {
-      if (!need.empty() && v.count(w) && v.at(w) != fwd.at(w)) continue;  // regathered by recompute
-      v[w] = Gather(std::string(w).substr(2), l, "backward");
+      auto re = EmitLayerForward(l, x, weights, /*recompute=*/true, need);
+      for (const std::string& k : need) v[k] = re.at(k);
     }
     return LayerBackwardOps(l, x, v, dy);
   }

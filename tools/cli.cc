@@ -1,11 +1,179 @@
 #include "tools/cli.h"
 
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
 #include "CLI/CLI.hpp"
+#include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/alloc/allocator.h"
+#include "sim/base/file_util.h"
+#include "sim/config/loader.h"
+#include "sim/remat/remat_policy.h"
+#include "sim/report/step.h"
+#include "sim/trace/trace_io.h"
+#include "sim/trace/validate.h"
 
 namespace gpusim {
-int RunCli(int argc, char** argv) {
-  CLI::App app{"gpusim"};
-  CLI11_PARSE(app, argc, argv);
+namespace {
+
+// Exit codes: 0 ok, 1 bad input, 2 internal error.
+int Fail(const absl::Status& st) {
+  std::cerr << "gpusim: error: " << st.message() << "\n";
+  switch (st.code()) {
+    case absl::StatusCode::kInvalidArgument:
+    case absl::StatusCode::kNotFound:
+    case absl::StatusCode::kOutOfRange:
+    case absl::StatusCode::kUnimplemented:
+    case absl::StatusCode::kFailedPrecondition:
+    case absl::StatusCode::kAlreadyExists:
+      return 1;
+    default:
+      return 2;
+  }
+}
+
+absl::Status EnsureDir(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("--out ", dir, ": exists and is not a directory"));
+  }
+  if (mkdir(dir.c_str(), 0755) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("--out ", dir, ": cannot create directory"));
+  }
+  return absl::OkStatus();
+}
+
+struct RunOptions {
+  std::string config;
+  std::vector<std::string> sets;
+  std::string format = "text";
+  std::string out_dir;
+};
+
+int CmdRun(const RunOptions& o) {
+  auto spec = LoadRunSpec(o.config, o.sets);
+  if (!spec.ok()) return Fail(spec.status());
+  auto report = SimulateStep(*spec);
+  if (!report.ok()) return Fail(report.status());
+  const std::string json = RenderJson(*report);
+  if (!o.out_dir.empty()) {
+    absl::Status st = EnsureDir(o.out_dir);
+    if (st.ok()) st = WriteTraceFile(report->lowered.trace, o.out_dir + "/trace.gpusim");
+    if (st.ok()) st = WriteFileAtomically(o.out_dir + "/result.json", json);
+    if (!st.ok()) return Fail(st);
+  }
+  std::cout << (o.format == "json" ? json : RenderText(*report));
   return 0;
 }
+
+int CmdValidate(const std::string& file, const std::vector<std::string>& sets) {
+  std::ifstream in(file);
+  if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
+  std::string first;
+  std::getline(in, first);
+  in.close();
+  if (first.rfind("gpusim-trace", 0) == 0) {
+    auto trace = ReadTraceFile(file);
+    if (!trace.ok()) return Fail(trace.status());
+    absl::Status st = ValidateTrace(*trace);
+    if (!st.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(file, ": ", st.message())));
+    TraceStats s = ComputeTraceStats(*trace);
+    std::cout << absl::StrFormat("%s: valid trace: %d events (%d allocs, %d frees, %d timed), peak live %s\n",
+                                 file, s.events, s.allocs, s.frees, s.timed, FormatBytes(s.peak_live));
+    return 0;
+  }
+  auto spec = LoadRunSpec(file, sets);
+  if (!spec.ok()) return Fail(spec.status());
+  std::cout << file << ": valid run config (" << spec->model.name << " on " << spec->device.name << ")\n";
+  return 0;
+}
+
+int CmdDevices() {
+  std::vector<std::string> names = ListDeviceNames();
+  std::cout << absl::StrFormat("%-16s %4s %18s %12s %10s %10s %10s %9s %9s\n", "device", "SMs", "usable memory",
+                               "HBM", "bf16", "tf32", "fp32", "NVLink", "PCIe");
+  for (const std::string& n : names) {
+    auto d = LoadDeviceSpec(n, "");
+    if (!d.ok()) return Fail(d.status());
+    std::cout << absl::StrFormat("%-16s %4d %14.2f GiB %7.0f GB/s %5.0f TF/s %5.0f TF/s %5.1f TF/s %4.0f GB/s %4.0f GB/s\n",
+                                 d->name, d->sms, d->usable().GiB(), d->hbm_bandwidth / 1e9, d->peak_bf16 / 1e12,
+                                 d->peak_tf32 / 1e12, d->peak_fp32 / 1e12, d->nvlink_bandwidth / 1e9,
+                                 d->pcie_bandwidth / 1e9);
+  }
+  std::cout << "usable = CUDA total - context reserve; rates are dense peaks (datasheets), bandwidth per direction\n";
+  return 0;
+}
+
+int CmdList(const std::string& what) {
+  if (what == "allocators") {
+    for (const AllocatorInfo& a : ListAllocators()) {
+      std::cout << absl::StrFormat("%-20s %s%s\n", a.name, a.doc,
+                                   a.parameters.empty() ? "" : absl::StrCat(" [", a.parameters, "]"));
+    }
+    return 0;
+  }
+  if (what == "remat") {
+    for (const RematPolicyInfo& p : ListRematPolicies()) {
+      std::cout << absl::StrFormat("%-36s %s%s\n", p.name, p.doc,
+                                   p.parameters.empty() ? "" : absl::StrCat(" [", p.parameters, "]"));
+    }
+    return 0;
+  }
+  if (what == "devices") return CmdDevices();
+  return Fail(absl::InvalidArgumentError(
+      absl::StrCat("list: unknown kind '", what, "'; expected allocators, remat or devices")));
+}
+
+}  // namespace
+
+int RunCli(int argc, char** argv) {
+  CLI::App app{"gpusim: trace-driven simulator of GPU memory and step time for deep-learning training"};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+
+  RunOptions run;
+  CLI::App* run_cmd = app.add_subcommand("run", "Simulate one training step of a run config");
+  run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml")->required();
+  run_cmd->add_option("--set", run.sets, "Override a config field: path=value (repeatable)");
+  run_cmd->add_option("--format", run.format, "Output format")->check(CLI::IsMember({"text", "json"}));
+  run_cmd->add_option("--out", run.out_dir, "Also write result.json and trace.gpusim into DIR (atomically)");
+
+  std::string validate_file;
+  std::vector<std::string> validate_sets;
+  CLI::App* val_cmd = app.add_subcommand("validate", "Check a run config or a native trace file");
+  val_cmd->add_option("file", validate_file, "Config (YAML) or trace (gpusim-trace)")->required();
+  val_cmd->add_option("--set", validate_sets, "Override a config field: path=value (repeatable)");
+
+  CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
+
+  std::string list_what;
+  CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies");
+  list_cmd->add_option("kind", list_what, "allocators | remat | devices")->required();
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    const int rc = app.exit(e);
+    return rc == 0 ? 0 : 1;
+  }
+  try {
+    if (*run_cmd) return CmdRun(run);
+    if (*val_cmd) return CmdValidate(validate_file, validate_sets);
+    if (*dev_cmd) return CmdDevices();
+    if (*list_cmd) return CmdList(list_what);
+  } catch (const std::exception& e) {
+    std::cerr << "gpusim: internal error: " << e.what() << "\n";
+    return 2;
+  }
+  return 2;
+}
+
 }  // namespace gpusim

@@ -42,6 +42,9 @@ struct TraceEvent {
   bool recompute = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;  // matmul shape when known
   std::vector<int64_t> after; // indices of earlier timed events this waits on
+  // Buffers this event reads or writes, when known; each must be live here
+  // (sim/trace/validate.h). Empty = not recorded.
+  std::vector<BufferId> uses;
   SimTime recorded_duration{-1};  // from a recorded trace; -1 = unknown
 };
 

@@ -1,0 +1,83 @@
+#include "models/llama.h"
+
+#include "gtest/gtest.h"
+#include "sim/config/loader.h"
+#include "sim/lower/lower.h"
+
+namespace gpusim {
+namespace {
+
+ModelSpec Llama2_7B() {
+  auto m = LoadModelSpec("llama2-7b");
+  EXPECT_TRUE(m.ok()) << m.status();
+  return *m;
+}
+
+TEST(LlamaTest, ParamCountMatchesLlama2_7B) {
+  const ModelSpec m = Llama2_7B();
+  // 4·4096² + 3·4096·11008 + 2·4096 per layer (xla_semantics.md §7).
+  EXPECT_EQ(LlamaLayerParamCount(m), 202383360);
+  EXPECT_EQ(LlamaParamCount(m), 6738415616);
+}
+
+TEST(LlamaTest, ParamCountsOfOtherSizes) {
+  auto m70 = LoadModelSpec("llama2-70b");
+  ASSERT_TRUE(m70.ok());
+  // Llama-2-70b-hf: 68,976,648,192 parameters (GQA, 8 KV heads).
+  EXPECT_EQ(LlamaParamCount(*m70), 68976648192);
+  auto m8 = LoadModelSpec("llama3-8b");
+  ASSERT_TRUE(m8.ok());
+  // Meta-Llama-3-8B: 8,030,261,248 parameters.
+  EXPECT_EQ(LlamaParamCount(*m8), 8030261248);
+}
+
+TEST(LlamaTest, TrainStateBytesPerDeviceUnderFsdp2) {
+  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto program = BuildLlamaTrainStep(*spec);
+  ASSERT_TRUE(program.ok()) << program.status();
+  Bytes params, moments, batch, scalars;
+  for (const Tensor& t : program->tensors) {
+    if (!t.entry_parameter) continue;
+    if (t.role == Role::kParameter) params += t.bytes();
+    if (t.role == Role::kOptimizerState) moments += t.bytes();
+    if (t.role == Role::kInputBatch) batch += t.bytes();
+    if (t.role == Role::kScalar) scalars += t.bytes();
+  }
+  // 6,738,415,616 fp32 parameters over 2 devices; mu and nu likewise.
+  EXPECT_EQ(params.value(), 6738415616LL * 4 / 2);
+  EXPECT_EQ(moments.value(), 2 * 6738415616LL * 4 / 2);
+  // Five int32 [1, 4096] batch arrays (targets_position is pruned).
+  EXPECT_EQ(batch.value(), 5 * 4096 * 4);
+  // step, adam count, schedule count.
+  EXPECT_EQ(scalars.value(), 12);
+  auto lowered = LowerEager(*program);
+  ASSERT_TRUE(lowered.ok());
+  EXPECT_EQ(lowered->argument_bytes.value(), 40430575628LL);  // the seed's, exactly
+}
+
+TEST(LlamaTest, FullRematRecomputesAndNoneDoesNot) {
+  auto full = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"model.n_layers=2"});
+  auto none = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"model.n_layers=2", "remat.policy=none"});
+  ASSERT_TRUE(full.ok() && none.ok());
+  auto pf = BuildLlamaTrainStep(*full);
+  auto pn = BuildLlamaTrainStep(*none);
+  ASSERT_TRUE(pf.ok() && pn.ok());
+  auto count = [](const Program& p) {
+    int n = 0;
+    for (const Op& op : p.ops) n += op.recompute;
+    return n;
+  };
+  EXPECT_GT(count(*pf), 0);
+  EXPECT_EQ(count(*pn), 0);
+  auto rf = [](const Program& p) {
+    int64_t n = 0;
+    for (const Tensor& t : p.tensors) n += t.role == Role::kResidual;
+    return n;
+  };
+  EXPECT_EQ(rf(*pf), 2 * 0 + 4);  // only the loss residuals; layer inputs stay activations
+  EXPECT_GT(rf(*pn), 4);
+}
+
+}  // namespace
+}  // namespace gpusim

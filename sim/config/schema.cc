@@ -1,0 +1,158 @@
+// Schema tables and key validation; see schema.h.
+#include "sim/config/schema.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+
+namespace gpusim {
+
+Schema Schema::Leaf() { return Schema(); }
+
+Schema Schema::Map(Kind kind, std::vector<SchemaField> fields) {
+  Schema s;
+  s.kind_ = kind;
+  s.fields_ = std::move(fields);
+  return s;
+}
+
+const Schema* Schema::Find(absl::string_view key) const {
+  for (const SchemaField& f : fields_) {
+    if (f.key == key) return &f.schema;
+  }
+  return nullptr;
+}
+
+std::vector<std::string> Schema::Keys() const {
+  std::vector<std::string> keys;
+  for (const SchemaField& f : fields_) keys.push_back(f.key);
+  return keys;
+}
+
+namespace {
+
+SchemaField L(std::string key) { return {std::move(key), Schema::Leaf()}; }
+
+SchemaField M(std::string key, std::vector<SchemaField> fields) {
+  return {std::move(key), Schema::Map(Schema::Kind::kMap, std::move(fields))};
+}
+
+std::vector<SchemaField> DeviceFields() {
+  return {L("name"),
+          L("description"),
+          L("sms"),
+          M("memory", {L("cuda_total"), L("context_reserve")}),
+          L("hbm_bandwidth"),
+          L("l2"),
+          M("flops", {L("bf16"), L("fp16"), L("tf32"), L("fp32")}),
+          M("links", {L("nvlink"), L("pcie"), L("network"), L("latency")}),
+          L("launch_overhead"),
+          M("efficiency",
+            {L("matmul"), L("attention"), L("memory"), L("collective")})};
+}
+
+std::vector<SchemaField> ModelFields() {
+  return {L("name"),          L("family"),          L("d_model"),
+          L("n_layers"),      L("n_heads"),         L("n_kv_heads"),
+          L("head_dim"),      L("mlp_dim"),         L("vocab"),
+          L("tied_embeddings"), L("weight_dtype"),  L("compute_dtype"),
+          L("logits_dtype"),  L("attention"),       L("param_scan_axis"),
+          L("scan_layers")};
+}
+
+}  // namespace
+
+const Schema& DeviceSchema() {
+  static const Schema* s =
+      new Schema(Schema::Map(Schema::Kind::kMap, DeviceFields()));
+  return *s;
+}
+
+const Schema& ModelSchema() {
+  static const Schema* s =
+      new Schema(Schema::Map(Schema::Kind::kMap, ModelFields()));
+  return *s;
+}
+
+const Schema& RunSchema() {
+  static const Schema* s = new Schema(Schema::Map(
+      Schema::Kind::kMap,
+      {L("framework"),
+       {"device", Schema::Map(Schema::Kind::kRef, DeviceFields())},
+       {"model", Schema::Map(Schema::Kind::kRef, ModelFields())},
+       M("optimizer", {L("kind"), L("moment_dtype"), L("clip_grad_norm")}),
+       M("loop", {L("mode"), L("trip_count"), L("unroll")}),
+       M("remat", {L("policy"), L("names"), L("offload_names")}),
+       M("parallelism", {L("fsdp"), L("tensor"), L("sequence_parallel"),
+                         L("gather_dtype")}),
+       M("batch", {L("per_device"), L("seq_len")}),
+       {"allocator", Schema::Map(Schema::Kind::kOpenMap, {L("impl")})}}));
+  return *s;
+}
+
+namespace internal {
+
+int EditDistance(absl::string_view a, absl::string_view b) {
+  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = static_cast<int>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      int subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+std::string NearestKey(absl::string_view key,
+                       const std::vector<std::string>& candidates) {
+  const int limit = std::max<int>(2, static_cast<int>(key.size()) / 2);
+  std::string best;
+  int best_distance = limit + 1;
+  for (const std::string& c : candidates) {
+    int d = EditDistance(key, c);
+    if (d < best_distance) {
+      best_distance = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
+std::string UnknownKeyMessage(absl::string_view key, const Schema& level) {
+  std::string msg = absl::StrCat("unknown key '", key, "'");
+  std::string nearest = NearestKey(key, level.Keys());
+  if (!nearest.empty()) absl::StrAppend(&msg, " (did you mean '", nearest, "'?)");
+  return msg;
+}
+
+std::string JoinPath(absl::string_view parent, absl::string_view key) {
+  return parent.empty() ? std::string(key) : absl::StrCat(parent, ".", key);
+}
+
+}  // namespace internal
+
+absl::Status ValidateKeys(const ConfigNode& node, const Schema& schema,
+                          const std::string& path) {
+  if (!node.is_map() || !schema.is_map_like()) return absl::OkStatus();
+  for (const ConfigEntry& e : node.entries()) {
+    const Schema* child = schema.Find(e.key);
+    if (child == nullptr) {
+      if (schema.kind() == Schema::Kind::kOpenMap) continue;
+      if (schema.kind() == Schema::Kind::kRef && e.key == "from") continue;
+      std::string prefix = path.empty() ? "" : absl::StrCat(path, ": ");
+      return absl::InvalidArgumentError(
+          absl::StrCat(e.key_location.ToString(), ": ", prefix,
+                       internal::UnknownKeyMessage(e.key, schema)));
+    }
+    absl::Status st =
+        ValidateKeys(e.value, *child, internal::JoinPath(path, e.key));
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpusim

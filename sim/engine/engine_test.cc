@@ -1,0 +1,154 @@
+#include "sim/engine/engine.h"
+
+#include "gtest/gtest.h"
+#include "sim/alloc/impl/ideal.h"
+#include "sim/ir/builder.h"
+#include "sim/lower/lower.h"
+
+namespace gpusim {
+namespace {
+
+// A device with round numbers so times can be computed by hand.
+DeviceSpec RoundDevice() {
+  DeviceSpec d;
+  d.name = "round";
+  d.cuda_total = Bytes(1000);
+  d.hbm_bandwidth = 1e9;         // 1 byte per ns
+  d.peak_bf16 = d.peak_fp16 = 1e15;  // 1e6 flop per ns
+  d.peak_fp32 = 1e12;
+  d.nvlink_bandwidth = 1e9;
+  d.link_latency = SimTime(0);
+  d.launch_overhead = SimTime(10);
+  d.matmul_efficiency = d.attention_efficiency = d.memory_efficiency = d.collective_efficiency = 1.0;
+  return d;
+}
+
+TraceEvent Alloc(BufferId id, int64_t bytes) {
+  TraceEvent e;
+  e.type = EventType::kAlloc;
+  e.buffer = id;
+  e.size = Bytes(bytes);
+  return e;
+}
+TraceEvent Free(BufferId id) {
+  TraceEvent e;
+  e.type = EventType::kFree;
+  e.buffer = id;
+  return e;
+}
+TraceEvent Compute(double flops, int64_t read, int64_t write, StreamId s = 0, OpKind k = OpKind::kMatmul) {
+  TraceEvent e;
+  e.type = IsCollective(k) ? EventType::kCollective : EventType::kCompute;
+  e.kind = k;
+  e.stream = s;
+  e.flops = flops;
+  e.bytes_read = Bytes(read);
+  e.bytes_written = Bytes(write);
+  return e;
+}
+
+TEST(EngineTest, PeakOfHandComputedTrace) {
+  Trace t;
+  t.events = {Alloc(0, 100), Alloc(1, 300), Free(0), Alloc(2, 250), Free(1), Alloc(3, 50), Free(2), Free(3)};
+  IdealAllocator a(Bytes(1000));
+  auto r = Simulate(t, RoundDevice(), &a);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->peak_live.value(), 550);  // 300 + 250 after event 3
+  EXPECT_EQ(r->peak_event, 3);
+  EXPECT_FALSE(r->oom.happened);
+  EXPECT_EQ(r->allocator.peak_allocated.value(), 550);
+}
+
+TEST(EngineTest, OutOfMemoryIsAResult) {
+  Trace t;
+  t.events = {Alloc(0, 600), Alloc(1, 500), Free(0), Free(1)};
+  IdealAllocator a(Bytes(1000));
+  auto r = Simulate(t, RoundDevice(), &a);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->oom.happened);
+  EXPECT_EQ(r->oom.event, 1);
+  EXPECT_EQ(r->oom.requested.value(), 500);
+  EXPECT_EQ(r->oom.live.value(), 600);
+  EXPECT_EQ(r->peak_live.value(), 1100);  // the demand is still reported
+}
+
+TEST(EngineTest, RooflineTimes) {
+  Trace t;
+  // Compute-bound: 2e9 flops at 1e6/ns = 2000 ns (+10 launch).
+  t.events.push_back(Compute(2e9, 100, 100));
+  // Memory-bound: 5000 bytes at 1 B/ns = 5000 ns (+10).
+  t.events.push_back(Compute(1e3, 4000, 1000));
+  auto r = Simulate(t, RoundDevice(), nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->end[0].ns(), 2010);
+  EXPECT_EQ(r->end[1].ns(), 2010 + 5010);
+  EXPECT_EQ(r->step_time.ns(), 7020);
+}
+
+TEST(EngineTest, RingAllGatherTime) {
+  Trace t;
+  // all-gather over 4 devices of a 4000-byte result: 3/4 · 4000 B at 1 B/ns.
+  TraceEvent ag = Compute(0, 1000, 4000, 1, OpKind::kAllGather);
+  ag.group = 4;
+  t.events.push_back(ag);
+  auto r = Simulate(t, RoundDevice(), nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->step_time.ns(), 3000);
+}
+
+TEST(EngineTest, TwoStreamsOverlapAndDependenciesSerialise) {
+  Trace t;
+  t.events.push_back(Compute(0, 990, 0, 0));  // compute: 1000 ns
+  TraceEvent ag = Compute(0, 0, 1000, 1, OpKind::kAllGather);  // 500 ns on stream 1
+  ag.group = 2;
+  t.events.push_back(ag);
+  TraceEvent use = Compute(0, 490, 0, 0);  // 500 ns, after the gather
+  use.after = {1};
+  t.events.push_back(use);
+  auto r = Simulate(t, RoundDevice(), nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->start[1].ns(), 0);       // overlaps the first compute
+  EXPECT_EQ(r->start[2].ns(), 1000);    // stream order dominates
+  EXPECT_EQ(r->step_time.ns(), 1500);
+  EXPECT_EQ(r->exposed_communication.ns(), 0);
+
+  // Make the gather longer than the compute: 1000 ns exposed... of 2000.
+  t.events[1].bytes_written = Bytes(4000);
+  r = Simulate(t, RoundDevice(), nullptr);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->start[2].ns(), 2000);
+  EXPECT_EQ(r->exposed_communication.ns(), 1000);
+  EXPECT_EQ(r->step_time.ns(), 2500);
+}
+
+TEST(LowerTest, EagerLoweringFreesAfterLastUseAndAccountsAliases) {
+  ProgramBuilder b("p");
+  TensorId w = b.AddArgument("w", {10}, DType::kF32, Role::kParameter, /*donated=*/true);
+  TensorId x = b.AddArgument("x", {5}, DType::kF32, Role::kInputBatch, false);
+  TensorId h = b.AddTensor("h", {20}, DType::kF32, Role::kActivation);
+  TensorId y = b.AddTensor("y", {1}, DType::kF32, Role::kScalar);
+  TensorId w2 = b.AddTensor("w.new", {10}, DType::kF32, Role::kParameter);
+  b.tensor(y).live_out = true;
+  b.tensor(w2).live_out = true;
+  b.tensor(w2).aliases = w;
+  b.AddOp("h", OpKind::kMatmul, {x, w}, {h}, 100);
+  b.AddOp("y", OpKind::kReduce, {h}, {y}, 20);
+  b.AddOp("update", OpKind::kElementwise, {w, y}, {w2}, 10);
+  auto l = LowerEager(b.Finish());
+  ASSERT_TRUE(l.ok()) << l.status();
+  EXPECT_EQ(l->argument_bytes.value(), 60);
+  EXPECT_EQ(l->output_bytes.value(), 44);
+  EXPECT_EQ(l->alias_bytes.value(), 40);
+  // h (80 B) is freed right after its only reader, "y".
+  const BufferInfo& hb = l->buffers[2];
+  EXPECT_EQ(hb.name, "h");
+  ASSERT_GE(hb.free_event, 0);
+  EXPECT_EQ(l->trace.events[static_cast<size_t>(hb.free_event) - 1].name, "y");
+  IdealAllocator a(Bytes(1 << 20));
+  auto r = Simulate(l->trace, RoundDevice(), &a);
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->peak_live.value(), 60 + 80 + 4);
+}
+
+}  // namespace
+}  // namespace gpusim

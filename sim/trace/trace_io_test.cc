@@ -1,0 +1,381 @@
+#include "sim/trace/trace_io.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+namespace gpusim {
+namespace {
+
+void ExpectEqualEvent(const TraceEvent& a, const TraceEvent& b, size_t i) {
+  SCOPED_TRACE(testing::Message() << "event " << i);
+  EXPECT_EQ(a.type, b.type);
+  EXPECT_EQ(a.stream, b.stream);
+  EXPECT_EQ(a.buffer, b.buffer);
+  EXPECT_EQ(a.size, b.size);
+  EXPECT_EQ(a.role, b.role);
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.kind, b.kind);
+  EXPECT_EQ(a.flops, b.flops);  // exact: the format round-trips doubles
+  EXPECT_EQ(a.bytes_read, b.bytes_read);
+  EXPECT_EQ(a.bytes_written, b.bytes_written);
+  EXPECT_EQ(a.dtype, b.dtype);
+  EXPECT_EQ(a.phase, b.phase);
+  EXPECT_EQ(a.group, b.group);
+  EXPECT_EQ(a.recompute, b.recompute);
+  EXPECT_EQ(a.m, b.m);
+  EXPECT_EQ(a.n, b.n);
+  EXPECT_EQ(a.k, b.k);
+  EXPECT_EQ(a.batch, b.batch);
+  EXPECT_EQ(a.after, b.after);
+  EXPECT_EQ(a.uses, b.uses);
+  EXPECT_EQ(a.recorded_duration, b.recorded_duration);
+}
+
+void ExpectEqualTrace(const Trace& a, const Trace& b) {
+  EXPECT_EQ(a.name, b.name);
+  EXPECT_EQ(a.preexisting, b.preexisting);
+  ASSERT_EQ(a.streams.size(), b.streams.size());
+  for (size_t i = 0; i < a.streams.size(); ++i) {
+    EXPECT_EQ(a.streams[i].id, b.streams[i].id);
+    EXPECT_EQ(a.streams[i].name, b.streams[i].name);
+  }
+  ASSERT_EQ(a.events.size(), b.events.size());
+  for (size_t i = 0; i < a.events.size(); ++i) ExpectEqualEvent(a.events[i], b.events[i], i);
+}
+
+// A trace touching every event type and every field with non-default values,
+// plus names that need escaping.
+Trace FullTrace() {
+  Trace t;
+  t.name = "llama 7b step#1";
+  t.preexisting = Bytes(40430575628);
+  t.streams = {{0, "compute"}, {1, "collective"}, {2, ""}, {-3, "-"}};
+  TraceEvent a;
+  a.type = EventType::kAlloc;
+  a.buffer = 17;
+  a.size = Bytes(33554432);
+  a.role = Role::kActivation;
+  a.name = "layer3.mlp_out";
+  a.phase = Phase::kBackward;
+  t.events.push_back(a);
+  TraceEvent c;
+  c.type = EventType::kCompute;
+  c.name = "layer3.wi_0";
+  c.kind = OpKind::kMatmul;
+  c.flops = 1.8e11 + 0.1;
+  c.bytes_read = Bytes(123456789012);
+  c.bytes_written = Bytes(7);
+  c.dtype = DType::kF8;
+  c.phase = Phase::kOptimizer;
+  c.m = 4096;
+  c.n = 11008;
+  c.k = 4096;
+  c.batch = 3;
+  c.recompute = true;
+  c.uses = {17};
+  c.recorded_duration = SimTime(1234);
+  t.events.push_back(c);
+  TraceEvent g;
+  g.type = EventType::kCollective;
+  g.name = "layer4.ag";
+  g.kind = OpKind::kAllGather;
+  g.group = 8;
+  g.stream = 1;
+  g.flops = 1e-300;
+  g.after = {1};
+  g.recorded_duration = SimTime(0);
+  t.events.push_back(g);
+  TraceEvent cp;
+  cp.type = EventType::kCopy;
+  cp.name = "offload q=%,x";
+  cp.kind = OpKind::kDeviceToHost;
+  cp.stream = 2;
+  cp.after = {1, 2};
+  cp.uses = {17, 18};
+  t.events.push_back(cp);
+  TraceEvent f;
+  f.type = EventType::kFree;
+  f.buffer = 17;
+  f.stream = -3;
+  f.name = "freed\tbuffer";
+  t.events.push_back(f);
+  TraceEvent m;
+  m.type = EventType::kMarker;
+  m.name = "";
+  m.phase = Phase::kOther;
+  m.role = Role::kScalar;  // off-type fields round-trip too
+  m.buffer = 5;
+  m.size = Bytes(9);
+  t.events.push_back(m);
+  TraceEvent d;  // all defaults
+  t.events.push_back(d);
+  return t;
+}
+
+std::string Write(const Trace& t) {
+  std::ostringstream out;
+  absl::Status st = WriteTrace(t, out);
+  EXPECT_TRUE(st.ok()) << st;
+  return out.str();
+}
+
+absl::StatusOr<Trace> Read(const std::string& text) {
+  std::istringstream in(text);
+  return ReadTrace(in, "t.trace");
+}
+
+TEST(TraceIo, RoundTripsEveryField) {
+  Trace t = FullTrace();
+  std::string text = Write(t);
+  absl::StatusOr<Trace> back = Read(text);
+  ASSERT_TRUE(back.ok()) << back.status() << "\n" << text;
+  ExpectEqualTrace(t, *back);
+  EXPECT_EQ(Write(*back), text);
+}
+
+TEST(TraceIo, RoundTripsAwkwardDoubles) {
+  Trace t;
+  for (double v : {0.1, 1.0 / 3, 4.9e-324, 1.7976931348623157e308, 123456789.0}) {
+    TraceEvent e;
+    e.flops = v;
+    t.events.push_back(e);
+  }
+  absl::StatusOr<Trace> back = Read(Write(t));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectEqualTrace(t, *back);
+}
+
+TEST(TraceIo, WriterIsDeterministic) {
+  EXPECT_EQ(Write(FullTrace()), Write(FullTrace()));
+}
+
+TEST(TraceIo, WritesDocumentedText) {
+  Trace t;
+  t.name = "tiny";
+  t.preexisting = Bytes(100);
+  t.streams = {{0, "compute"}};
+  TraceEvent a;
+  a.type = EventType::kAlloc;
+  a.buffer = 3;
+  a.size = Bytes(64);
+  a.role = Role::kActivation;
+  a.name = "x y";
+  t.events.push_back(a);
+  TraceEvent c;
+  c.name = "mm";
+  c.kind = OpKind::kMatmul;
+  c.flops = 1.8e11;
+  c.bytes_read = Bytes(10);
+  c.uses = {3};
+  t.events.push_back(c);
+  TraceEvent f;
+  f.type = EventType::kFree;
+  f.buffer = 3;
+  t.events.push_back(f);
+  EXPECT_EQ(Write(t),
+            "gpusim-trace 1\n"
+            "# format: traces/FORMAT.md\n"
+            "name tiny\n"
+            "preexisting 100\n"
+            "stream 0 compute\n"
+            "alloc 3 64 role=activation name=x%20y\n"
+            "compute mm kind=matmul flops=1.8e+11 read=10 uses=3\n"
+            "free 3\n"
+            "end 3\n");
+}
+
+TEST(TraceIo, ReadsHandWrittenFile) {
+  absl::StatusOr<Trace> t = Read(
+      "# a comment before the header\n"
+      "\n"
+      "gpusim-trace 1.4\r\n"
+      "stream 0 compute   # trailing comment\n"
+      "alloc 1 1024 role=parameter\n"
+      "\tcompute  fwd kind=matmul flops=1e9 dtype=bfloat16 after=\n"
+      "marker - phase=backward\n");
+  ASSERT_FALSE(t.ok());  // empty after= list
+  EXPECT_EQ(t.status().message(),
+            "t.trace:6: compute: expected a comma-separated list of event "
+            "indices, got ''");
+  t = Read(
+      "# a comment before the header\n"
+      "\n"
+      "gpusim-trace 1.4\r\n"
+      "stream 0 compute   # trailing comment\n"
+      "alloc 1 1024 role=parameter\n"
+      "\tcompute  fwd kind=matmul flops=1e9 dtype=bfloat16\n"
+      "marker - phase=backward\n");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->events.size(), 3u);
+  EXPECT_EQ(t->events[0].role, Role::kParameter);
+  EXPECT_EQ(t->events[0].size, Bytes(1024));
+  EXPECT_EQ(t->events[1].flops, 1e9);
+  EXPECT_EQ(t->events[1].dtype, DType::kBF16);
+  EXPECT_EQ(t->events[2].name, "");
+  EXPECT_EQ(t->events[2].phase, Phase::kBackward);
+}
+
+struct BadCase {
+  std::string text;
+  std::string message;
+};
+
+TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
+  const std::string h = "gpusim-trace 1\n";
+  const std::vector<BadCase> cases = {
+      {h + "alloc 1 -5\n", "t.trace:2: alloc: expected a non-negative byte count, got '-5'"},
+      {h + "alloc 1\n", "t.trace:2: alloc: expected a non-negative byte count, got end of line"},
+      {h + "alloc x 5\n", "t.trace:2: alloc: expected a buffer id, got 'x'"},
+      {h + "compute a flop=3\n", "t.trace:2: compute: unknown key 'flop' (did you mean 'flops'?)"},
+      {h + "compute a zzzzzz=3\n", "t.trace:2: compute: unknown key 'zzzzzz'"},
+      {h + "compute a =3\n", "t.trace:2: compute: unknown key ''"},
+      {"gpusim-trace 1.9\ncompute a flop=3\n",
+       "t.trace:2: compute: unknown key 'flop' (did you mean 'flops'?) (the file "
+       "is version 1.9; this reader knows 1.0)"},
+      {h + "compute a flops=1 flops=2\n", "t.trace:2: compute: duplicate key 'flops'"},
+      {h + "compute a flops=-1\n",
+       "t.trace:2: compute: expected a non-negative number of flops, got '-1'"},
+      {h + "compute a flops=inf\n",
+       "t.trace:2: compute: expected a non-negative number of flops, got 'inf'"},
+      {h + "compute a recompute=yes\n", "t.trace:2: compute: expected 0 or 1, got 'yes'"},
+      {h + "compute a after=1,,2\n",
+       "t.trace:2: compute: expected a comma-separated list of event indices, got '1,,2'"},
+      {h + "compute a phase=fwd\n",
+       "t.trace:2: compute: expected a phase (forward, backward, optimizer, other), got 'fwd'"},
+      {h + "compute a 12\n", "t.trace:2: compute: expected key=value, got '12'"},
+      {h + "compute\n",
+       "t.trace:2: compute: expected a name ('-' for none, %XX escapes), got end of line"},
+      {h + "marker bad%2\n",
+       "t.trace:2: marker: expected a name ('-' for none, %XX escapes), got 'bad%2'"},
+      {h + "\n\nallc 1 5\n", "t.trace:4: unknown line type 'allc' (did you mean 'alloc'?)"},
+      {h + "frobnicate\n", "t.trace:2: unknown line type 'frobnicate'"},
+      {"alloc 1 5\n", "t.trace:1: expected header 'gpusim-trace 1', got 'alloc'"},
+      {"# only a comment\n\n", "t.trace: empty file, expected header 'gpusim-trace 1'"},
+      {"gpusim-trace 2\n",
+       "t.trace:1: gpusim-trace: unsupported trace format version '2' (this reader "
+       "understands major version 1)"},
+      {"gpusim-trace one\n",
+       "t.trace:1: gpusim-trace: expected a format version such as '1' or '1.0', got 'one'"},
+      {h + "name a\nname b\n", "t.trace:3: name: duplicate 'name' line (first at line 2)"},
+      {h + "preexisting 5 6\n", "t.trace:2: preexisting: expected end of line, got '6'"},
+      {h + "stream 0\n",
+       "t.trace:2: stream: expected a name ('-' for none, %XX escapes), got end of line"},
+      {h + "free 1\nend 2\n", "t.trace:3: end: expected the event count 1, got '2'"},
+      {h + "end 0\nfree 1\n", "t.trace:3: expected nothing after 'end' (line 2), got 'free'"},
+  };
+  for (const BadCase& c : cases) {
+    absl::StatusOr<Trace> t = Read(c.text);
+    ASSERT_FALSE(t.ok()) << c.text;
+    EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(t.status().message(), c.message) << c.text;
+  }
+}
+
+TEST(TraceIo, WriterRejectsUnrepresentableValues) {
+  Trace t;
+  TraceEvent a;
+  a.type = EventType::kAlloc;
+  a.buffer = 1;
+  a.size = Bytes(-5);
+  t.events.push_back(a);
+  std::ostringstream out;
+  absl::Status st = WriteTrace(t, out);
+  EXPECT_EQ(st.message(), "cannot write trace: event 0 (alloc): negative size");
+  EXPECT_EQ(out.str(), "");  // nothing written
+}
+
+TEST(TraceIo, EscapesNames) {
+  EXPECT_EQ(EscapeTraceName(""), "-");
+  EXPECT_EQ(EscapeTraceName("-"), "%2D");
+  EXPECT_EQ(EscapeTraceName("a-b"), "a-b");
+  EXPECT_EQ(EscapeTraceName("a b\t%=,#"), "a%20b%09%25%3D%2C%23");
+  std::string out;
+  ASSERT_TRUE(UnescapeTraceName("a%20b%2c", &out));
+  EXPECT_EQ(out, "a b,");
+  EXPECT_FALSE(UnescapeTraceName("a%2", &out));
+  EXPECT_FALSE(UnescapeTraceName("a%zz", &out));
+}
+
+std::vector<std::string> ListDir(const std::string& dir) {
+  std::vector<std::string> names;
+  DIR* d = opendir(dir.c_str());
+  if (d == nullptr) return names;
+  while (dirent* e = readdir(d)) {
+    std::string n = e->d_name;
+    if (n != "." && n != "..") names.push_back(n);
+  }
+  closedir(d);
+  return names;
+}
+
+std::string TempDir() {
+  std::string tmpl = testing::TempDir() + "/trace_io_test.XXXXXX";
+  char* dir = mkdtemp(tmpl.data());
+  EXPECT_NE(dir, nullptr);
+  return tmpl;
+}
+
+TEST(TraceIo, FileWriteIsAtomicAndLeavesNoTempFile) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/step.trace";
+  {
+    std::ofstream old(path);
+    old << "old contents\n";
+  }
+  Trace t = FullTrace();
+  ASSERT_TRUE(WriteTraceFile(t, path).ok());
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"step.trace"});
+  absl::StatusOr<Trace> back = ReadTraceFile(path);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectEqualTrace(t, *back);
+
+  // A failing write (unrepresentable trace) leaves the old file alone.
+  Trace bad;
+  bad.preexisting = Bytes(-1);
+  absl::Status st = WriteTraceFile(bad, path);
+  EXPECT_FALSE(st.ok());
+  EXPECT_EQ(ListDir(dir), std::vector<std::string>{"step.trace"});
+  back = ReadTraceFile(path);
+  ASSERT_TRUE(back.ok());
+  EXPECT_EQ(back->name, t.name);
+
+  // A failure after the temporary file exists (rename onto a directory)
+  // removes the temporary file.
+  const std::string sub = dir + "/sub";
+  ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
+  st = WriteTraceFile(t, sub);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("cannot rename"), std::string::npos) << st;
+  std::vector<std::string> names = ListDir(dir);
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"step.trace", "sub"}));
+
+  rmdir(sub.c_str());
+  unlink(path.c_str());
+  rmdir(dir.c_str());
+}
+
+TEST(TraceIo, FileErrorsAreStatusNotCrash) {
+  const std::string dir = TempDir();
+  absl::Status st = WriteTraceFile(FullTrace(), dir + "/no/such/dir/x.trace");
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("no/such/dir/x.trace"), std::string::npos) << st;
+  EXPECT_TRUE(ListDir(dir).empty());
+  absl::StatusOr<Trace> t = ReadTraceFile(dir + "/missing.trace");
+  EXPECT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("missing.trace"), std::string::npos);
+  rmdir(dir.c_str());
+}
+
+}  // namespace
+}  // namespace gpusim

@@ -1,0 +1,145 @@
+#include "sim/trace/validate.h"
+
+#include <string>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "sim/trace/str_cat.h"
+
+namespace gpusim {
+
+using trace_internal::Append;
+using trace_internal::Cat;
+using trace_internal::Join;
+namespace {
+
+struct BufferState {
+  int64_t alloc_event = -1;
+  int64_t free_event = -1;  // -1 while live
+};
+
+absl::Status EventError(size_t i, const TraceEvent& e, std::string_view why) {
+  return absl::InvalidArgumentError(
+      Cat("event ", i, " (", EventTypeName(e.type), "): ", why));
+}
+
+}  // namespace
+
+absl::Status ValidateTrace(const Trace& trace) {
+  if (trace.preexisting < Bytes(0)) {
+    return absl::InvalidArgumentError(Cat(
+        "trace: negative preexisting bytes ", trace.preexisting.value()));
+  }
+  absl::flat_hash_set<StreamId> streams;
+  std::vector<StreamId> declared;
+  for (const StreamInfo& s : trace.streams) {
+    if (!streams.insert(s.id).second) {
+      return absl::InvalidArgumentError(
+          Cat("stream ", s.id, ": declared twice"));
+    }
+    declared.push_back(s.id);
+  }
+  absl::flat_hash_map<BufferId, BufferState> buffers;
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
+    const int64_t idx = static_cast<int64_t>(i);
+    if (!streams.empty() && !streams.contains(e.stream)) {
+      return EventError(i, e, Cat("stream ", e.stream,
+                                           " is not declared (declared: ",
+                                           Join(declared, ", "), ")"));
+    }
+    if (e.size < Bytes(0)) {
+      return EventError(i, e, Cat("negative size ", e.size.value()));
+    }
+    if (e.bytes_read < Bytes(0) || e.bytes_written < Bytes(0)) {
+      return EventError(i, e, Cat("negative bytes read/written (",
+                                           e.bytes_read.value(), "/",
+                                           e.bytes_written.value(), ")"));
+    }
+    for (int64_t a : e.after) {
+      if (a < 0 || a >= idx) {
+        return EventError(i, e, Cat("after= names event ", a,
+                                             ", which is not an earlier event"));
+      }
+      const TraceEvent& dep = trace.events[static_cast<size_t>(a)];
+      if (!IsTimed(dep.type)) {
+        return EventError(i, e, Cat("after= names event ", a, " (",
+                                             EventTypeName(dep.type),
+                                             "), which is not a timed event"));
+      }
+    }
+    for (BufferId u : e.uses) {
+      auto it = buffers.find(u);
+      if (it == buffers.end()) {
+        return EventError(i, e, Cat("uses buffer ", u,
+                                             ", which is not allocated before this event"));
+      }
+      if (it->second.free_event >= 0) {
+        return EventError(i, e, Cat("uses buffer ", u,
+                                             ", which was freed at event ",
+                                             it->second.free_event));
+      }
+    }
+    if (e.type == EventType::kAlloc || e.type == EventType::kFree) {
+      if (e.buffer < 0) {
+        return EventError(i, e, Cat("negative buffer id ", e.buffer));
+      }
+    }
+    if (e.type == EventType::kAlloc) {
+      auto [it, inserted] = buffers.try_emplace(e.buffer);
+      if (!inserted && it->second.free_event < 0) {
+        return EventError(i, e, Cat("buffer ", e.buffer,
+                                             " is still live (allocated at event ",
+                                             it->second.alloc_event, ")"));
+      }
+      it->second = BufferState{idx, -1};
+    } else if (e.type == EventType::kFree) {
+      auto it = buffers.find(e.buffer);
+      if (it == buffers.end()) {
+        return EventError(i, e, Cat("free of unknown buffer ", e.buffer));
+      }
+      if (it->second.free_event >= 0) {
+        return EventError(i, e, Cat(
+            "double free of buffer ", e.buffer, " (allocated at event ",
+            it->second.alloc_event, ", freed at event ", it->second.free_event, ")"));
+      }
+      it->second.free_event = idx;
+    }
+  }
+  return absl::OkStatus();
+}
+
+TraceStats ComputeTraceStats(const Trace& trace) {
+  TraceStats stats;
+  absl::flat_hash_map<BufferId, Bytes> live;
+  Bytes live_bytes = trace.preexisting;
+  stats.peak_live = live_bytes;
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
+    ++stats.events;
+    if (IsTimed(e.type)) ++stats.timed;
+    if (e.type == EventType::kAlloc) {
+      ++stats.allocs;
+      auto [it, inserted] = live.try_emplace(e.buffer, e.size);
+      if (!inserted) {
+        live_bytes -= it->second;
+        it->second = e.size;
+      }
+      live_bytes += e.size;
+      if (live_bytes > stats.peak_live) {
+        stats.peak_live = live_bytes;
+        stats.peak_event = static_cast<int64_t>(i);
+      }
+    } else if (e.type == EventType::kFree) {
+      ++stats.frees;
+      auto it = live.find(e.buffer);
+      if (it != live.end()) {
+        live_bytes -= it->second;
+        live.erase(it);
+      }
+    }
+  }
+  return stats;
+}
+
+}  // namespace gpusim

@@ -1,0 +1,119 @@
+// Integration tests of the gpusim binary: exit codes, messages, JSON keys.
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace gpusim {
+namespace {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+Result Gpusim(const std::string& args) {
+  const std::string cmd = std::string(GPUSIM_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+std::string Write(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+// The integer value of "key": N in a JSON document (first occurrence).
+int64_t JsonInt(const std::string& json, const std::string& key) {
+  const size_t at = json.find("\"" + key + "\": ");
+  if (at == std::string::npos) return -1;
+  return std::stoll(json.substr(at + key.size() + 4));
+}
+
+const std::string kConfig = std::string(GPUSIM_SOURCE_DIR) + "/configs/llama7b.yaml";
+
+TEST(CliTest, RunLlama7bJsonHasTheContractKeys) {
+  Result r = Gpusim("run " + kConfig + " --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* key : {"argument_bytes", "output_bytes", "alias_bytes", "temp_bytes", "peak_bytes",
+                          "capacity_bytes", "fits", "peak_allocated_bytes", "peak_reserved_bytes",
+                          "fragmentation_bytes", "step_time_s", "compute_s", "communication_s", "recompute_s",
+                          "host_transfer_s", "tflops_per_device", "tokens_per_s_per_device", "breakdown"}) {
+    EXPECT_NE(r.out.find(std::string("\"") + key + "\""), std::string::npos) << key;
+  }
+  // The seed's memory_analysis (measurements.md §A), within 0.1%.
+  EXPECT_NEAR(static_cast<double>(JsonInt(r.out, "argument_bytes")), 40430575628.0, 40430575628.0 * 1e-3);
+  EXPECT_NEAR(static_cast<double>(JsonInt(r.out, "output_bytes")), 40430494092.0, 40430494092.0 * 1e-3);
+  // Same input, same output, byte for byte.
+  EXPECT_EQ(Gpusim("run " + kConfig + " --format json").out, r.out);
+}
+
+TEST(CliTest, MisspeltKeyFailsWithLocationAndSuggestion) {
+  const std::string path = Write("misspelt.yaml",
+                                 "device: h100-sxm-80gb\nmodel: llama2-7b\nbatch:\n  per_devcie: 2\n");
+  Result r = Gpusim("run " + path);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find(path + ":4:3: batch: unknown key 'per_devcie' (did you mean 'per_device'?)"),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(CliTest, SetOfUnknownPathFails) {
+  Result r = Gpusim("run " + kConfig + " --set nosuch.key=1");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("--set nosuch.key=1: unknown key 'nosuch'"), std::string::npos) << r.out;
+}
+
+TEST(CliTest, SetOverridesAField) {
+  Result a = Gpusim("run " + kConfig + " --format json --set batch.per_device=2");
+  ASSERT_EQ(a.code, 0) << a.out;
+  EXPECT_EQ(JsonInt(a.out, "batch_per_device"), 2);
+}
+
+TEST(CliTest, ValidateRejectsDoubleFreeNamingTheEvent) {
+  const std::string path = Write("double_free.trace",
+                                 "gpusim-trace 1\nalloc 1 1024 role=activation\nfree 1\nfree 1\n");
+  Result r = Gpusim("validate " + path);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("event 2 (free): double free of buffer 1"), std::string::npos) << r.out;
+}
+
+TEST(CliTest, OutWritesResultAndTraceThatValidates) {
+  const std::string dir = ::testing::TempDir() + "/gpusim_out";
+  Result r = Gpusim("run " + kConfig + " --set model.n_layers=2 --out " + dir);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream json(dir + "/result.json");
+  EXPECT_TRUE(json.good());
+  Result v = Gpusim("validate " + dir + "/trace.gpusim");
+  EXPECT_EQ(v.code, 0) << v.out;
+  EXPECT_NE(v.out.find("valid trace"), std::string::npos);
+}
+
+TEST(CliTest, DevicesListsEveryDevice) {
+  Result r = Gpusim("devices");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* d : {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb", "h100-pcie-80gb", "h200-sxm-141gb"}) {
+    EXPECT_NE(r.out.find(d), std::string::npos) << d;
+  }
+}
+
+TEST(CliTest, BadUsageExitsOne) {
+  EXPECT_EQ(Gpusim("run").code, 1);
+  EXPECT_EQ(Gpusim("frobnicate").code, 1);
+  EXPECT_EQ(Gpusim("run /nonexistent.yaml").code, 1);
+  EXPECT_EQ(Gpusim("--help").code, 0);
+}
+
+}  // namespace
+}  // namespace gpusim
