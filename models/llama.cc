@@ -25,6 +25,8 @@ struct Param {
   bool per_layer = false;
   TensorId value = kNoTensor, mu = kNoTensor, nu = kNoTensor;  // arguments
   std::vector<TensorId> grads;  // fp32 sharded gradient(s), one per layer when per_layer
+  TensorId scan_source = kNoTensor;  // what layer slices are read from: value, or its transpose
+  TensorId grad_stack = kNoTensor;   // rolled: the [L, ...] gradient ys of the backward loop
 };
 
 // A forward value of one decoder layer, declared once and emitted for the
@@ -60,14 +62,21 @@ class LlamaBuilder {
     cdt_ = m_.compute_dtype;
     wdt_ = m_.weight_dtype;
     gdt_ = s.parallelism.gather_dtype == "weight" ? wdt_ : cdt_;
+    // A scanned layer stack with trip count 1 is inlined (XLA
+    // WhileLoopSimplifier), which is the unrolled form.
+    rolled_ = m_.scan_layers && s.loop.mode == "rolled" && L_ > 1;
   }
 
   absl::StatusOr<Program> Build() {
     DeclareState();
+    RETURN_IF_ERROR(DecideSavedSet());
     b_.set_phase(Phase::kForward);
     TensorId x = Embedding();
+    PrepareScanSources();
+    if (rolled_) AllocResidualStacks();
     std::vector<TensorId> layer_inputs;
     std::vector<std::map<std::string, TensorId>> saved(static_cast<size_t>(L_));
+    b_.BeginRegion("forward_scan", "loop");
     // Weights are all-gathered one layer ahead (XLA's latency-hiding
     // scheduler / --xla_gpu_enable_pipelined_all_gather; PyTorch FSDP
     // forward_prefetch): two layers' gathered weights are live at a time.
@@ -79,26 +88,33 @@ class LlamaBuilder {
       std::map<std::string, TensorId> weights = std::move(next);
       if (l + 1 < L_) next = GatherLayer(l + 1, "forward");
       auto vals = EmitLayerForward(l, x, weights, /*recompute=*/false, {});
+      if (rolled_) StoreResiduals(l, vals);
       b_.EndRegion();
       x = vals.at("y");
       saved[static_cast<size_t>(l)] = std::move(vals);
     }
+    b_.EndRegion();
     b_.set_layer(-1);
     HeadResult head = HeadAndLoss(x);
 
     b_.set_phase(Phase::kBackward);
     TensorId dx = HeadBackward(head);
+    if (rolled_) AllocGradStacks();
+    b_.BeginRegion("backward_scan", "loop");
     next = GatherLayer(static_cast<int>(L_) - 1, "backward");
     for (int l = static_cast<int>(L_) - 1; l >= 0; --l) {
       b_.set_layer(l);
       b_.BeginRegion(absl::StrCat("layer", l, ".backward"), "layer");
       std::map<std::string, TensorId> weights = std::move(next);
       if (l > 0) next = GatherLayer(l - 1, "backward");
-      ASSIGN_OR_RETURN(dx, EmitLayerBackward(l, layer_inputs[static_cast<size_t>(l)],
-                                             saved[static_cast<size_t>(l)], weights, dx));
+      std::map<std::string, TensorId> fwd = rolled_ ? LoadResiduals(l) : saved[static_cast<size_t>(l)];
+      TensorId xin = rolled_ ? fwd.at("x") : layer_inputs[static_cast<size_t>(l)];
+      dx = EmitLayerBackward(l, xin, fwd, weights, dx);
       b_.EndRegion();
     }
+    b_.EndRegion();
     b_.set_layer(-1);
+    FinishStackedGrads();
     EmbeddingBackward(dx);
 
     b_.set_phase(Phase::kOptimizer);
@@ -107,6 +123,140 @@ class LlamaBuilder {
   }
 
  private:
+  // --- scan structure (../shared/reference/xla_semantics.md §3-§5) -------------
+
+  // The saved set of a layer under the remat policy; the layer input (the
+  // scan carry) is always saved. Offloading is not modelled yet.
+  absl::Status DecideSavedSet() {
+    const std::vector<FwdNode> nodes = LayerNodes();
+    saved_names_ = {"x"};
+    for (const std::string& r : Residuals(m_.attention == "flash")) {
+      const FwdNode* f = nullptr;
+      for (const FwdNode& n : nodes) if (n.out == r) f = &n;
+      const SaveDecision d =
+          policy_.no_remat() ? SaveDecision::kSave : policy_.Decide({f->tag, f->is_dot, f->dot_batch_dims});
+      if (d == SaveDecision::kOffload) {
+        return absl::UnimplementedError(absl::StrCat(
+            "remat.policy '", std::string(policy_.name()), "' offloads to host: host offload is not modelled yet"));
+      }
+      if (d == SaveDecision::kSave) saved_names_.insert(r);
+    }
+    return absl::OkStatus();
+  }
+
+  // Flax nn.scan (flax/core/axes_scan.py transpose_to_front): stacked params
+  // whose layer axis is not 0 are transposed to put it first before the
+  // scan — a full copy, while the untransposed originals stay live as the
+  // donated train state.
+  void PrepareScanSources() {
+    for (Param& p : params_) {
+      if (!p.per_layer) continue;
+      p.scan_source = p.value;
+      if (m_.param_scan_axis == 0 || !m_.scan_layers) continue;
+      const Tensor& v = b_.tensor(p.value);
+      TensorId t = b_.AddTensor(
+          v.name + ".layers_first", Stacked0(Shard(p)), v.dtype, Role::kParameter,
+          absl::StrFormat("transposed copy of stacked params %s (param_scan_axis=%d)", p.name, m_.param_scan_axis));
+      b_.AddOp("transpose_to_front." + p.name, OpKind::kTranspose, {p.value}, {t}, 0);
+      p.scan_source = t;
+    }
+  }
+
+  std::vector<int64_t> Stacked0(std::vector<int64_t> shape) const {
+    shape.insert(shape.begin(), L_);
+    return shape;
+  }
+
+  // Rolled scan: every saved value is an extensive residual, stacked [L, ...]
+  // in a buffer preallocated before the loop and written in place each
+  // iteration (jax loops.py _scan_partial_eval; carries are never forwarded).
+  void AllocResidualStacks() {
+    for (const std::string& r : saved_names_) {
+      std::vector<int64_t> shape = {B_, S_, D_};
+      DType dt = cdt_;
+      for (const FwdNode& f : LayerNodes()) {
+        if (f.out == r) {
+          shape = f.shape;
+          dt = f.dtype;
+        }
+      }
+      TensorId st = b_.AddTensor(
+          "residual_stack." + r, Stacked0(shape), dt, Role::kResidual,
+          absl::StrFormat("residual stack of %s `%s`, %d x %s", r == "x" ? "carry" : "value", r == "x" ? "x" : r,
+                          L_, FormatBytes(Bytes(Elements(shape) * DTypeSize(dt)))));
+      b_.AddOp("residual_stack." + r + ".init", OpKind::kElementwise, {}, {st}, 0);
+      stacks_[r] = st;
+    }
+  }
+
+  static int64_t Elements(const std::vector<int64_t>& s) {
+    int64_t n = 1;
+    for (int64_t d : s) n *= d;
+    return n;
+  }
+
+  void StoreResiduals(int l, const std::map<std::string, TensorId>& vals) {
+    for (const std::string& r : saved_names_) {
+      TensorId v = vals.at(r);
+      Op& op = b_.AddOp(absl::StrCat("layer", l, ".stack_", r), OpKind::kDynamicUpdateSlice, {stacks_.at(r), v}, {}, 0);
+      op.bytes_read = b_.tensor(v).bytes();
+      op.bytes_written = b_.tensor(v).bytes();
+    }
+  }
+
+  // The backward body reads its residuals back with dynamic-slice.
+  std::map<std::string, TensorId> LoadResiduals(int l) {
+    std::map<std::string, TensorId> v;
+    for (const std::string& r : saved_names_) {
+      const Tensor& st = b_.tensor(stacks_.at(r));
+      std::vector<int64_t> shape(st.shape.begin() + 1, st.shape.end());
+      TensorId t = b_.AddTensor(absl::StrCat("layer", l, ".", r, ".restored"), shape, st.dtype, Role::kTemporary,
+                                absl::StrCat("layer ", l, " residual ", r, " sliced from its stack"));
+      Op& op = b_.AddOp(absl::StrCat("layer", l, ".unstack_", r), OpKind::kDynamicSlice, {stacks_.at(r)}, {t}, 0);
+      op.bytes_read = b_.tensor(t).bytes();
+      v[r] = t;
+    }
+    return v;
+  }
+
+  // Rolled: the backward loop's stacked outputs (the cotangents of the
+  // scanned params) are [L, ...] buffers preallocated before it.
+  void AllocGradStacks() {
+    for (Param& p : params_) {
+      if (!p.per_layer) continue;
+      const Tensor& src = b_.tensor(p.scan_source);
+      p.grad_stack = b_.AddTensor("grad_stack." + p.name, src.shape, wdt_, Role::kGradient,
+                                  absl::StrCat("stacked gradient of ", p.name, " (backward scan output)"));
+      b_.AddOp("grad_stack." + p.name + ".init", OpKind::kElementwise, {}, {p.grad_stack}, 0);
+    }
+  }
+
+  // After the backward scan: unrolled ys are stacked by concatenation; with
+  // param_scan_axis != 0 the stacked gradient is transposed back to the
+  // parameter layout (flax axes_scan.py transpose_from_front).
+  void FinishStackedGrads() {
+    if (!m_.scan_layers) return;  // per-layer gradients feed the optimizer directly
+    for (Param& p : params_) {
+      if (!p.per_layer) continue;
+      const Tensor& src = b_.tensor(p.scan_source);
+      TensorId g = p.grad_stack;
+      if (!rolled_) {
+        g = b_.AddTensor("grads." + p.name + ".stacked", src.shape, wdt_, Role::kGradient,
+                         absl::StrCat("gradient of ", p.name, " stacked by concatenation (unrolled scan)"));
+        b_.AddOp("stack_grads." + p.name, OpKind::kCopy, p.grads, {g}, 0);
+      }
+      if (m_.param_scan_axis != 0) {
+        const Tensor& v = b_.tensor(p.value);
+        TensorId t = b_.AddTensor("grads." + p.name, v.shape, wdt_, Role::kGradient,
+                                  absl::StrFormat("gradient of %s transposed back (param_scan_axis=%d)", p.name,
+                                                  m_.param_scan_axis));
+        b_.AddOp("transpose_from_front." + p.name, OpKind::kTranspose, {g}, {t}, 0);
+        g = t;
+      }
+      p.grads = {g};
+    }
+  }
+
   std::vector<int64_t> Shard(const Param& p) const {
     std::vector<int64_t> s = p.full;
     s[static_cast<size_t>(p.shard_axis)] = CeilDiv(s[static_cast<size_t>(p.shard_axis)], N_);
@@ -181,7 +331,7 @@ class LlamaBuilder {
     Param& p = P(name);
     const std::vector<int64_t> shard = Shard(p);
     const std::string base = absl::StrCat(layer >= 0 ? absl::StrCat("layer", layer, ".") : "", name);
-    TensorId src = p.value;
+    TensorId src = p.per_layer && p.scan_source != kNoTensor ? p.scan_source : p.value;
     const Bytes slice = Bytes(b_.tensor(src).bytes().value() / (p.per_layer ? L_ : 1));
     TensorId cur = src;
     if (gdt_ != wdt_) {
@@ -206,7 +356,9 @@ class LlamaBuilder {
     return cur;
   }
 
-  // Reduce-scatters a full bf16 weight gradient to this device's fp32 shard.
+  // Reduce-scatters a full bf16 weight gradient to this device's shard, cast
+  // to the weight dtype: a per-layer gradient, or (rolled scan) an in-place
+  // dynamic-update-slice into the backward loop's stacked output.
   void ReduceGrad(const std::string& name, int layer, TensorId full_grad) {
     Param& p = P(name);
     const std::string base = absl::StrCat(layer >= 0 ? absl::StrCat("layer", layer, ".") : "", name);
@@ -217,6 +369,12 @@ class LlamaBuilder {
       Op& op = b_.AddOp(base + ".reduce_scatter", OpKind::kReduceScatter, {cur}, {sh}, 0);
       op.group = N_;
       cur = sh;
+    }
+    if (p.per_layer && p.grad_stack != kNoTensor) {
+      Op& op = b_.AddOp(base + ".grad_to_stack", OpKind::kDynamicUpdateSlice, {p.grad_stack, cur}, {}, 0);
+      op.bytes_read = b_.tensor(cur).bytes();
+      op.bytes_written = Bytes(b_.tensor(cur).elements() * DTypeSize(wdt_));
+      return;
     }
     TensorId g = b_.AddTensor(base + ".grad", Shard(p), wdt_, Role::kGradient,
                               absl::StrCat("gradient of ", name, " (", std::string(DTypeName(wdt_)), ")"));
@@ -322,37 +480,31 @@ class LlamaBuilder {
     return flash ? kFlash : kExplicit;
   }
 
-  absl::StatusOr<TensorId> EmitLayerBackward(int l, TensorId x, std::map<std::string, TensorId>& fwd,
-                                             const std::map<std::string, TensorId>& weights, TensorId dy) {
+  // Backward of one layer: `fwd` holds the saved values (by name); the rest
+  // are recomputed from them (remat), then the gradient ops run.
+  TensorId EmitLayerBackward(int l, TensorId x, const std::map<std::string, TensorId>& fwd,
+                             const std::map<std::string, TensorId>& weights, TensorId dy) {
     const std::vector<FwdNode> nodes = LayerNodes();
     std::map<std::string, const FwdNode*> by_name;
     for (const FwdNode& f : nodes) by_name[f.out] = &f;
-    // The saved set: what the policy keeps (the layer input x always is).
-    std::set<std::string> missing;
-    for (const std::string& r : Residuals(m_.attention == "flash")) {
-      const FwdNode& f = *by_name.at(r);
-      SaveDecision d = policy_.no_remat()
-                           ? SaveDecision::kSave
-                           : policy_.Decide({f.tag, f.is_dot, f.dot_batch_dims});
-      if (d == SaveDecision::kOffload) {
-        return absl::UnimplementedError(absl::StrCat(
-            "remat.policy '", std::string(policy_.name()), "' offloads to host: host offload is not modelled yet"));
-      }
-      if (d == SaveDecision::kRecompute) missing.insert(r);
-      else b_.tensor(fwd.at(r)).role = Role::kResidual;
+    for (const std::string& r : saved_names_) {
+      if (r != "x" && !rolled_) b_.tensor(fwd.at(r)).role = Role::kResidual;
     }
-    // Recompute: the producers of every missing residual, back to saved values.
+    // Recompute: the producers of every needed value not saved, back to saved ones.
     std::set<std::string> need;
-    std::vector<std::string> stack(missing.begin(), missing.end());
+    std::vector<std::string> stack;
+    for (const std::string& r : Residuals(m_.attention == "flash")) {
+      if (!saved_names_.count(r)) stack.push_back(r);
+    }
     while (!stack.empty()) {
       std::string n = stack.back();
       stack.pop_back();
-      if (n == "x" || n.rfind("W:", 0) == 0 || need.count(n)) continue;
-      if (!missing.count(n) && b_.tensor(fwd.at(n)).role == Role::kResidual) continue;
+      if (n == "x" || n.rfind("W:", 0) == 0 || need.count(n) || saved_names_.count(n)) continue;
       need.insert(n);
       for (const std::string& in : by_name.at(n)->ins) stack.push_back(in);
     }
-    std::map<std::string, TensorId> v = fwd;
+    std::map<std::string, TensorId> v;
+    for (const std::string& r : saved_names_) v[r] = fwd.at(r);
     for (const auto& [k, t] : weights) v[k] = t;  // the backward's own gather
     if (!need.empty()) {
       auto re = EmitLayerForward(l, x, weights, /*recompute=*/true, need);
@@ -567,6 +719,9 @@ class LlamaBuilder {
   ProgramBuilder b_;
   int64_t B_, S_, T_, D_, H_, K_, Dh_, M_, V_, L_, N_;
   DType cdt_, wdt_, gdt_;
+  bool rolled_ = true;
+  std::set<std::string> saved_names_;           // per-layer saved set (names of FwdNodes, "x")
+  std::map<std::string, TensorId> stacks_;      // rolled: residual stacks by name
   std::vector<Param> params_;
   std::map<std::string, size_t> param_index_;
   std::map<std::string, TensorId> batch_;
