@@ -27,6 +27,7 @@ struct Param {
   std::vector<TensorId> grads;  // fp32 sharded gradient(s), one per layer when per_layer
   TensorId scan_source = kNoTensor;  // what layer slices are read from: value, or its transpose
   TensorId grad_stack = kNoTensor;   // rolled: the [L, ...] gradient ys of the backward loop
+  TensorId residual_stack = kNoTensor;  // rolled: the saved per-layer slices, stacked [L, ...]
 };
 
 // A forward value of one decoder layer, declared once and emitted for the
@@ -171,6 +172,28 @@ class LlamaBuilder {
   // in a buffer preallocated before the loop and written in place each
   // iteration (jax loops.py _scan_partial_eval; carries are never forwarded).
   void AllocResidualStacks() {
+    // Note [Param residual stacks]: the backward body needs each layer's
+    // weights. Under jax.checkpoint they are saved inputs of the remat, and
+    // since jax PR #22244 (jax >= 0.4.31, ad_checkpoint.py
+    // _insert_reduce_precision) every saved input is wrapped in
+    // reduce_precision, so scan's forwarding of xs residuals
+    // (pe._jaxpr_forwarding in _scan_partial_eval) no longer sees the xs
+    // slice: the fp32 slices are stacked — a full copy of the stacked
+    // params. Without remat the residual is the bf16 cast each dot reads
+    // (convert_element_type f32→bf16 is not a forwarding), stacked likewise;
+    // norm scales are read directly and stay forwarded.
+    for (Param& p : params_) {
+      if (!p.per_layer) continue;
+      const bool is_norm = p.full.size() == 1;
+      if (policy_.no_remat() && is_norm) continue;
+      const DType dt = policy_.no_remat() ? cdt_ : wdt_;
+      p.residual_stack = b_.AddTensor(
+          "residual_stack.params." + p.name, Stacked0(Shard(p)), dt, Role::kResidual,
+          absl::StrFormat("residual stack of layer parameter %s (%s, %s)", p.name, std::string(DTypeName(dt)),
+                          policy_.no_remat() ? "the bf16 cast each dot saves"
+                                             : "saved remat input; reduce_precision defeats xs forwarding"));
+      b_.AddOp("residual_stack.params." + p.name + ".init", OpKind::kElementwise, {}, {p.residual_stack}, 0);
+    }
     for (const std::string& r : saved_names_) {
       std::vector<int64_t> shape = {B_, S_, D_};
       DType dt = cdt_;
@@ -196,6 +219,15 @@ class LlamaBuilder {
   }
 
   void StoreResiduals(int l, const std::map<std::string, TensorId>& vals) {
+    for (Param& p : params_) {
+      if (p.residual_stack == kNoTensor) continue;
+      const Bytes per_layer_src = Bytes(b_.tensor(p.scan_source).bytes().value() / L_);
+      const Bytes per_layer_dst = Bytes(b_.tensor(p.residual_stack).bytes().value() / L_);
+      Op& op = b_.AddOp(absl::StrCat("layer", l, ".stack_param_", p.name), OpKind::kDynamicUpdateSlice,
+                        {p.residual_stack, p.scan_source}, {}, 0);
+      op.bytes_read = per_layer_src;
+      op.bytes_written = per_layer_dst;
+    }
     for (const std::string& r : saved_names_) {
       TensorId v = vals.at(r);
       Op& op = b_.AddOp(absl::StrCat("layer", l, ".stack_", r), OpKind::kDynamicUpdateSlice, {stacks_.at(r), v}, {}, 0);
@@ -332,9 +364,10 @@ class LlamaBuilder {
     const std::vector<int64_t> shard = Shard(p);
     const std::string base = absl::StrCat(layer >= 0 ? absl::StrCat("layer", layer, ".") : "", name);
     TensorId src = p.per_layer && p.scan_source != kNoTensor ? p.scan_source : p.value;
+    if (b_.phase() == Phase::kBackward && p.residual_stack != kNoTensor) src = p.residual_stack;
     const Bytes slice = Bytes(b_.tensor(src).bytes().value() / (p.per_layer ? L_ : 1));
     TensorId cur = src;
-    if (gdt_ != wdt_) {
+    if (gdt_ != b_.tensor(src).dtype) {
       cur = b_.AddTensor(base + ".cast", shard, gdt_, Role::kTemporary, "weight shard cast for gather");
       Op& op = b_.AddOp(base + ".cast", OpKind::kConvert, {src}, {cur}, 0);
       op.bytes_read = slice;

@@ -23,7 +23,7 @@ StreamId StreamFor(OpKind k) {
 
 }  // namespace
 
-absl::StatusOr<LoweredStep> LowerEager(const Program& p) {
+absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& options) {
   ASSIGN_OR_RETURN(ComputeGraph graph, ComputeGraph::Build(p));
   LoweredStep out;
   Trace& tr = out.trace;
@@ -82,12 +82,36 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p) {
   }
 
   std::vector<int64_t> producer_event(p.tensors.size(), -1);
+  std::vector<bool> handed_on(p.tensors.size(), false);  // buffer passed to an output
   for (const Op& op : p.ops) {
     for (TensorId t : op.outputs) {
       const Tensor& tensor = p.tensor(t);
       if (tensor.aliases != kNoTensor) {
         buffer_of[static_cast<size_t>(t)] = buffer_of[static_cast<size_t>(tensor.aliases)];
         continue;
+      }
+      // Note [Operand buffer reuse]: an elementwise op may write its output
+      // into an operand's buffer when that operand dies here and has the
+      // same size (XLA HloDataflowAnalysis::CanShareOperandBufferWithUser,
+      // "may_reuse_operand_buffers" in xla_semantics.md §2).
+      if (options.reuse_operand_buffers &&
+          (op.kind == OpKind::kElementwise || op.kind == OpKind::kConvert)) {
+        TensorId donor = kNoTensor;
+        for (TensorId u : op.inputs) {
+          const Tensor& in = p.tensor(u);
+          if (in.entry_parameter || in.live_out || in.aliases != kNoTensor || handed_on[static_cast<size_t>(u)] ||
+              graph.last_use(u) != op.id || in.bytes() != tensor.bytes()) {
+            continue;
+          }
+          if (std::count(op.inputs.begin(), op.inputs.end(), u) != 1) continue;
+          donor = u;
+          break;
+        }
+        if (donor != kNoTensor) {
+          handed_on[static_cast<size_t>(donor)] = true;
+          buffer_of[static_cast<size_t>(t)] = buffer_of[static_cast<size_t>(donor)];
+          continue;
+        }
       }
       BufferId id = add_buffer(tensor);
       buffer_of[static_cast<size_t>(t)] = id;
@@ -118,6 +142,10 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p) {
     e.n = op.n;
     e.k = op.k;
     e.batch = op.batch;
+    for (TensorId t : op.inputs) e.uses.push_back(buffer_of[static_cast<size_t>(t)]);
+    for (TensorId t : op.outputs) e.uses.push_back(buffer_of[static_cast<size_t>(t)]);
+    std::sort(e.uses.begin(), e.uses.end());
+    e.uses.erase(std::unique(e.uses.begin(), e.uses.end()), e.uses.end());
     for (TensorId t : op.inputs) {
       int64_t pe = producer_event[static_cast<size_t>(t)];
       if (pe >= 0 && tr.events[static_cast<size_t>(pe)].stream != e.stream &&
@@ -131,6 +159,7 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p) {
     auto maybe_free = [&](TensorId t) {
       const Tensor& tensor = p.tensor(t);
       if (tensor.entry_parameter || tensor.live_out || tensor.aliases != kNoTensor) return;
+      if (handed_on[static_cast<size_t>(t)]) return;  // lives on as this op's output
       OpId last = graph.last_use(t);
       if (last < 0) last = graph.producer(t);
       if (last != op.id) return;

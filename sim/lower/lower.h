@@ -51,7 +51,13 @@ struct LoweredStep {
   std::vector<Phase> event_phase;   // phase of each trace event
 };
 
-absl::StatusOr<LoweredStep> LowerEager(const Program& p);
+struct LowerOptions {
+  // XLA: elementwise ops write into a dying operand's buffer (Note
+  // [Operand buffer reuse] in lower.cc). PyTorch eager allocates anew.
+  bool reuse_operand_buffers = false;
+};
+
+absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& options = {});
 
 }  // namespace gpusim
 

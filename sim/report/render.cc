@@ -40,7 +40,11 @@ std::string RenderText(const StepReport& r) {
   absl::StrAppendFormat(&o, "  argument   %s\n", FormatBytes(r.argument));
   absl::StrAppendFormat(&o, "  output     %s\n", FormatBytes(r.output));
   absl::StrAppendFormat(&o, "  alias      %s\n", FormatBytes(r.alias));
-  absl::StrAppendFormat(&o, "  temp       %s\n", FormatBytes(r.temp));
+  absl::StrAppendFormat(&o, "  temp       %s%s\n", FormatBytes(r.temp),
+                        s.framework == "jax"
+                            ? absl::StrCat("  packed heap (", r.heap_algorithm, "); live peak ",
+                                           FormatBytes(r.temp_live_peak))
+                            : "");
   absl::StrAppendFormat(&o, "  peak       %s%s\n", FormatBytes(r.peak),
                         s.framework == "jax" ? "  = argument + output - alias + temp" : "");
   absl::StrAppendFormat(&o, "  capacity   %s  (%s usable of %s)\n", FormatBytes(r.capacity), s.device.name,
@@ -97,6 +101,7 @@ std::string RenderJson(const StepReport& r) {
       .Int("output_bytes", r.output.value())
       .Int("alias_bytes", r.alias.value())
       .Int("temp_bytes", r.temp.value())
+      .Int("temp_live_peak_bytes", r.temp_live_peak.value())
       .Int("peak_bytes", r.peak.value())
       .Int("capacity_bytes", r.capacity.value())
       .Bool("fits", r.fits)

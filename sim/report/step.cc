@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/heap_planner.h"
 #include "sim/base/status.h"
 #include "models/llama.h"
 
@@ -39,7 +40,9 @@ absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
   r.spec = spec;
   r.param_count = LlamaParamCount(spec.model);
   ASSIGN_OR_RETURN(r.program, BuildLlamaTrainStep(spec));
-  ASSIGN_OR_RETURN(r.lowered, LowerEager(r.program));
+  LowerOptions lower_options;
+  lower_options.reuse_operand_buffers = spec.framework == "jax";
+  ASSIGN_OR_RETURN(r.lowered, LowerEager(r.program, lower_options));
   r.capacity = spec.device.usable();
   ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(spec.allocator, r.capacity));
   ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get()));
@@ -47,8 +50,23 @@ absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
   r.argument = r.lowered.argument_bytes;
   r.output = r.lowered.output_bytes;
   r.alias = r.lowered.alias_bytes;
-  TempPeak(r.lowered, &r.temp, &r.temp_peak_event);
+  TempPeak(r.lowered, &r.temp_live_peak, &r.temp_peak_event);
+  r.temp = r.temp_live_peak;
   if (spec.framework == "jax") {
+    // XLA's temp is the size of the packed temp heap (buffer_assignment.cc,
+    // heap_simulator.cc): best-fit over the temps' live ranges, spatial and
+    // temporal orders, the smaller kept; ≥ the live peak.
+    std::vector<HeapBuffer> temps;
+    const int64_t last = static_cast<int64_t>(r.lowered.trace.events.size()) - 1;
+    for (const BufferInfo& b : r.lowered.buffers) {
+      if (b.argument || b.output) continue;
+      temps.push_back({b.id, b.bytes, b.alloc_event, b.free_event >= 0 ? b.free_event : last});
+    }
+    HeapPlan plan = PackBestOf(temps);
+    r.temp = plan.heap_size;
+    r.heap_algorithm = plan.algorithm;
+    r.temp_offsets.assign(r.lowered.buffers.size(), Bytes(-1));
+    for (size_t i = 0; i < temps.size(); ++i) r.temp_offsets[static_cast<size_t>(temps[i].id)] = plan.offsets[i];
     r.peak = r.argument + r.output - r.alias + r.temp;
   } else {
     r.peak = r.sim.peak_live;

@@ -24,7 +24,10 @@ struct StepReport {
   SimResult sim;
   // XLA memory_analysis() accounting (../shared/reference/xla_semantics.md §1).
   Bytes argument, output, alias, temp;
+  Bytes temp_live_peak;        // the no-fragmentation lower bound of temp
   int64_t temp_peak_event = -1;
+  std::string heap_algorithm;  // XLA heap packing that gave `temp`
+  std::vector<Bytes> temp_offsets;  // per buffer: heap offset, -1 if not a temp
   // Peak device footprint: argument + output − alias + temp under XLA;
   // the replayed live peak under eager semantics.
   Bytes peak;
