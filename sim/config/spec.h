@@ -100,12 +100,45 @@ struct AllocatorSpec {
   std::map<std::string, std::string> options;   // allocator.<option>
 };
 
+// A small JAX program described in a run config's `program:` section
+// (examples/scan_carry.yaml): entry inputs, one lax.scan with carry and xs,
+// jax.grad of a final carry with respect to some inputs, donation. Body ops
+// are a small vocabulary with shapes inferred by models/jax_program.cc.
+struct ProgramInputSpec {
+  std::string name;
+  std::vector<int64_t> shape;    // a dim of -1 stands for loop.trip_count
+  DType dtype = DType::kF32;
+  bool donate = false;           // in jax.jit donate_argnums
+};
+
+struct ProgramOpSpec {
+  std::string op;                // matmul | mul | add | sum | scale
+  std::string out;
+  std::vector<std::string> in;
+};
+
+struct ProgramSpec {
+  bool present = false;
+  std::string name;
+  std::vector<ProgramInputSpec> inputs;  // argument order
+  // Body name ← initial value: an input's name, or `zero` (a scalar 0).
+  std::vector<std::pair<std::string, std::string>> carry;
+  // Body name ← stacked input sliced along its leading (trip_count) axis.
+  std::vector<std::pair<std::string, std::string>> xs;
+  std::vector<ProgramOpSpec> body;
+  // Carry name ← the body value that becomes its next value.
+  std::vector<std::pair<std::string, std::string>> carry_out;
+  std::string loss;               // the carry whose final value jax.grad differentiates
+  std::vector<std::string> grad;  // inputs differentiated (argnums), the outputs in order
+};
+
 // A whole run: what `gpusim run CONFIG` simulates.
 struct RunSpec {
   std::string source_file;
   std::string framework = "jax";   // framework: jax (XLA static) | pytorch (eager)
   DeviceSpec device;
-  ModelSpec model;
+  ModelSpec model;              // absent (name empty) when `program` is given
+  ProgramSpec program;          // a program file instead of a model
   OptimizerSpec optimizer;
   LoopSpec loop;
   RematSpec remat;
