@@ -1,6 +1,7 @@
 #include "models/llama.h"
 
 #include <map>
+#include <optional>
 #include <memory>
 #include <set>
 #include <string>
@@ -71,6 +72,7 @@ class LlamaBuilder {
   absl::StatusOr<Program> Build() {
     DeclareState();
     RETURN_IF_ERROR(DecideSavedSet());
+    PlanZeroStacks();
     b_.set_phase(Phase::kForward);
     TensorId x = Embedding();
     PrepareScanSources();
@@ -168,6 +170,83 @@ class LlamaBuilder {
     return shape;
   }
 
+  // Note [Stack initialisation and CSE]: JAX allocates every rolled scan's
+  // stacked outputs as `_empty_array` = broadcast(constant 0) (jax
+  // loops.py), and XLA's HloCSE (hlo_cse.cc) merges equal broadcasts: the
+  // forward scan's residual stacks and the backward scan's gradient stacks
+  // of the same shape and dtype become one broadcast. Copy insertion
+  // (copy_insertion.cc AddCopiesForWhile / RemoveUnnecessaryCopies) then
+  // gives every loop-state slot but the last user its own copy, so the
+  // merged buffer lives from the first loop that needs it to the last: the
+  // backward loop's output stack exists before the forward loop starts.
+  using StackKey = std::pair<std::vector<int64_t>, DType>;
+
+  // Counts the requests for zero-initialised stacks of each shape, in the
+  // order Build() will make them.
+  void PlanZeroStacks() {
+    if (!rolled_) return;
+    auto count = [&](std::vector<int64_t> shape, DType dt) { ++zero_uses_[{std::move(shape), dt}]; };
+    for (const Param& p : params_) {
+      if (p.per_layer && ParamResidualDType(p).has_value()) count(Stacked0(Shard(p)), *ParamResidualDType(p));
+    }
+    for (const std::string& r : saved_names_) {
+      auto [shape, dt] = ResidualShape(r);
+      count(Stacked0(shape), dt);
+    }
+    for (const Param& p : params_) {
+      if (p.per_layer) count(Stacked0(Shard(p)), wdt_);
+    }
+  }
+
+  // A zero-initialised [L, ...] stack: a copy of the shared broadcast, or
+  // the broadcast itself for its last user.
+  TensorId ZeroStack(const std::string& name, std::vector<int64_t> shape, DType dt, Role role,
+                     const std::string& origin) {
+    const StackKey key{shape, dt};
+    auto it = zero_init_.find(key);
+    if (it == zero_init_.end()) {
+      TensorId b = b_.AddTensor("stack_zeros." + name, shape, dt, Role::kTemporary,
+                                "zero broadcast initialising stacks of this shape (HloCSE-merged)");
+      b_.AddOp("stack_zeros." + name, OpKind::kElementwise, {}, {b}, 0);
+      it = zero_init_.emplace(key, b).first;
+    }
+    int& left = zero_uses_[key];
+    --left;
+    if (left <= 0) {
+      Tensor& b = b_.tensor(it->second);
+      b.name = name;
+      b.role = role;
+      b.origin = origin;
+      if (zero_copies_[key] > 0) {
+        absl::StrAppend(&b.origin, "; its zero broadcast is shared (HloCSE) with ", zero_copies_[key],
+                        " earlier stack(s) of this shape, so it is allocated before the first of them");
+      }
+      return it->second;
+    }
+    ++zero_copies_[key];
+    TensorId t = b_.AddTensor(name, std::move(shape), dt, role, origin);
+    b_.AddOp(name + ".init", OpKind::kCopy, {it->second}, {t}, 0);
+    return t;
+  }
+
+  // The dtype of a param's saved per-layer residual (see Note [Param
+  // residual stacks]); nullopt when the slice is forwarded.
+  std::optional<DType> ParamResidualDType(const Param& p) const {
+    const bool is_norm = p.full.size() == 1;
+    if (policy_.no_remat()) {
+      if (is_norm) return std::nullopt;
+      return cdt_;
+    }
+    return wdt_;
+  }
+
+  std::pair<std::vector<int64_t>, DType> ResidualShape(const std::string& r) const {
+    for (const FwdNode& f : LayerNodes()) {
+      if (f.out == r) return {f.shape, f.dtype};
+    }
+    return {{B_, S_, D_}, cdt_};  // "x", the carry
+  }
+
   // Rolled scan: every saved value is an extensive residual, stacked [L, ...]
   // in a buffer preallocated before the loop and written in place each
   // iteration (jax loops.py _scan_partial_eval; carries are never forwarded).
@@ -184,30 +263,20 @@ class LlamaBuilder {
     // norm scales are read directly and stay forwarded.
     for (Param& p : params_) {
       if (!p.per_layer) continue;
-      const bool is_norm = p.full.size() == 1;
-      if (policy_.no_remat() && is_norm) continue;
-      const DType dt = policy_.no_remat() ? cdt_ : wdt_;
-      p.residual_stack = b_.AddTensor(
-          "residual_stack.params." + p.name, Stacked0(Shard(p)), dt, Role::kResidual,
-          absl::StrFormat("residual stack of layer parameter %s (%s, %s)", p.name, std::string(DTypeName(dt)),
+      const std::optional<DType> dt = ParamResidualDType(p);
+      if (!dt.has_value()) continue;
+      p.residual_stack = ZeroStack(
+          "residual_stack.params." + p.name, Stacked0(Shard(p)), *dt, Role::kResidual,
+          absl::StrFormat("residual stack of layer parameter %s (%s, %s)", p.name, std::string(DTypeName(*dt)),
                           policy_.no_remat() ? "the bf16 cast each dot saves"
                                              : "saved remat input; reduce_precision defeats xs forwarding"));
-      b_.AddOp("residual_stack.params." + p.name + ".init", OpKind::kElementwise, {}, {p.residual_stack}, 0);
     }
     for (const std::string& r : saved_names_) {
-      std::vector<int64_t> shape = {B_, S_, D_};
-      DType dt = cdt_;
-      for (const FwdNode& f : LayerNodes()) {
-        if (f.out == r) {
-          shape = f.shape;
-          dt = f.dtype;
-        }
-      }
-      TensorId st = b_.AddTensor(
+      auto [shape, dt] = ResidualShape(r);
+      TensorId st = ZeroStack(
           "residual_stack." + r, Stacked0(shape), dt, Role::kResidual,
-          absl::StrFormat("residual stack of %s `%s`, %d x %s", r == "x" ? "carry" : "value", r == "x" ? "x" : r,
-                          L_, FormatBytes(Bytes(Elements(shape) * DTypeSize(dt)))));
-      b_.AddOp("residual_stack." + r + ".init", OpKind::kElementwise, {}, {st}, 0);
+          absl::StrFormat("residual stack of %s `%s`, %d x %s", r == "x" ? "carry" : "value", r, L_,
+                          FormatBytes(Bytes(Elements(shape) * DTypeSize(dt)))));
       stacks_[r] = st;
     }
   }
@@ -256,10 +325,8 @@ class LlamaBuilder {
   void AllocGradStacks() {
     for (Param& p : params_) {
       if (!p.per_layer) continue;
-      const Tensor& src = b_.tensor(p.scan_source);
-      p.grad_stack = b_.AddTensor("grad_stack." + p.name, src.shape, wdt_, Role::kGradient,
-                                  absl::StrCat("stacked gradient of ", p.name, " (backward scan output)"));
-      b_.AddOp("grad_stack." + p.name + ".init", OpKind::kElementwise, {}, {p.grad_stack}, 0);
+      p.grad_stack = ZeroStack("grad_stack." + p.name, Stacked0(Shard(p)), wdt_, Role::kGradient,
+                               absl::StrCat("stacked gradient of ", p.name, " (backward scan output)"));
     }
   }
 
@@ -755,6 +822,9 @@ class LlamaBuilder {
   bool rolled_ = true;
   std::set<std::string> saved_names_;           // per-layer saved set (names of FwdNodes, "x")
   std::map<std::string, TensorId> stacks_;      // rolled: residual stacks by name
+  std::map<StackKey, TensorId> zero_init_;      // Note [Stack initialisation and CSE]
+  std::map<StackKey, int> zero_uses_;           // requests still to come, per shape
+  std::map<StackKey, int> zero_copies_;         // copies made so far, per shape
   std::vector<Param> params_;
   std::map<std::string, size_t> param_index_;
   std::map<std::string, TensorId> batch_;

@@ -16,6 +16,7 @@
 #include "sim/base/file_util.h"
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
+#include "sim/report/explain.h"
 #include "sim/report/step.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
@@ -71,6 +72,15 @@ int CmdRun(const RunOptions& o) {
     if (!st.ok()) return Fail(st);
   }
   std::cout << (o.format == "json" ? json : RenderText(*report));
+  return 0;
+}
+
+int CmdExplain(const RunOptions& o, int top) {
+  auto spec = LoadRunSpec(o.config, o.sets);
+  if (!spec.ok()) return Fail(spec.status());
+  auto report = SimulateStep(*spec);
+  if (!report.ok()) return Fail(report.status());
+  std::cout << RenderExplain(*report, top);
   return 0;
 }
 
@@ -146,6 +156,13 @@ int RunCli(int argc, char** argv) {
   run_cmd->add_option("--format", run.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   run_cmd->add_option("--out", run.out_dir, "Also write result.json and trace.gpusim into DIR (atomically)");
 
+  RunOptions explain;
+  int explain_top = 15;
+  CLI::App* explain_cmd = app.add_subcommand("explain", "List the buffers live at the peak, largest first");
+  explain_cmd->add_option("config", explain.config, "Run config (YAML)")->required();
+  explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
+  explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(CLI::PositiveNumber);
+
   std::string validate_file;
   std::vector<std::string> validate_sets;
   CLI::App* val_cmd = app.add_subcommand("validate", "Check a run config or a native trace file");
@@ -166,6 +183,7 @@ int RunCli(int argc, char** argv) {
   }
   try {
     if (*run_cmd) return CmdRun(run);
+    if (*explain_cmd) return CmdExplain(explain, explain_top);
     if (*val_cmd) return CmdValidate(validate_file, validate_sets);
     if (*dev_cmd) return CmdDevices();
     if (*list_cmd) return CmdList(list_what);

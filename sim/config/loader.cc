@@ -195,9 +195,11 @@ absl::Status ApplyOverride(ConfigNode& root, const std::string& text,
   std::string walked;
   for (size_t i = 0; i < keys.size(); ++i) {
     if (!schema->is_map_like()) {
+      const bool list = schema->kind() == Schema::Kind::kList;
       return Error(loc, walked,
-                   absl::StrCat("is a single value; it has no key '", keys[i],
-                                "'"));
+                   absl::StrCat(list ? "is a sequence (set it whole)"
+                                     : "is a single value",
+                                "; it has no key '", keys[i], "'"));
     }
     const Schema* child = schema->Find(keys[i]);
     if (child == nullptr && schema->kind() == Schema::Kind::kOpenMap &&

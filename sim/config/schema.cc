@@ -17,7 +17,22 @@ Schema Schema::Map(Kind kind, std::vector<SchemaField> fields) {
   return s;
 }
 
+Schema Schema::FreeMap(Schema value) {
+  Schema s;
+  s.kind_ = Kind::kFreeMap;
+  s.element_ = std::make_shared<const Schema>(std::move(value));
+  return s;
+}
+
+Schema Schema::List(Schema item) {
+  Schema s;
+  s.kind_ = Kind::kList;
+  s.element_ = std::make_shared<const Schema>(std::move(item));
+  return s;
+}
+
 const Schema* Schema::Find(absl::string_view key) const {
+  if (kind_ == Kind::kFreeMap) return element_.get();
   for (const SchemaField& f : fields_) {
     if (f.key == key) return &f.schema;
   }
@@ -61,6 +76,28 @@ std::vector<SchemaField> ModelFields() {
           L("scan_layers")};
 }
 
+SchemaField F(std::string key, Schema schema) {
+  return {std::move(key), std::move(schema)};
+}
+
+Schema Strict(std::vector<SchemaField> fields) {
+  return Schema::Map(Schema::Kind::kMap, std::move(fields));
+}
+
+std::vector<SchemaField> ProgramFields() {
+  Schema names = Schema::FreeMap(Schema::Leaf());  // body name -> name
+  return {L("name"),
+          F("inputs", Schema::FreeMap(
+                          Strict({L("shape"), L("dtype"), L("donate")}))),
+          M("scan", {F("carry", names),
+                     F("xs", names),
+                     F("body", Schema::List(
+                                   Strict({L("op"), L("out"), L("in")}))),
+                     F("carry_out", names)}),
+          L("loss"),
+          L("grad")};
+}
+
 }  // namespace
 
 const Schema& DeviceSchema() {
@@ -81,6 +118,7 @@ const Schema& RunSchema() {
       {L("framework"),
        {"device", Schema::Map(Schema::Kind::kRef, DeviceFields())},
        {"model", Schema::Map(Schema::Kind::kRef, ModelFields())},
+       M("program", ProgramFields()),
        M("optimizer", {L("kind"), L("moment_dtype"), L("clip_grad_norm")}),
        M("loop", {L("mode"), L("trip_count"), L("unroll")}),
        M("remat", {L("policy"), L("names"), L("offload_names")}),
@@ -137,6 +175,15 @@ std::string JoinPath(absl::string_view parent, absl::string_view key) {
 
 absl::Status ValidateKeys(const ConfigNode& node, const Schema& schema,
                           const std::string& path) {
+  if (schema.kind() == Schema::Kind::kList) {
+    if (!node.is_sequence()) return absl::OkStatus();
+    for (size_t i = 0; i < node.items().size(); ++i) {
+      absl::Status st = ValidateKeys(node.items()[i], *schema.element(),
+                                     absl::StrCat(path, "[", i, "]"));
+      if (!st.ok()) return st;
+    }
+    return absl::OkStatus();
+  }
   if (!node.is_map() || !schema.is_map_like()) return absl::OkStatus();
   for (const ConfigEntry& e : node.entries()) {
     const Schema* child = schema.Find(e.key);

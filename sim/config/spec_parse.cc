@@ -1,6 +1,7 @@
 // Typed parse of a resolved config tree; see spec_parse.h.
 #include "sim/config/spec_parse.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
 #include <cstdint>
@@ -65,6 +66,15 @@ class Reader {
 
   bool ok() const { return status_->ok(); }
   const std::string& path() const { return path_; }
+  // The mapping, or where it would have been written.
+  const SourceLocation& location() const { return anchor_; }
+
+  // The entries of the mapping in written order; none when it is absent.
+  const std::vector<ConfigEntry>& Entries() const {
+    static const std::vector<ConfigEntry>* const kNone =
+        new std::vector<ConfigEntry>();
+    return map_ == nullptr ? *kNone : map_->entries();
+  }
 
   // The value written for `key`, or nullptr. `key` must be in the schema.
   const ConfigNode* Get(absl::string_view key) const {
@@ -84,10 +94,13 @@ class Reader {
         msg));
   }
 
-  Reader Map(absl::string_view key) {
+  Reader Map(absl::string_view key, Need need = kOptional) {
     const ConfigNode* n = Get(key);
     Reader sub(nullptr, schema_->Find(key), JoinPath(path_, key), anchor(),
                status_);
+    if (n == nullptr && need == kRequired) {
+      Fail(anchor(), key, "missing required key");
+    }
     if (n == nullptr || !ok()) return sub;
     sub.anchor_ = n->location();
     if (n->is_map()) {
@@ -203,9 +216,16 @@ class Reader {
     Fail(*n, key, absl::StrCat("expected ", what, ", got ", n->Describe()));
   }
 
-  void StringList(absl::string_view key, std::vector<std::string>* out) {
+  // A sequence of names; null reads as empty. `example` is shown in errors.
+  void StringList(absl::string_view key, std::vector<std::string>* out,
+                  Need need = kOptional,
+                  absl::string_view example = "[attn_out, mlp_in]") {
+    if (!ok()) return;
     const ConfigNode* n = Get(key);
-    if (n == nullptr || !ok()) return;
+    if (n == nullptr) {
+      if (need == kRequired) Fail(anchor(), key, "missing required key");
+      return;
+    }
     out->clear();
     if (n->is_null()) return;
     bool good = n->is_sequence();
@@ -213,12 +233,69 @@ class Reader {
       for (const ConfigNode& item : n->items()) good &= item.is_scalar();
     }
     if (!good) {
-      Fail(*n, key, absl::StrCat("expected a sequence of names such as "
-                                 "[attn_out, mlp_in], got ",
-                                 n->Describe()));
+      Fail(*n, key, absl::StrCat("expected a sequence of names such as ",
+                                 example, ", got ", n->Describe()));
       return;
     }
     for (const ConfigNode& item : n->items()) out->push_back(item.scalar());
+  }
+
+  // A shape: a sequence of dims, each an integer >= 1 or `trip_count`
+  // (stored as -1); [] is a scalar.
+  void Dims(absl::string_view key, std::vector<int64_t>* out, Need need) {
+    if (!ok()) return;
+    const ConfigNode* n = Get(key);
+    if (n == nullptr) {
+      if (need == kRequired) Fail(anchor(), key, "missing required key");
+      return;
+    }
+    if (!n->is_sequence()) {
+      Fail(*n, key, absl::StrCat("expected a sequence of dims such as "
+                                 "[trip_count, 1024], got ",
+                                 n->Describe()));
+      return;
+    }
+    std::vector<int64_t> dims;
+    for (const ConfigNode& item : n->items()) {
+      int64_t v = 0;
+      if (item.is_scalar() && item.scalar() == "trip_count") {
+        dims.push_back(-1);
+      } else if (item.is_scalar() && ParseInt(item.scalar(), &v) && v >= 1) {
+        dims.push_back(v);
+      } else {
+        Fail(item, key, absl::StrCat("expected a dim (an integer >= 1 or "
+                                     "trip_count), got ",
+                                     item.Describe()));
+        return;
+      }
+    }
+    *out = std::move(dims);
+  }
+
+  // Readers over the mappings in the sequence at `key` (a kList in the
+  // schema), with paths "PATH.key[i]". Null reads as empty.
+  std::vector<Reader> Items(absl::string_view key, Need need,
+                            absl::string_view what) {
+    std::vector<Reader> items;
+    if (!ok()) return items;
+    const ConfigNode* n = Get(key);
+    if (n == nullptr) {
+      if (need == kRequired) Fail(anchor(), key, "missing required key");
+      return items;
+    }
+    if (n->is_null()) return items;
+    if (!n->is_sequence()) {
+      Fail(*n, key, absl::StrCat("expected ", what, ", got ", n->Describe()));
+      return items;
+    }
+    const Schema* item_schema = schema_->Find(key)->element();
+    GPUSIM_CHECK(item_schema != nullptr);
+    for (size_t i = 0; i < n->items().size(); ++i) {
+      items.push_back(Top(n->items()[i], *item_schema,
+                          absl::StrCat(JoinPath(path_, key), "[", i, "]"),
+                          status_));
+    }
+    return items;
   }
 
   // Fields parsed by a units_parse.h function; `positive` rejects zero.
@@ -252,6 +329,199 @@ constexpr char kBytesWhat[] = "a byte size such as 80GiB";
 constexpr char kRateWhat[] = "a bandwidth such as 3350GB/s";
 constexpr char kFlopWhat[] = "a FLOP rate such as 989TFLOP/s";
 constexpr char kTimeWhat[] = "a duration such as 5us";
+
+bool Contains(const std::vector<std::string>& names, absl::string_view name) {
+  return std::find(names.begin(), names.end(), name) != names.end();
+}
+
+std::string NameList(const std::vector<std::string>& names) {
+  return absl::StrCat("(", absl::StrJoin(names, ", "), ")");
+}
+
+std::string ShapeText(const std::vector<int64_t>& shape) {
+  return absl::StrCat(
+      "[", absl::StrJoin(shape, ", ", [](std::string* out, int64_t d) {
+        absl::StrAppend(out, d < 0 ? std::string("trip_count")
+                                   : absl::StrCat(d));
+      }), "]");
+}
+
+// The `program:` section: reads `r` (the program mapping) into `p` and checks
+// that every name refers to something in scope. Errors go to r's status.
+void ParseProgram(Reader& r, ProgramSpec* p) {
+  p->present = true;
+  r.String("name", &p->name, kOptional);
+
+  Reader inputs = r.Map("inputs", kRequired);
+  std::vector<std::string> input_names;
+  for (const ConfigEntry& e : inputs.Entries()) {
+    if (e.key == "zero") {
+      inputs.Fail(e.key_location, e.key,
+                  "'zero' is reserved (a scalar 0 in scan.carry); choose "
+                  "another input name");
+    }
+    ProgramInputSpec in;
+    in.name = e.key;
+    Reader ir = inputs.Map(e.key);
+    ir.Dims("shape", &in.shape, kRequired);
+    ir.DTypeField("dtype", &in.dtype);
+    ir.Bool("donate", &in.donate);
+    input_names.push_back(in.name);
+    p->inputs.push_back(std::move(in));
+  }
+  if (input_names.empty()) {
+    inputs.Fail(inputs.location(), "", "expected at least one input");
+  }
+  if (!r.ok()) return;
+
+  Reader scan = r.Map("scan", kRequired);
+  Reader carry = scan.Map("carry", kRequired);
+  std::vector<std::string> carry_names;
+  for (const ConfigEntry& e : carry.Entries()) {
+    std::string init;
+    carry.String(e.key, &init, kRequired);
+    if (carry.ok() && init != "zero" && !Contains(input_names, init)) {
+      carry.Fail(e.value, e.key,
+                 absl::StrCat("expected an input name ", NameList(input_names),
+                              " or zero, got ", e.value.Describe()));
+    }
+    carry_names.push_back(e.key);
+    p->carry.emplace_back(e.key, init);
+  }
+  if (carry_names.empty()) {
+    carry.Fail(carry.location(), "", "expected at least one carry");
+  }
+
+  Reader xs = scan.Map("xs");
+  std::vector<std::string> xs_names;
+  for (const ConfigEntry& e : xs.Entries()) {
+    std::string src;
+    xs.String(e.key, &src, kRequired);
+    if (!xs.ok()) break;
+    auto in = std::find_if(p->inputs.begin(), p->inputs.end(),
+                           [&](const ProgramInputSpec& i) { return i.name == src; });
+    if (Contains(carry_names, e.key)) {
+      xs.Fail(e.key_location, e.key,
+              absl::StrCat("'", e.key, "' is already a carry name"));
+    } else if (in == p->inputs.end()) {
+      xs.Fail(e.value, e.key,
+              absl::StrCat("expected an input name ", NameList(input_names),
+                           ", got ", e.value.Describe()));
+    } else if (in->shape.empty() || in->shape[0] != -1) {
+      xs.Fail(e.value, e.key,
+              absl::StrCat("expected an input whose shape starts with "
+                           "trip_count, got '",
+                           src, "' (shape ", ShapeText(in->shape), ")"));
+    }
+    xs_names.push_back(e.key);
+    p->xs.emplace_back(e.key, src);
+  }
+  if (!r.ok()) return;
+
+  // Names a body op may read: carries, xs, then each op's out in turn.
+  std::vector<std::string> scope = carry_names;
+  scope.insert(scope.end(), xs_names.begin(), xs_names.end());
+  std::vector<std::string> outs;
+  std::vector<Reader> ops = scan.Items(
+      "body", kRequired,
+      "a sequence of ops such as [{op: matmul, out: h, in: [x, w]}]");
+  if (scan.ok() && ops.empty()) {
+    scan.Fail(*scan.Get("body"), "body", "expected at least one op");
+  }
+  for (Reader& op : ops) {
+    ProgramOpSpec o;
+    op.Enum("op", &o.op, {"matmul", "mul", "add", "sum", "scale"}, kRequired);
+    op.String("out", &o.out, kRequired);
+    op.StringList("in", &o.in, kRequired, "[x, w]");
+    if (!op.ok()) return;
+    const ConfigNode& in_node = *op.Get("in");
+    const size_t arity = o.op == "sum" ? 1 : 2;
+    if (o.in.size() != arity) {
+      op.Fail(in_node, "in",
+              absl::StrCat(o.op, " takes ", arity,
+                           arity == 1 ? " input" : " inputs", ", got ",
+                           o.in.size()));
+    }
+    for (size_t j = 0; j < o.in.size(); ++j) {
+      if (!Contains(scope, o.in[j])) {
+        op.Fail(in_node.items()[j], "in",
+                absl::StrCat("expected a carry, xs or earlier out name ",
+                             NameList(scope), ", got '", o.in[j], "'"));
+      }
+    }
+    const ConfigNode& out_node = *op.Get("out");
+    auto earlier = std::find(outs.begin(), outs.end(), o.out);
+    if (Contains(carry_names, o.out)) {
+      op.Fail(out_node, "out",
+              absl::StrCat("'", o.out, "' shadows a carry name"));
+    } else if (Contains(xs_names, o.out)) {
+      op.Fail(out_node, "out", absl::StrCat("'", o.out, "' shadows an xs name"));
+    } else if (earlier != outs.end()) {
+      op.Fail(out_node, "out",
+              absl::StrCat("'", o.out, "' is already the out of body[",
+                           earlier - outs.begin(), "]"));
+    }
+    scope.push_back(o.out);
+    outs.push_back(o.out);
+    p->body.push_back(std::move(o));
+  }
+  if (!r.ok()) return;
+
+  // carry_out: exactly the carry names, each from a body out or a carry.
+  Reader carry_out = scan.Map("carry_out", kRequired);
+  std::vector<std::string> next_names = outs;
+  next_names.insert(next_names.end(), carry_names.begin(), carry_names.end());
+  std::vector<std::string> written;
+  for (const ConfigEntry& e : carry_out.Entries()) {
+    std::string next;
+    carry_out.String(e.key, &next, kRequired);
+    if (!carry_out.ok()) break;
+    if (!Contains(carry_names, e.key)) {
+      carry_out.Fail(e.key_location, "",
+                     absl::StrCat("expected the carry names ",
+                                   NameList(carry_names), " as keys, got '",
+                                   e.key, "'"));
+    } else if (!Contains(next_names, next)) {
+      carry_out.Fail(e.value, e.key,
+                     absl::StrCat("expected a body out or carry name ",
+                                  NameList(next_names), ", got ",
+                                  e.value.Describe()));
+    }
+    written.push_back(e.key);
+    p->carry_out.emplace_back(e.key, next);
+  }
+  for (const std::string& c : carry_names) {
+    if (carry_out.ok() && !Contains(written, c)) {
+      carry_out.Fail(carry_out.location(), "",
+                     absl::StrCat("missing carry '", c, "'"));
+    }
+  }
+
+  r.String("loss", &p->loss, kRequired);
+  if (r.ok() && !Contains(carry_names, p->loss)) {
+    r.Fail(*r.Get("loss"), "loss",
+           absl::StrCat("expected a carry name ", NameList(carry_names),
+                        ", got ", r.Get("loss")->Describe()));
+  }
+  r.StringList("grad", &p->grad, kRequired, "[w1, w2]");
+  if (!r.ok()) return;
+  const ConfigNode& grad_node = *r.Get("grad");
+  if (p->grad.empty()) {
+    r.Fail(grad_node, "grad", "expected at least one input name");
+  }
+  for (size_t i = 0; i < p->grad.size(); ++i) {
+    const std::string& g = p->grad[i];
+    if (!Contains(input_names, g)) {
+      r.Fail(grad_node.items()[i], "grad",
+             absl::StrCat("expected an input name ", NameList(input_names),
+                          ", got '", g, "'"));
+    } else if (std::find(p->grad.begin(), p->grad.begin() + i, g) !=
+               p->grad.begin() + i) {
+      r.Fail(grad_node.items()[i], "grad",
+             absl::StrCat("'", g, "' is listed twice"));
+    }
+  }
+}
 
 }  // namespace
 
@@ -345,14 +615,19 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
   run.source_file = root.location().file;
   Reader r = Reader::Top(root, RunSchema(), "", &status);
   r.Enum("framework", &run.framework, {"jax", "pytorch"});
-  for (absl::string_view key : {"device", "model"}) {
-    if (r.ok() && r.Get(key) == nullptr) {
-      r.Fail(root.location(), key, "missing required key");
-    }
+  if (r.ok() && r.Get("device") == nullptr) {
+    r.Fail(root.location(), "device", "missing required key");
+  }
+  const bool has_model = r.Get("model") != nullptr;
+  if (has_model == (r.Get("program") != nullptr)) {
+    r.Fail(root.location(), "",
+           "expected exactly one of 'model' or 'program'");
   }
   RETURN_IF_ERROR(status);
   ASSIGN_OR_RETURN(run.device, ParseDeviceNode(*r.Get("device"), "device"));
-  ASSIGN_OR_RETURN(run.model, ParseModelNode(*r.Get("model"), "model"));
+  if (has_model) {
+    ASSIGN_OR_RETURN(run.model, ParseModelNode(*r.Get("model"), "model"));
+  }
 
   Reader opt = r.Map("optimizer");
   opt.Enum("kind", &run.optimizer.kind, {"adamw", "sgd"});
@@ -362,6 +637,13 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
   loop.Enum("mode", &run.loop.mode, {"rolled", "unrolled"});
   loop.Int("trip_count", &run.loop.trip_count, kOptional, 0);
   loop.Int("unroll", &run.loop.unroll, kOptional, 1);
+  if (!has_model) {
+    // A program's scan runs loop.trip_count times; there is no model to
+    // take the count from.
+    loop.Int("trip_count", &run.loop.trip_count, kRequired, 1);
+    Reader program = r.Map("program");
+    ParseProgram(program, &run.program);
+  }
   Reader remat = r.Map("remat");
   remat.String("policy", &run.remat.policy, kOptional);
   remat.StringList("names", &run.remat.names);

@@ -1,0 +1,81 @@
+// `gpusim explain`: the buffers live at the peak, largest first, each with
+// its origin in words and its live range.
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/report/explain.h"
+
+namespace gpusim {
+namespace {
+
+// The name of the timed event nearest at or before `e` (an op name).
+std::string OpAt(const StepReport& r, int64_t e) {
+  if (e < 0) return "before the step";
+  for (int64_t i = e; i >= 0; --i) {
+    const TraceEvent& ev = r.lowered.trace.events[static_cast<size_t>(i)];
+    if (IsTimed(ev.type)) return ev.name;
+  }
+  return "start";
+}
+
+}  // namespace
+
+std::vector<PeakBuffer> BuffersAtPeak(const StepReport& r) {
+  // XLA: the temp heap's peak moment (arguments and outputs are reported
+  // apart); eager: the live peak.
+  const bool xla = r.spec.framework == "jax";
+  const int64_t at = xla ? r.temp_peak_event : r.sim.peak_event;
+  std::vector<PeakBuffer> out;
+  for (const BufferInfo& b : r.lowered.buffers) {
+    if (xla && (b.argument || b.output)) continue;
+    const bool born = b.alloc_event <= at;
+    const bool alive = b.free_event < 0 || b.free_event > at;
+    if (!born || !alive) continue;
+    PeakBuffer p;
+    p.buffer = b.id;
+    p.name = b.name;
+    p.origin = b.origin;
+    p.role = b.role;
+    p.bytes = b.bytes;
+    p.from = OpAt(r, b.alloc_event);
+    p.to = b.free_event < 0 ? "end of step" : OpAt(r, b.free_event);
+    out.push_back(std::move(p));
+  }
+  std::stable_sort(out.begin(), out.end(), [](const PeakBuffer& a, const PeakBuffer& b) {
+    if (a.bytes != b.bytes) return a.bytes > b.bytes;
+    return a.buffer < b.buffer;
+  });
+  return out;
+}
+
+std::string RenderExplain(const StepReport& r, int top) {
+  std::vector<PeakBuffer> bufs = BuffersAtPeak(r);
+  const bool xla = r.spec.framework == "jax";
+  std::string o;
+  const int64_t at = xla ? r.temp_peak_event : r.sim.peak_event;
+  absl::StrAppendFormat(&o, "%s at event %d (during %s, %s phase): %s\n",
+                        xla ? "Temp peak" : "Live peak", at, OpAt(r, at),
+                        at >= 0 ? std::string(PhaseName(r.lowered.event_phase[static_cast<size_t>(at)])) : "-",
+                        FormatBytes(xla ? r.temp_live_peak : r.sim.peak_live));
+  if (xla) {
+    absl::StrAppendFormat(&o, "(arguments %s and outputs %s are not temps; temp heap %s packed %s)\n",
+                          FormatBytes(r.argument), FormatBytes(r.output), FormatBytes(r.temp), r.heap_algorithm);
+  }
+  Bytes rest(0);
+  int64_t rest_n = 0;
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    if (static_cast<int>(i) >= top) {
+      rest += bufs[i].bytes;
+      ++rest_n;
+      continue;
+    }
+    const PeakBuffer& b = bufs[i];
+    absl::StrAppendFormat(&o, "%3d. %s  %-16s %s\n     %s\n     live: %s -> %s\n", i + 1, FormatBytes(b.bytes),
+                          RoleName(b.role), b.name, b.origin.empty() ? "(no description)" : b.origin, b.from, b.to);
+  }
+  if (rest_n > 0) absl::StrAppendFormat(&o, "     ... and %d smaller buffers, %s\n", rest_n, FormatBytes(rest));
+  return o;
+}
+
+}  // namespace gpusim
