@@ -70,13 +70,19 @@ TEST(LlamaTest, FullRematRecomputesAndNoneDoesNot) {
   };
   EXPECT_GT(count(*pf), 0);
   EXPECT_EQ(count(*pn), 0);
-  auto rf = [](const Program& p) {
-    int64_t n = 0;
-    for (const Tensor& t : p.tensors) n += t.role == Role::kResidual;
+  auto residual_bytes = [](const Program& p) {
+    Bytes n(0);
+    for (const Tensor& t : p.tensors) {
+      if (t.role == Role::kResidual) n += t.bytes();
+    }
     return n;
   };
-  EXPECT_EQ(rf(*pf), 2 * 0 + 4);  // only the loss residuals; layer inputs stay activations
-  EXPECT_GT(rf(*pn), 4);
+  // Full remat (rolled): the carry stack (2 layers x [1,4096,4096] bf16),
+  // the fp32 param residual stacks (2 layers' shards) and the four fp32
+  // [1,4096,32000] cross-entropy residuals.
+  const int64_t layer_shard = LlamaLayerParamCount(full->model) / 2 * 4;
+  EXPECT_EQ(residual_bytes(*pf).value(), 2 * 4096 * 4096 * 2 + 2 * layer_shard + 4LL * 4096 * 32000 * 4);
+  EXPECT_GT(residual_bytes(*pn), residual_bytes(*pf));
 }
 
 }  // namespace

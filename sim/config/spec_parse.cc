@@ -88,7 +88,7 @@ class Reader {
   void Fail(const SourceLocation& loc, absl::string_view key,
             absl::string_view msg) {
     if (!ok()) return;
-    std::string path = JoinPath(path_, key);
+    std::string path = key.empty() ? path_ : JoinPath(path_, key);
     *status_ = absl::InvalidArgumentError(absl::StrCat(
         loc.ToString(), ": ", path.empty() ? "" : absl::StrCat(path, ": "),
         msg));
