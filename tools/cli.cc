@@ -102,7 +102,9 @@ int CmdValidate(const std::string& file, const std::vector<std::string>& sets) {
   }
   auto spec = LoadRunSpec(file, sets);
   if (!spec.ok()) return Fail(spec.status());
-  std::cout << file << ": valid run config (" << spec->model.name << " on " << spec->device.name << ")\n";
+  std::cout << file << ": valid run config ("
+            << (spec->program.present ? "program " + spec->program.name : spec->model.name) << " on "
+            << spec->device.name << ")\n";
   return 0;
 }
 

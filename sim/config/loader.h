@@ -12,6 +12,12 @@
 // configs/devices/ (models likewise under models/). Device and model files
 // may themselves start from another file with a top-level `from:`.
 //
+// Instead of `model:`, a run config may describe a small JAX program in a
+// `program:` section (spec.h ProgramSpec; exactly one of the two). Its
+// `inputs` and scan `carry`/`xs`/`carry_out` keys are the user's names, so
+// any key is accepted there; `--set program.inputs.w1.donate=false` works,
+// and `scan.body` (a sequence) can only be set whole.
+//
 // Overrides (`--set PATH=VALUE`, in order, after the merge): VALUE is parsed
 // as YAML (a scalar or a flow sequence such as [a,b]); PATH must exist in the
 // schema (it need not be written in the file). `device=NAME` / `model=NAME`
@@ -25,6 +31,8 @@
 //   LOC: PATH: unknown key 'x' (did you mean 'y'?)  suggestion when close
 //   LOC: PATH: expected an integer, got 'abc'     wrong type (see spec_parse.h)
 //   LOC: PATH: missing required key               LOC = the enclosing mapping
+//   FILE:1:1: expected exactly one of 'model' or 'program'
+//   LOC: program.scan.body[1].in: ...             program checks (spec_parse.h)
 //   LOC: device: unknown device 'x'; available: a, b (searched D1, D2, D3)
 //   LOC: device: no such file 'dir/x.yaml'
 //   --set TEXT: expected PATH=VALUE such as --set model.n_layers=2

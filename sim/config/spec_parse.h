@@ -13,6 +13,23 @@
 //   LOC: PATH: expected a dtype (f32, bf16, f16, f8, i32, i64, u8, pred), got 'x'
 //   LOC: PATH: expected a byte size such as 80GiB, ...; got 'x'
 //   LOC: PATH: missing required key      (LOC: the enclosing mapping)
+//   FILE:1:1: expected exactly one of 'model' or 'program'
+// The `program:` section (PATH such as program.inputs.w1.shape or
+// program.scan.body[2].in; LOC the offending name where one is written):
+//   LOC: PATH: expected a dim (an integer >= 1 or trip_count), got '0'
+//   LOC: PATH: expected an input name (w1, w2, X) or zero, got 'y'
+//   LOC: PATH: expected an input whose shape starts with trip_count, got
+//              'w1' (shape [1, 1024])
+//   LOC: PATH: expected a carry, xs or earlier out name (w1, x, h), got 'y'
+//   LOC: PATH: 'h' is already the out of body[0]   ('w1' shadows a carry
+//              name, 'x' shadows an xs name, 'x' is already a carry name)
+//   LOC: PATH: matmul takes 2 inputs, got 1
+//   LOC: program.scan.carry_out: expected the carry names (w1, loss) as
+//              keys, got 'y'                       (missing carry 'loss')
+//   LOC: PATH: expected a body out or carry name (h, w1), got 'y'
+//   LOC: program.loss: expected a carry name (w1, loss), got 'y'
+//   LOC: program.grad: expected an input name (w1, X), got 'y'
+//   LOC: PATH: expected at least one input|carry|op|input name
 #ifndef GPUSIM_SIM_CONFIG_SPEC_PARSE_H_
 #define GPUSIM_SIM_CONFIG_SPEC_PARSE_H_
 
@@ -32,6 +49,8 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
 absl::StatusOr<ModelSpec> ParseModelNode(const ConfigNode& node,
                                          const std::string& path);
 // REQUIRES: `device` and `model`, when present, are resolved mappings.
+// Exactly one of `model` and `program` must be written; with `program`,
+// loop.trip_count (>= 1) is required and `model` stays default.
 absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root);
 
 }  // namespace internal

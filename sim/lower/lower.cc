@@ -1,6 +1,7 @@
 #include "sim/lower/lower.h"
 
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "sim/base/status.h"
@@ -19,6 +20,31 @@ StreamId StreamFor(OpKind k) {
   if (IsCollective(k)) return kCollectiveStream;
   if (k == OpKind::kHostToDevice || k == OpKind::kDeviceToHost) return kHostCopyStream;
   return kComputeStream;
+}
+
+// Tensors that alias a donated input share its buffer one after another:
+// each must be dead (its last reader run) by the time the next is written,
+// or the in-place write would clobber a value still needed.
+absl::Status CheckAliasChains(const Program& p, const ComputeGraph& graph) {
+  std::map<TensorId, std::vector<TensorId>> chains;
+  for (const Tensor& t : p.tensors) {
+    if (t.aliases != kNoTensor) chains[t.aliases].push_back(t.id);
+  }
+  for (auto& [src, chain] : chains) {
+    chain.insert(chain.begin(), src);
+    std::sort(chain.begin() + 1, chain.end(),
+              [&](TensorId a, TensorId b) { return graph.producer(a) < graph.producer(b); });
+    for (size_t i = 0; i + 1 < chain.size(); ++i) {
+      const OpId next_write = graph.producer(chain[i + 1]);
+      if (graph.last_use(chain[i]) > next_write) {
+        return absl::InternalError(absl::StrCat("buffer of '", p.tensor(src).name, "': '",
+                                                p.tensor(chain[i + 1]).name, "' is written by op ", next_write,
+                                                " while '", p.tensor(chain[i]).name, "' is still read by op ",
+                                                graph.last_use(chain[i])));
+      }
+    }
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
@@ -81,6 +107,7 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
     }
   }
 
+  RETURN_IF_ERROR(CheckAliasChains(p, graph));
   std::vector<int64_t> producer_event(p.tensors.size(), -1);
   std::vector<bool> handed_on(p.tensors.size(), false);  // buffer passed to an output
   for (const Op& op : p.ops) {

@@ -30,12 +30,19 @@ std::string PhaseOfEvent(const StepReport& r, int64_t e) {
 std::string RenderText(const StepReport& r) {
   const RunSpec& s = r.spec;
   std::string o;
-  absl::StrAppendFormat(&o, "gpusim: %s on %s (%s)\n", s.model.name, s.device.name, s.device.description);
-  absl::StrAppendFormat(&o, "  parameters %s; batch %d x %d per device; FSDP %d; %s semantics\n",
-                        WithCommas(r.param_count), s.batch.per_device, s.batch.seq_len, s.parallelism.fsdp,
-                        s.framework == "jax" ? "XLA (jax)" : "eager (pytorch)");
-  absl::StrAppendFormat(&o, "  layers %s, param_scan_axis %d, remat %s, attention %s\n", s.loop.mode,
-                        s.model.param_scan_axis, s.remat.policy, s.model.attention);
+  if (s.program.present) {
+    absl::StrAppendFormat(&o, "gpusim: program %s on %s (%s)\n", s.program.name, s.device.name,
+                          s.device.description);
+    absl::StrAppendFormat(&o, "  scan %s, trip count %d; jax.grad w.r.t. %d parameters; XLA (jax) semantics\n",
+                          s.loop.mode, s.loop.trip_count, r.param_count);
+  } else {
+    absl::StrAppendFormat(&o, "gpusim: %s on %s (%s)\n", s.model.name, s.device.name, s.device.description);
+    absl::StrAppendFormat(&o, "  parameters %s; batch %d x %d per device; FSDP %d; %s semantics\n",
+                          WithCommas(r.param_count), s.batch.per_device, s.batch.seq_len, s.parallelism.fsdp,
+                          s.framework == "jax" ? "XLA (jax)" : "eager (pytorch)");
+    absl::StrAppendFormat(&o, "  layers %s, param_scan_axis %d, remat %s, attention %s\n", s.loop.mode,
+                          s.model.param_scan_axis, s.remat.policy, s.model.attention);
+  }
   o += "\nMemory per device (bytes; GiB = 2^30)\n";
   absl::StrAppendFormat(&o, "  argument   %s\n", FormatBytes(r.argument));
   absl::StrAppendFormat(&o, "  output     %s\n", FormatBytes(r.output));
@@ -45,6 +52,11 @@ std::string RenderText(const StepReport& r) {
                             ? absl::StrCat("  packed heap (", r.heap_algorithm, "); live peak ",
                                            FormatBytes(r.temp_live_peak))
                             : "");
+  if (s.framework == "jax") {
+    // As the seed's script prints it: (output + temp) / 1024**3.
+    absl::StrAppendFormat(&o, "  output + temp  %.6f GiB  (%s B)\n", (r.output + r.temp).GiB(),
+                          WithCommas((r.output + r.temp).value()));
+  }
   absl::StrAppendFormat(&o, "  peak       %s%s\n", FormatBytes(r.peak),
                         s.framework == "jax" ? "  = argument + output - alias + temp" : "");
   absl::StrAppendFormat(&o, "  capacity   %s  (%s usable of %s)\n", FormatBytes(r.capacity), s.device.name,
@@ -87,7 +99,9 @@ std::string RenderJson(const StepReport& r) {
       .String("file", s.source_file)
       .String("framework", s.framework)
       .String("device", s.device.name)
-      .String("model", s.model.name)
+      .String("model", s.program.present ? "" : s.model.name)
+      .String("program", s.program.present ? s.program.name : "")
+      .Int("trip_count", s.loop.trip_count)
       .Int("param_count", r.param_count)
       .String("loop_mode", s.loop.mode)
       .Int("param_scan_axis", s.model.param_scan_axis)
@@ -102,6 +116,7 @@ std::string RenderJson(const StepReport& r) {
       .Int("alias_bytes", r.alias.value())
       .Int("temp_bytes", r.temp.value())
       .Int("temp_live_peak_bytes", r.temp_live_peak.value())
+      .Int("output_plus_temp_bytes", (r.output + r.temp).value())
       .Int("peak_bytes", r.peak.value())
       .Int("capacity_bytes", r.capacity.value())
       .Bool("fits", r.fits)

@@ -6,6 +6,7 @@
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/heap_planner.h"
 #include "sim/base/status.h"
+#include "models/jax_program.h"
 #include "models/llama.h"
 
 namespace gpusim {
@@ -38,8 +39,15 @@ void TempPeak(const LoweredStep& l, Bytes* peak, int64_t* at) {
 absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
   StepReport r;
   r.spec = spec;
-  r.param_count = LlamaParamCount(spec.model);
-  ASSIGN_OR_RETURN(r.program, BuildLlamaTrainStep(spec));
+  if (spec.program.present) {
+    ASSIGN_OR_RETURN(r.program, BuildJaxProgram(spec));
+    for (const Tensor& t : r.program.tensors) {
+      if (t.entry_parameter && t.role == Role::kParameter) r.param_count += t.elements();
+    }
+  } else {
+    r.param_count = LlamaParamCount(spec.model);
+    ASSIGN_OR_RETURN(r.program, BuildLlamaTrainStep(spec));
+  }
   LowerOptions lower_options;
   lower_options.reuse_operand_buffers = spec.framework == "jax";
   ASSIGN_OR_RETURN(r.lowered, LowerEager(r.program, lower_options));
@@ -72,7 +80,8 @@ absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
     r.peak = r.sim.peak_live;
   }
   r.fits = r.peak <= r.capacity && !r.sim.oom.happened;
-  r.tokens_per_step = static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
+  r.tokens_per_step =
+      spec.program.present ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
   return r;
 }
 
