@@ -159,7 +159,7 @@ class LlamaBuilder {
       const Tensor& v = b_.tensor(p.value);
       TensorId t = b_.AddTensor(
           v.name + ".layers_first", Stacked0(Shard(p)), v.dtype, Role::kParameter,
-          absl::StrFormat("transposed copy of stacked params %s (param_scan_axis=%d)", p.name, m_.param_scan_axis));
+          absl::StrFormat("transposed copy of stacked params (param_scan_axis=%d): %s", m_.param_scan_axis, p.name));
       b_.AddOp("transpose_to_front." + p.name, OpKind::kTranspose, {p.value}, {t}, 0);
       p.scan_source = t;
     }
@@ -267,9 +267,10 @@ class LlamaBuilder {
       if (!dt.has_value()) continue;
       p.residual_stack = ZeroStack(
           "residual_stack.params." + p.name, Stacked0(Shard(p)), *dt, Role::kResidual,
-          absl::StrFormat("residual stack of layer parameter %s (%s, %s)", p.name, std::string(DTypeName(*dt)),
+          absl::StrFormat("residual stack of layer parameters (%s, %s): %s", std::string(DTypeName(*dt)),
                           policy_.no_remat() ? "the bf16 cast each dot saves"
-                                             : "saved remat input; reduce_precision defeats xs forwarding"));
+                                             : "saved remat input; reduce_precision defeats xs forwarding",
+                          p.name));
     }
     for (const std::string& r : saved_names_) {
       auto [shape, dt] = ResidualShape(r);
@@ -326,7 +327,7 @@ class LlamaBuilder {
     for (Param& p : params_) {
       if (!p.per_layer) continue;
       p.grad_stack = ZeroStack("grad_stack." + p.name, Stacked0(Shard(p)), wdt_, Role::kGradient,
-                               absl::StrCat("stacked gradient of ", p.name, " (backward scan output)"));
+                               absl::StrCat("stacked gradients (backward scan output): ", p.name));
     }
   }
 
@@ -347,8 +348,8 @@ class LlamaBuilder {
       if (m_.param_scan_axis != 0) {
         const Tensor& v = b_.tensor(p.value);
         TensorId t = b_.AddTensor("grads." + p.name, v.shape, wdt_, Role::kGradient,
-                                  absl::StrFormat("gradient of %s transposed back (param_scan_axis=%d)", p.name,
-                                                  m_.param_scan_axis));
+                                  absl::StrFormat("gradients transposed back (param_scan_axis=%d): %s",
+                                                  m_.param_scan_axis, p.name));
         b_.AddOp("transpose_from_front." + p.name, OpKind::kTranspose, {g}, {t}, 0);
         g = t;
       }

@@ -16,6 +16,7 @@
 #include "sim/base/file_util.h"
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
+#include "sim/report/diff.h"
 #include "sim/report/explain.h"
 #include "sim/report/step.h"
 #include "sim/trace/trace_io.h"
@@ -81,6 +82,28 @@ int CmdExplain(const RunOptions& o, int top) {
   auto report = SimulateStep(*spec);
   if (!report.ok()) return Fail(report.status());
   std::cout << RenderExplain(*report, top);
+  return 0;
+}
+
+// A = CONFIG with --base-set overrides; B = A plus the --set overrides.
+int CmdDiff(const RunOptions& o, const std::vector<std::string>& base_sets, int top) {
+  if (o.sets.empty()) return Fail(absl::InvalidArgumentError("diff: give at least one --set path=value for B"));
+  auto spec_a = LoadRunSpec(o.config, base_sets);
+  if (!spec_a.ok()) return Fail(spec_a.status());
+  std::vector<std::string> b_sets = base_sets;
+  b_sets.insert(b_sets.end(), o.sets.begin(), o.sets.end());
+  auto spec_b = LoadRunSpec(o.config, b_sets);
+  if (!spec_b.ok()) return Fail(spec_b.status());
+  auto a = SimulateStep(*spec_a);
+  if (!a.ok()) return Fail(a.status());
+  auto b = SimulateStep(*spec_b);
+  if (!b.ok()) return Fail(b.status());
+  const StepDiff d = DiffSteps(*a, *b);
+  std::string la = o.config, lb = o.config;
+  for (const std::string& s : base_sets) la += " --set " + s;
+  lb = la;
+  for (const std::string& s : o.sets) lb += " --set " + s;
+  std::cout << (o.format == "json" ? RenderDiffJson(d, la, lb) : RenderDiffText(d, la, lb, top));
   return 0;
 }
 
@@ -165,6 +188,17 @@ int RunCli(int argc, char** argv) {
   explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
   explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(CLI::PositiveNumber);
 
+  RunOptions diff;
+  std::vector<std::string> diff_base;
+  int diff_top = 12;
+  CLI::App* diff_cmd = app.add_subcommand(
+      "diff", "Attribute the memory and step-time difference between CONFIG (A) and CONFIG --set ... (B)");
+  diff_cmd->add_option("config", diff.config, "Run config (YAML)")->required();
+  diff_cmd->add_option("--set", diff.sets, "Override for B: path=value (repeatable)")->required();
+  diff_cmd->add_option("--base-set", diff_base, "Override for both A and B (repeatable)");
+  diff_cmd->add_option("--format", diff.format, "Output format")->check(CLI::IsMember({"text", "json"}));
+  diff_cmd->add_option("--top", diff_top, "How many lines per table")->check(CLI::PositiveNumber);
+
   std::string validate_file;
   std::vector<std::string> validate_sets;
   CLI::App* val_cmd = app.add_subcommand("validate", "Check a run config or a native trace file");
@@ -186,6 +220,7 @@ int RunCli(int argc, char** argv) {
   try {
     if (*run_cmd) return CmdRun(run);
     if (*explain_cmd) return CmdExplain(explain, explain_top);
+    if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
     if (*val_cmd) return CmdValidate(validate_file, validate_sets);
     if (*dev_cmd) return CmdDevices();
     if (*list_cmd) return CmdList(list_what);
