@@ -306,17 +306,15 @@ class LlamaBuilder {
     }
   }
 
-  // The backward body reads its residuals back with dynamic-slice.
-  std::map<std::string, TensorId> LoadResiduals(int l) {
+  // The backward body reads its residuals back with dynamic-slices that XLA
+  // fuses into their consumers (elementwise ops, the cast before the gather):
+  // the body reads the stacks directly, one layer's slice per read.
+  std::map<std::string, TensorId> LoadResiduals(int) {
     std::map<std::string, TensorId> v;
     for (const std::string& r : saved_names_) {
       const Tensor& st = b_.tensor(stacks_.at(r));
-      std::vector<int64_t> shape(st.shape.begin() + 1, st.shape.end());
-      TensorId t = b_.AddTensor(absl::StrCat("layer", l, ".", r, ".restored"), shape, st.dtype, Role::kTemporary,
-                                absl::StrCat("layer ", l, " residual ", r, " sliced from its stack"));
-      Op& op = b_.AddOp(absl::StrCat("layer", l, ".unstack_", r), OpKind::kDynamicSlice, {stacks_.at(r)}, {t}, 0);
-      op.bytes_read = b_.tensor(t).bytes();
-      v[r] = t;
+      b_.set_read_bytes(st.id, Bytes(st.bytes().value() / L_));
+      v[r] = st.id;
     }
     return v;
   }

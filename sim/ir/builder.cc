@@ -35,7 +35,10 @@ Op& ProgramBuilder::AddOp(std::string name, OpKind kind, std::vector<TensorId> i
   op.phase = phase_;
   op.layer = layer_;
   op.recompute = recompute_;
-  for (TensorId t : inputs) op.bytes_read += tensor(t).bytes();
+  for (TensorId t : inputs) {
+    auto it = read_bytes_.find(t);
+    op.bytes_read += it != read_bytes_.end() ? it->second : tensor(t).bytes();
+  }
   for (TensorId t : outputs) op.bytes_written += tensor(t).bytes();
   op.inputs = std::move(inputs);
   op.outputs = std::move(outputs);

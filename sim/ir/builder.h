@@ -3,6 +3,7 @@
 #ifndef GPUSIM_SIM_IR_BUILDER_H_
 #define GPUSIM_SIM_IR_BUILDER_H_
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,10 @@ class ProgramBuilder {
   Op& AddOp(std::string name, OpKind kind, std::vector<TensorId> inputs,
             std::vector<TensorId> outputs, double flops = 0);
 
+  // Ops that read `id` touch only `bytes` of it per read (a dynamic-slice of
+  // a stacked buffer fused into its consumer).
+  void set_read_bytes(TensorId id, Bytes bytes) { read_bytes_[id] = bytes; }
+
   void set_phase(Phase p) { phase_ = p; }
   void set_layer(int layer) { layer_ = layer; }
   void set_recompute(bool r) { recompute_ = r; }
@@ -46,6 +51,7 @@ class ProgramBuilder {
   int layer_ = -1;
   bool recompute_ = false;
   std::vector<size_t> open_regions_;
+  std::map<TensorId, Bytes> read_bytes_;
 };
 
 }  // namespace gpusim
