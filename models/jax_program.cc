@@ -93,6 +93,10 @@ class JaxProgramBuilder {
       type_[x] = v;
       xs_.insert(x);
     }
+    for (const auto& [k, src] : p_.consts) {
+      type_[k] = input_type_.at(src);
+      invariant_.insert(k);
+    }
     for (const ProgramOpSpec& op : p_.body) {
       std::vector<ValueType> in;
       for (const std::string& n : op.in) in.push_back(type_.at(n));
@@ -122,6 +126,9 @@ class JaxProgramBuilder {
         out = in[0].scalar() ? in[1] : in[0];
       }
       type_[op.out] = out;
+      if (std::all_of(op.in.begin(), op.in.end(), [&](const std::string& n) { return invariant_.count(n) > 0; })) {
+        invariant_.insert(op.out);
+      }
     }
     for (const auto& [c, v] : p_.carry_out) {
       if (type_.at(c).shape != type_.at(v).shape) {
@@ -152,6 +159,9 @@ class JaxProgramBuilder {
     const std::set<std::string> grads(p_.grad.begin(), p_.grad.end());
     for (const std::string& c : carries_) {
       if (grads.count(InitOf(c))) active_.insert(c);
+    }
+    for (const auto& [k, src] : p_.consts) {
+      if (grads.count(src)) active_.insert(k);
     }
     for (bool changed = true; changed;) {
       changed = false;
@@ -243,6 +253,7 @@ class JaxProgramBuilder {
     int uses = 0;
     for (const auto& [k, v] : p_.carry) uses += v == init;
     for (const auto& [k, v] : p_.xs) uses += v == init;
+    for (const auto& [k, v] : p_.consts) uses += v == init;
     const TensorId t = input_.at(init);
     return uses == 1 && b_.program().tensor(t).donated ? t : kNoTensor;
   }
@@ -268,7 +279,8 @@ class JaxProgramBuilder {
     }
     if (rolled_) {
       for (const std::string& r : residuals_) {
-        if (xs_.count(r)) continue;  // an xs slice: the scanned input itself is the residual
+        if (xs_.count(r)) continue;          // an xs slice: the scanned input itself is the residual
+        if (invariant_.count(r)) continue;   // hoisted: stored once
         const ValueType& v = type_.at(r);
         std::vector<int64_t> shape = v.shape;
         shape.insert(shape.begin(), T_);
@@ -282,10 +294,30 @@ class JaxProgramBuilder {
         stack_[r] = st;
       }
     }
+    // Loop-invariant values (consts and ops on them only) are computed once,
+    // before the loop: JAX hoists such residuals out of the scan
+    // (_scan_partial_eval, "loop-invariant residuals"), and XLA CSEs the
+    // unrolled copies. A residual among them is stored once.
+    std::map<std::string, Ref> hoisted;
+    for (const auto& [k, src] : p_.consts) hoisted[k] = Whole(input_.at(src));
+    if (T_ > 0) {
+      for (const ProgramOpSpec& op : p_.body) {
+        if (!invariant_.count(op.out)) continue;
+        std::vector<Ref> ins;
+        for (const std::string& n : op.in) ins.push_back(hoisted.at(n));
+        TensorId out = NewValue("hoisted." + op.out, op.out, residuals_.count(op.out) ? Role::kResidual
+                                                                                      : Role::kActivation,
+                                absl::StrCat(op.out, ": loop-invariant, computed once before the loop"));
+        Emit("hoisted." + op.out, KindOf(op), ins, {out}, Flops(op));
+        hoisted[op.out] = Whole(out);
+      }
+    }
+    vals_hoisted_ = hoisted;
     vals_.assign(static_cast<size_t>(T_), {});
     for (int64_t t = 0; t < T_; ++t) {
       b_.set_layer(static_cast<int>(t));
       std::map<std::string, Ref>& v = vals_[static_cast<size_t>(t)];
+      v.insert(hoisted.begin(), hoisted.end());
       for (const std::string& c : carries_) v[c] = cur[c];
       for (const auto& [x, src] : p_.xs) v[x] = {input_.at(src), SizeOf(x)};
       const std::string it = absl::StrCat("iter", t, ".");
@@ -295,6 +327,7 @@ class JaxProgramBuilder {
         }
       }
       for (const ProgramOpSpec& op : p_.body) {
+        if (invariant_.count(op.out)) continue;  // hoisted
         if (!rolled_ && t == T_ - 1 && !final_needed_.count(op.out)) {
           // Unrolled: in the last iteration only values the backward pass
           // reads are kept; the new carries and the loss value feed nothing
@@ -355,6 +388,7 @@ class JaxProgramBuilder {
   // The residual `name` of iteration t as the backward pass reads it.
   Ref Residual(int64_t t, const std::string& name) {
     if (rolled_ && stack_.count(name)) return {stack_.at(name), SizeOf(name)};
+    if (t < 0) return vals_hoisted_.at(name);
     return vals_[static_cast<size_t>(t)].at(name);
   }
 
@@ -421,9 +455,22 @@ class JaxProgramBuilder {
         ct_carry[c] = Whole(z);
       }
     }
+    // Cotangents of loop-invariant values accumulate across iterations: in
+    // the rolled backward loop they are accumulator carries instantiated as
+    // zeros (_scan_transpose ct_consts).
+    std::map<std::string, Ref> ct_inv;
+    if (rolled_) {
+      for (const auto& [k, src] : p_.consts) {
+        if (!useful_.count(k)) continue;
+        TensorId z = NewValue("ct_" + k + ".zeros", k, Role::kLoopState,
+                              "accumulated cotangent of loop-invariant " + k + " (backward loop state)");
+        Emit("ct_" + k + ".zeros", OpKind::kElementwise, {}, {z}, 0);
+        ct_inv[k] = Whole(z);
+      }
+    }
     for (int64_t t = T_ - 1; t >= 0; --t) {
       b_.set_layer(static_cast<int>(t));
-      std::map<std::string, Ref> ct;
+      std::map<std::string, Ref> ct = ct_inv;
       for (const std::string& c : carries_) {
         auto it = ct_carry.find(c);
         if (it == ct_carry.end()) continue;
@@ -435,11 +482,35 @@ class JaxProgramBuilder {
           ct[out] = it->second;
         }
       }
-      const std::string pre = absl::StrCat("iter", t, ".vjp_");
       for (auto op = p_.body.rbegin(); op != p_.body.rend(); ++op) {
+        if (invariant_.count(op->out)) continue;  // its VJP runs once, after the loop
+        EmitVjp(*op, t, ct);
+      }
+      for (auto& [k, v] : ct) {
+        if (invariant_.count(k)) ct_inv[k] = v;
+      }
+      ct_carry.clear();
+      for (const std::string& c : carries_) {
+        if (ct.count(c)) ct_carry[c] = ct.at(c);
+      }
+    }
+    b_.set_layer(-1);
+    for (auto op = p_.body.rbegin(); op != p_.body.rend(); ++op) {
+      if (invariant_.count(op->out)) EmitVjp(*op, -1, ct_inv);
+    }
+    final_ct_ = ct_carry;
+    for (const auto& [k, src] : p_.consts) {
+      if (ct_inv.count(k)) final_const_ct_[k] = ct_inv.at(k);
+    }
+  }
+
+  // The backward rule of one body op in iteration t (-1: a hoisted op).
+  void EmitVjp(const ProgramOpSpec& body_op, int64_t t, std::map<std::string, Ref>& ct) {
+        const ProgramOpSpec* op = &body_op;
         auto dc = ct.find(op->out);
-        if (dc == ct.end()) continue;
+        if (dc == ct.end()) return;
         const Ref g = dc->second;
+        const std::string pre = t < 0 ? std::string("hoisted.vjp_") : absl::StrCat("iter", t, ".vjp_");
         const std::string& a = op->in[0];
         const std::string b = op->in.size() > 1 ? op->in[1] : "";
         const bool da = useful_.count(a) > 0, db = !b.empty() && useful_.count(b) > 0;
@@ -473,14 +544,6 @@ class JaxProgramBuilder {
                        {g, Residual(t, b)}, n, !reduce);
           }
         }
-      }
-      ct_carry.clear();
-      for (const std::string& c : carries_) {
-        if (ct.count(c)) ct_carry[c] = ct.at(c);
-      }
-    }
-    b_.set_layer(-1);
-    final_ct_ = ct_carry;
   }
 
   // --- outputs ----------------------------------------------------------------
@@ -492,14 +555,20 @@ class JaxProgramBuilder {
     std::set<TensorId> used;
     for (const std::string& in : p_.grad) {
       Ref g{kNoTensor, Bytes(0)};
+      std::vector<Ref> parts;
       for (const std::string& c : carries_) {
-        if (InitOf(c) != in || !final_ct_.count(c)) continue;
+        if (InitOf(c) == in && final_ct_.count(c)) parts.push_back(final_ct_.at(c));
+      }
+      for (const auto& [k, src] : p_.consts) {
+        if (src == in && final_const_ct_.count(k)) parts.push_back(final_const_ct_.at(k));
+      }
+      for (const Ref& part : parts) {
         if (g.t == kNoTensor) {
-          g = final_ct_.at(c);
+          g = part;
         } else {
           TensorId sum = b_.AddTensor("grad." + in + ".sum", input_type_.at(in).shape, input_type_.at(in).dtype,
-                                      Role::kGradient, "sum of the gradients of carries sharing " + in);
-          Emit("grad." + in + ".sum", OpKind::kElementwise, {g, final_ct_.at(c)}, {sum}, 0);
+                                      Role::kGradient, "sum of the gradients of the uses of " + in);
+          Emit("grad." + in + ".sum", OpKind::kElementwise, {g, part}, {sum}, 0);
           g = Whole(sum);
         }
       }
@@ -546,6 +615,9 @@ class JaxProgramBuilder {
   std::set<std::string> final_dead_;
   std::set<std::string> final_needed_;  // values the last unrolled iteration must compute
   std::map<std::string, Ref> final_ct_;
+  std::map<std::string, Ref> final_const_ct_;
+  std::map<std::string, Ref> vals_hoisted_;
+  std::set<std::string> invariant_;   // consts and ops on them only
 };
 
 }  // namespace

@@ -2,6 +2,7 @@
 // w2 is f32[1024, 1048576] = 4 GiB; w1, h are 4 KiB; z is 4 MiB.
 #include "models/jax_program.h"
 
+#include <fstream>
 #include <map>
 
 #include "gtest/gtest.h"
@@ -99,6 +100,53 @@ TEST(JaxProgramTest, NonDonatedModelGetsALoopStateCopy) {
   bool copy = false;
   for (const BufferInfo& b : r->lowered.buffers) copy |= b.name == "w2.loop_state";
   EXPECT_TRUE(copy);
+}
+
+// A loop-invariant value the backward pass needs (ws = w * c, computed from
+// consts only) is hoisted out of the scan and stored once, not stacked.
+TEST(JaxProgramTest, LoopInvariantResidualIsStoredOnce) {
+  const std::string path = ::testing::TempDir() + "/invariant.yaml";
+  std::ofstream(path) << R"(framework: jax
+device: a100-sxm-80gb
+loop: {mode: rolled, trip_count: 4}
+program:
+  inputs:
+    W: {shape: [512, 512], dtype: f32, donate: true}
+    C: {shape: [], dtype: f32}
+    H0: {shape: [512], dtype: f32}
+    X: {shape: [trip_count, 512], dtype: f32}
+  scan:
+    carry: {h: H0, loss: zero}
+    xs: {x: X}
+    consts: {w: W, c: C}
+    body:
+      - {op: scale, out: ws, in: [w, c]}
+      - {op: matmul, out: a, in: [h, ws]}
+      - {op: add, out: b, in: [a, x]}
+      - {op: sum, out: s, in: [b]}
+      - {op: add, out: loss_next, in: [loss, s]}
+    carry_out: {h: b, loss: loss_next}
+  loss: loss
+  grad: [W]
+)";
+  for (const char* mode : {"rolled", "unrolled"}) {
+    auto spec = LoadRunSpec(path, {std::string("loop.mode=") + mode});
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto r = SimulateStep(*spec);
+    ASSERT_TRUE(r.ok()) << r.status();
+    int hoisted = 0;
+    for (const BufferInfo& b : r->lowered.buffers) {
+      EXPECT_NE(b.name, "residual_stack.ws") << mode;
+      hoisted += b.name == "hoisted.ws";
+      if (b.name == "residual_stack.h") {
+        EXPECT_EQ(b.bytes.value(), 4 * 512 * 4) << mode;  // the carry is stacked
+      }
+    }
+    EXPECT_EQ(hoisted, 1) << mode;
+    // dW = sum over iterations of c · outer(h_t, da_t): one gradient output,
+    // written into the donated W.
+    EXPECT_EQ(r->alias.value(), 512 * 512 * 4) << mode;
+  }
 }
 
 }  // namespace

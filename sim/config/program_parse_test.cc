@@ -214,10 +214,10 @@ TEST_F(ConfigProgramTest, SemanticErrors) {
             "FILE:14:10: program.scan.xs.w1: 'w1' is already a carry name");
   // body in
   EXPECT_EQ(LoadError(Edit("in: [h, w2]", "in: [z, w2]")),
-            "FILE:17:35: program.scan.body[1].in: expected a carry, xs or "
+            "FILE:17:35: program.scan.body[1].in: expected a carry, xs, const or "
             "earlier out name (w1, w2, loss, x, h), got 'z'");
   EXPECT_EQ(LoadError(Edit("in: [x, w1]", "in: [X, w1]")),
-            "FILE:16:35: program.scan.body[0].in: expected a carry, xs or "
+            "FILE:16:35: program.scan.body[0].in: expected a carry, xs, const or "
             "earlier out name (w1, w2, loss, x), got 'X'");
   // out
   EXPECT_EQ(LoadError(Edit("out: z,", "out: h,")),
@@ -278,9 +278,9 @@ TEST_F(ConfigProgramTest, SetOverrides) {
   EXPECT_EQ(LoadError(kScanCarry, {"program.scan.body.0.op=add"}),
             "--set program.scan.body.0.op=add: program.scan.body: is a "
             "sequence (set it whole); it has no key '0'");
-  EXPECT_EQ(LoadError(kScanCarry, {"loop.trip_count=0"}),
-            "--set loop.trip_count=0: loop.trip_count: expected an integer >= "
-            "1, got '0'");
+  EXPECT_EQ(LoadError(kScanCarry, {"loop.trip_count=-1"}),
+            "--set loop.trip_count=-1: loop.trip_count: expected an integer >= "
+            "0, got '-1'");
 }
 
 }  // namespace

@@ -91,6 +91,7 @@ std::vector<SchemaField> ProgramFields() {
                           Strict({L("shape"), L("dtype"), L("donate")}))),
           M("scan", {F("carry", names),
                      F("xs", names),
+                     F("consts", names),
                      F("body", Schema::List(
                                    Strict({L("op"), L("out"), L("in")}))),
                      F("carry_out", names)}),

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -125,6 +126,8 @@ struct ProgramSpec {
   std::vector<std::pair<std::string, std::string>> carry;
   // Body name ← stacked input sliced along its leading (trip_count) axis.
   std::vector<std::pair<std::string, std::string>> xs;
+  // Body name ← a loop-invariant input the body closes over (scan consts).
+  std::vector<std::pair<std::string, std::string>> consts;
   std::vector<ProgramOpSpec> body;
   // Carry name ← the body value that becomes its next value.
   std::vector<std::pair<std::string, std::string>> carry_out;

@@ -416,11 +416,28 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
     xs_names.push_back(e.key);
     p->xs.emplace_back(e.key, src);
   }
+  // consts: loop-invariant inputs the body closes over.
+  Reader consts = scan.Map("consts");
+  std::vector<std::string> const_names;
+  for (const ConfigEntry& e : consts.Entries()) {
+    std::string src;
+    consts.String(e.key, &src, kRequired);
+    if (!consts.ok()) break;
+    if (Contains(carry_names, e.key) || Contains(xs_names, e.key)) {
+      consts.Fail(e.key_location, e.key, absl::StrCat("'", e.key, "' is already a carry or xs name"));
+    } else if (!Contains(input_names, src)) {
+      consts.Fail(e.value, e.key,
+                  absl::StrCat("expected an input name ", NameList(input_names), ", got ", e.value.Describe()));
+    }
+    const_names.push_back(e.key);
+    p->consts.emplace_back(e.key, src);
+  }
   if (!r.ok()) return;
 
-  // Names a body op may read: carries, xs, then each op's out in turn.
+  // Names a body op may read: carries, xs, consts, then each op's out in turn.
   std::vector<std::string> scope = carry_names;
   scope.insert(scope.end(), xs_names.begin(), xs_names.end());
+  scope.insert(scope.end(), const_names.begin(), const_names.end());
   std::vector<std::string> outs;
   std::vector<Reader> ops = scan.Items(
       "body", kRequired,
@@ -445,7 +462,7 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
     for (size_t j = 0; j < o.in.size(); ++j) {
       if (!Contains(scope, o.in[j])) {
         op.Fail(in_node.items()[j], "in",
-                absl::StrCat("expected a carry, xs or earlier out name ",
+                absl::StrCat("expected a carry, xs, const or earlier out name ",
                              NameList(scope), ", got '", o.in[j], "'"));
       }
     }
@@ -640,7 +657,7 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
   if (!has_model) {
     // A program's scan runs loop.trip_count times; there is no model to
     // take the count from.
-    loop.Int("trip_count", &run.loop.trip_count, kRequired, 1);
+    loop.Int("trip_count", &run.loop.trip_count, kRequired, 0);
     Reader program = r.Map("program");
     ParseProgram(program, &run.program);
   }
