@@ -130,22 +130,41 @@ class LlamaBuilder {
 
   // The saved set of a layer under the remat policy; the layer input (the
   // scan carry) is always saved. Offloading is not modelled yet.
+  // As JAX's remat partial evaluation does (ad_checkpoint.py
+  // remat_partial_eval): walk back from the values the backward rules read;
+  // a value the policy saves is a residual, any other is recomputed and its
+  // own inputs become needed in turn. So a saveable value is saved only if
+  // the backward pass or a recomputation reads it.
   absl::Status DecideSavedSet() {
     const std::vector<FwdNode> nodes = LayerNodes();
     saved_names_ = {"x"};
-    for (const std::string& r : Residuals(m_.attention == "flash")) {
+    recompute_names_.clear();
+    std::vector<std::string> work = Residuals(m_.attention == "flash");
+    while (!work.empty()) {
+      const std::string n = work.back();
+      work.pop_back();
+      if (n == "x" || n.rfind("W:", 0) == 0 || saved_names_.count(n) || recompute_names_.count(n)) continue;
       const FwdNode* f = nullptr;
-      for (const FwdNode& n : nodes) if (n.out == r) f = &n;
+      for (const FwdNode& node : nodes) {
+        if (node.out == n) f = &node;
+      }
       const SaveDecision d =
           policy_.no_remat() ? SaveDecision::kSave : policy_.Decide({f->tag, f->is_dot, f->dot_batch_dims});
       if (d == SaveDecision::kOffload) {
         return absl::UnimplementedError(absl::StrCat(
             "remat.policy '", std::string(policy_.name()), "' offloads to host: host offload is not modelled yet"));
       }
-      if (d == SaveDecision::kSave) saved_names_.insert(r);
+      if (d == SaveDecision::kSave) {
+        saved_names_.insert(n);
+      } else {
+        recompute_names_.insert(n);
+        for (const std::string& in : f->ins) work.push_back(in);
+      }
     }
     return absl::OkStatus();
   }
+
+  const std::set<std::string>& saved_names() const { return saved_names_; }
 
   // Flax nn.scan (flax/core/axes_scan.py transpose_to_front): stacked params
   // whose layer axis is not 0 are transposed to put it first before the
@@ -547,10 +566,12 @@ class LlamaBuilder {
 
   // Emits the forward nodes in `only` (all when empty). Weights are gathered
   // on first use. Returns name → tensor for every emitted value.
+  // `known` holds the gathered weights ("W:name") and, when recomputing,
+  // the saved values the recomputation starts from.
   std::map<std::string, TensorId> EmitLayerForward(int l, TensorId x,
-                                                   const std::map<std::string, TensorId>& weights,
+                                                   const std::map<std::string, TensorId>& known,
                                                    bool recompute, const std::set<std::string>& only) {
-    std::map<std::string, TensorId> v = weights;
+    std::map<std::string, TensorId> v = known;
     v["x"] = x;
     b_.set_recompute(recompute);
     const std::string pre = absl::StrCat("layer", l, recompute ? ".remat." : ".");
@@ -589,24 +610,12 @@ class LlamaBuilder {
     for (const std::string& r : saved_names_) {
       if (r != "x" && !rolled_) b_.tensor(fwd.at(r)).role = Role::kResidual;
     }
-    // Recompute: the producers of every needed value not saved, back to saved ones.
-    std::set<std::string> need;
-    std::vector<std::string> stack;
-    for (const std::string& r : Residuals(m_.attention == "flash")) {
-      if (!saved_names_.count(r)) stack.push_back(r);
-    }
-    while (!stack.empty()) {
-      std::string n = stack.back();
-      stack.pop_back();
-      if (n == "x" || n.rfind("W:", 0) == 0 || need.count(n) || saved_names_.count(n)) continue;
-      need.insert(n);
-      for (const std::string& in : by_name.at(n)->ins) stack.push_back(in);
-    }
+    const std::set<std::string>& need = recompute_names_;
     std::map<std::string, TensorId> v;
     for (const std::string& r : saved_names_) v[r] = fwd.at(r);
     for (const auto& [k, t] : weights) v[k] = t;  // the backward's own gather
     if (!need.empty()) {
-      auto re = EmitLayerForward(l, x, weights, /*recompute=*/true, need);
+      auto re = EmitLayerForward(l, x, v, /*recompute=*/true, need);
       for (const std::string& k : need) v[k] = re.at(k);
     }
     return LayerBackwardOps(l, x, v, dy);
@@ -820,6 +829,7 @@ class LlamaBuilder {
   DType cdt_, wdt_, gdt_;
   bool rolled_ = true;
   std::set<std::string> saved_names_;           // per-layer saved set (names of FwdNodes, "x")
+  std::set<std::string> recompute_names_;       // recomputed in the backward pass
   std::map<std::string, TensorId> stacks_;      // rolled: residual stacks by name
   std::map<StackKey, TensorId> zero_init_;      // Note [Stack initialisation and CSE]
   std::map<StackKey, int> zero_uses_;           // requests still to come, per shape

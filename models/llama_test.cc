@@ -1,5 +1,8 @@
 #include "models/llama.h"
 
+#include <set>
+#include <string>
+
 #include "gtest/gtest.h"
 #include "sim/config/loader.h"
 #include "sim/lower/lower.h"
@@ -83,6 +86,47 @@ TEST(LlamaTest, FullRematRecomputesAndNoneDoesNot) {
   const int64_t layer_shard = LlamaLayerParamCount(full->model) / 2 * 4;
   EXPECT_EQ(residual_bytes(*pf).value(), 2 * 4096 * 4096 * 2 + 2 * layer_shard + 4LL * 4096 * 32000 * 4);
   EXPECT_GT(residual_bytes(*pn), residual_bytes(*pf));
+}
+
+// The residual stacks of a rolled layer scan name the saved set.
+std::set<std::string> SavedSet(const std::string& policy) {
+  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"model.n_layers=2", "remat.policy=" + policy});
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  auto p = BuildLlamaTrainStep(*spec);
+  EXPECT_TRUE(p.ok()) << p.status();
+  std::set<std::string> saved;
+  const std::string prefix = "residual_stack.";
+  for (const Tensor& t : p->tensors) {
+    if (t.name.rfind(prefix, 0) == 0 && t.name.rfind("residual_stack.params.", 0) != 0) {
+      saved.insert(t.name.substr(prefix.size()));
+    }
+  }
+  return saved;
+}
+
+TEST(LlamaTest, RematPoliciesChooseTheSavedSet) {
+  using Set = std::set<std::string>;
+  EXPECT_EQ(SavedSet("full"), (Set{"x"}));
+  EXPECT_EQ(SavedSet("save_qkv_proj"), (Set{"x", "query_proj", "key_proj", "value_proj"}));
+  EXPECT_EQ(SavedSet("save_out_proj"), (Set{"x", "out_proj"}));
+  // out_proj is saved because recomputing x1 = x + out_proj needs it;
+  // mlpwo is never needed (y is the next layer's carry), so save_dot_except_mlpwi
+  // saves the same as save_dot_except_mlp.
+  EXPECT_EQ(SavedSet("save_dot_except_mlp"), (Set{"x", "query_proj", "key_proj", "value_proj", "out_proj"}));
+  EXPECT_EQ(SavedSet("save_dot_except_mlpwi"), SavedSet("save_dot_except_mlp"));
+  // minimal = dots without batch dims: the projections before RoPE (q_lin,
+  // k_lin are dot outputs; query_proj/key_proj are RoPE's), not flash
+  // attention (not a dot), so attention is recomputed from q, k, v.
+  EXPECT_EQ(SavedSet("minimal"), (Set{"x", "q_lin", "k_lin", "value_proj", "out_proj", "mlpwi_0", "mlpwi_1"}));
+  EXPECT_EQ(SavedSet("none"), (Set{"x", "h1", "query_proj", "key_proj", "value_proj", "attn_out", "attn_lse", "x1",
+                                   "h2", "mlpwi_0", "mlpwi_1", "act"}));
+}
+
+TEST(LlamaTest, OffloadPoliciesReportNotYet) {
+  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"remat.policy=minimal_offloaded"});
+  ASSERT_TRUE(spec.ok());
+  auto p = BuildLlamaTrainStep(*spec);
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
 }
 
 }  // namespace
