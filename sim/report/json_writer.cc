@@ -35,43 +35,41 @@ void JsonWriter::Key(std::string_view key) {
   }
 }
 
-JsonWriter& JsonWriter::BeginObject(std::string_view key) {
+void JsonWriter::Open(std::string_view key, char bracket) {
   Key(key);
-  out_ += "{";
+  out_.push_back(bracket);
   first_.push_back(true);
-  is_array_.push_back(false);
+  is_array_.push_back(bracket == '[');
+}
+
+void JsonWriter::Close(char bracket) {
+  const bool empty = first_.back();
+  first_.pop_back();
+  is_array_.pop_back();
+  if (!empty) {
+    out_ += "\n";
+    Indent();
+  }
+  out_.push_back(bracket);
+}
+
+JsonWriter& JsonWriter::BeginObject(std::string_view key) {
+  Open(key, '{');
   return *this;
 }
 
 JsonWriter& JsonWriter::EndObject() {
-  const bool empty = first_.back();
-  first_.pop_back();
-  is_array_.pop_back();
-  if (!empty) {
-    out_ += "\n";
-    Indent();
-  }
-  out_ += "}";
+  Close('}');
   return *this;
 }
 
 JsonWriter& JsonWriter::BeginArray(std::string_view key) {
-  Key(key);
-  out_ += "[";
-  first_.push_back(true);
-  is_array_.push_back(true);
+  Open(key, '[');
   return *this;
 }
 
 JsonWriter& JsonWriter::EndArray() {
-  const bool empty = first_.back();
-  first_.pop_back();
-  is_array_.pop_back();
-  if (!empty) {
-    out_ += "\n";
-    Indent();
-  }
-  out_ += "]";
+  Close(']');
   return *this;
 }
 

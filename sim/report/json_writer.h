@@ -26,6 +26,8 @@ class JsonWriter {
 
  private:
   void Key(std::string_view key);
+  void Open(std::string_view key, char bracket);
+  void Close(char bracket);
   void Indent();
   std::string out_;
   std::vector<bool> first_;  // per open container: no element written yet
