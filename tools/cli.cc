@@ -12,7 +12,11 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include <unistd.h>
+
+#include "sim/advise/advise.h"
 #include "sim/alloc/allocator.h"
+#include "sim/config/units_parse.h"
 #include "sim/base/file_util.h"
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
@@ -104,6 +108,64 @@ int CmdDiff(const RunOptions& o, const std::vector<std::string>& base_sets, int 
   lb = la;
   for (const std::string& s : o.sets) lb += " --set " + s;
   std::cout << (o.format == "json" ? RenderDiffJson(d, la, lb) : RenderDiffText(d, la, lb, top));
+  return 0;
+}
+
+struct AdviseCli {
+  std::string config;
+  std::vector<std::string> sets, vary, merge;
+  std::string budget, shard, format = "text";
+  int jobs = 0, top = 20;
+};
+
+int CmdAdvise(const AdviseCli& c) {
+  absl::StatusOr<AdviceResult> result;
+  if (!c.merge.empty()) {
+    result = MergeAdviceJsonLines(c.merge);
+  } else {
+    if (c.config.empty()) return Fail(absl::InvalidArgumentError("advise: give CONFIG, or --merge FILES"));
+    AdviseOptions o;
+    o.config = c.config;
+    o.base_sets = c.sets;
+    o.jobs = c.jobs;
+    for (const std::string& v : c.vary) {
+      auto axis = ParseAxis(v);
+      if (!axis.ok()) return Fail(axis.status());
+      o.axes.push_back(*axis);
+    }
+    if (!c.budget.empty()) {
+      auto b = ParseBytes(c.budget);
+      if (!b.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--budget: ", b.status().message())));
+      o.budget = *b;
+    }
+    if (!c.shard.empty()) {
+      const size_t slash = c.shard.find('/');
+      char* end1 = nullptr;
+      char* end2 = nullptr;
+      o.shard = static_cast<int>(std::strtol(c.shard.c_str(), &end1, 10));
+      o.num_shards = slash == std::string::npos ? 0 : static_cast<int>(std::strtol(c.shard.c_str() + slash + 1, &end2, 10));
+      if (slash == std::string::npos || end1 != c.shard.c_str() + slash || *end2 != '\0') {
+        return Fail(absl::InvalidArgumentError(absl::StrCat("--shard ", c.shard, ": expected I/N such as 0/4")));
+      }
+    }
+    if (isatty(2)) {
+      o.progress = [](int64_t done, int64_t total) {
+        const int width = 40;
+        const int filled = static_cast<int>(width * done / std::max<int64_t>(total, 1));
+        std::fprintf(stderr, "\r[%s%s] %lld/%lld", std::string(static_cast<size_t>(filled), '#').c_str(),
+                     std::string(static_cast<size_t>(width - filled), ' ').c_str(), static_cast<long long>(done),
+                     static_cast<long long>(total));
+        if (done == total) std::fprintf(stderr, "\n");
+      };
+    }
+    result = Advise(o);
+    if (result.ok() && !c.shard.empty()) {
+      std::cout << RenderAdviceJsonLines(*result);
+      return 0;
+    }
+  }
+  if (!result.ok()) return Fail(result.status());
+  std::cout << (c.format == "json" ? RenderAdviceJson(*result) : RenderAdviceText(*result, c.top));
   return 0;
 }
 
@@ -199,6 +261,19 @@ int RunCli(int argc, char** argv) {
   diff_cmd->add_option("--format", diff.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   diff_cmd->add_option("--top", diff_top, "How many lines per table")->check(CLI::PositiveNumber);
 
+  AdviseCli advise;
+  CLI::App* advise_cmd = app.add_subcommand(
+      "advise", "Evaluate a grid of settings and print the Pareto front and the fastest that fits");
+  advise_cmd->add_option("config", advise.config, "Run config (YAML)");
+  advise_cmd->add_option("--budget", advise.budget, "Memory budget, e.g. 80GiB (default: the device's usable memory)");
+  advise_cmd->add_option("--vary", advise.vary, "A grid axis: path=v1,v2,... (repeatable; default: remat x loop x batch)");
+  advise_cmd->add_option("--set", advise.sets, "Override for every point: path=value (repeatable)");
+  advise_cmd->add_option("--jobs", advise.jobs, "Worker threads (default: all cores)");
+  advise_cmd->add_option("--shard", advise.shard, "Evaluate only shard I of N (I/N) and print JSON lines");
+  advise_cmd->add_option("--merge", advise.merge, "Join JSON-lines shard files instead of simulating");
+  advise_cmd->add_option("--format", advise.format, "Output format")->check(CLI::IsMember({"text", "json"}));
+  advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(CLI::PositiveNumber);
+
   std::string validate_file;
   std::vector<std::string> validate_sets;
   CLI::App* val_cmd = app.add_subcommand("validate", "Check a run config or a native trace file");
@@ -221,6 +296,7 @@ int RunCli(int argc, char** argv) {
     if (*run_cmd) return CmdRun(run);
     if (*explain_cmd) return CmdExplain(explain, explain_top);
     if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
+    if (*advise_cmd) return CmdAdvise(advise);
     if (*val_cmd) return CmdValidate(validate_file, validate_sets);
     if (*dev_cmd) return CmdDevices();
     if (*list_cmd) return CmdList(list_what);

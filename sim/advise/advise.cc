@@ -1,0 +1,288 @@
+#include "sim/advise/advise.h"
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_split.h"
+#include "sim/advise/json_lines.h"
+#include "sim/base/status.h"
+#include "sim/config/loader.h"
+#include "sim/remat/remat_policy.h"
+#include "sim/report/json_writer.h"
+#include "sim/report/step.h"
+
+namespace gpusim {
+namespace {
+
+double Throughput(const AdvicePoint& p) {
+  if (p.tokens_per_s > 0) return p.tokens_per_s;
+  return p.step_time_s > 0 ? 1.0 / p.step_time_s : 0;
+}
+
+AdvicePoint Evaluate(const AdviseOptions& o, const std::vector<GridAxis>& axes, int64_t index, Bytes* budget) {
+  AdvicePoint p;
+  p.index = index;
+  int64_t rest = index;
+  for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
+    const int64_t n = static_cast<int64_t>(it->values.size());
+    p.settings.insert(p.settings.begin(), it->path + "=" + it->values[static_cast<size_t>(rest % n)]);
+    rest /= n;
+  }
+  std::vector<std::string> sets = o.base_sets;
+  sets.insert(sets.end(), p.settings.begin(), p.settings.end());
+  auto spec = LoadRunSpec(o.config, sets);
+  if (!spec.ok()) {
+    p.error = std::string(spec.status().message());
+    return p;
+  }
+  auto r = SimulateStep(*spec);
+  if (!r.ok()) {
+    p.error = std::string(r.status().message());
+    return p;
+  }
+  p.ok = true;
+  p.peak = r->peak;
+  p.step_time_s = r->sim.step_time.seconds();
+  p.tokens_per_s = p.step_time_s > 0 ? r->tokens_per_step / p.step_time_s : 0;
+  if (budget->value() == 0) *budget = spec->device.usable();
+  return p;
+}
+
+}  // namespace
+
+absl::StatusOr<GridAxis> ParseAxis(const std::string& text) {
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == text.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--vary ", text, ": expected path=v1,v2,... such as remat.policy=full,minimal"));
+  }
+  GridAxis a;
+  a.path = text.substr(0, eq);
+  for (absl::string_view v : absl::StrSplit(text.substr(eq + 1), ',')) {
+    if (v.empty()) return absl::InvalidArgumentError(absl::StrCat("--vary ", text, ": empty value"));
+    a.values.emplace_back(v);
+  }
+  return a;
+}
+
+absl::StatusOr<std::vector<GridAxis>> DefaultAxes(const std::string& config) {
+  ASSIGN_OR_RETURN(RunSpec spec, LoadRunSpec(config, {}));
+  std::vector<GridAxis> axes;
+  if (!spec.program.present) {
+    GridAxis policies{"remat.policy", {}};
+    for (const RematPolicyInfo& p : ListRematPolicies()) {
+      // Policies that need names, or offload to host, are left to --vary.
+      if (!p.parameters.empty() || p.name.find("offload") != std::string::npos) continue;
+      policies.values.push_back(p.name);
+    }
+    axes.push_back(std::move(policies));
+  }
+  axes.push_back({"loop.mode", {"rolled", "unrolled"}});
+  if (!spec.program.present) axes.push_back({"batch.per_device", {"1", "2", "4", "8", "16", "32", "64"}});
+  return axes;
+}
+
+void Rank(AdviceResult& r) {
+  r.winner = -1;
+  for (AdvicePoint& p : r.points) {
+    p.fits = p.ok && p.peak <= r.budget;
+    p.on_front = false;
+  }
+  for (size_t i = 0; i < r.points.size(); ++i) {
+    AdvicePoint& p = r.points[i];
+    if (!p.ok) continue;
+    bool dominated = false;
+    for (const AdvicePoint& q : r.points) {
+      if (!q.ok || &q == &p) continue;
+      const bool no_worse = q.peak <= p.peak && Throughput(q) >= Throughput(p);
+      const bool better = q.peak < p.peak || Throughput(q) > Throughput(p);
+      if (no_worse && better) {
+        dominated = true;
+        break;
+      }
+    }
+    p.on_front = !dominated;
+    if (p.fits) {
+      const AdvicePoint* w = r.winner >= 0 ? &r.points[static_cast<size_t>(r.winner)] : nullptr;
+      if (w == nullptr || Throughput(p) > Throughput(*w) || (Throughput(p) == Throughput(*w) && p.peak < w->peak)) {
+        r.winner = static_cast<int64_t>(i);
+      }
+    }
+  }
+}
+
+absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
+  std::vector<GridAxis> axes = o.axes;
+  if (axes.empty()) {
+    ASSIGN_OR_RETURN(axes, DefaultAxes(o.config));
+  }
+  int64_t total = 1;
+  for (const GridAxis& a : axes) total *= static_cast<int64_t>(a.values.size());
+  if (o.num_shards < 1 || o.shard < 0 || o.shard >= o.num_shards) {
+    return absl::InvalidArgumentError(absl::StrCat("--shard ", o.shard, "/", o.num_shards, ": expected I/N with 0 <= I < N"));
+  }
+  std::vector<int64_t> mine;
+  for (int64_t k = o.shard; k < total; k += o.num_shards) mine.push_back(k);
+  AdviceResult result;
+  result.budget = o.budget;
+  result.points.resize(mine.size());
+  std::vector<Bytes> budgets(mine.size(), o.budget);
+  std::atomic<int64_t> next{0}, done{0};
+  const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  auto worker = [&]() {
+    for (int64_t i = next++; i < static_cast<int64_t>(mine.size()); i = next++) {
+      result.points[static_cast<size_t>(i)] = Evaluate(o, axes, mine[static_cast<size_t>(i)], &budgets[static_cast<size_t>(i)]);
+      const int64_t d = ++done;
+      if (o.progress) o.progress(d, static_cast<int64_t>(mine.size()));
+    }
+  };
+  std::vector<std::thread> pool;
+  for (int j = 1; j < jobs; ++j) pool.emplace_back(worker);
+  worker();
+  for (std::thread& t : pool) t.join();
+  if (result.budget.value() == 0) {
+    for (Bytes b : budgets) {
+      if (b.value() > 0) {
+        result.budget = b;
+        break;
+      }
+    }
+  }
+  Rank(result);
+  return result;
+}
+
+std::string RenderAdviceText(const AdviceResult& r, int top) {
+  std::string o;
+  int ok = 0, fit = 0;
+  for (const AdvicePoint& p : r.points) {
+    ok += p.ok;
+    fit += p.fits;
+  }
+  absl::StrAppendFormat(&o, "%d settings evaluated (%d simulated, %d fit the budget of %s)\n\n", r.points.size(), ok,
+                        fit, FormatBytes(r.budget));
+  std::vector<const AdvicePoint*> front;
+  for (const AdvicePoint& p : r.points) {
+    if (p.on_front) front.push_back(&p);
+  }
+  std::sort(front.begin(), front.end(), [](const AdvicePoint* a, const AdvicePoint* b) {
+    return a->peak != b->peak ? a->peak < b->peak : a->index < b->index;
+  });
+  o += "Pareto front (throughput vs peak memory), smallest peak first:\n";
+  absl::StrAppendFormat(&o, "  %-6s %-22s %-11s %-14s %s\n", "fits", "peak", "step (s)", "tokens/s/dev", "settings");
+  int shown = 0;
+  for (const AdvicePoint* p : front) {
+    if (shown++ >= top) break;
+    absl::StrAppendFormat(&o, "  %-6s %-22s %-11.4f %-14.0f %s\n", p->fits ? "yes" : "no",
+                          absl::StrFormat("%.2f GiB", p->peak.GiB()), p->step_time_s, p->tokens_per_s,
+                          absl::StrJoin(p->settings, " "));
+  }
+  if (r.winner >= 0) {
+    const AdvicePoint& w = r.points[static_cast<size_t>(r.winner)];
+    absl::StrAppendFormat(&o, "\nFastest that fits: %s\n  peak %s, margin %s; step %.4f s, %.0f tokens/s/device\n",
+                          absl::StrJoin(w.settings, " "), FormatBytes(w.peak), FormatBytes(r.budget - w.peak),
+                          w.step_time_s, w.tokens_per_s);
+  } else {
+    o += "\nNo setting fits the budget.\n";
+  }
+  return o;
+}
+
+namespace {
+
+void PointJson(JsonWriter& w, const AdvicePoint& p) {
+  w.BeginObject().Int("index", p.index);
+  w.BeginArray("settings");
+  for (const std::string& s : p.settings) w.String("", s);
+  w.EndArray();
+  w.Bool("ok", p.ok).String("error", p.error).Int("peak_bytes", p.peak.value()).Double("step_time_s", p.step_time_s)
+      .Double("tokens_per_s_per_device", p.tokens_per_s).Bool("fits", p.fits).Bool("on_front", p.on_front);
+  w.EndObject();
+}
+
+}  // namespace
+
+std::string RenderAdviceJson(const AdviceResult& r) {
+  JsonWriter w;
+  w.BeginObject().Int("budget_bytes", r.budget.value());
+  if (r.winner >= 0) {
+    w.Int("winner_index", r.points[static_cast<size_t>(r.winner)].index);
+  } else {
+    w.Null("winner_index");
+  }
+  w.BeginArray("points");
+  for (const AdvicePoint& p : r.points) PointJson(w, p);
+  w.EndArray().EndObject();
+  return w.Finish();
+}
+
+std::string RenderAdviceJsonLines(const AdviceResult& r) {
+  std::string o;
+  for (const AdvicePoint& p : r.points) {
+    std::string line = absl::StrFormat("{\"index\":%d,\"settings\":[", p.index);
+    for (size_t i = 0; i < p.settings.size(); ++i) absl::StrAppend(&line, i ? "," : "", JsonEscape(p.settings[i]));
+    absl::StrAppendFormat(&line,
+                          "],\"ok\":%s,\"error\":%s,\"peak_bytes\":%d,\"step_time_s\":%.17g,"
+                          "\"tokens_per_s_per_device\":%.17g,\"budget_bytes\":%d}\n",
+                          p.ok ? "true" : "false", JsonEscape(p.error), p.peak.value(), p.step_time_s,
+                          p.tokens_per_s, r.budget.value());
+    o += line;
+  }
+  return o;
+}
+
+absl::StatusOr<AdviceResult> MergeAdviceJsonLines(const std::vector<std::string>& files) {
+  AdviceResult r;
+  for (const std::string& f : files) {
+    std::ifstream in(f);
+    if (!in) return absl::NotFoundError(absl::StrCat(f, ": cannot open"));
+    std::string line;
+    int64_t n = 0;
+    while (std::getline(in, line)) {
+      ++n;
+      if (line.empty()) continue;
+      auto obj = ParseFlatJsonObject(line);
+      if (!obj.ok()) return absl::InvalidArgumentError(absl::StrCat(f, ":", n, ": ", obj.status().message()));
+      AdvicePoint p;
+      auto get = [&](const std::string& key) -> absl::StatusOr<const JsonLineValue*> {
+        auto it = obj->find(key);
+        if (it == obj->end()) return absl::InvalidArgumentError(absl::StrCat(f, ":", n, ": missing key '", key, "'"));
+        return &it->second;
+      };
+      ASSIGN_OR_RETURN(const JsonLineValue* index, get("index"));
+      ASSIGN_OR_RETURN(const JsonLineValue* settings, get("settings"));
+      ASSIGN_OR_RETURN(const JsonLineValue* ok, get("ok"));
+      ASSIGN_OR_RETURN(const JsonLineValue* error, get("error"));
+      ASSIGN_OR_RETURN(const JsonLineValue* peak, get("peak_bytes"));
+      ASSIGN_OR_RETURN(const JsonLineValue* step, get("step_time_s"));
+      ASSIGN_OR_RETURN(const JsonLineValue* tok, get("tokens_per_s_per_device"));
+      ASSIGN_OR_RETURN(const JsonLineValue* budget, get("budget_bytes"));
+      p.index = static_cast<int64_t>(index->number);
+      p.settings = settings->strings;
+      p.ok = ok->boolean;
+      p.error = error->text;
+      p.peak = Bytes(static_cast<int64_t>(peak->number));
+      p.step_time_s = step->number;
+      p.tokens_per_s = tok->number;
+      r.budget = Bytes(static_cast<int64_t>(budget->number));
+      r.points.push_back(std::move(p));
+    }
+  }
+  std::sort(r.points.begin(), r.points.end(),
+            [](const AdvicePoint& a, const AdvicePoint& b) { return a.index < b.index; });
+  for (size_t i = 1; i < r.points.size(); ++i) {
+    if (r.points[i].index == r.points[i - 1].index) {
+      return absl::InvalidArgumentError(absl::StrCat("--merge: grid point ", r.points[i].index, " appears twice"));
+    }
+  }
+  Rank(r);
+  return r;
+}
+
+}  // namespace gpusim
