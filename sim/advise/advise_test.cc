@@ -1,0 +1,67 @@
+#include "sim/advise/advise.h"
+
+#include <cstdio>
+#include <fstream>
+
+#include "gtest/gtest.h"
+
+namespace gpusim {
+namespace {
+
+AdviseOptions SmallGrid() {
+  AdviseOptions o;
+  o.config = GPUSIM_SOURCE_DIR "/examples/scan_carry.yaml";
+  o.axes = {*ParseAxis("loop.mode=rolled,unrolled"), *ParseAxis("loop.trip_count=1,2")};
+  o.budget = 10_GiB;
+  o.jobs = 2;
+  return o;
+}
+
+// Hand-checked (README table): rolled T=1 4.0 GiB, rolled T=2 12.0 GiB,
+// unrolled T=1 4.0 GiB, unrolled T=2 8.0 GiB; T=2 runs twice the work.
+TEST(AdviseTest, FrontAndWinnerOfASmallGrid) {
+  auto r = Advise(SmallGrid());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->points.size(), 4u);
+  EXPECT_EQ(r->points[0].settings, (std::vector<std::string>{"loop.mode=rolled", "loop.trip_count=1"}));
+  EXPECT_EQ(r->points[3].settings, (std::vector<std::string>{"loop.mode=unrolled", "loop.trip_count=2"}));
+  EXPECT_TRUE(r->points[0].fits);
+  EXPECT_FALSE(r->points[1].fits);  // rolled T=2: 12 GiB > 10 GiB
+  EXPECT_TRUE(r->points[3].fits);
+  // T=1 (inlined, identical either way) dominates both T=2 points.
+  EXPECT_TRUE(r->points[0].on_front);
+  EXPECT_TRUE(r->points[2].on_front);
+  EXPECT_FALSE(r->points[1].on_front);
+  EXPECT_FALSE(r->points[3].on_front);
+  EXPECT_EQ(r->winner, 0);  // ties go to the earlier point
+}
+
+TEST(AdviseTest, ShardsMergeToTheWholeGrid) {
+  auto whole = Advise(SmallGrid());
+  ASSERT_TRUE(whole.ok());
+  std::vector<std::string> files;
+  for (int i = 0; i < 3; ++i) {
+    AdviseOptions o = SmallGrid();
+    o.shard = i;
+    o.num_shards = 3;
+    auto part = Advise(o);
+    ASSERT_TRUE(part.ok());
+    files.push_back(::testing::TempDir() + "/shard" + std::to_string(i) + ".jsonl");
+    std::ofstream(files.back()) << RenderAdviceJsonLines(*part);
+  }
+  auto merged = MergeAdviceJsonLines(files);
+  ASSERT_TRUE(merged.ok()) << merged.status();
+  EXPECT_EQ(RenderAdviceJson(*merged), RenderAdviceJson(*whole));
+}
+
+TEST(AdviseTest, BadAxisAndShardAreErrors) {
+  EXPECT_FALSE(ParseAxis("remat.policy").ok());
+  EXPECT_FALSE(ParseAxis("remat.policy=full,").ok());
+  AdviseOptions o = SmallGrid();
+  o.shard = 3;
+  o.num_shards = 3;
+  EXPECT_FALSE(Advise(o).ok());
+}
+
+}  // namespace
+}  // namespace gpusim
