@@ -82,6 +82,11 @@ struct RematSpec {
   std::string policy = "none";       // remat.policy
   std::vector<std::string> names;    // remat.names: for save_only_these_names etc.
   std::vector<std::string> offload_names;  // remat.offload_names
+  // Megatron-LM --recompute-method / --recompute-num-layers, for full
+  // recompute: `uniform` checkpoints the input of every group of num_layers
+  // layers; `block` recomputes the first num_layers layers only.
+  std::string method = "uniform";          // remat.method: uniform | block
+  int64_t num_layers = 1;                  // remat.num_layers
 };
 
 struct ParallelismSpec {

@@ -100,7 +100,7 @@ const std::map<std::string, Entry>& Registry() {
       {"none", {"MaxText: no remat; every residual AD keeps is saved", "",
                 [](const RematSpec&) { return Predicate([](const SaveCandidate&) { return SaveDecision::kSave; }); },
                 true}},
-      {"full", {"MaxText: nothing_saveable (only the layer input, the scan carry)", "",
+      {"full", {"MaxText / Megatron full: only the layer input is saved (remat.method, remat.num_layers group layers)", "",
                 [](const RematSpec&) { return Predicate([](const SaveCandidate&) { return SaveDecision::kRecompute; }); }}},
       {"minimal", {"MaxText: checkpoint_dots_with_no_batch_dims (q,k,v,out,wi_0,wi_1,wo)", "",
                    [](const RematSpec&) {
@@ -118,6 +118,15 @@ const std::map<std::string, Entry>& Registry() {
                          [](const RematSpec&) { return SaveNames({"query_proj", "key_proj", "value_proj"}); }}},
       {"save_out_proj", {"MaxText: save the attention output projection", "",
                          [](const RematSpec&) { return SaveNames({"out_proj"}); }}},
+      // --- Megatron-LM (--recompute-granularity; Korthikanti et al. 2022) ---
+      {"selective",
+       {"Megatron: recompute the attention core (QK^T, softmax, dropout), save the rest", "",
+        [](const RematSpec&) {
+          return Predicate([](const SaveCandidate& c) {
+            return SaveIf(c.name != "attn_probs" && c.name != "attn_dropout_mask" && c.name != "attn_dropped" &&
+                          c.name != "attn_scores");
+          });
+        }}},
       {"qkv_proj_offloaded", {"MaxText: offload q,k,v projections to pinned host", "",
                               [](const RematSpec&) {
                                 return Predicate([](const SaveCandidate& c) {

@@ -6,6 +6,7 @@
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/heap_planner.h"
 #include "sim/base/status.h"
+#include "models/gpt.h"
 #include "models/jax_program.h"
 #include "models/llama.h"
 
@@ -44,6 +45,9 @@ absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
     for (const Tensor& t : r.program.tensors) {
       if (t.entry_parameter && t.role == Role::kParameter) r.param_count += t.elements();
     }
+  } else if (spec.model.family == "gpt") {
+    r.param_count = GptParamCount(spec.model);
+    ASSIGN_OR_RETURN(r.program, BuildGptTrainStep(spec));
   } else {
     r.param_count = LlamaParamCount(spec.model);
     ASSIGN_OR_RETURN(r.program, BuildLlamaTrainStep(spec));

@@ -1,0 +1,114 @@
+// Import speed of recorded traces: the Kineto importer on the largest shared
+// trace (HTA torch.compile training step, 53.7 MB of JSON, 3.0 MB gzip),
+// reported as MB/s of decompressed JSON, plus peak RSS; and ToNativeTrace.
+// Target: under 1 s for that file. Figures: sim/import/README.md.
+#include <sys/resource.h>
+#include <sys/stat.h>
+
+#include <string>
+
+#include "benchmark/benchmark.h"
+
+#if defined(GPUSIM_HAVE_IMPORTERS)
+#include "sim/import/byte_source.h"
+#include "sim/import/kineto.h"
+#include "sim/import/recorded_trace.h"
+#endif
+
+namespace gpusim {
+namespace {
+
+#if defined(GPUSIM_HAVE_IMPORTERS)
+
+std::string TracePath(const std::string& name) {
+  for (const std::string dir : {std::string(GPUSIM_SOURCE_DIR "/traces/recorded/"),
+                                std::string(GPUSIM_SOURCE_DIR "/../shared/traces/")}) {
+    struct stat st;
+    if (stat((dir + name).c_str(), &st) == 0) return dir + name;
+  }
+  return "";
+}
+
+const char* const kTraces[] = {
+    "hta_df_index_resolver_v100_rank1.pt.trace.json.gz",      // 53.7 MB unpacked
+    "tracelens_h100_owlv2-large_inference.pt.trace.json.gz",  // 55.6 MB unpacked
+};
+
+int64_t UnpackedSize(const std::string& path) {
+  auto src = OpenByteSource(path);
+  if (!src.ok()) return 0;
+  std::string buf(1 << 20, '\0');
+  int64_t n = 0;
+  while (true) {
+    auto got = (*src)->Read(buf.data(), buf.size());
+    if (!got.ok() || *got == 0) break;
+    n += static_cast<int64_t>(*got);
+  }
+  return n;
+}
+
+void SetRss(benchmark::State& state) {
+  rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  state.counters["peak_rss_MB"] = static_cast<double>(ru.ru_maxrss) / 1024.0;
+}
+
+void BM_ImportKineto(benchmark::State& state) {
+  const std::string path = TracePath(kTraces[state.range(0)]);
+  if (path.empty()) {
+    state.SkipWithError("trace not found in traces/recorded/ or ../shared/traces/");
+    return;
+  }
+  const int64_t bytes = UnpackedSize(path);
+  int64_t events = 0;
+  for (auto _ : state) {
+    auto t = ImportKinetoTrace(path);
+    if (!t.ok()) {
+      state.SkipWithError(std::string(t.status().message()).c_str());
+      return;
+    }
+    events = static_cast<int64_t>(t->memory_events.size() + t->ops.size());
+    benchmark::DoNotOptimize(t);
+  }
+  state.SetBytesProcessed(bytes * state.iterations());
+  state.SetLabel(kTraces[state.range(0)]);
+  state.counters["kept_events"] = static_cast<double>(events);
+  SetRss(state);
+}
+BENCHMARK(BM_ImportKineto)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// Decompression alone, to see what share of the import it is.
+void BM_GunzipOnly(benchmark::State& state) {
+  const std::string path = TracePath(kTraces[0]);
+  if (path.empty()) {
+    state.SkipWithError("trace not found");
+    return;
+  }
+  int64_t bytes = 0;
+  for (auto _ : state) bytes = UnpackedSize(path);
+  state.SetBytesProcessed(bytes * state.iterations());
+}
+BENCHMARK(BM_GunzipOnly)->Unit(benchmark::kMillisecond);
+
+void BM_ToNativeTrace(benchmark::State& state) {
+  const std::string path = TracePath(kTraces[0]);
+  auto t = path.empty() ? absl::StatusOr<RecordedTrace>(absl::NotFoundError(path))
+                        : ImportKinetoTrace(path);
+  if (!t.ok()) {
+    state.SkipWithError(std::string(t.status().message()).c_str());
+    return;
+  }
+  for (auto _ : state) {
+    auto n = ToNativeTrace(*t);
+    benchmark::DoNotOptimize(n);
+  }
+  state.counters["events/s"] = benchmark::Counter(
+      static_cast<double>(t->memory_events.size()) * state.iterations(),
+      benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_ToNativeTrace)->Unit(benchmark::kMillisecond);
+
+#endif  // GPUSIM_HAVE_IMPORTERS
+
+}  // namespace
+}  // namespace gpusim

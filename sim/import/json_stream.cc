@@ -1,0 +1,313 @@
+#include "sim/import/json_stream.h"
+
+#include <cctype>
+
+#include "sim/base/status.h"
+#include "sim/trace/str_cat.h"
+
+namespace gpusim::import_internal {
+
+using trace_internal::Cat;
+
+namespace {
+
+constexpr size_t kReadBuffer = 1 << 20;
+
+std::string Shown(int c) {
+  if (c < 0) return "end of input";
+  if (c >= 0x20 && c < 0x7f) return Cat("'", static_cast<char>(c), "'");
+  char buf[16];
+  std::snprintf(buf, sizeof buf, "0x%02x", c);
+  return Cat("byte ", std::string_view(buf));
+}
+
+class Scanner {
+ public:
+  Scanner(ByteSource& source, const std::string& label)
+      : source_(source), label_(label), buf_(kReadBuffer) {}
+
+  int64_t offset() const { return base_ + static_cast<int64_t>(pos_); }
+
+  absl::Status Error(int64_t at, std::string_view what) const {
+    return absl::InvalidArgumentError(
+        Cat(OffsetPrefix(label_, at, source_.decompressed()), what));
+  }
+
+  // Next byte without consuming it; -1 at the end of input.
+  absl::StatusOr<int> Peek() {
+    if (pos_ == end_) RETURN_IF_ERROR(Fill());
+    if (pos_ == end_) return -1;
+    return static_cast<unsigned char>(buf_[pos_]);
+  }
+
+  absl::StatusOr<int> SkipWsAndPeek() {
+    while (true) {
+      if (pos_ == end_) {
+        RETURN_IF_ERROR(Fill());
+        if (pos_ == end_) return -1;
+      }
+      const char c = buf_[pos_];
+      if (c != ' ' && c != '\n' && c != '\r' && c != '\t') return static_cast<unsigned char>(c);
+      ++pos_;
+    }
+  }
+
+  // Consumes the next non-blank byte, which must be `c`.
+  absl::Status Expect(char c, std::string_view context) {
+    ASSIGN_OR_RETURN(int got, SkipWsAndPeek());
+    if (got != static_cast<unsigned char>(c)) {
+      return Error(offset(), Cat("expected '", c, "' ", context, ", got ", Shown(got),
+                                 got < 0 ? " (truncated file?)" : ""));
+    }
+    ++pos_;
+    return absl::OkStatus();
+  }
+
+  // Captures (out != nullptr) or skips one JSON value starting at the next
+  // non-blank byte. Checks bracket nesting and string termination; the
+  // caller's parser checks the rest.
+  absl::Status Value(std::string* out) {
+    ASSIGN_OR_RETURN(int c, SkipWsAndPeek());
+    if (out != nullptr) out->clear();
+    if (c == '{' || c == '[') return Composite(out);
+    if (c == '"') return String(out);
+    if (c < 0) return Error(offset(), "expected a value, got end of input (truncated file?)");
+    return Scalar(out);
+  }
+
+  // Reads a string value into `raw` (escapes left as they are).
+  absl::Status Key(std::string* raw) {
+    ASSIGN_OR_RETURN(int c, SkipWsAndPeek());
+    if (c != '"') {
+      return Error(offset(), Cat("expected a string key, got ", Shown(c),
+                                 c < 0 ? " (truncated file?)" : ""));
+    }
+    raw->clear();
+    RETURN_IF_ERROR(String(raw));
+    // Drop the quotes.
+    *raw = raw->substr(1, raw->size() - 2);
+    return absl::OkStatus();
+  }
+
+ private:
+  absl::Status Fill() {
+    base_ += static_cast<int64_t>(end_);
+    pos_ = end_ = 0;
+    ASSIGN_OR_RETURN(size_t n, source_.Read(buf_.data(), buf_.size()));
+    end_ = n;
+    return absl::OkStatus();
+  }
+
+  absl::Status Composite(std::string* out) {
+    closers_.clear();
+    opened_at_.clear();
+    bool in_string = false;
+    bool escape = false;
+    while (true) {
+      if (pos_ == end_) {
+        RETURN_IF_ERROR(Fill());
+        if (pos_ == end_) {
+          return Error(offset(),
+                       Cat("unexpected end of input inside the ",
+                           closers_.back() == '}' ? "object" : "array", " opened at byte ",
+                           opened_at_.back(), " (truncated file?)"));
+        }
+      }
+      const char* p = buf_.data() + pos_;
+      const char* e = buf_.data() + end_;
+      const char* q = p;
+      bool done = false;
+      for (; q < e; ++q) {
+        const char c = *q;
+        if (in_string) {
+          if (escape) {
+            escape = false;
+          } else if (c == '\\') {
+            escape = true;
+          } else if (c == '"') {
+            in_string = false;
+          }
+          continue;
+        }
+        if (c == '"') {
+          in_string = true;
+        } else if (c == '{' || c == '[') {
+          closers_.push_back(c == '{' ? '}' : ']');
+          opened_at_.push_back(base_ + (q - buf_.data()));
+        } else if (c == '}' || c == ']') {
+          if (closers_.back() != c) {
+            return Error(base_ + (q - buf_.data()),
+                         Cat("expected '", closers_.back(), "' to close the ",
+                             closers_.back() == '}' ? "object" : "array", " opened at byte ",
+                             opened_at_.back(), ", got '", c, "'"));
+          }
+          closers_.pop_back();
+          opened_at_.pop_back();
+          if (closers_.empty()) {
+            ++q;
+            done = true;
+            break;
+          }
+        }
+      }
+      if (out != nullptr) out->append(p, static_cast<size_t>(q - p));
+      pos_ = static_cast<size_t>(q - buf_.data());
+      if (done) return absl::OkStatus();
+    }
+  }
+
+  absl::Status String(std::string* out) {
+    const int64_t start = offset();
+    bool escape = false;
+    bool first = true;
+    while (true) {
+      if (pos_ == end_) {
+        RETURN_IF_ERROR(Fill());
+        if (pos_ == end_) {
+          return Error(offset(), Cat("unexpected end of input inside the string opened at byte ",
+                                     start, " (truncated file?)"));
+        }
+      }
+      const char* p = buf_.data() + pos_;
+      const char* e = buf_.data() + end_;
+      const char* q = p;
+      if (first) {
+        ++q;  // the opening quote
+        first = false;
+      }
+      bool done = false;
+      for (; q < e; ++q) {
+        if (escape) {
+          escape = false;
+        } else if (*q == '\\') {
+          escape = true;
+        } else if (*q == '"') {
+          ++q;
+          done = true;
+          break;
+        }
+      }
+      if (out != nullptr) out->append(p, static_cast<size_t>(q - p));
+      pos_ = static_cast<size_t>(q - buf_.data());
+      if (done) return absl::OkStatus();
+    }
+  }
+
+  absl::Status Scalar(std::string* out) {
+    const int64_t start = offset();
+    int64_t n = 0;
+    while (true) {
+      if (pos_ == end_) {
+        RETURN_IF_ERROR(Fill());
+        if (pos_ == end_) break;
+      }
+      const char c = buf_[pos_];
+      if (c == ',' || c == '}' || c == ']' || c == ' ' || c == '\n' || c == '\r' || c == '\t') {
+        break;
+      }
+      if (!(std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '+' || c == '.')) {
+        return Error(offset(), Cat("expected a value, got ", Shown(static_cast<unsigned char>(c))));
+      }
+      if (out != nullptr) out->push_back(c);
+      ++pos_;
+      ++n;
+    }
+    if (n == 0) return Error(start, "expected a value");
+    return absl::OkStatus();
+  }
+
+  ByteSource& source_;
+  const std::string& label_;
+  std::vector<char> buf_;
+  size_t pos_ = 0;
+  size_t end_ = 0;
+  int64_t base_ = 0;  // input offset of buf_[0]
+  std::string closers_;
+  std::vector<int64_t> opened_at_;
+};
+
+absl::Status ScanArray(Scanner& s, JsonStreamVisitor& visitor, std::string_view what) {
+  RETURN_IF_ERROR(s.Expect('[', Cat("to open ", what)));
+  std::string text;
+  ASSIGN_OR_RETURN(int c, s.SkipWsAndPeek());
+  if (c == ']') {
+    RETURN_IF_ERROR(s.Expect(']', ""));
+    return absl::OkStatus();
+  }
+  while (true) {
+    ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
+    const int64_t at = s.offset();
+    RETURN_IF_ERROR(s.Value(&text));
+    text.reserve(text.size() + kJsonPadding);
+    RETURN_IF_ERROR(visitor.OnElement(text, at));
+    ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
+    if (c == ',') {
+      RETURN_IF_ERROR(s.Expect(',', ""));
+      continue;
+    }
+    if (c == ']') return s.Expect(']', "");
+    return s.Error(s.offset(), Cat("expected ',' or ']' after an element of ", what, ", got ",
+                                   Shown(c), c < 0 ? " (truncated file?)" : ""));
+  }
+}
+
+}  // namespace
+
+std::string OffsetPrefix(const std::string& label, int64_t offset, bool decompressed) {
+  return Cat(label, ": byte ", offset, decompressed ? " of the decompressed input" : "", ": ");
+}
+
+absl::Status ScanJsonStream(ByteSource& source, const std::string& label,
+                            std::string_view array_key, JsonStreamVisitor& visitor) {
+  Scanner s(source, label);
+  ASSIGN_OR_RETURN(int c, s.SkipWsAndPeek());
+  if (c == '[') {
+    RETURN_IF_ERROR(ScanArray(s, visitor, "the top-level array"));
+  } else if (c == '{') {
+    RETURN_IF_ERROR(s.Expect('{', ""));
+    std::string key;
+    std::string text;
+    bool first = true;
+    while (true) {
+      ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
+      if (first && c == '}') {
+        RETURN_IF_ERROR(s.Expect('}', ""));
+        break;
+      }
+      first = false;
+      RETURN_IF_ERROR(s.Key(&key));
+      RETURN_IF_ERROR(s.Expect(':', Cat("after key \"", key, "\"")));
+      if (key == array_key) {
+        RETURN_IF_ERROR(ScanArray(s, visitor, Cat("\"", array_key, "\"")));
+      } else if (visitor.WantsTopLevelKey(key)) {
+        ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
+        const int64_t at = s.offset();
+        RETURN_IF_ERROR(s.Value(&text));
+        text.reserve(text.size() + kJsonPadding);
+        RETURN_IF_ERROR(visitor.OnTopLevelValue(key, text, at));
+      } else {
+        RETURN_IF_ERROR(s.Value(nullptr));
+      }
+      ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
+      if (c == ',') {
+        RETURN_IF_ERROR(s.Expect(',', ""));
+        continue;
+      }
+      if (c == '}') {
+        RETURN_IF_ERROR(s.Expect('}', ""));
+        break;
+      }
+      return s.Error(s.offset(), Cat("expected ',' or '}' after the value of top-level key \"",
+                                     key, "\", got ", Shown(c),
+                                     c < 0 ? " (truncated file?)" : ""));
+    }
+  } else {
+    return s.Error(s.offset(), Cat("expected '{' or '[' to start the JSON document, got ",
+                                   Shown(c), c < 0 ? " (empty file)" : ""));
+  }
+  ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
+  if (c >= 0) return s.Error(s.offset(), Cat("unexpected ", Shown(c), " after the JSON document"));
+  return absl::OkStatus();
+}
+
+}  // namespace gpusim::import_internal

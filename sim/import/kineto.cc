@@ -1,0 +1,300 @@
+#include "sim/import/kineto.h"
+
+#include <algorithm>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "sim/base/status.h"
+#include "sim/import/json_stream.h"
+#include "sim/import/simdjson_util.h"
+#include "sim/trace/str_cat.h"
+
+namespace gpusim {
+
+using import_internal::NumberToken;
+using import_internal::OffsetIn;
+using import_internal::OffsetPrefix;
+using import_internal::ParseInteger;
+using import_internal::ParseMicrosToNanos;
+using trace_internal::Cat;
+namespace od = simdjson::ondemand;
+
+namespace {
+
+// The "args" keys any kept event may need.
+struct Args {
+  std::optional<int64_t> device_type, device_id, addr, bytes, total_allocated,
+      total_reserved, ev_idx, stream, device, correlation, external_id, op_bytes;
+};
+
+enum class Class { kUnknown, kMemory, kOp, kSkip };
+
+std::optional<RecordedOpKind> OpKindForCategory(std::string_view cat,
+                                                const KinetoImportOptions& o) {
+  if (o.keep_gpu_ops) {
+    if (cat == "kernel" || cat == "Kernel") return RecordedOpKind::kKernel;
+    if (cat == "gpu_memcpy" || cat == "Memcpy") return RecordedOpKind::kMemcpy;
+    if (cat == "gpu_memset" || cat == "Memset") return RecordedOpKind::kMemset;
+  }
+  if (o.keep_cpu_ops) {
+    if (cat == "cpu_op" || cat == "Operator") return RecordedOpKind::kCpuOp;
+    if (cat == "user_annotation") return RecordedOpKind::kUserAnnotation;
+    if (cat == "gpu_user_annotation") return RecordedOpKind::kGpuUserAnnotation;
+  }
+  if (o.keep_runtime) {
+    if (cat == "cuda_runtime" || cat == "Runtime" || cat == "cuda_driver") {
+      return RecordedOpKind::kRuntime;
+    }
+  }
+  return std::nullopt;
+}
+
+class KinetoVisitor : public import_internal::JsonStreamVisitor {
+ public:
+  KinetoVisitor(const std::string& label, bool decompressed, const KinetoImportOptions& options,
+                RecordedTrace& out)
+      : label_(label), decompressed_(decompressed), options_(options), out_(out) {}
+
+  bool WantsTopLevelKey(std::string_view key) override {
+    return key == "deviceProperties" || key == "traceName" || key == "baseTimeNanoseconds";
+  }
+
+  absl::Status OnTopLevelValue(std::string_view key, const std::string& text,
+                               int64_t offset) override {
+    od::document doc;
+    if (auto err = parser_.iterate(Padded(text)).get(doc)) return JsonError(text, offset, doc, err);
+    if (key == "traceName") {
+      std::string_view s;
+      if (doc.get_string().get(s) == simdjson::SUCCESS) out_.metadata.trace_name = std::string(s);
+      return absl::OkStatus();
+    }
+    if (key == "baseTimeNanoseconds") {
+      od::value v;
+      std::string_view tok;
+      int64_t n = 0;
+      if (doc.get_value().get(v) == simdjson::SUCCESS && NumberToken(v, &tok) &&
+          ParseInteger(tok, &n)) {
+        out_.metadata.base_time_ns = n;
+      }
+      return absl::OkStatus();
+    }
+    // deviceProperties: [{"id": 0, "name": "...", "totalGlobalMem": N, ...}, ...]
+    od::array arr;
+    if (auto err = doc.get_array().get(arr)) return JsonError(text, offset, doc, err);
+    for (auto elem : arr) {
+      od::object obj;
+      if (auto err = std::move(elem).get_object().get(obj)) return JsonError(text, offset, doc, err);
+      RecordedDevice d;
+      for (auto f : obj) {
+        std::string_view k;
+        od::field field;
+        if (auto err = std::move(f).get(field)) return JsonError(text, offset, doc, err);
+        if (auto err = field.unescaped_key().get(k)) return JsonError(text, offset, doc, err);
+        od::value v = field.value();
+        std::string_view tok;
+        int64_t n = 0;
+        if (k == "id" && NumberToken(v, &tok) && ParseInteger(tok, &n)) {
+          d.id = static_cast<int32_t>(n);
+        } else if (k == "name") {
+          std::string_view s;
+          if (v.get_string().get(s) == simdjson::SUCCESS) d.name = std::string(s);
+        } else if (k == "totalGlobalMem" && NumberToken(v, &tok) && ParseInteger(tok, &n)) {
+          d.total_global_mem = Bytes(n);
+        }
+      }
+      out_.metadata.devices.push_back(std::move(d));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status OnElement(const std::string& text, int64_t offset) override {
+    od::document doc;
+    if (auto err = parser_.iterate(Padded(text)).get(doc)) return JsonError(text, offset, doc, err);
+    od::object obj;
+    if (auto err = doc.get_object().get(obj)) {
+      if (err == simdjson::INCORRECT_TYPE) return Error(offset, "expected a trace event object");
+      return JsonError(text, offset, doc, err);
+    }
+    std::string_view ph, name, cat;
+    std::optional<int64_t> ts, dur;
+    Args args;
+    bool have_args = false;
+    for (auto field_result : obj) {
+      od::field field;
+      if (auto err = std::move(field_result).get(field)) return JsonError(text, offset, doc, err);
+      std::string_view key;
+      if (auto err = field.unescaped_key().get(key)) return JsonError(text, offset, doc, err);
+      od::value v = field.value();
+      if (key == "ph") {
+        if (v.get_string().get(ph) != simdjson::SUCCESS) return FieldError(text, offset, v, "ph", "a string");
+      } else if (key == "name") {
+        if (v.get_string().get(name) != simdjson::SUCCESS) name = {};
+      } else if (key == "cat") {
+        if (v.get_string().get(cat) != simdjson::SUCCESS) cat = {};
+      } else if (key == "ts" || key == "dur") {
+        std::string_view tok;
+        int64_t ns = 0;
+        if (!NumberToken(v, &tok) || !ParseMicrosToNanos(tok, &ns)) {
+          return FieldError(text, offset, v, key, "a number of microseconds");
+        }
+        (key == "ts" ? ts : dur) = ns;
+      } else if (key == "args") {
+        const Class c = Classify(ph, name, cat);
+        if (c == Class::kSkip) continue;
+        RETURN_IF_ERROR(ParseArgs(text, offset, doc, v, args));
+        have_args = true;
+      }
+    }
+    const Class c = Classify(ph, name, cat);
+    if (c == Class::kMemory) return AddMemoryEvent(offset, ts, args, have_args);
+    if (c == Class::kOp) {
+      if (!ts.has_value() || !dur.has_value()) {
+        return Error(offset, Cat("complete event \"", name, "\" lacks ", ts ? "dur" : "ts"));
+      }
+      RecordedOp op;
+      op.kind = *OpKindForCategory(cat, options_);
+      op.name = std::string(name);
+      op.start = SimTime(*ts);
+      op.duration = SimTime(*dur);
+      op.stream = args.stream.value_or(-1);
+      op.device = static_cast<int32_t>(args.device.value_or(-1));
+      op.correlation = args.correlation.value_or(-1);
+      op.external_id = args.external_id.value_or(-1);
+      op.bytes = Bytes(args.op_bytes.value_or(0));
+      out_.ops.push_back(std::move(op));
+    }
+    return absl::OkStatus();
+  }
+
+ private:
+  static simdjson::padded_string_view Padded(const std::string& text) {
+    return simdjson::padded_string_view(text.data(), text.size(), text.capacity());
+  }
+
+  Class Classify(std::string_view ph, std::string_view name, std::string_view cat) const {
+    if (ph.empty()) return Class::kUnknown;
+    if ((ph == "i" || ph == "I") && name == "[memory]") return Class::kMemory;
+    if (ph == "X" && OpKindForCategory(cat, options_).has_value()) return Class::kOp;
+    return Class::kSkip;
+  }
+
+  absl::Status ParseArgs(const std::string& text, int64_t offset, od::document& doc,
+                         od::value& v, Args& args) {
+    od::object obj;
+    if (v.get_object().get(obj) != simdjson::SUCCESS) {
+      return FieldError(text, offset, v, "args", "an object");
+    }
+    for (auto field_result : obj) {
+      od::field field;
+      if (auto err = std::move(field_result).get(field)) return JsonError(text, offset, doc, err);
+      std::string_view key;
+      if (auto err = field.unescaped_key().get(key)) return JsonError(text, offset, doc, err);
+      std::optional<int64_t>* slot = nullptr;
+      if (key == "Device Type") slot = &args.device_type;
+      else if (key == "Device Id") slot = &args.device_id;
+      else if (key == "Addr") slot = &args.addr;
+      else if (key == "Bytes") slot = &args.bytes;
+      else if (key == "Total Allocated") slot = &args.total_allocated;
+      else if (key == "Total Reserved") slot = &args.total_reserved;
+      else if (key == "Ev Idx") slot = &args.ev_idx;
+      else if (key == "stream") slot = &args.stream;
+      else if (key == "device") slot = &args.device;
+      else if (key == "correlation") slot = &args.correlation;
+      else if (key == "External id" || key == "external id") slot = &args.external_id;
+      else if (key == "bytes") slot = &args.op_bytes;
+      if (slot == nullptr) continue;
+      od::value fv = field.value();
+      std::string_view tok;
+      int64_t n = 0;
+      if (!NumberToken(fv, &tok) || !ParseInteger(tok, &n)) {
+        return FieldError(text, offset, fv, Cat("args.", key), "an integer");
+      }
+      *slot = n;
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status AddMemoryEvent(int64_t offset, std::optional<int64_t> ts, const Args& a,
+                              bool have_args) {
+    if (!have_args || !a.bytes.has_value()) {
+      return Error(offset, "[memory] event lacks args.Bytes");
+    }
+    if (!ts.has_value()) return Error(offset, "[memory] event lacks ts");
+    const int64_t type = a.device_type.value_or(-1);
+    const int64_t id = a.device_id.value_or(-1);
+    if (std::find(options_.device_types.begin(), options_.device_types.end(), type) ==
+            options_.device_types.end() ||
+        (options_.device_id.has_value() && *options_.device_id != id)) {
+      ++out_.metadata.memory_events_filtered_out;
+      return absl::OkStatus();
+    }
+    RecordedMemoryEvent m;
+    m.kind = *a.bytes < 0 ? MemoryEventKind::kFree : MemoryEventKind::kAlloc;
+    m.size = Bytes(*a.bytes < 0 ? -*a.bytes : *a.bytes);
+    m.address = a.addr;
+    m.time = SimTime(*ts);
+    m.device = static_cast<int32_t>(id);
+    m.device_type = static_cast<int32_t>(type);
+    m.seq = a.ev_idx.value_or(-1);
+    if (a.total_allocated) m.total_allocated = Bytes(*a.total_allocated);
+    if (a.total_reserved) m.total_reserved = Bytes(*a.total_reserved);
+    out_.memory_events.push_back(m);
+    return absl::OkStatus();
+  }
+
+  absl::Status Error(int64_t offset, std::string_view what) const {
+    return absl::InvalidArgumentError(Cat(OffsetPrefix(label_, offset, decompressed_), what));
+  }
+
+  absl::Status FieldError(const std::string& text, int64_t offset, od::value& v,
+                          std::string_view key, std::string_view expected) const {
+    std::string_view tok = v.raw_json_token();
+    const int64_t at = offset + OffsetIn(text, tok.data());
+    if (tok.size() > 40) tok = tok.substr(0, 40);
+    while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n')) tok.remove_suffix(1);
+    return Error(at, Cat("\"", key, "\": expected ", expected, ", got '", tok, "'"));
+  }
+
+  absl::Status JsonError(const std::string& text, int64_t offset, od::document& doc,
+                         simdjson::error_code err) const {
+    const char* loc = nullptr;
+    int64_t at = offset;
+    if (doc.current_location().get(loc) == simdjson::SUCCESS) at += OffsetIn(text, loc);
+    return Error(at, Cat("malformed JSON in the trace event starting at byte ", offset, " (",
+                         std::string_view(simdjson::error_message(err)), ")"));
+  }
+
+  const std::string& label_;
+  bool decompressed_;
+  const KinetoImportOptions& options_;
+  RecordedTrace& out_;
+  od::parser parser_;
+};
+
+}  // namespace
+
+absl::StatusOr<RecordedTrace> ImportKinetoTrace(ByteSource& source, const std::string& label,
+                                                const KinetoImportOptions& options) {
+  RecordedTrace out;
+  out.metadata.source_file = label;
+  out.metadata.format = "kineto";
+  KinetoVisitor visitor(label, source.decompressed(), options, out);
+  RETURN_IF_ERROR(import_internal::ScanJsonStream(source, label, "traceEvents", visitor));
+  std::stable_sort(out.memory_events.begin(), out.memory_events.end(),
+                   [](const RecordedMemoryEvent& a, const RecordedMemoryEvent& b) {
+                     if (a.time != b.time) return a.time < b.time;
+                     return a.seq < b.seq;
+                   });
+  std::stable_sort(out.ops.begin(), out.ops.end(),
+                   [](const RecordedOp& a, const RecordedOp& b) { return a.start < b.start; });
+  return out;
+}
+
+absl::StatusOr<RecordedTrace> ImportKinetoTrace(const std::string& path,
+                                                const KinetoImportOptions& options) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(path));
+  return ImportKinetoTrace(*source, path, options);
+}
+
+}  // namespace gpusim

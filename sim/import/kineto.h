@@ -1,0 +1,53 @@
+// Importer for PyTorch profiler (Kineto) Chrome-trace JSON, plain or .gz
+// (torch.profiler.profile(profile_memory=True) + export_chrome_trace):
+//   - "[memory]" instant events -> RecordedMemoryEvent alloc/free, keeping
+//     Addr, Bytes (negative = free), Total Allocated, Total Reserved, Ev Idx;
+//     sorted by (ts, Ev Idx), file order breaking ties;
+//   - complete ("ph":"X") events of the kept categories -> RecordedOp with
+//     durations (kernel, gpu_memcpy, gpu_memset, cpu_op, user annotations,
+//     runtime; the legacy names Kernel, Memcpy, Memset, Operator, Runtime);
+//   - deviceProperties -> metadata.devices.
+// Streams the file: memory use is a read buffer plus the largest single event
+// plus what is kept, never the whole document.
+#ifndef GPUSIM_SIM_IMPORT_KINETO_H_
+#define GPUSIM_SIM_IMPORT_KINETO_H_
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/import/byte_source.h"
+#include "sim/import/recorded_trace.h"
+
+namespace gpusim {
+
+// Kineto's "Device Type" values (c10/core/DeviceType.h: CPU 0, CUDA 1,
+// HIP 6). ROCm builds record GPU memory as HIP (6).
+inline constexpr int kKinetoDeviceTypeCpu = 0;
+inline constexpr int kKinetoDeviceTypeCuda = 1;
+inline constexpr int kKinetoDeviceTypeHip = 6;
+
+struct KinetoImportOptions {
+  // "[memory]" events kept: those whose "Device Type" is in this list (GPU
+  // by default) and, when set, whose "Device Id" equals device_id.
+  std::vector<int> device_types = {kKinetoDeviceTypeCuda, kKinetoDeviceTypeHip};
+  std::optional<int> device_id;
+  // Op events kept. The device filter does not apply to them: ROCm traces
+  // record a kernel's device as the HSA agent index (MI300X trace: 2) while
+  // its memory events say "Device Id" 0.
+  bool keep_gpu_ops = true;    // kernel, memcpy, memset
+  bool keep_cpu_ops = true;    // cpu_op, user_annotation, gpu_user_annotation
+  bool keep_runtime = false;   // cuda_runtime / cuda_driver (launch calls)
+};
+
+absl::StatusOr<RecordedTrace> ImportKinetoTrace(const std::string& path,
+                                                const KinetoImportOptions& options = {});
+
+// As above, from any byte source; `label` names it in errors and metadata.
+absl::StatusOr<RecordedTrace> ImportKinetoTrace(ByteSource& source, const std::string& label,
+                                                const KinetoImportOptions& options = {});
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_IMPORT_KINETO_H_

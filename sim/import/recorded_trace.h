@@ -1,0 +1,167 @@
+// RecordedTrace: what an importer read from a recorded run (a PyTorch
+// profiler / Kineto Chrome trace, a CUDA caching-allocator memory snapshot, a
+// torch.profiler memory-timeline raw dump), kept close to the recording: the
+// memory events in recorded order with whatever each format carries (address,
+// recorded totals, stream, category), the timed kernel / operator events, and
+// where it came from. ToNativeTrace turns it into a replayable `Trace`
+// (sim/trace/trace.h): alloc/free pairs with buffer ids.
+//
+// Importers: sim/import/kineto.h, sim/import/snapshot.h,
+// sim/import/memory_timeline.h; by file: sim/import/import.h.
+#ifndef GPUSIM_SIM_IMPORT_RECORDED_TRACE_H_
+#define GPUSIM_SIM_IMPORT_RECORDED_TRACE_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/base/units.h"
+#include "sim/ir/program.h"
+#include "sim/trace/trace.h"
+
+namespace gpusim {
+
+// Memory event kinds. Kineto and the memory timeline only know alloc/free
+// (plus the timeline's pre-existing and version bumps); the snapshot's
+// device_traces use the rest (PyTorch c10/cuda/CUDACachingAllocator.h,
+// TraceEntry::Action).
+enum class MemoryEventKind {
+  kAlloc,
+  kFree,
+  kFreeRequested,   // snapshot: free() called; block may still be in use by a stream
+  kFreeCompleted,   // snapshot: block returned to the pool (reusable from here)
+  kSegmentAlloc,    // snapshot: cudaMalloc of a segment
+  kSegmentFree,     // snapshot: cudaFree of a segment
+  kSegmentMap,      // snapshot: expandable segment grown
+  kSegmentUnmap,    // snapshot: expandable segment shrunk
+  kOom,             // snapshot: allocation failed (size = bytes requested)
+  kSnapshot,        // snapshot: a snapshot was taken here
+  kPreexisting,     // timeline: tensor live before profiling began
+  kIncrementVersion,// timeline: tensor mutated; category may change, bytes do not
+};
+std::string_view MemoryEventKindName(MemoryEventKind k);  // "alloc", "free_requested", ...
+bool ParseMemoryEventKind(std::string_view s, MemoryEventKind* out);
+
+struct RecordedMemoryEvent {
+  MemoryEventKind kind = MemoryEventKind::kAlloc;
+  std::optional<int64_t> address;  // absent in legacy Kineto and in the timeline
+  Bytes size;                      // requested bytes; always >= 0 (a free's size too)
+  int64_t stream = -1;             // recorded stream id; -1 = not recorded
+  SimTime time{-1};                // recorded timestamp, ns; -1 = none (pre-existing)
+  int32_t device = 0;              // device index ("Device Id", snapshot device)
+  int32_t device_type = -1;        // Kineto "Device Type" (1 CUDA, 6 ROCm); -1 = n/a
+  int64_t seq = -1;                // Kineto "Ev Idx"; -1 = not recorded
+  std::optional<Bytes> total_allocated;  // Kineto "Total Allocated" after the event
+  std::optional<Bytes> total_reserved;   // Kineto "Total Reserved" after the event
+  std::optional<Role> category;          // timeline category (new one on a version bump)
+  std::optional<Role> previous_category; // timeline version bump: category before
+};
+
+enum class RecordedOpKind {
+  kKernel,            // Kineto cat "kernel" / "Kernel"
+  kMemcpy,            // "gpu_memcpy" / "Memcpy"
+  kMemset,            // "gpu_memset" / "Memset"
+  kCpuOp,             // "cpu_op" / "Operator"
+  kUserAnnotation,    // "user_annotation" (record_function ranges on the CPU)
+  kGpuUserAnnotation, // "gpu_user_annotation" (the same ranges on the GPU)
+  kRuntime,           // "cuda_runtime" / "Runtime" / "cuda_driver"
+};
+std::string_view RecordedOpKindName(RecordedOpKind k);
+bool IsGpuOp(RecordedOpKind k);  // kernel, memcpy, memset
+
+// A complete ("ph":"X") event: something that ran for a measured duration.
+struct RecordedOp {
+  RecordedOpKind kind = RecordedOpKind::kKernel;
+  std::string name;
+  SimTime start;
+  SimTime duration;
+  int64_t stream = -1;        // args.stream; -1 = not recorded
+  int32_t device = -1;        // args.device; -1 = not recorded
+  int64_t correlation = -1;   // args.correlation (links a kernel to its launch)
+  int64_t external_id = -1;   // args "External id" (links a kernel to its cpu_op)
+  Bytes bytes;                // memcpy / memset: args.bytes
+};
+
+struct RecordedDevice {
+  int32_t id = 0;
+  std::string name;           // "NVIDIA H100 80GB HBM3"
+  Bytes total_global_mem;     // deviceProperties totalGlobalMem; 0 = unknown
+};
+
+struct RecordedMetadata {
+  std::string source_file;    // the path the importer was given
+  std::string format;         // "kineto", "snapshot", "memory_timeline"
+  std::string trace_name;     // Kineto traceName, when present
+  std::vector<RecordedDevice> devices;  // Kineto deviceProperties
+  int64_t base_time_ns = 0;   // Kineto baseTimeNanoseconds, when present
+  // Events seen but not kept, e.g. CPU [memory] events or other devices'.
+  int64_t memory_events_filtered_out = 0;
+};
+
+struct RecordedTrace {
+  RecordedMetadata metadata;
+  // In recorded order: Kineto sorted by (ts, Ev Idx); snapshot and timeline in
+  // file order (already time-ordered by their recorders).
+  std::vector<RecordedMemoryEvent> memory_events;
+  std::vector<RecordedOp> ops;  // sorted by (start, file order)
+};
+
+// --- Conversion to the native trace ------------------------------------------
+
+struct ToNativeOptions {
+  // Device whose memory events to convert. Unset: the only device that has
+  // memory events (an error when there are several).
+  std::optional<int32_t> device;
+  // Which snapshot action ends a block's life: kFreeCompleted (the block is
+  // reusable from then on; the default, as an allocator replay needs) or
+  // kFreeRequested (the caller's free(); what memory_allocated() tracks).
+  MemoryEventKind snapshot_free = MemoryEventKind::kFreeCompleted;
+  // Include kernels, memcpys and memsets as timed events (compute / copy /
+  // collective) with their recorded durations, merged with the memory events
+  // by timestamp.
+  bool include_gpu_ops = true;
+  // Frees without an address: which live block of the freed size they end.
+  // See Note [Matching frees] in recorded_trace.cc for the measurements.
+  enum class SizeMatch { kLifo, kFifo };
+  SizeMatch size_match = SizeMatch::kLifo;
+  std::string name;  // Trace::name; default: the source file's base name
+};
+
+struct ConversionStats {
+  int64_t allocs = 0;
+  int64_t frees = 0;
+  int64_t frees_matched_by_address = 0;
+  int64_t frees_matched_by_size = 0;
+  // Frees with no earlier live alloc: the block was live when recording
+  // began. Each gets an alloc at the start of the trace.
+  int64_t allocs_before_recording = 0;
+  Bytes bytes_before_recording;
+  // Frees whose size differs from their (address-matched) alloc's size.
+  int64_t size_mismatches = 0;
+  // Allocs at an address that was still live (its free was not recorded):
+  // the earlier buffer is freed just before.
+  int64_t implicit_frees = 0;
+  int64_t timed_events = 0;
+};
+
+// Converts the memory events of one device (and, optionally, the GPU ops) to
+// a Trace that passes ValidateTrace. See Note [Matching frees] in
+// recorded_trace.cc for how frees find their allocs:
+//   - with an address, a free ends the live alloc at that address;
+//   - without one, a free of N bytes ends the most recently allocated live
+//     block of exactly N bytes on that device (LIFO; FIFO on request).
+// Bytes live before recording and never freed (from the first event's
+// recorded Total Allocated, when present) become Trace::preexisting.
+// Streams: recorded stream ids are renumbered densely (0, 1, ...) in
+// ascending order and named "stream_<recorded id>"; memory events without a
+// recorded stream go to native stream 0.
+absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
+                                    const ToNativeOptions& options = {},
+                                    ConversionStats* stats = nullptr);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_IMPORT_RECORDED_TRACE_H_

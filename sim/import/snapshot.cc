@@ -1,0 +1,359 @@
+#include "sim/import/snapshot.h"
+
+#include <fcntl.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "sim/base/file_util.h"
+#include "sim/base/status.h"
+#include "sim/import/simdjson_util.h"
+#include "sim/trace/str_cat.h"
+
+extern char** environ;
+
+namespace gpusim {
+
+using import_internal::NumberToken;
+using import_internal::OffsetIn;
+using import_internal::ParseInteger;
+using trace_internal::Cat;
+namespace od = simdjson::ondemand;
+
+namespace {
+
+// Reads a snapshot document. Every accessor records the failing value's
+// position so errors can name a byte offset.
+class SnapshotReader {
+ public:
+  SnapshotReader(const std::string& json, const std::string& label)
+      : json_(json), label_(label) {}
+
+  absl::StatusOr<RecordedSnapshot> Read() {
+    RecordedSnapshot out;
+    out.trace.metadata.source_file = label_;
+    out.trace.metadata.format = "snapshot";
+    od::document doc;
+    simdjson::padded_string_view view(json_.data(), json_.size(), json_.capacity());
+    if (auto err = parser_.iterate(view).get(doc)) return JsonError(doc, err);
+    od::object top;
+    if (auto err = doc.get_object().get(top)) return JsonError(doc, err, "a JSON object");
+    bool have_segments = false;
+    for (auto fr : top) {
+      od::field f;
+      if (auto err = std::move(fr).get(f)) return JsonError(doc, err);
+      std::string_view key;
+      if (auto err = f.unescaped_key().get(key)) return JsonError(doc, err);
+      od::value v = f.value();
+      if (key == "segments") {
+        have_segments = true;
+        RETURN_IF_ERROR(Segments(doc, v, out.segments));
+      } else if (key == "device_traces") {
+        RETURN_IF_ERROR(DeviceTraces(doc, v, out.trace.memory_events));
+      } else if (key == "allocator_settings") {
+        RETURN_IF_ERROR(Settings(doc, v, out.allocator_settings));
+      }
+    }
+    if (!have_segments) {
+      return absl::InvalidArgumentError(
+          Cat(label_, ": not a memory snapshot: no \"segments\" key"));
+    }
+    return out;
+  }
+
+ private:
+  absl::Status Error(const char* at, std::string_view what) const {
+    return absl::InvalidArgumentError(
+        Cat(label_, ": byte ", OffsetIn(json_, at), ": ", what));
+  }
+
+  absl::Status JsonError(od::document& doc, simdjson::error_code err,
+                         std::string_view expected = {}) const {
+    const char* loc = nullptr;
+    if (doc.current_location().get(loc) != simdjson::SUCCESS) loc = json_.data() + json_.size();
+    if (!expected.empty() && err == simdjson::INCORRECT_TYPE) {
+      return Error(loc, Cat("expected ", expected));
+    }
+    return Error(loc, Cat("malformed JSON (", std::string_view(simdjson::error_message(err)), ")"));
+  }
+
+  absl::Status Int(od::value& v, std::string_view key, int64_t* out) const {
+    std::string_view tok;
+    if (!NumberToken(v, &tok) || !ParseInteger(tok, out)) {
+      return Error(v.raw_json_token().data(), Cat("\"", key, "\": expected an integer"));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Str(od::value& v, std::string_view key, std::string* out) const {
+    std::string_view s;
+    if (v.get_string().get(s) != simdjson::SUCCESS) {
+      return Error(v.raw_json_token().data(), Cat("\"", key, "\": expected a string"));
+    }
+    *out = std::string(s);
+    return absl::OkStatus();
+  }
+
+  template <typename Fn>
+  absl::Status ForEachField(od::document& doc, od::value& v, std::string_view what, Fn fn) {
+    od::object obj;
+    if (v.get_object().get(obj) != simdjson::SUCCESS) {
+      return Error(v.raw_json_token().data(), Cat(what, ": expected an object"));
+    }
+    for (auto fr : obj) {
+      od::field f;
+      if (auto err = std::move(fr).get(f)) return JsonError(doc, err);
+      std::string_view key;
+      if (auto err = f.unescaped_key().get(key)) return JsonError(doc, err);
+      od::value fv = f.value();
+      RETURN_IF_ERROR(fn(key, fv));
+    }
+    return absl::OkStatus();
+  }
+
+  template <typename Fn>
+  absl::Status ForEachElement(od::document& doc, od::value& v, std::string_view what, Fn fn) {
+    od::array arr;
+    if (v.get_array().get(arr) != simdjson::SUCCESS) {
+      return Error(v.raw_json_token().data(), Cat(what, ": expected an array"));
+    }
+    for (auto er : arr) {
+      od::value ev;
+      if (auto err = std::move(er).get(ev)) return JsonError(doc, err);
+      RETURN_IF_ERROR(fn(ev));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status Segments(od::document& doc, od::value& v, std::vector<SnapshotSegment>& out) {
+    return ForEachElement(doc, v, "segments", [&](od::value& sv) -> absl::Status {
+      SnapshotSegment s;
+      RETURN_IF_ERROR(ForEachField(doc, sv, "segment", [&](std::string_view k, od::value& x) {
+        int64_t n = 0;
+        if (k == "device") {
+          RETURN_IF_ERROR(Int(x, k, &n));
+          s.device = static_cast<int32_t>(n);
+        } else if (k == "address") {
+          return Int(x, k, &s.address);
+        } else if (k == "total_size" || k == "allocated_size" || k == "active_size" ||
+                   k == "requested_size") {
+          RETURN_IF_ERROR(Int(x, k, &n));
+          (k == "total_size"       ? s.total_size
+           : k == "allocated_size" ? s.allocated_size
+           : k == "active_size"    ? s.active_size
+                                   : s.requested_size) = Bytes(n);
+        } else if (k == "stream") {
+          return Int(x, k, &s.stream);
+        } else if (k == "segment_type") {
+          return Str(x, k, &s.segment_type);
+        } else if (k == "is_expandable") {
+          bool b = false;
+          if (x.get_bool().get(b) != simdjson::SUCCESS) {
+            return Error(x.raw_json_token().data(), "\"is_expandable\": expected true or false");
+          }
+          s.is_expandable = b;
+        } else if (k == "blocks") {
+          return ForEachElement(doc, x, "blocks", [&](od::value& bv) -> absl::Status {
+            SnapshotBlock b;
+            RETURN_IF_ERROR(ForEachField(doc, bv, "block", [&](std::string_view bk, od::value& y) {
+              int64_t m = 0;
+              if (bk == "address") return Int(y, bk, &b.address);
+              if (bk == "size" || bk == "requested_size") {
+                RETURN_IF_ERROR(Int(y, bk, &m));
+                (bk == "size" ? b.size : b.requested_size) = Bytes(m);
+              } else if (bk == "state") {
+                return Str(y, bk, &b.state);
+              }
+              return absl::OkStatus();
+            }));
+            s.blocks.push_back(std::move(b));
+            return absl::OkStatus();
+          });
+        }
+        return absl::OkStatus();
+      }));
+      out.push_back(std::move(s));
+      return absl::OkStatus();
+    });
+  }
+
+  absl::Status DeviceTraces(od::document& doc, od::value& v,
+                            std::vector<RecordedMemoryEvent>& out) {
+    int32_t device = 0;
+    return ForEachElement(doc, v, "device_traces", [&](od::value& dv) -> absl::Status {
+      RETURN_IF_ERROR(ForEachElement(doc, dv, "device trace", [&](od::value& ev) -> absl::Status {
+        RecordedMemoryEvent m;
+        m.device = device;
+        const char* entry_at = ev.raw_json_token().data();
+        bool have_action = false;
+        RETURN_IF_ERROR(ForEachField(doc, ev, "trace entry", [&](std::string_view k, od::value& x) {
+          int64_t n = 0;
+          if (k == "action") {
+            std::string action;
+            RETURN_IF_ERROR(Str(x, k, &action));
+            if (!ParseMemoryEventKind(action, &m.kind) || m.kind == MemoryEventKind::kFree ||
+                m.kind == MemoryEventKind::kPreexisting ||
+                m.kind == MemoryEventKind::kIncrementVersion) {
+              return Error(entry_at, Cat("unknown trace entry action '", action, "'"));
+            }
+            have_action = true;
+          } else if (k == "addr") {
+            RETURN_IF_ERROR(Int(x, k, &n));
+            m.address = n;
+          } else if (k == "size") {
+            RETURN_IF_ERROR(Int(x, k, &n));
+            if (n < 0) return Error(x.raw_json_token().data(), "\"size\": negative");
+            m.size = Bytes(n);
+          } else if (k == "stream") {
+            return Int(x, k, &m.stream);
+          } else if (k == "time_us") {
+            RETURN_IF_ERROR(Int(x, k, &n));
+            m.time = SimTime(n * 1000);
+          }
+          return absl::OkStatus();
+        }));
+        if (!have_action) return Error(entry_at, "trace entry lacks \"action\"");
+        out.push_back(m);
+        return absl::OkStatus();
+      }));
+      ++device;
+      return absl::OkStatus();
+    });
+  }
+
+  absl::Status Settings(od::document& doc, od::value& v, SnapshotAllocatorSettings& s) {
+    s.present = true;
+    return ForEachField(doc, v, "allocator_settings", [&](std::string_view k, od::value& x) {
+      std::string_view raw = x.raw_json_token();
+      od::json_type type;
+      if (x.type().get(type) != simdjson::SUCCESS) return Error(raw.data(), "malformed value");
+      if (k == "PYTORCH_CUDA_ALLOC_CONF") {
+        RETURN_IF_ERROR(Str(x, k, &s.alloc_conf));
+      } else if (k == "max_split_size") {
+        int64_t n = 0;
+        RETURN_IF_ERROR(Int(x, k, &n));
+        s.max_split_size = n;
+      } else if (k == "expandable_segments") {
+        bool b = false;
+        if (x.get_bool().get(b) != simdjson::SUCCESS) {
+          return Error(raw.data(), "\"expandable_segments\": expected true or false");
+        }
+        s.expandable_segments = b;
+      } else if (k == "garbage_collection_threshold") {
+        double d = 0;
+        if (x.get_double().get(d) != simdjson::SUCCESS) {
+          return Error(raw.data(), "\"garbage_collection_threshold\": expected a number");
+        }
+        s.garbage_collection_threshold = d;
+      } else if (type == od::json_type::object || type == od::json_type::array) {
+        std::string_view text;
+        if (type == od::json_type::object) {
+          od::object o;
+          if (x.get_object().get(o) == simdjson::SUCCESS) if (o.raw_json().get(text) != simdjson::SUCCESS) text = {};
+        } else {
+          od::array a;
+          if (x.get_array().get(a) == simdjson::SUCCESS) if (a.raw_json().get(text) != simdjson::SUCCESS) text = {};
+        }
+        s.raw.emplace_back(std::string(k), std::string(text));
+        return absl::OkStatus();
+      }
+      while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n')) raw.remove_suffix(1);
+      s.raw.emplace_back(std::string(k), std::string(raw));
+      return absl::OkStatus();
+    });
+  }
+
+  const std::string& json_;
+  const std::string& label_;
+  od::parser parser_;
+};
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
+}
+
+std::string TempPath(std::string_view suffix) {
+  const char* dir = std::getenv("TMPDIR");
+  std::string tmpl = Cat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/gpusim_snapshot_XXXXXX",
+                         suffix);
+  const int fd = mkstemps(tmpl.data(), static_cast<int>(suffix.size()));
+  if (fd < 0) return "";
+  close(fd);
+  return tmpl;
+}
+
+}  // namespace
+
+Bytes RecordedSnapshot::TotalReserved() const {
+  Bytes total;
+  for (const SnapshotSegment& s : segments) total += s.total_size;
+  return total;
+}
+
+absl::StatusOr<RecordedSnapshot> ParseSnapshotJson(const std::string& json,
+                                                   const std::string& label) {
+  std::string padded = json;
+  padded.reserve(json.size() + import_internal::kJsonPadding);
+  return SnapshotReader(padded, label).Read();
+}
+
+absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::string& json_path) {
+  const std::string script = GPUSIM_SOURCE_DIR "/tools/snapshot_to_json.py";
+  const std::string err_path = TempPath(".err");
+  if (err_path.empty()) {
+    return absl::InternalError(Cat("cannot create a temporary file: ", std::strerror(errno)));
+  }
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
+  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_TRUNC, 0);
+  std::string arg0 = "python3";
+  std::vector<char*> argv = {arg0.data(), const_cast<char*>(script.c_str()),
+                             const_cast<char*>(pickle_path.c_str()),
+                             const_cast<char*>(json_path.c_str()), nullptr};
+  pid_t pid = 0;
+  const int rc = posix_spawnp(&pid, "python3", &actions, nullptr, argv.data(), environ);
+  posix_spawn_file_actions_destroy(&actions);
+  if (rc != 0) {
+    std::remove(err_path.c_str());
+    return absl::FailedPreconditionError(
+        Cat(pickle_path, ": cannot run python3 to convert the snapshot pickle: ",
+            std::strerror(rc)));
+  }
+  int status = 0;
+  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
+  }
+  auto err_text = ReadFileToString(err_path);
+  std::remove(err_path.c_str());
+  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
+  std::string msg = err_text.ok() ? *err_text : std::string();
+  while (!msg.empty() && (msg.back() == '\n' || msg.back() == '\r')) msg.pop_back();
+  if (msg.empty()) msg = Cat(pickle_path, ": snapshot_to_json.py failed");
+  return absl::InvalidArgumentError(msg);
+}
+
+absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path) {
+  bool pickle = EndsWith(path, ".pickle") || EndsWith(path, ".pkl");
+  ASSIGN_OR_RETURN(std::string content, ReadFileToString(path));
+  if (!content.empty() && static_cast<unsigned char>(content[0]) == 0x80) pickle = true;
+  if (!pickle) return ParseSnapshotJson(content, path);
+  const std::string json_path = TempPath(".json");
+  if (json_path.empty()) {
+    return absl::InternalError(Cat("cannot create a temporary file: ", std::strerror(errno)));
+  }
+  absl::Status st = ConvertSnapshotPickle(path, json_path);
+  if (!st.ok()) {
+    std::remove(json_path.c_str());
+    return st;
+  }
+  auto json = ReadFileToString(json_path);
+  std::remove(json_path.c_str());
+  if (!json.ok()) return json.status();
+  return ParseSnapshotJson(*json, path);
+}
+
+}  // namespace gpusim

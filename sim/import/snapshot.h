@@ -1,0 +1,82 @@
+// Importer for PyTorch CUDA caching-allocator memory snapshots
+// (torch.cuda.memory._record_memory_history() + _dump_snapshot("x.pickle")).
+// A .pickle is first converted to JSON by tools/snapshot_to_json.py (run with
+// python3; it refuses every class, so no code in the pickle runs); the JSON
+// is then read here. Keys as in PyTorch torch/cuda/memory.py (_snapshot) and
+// c10/cuda/CUDACachingAllocator.h (SegmentInfo, BlockInfo, TraceEntry).
+#ifndef GPUSIM_SIM_IMPORT_SNAPSHOT_H_
+#define GPUSIM_SIM_IMPORT_SNAPSHOT_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/base/units.h"
+#include "sim/import/recorded_trace.h"
+
+namespace gpusim {
+
+struct SnapshotBlock {
+  int64_t address = 0;
+  Bytes size;            // bytes the block occupies in its segment
+  Bytes requested_size;  // bytes the caller asked for
+  std::string state;     // "active_allocated", "active_pending_free", "inactive"
+};
+
+struct SnapshotSegment {
+  int32_t device = 0;
+  int64_t address = 0;
+  Bytes total_size;
+  Bytes allocated_size;
+  Bytes active_size;
+  Bytes requested_size;
+  int64_t stream = 0;
+  std::string segment_type;  // "large" or "small" pool
+  bool is_expandable = false;
+  std::vector<SnapshotBlock> blocks;
+};
+
+// allocator_settings (newer PyTorch): the fields gpusim models, plus every
+// key with its JSON text so nothing is lost.
+struct SnapshotAllocatorSettings {
+  bool present = false;
+  std::string alloc_conf;                 // PYTORCH_CUDA_ALLOC_CONF
+  std::optional<int64_t> max_split_size;  // -1 = unlimited
+  std::optional<bool> expandable_segments;
+  std::optional<double> garbage_collection_threshold;
+  std::vector<std::pair<std::string, std::string>> raw;  // key -> JSON text
+};
+
+struct RecordedSnapshot {
+  std::vector<SnapshotSegment> segments;  // state at dump time
+  SnapshotAllocatorSettings allocator_settings;
+  // device_traces flattened in order (device i's entries have device = i):
+  // actions alloc, free_requested, free_completed, segment_alloc,
+  // segment_free, segment_map, segment_unmap, snapshot, oom; time_us as ns.
+  RecordedTrace trace;
+
+  Bytes TotalReserved() const;  // sum of segments' total_size
+};
+
+// Reads the JSON form (what tools/snapshot_to_json.py writes). `label` names
+// the input in errors and metadata.source_file.
+absl::StatusOr<RecordedSnapshot> ParseSnapshotJson(const std::string& json,
+                                                   const std::string& label);
+
+// Loads `path`: a .pickle/.pkl file (or any file starting with the pickle
+// protocol byte 0x80) goes through `python3 tools/snapshot_to_json.py` (from
+// the source tree, GPUSIM_SOURCE_DIR) into a temporary file; anything else is
+// read as snapshot JSON.
+absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path);
+
+// The converter invocation used by LoadSnapshot, exposed for tests: writes
+// the JSON of `pickle_path` to `json_path`; on failure returns the script's
+// message.
+absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::string& json_path);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_IMPORT_SNAPSHOT_H_

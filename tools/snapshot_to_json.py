@@ -1,0 +1,93 @@
+#!/usr/bin/env python3
+"""Convert a PyTorch CUDA memory snapshot pickle to JSON, without torch.
+
+A snapshot (torch.cuda.memory._record_memory_history() followed by
+torch.cuda.memory._dump_snapshot("x.pickle")) is a pickled dict of plain
+Python values: dicts, lists, tuples, strings, numbers, booleans, None.
+Loading an untrusted pickle can run arbitrary code through the classes it
+names, so this loader refuses EVERY class (find_class always raises) and
+every persistent id: a file that needs any class is rejected, not executed.
+
+Usage: snapshot_to_json.py SNAPSHOT.pickle [OUT.json] [--keep-frames]
+Writes OUT.json (or stdout). Stack frames ("frames" lists) are dropped
+unless --keep-frames is given: gpusim does not read them and they can be
+most of the file. Tuples become lists; dict keys become strings; NaN and
+infinities become null (JSON has no such numbers); bytes are rejected.
+Exit status: 0 on success, 1 on a refused or malformed pickle, 2 on usage.
+Stdlib only.
+"""
+
+import json
+import math
+import pickle
+import sys
+
+
+class RefusingUnpickler(pickle.Unpickler):
+    """An Unpickler that refuses every class and every persistent id."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(
+            f"refusing to load class {module}.{name}: a memory snapshot holds "
+            "only plain Python values")
+
+    def persistent_load(self, pid):
+        raise pickle.UnpicklingError("refusing a persistent id")
+
+
+def _plain(value, keep_frames):
+    """The value as JSON-ready plain data."""
+    if isinstance(value, dict):
+        out = {}
+        for k, v in value.items():
+            if not keep_frames and k == "frames":
+                continue
+            if isinstance(k, bool) or k is None or isinstance(k, (int, float)):
+                k = json.dumps(k)
+            elif not isinstance(k, str):
+                raise ValueError(f"unsupported dict key type {type(k).__name__}")
+            out[k] = _plain(v, keep_frames)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [_plain(v, keep_frames) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    raise ValueError(f"unsupported value type {type(value).__name__}")
+
+
+def main(argv):
+    args = [a for a in argv[1:] if a != "--keep-frames"]
+    keep_frames = "--keep-frames" in argv[1:]
+    if len(args) not in (1, 2):
+        print(__doc__.split("\n\n")[2], file=sys.stderr)
+        return 2
+    path = args[0]
+    try:
+        with open(path, "rb") as f:
+            data = RefusingUnpickler(f).load()
+        plain = _plain(data, keep_frames)
+    except (pickle.UnpicklingError, ValueError, EOFError, TypeError,
+            AttributeError, IndexError, KeyError, MemoryError,
+            RecursionError) as e:
+        print(f"{path}: not a plain-data memory snapshot: {e}", file=sys.stderr)
+        return 1
+    except OSError as e:
+        print(f"{path}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    if not isinstance(plain, dict):
+        print(f"{path}: expected a dict at the top level, got "
+              f"{type(data).__name__}", file=sys.stderr)
+        return 1
+    text = json.dumps(plain, allow_nan=False, separators=(",", ":"))
+    if len(args) == 2:
+        with open(args[1], "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        sys.stdout.write(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
