@@ -25,6 +25,9 @@
 #include "sim/report/step.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
+#include "sim/import/import.h"
+#include "sim/import/recorded_trace.h"
+#include "viz/viz.h"
 
 namespace gpusim {
 namespace {
@@ -62,6 +65,8 @@ struct RunOptions {
   std::vector<std::string> sets;
   std::string format = "text";
   std::string out_dir;
+  std::string charts_dir;
+  std::string timeline;
 };
 
 int CmdRun(const RunOptions& o) {
@@ -71,9 +76,22 @@ int CmdRun(const RunOptions& o) {
   if (!report.ok()) return Fail(report.status());
   const std::string json = RenderJson(*report);
   if (!o.out_dir.empty()) {
+    // --out DIR: result.json, the trace, report.html, the charts and the
+    // Perfetto timeline, each file written atomically.
     absl::Status st = EnsureDir(o.out_dir);
     if (st.ok()) st = WriteTraceFile(report->lowered.trace, o.out_dir + "/trace.gpusim");
     if (st.ok()) st = WriteFileAtomically(o.out_dir + "/result.json", json);
+    if (st.ok()) st = WriteCharts(*report, o.out_dir);
+    if (st.ok()) st = WritePerfettoTimeline(*report, o.out_dir + "/timeline.json");
+    if (st.ok()) st = WriteHtmlReport(*report, o.out_dir);
+    if (!st.ok()) return Fail(st);
+  }
+  if (!o.charts_dir.empty()) {
+    absl::Status st = WriteCharts(*report, o.charts_dir);
+    if (!st.ok()) return Fail(st);
+  }
+  if (!o.timeline.empty()) {
+    absl::Status st = WritePerfettoTimeline(*report, o.timeline);
     if (!st.ok()) return Fail(st);
   }
   std::cout << (o.format == "json" ? json : RenderText(*report));
@@ -169,6 +187,48 @@ int CmdAdvise(const AdviseCli& c) {
   return 0;
 }
 
+// `gpusim viz FILE --out DIR`: a run config is simulated; a native trace
+// (gpusim-trace) or a recorded one (Kineto JSON, memory snapshot, memory
+// timeline) is replayed; then the charts, timeline and report are written.
+int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
+           const std::string& out_dir) {
+  std::ifstream in(file);
+  if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
+  std::string first;
+  std::getline(in, first);
+  in.close();
+  absl::StatusOr<StepReport> report;
+  const bool yaml = file.size() > 5 && (file.substr(file.size() - 5) == ".yaml" || file.substr(file.size() - 4) == ".yml");
+  if (yaml) {
+    auto spec = LoadRunSpec(file, sets);
+    if (!spec.ok()) return Fail(spec.status());
+    report = SimulateStep(*spec);
+  } else {
+    absl::StatusOr<Trace> trace;
+    if (first.rfind("gpusim-trace", 0) == 0) {
+      trace = ReadTraceFile(file);
+    } else {
+      auto recorded = ImportRecordedTrace(file);
+      if (!recorded.ok()) return Fail(recorded.status());
+      trace = ToNativeTrace(*recorded);
+    }
+    if (!trace.ok()) return Fail(trace.status());
+    RunSpec spec;
+    auto dev = LoadDeviceSpec(device, "");
+    if (!dev.ok()) return Fail(dev.status());
+    spec.device = *dev;
+    report = ReportFromTrace(*trace, spec);
+  }
+  if (!report.ok()) return Fail(report.status());
+  absl::Status st = EnsureDir(out_dir);
+  if (st.ok()) st = WriteCharts(*report, out_dir);
+  if (st.ok()) st = WritePerfettoTimeline(*report, out_dir + "/timeline.json");
+  if (st.ok()) st = WriteHtmlReport(*report, out_dir);
+  if (!st.ok()) return Fail(st);
+  std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
+  return 0;
+}
+
 int CmdValidate(const std::string& file, const std::vector<std::string>& sets) {
   std::ifstream in(file);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
@@ -241,7 +301,10 @@ int RunCli(int argc, char** argv) {
   run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml")->required();
   run_cmd->add_option("--set", run.sets, "Override a config field: path=value (repeatable)");
   run_cmd->add_option("--format", run.format, "Output format")->check(CLI::IsMember({"text", "json"}));
-  run_cmd->add_option("--out", run.out_dir, "Also write result.json and trace.gpusim into DIR (atomically)");
+  run_cmd->add_option("--out", run.out_dir,
+                      "Also write result.json, trace.gpusim, report.html, charts and timeline.json into DIR");
+  run_cmd->add_option("--charts", run.charts_dir, "Write the charts (SVG + PNG) into DIR");
+  run_cmd->add_option("--timeline", run.timeline, "Write the simulated step as Chrome/Perfetto trace JSON");
 
   RunOptions explain;
   int explain_top = 15;
@@ -274,6 +337,15 @@ int RunCli(int argc, char** argv) {
   advise_cmd->add_option("--format", advise.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(CLI::PositiveNumber);
 
+  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb";
+  std::vector<std::string> viz_sets;
+  CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
+  viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
+      ->required();
+  viz_cmd->add_option("--out", viz_out, "Output directory")->required();
+  viz_cmd->add_option("--set", viz_sets, "Override a config field: path=value (repeatable)");
+  viz_cmd->add_option("--device", viz_device, "Device for a trace (capacity line)");
+
   std::string validate_file;
   std::vector<std::string> validate_sets;
   CLI::App* val_cmd = app.add_subcommand("validate", "Check a run config or a native trace file");
@@ -297,6 +369,7 @@ int RunCli(int argc, char** argv) {
     if (*explain_cmd) return CmdExplain(explain, explain_top);
     if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
     if (*advise_cmd) return CmdAdvise(advise);
+    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_out);
     if (*val_cmd) return CmdValidate(validate_file, validate_sets);
     if (*dev_cmd) return CmdDevices();
     if (*list_cmd) return CmdList(list_what);

@@ -2,14 +2,26 @@
 // XLA's HeapAlgorithm, xla/service/heap_simulator/heap_simulator.h) that the
 // engine consults at every alloc and free; strategies are picked by name
 // from a registry that lists itself (`gpusim list allocators`).
+//
+// Exact replay: every placing strategy reports the address and the rounded
+// size of each live block (AddressOf, BlockSizeOf), keeps PyTorch-style
+// statistics (AllocatorStats), and can log each action it takes — block
+// alloc/free, segment alloc/free/map/unmap, oom — in the vocabulary of a
+// PyTorch memory snapshot's `device_traces` (RecordEventsTo). The OOM
+// sequence of a caching allocator (release cached segments, retry, give up)
+// is read from that log.
 #ifndef GPUSIM_SIM_ALLOC_ALLOCATOR_H_
 #define GPUSIM_SIM_ALLOC_ALLOCATOR_H_
 
+#include <cstdint>
+#include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
@@ -17,14 +29,47 @@
 
 namespace gpusim {
 
+// Current values and high-water marks, all in bytes except the counters.
+// Field names follow PyTorch's torch.cuda.memory_stats() where one exists.
 struct AllocatorStats {
   Bytes allocated;        // bytes handed out (block sizes), now
-  Bytes reserved;         // bytes obtained from the device, now
+  Bytes reserved;         // bytes obtained from the device (segments), now
   Bytes peak_allocated;
   Bytes peak_reserved;
-  int64_t device_mallocs = 0;
-  int64_t device_frees = 0;
-  Bytes largest_free_block;
+  int64_t device_mallocs = 0;  // cudaMalloc calls / pages mapped (num_device_alloc)
+  int64_t device_frees = 0;    // cudaFree calls / pages unmapped (num_device_free)
+  Bytes largest_free_block;    // largest block that one request could get without a new segment
+  Bytes requested;             // sum of live requests before rounding
+  Bytes peak_requested;
+  Bytes active;                // allocated, or freed but not yet reusable
+  Bytes peak_active;
+  Bytes inactive_split;        // free bytes inside partly used segments
+  Bytes peak_inactive_split;
+  int64_t segments = 0;        // segments (regions, arenas) held now
+  int64_t peak_segments = 0;
+  int64_t alloc_retries = 0;   // allocations that released cache and retried
+  int64_t ooms = 0;            // allocations that failed
+};
+
+// What an allocator did, as a PyTorch memory snapshot's device_traces
+// records it (torch/cuda/_memory_viz.py actions).
+enum class AllocatorAction {
+  kAlloc,         // a block handed to `buffer`; size = the request
+  kFree,          // `buffer`'s block returned to the cache; size = the request
+  kSegmentAlloc,  // a new segment (cudaMalloc, BFC region)
+  kSegmentFree,   // a segment returned to the device (cudaFree)
+  kSegmentMap,    // expandable segment: pages mapped
+  kSegmentUnmap,  // expandable segment: pages unmapped
+  kOom,           // the request failed; addr = device bytes free, size = rounded request
+};
+std::string_view ActionName(AllocatorAction a);  // "alloc", "segment_map", ...
+
+struct AllocatorEvent {
+  AllocatorAction action = AllocatorAction::kAlloc;
+  uint64_t addr = 0;
+  Bytes size;
+  StreamId stream = 0;
+  BufferId buffer = -1;  // kAlloc / kFree only
 };
 
 class Allocator {
@@ -32,12 +77,36 @@ class Allocator {
   virtual ~Allocator() = default;
   virtual std::string_view name() const = 0;
   // Places a request. Returns false when the device has no room (an
-  // out-of-memory result, not an error).
-  // REQUIRES: id is not live.
+  // out-of-memory result, not an error); the allocator is then unchanged
+  // except for caches it released while trying.
+  // REQUIRES: id is not live; size >= 0.
   virtual bool Alloc(BufferId id, Bytes size, StreamId stream) = 0;
   // REQUIRES: id is live.
   virtual void Free(BufferId id) = 0;
   virtual AllocatorStats stats() const = 0;
+
+  // The device address `id`'s block starts at, or nullopt when `id` is not
+  // live or the strategy places nothing (ideal).
+  virtual std::optional<uint64_t> AddressOf(BufferId /*id*/) const { return std::nullopt; }
+  // The block size `id` holds (its request after rounding and any unsplit
+  // remainder), or nullopt as for AddressOf.
+  virtual std::optional<Bytes> BlockSizeOf(BufferId /*id*/) const { return std::nullopt; }
+  // End of the call stream. Offline planners place everything here; online
+  // strategies have nothing to do. Errors only for broken input.
+  virtual absl::Status Finish() { return absl::OkStatus(); }
+
+  // Appends every later action to `sink` (null stops logging). The sink must
+  // outlive the allocator or the next call to this.
+  void RecordEventsTo(std::vector<AllocatorEvent>* sink) { events_ = sink; }
+
+ protected:
+  void Record(AllocatorAction action, uint64_t addr, Bytes size, StreamId stream, BufferId buffer = -1) {
+    if (events_ != nullptr) events_->push_back({action, addr, size, stream, buffer});
+  }
+  bool recording() const { return events_ != nullptr; }
+
+ private:
+  std::vector<AllocatorEvent>* events_ = nullptr;
 };
 
 struct AllocatorInfo {
@@ -46,7 +115,8 @@ struct AllocatorInfo {
   std::string parameters;
 };
 
-// REQUIRES: capacity > 0. Unknown names or options are errors naming the key.
+// REQUIRES: capacity > 0. Unknown names or options are errors naming the key
+// (`allocator.<key>`) and listing the valid keys.
 absl::StatusOr<std::unique_ptr<Allocator>> MakeAllocator(const AllocatorSpec& spec, Bytes capacity);
 std::vector<AllocatorInfo> ListAllocators();
 

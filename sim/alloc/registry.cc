@@ -1,27 +1,162 @@
-// The allocator registry: name → factory, with docs and parameters.
+// The allocator registry: name → factory, with one-line docs and the
+// parameters each takes (`gpusim list allocators`). Options arrive as
+// strings (AllocatorSpec::options); each factory parses and validates its
+// own, and an unknown key is an error naming `allocator.<key>` and the
+// valid keys.
 #include <functional>
 #include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/impl/best_of.h"
+#include "sim/alloc/impl/bfc.h"
+#include "sim/alloc/impl/buddy.h"
+#include "sim/alloc/impl/fallback.h"
+#include "sim/alloc/impl/free_list.h"
+#include "sim/alloc/impl/greedy_by_size.h"
 #include "sim/alloc/impl/ideal.h"
+#include "sim/alloc/impl/pytorch_caching.h"
+#include "sim/alloc/impl/xla_best_fit.h"
+#include "sim/alloc/offline_planner.h"
+#include "sim/alloc/options.h"
 
 namespace gpusim {
 namespace {
 
+using Made = absl::StatusOr<std::unique_ptr<Allocator>>;
+
 struct Entry {
   std::string doc;
   std::string parameters;
-  std::function<absl::StatusOr<std::unique_ptr<Allocator>>(const AllocatorSpec&, Bytes)> make;
+  std::function<Made(const AllocatorSpec&, Bytes)> make;
 };
+
+Made Wrap(Allocator* a) { return std::unique_ptr<Allocator>(a); }
+
+absl::StatusOr<std::vector<std::unique_ptr<Allocator>>> MakeMembers(const AllocatorSpec& spec, Bytes cap,
+                                                                     size_t min, size_t max) {
+  if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {"members"}); !s.ok()) return s;
+  auto it = spec.options.find("members");
+  if (it == spec.options.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("allocator.members: allocator '", spec.impl,
+                                                   "' needs members, e.g. \"pytorch_caching,bfc\""));
+  }
+  absl::StatusOr<std::vector<AllocatorSpec>> specs = ParseMembers(it->second, "members");
+  if (!specs.ok()) return specs.status();
+  if (specs->size() < min || specs->size() > max) {
+    return absl::InvalidArgumentError(absl::StrCat("allocator.members: allocator '", spec.impl, "' takes ",
+                                                   min == max ? absl::StrCat(min) : absl::StrCat(min, " or more"),
+                                                   " members, got ", specs->size()));
+  }
+  std::vector<std::unique_ptr<Allocator>> out;
+  for (size_t i = 0; i < specs->size(); ++i) {
+    Made m = MakeAllocator((*specs)[i], cap);
+    if (!m.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("allocator.members[", i, "] (", (*specs)[i].impl, "): ", m.status().message()));
+    }
+    out.push_back(*std::move(m));
+  }
+  return out;
+}
+
+absl::StatusOr<int64_t> PlannerAlignment(const AllocatorOptions& o) {
+  int64_t a = 1;
+  if (absl::Status s = ReadIntOption(o, "alignment", &a); !s.ok()) return s;
+  if (a < 1) return absl::InvalidArgumentError("allocator.alignment: must be >= 1");
+  return a;
+}
 
 const std::map<std::string, Entry>& Registry() {
   static const auto* kRegistry = new std::map<std::string, Entry>{
       {"ideal",
        {"no fragmentation: allocated = reserved = live bytes (the lower bound)", "",
-        [](const AllocatorSpec&, Bytes cap) -> absl::StatusOr<std::unique_ptr<Allocator>> {
-          return std::unique_ptr<Allocator>(new IdealAllocator(cap));
+        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+          if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {}); !s.ok()) return s;
+          return Wrap(new IdealAllocator(cap));
+        }}},
+      {"pytorch_caching",
+       {"PyTorch v2.5.1 CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp), exact to the byte and address",
+        kPyTorchCachingParameters,
+        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+          absl::StatusOr<PyTorchCachingOptions> o = ParsePyTorchCachingOptions(spec.options);
+          if (!o.ok()) return o.status();
+          return Wrap(new PyTorchCachingAllocator(cap, *o));
+        }}},
+      {"bfc",
+       {"TF/XLA best-fit-with-coalescing allocator (xla/tsl/framework/bfc_allocator.cc) as JAX configures it",
+        kBfcParameters,
+        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+          absl::StatusOr<BfcOptions> o = ParseBfcOptions(spec.options);
+          if (!o.ok()) return o.status();
+          return Wrap(new BfcAllocator(cap, *o));
+        }}},
+      {"first_fit",
+       {"address-ordered first fit over one device-sized arena", kArenaParameters,
+        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+          absl::StatusOr<int64_t> a = ParseArenaAlignment(spec.impl, spec.options);
+          if (!a.ok()) return a.status();
+          return Wrap(new FreeListAllocator(cap, FitPolicy::kFirstFit, *a));
+        }}},
+      {"best_fit",
+       {"best fit (smallest hole, lowest address) over one device-sized arena", kArenaParameters,
+        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+          absl::StatusOr<int64_t> a = ParseArenaAlignment(spec.impl, spec.options);
+          if (!a.ok()) return a.status();
+          return Wrap(new FreeListAllocator(cap, FitPolicy::kBestFit, *a));
+        }}},
+      {"buddy",
+       {"binary buddy system (power-of-two blocks) over one device-sized arena", kBuddyParameters,
+        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+          absl::StatusOr<int64_t> m = ParseBuddyMinBlock(spec.options);
+          if (!m.ok()) return m.status();
+          return Wrap(new BuddyAllocator(cap, *m));
+        }}},
+      {"best_of",
+       {"runs every member on the same calls; reports the one with the smallest peak reserved",
+        "members (\"a,b{key=value;...},...\"; required)",
+        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+          auto m = MakeMembers(spec, cap, 1, SIZE_MAX);
+          if (!m.ok()) return m.status();
+          return Wrap(new BestOfAllocator(*std::move(m)));
+        }}},
+      {"fallback",
+       {"runs the first member; on its OOM replays the recorded calls into the second and continues there",
+        "members (\"primary,secondary\", each as in best_of; required)",
+        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+          auto m = MakeMembers(spec, cap, 2, 2);
+          if (!m.ok()) return m.status();
+          return Wrap(new FallbackAllocator(std::move((*m)[0]), std::move((*m)[1])));
+        }}},
+      {"xla_best_fit",
+       {"offline: XLA GlobalDecreasingSizeBestFitHeap over whole lifetimes (planned at the end)",
+        "order (spatial | temporal | best; default best), alignment (bytes; default 1)",
+        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+          if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {"order", "alignment"}); !s.ok()) return s;
+          XlaBestFitOrder order = XlaBestFitOrder::kBest;
+          if (auto it = spec.options.find("order"); it != spec.options.end()) {
+            if (it->second == "spatial") {
+              order = XlaBestFitOrder::kSpatial;
+            } else if (it->second == "temporal") {
+              order = XlaBestFitOrder::kTemporal;
+            } else if (it->second != "best") {
+              return absl::InvalidArgumentError(
+                  absl::StrCat("allocator.order: expected spatial, temporal or best, got '", it->second, "'"));
+            }
+          }
+          absl::StatusOr<int64_t> a = PlannerAlignment(spec.options);
+          if (!a.ok()) return a.status();
+          return Wrap(new PlannedAllocator(std::make_unique<XlaBestFitPlanner>(order), cap, *a));
+        }}},
+      {"greedy_by_size",
+       {"offline: greedy by size for offset calculation (Pisarchyk & Lee 2020), planned at the end",
+        "alignment (bytes; default 1)",
+        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+          if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {"alignment"}); !s.ok()) return s;
+          absl::StatusOr<int64_t> a = PlannerAlignment(spec.options);
+          if (!a.ok()) return a.status();
+          return Wrap(new PlannedAllocator(std::make_unique<GreedyBySizePlanner>(), cap, *a));
         }}},
   };
   return *kRegistry;
@@ -37,9 +172,8 @@ absl::StatusOr<std::unique_ptr<Allocator>> MakeAllocator(const AllocatorSpec& sp
     return absl::InvalidArgumentError(absl::StrCat("allocator.impl: unknown allocator '", spec.impl,
                                                    "'; expected one of ", absl::StrJoin(names, ", ")));
   }
-  if (it->second.parameters.empty() && !spec.options.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("allocator.", spec.options.begin()->first,
-                                                   ": allocator '", spec.impl, "' takes no options"));
+  if (capacity.value() <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("allocator: device capacity must be > 0, got ", capacity.value()));
   }
   return it->second.make(spec, capacity);
 }

@@ -3,6 +3,7 @@
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/heap_planner.h"
 #include "sim/base/status.h"
@@ -86,6 +87,51 @@ absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
   r.fits = r.peak <= r.capacity && !r.sim.oom.happened;
   r.tokens_per_step =
       spec.program.present ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
+  return r;
+}
+
+absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& spec) {
+  StepReport r;
+  r.spec = spec;
+  r.spec.framework = "pytorch";
+  r.program.name = trace.name;
+  LoweredStep& l = r.lowered;
+  l.trace = trace;
+  absl::flat_hash_map<BufferId, size_t> index;
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
+    l.event_phase.push_back(e.phase);
+    if (e.type == EventType::kAlloc) {
+      BufferInfo b;
+      b.id = static_cast<BufferId>(l.buffers.size());
+      b.name = e.name.empty() ? absl::StrCat("buffer ", e.buffer) : e.name;
+      b.origin = absl::StrCat("recorded allocation of ", e.size.value(), " B");
+      b.role = e.role;
+      b.bytes = e.size;
+      b.alloc_event = static_cast<int64_t>(i);
+      b.phase = e.phase;
+      index[e.buffer] = l.buffers.size();
+      l.buffers.push_back(b);
+    } else if (e.type == EventType::kFree) {
+      auto it = index.find(e.buffer);
+      if (it != index.end()) l.buffers[it->second].free_event = static_cast<int64_t>(i);
+    }
+  }
+  // Buffer ids of the report are dense; the trace's may not be.
+  for (TraceEvent& e : l.trace.events) {
+    if (e.type == EventType::kAlloc || e.type == EventType::kFree) {
+      auto it = index.find(e.buffer);
+      if (it != index.end()) e.buffer = static_cast<BufferId>(it->second);
+    }
+  }
+  r.capacity = spec.device.usable();
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(spec.allocator, r.capacity));
+  ASSIGN_OR_RETURN(r.sim, Simulate(l.trace, spec.device, alloc.get()));
+  r.sim.oom.capacity = r.capacity;
+  r.peak = r.sim.peak_live;
+  TempPeak(l, &r.temp_live_peak, &r.temp_peak_event);
+  r.temp = r.temp_live_peak;
+  r.fits = r.peak <= r.capacity && !r.sim.oom.happened;
   return r;
 }
 

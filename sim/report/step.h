@@ -38,6 +38,12 @@ struct StepReport {
 
 absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec);
 
+// A report for a trace that was recorded or written rather than lowered from
+// a model: its buffers come from the alloc/free events, memory is replayed
+// in trace order through `spec.allocator` on `spec.device` (eager
+// semantics: the peak is the live peak).
+absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& spec);
+
 std::string RenderText(const StepReport& r);
 std::string RenderJson(const StepReport& r);
 

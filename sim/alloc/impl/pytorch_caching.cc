@@ -1,0 +1,769 @@
+// Each function below names the DeviceCachingAllocator member it models
+// (PyTorch v2.5.1 c10/cuda/CUDACachingAllocator.cpp); the control flow and
+// the order of every set traversal follow it, so addresses, splits, the
+// segments released before an OOM and the statistics all match.
+//
+// Note [PyTorch version]
+// Modelled: v2.5.1. Read against the c10/cuda/CUDACachingAllocator.cpp held
+// by the search index (a 2.x main-branch snapshot with the same structure).
+// What moves between versions, and how it is handled here:
+//  - The cap on rounding a request up into a cached oversize block is the
+//    constant kLargeBuffer (20 MiB) up to 2.5 and the option
+//    max_non_split_rounding_mb (default kLargeBuffer) later: an option here,
+//    defaulting to 20 MiB, so both read the same by default.
+//  - release_available_cached_blocks and garbage_collect_cached_blocks skip
+//    blocks of expandable segments in later versions (earlier ones would hit
+//    release_block's assert): modelled with the skip.
+//  - Later versions add large_segment_size_mb (kLargeBuffer configurable)
+//    and move the config to c10/core/AllocatorConfig.cpp: not modelled.
+//  - Not modelled at all: CUDA-graph private pools, recordStream events
+//    (a block is reusable as soon as it is freed), IPC, free-memory
+//    callbacks (none fire in a plain process).
+#include "sim/alloc/impl/pytorch_caching.h"
+
+#include <algorithm>
+#include <bit>
+#include <deque>
+#include <iterator>
+#include <vector>
+
+#include "absl/container/btree_set.h"
+#include "absl/container/flat_hash_map.h"
+#include "sim/alloc/address_space.h"
+#include "sim/base/status.h"
+
+namespace gpusim {
+namespace {
+
+// c10/cuda/CUDACachingAllocator.cpp.
+constexpr int64_t kMinBlockSize = 512;        // every size is rounded to a multiple
+constexpr int64_t kSmallSize = 1048576;       // largest "small" allocation: 1 MiB
+constexpr int64_t kSmallBuffer = 2097152;     // small segments: 2 MiB
+constexpr int64_t kLargeBuffer = 20971520;    // large segments for 1–10 MiB requests: 20 MiB
+constexpr int64_t kMinLargeAlloc = 10485760;  // below this, large requests get kLargeBuffer
+constexpr int64_t kRoundLarge = 2097152;      // larger segments: request rounded to 2 MiB
+
+struct ExpandableSegment;
+
+// struct Block.
+struct Block {
+  uint64_t addr = 0;
+  int64_t size = 0;
+  int64_t requested = 0;
+  StreamId stream = 0;
+  bool small = false;      // owning pool
+  bool allocated = false;
+  bool mapped = true;
+  Block* prev = nullptr;
+  Block* next = nullptr;
+  ExpandableSegment* es = nullptr;
+  int64_t gc_count_base = 0;
+  uint32_t index = 0;  // in the owning Impl's storage
+  bool is_split() const { return prev != nullptr || next != nullptr; }
+};
+
+// BlockComparatorSize: (stream, size, address), packed into 128 bits so a
+// comparison is two integer compares: hi = stream (16 bits, biased) | size
+// (48 bits); lo = address / 512 (39 bits) | block index (25 bits; unique
+// addresses make it a tie-break that never decides).
+constexpr int kIndexBits = 25;
+constexpr uint64_t kIndexMask = (uint64_t{1} << kIndexBits) - 1;
+constexpr uint64_t kSizeMask = (uint64_t{1} << 48) - 1;
+uint64_t StreamBits(StreamId s) { return static_cast<uint64_t>(static_cast<uint16_t>(s) ^ 0x8000u) << 48; }
+struct SizeKey {
+  uint64_t hi;
+  uint64_t lo;
+  StreamId stream() const { return static_cast<StreamId>(static_cast<int16_t>(static_cast<uint16_t>(hi >> 48) ^ 0x8000u)); }
+  int64_t size() const { return static_cast<int64_t>(hi & kSizeMask); }
+  uint32_t index() const { return static_cast<uint32_t>(lo & kIndexMask); }
+};
+struct SizeLess {
+  bool operator()(const SizeKey& a, const SizeKey& b) const { return a.hi != b.hi ? a.hi < b.hi : a.lo < b.lo; }
+};
+SizeKey SearchKey(StreamId stream, int64_t size) { return {StreamBits(stream) | static_cast<uint64_t>(size), 0}; }
+// BlockComparatorAddress: (stream, address).
+struct AddrKey {
+  StreamId stream;
+  uint64_t addr;
+  Block* block;
+};
+struct AddrLess {
+  bool operator()(const AddrKey& a, const AddrKey& b) const {
+    if (a.stream != b.stream) return a.stream < b.stream;
+    return a.addr < b.addr;
+  }
+};
+
+SizeKey KeyOf(const Block* b) {
+  return {StreamBits(b->stream) | static_cast<uint64_t>(b->size), (b->addr >> 9) << kIndexBits | b->index};
+}
+
+// struct BlockPool.
+struct BlockPool {
+  explicit BlockPool(bool small) : is_small(small) {}
+  const bool is_small;
+  absl::btree_set<SizeKey, SizeLess> blocks;
+  absl::btree_set<AddrKey, AddrLess> unmapped;
+  int64_t get_free_blocks_call_count = 0;
+
+  // insert_into_blocks.
+  void Insert(Block* b) {
+    b->gc_count_base = get_free_blocks_call_count;
+    blocks.insert(KeyOf(b));
+  }
+  void Erase(Block* b) { GPUSIM_CHECK(blocks.erase(KeyOf(b)) == 1); }
+  void InsertUnmapped(Block* b) { unmapped.insert({b->stream, b->addr, b}); }
+  void EraseUnmapped(Block* b) { GPUSIM_CHECK(unmapped.erase({b->stream, b->addr, b}) == 1); }
+};
+
+// struct ExpandableSegment: one reserved virtual range, mapped page by page.
+struct ExpandableSegment {
+  uint64_t base = 0;
+  int64_t segment_size = 0;  // page: kSmallBuffer or kLargeBuffer
+  int64_t max_handles = 0;
+  std::vector<bool> mapped;  // per page
+  int64_t size() const { return segment_size * max_handles; }
+};
+
+// AllocParams.
+struct Params {
+  int64_t size;
+  StreamId stream;
+  BlockPool* pool;
+  int64_t alloc_size;
+  Block* block = nullptr;
+};
+
+void Increase(PyTorchStat& s, int64_t amount) {
+  s.current += amount;
+  s.peak = std::max(s.peak, s.current);
+}
+void Decrease(PyTorchStat& s, int64_t amount) {
+  s.current -= amount;
+  GPUSIM_CHECK(s.current >= 0);
+}
+// for_each_selected_stat_type over get_stat_types_for_pool.
+void Increase(PyTorchDeviceStats::PerPool& s, bool small, int64_t amount) {
+  Increase(s[PyTorchDeviceStats::kAggregate], amount);
+  Increase(s[small ? PyTorchDeviceStats::kSmallPool : PyTorchDeviceStats::kLargePool], amount);
+}
+void Decrease(PyTorchDeviceStats::PerPool& s, bool small, int64_t amount) {
+  Decrease(s[PyTorchDeviceStats::kAggregate], amount);
+  Decrease(s[small ? PyTorchDeviceStats::kSmallPool : PyTorchDeviceStats::kLargePool], amount);
+}
+
+int Log2Floor(uint64_t v) { return 63 - std::countl_zero(v); }
+
+// roundup_power2_next_division.
+int64_t RoundupPower2NextDivision(int64_t size, int64_t divisions) {
+  const uint64_t s = static_cast<uint64_t>(size);
+  if (std::has_single_bit(s)) return size;
+  const uint64_t power2_floor = std::bit_floor(s);
+  const uint64_t power2_division = power2_floor >> Log2Floor(static_cast<uint64_t>(divisions));
+  if (power2_division == 0) return static_cast<int64_t>(power2_floor << 1);
+  const uint64_t round_size_floor = s & ~(power2_division - 1);
+  return static_cast<int64_t>(round_size_floor == s ? s : round_size_floor + power2_division);
+}
+
+// CUDAAllocatorConfig::roundup_power2_divisions(size): bands from 1 MiB.
+int64_t RoundupDivisions(int64_t size, const PyTorchCachingOptions& o) {
+  const int log_size = Log2Floor(static_cast<uint64_t>(size));
+  constexpr int kIntervalStart = 20;  // log2(1 MiB)
+  int index = log_size > kIntervalStart ? log_size - kIntervalStart : 0;
+  index = std::min(index, PyTorchCachingOptions::kRoundUpPowerOfTwoIntervals - 1);
+  return o.roundup_power2_divisions[index];
+}
+
+}  // namespace
+
+int64_t PyTorchCachingAllocator::RoundSize(int64_t size, const PyTorchCachingOptions& o) {
+  if (size < kMinBlockSize) return kMinBlockSize;
+  const int64_t divisions = RoundupDivisions(size, o);
+  if (divisions > 1 && size > kMinBlockSize * divisions) return RoundupPower2NextDivision(size, divisions);
+  return kMinBlockSize * ((size + kMinBlockSize - 1) / kMinBlockSize);
+}
+
+int64_t PyTorchCachingAllocator::AllocationSize(int64_t size) {
+  if (size <= kSmallSize) return kSmallBuffer;
+  if (size < kMinLargeAlloc) return kLargeBuffer;
+  return kRoundLarge * ((size + kRoundLarge - 1) / kRoundLarge);
+}
+
+struct PyTorchCachingAllocator::Impl {
+  Impl(PyTorchCachingAllocator* s, int64_t cap, PyTorchCachingOptions o)
+      : self(s), opt(o), capacity(cap), large(false), small(true) {
+    if (opt.per_process_memory_fraction >= 0) {
+      // setMemoryFraction: of the device total (here: the capacity given).
+      set_fraction = true;
+      allowed_memory_maximum = static_cast<int64_t>(opt.per_process_memory_fraction * static_cast<double>(cap));
+    }
+  }
+
+  PyTorchCachingAllocator* self;
+  PyTorchCachingOptions opt;
+  int64_t capacity;
+  bool set_fraction = false;
+  int64_t allowed_memory_maximum = 0;
+  int64_t total_allocated_memory = 0;  // reserved
+  BlockPool large, small;
+  absl::flat_hash_map<BufferId, Block*> live;  // null block: a 0-byte request
+  std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments;
+  DeviceAddressSpace va;
+  PyTorchDeviceStats stats;
+  std::deque<Block> storage;
+  std::vector<Block*> spare;
+
+  bool gc_enabled() const { return set_fraction && opt.garbage_collection_threshold > 0.0; }
+
+  Block* At(const SizeKey& k) { return &storage[k.index()]; }
+  Block* NewBlock(uint64_t addr, int64_t size, StreamId stream, bool is_small) {
+    Block* b;
+    if (spare.empty()) {
+      GPUSIM_CHECK(storage.size() <= kIndexMask);
+      b = &storage.emplace_back();
+      b->index = static_cast<uint32_t>(storage.size() - 1);
+    } else {
+      b = spare.back();
+      spare.pop_back();
+      const uint32_t index = b->index;
+      *b = Block();
+      b->index = index;
+    }
+    b->addr = addr;
+    b->size = size;
+    b->stream = stream;
+    b->small = is_small;
+    return b;
+  }
+  void DeleteBlock(Block* b) { spare.push_back(b); }
+  BlockPool& PoolOf(const Block* b) { return b->small ? small : large; }
+
+  void Record(AllocatorAction a, uint64_t addr, int64_t size, StreamId stream, BufferId id = -1) {
+    if (self->recording()) self->Record(a, addr, Bytes(size), stream, id);
+  }
+
+  bool Malloc(BufferId id, int64_t orig_size, StreamId stream);
+  Block* AllocFoundBlock(Params& p, int64_t orig_size, BufferId id, bool split_remainder);
+  void FreeBlock(Block* b);
+  int64_t TryMergeBlocks(Block* dst, Block* src, BlockPool& pool);
+  bool ShouldSplit(const Block* b, int64_t size) const;
+  bool GetFreeBlock(Params& p);
+  void GarbageCollectCachedBlocks();
+  bool AllocBlock(Params& p, bool is_retry);
+  bool ReleaseAvailableCachedBlocks(const Params& p);
+  bool ReleaseCachedBlocks();
+  void ReleaseBlocks(BlockPool& pool);
+  void ReleaseBlock(Block* b);
+  void UnmapBlock(Block* b);
+  void ReleaseExpandableSegment(Block* b);
+  Block* FindExpandableBlock(StreamId stream, BlockPool& pool, int64_t size);
+  bool MapBlock(Block* to_map, int64_t size);
+  Block* TryAllocateExpandableBlock(StreamId stream, BlockPool& pool, int64_t size);
+};
+
+// malloc.
+bool PyTorchCachingAllocator::Impl::Malloc(BufferId id, int64_t orig_size, StreamId stream) {
+  const int64_t size = RoundSize(orig_size, opt);
+  BlockPool& pool = size <= kSmallSize ? small : large;  // get_pool
+  Params p{size, stream, &pool, AllocationSize(size)};
+  bool found = GetFreeBlock(p);
+  if (!found) {
+    if (gc_enabled()) GarbageCollectCachedBlocks();
+    found = AllocBlock(p, false) || (ReleaseAvailableCachedBlocks(p) && AllocBlock(p, false)) ||
+            (ReleaseCachedBlocks() && AllocBlock(p, true));
+  }
+  if (!found) {
+    Record(AllocatorAction::kOom, static_cast<uint64_t>(capacity - total_allocated_memory), size, stream);
+    stats.num_ooms += 1;
+    return false;
+  }
+  const bool split_remainder = ShouldSplit(p.block, p.size);
+  live[id] = AllocFoundBlock(p, orig_size, id, split_remainder);
+  return true;
+}
+
+// alloc_found_block.
+Block* PyTorchCachingAllocator::Impl::AllocFoundBlock(Params& p, int64_t orig_size, BufferId id,
+                                                      bool split_remainder) {
+  Block* block = p.block;
+  const bool is_small = p.pool->is_small;
+  const bool already_split = block->is_split();
+  if (split_remainder) {
+    Block* remaining = block;
+    block = NewBlock(remaining->addr, p.size, p.stream, is_small);
+    block->es = remaining->es;
+    block->prev = remaining->prev;
+    if (block->prev != nullptr) block->prev->next = block;
+    block->next = remaining;
+    remaining->prev = block;
+    remaining->addr += static_cast<uint64_t>(p.size);
+    remaining->size -= p.size;
+    p.pool->Insert(remaining);
+    if (already_split && block->es == nullptr) {
+      Decrease(stats.inactive_split_bytes, is_small, block->size);
+    } else if (block->es == nullptr) {
+      Increase(stats.inactive_split_bytes, is_small, remaining->size);
+      Increase(stats.inactive_split, is_small, 1);
+    }
+  } else if (already_split && block->es == nullptr) {
+    Decrease(stats.inactive_split_bytes, is_small, block->size);
+    Decrease(stats.inactive_split, is_small, 1);
+  }
+  block->allocated = true;
+  block->requested = orig_size;
+  Record(AllocatorAction::kAlloc, block->addr, orig_size, block->stream, id);
+  Increase(stats.allocation, is_small, 1);
+  Increase(stats.allocated_bytes, is_small, block->size);
+  Increase(stats.active, is_small, 1);
+  Increase(stats.active_bytes, is_small, block->size);
+  Increase(stats.requested_bytes, is_small, block->requested);
+  if (block->size >= opt.max_split_size) Increase(stats.oversize_allocations, 1);
+  return block;
+}
+
+// free_block (free() has already updated allocation / allocated_bytes).
+void PyTorchCachingAllocator::Impl::FreeBlock(Block* block) {
+  const int64_t original_block_size = block->size;
+  const int64_t requested_size = block->requested;
+  BlockPool& pool = PoolOf(block);
+  int64_t net_blocks = 0, net_size = 0;
+  Block* const candidates[2] = {block->prev, block->next};
+  for (Block* c : candidates) {
+    const int64_t subsumed = TryMergeBlocks(block, c, pool);
+    if (subsumed > 0) {
+      net_blocks -= 1;
+      net_size -= subsumed;
+    }
+  }
+  pool.Insert(block);
+  if (block->is_split()) {
+    net_blocks += 1;
+    net_size += block->size;
+  }
+  const bool is_small = pool.is_small;
+  if (block->es == nullptr) {
+    if (net_blocks > 0) Increase(stats.inactive_split, is_small, net_blocks);
+    if (net_blocks < 0) Decrease(stats.inactive_split, is_small, -net_blocks);
+    if (net_size > 0) Increase(stats.inactive_split_bytes, is_small, net_size);
+    if (net_size < 0) Decrease(stats.inactive_split_bytes, is_small, -net_size);
+  }
+  Decrease(stats.active, is_small, 1);
+  Decrease(stats.active_bytes, is_small, original_block_size);
+  Decrease(stats.requested_bytes, is_small, requested_size);
+}
+
+// try_merge_blocks. REQUIRES: dst is in no set.
+int64_t PyTorchCachingAllocator::Impl::TryMergeBlocks(Block* dst, Block* src, BlockPool& pool) {
+  if (src == nullptr || src->allocated || dst->mapped != src->mapped) return 0;
+  if (src->mapped) {
+    pool.Erase(src);
+  } else {
+    pool.EraseUnmapped(src);
+  }
+  if (dst->prev == src) {  // [src dst]
+    dst->addr = src->addr;
+    dst->prev = src->prev;
+    if (dst->prev != nullptr) dst->prev->next = dst;
+  } else {  // [dst src]
+    dst->next = src->next;
+    if (dst->next != nullptr) dst->next->prev = dst;
+  }
+  const int64_t subsumed = src->size;
+  dst->size += subsumed;
+  DeleteBlock(src);
+  return subsumed;
+}
+
+// should_split.
+bool PyTorchCachingAllocator::Impl::ShouldSplit(const Block* block, int64_t size) const {
+  const int64_t remaining = block->size - size;
+  if (block->small || opt.expandable_segments) return remaining >= kMinBlockSize;
+  return size < opt.max_split_size && remaining > kSmallSize;
+}
+
+// get_free_block.
+bool PyTorchCachingAllocator::Impl::GetFreeBlock(Params& p) {
+  BlockPool& pool = *p.pool;
+  if (gc_enabled()) ++pool.get_free_blocks_call_count;
+  auto it = pool.blocks.lower_bound(SearchKey(p.stream, p.size));
+  if (it == pool.blocks.end() || it->stream() != p.stream) return false;
+  if (At(*it)->es != nullptr) {
+    // Best fit by the size a free block at the end of an expandable segment
+    // can grow to (itself plus the unmapped range after it).
+    auto expandable_size = [](const Block* b) {
+      return b->size + (b->next != nullptr && !b->next->mapped ? b->next->size : 0);
+    };
+    auto next = std::next(it);
+    while (At(*it)->es != nullptr && next != pool.blocks.end() && next->stream() == p.stream &&
+           expandable_size(At(*next)) < expandable_size(At(*it))) {
+      it = next++;
+    }
+  }
+  // Do not return an oversized block for a request below max_split_size.
+  if (p.size < opt.max_split_size && it->size() >= opt.max_split_size) return false;
+  // Nor one that would round a large request up by too much.
+  if (p.size >= opt.max_split_size && it->size() >= p.size + opt.max_non_split_rounding) return false;
+  p.block = At(*it);
+  pool.blocks.erase(it);
+  return true;
+}
+
+// garbage_collect_cached_blocks: free unsplit large cached blocks at least
+// as old (in get_free_block calls) as the average, until reserved memory is
+// back under the threshold.
+void PyTorchCachingAllocator::Impl::GarbageCollectCachedBlocks() {
+  const int64_t gc_threshold =
+      static_cast<int64_t>(opt.garbage_collection_threshold * static_cast<double>(allowed_memory_maximum));
+  if (total_allocated_memory <= gc_threshold) return;
+  const int64_t target_size = total_allocated_memory - gc_threshold;
+  int64_t gc_reclaimed = 0;
+  auto gc_count = [this](const Block* b) { return large.get_free_blocks_call_count - b->gc_count_base; };
+  int64_t total_age = 0;
+  int64_t freeable_block_count = 0;
+  for (const SizeKey& k : large.blocks) {
+    if (!At(k)->is_split()) {
+      total_age += gc_count(At(k));
+      ++freeable_block_count;
+    }
+  }
+  if (freeable_block_count == 0) return;
+  bool block_freed = true;
+  std::vector<Block*> to_free;
+  while (gc_reclaimed < target_size && block_freed && freeable_block_count > 0) {
+    const double age_threshold = static_cast<double>(total_age) / static_cast<double>(freeable_block_count);
+    block_freed = false;
+    to_free.clear();
+    for (const SizeKey& k : large.blocks) {
+      Block* b = At(k);
+      if (!b->is_split() && b->es == nullptr && static_cast<double>(gc_count(b)) >= age_threshold) {
+        to_free.push_back(b);
+      }
+    }
+    for (Block* b : to_free) {
+      block_freed = true;
+      gc_reclaimed += b->size;
+      total_age -= gc_count(b);
+      --freeable_block_count;
+      ReleaseBlock(b);
+    }
+  }
+}
+
+// alloc_block.
+bool PyTorchCachingAllocator::Impl::AllocBlock(Params& p, bool is_retry) {
+  if (is_retry) stats.num_alloc_retries += 1;
+  const int64_t size = p.alloc_size;
+  if (set_fraction && total_allocated_memory + size > allowed_memory_maximum) return false;
+  if (opt.expandable_segments) {
+    p.block = TryAllocateExpandableBlock(p.stream, *p.pool, p.size);
+    return p.block != nullptr;
+  }
+  if (total_allocated_memory + size > capacity) return false;  // cudaMalloc: out of memory
+  const uint64_t addr = va.Reserve(static_cast<uint64_t>(size));
+  total_allocated_memory += size;
+  p.block = NewBlock(addr, size, p.stream, p.pool->is_small);
+  Increase(stats.segment, p.pool->is_small, 1);
+  Increase(stats.reserved_bytes, p.pool->is_small, size);
+  if (size >= opt.max_split_size) Increase(stats.oversize_segments, 1);
+  stats.num_device_alloc++;
+  Record(AllocatorAction::kSegmentAlloc, addr, size, p.stream);
+  return true;
+}
+
+// release_available_cached_blocks: free one cached oversize block that
+// covers the request, else the largest oversize ones until enough is freed.
+bool PyTorchCachingAllocator::Impl::ReleaseAvailableCachedBlocks(const Params& p) {
+  if (opt.max_split_size == PyTorchCachingOptions::kNoLimit) return false;
+  BlockPool& pool = *p.pool;
+  const int64_t key_size = p.size < opt.max_split_size ? opt.max_split_size : p.size;
+  auto it = pool.blocks.lower_bound(SearchKey(p.stream, key_size));
+  if (it == pool.blocks.end() || it->stream() != p.stream || At(*it)->es != nullptr) {
+    if (it == pool.blocks.begin()) return false;
+    int64_t total_released = 0;
+    std::vector<Block*> to_release;
+    --it;  // the largest block on this stream
+    while (total_released < key_size && it->size() >= opt.max_split_size && it->stream() == p.stream) {
+      Block* cur = At(*it);
+      const bool is_first = it == pool.blocks.begin();
+      if (!is_first) --it;
+      if (cur->es == nullptr) {
+        total_released += cur->size;
+        to_release.push_back(cur);
+      }
+      if (is_first) break;
+    }
+    for (Block* b : to_release) ReleaseBlock(b);
+    if (total_released < key_size) return false;
+  } else {
+    ReleaseBlock(At(*it));
+  }
+  return true;
+}
+
+// release_cached_blocks (no events to synchronise, no graph pools).
+bool PyTorchCachingAllocator::Impl::ReleaseCachedBlocks() {
+  ReleaseBlocks(large);
+  ReleaseBlocks(small);
+  return true;
+}
+
+// release_blocks: cudaFree every unsplit cached block; unmap the free pages
+// of expandable segments, dropping a segment once nothing in it is mapped.
+void PyTorchCachingAllocator::Impl::ReleaseBlocks(BlockPool& pool) {
+  std::vector<Block*> to_unmap, to_release;
+  for (const SizeKey& k : pool.blocks) {
+    Block* b = At(k);
+    if (b->es != nullptr) {
+      to_unmap.push_back(b);
+    } else if (!b->is_split()) {
+      to_release.push_back(b);
+    }
+  }
+  for (Block* b : to_release) ReleaseBlock(b);
+  for (Block* b : to_unmap) {
+    UnmapBlock(b);
+    if (!b->is_split()) ReleaseExpandableSegment(b);
+  }
+}
+
+// release_block.
+void PyTorchCachingAllocator::Impl::ReleaseBlock(Block* b) {
+  GPUSIM_CHECK(b->es == nullptr && !b->is_split());
+  stats.num_device_free++;
+  Record(AllocatorAction::kSegmentFree, b->addr, b->size, b->stream);
+  va.Release(b->addr, static_cast<uint64_t>(b->size));
+  total_allocated_memory -= b->size;
+  Decrease(stats.segment, b->small, 1);
+  Decrease(stats.reserved_bytes, b->small, b->size);
+  if (b->size >= opt.max_split_size) Decrease(stats.oversize_segments, 1);
+  PoolOf(b).Erase(b);
+  DeleteBlock(b);
+}
+
+// unmap_block: unmap the whole pages inside a free block of an expandable
+// segment; what is left either side stays free and mapped.
+void PyTorchCachingAllocator::Impl::UnmapBlock(Block* block) {
+  ExpandableSegment* es = block->es;
+  const uint64_t seg = static_cast<uint64_t>(es->segment_size);
+  const uint64_t off = block->addr - es->base;
+  const uint64_t begin = (off + seg - 1) / seg;                               // segmentRight
+  const uint64_t end = (off + static_cast<uint64_t>(block->size)) / seg;      // segmentLeft
+  if (begin >= end) return;
+  BlockPool& pool = PoolOf(block);
+  pool.Erase(block);
+  const uint64_t unmapped_ptr = es->base + begin * seg;
+  const int64_t unmapped_size = static_cast<int64_t>((end - begin) * seg);
+  const int64_t before_size = static_cast<int64_t>(unmapped_ptr - block->addr);
+  if (before_size > 0) {  // prev? -> before_free -> block
+    Block* before_free = NewBlock(block->addr, before_size, block->stream, block->small);
+    before_free->es = es;
+    before_free->prev = block->prev;
+    if (block->prev != nullptr) block->prev->next = before_free;
+    before_free->next = block;
+    block->prev = before_free;
+    pool.Insert(before_free);
+  }
+  const int64_t after_size = block->size - (before_size + unmapped_size);
+  if (after_size > 0) {  // block -> after_free -> next?
+    Block* after_free = NewBlock(unmapped_ptr + static_cast<uint64_t>(unmapped_size), after_size, block->stream,
+                                 block->small);
+    after_free->es = es;
+    after_free->prev = block;
+    after_free->next = block->next;
+    if (block->next != nullptr) block->next->prev = after_free;
+    block->next = after_free;
+    pool.Insert(after_free);
+  }
+  block->addr = unmapped_ptr;
+  block->size = unmapped_size;
+  block->mapped = false;
+  TryMergeBlocks(block, block->prev, pool);
+  TryMergeBlocks(block, block->next, pool);
+  pool.InsertUnmapped(block);
+  for (uint64_t i = begin; i < end; ++i) es->mapped[i] = false;
+  total_allocated_memory -= unmapped_size;
+  Decrease(stats.reserved_bytes, pool.is_small, unmapped_size);
+  stats.num_device_free++;
+  Record(AllocatorAction::kSegmentUnmap, unmapped_ptr, unmapped_size, block->stream);
+}
+
+// release_expandable_segment.
+void PyTorchCachingAllocator::Impl::ReleaseExpandableSegment(Block* b) {
+  GPUSIM_CHECK(!b->mapped && b->size == b->es->size());
+  PoolOf(b).EraseUnmapped(b);
+  va.Release(b->es->base, static_cast<uint64_t>(b->es->size()));
+  auto it = std::find_if(expandable_segments.begin(), expandable_segments.end(),
+                         [b](const std::unique_ptr<ExpandableSegment>& e) { return e.get() == b->es; });
+  GPUSIM_CHECK(it != expandable_segments.end());
+  expandable_segments.erase(it);
+  DeleteBlock(b);
+}
+
+// find_expandable_block: the lowest address, in any of this stream's
+// segments of the pool, where free + unmapped blocks give `size` bytes; else
+// a new segment reserving 1 1/8 of device memory.
+Block* PyTorchCachingAllocator::Impl::FindExpandableBlock(StreamId stream, BlockPool& pool, int64_t size) {
+  auto allocatable = [](const Block* b) { return b != nullptr && !b->allocated; };
+  auto has_available_address_space = [&](const Block* b) {
+    int64_t bytes = 0;
+    while (bytes < size && allocatable(b)) {
+      bytes += b->size;
+      b = b->next;
+    }
+    return bytes >= size;
+  };
+  for (auto it = pool.unmapped.lower_bound({stream, 0, nullptr}); it != pool.unmapped.end() && it->stream == stream;
+       ++it) {
+    Block* c = it->block;
+    if (allocatable(c->prev)) c = c->prev;
+    if (has_available_address_space(c)) return c;
+  }
+  auto es = std::make_unique<ExpandableSegment>();
+  es->segment_size = pool.is_small ? kSmallBuffer : kLargeBuffer;
+  const int64_t address_space_size = capacity + capacity / 8;
+  es->max_handles = (address_space_size + es->segment_size - 1) / es->segment_size;
+  es->mapped.assign(static_cast<size_t>(es->max_handles), false);
+  es->base = va.Reserve(static_cast<uint64_t>(es->size()));
+  Block* candidate = NewBlock(es->base, es->size(), stream, pool.is_small);
+  candidate->mapped = false;
+  candidate->es = es.get();
+  pool.InsertUnmapped(candidate);
+  expandable_segments.push_back(std::move(es));
+  return candidate;
+}
+
+// map_block: map the pages covering [to_map, to_map + size); the rest of
+// to_map stays unmapped after it. Fails, mapping nothing, when physical
+// memory runs out (cuMemCreate: CUDA_ERROR_OUT_OF_MEMORY).
+bool PyTorchCachingAllocator::Impl::MapBlock(Block* to_map, int64_t size) {
+  GPUSIM_CHECK(!to_map->mapped && size <= to_map->size);
+  ExpandableSegment* es = to_map->es;
+  const uint64_t seg = static_cast<uint64_t>(es->segment_size);
+  const uint64_t off = to_map->addr - es->base;
+  GPUSIM_CHECK(off % seg == 0);
+  const uint64_t begin = off / seg;
+  const uint64_t end = (off + static_cast<uint64_t>(size) + seg - 1) / seg;
+  const int64_t mapped_size = static_cast<int64_t>((end - begin) * seg);
+  if (mapped_size == 0 || total_allocated_memory + mapped_size > capacity) return false;
+  for (uint64_t i = begin; i < end; ++i) es->mapped[i] = true;
+  BlockPool& pool = PoolOf(to_map);
+  pool.EraseUnmapped(to_map);
+  to_map->mapped = true;
+  if (mapped_size < to_map->size) {  // to_map -> remaining -> to_map->next?
+    Block* remaining = NewBlock(to_map->addr + static_cast<uint64_t>(mapped_size), to_map->size - mapped_size,
+                                to_map->stream, to_map->small);
+    remaining->mapped = false;
+    remaining->es = es;
+    remaining->prev = to_map;
+    remaining->next = to_map->next;
+    if (to_map->next != nullptr) to_map->next->prev = remaining;
+    to_map->next = remaining;
+    pool.InsertUnmapped(remaining);
+    to_map->size = mapped_size;
+  }
+  TryMergeBlocks(to_map, to_map->prev, pool);
+  TryMergeBlocks(to_map, to_map->next, pool);
+  pool.Insert(to_map);
+  total_allocated_memory += mapped_size;
+  Increase(stats.reserved_bytes, pool.is_small, mapped_size);
+  stats.num_device_alloc++;
+  Record(AllocatorAction::kSegmentMap, es->base + begin * seg, mapped_size, to_map->stream);
+  return true;
+}
+
+// try_allocate_expandable_block.
+Block* PyTorchCachingAllocator::Impl::TryAllocateExpandableBlock(StreamId stream, BlockPool& pool, int64_t size) {
+  Block* candidate = FindExpandableBlock(stream, pool, size);
+  // candidate: unmapped -> null | unmapped -> free -> * | free -> unmapped -> *
+  if (!candidate->mapped && !MapBlock(candidate, std::min(candidate->size, size))) return nullptr;
+  while (candidate->size < size) {
+    const int64_t remaining = size - candidate->size;
+    Block* new_candidate = candidate->next;
+    if (!MapBlock(new_candidate, std::min(remaining, new_candidate->size))) return nullptr;
+    candidate = new_candidate;  // map_block merged the old candidate into it
+  }
+  pool.Erase(candidate);
+  return candidate;
+}
+
+PyTorchCachingAllocator::PyTorchCachingAllocator(Bytes capacity, PyTorchCachingOptions options)
+    : impl_(std::make_unique<Impl>(this, capacity.value(), options)) {
+  GPUSIM_CHECK(capacity.value() > 0);
+}
+
+PyTorchCachingAllocator::~PyTorchCachingAllocator() = default;
+
+bool PyTorchCachingAllocator::Alloc(BufferId id, Bytes size, StreamId stream) {
+  GPUSIM_CHECK(size.value() >= 0 && !impl_->live.contains(id));
+  GPUSIM_CHECK(stream >= INT16_MIN && stream <= INT16_MAX);  // see SizeKey
+  if (size.value() == 0) {  // the CUDA allocator hands out nullptr without a block
+    impl_->live[id] = nullptr;
+    return true;
+  }
+  return impl_->Malloc(id, size.value(), stream);
+}
+
+// free.
+void PyTorchCachingAllocator::Free(BufferId id) {
+  auto it = impl_->live.find(id);
+  GPUSIM_CHECK(it != impl_->live.end());
+  Block* block = it->second;
+  impl_->live.erase(it);
+  if (block == nullptr) return;
+  block->allocated = false;
+  Decrease(impl_->stats.allocation, block->small, 1);
+  Decrease(impl_->stats.allocated_bytes, block->small, block->size);
+  impl_->Record(AllocatorAction::kFree, block->addr, block->requested, block->stream, id);
+  if (block->size >= impl_->opt.max_split_size) Decrease(impl_->stats.oversize_allocations, 1);
+  impl_->FreeBlock(block);
+}
+
+AllocatorStats PyTorchCachingAllocator::stats() const {
+  const PyTorchDeviceStats& s = impl_->stats;
+  constexpr int kAgg = PyTorchDeviceStats::kAggregate;
+  AllocatorStats out;
+  out.allocated = Bytes(s.allocated_bytes[kAgg].current);
+  out.reserved = Bytes(s.reserved_bytes[kAgg].current);
+  out.peak_allocated = Bytes(s.allocated_bytes[kAgg].peak);
+  out.peak_reserved = Bytes(s.reserved_bytes[kAgg].peak);
+  out.device_mallocs = s.num_device_alloc;
+  out.device_frees = s.num_device_free;
+  int64_t largest = 0;  // cache_info_aux over both pools
+  for (const BlockPool* pool : {&impl_->large, &impl_->small}) {
+    for (const SizeKey& k : pool->blocks) largest = std::max(largest, k.size());
+  }
+  out.largest_free_block = Bytes(largest);
+  out.requested = Bytes(s.requested_bytes[kAgg].current);
+  out.peak_requested = Bytes(s.requested_bytes[kAgg].peak);
+  out.active = Bytes(s.active_bytes[kAgg].current);
+  out.peak_active = Bytes(s.active_bytes[kAgg].peak);
+  out.inactive_split = Bytes(s.inactive_split_bytes[kAgg].current);
+  out.peak_inactive_split = Bytes(s.inactive_split_bytes[kAgg].peak);
+  out.segments = s.segment[kAgg].current;
+  out.peak_segments = s.segment[kAgg].peak;
+  out.alloc_retries = s.num_alloc_retries;
+  out.ooms = s.num_ooms;
+  return out;
+}
+
+std::optional<uint64_t> PyTorchCachingAllocator::AddressOf(BufferId id) const {
+  auto it = impl_->live.find(id);
+  if (it == impl_->live.end()) return std::nullopt;
+  return it->second == nullptr ? 0 : it->second->addr;
+}
+
+std::optional<Bytes> PyTorchCachingAllocator::BlockSizeOf(BufferId id) const {
+  auto it = impl_->live.find(id);
+  if (it == impl_->live.end()) return std::nullopt;
+  return Bytes(it->second == nullptr ? 0 : it->second->size);
+}
+
+void PyTorchCachingAllocator::SetNextSegmentAddress(uint64_t addr) {
+  GPUSIM_CHECK(addr % kMinBlockSize == 0 && addr < (uint64_t{1} << 48));  // see SizeKey
+  impl_->va.ForceNext(addr);
+}
+void PyTorchCachingAllocator::EmptyCache() { impl_->ReleaseCachedBlocks(); }
+const PyTorchDeviceStats& PyTorchCachingAllocator::device_stats() const { return impl_->stats; }
+int64_t PyTorchCachingAllocator::address_conflicts() const { return impl_->va.conflicts(); }
+
+}  // namespace gpusim

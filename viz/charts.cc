@@ -1,0 +1,194 @@
+// Writing the charts and the HTML report: file names, PNG rendering (all
+// through Graphviz: DOT rendered directly, the hand-written SVGs through
+// Graphviz's rsvg image loader, see viz/graphviz.h), and the report page.
+#include <sys/stat.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/base/file_util.h"
+#include "sim/base/status.h"
+#include "sim/report/explain.h"
+#include "viz/graphviz.h"
+#include "viz/step_view.h"
+#include "viz/svg.h"
+#include "viz/viz.h"
+
+namespace gpusim {
+namespace {
+
+using viz_internal::HumanBytes;
+using viz_internal::HumanTime;
+using viz_internal::XmlEscape;
+
+absl::Status EnsureDir(const std::string& dir) {
+  struct stat st;
+  if (stat(dir.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": exists and is not a directory"));
+  }
+  if (mkdir(dir.c_str(), 0755) != 0 && errno != EEXIST) {
+    return absl::InvalidArgumentError(absl::StrCat(dir, ": cannot create directory: ", std::strerror(errno)));
+  }
+  return absl::OkStatus();
+}
+
+// Writes NAME.svg and, if asked, NAME.png rasterised from it.
+absl::Status WritePlot(const std::string& dir, const std::string& name, const std::string& svg, bool png) {
+  const std::string svg_path = absl::StrCat(dir, "/", name, ".svg");
+  RETURN_IF_ERROR(WriteFileAtomically(svg_path, svg));
+  if (!png) return absl::OkStatus();
+  ASSIGN_OR_RETURN(std::string data, RasterizeSvgFile(svg_path));
+  return WriteFileAtomically(absl::StrCat(dir, "/", name, ".png"), data);
+}
+
+// The <svg> element of an SVG document (XML declaration, DOCTYPE and
+// comments before it dropped), for inlining in HTML.
+std::string InlineSvg(const std::string& svg) {
+  const size_t at = svg.find("<svg");
+  return at == std::string::npos ? svg : svg.substr(at);
+}
+
+std::string Row(std::string_view key, std::string_view value, std::string_view exact = "") {
+  return absl::StrCat("<tr><th>", XmlEscape(key), "</th><td>", XmlEscape(value), "</td><td class=\"exact\">",
+                      XmlEscape(exact), "</td></tr>\n");
+}
+
+// Graphviz draws PNGs at 96 dpi; a large graph (a decoder layer's ~120 ops)
+// would be ~10,000 px wide and take seconds to rasterise, so the PNG is
+// scaled down to fit this many inches (≤ 2,880 px). The SVG keeps full size.
+constexpr int kMaxPngInches = 30;
+
+// `dot` with a graph-level size limit added after its opening line.
+std::string CapSize(const std::string& dot, int inches) {
+  const size_t eol = dot.find('\n');
+  if (eol == std::string::npos) return dot;
+  return absl::StrCat(dot.substr(0, eol + 1), "  graph [size=\"", inches, ",", inches, "\"];\n", dot.substr(eol + 1));
+}
+
+constexpr char kStyle[] = R"(
+body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; margin: 24px; color: #1a1a1a; max-width: 1460px; }
+h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ddd; }
+table { border-collapse: collapse; font-size: 13px; }
+th, td { padding: 3px 10px; border-bottom: 1px solid #eee; text-align: left; vertical-align: top; }
+td.num, td.exact { text-align: right; font-variant-numeric: tabular-nums; color: #555; }
+.fits { color: #2a7d2a; font-weight: bold; } .oom { color: #c00000; font-weight: bold; }
+figure { margin: 0; overflow-x: auto; } figure svg { max-width: 100%; height: auto; }
+.swatch { display: inline-block; width: 10px; height: 10px; margin-right: 6px; }
+.note { color: #555; font-size: 13px; }
+)";
+
+}  // namespace
+
+absl::Status WriteCharts(const StepReport& r, const std::string& dir, const VizOptions& o) {
+  RETURN_IF_ERROR(EnsureDir(dir));
+  RETURN_IF_ERROR(WritePlot(dir, "memory_map", MemoryMapSvg(r, o), o.png));
+  RETURN_IF_ERROR(WritePlot(dir, "lifetimes", LifetimesSvg(r, o), o.png));
+  RETURN_IF_ERROR(WritePlot(dir, "timeline", TimelineSvg(r, o), o.png));
+  const std::string dot = DataflowDot(r, o);
+  RETURN_IF_ERROR(WriteFileAtomically(dir + "/dataflow.dot", dot));
+  ASSIGN_OR_RETURN(std::string svg, RenderDot(dot, "svg"));
+  RETURN_IF_ERROR(WriteFileAtomically(dir + "/dataflow.svg", svg));
+  if (o.png) {
+    ASSIGN_OR_RETURN(std::string png, RenderDot(CapSize(dot, kMaxPngInches), "png"));
+    RETURN_IF_ERROR(WriteFileAtomically(dir + "/dataflow.png", png));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& o) {
+  const bool xla = r.spec.framework == "jax";
+  const double s = r.sim.step_time.seconds();
+  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
+  absl::StrAppend(&h, "<title>gpusim — ", XmlEscape(r.program.name), "</title>\n<style>", kStyle,
+                  "</style>\n</head>\n<body>\n");
+  absl::StrAppend(&h, "<h1>", XmlEscape(r.program.name), " on ", XmlEscape(r.spec.device.name), "</h1>\n",
+                  "<p class=\"note\">", XmlEscape(r.spec.device.description), "; ",
+                  xla ? "XLA (jax) static buffer assignment" : "eager (PyTorch-like) semantics", "; ",
+                  r.param_count > 0 ? absl::StrCat(WithCommas(r.param_count), " parameters; ") : "",
+                  "allocator ", XmlEscape(r.sim.allocator_name), ". Sizes: GiB = 2<sup>30</sup> B.</p>\n");
+
+  h += "<h2>Summary</h2>\n<table>\n";
+  auto bytes_row = [&](std::string_view k, Bytes b) { h += Row(k, HumanBytes(b), absl::StrCat(WithCommas(b.value()), " B")); };
+  if (xla) {
+    bytes_row("argument", r.argument);
+    bytes_row("output", r.output);
+    bytes_row("alias", r.alias);
+    h += Row("temp", absl::StrCat(HumanBytes(r.temp), " (packed ", r.heap_algorithm, ")"),
+             absl::StrCat(WithCommas(r.temp.value()), " B"));
+    bytes_row("temp live peak (no fragmentation)", r.temp_live_peak);
+  }
+  bytes_row(xla ? "peak = argument + output − alias + temp" : "peak (live)", r.peak);
+  bytes_row("capacity", r.capacity);
+  const std::string fit = r.fits ? absl::StrCat("yes, margin ", HumanBytes(r.capacity - r.peak))
+                                 : absl::StrCat("NO, short by ", HumanBytes(r.peak - r.capacity));
+  absl::StrAppend(&h, "<tr><th>fits</th><td class=\"", r.fits ? "fits" : "oom", "\">", XmlEscape(fit),
+                  "</td><td></td></tr>\n");
+  if (r.sim.oom.happened) {
+    h += Row("out of memory", absl::StrCat("allocating ", r.sim.oom.buffer, " (", HumanBytes(r.sim.oom.requested),
+                                           ") at ", HumanTime(r.sim.oom.time)));
+  }
+  h += Row("allocator peak allocated / reserved",
+           absl::StrCat(HumanBytes(r.sim.allocator.peak_allocated), " / ", HumanBytes(r.sim.allocator.peak_reserved)));
+  h += Row("step time", HumanTime(r.sim.step_time), absl::StrCat(WithCommas(r.sim.step_time.ns()), " ns"));
+  h += Row("compute (of which recompute)",
+           absl::StrCat(HumanTime(r.sim.compute_busy), " (", HumanTime(r.sim.recompute_busy), ")"));
+  h += Row("communication (exposed)",
+           absl::StrCat(HumanTime(r.sim.collective_busy), " (", HumanTime(r.sim.exposed_communication), ")"));
+  h += Row("host transfers", HumanTime(r.sim.copy_busy));
+  if (s > 0) {
+    h += Row("model TFLOP/s per device", absl::StrFormat("%.1f", r.sim.model_flops / s / 1e12));
+    if (r.tokens_per_step > 0) h += Row("tokens/s per device", absl::StrFormat("%.0f", r.tokens_per_step / s));
+  }
+  h += "</table>\n";
+
+  h += "<h2>Memory timeline</h2>\n<figure>" + InlineSvg(TimelineSvg(r, o)) + "</figure>\n";
+  h += "<h2>Memory map</h2>\n<p class=\"note\">Each buffer is a rectangle over its lifetime (x) and address (y)";
+  h += xla ? "; temps at their packed heap offsets above the arguments and outputs." : "; addresses by first fit.";
+  h += " Hover for details.</p>\n<figure>" + InlineSvg(MemoryMapSvg(r, o)) + "</figure>\n";
+  h += "<h2>Buffer lifetimes</h2>\n<figure>" + InlineSvg(LifetimesSvg(r, o)) + "</figure>\n";
+  h += "<h2>Dataflow of one loop iteration</h2>\n";
+  auto dataflow = RenderDot(DataflowDot(r, o), "svg");
+  if (dataflow.ok()) {
+    h += "<figure>" + InlineSvg(*dataflow) + "</figure>\n";
+  } else {
+    absl::StrAppend(&h, "<p class=\"oom\">Graphviz could not render the dataflow graph: ",
+                    XmlEscape(std::string(dataflow.status().message())), "</p>\n");
+  }
+
+  // Buffers at the peak.
+  const std::vector<PeakBuffer> top = BuffersAtPeak(r);
+  absl::StrAppend(&h, "<h2>Buffers live at the ", xla ? "temp peak" : "peak", "</h2>\n<table>\n",
+                  "<tr><th>#</th><th>size</th><th>role</th><th>buffer</th><th>why it exists</th>"
+                  "<th>live from → to</th></tr>\n");
+  constexpr size_t kTop = 30;
+  Bytes rest(0);
+  for (size_t i = 0; i < top.size(); ++i) {
+    const PeakBuffer& b = top[i];
+    if (i >= kTop) {
+      rest += b.bytes;
+      continue;
+    }
+    absl::StrAppend(&h, "<tr><td class=\"num\">", i + 1, "</td><td class=\"num\" title=\"", WithCommas(b.bytes.value()),
+                    " B\">", XmlEscape(HumanBytes(b.bytes)), "</td><td><span class=\"swatch\" style=\"background:",
+                    std::string(viz_internal::RoleColor(b.role)), "\"></span>", XmlEscape(RoleName(b.role)), "</td><td>",
+                    XmlEscape(b.name), "</td><td>", XmlEscape(b.origin), "</td><td>", XmlEscape(b.from), " → ",
+                    XmlEscape(b.to), "</td></tr>\n");
+  }
+  if (top.size() > kTop) {
+    absl::StrAppend(&h, "<tr><td></td><td class=\"num\">", XmlEscape(HumanBytes(rest)), "</td><td colspan=\"4\">… and ",
+                    WithCommas(static_cast<int64_t>(top.size() - kTop)), " smaller buffers</td></tr>\n");
+  }
+  h += "</table>\n<p class=\"note\">Generated by gpusim. Self-contained: no scripts, no network.</p>\n</body>\n</html>\n";
+  return h;
+}
+
+absl::Status WriteHtmlReport(const StepReport& r, const std::string& dir, const VizOptions& o) {
+  RETURN_IF_ERROR(EnsureDir(dir));
+  ASSIGN_OR_RETURN(std::string html, HtmlReport(r, o));
+  return WriteFileAtomically(dir + "/report.html", html);
+}
+
+}  // namespace gpusim

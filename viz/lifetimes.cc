@@ -1,0 +1,184 @@
+// The lifetime chart: one bar per buffer over the op timeline (x = op
+// ordinal in program order, so short ops are as visible as long ones),
+// grouped by role, with the phases shaded, loops and loop iterations marked
+// above the plot and the peak drawn as a dashed line.
+//
+// Scale: the max_bars largest buffers get a bar; every role's remaining
+// buffers share one row drawn as a sparkline of their live bytes, so the
+// chart is at most max_bars + 2 × kNumRoles rows whatever the step.
+#include <algorithm>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "viz/step_view.h"
+#include "viz/svg.h"
+#include "viz/viz.h"
+
+namespace gpusim {
+namespace {
+
+using viz_internal::FitText;
+using viz_internal::HumanBytes;
+using viz_internal::Num;
+using viz_internal::RoleColor;
+using viz_internal::StepView;
+using viz_internal::Svg;
+
+constexpr double kWidth = 1400;
+constexpr double kLabel = 330, kRight = 20, kTop = 78, kBottom = 40, kRow = 15;
+
+}  // namespace
+
+std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
+  const StepView v = viz_internal::BuildStepView(r);
+  const auto& bufs = r.lowered.buffers;
+  const size_t nb = bufs.size();
+  const int64_t nops = std::max<int64_t>(v.num_ops, 1);
+
+  // The largest max_bars buffers get bars.
+  std::vector<size_t> idx(nb);
+  std::iota(idx.begin(), idx.end(), 0);
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) { return bufs[a].bytes > bufs[b].bytes; });
+  std::vector<bool> barred(nb, false);
+  for (size_t k = 0; k < idx.size() && k < static_cast<size_t>(std::max(o.max_bars, 0)); ++k) barred[idx[k]] = true;
+
+  struct Group {
+    Role role;
+    std::vector<size_t> bars;
+    std::vector<size_t> rest;
+    Bytes total, rest_bytes;
+  };
+  std::vector<Group> groups;
+  for (Role role : viz_internal::LegendRoles()) {
+    Group g{role, {}, {}, Bytes(0), Bytes(0)};
+    for (size_t i = 0; i < nb; ++i) {
+      if (bufs[i].role != role) continue;
+      g.total += bufs[i].bytes;
+      if (barred[i]) {
+        g.bars.push_back(i);
+      } else {
+        g.rest.push_back(i);
+        g.rest_bytes += bufs[i].bytes;
+      }
+    }
+    if (g.bars.empty() && g.rest.empty()) continue;
+    std::stable_sort(g.bars.begin(), g.bars.end(), [&](size_t a, size_t b) {
+      if (v.op0[a] != v.op0[b]) return v.op0[a] < v.op0[b];
+      return a < b;
+    });
+    groups.push_back(std::move(g));
+  }
+  size_t rows = 0;
+  for (const Group& g : groups) rows += 1 + g.bars.size() + (g.rest.empty() ? 0 : 1);
+
+  const double height = kTop + static_cast<double>(rows) * kRow + kBottom;
+  const double pw = kWidth - kLabel - kRight, ph = static_cast<double>(rows) * kRow;
+  auto X = [&](int64_t op) { return kLabel + pw * static_cast<double>(op) / static_cast<double>(nops); };
+
+  Svg svg(kWidth, height);
+  svg.Text(10, 20,
+           absl::StrCat("Buffer lifetimes — ", r.program.name, " (", WithCommas(static_cast<int64_t>(nb)),
+                        " buffers, ", WithCommas(v.num_ops), " ops)"),
+           "font-size=\"16\" font-weight=\"bold\"");
+  svg.Text(10, 38, absl::StrCat("largest ", std::min<size_t>(nb, static_cast<size_t>(std::max(o.max_bars, 0))),
+                                " buffers as bars, grouped by role; the rest merged per role (live bytes)"),
+           "fill=\"#555\"");
+
+  // Phases, loops, iterations.
+  for (const auto& s : v.phases) {
+    svg.Rect(X(s.op0), kTop, std::max(X(s.op1) - X(s.op0), 0.5), ph, viz_internal::PhaseColor(s.phase));
+    if (X(s.op1) - X(s.op0) > 40) svg.Text(X(s.op0) + 3, kTop - 4, s.label, "fill=\"#666\" font-size=\"10\"");
+  }
+  for (const auto& s : v.loops) {
+    svg.Rect(X(s.op0), 44, std::max(X(s.op1) - X(s.op0), 1.0), 10, "#d9d9d9", "stroke=\"#999\" stroke-width=\"0.5\"");
+    svg.Text(X(s.op0) + 3, 52.5, FitText(absl::StrCat("loop: ", s.label), X(s.op1) - X(s.op0) - 4, 9),
+             "font-size=\"9\"");
+  }
+  const bool iter_lines = v.iterations.size() <= 300;
+  for (const auto& s : v.iterations) {
+    const double x0 = X(s.op0), x1 = X(s.op1);
+    svg.Rect(x0, 57, std::max(x1 - x0, 0.5), 9, s.phase == Phase::kBackward ? "#f6c9a0" : "#b9cfe8",
+             "stroke=\"#fff\" stroke-width=\"0.5\"");
+    const std::string t = FitText(s.label, x1 - x0 - 2, 8);
+    if (!t.empty()) svg.Text(x0 + 1, 64, t, "font-size=\"8\"");
+    if (iter_lines) svg.Line(x0, kTop, x0, kTop + ph, "#cccccc", "stroke-width=\"0.5\"");
+  }
+  if (!v.iterations.empty()) svg.Text(kLabel - 6, 64, "loop iterations", "font-size=\"9\" text-anchor=\"end\"");
+  if (!v.loops.empty()) svg.Text(kLabel - 6, 52, "loops", "font-size=\"9\" text-anchor=\"end\"");
+
+  // Rows.
+  double y = kTop;
+  for (const Group& g : groups) {
+    const std::string color(RoleColor(g.role));
+    svg.Rect(0, y, kLabel - 4, kRow, color, "fill-opacity=\"0.18\"");
+    svg.Text(6, y + 11,
+             absl::StrCat(std::string(RoleName(g.role)), " — ", WithCommas(static_cast<int64_t>(g.bars.size() + g.rest.size())),
+                          " buffers, ", HumanBytes(g.total)),
+             "font-weight=\"bold\"");
+    y += kRow;
+    for (size_t i : g.bars) {
+      const BufferInfo& b = bufs[i];
+      svg.Text(10, y + 11, FitText(b.name, 245, 11));
+      svg.Text(kLabel - 8, y + 11, HumanBytes(b.bytes), "text-anchor=\"end\" fill=\"#444\"");
+      const double x0 = X(v.op0[i]), w = std::max(X(v.op1[i]) - x0, 1.0);
+      svg.RectWithTitle(x0, y + 2, w, kRow - 4, color,
+                        absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B); ops ", v.op0[i],
+                                     "–", v.op1[i], b.origin.empty() ? "" : "; ", b.origin));
+      y += kRow;
+    }
+    if (!g.rest.empty()) {
+      svg.Text(10, y + 11,
+               FitText(absl::StrCat("+ ", WithCommas(static_cast<int64_t>(g.rest.size())), " smaller (",
+                                    HumanBytes(g.rest_bytes), ")"),
+                       310, 11),
+               "fill=\"#555\" font-style=\"italic\"");
+      // Live bytes of the merged buffers per op, then per 2 px bin (max).
+      std::vector<int64_t> delta(static_cast<size_t>(nops) + 1, 0);
+      for (size_t i : g.rest) {
+        delta[static_cast<size_t>(std::clamp<int64_t>(v.op0[i], 0, nops))] += bufs[i].bytes.value();
+        delta[static_cast<size_t>(std::clamp<int64_t>(v.op1[i], 0, nops))] -= bufs[i].bytes.value();
+      }
+      const int bins = static_cast<int>(pw / 2);
+      std::vector<int64_t> bin(static_cast<size_t>(bins), 0);
+      int64_t cur = 0, mx = 1;
+      for (int64_t k = 0; k < nops; ++k) {
+        cur += delta[static_cast<size_t>(k)];
+        const int b = std::min(bins - 1, static_cast<int>(static_cast<double>(k) * bins / static_cast<double>(nops)));
+        bin[static_cast<size_t>(b)] = std::max(bin[static_cast<size_t>(b)], cur);
+        mx = std::max(mx, cur);
+      }
+      std::string path = absl::StrCat("<path d=\"M", Num(kLabel), " ", Num(y + kRow - 1));
+      for (int b = 0; b < bins; ++b) {
+        const double yy = y + kRow - 1 - (kRow - 3) * static_cast<double>(bin[static_cast<size_t>(b)]) / static_cast<double>(mx);
+        absl::StrAppend(&path, " L", Num(kLabel + 2.0 * b), " ", Num(yy), " L", Num(kLabel + 2.0 * (b + 1)), " ",
+                        Num(yy));
+      }
+      absl::StrAppend(&path, " L", Num(kLabel + pw), " ", Num(y + kRow - 1), " Z\" fill=\"", color,
+                      "\" fill-opacity=\"0.6\"><title>", viz_internal::XmlEscape(absl::StrCat(
+                          "live bytes of the ", g.rest.size(), " merged ", std::string(RoleName(g.role)), " buffers; max ",
+                          HumanBytes(Bytes(mx)))),
+                      "</title></path>\n");
+      svg.Raw(path);
+      y += kRow;
+    }
+  }
+
+  // Peak, frame, axis.
+  if (v.peak_event >= 0) {
+    const double xp = X(v.peak_op);
+    svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.2\" stroke-dasharray=\"5,3\"");
+    svg.Text(xp + 3, kTop + ph + 28, absl::StrCat("peak (", v.peak_op_name, ")"), "fill=\"#c00000\"");
+  }
+  svg.Rect(kLabel, kTop, pw, ph, "none", "stroke=\"#333\"");
+  const double step = viz_internal::NiceStep(static_cast<double>(nops), 10);
+  for (double t = 0; t <= static_cast<double>(nops); t += step) {
+    const double x = kLabel + pw * t / static_cast<double>(nops);
+    svg.Line(x, kTop + ph, x, kTop + ph + 4, "#333");
+    svg.Text(x, kTop + ph + 15, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
+  }
+  svg.Text(kLabel + pw / 2, kTop + ph + 32, "op (program order)", "text-anchor=\"middle\"");
+  return svg.Finish();
+}
+
+}  // namespace gpusim

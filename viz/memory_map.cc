@@ -1,0 +1,349 @@
+// The memory map: every buffer a rectangle over (simulated time × address),
+// coloured by role.
+//
+// Addresses. XLA (framework jax): arguments stacked from 0 in buffer order,
+// then the outputs that own a buffer (not aliased into a donated argument),
+// then the temp heap at the offsets XLA-style packing gave (StepReport::
+// temp_offsets) — so the top of the drawing is exactly the reported peak,
+// argument + output − alias + temp. Eager: the runtime allocator's addresses
+// are not recorded, so buffers are placed for display by first fit in trace
+// order (stated on the chart); the height is then ≥ the live peak.
+//
+// Note [Scale]: the chart is 1400 × 820 px whatever the step. Beyond
+// max_rects buffers, the largest by drawn area keep their own rectangle and
+// the rest are merged into a 4 px coverage grid (grey cells whose opacity is
+// the fraction of the cell they cover), so the SVG stays under ~1 MB and
+// renders in well under a second at 100,000 buffers. Labels go to the
+// largest rectangles that can hold text, max_labels of them, never
+// overlapping.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <numeric>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "viz/step_view.h"
+#include "viz/svg.h"
+#include "viz/viz.h"
+
+namespace gpusim {
+namespace {
+
+using viz_internal::FitText;
+using viz_internal::HumanBytes;
+using viz_internal::HumanTime;
+using viz_internal::Num;
+using viz_internal::RoleColor;
+using viz_internal::StepView;
+using viz_internal::Svg;
+
+constexpr double kWidth = 1400, kHeight = 820;
+constexpr double kLeft = 80, kRight = 250, kTop = 56, kBottom = 46;
+constexpr double kCell = 4;  // aggregation grid, px
+
+// Display placement for eager steps: first fit in trace order over a free
+// list of [offset, size) gaps, coalescing on free.
+std::vector<int64_t> FirstFitPlacement(const StepReport& r, int64_t* height) {
+  std::vector<int64_t> off(r.lowered.buffers.size(), 0);
+  std::map<int64_t, int64_t> free_list;  // offset → size; the top is open-ended
+  int64_t top = 0;
+  for (const TraceEvent& e : r.lowered.trace.events) {
+    if (e.type == EventType::kAlloc) {
+      const int64_t size = std::max<int64_t>(r.lowered.buffers[static_cast<size_t>(e.buffer)].bytes.value(), 1);
+      auto it = std::find_if(free_list.begin(), free_list.end(), [&](const auto& g) { return g.second >= size; });
+      if (it == free_list.end()) {
+        off[static_cast<size_t>(e.buffer)] = top;
+        top += size;
+      } else {
+        const int64_t o = it->first, s = it->second;
+        free_list.erase(it);
+        if (s > size) free_list[o + size] = s - size;
+        off[static_cast<size_t>(e.buffer)] = o;
+      }
+    } else if (e.type == EventType::kFree) {
+      const int64_t o = off[static_cast<size_t>(e.buffer)];
+      int64_t s = std::max<int64_t>(r.lowered.buffers[static_cast<size_t>(e.buffer)].bytes.value(), 1);
+      auto next = free_list.lower_bound(o);
+      if (next != free_list.end() && next->first == o + s) {
+        s += next->second;
+        free_list.erase(next);
+      }
+      auto prev = free_list.lower_bound(o);
+      if (prev != free_list.begin()) {
+        --prev;
+        if (prev->first + prev->second == o) {
+          prev->second += s;
+          continue;
+        }
+      }
+      free_list[o] = s;
+    }
+  }
+  // Trim a free gap reaching the top.
+  *height = top;
+  return off;
+}
+
+struct Box {
+  double x, y, w, h;
+  bool Overlaps(const Box& o) const {
+    return x < o.x + o.w && o.x < x + w && y < o.y + o.h && o.y < y + h;
+  }
+};
+
+}  // namespace
+
+std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
+  const StepView v = viz_internal::BuildStepView(r);
+  const auto& bufs = r.lowered.buffers;
+  const size_t nb = bufs.size();
+
+  // Addresses.
+  std::vector<int64_t> addr(nb, 0);
+  int64_t height = 0;
+  Bytes args(0), outs(0);
+  const bool xla_offsets = v.xla && r.temp_offsets.size() == nb;
+  if (xla_offsets) {
+    for (const BufferInfo& b : bufs) {
+      if (b.argument) {
+        addr[static_cast<size_t>(b.id)] = args.value();
+        args += b.bytes;
+      }
+    }
+    for (const BufferInfo& b : bufs) {
+      if (b.output && !b.argument) {
+        addr[static_cast<size_t>(b.id)] = args.value() + outs.value();
+        outs += b.bytes;
+      }
+    }
+    const int64_t base = args.value() + outs.value();
+    height = base + r.temp.value();
+    for (const BufferInfo& b : bufs) {
+      const int64_t t = r.temp_offsets[static_cast<size_t>(b.id)].value();
+      if (!b.argument && !b.output && t >= 0) {
+        addr[static_cast<size_t>(b.id)] = base + t;
+        height = std::max(height, base + t + b.bytes.value());
+      }
+    }
+  } else {
+    addr = FirstFitPlacement(r, &height);
+  }
+  height = std::max<int64_t>(height, 1);
+  const bool show_capacity = r.capacity.value() > 0 && r.capacity.value() <= height * 5 / 4;
+  const double ymax = static_cast<double>(show_capacity ? std::max(height, r.capacity.value()) : height) * 1.03;
+
+  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  const double tmax = static_cast<double>(v.step_time.ns());
+  auto X = [&](SimTime t) { return kLeft + pw * static_cast<double>(t.ns()) / tmax; };
+  auto Y = [&](double bytes) { return kTop + ph - ph * bytes / ymax; };
+
+  Svg svg(kWidth, kHeight);
+  svg.Text(kLeft, 22,
+           absl::StrCat("Memory map — ", r.program.name, " on ", r.spec.device.name, " (",
+                        v.xla ? "XLA static buffer assignment" : "eager", ")"),
+           "font-size=\"16\" font-weight=\"bold\"");
+
+  // Phase shading.
+  for (const auto& s : v.phases) {
+    svg.Rect(X(s.t0), kTop, std::max(X(s.t1) - X(s.t0), 0.5), ph, viz_internal::PhaseColor(s.phase));
+  }
+  for (const auto& s : v.phases) {
+    if (X(s.t1) - X(s.t0) > 50) svg.Text(X(s.t0) + 3, kTop + 11, s.label, "fill=\"#777\" font-size=\"10\"");
+  }
+
+  // Rectangles: pixel geometry, then the largest max_rects drawn, the rest gridded.
+  struct R { size_t i; double x, y, w, h, area; };
+  std::vector<R> rects;
+  rects.reserve(nb);
+  for (size_t i = 0; i < nb; ++i) {
+    if (bufs[i].bytes.value() <= 0) continue;
+    const double x0 = X(v.t0[i]), x1 = X(v.t1[i]);
+    const double y0 = Y(static_cast<double>(addr[i] + bufs[i].bytes.value())), y1 = Y(static_cast<double>(addr[i]));
+    R rr{i, x0, y0, std::max(x1 - x0, 0.6), std::max(y1 - y0, 0.4), 0};
+    rr.area = (x1 - x0 + 0.6) * (y1 - y0 + 0.4);
+    rects.push_back(rr);
+  }
+  std::stable_sort(rects.begin(), rects.end(), [](const R& a, const R& b) { return a.area > b.area; });
+  const size_t keep = std::min(rects.size(), static_cast<size_t>(std::max(o.max_rects, 0)));
+  size_t aggregated = 0;
+  if (keep < rects.size()) {
+    const int cols = static_cast<int>(std::ceil(pw / kCell)), rows = static_cast<int>(std::ceil(ph / kCell));
+    std::vector<float> cover(static_cast<size_t>(cols) * static_cast<size_t>(rows), 0.f);
+    for (size_t k = keep; k < rects.size(); ++k) {
+      const R& q = rects[k];
+      ++aggregated;
+      const int c0 = std::clamp(static_cast<int>((q.x - kLeft) / kCell), 0, cols - 1);
+      const int c1 = std::clamp(static_cast<int>((q.x + q.w - kLeft) / kCell), 0, cols - 1);
+      const int r0 = std::clamp(static_cast<int>((q.y - kTop) / kCell), 0, rows - 1);
+      const int r1 = std::clamp(static_cast<int>((q.y + q.h - kTop) / kCell), 0, rows - 1);
+      for (int rr = r0; rr <= r1; ++rr) {
+        const double oy = std::min(q.y + q.h, kTop + (rr + 1) * kCell) - std::max(q.y, kTop + rr * kCell);
+        for (int cc = c0; cc <= c1; ++cc) {
+          const double ox = std::min(q.x + q.w, kLeft + (cc + 1) * kCell) - std::max(q.x, kLeft + cc * kCell);
+          if (ox > 0 && oy > 0) cover[static_cast<size_t>(rr) * cols + cc] += static_cast<float>(ox * oy / (kCell * kCell));
+        }
+      }
+    }
+    // Quantised opacity, runs of equal cells merged per grid row.
+    for (int rr = 0; rr < rows; ++rr) {
+      int cc = 0;
+      while (cc < cols) {
+        const float f = std::min(cover[static_cast<size_t>(rr) * cols + cc], 1.f);
+        const int level = f <= 0 ? 0 : std::max(1, static_cast<int>(std::lround(f * 4)));
+        int end = cc + 1;
+        while (end < cols) {
+          const float g = std::min(cover[static_cast<size_t>(rr) * cols + end], 1.f);
+          const int lg = g <= 0 ? 0 : std::max(1, static_cast<int>(std::lround(g * 4)));
+          if (lg != level) break;
+          ++end;
+        }
+        if (level > 0) {
+          svg.Rect(kLeft + cc * kCell, kTop + rr * kCell, (end - cc) * kCell, kCell, "#555555",
+                   absl::StrFormat("fill-opacity=\"%.2f\"", 0.25 * level));
+        }
+        cc = end;
+      }
+    }
+  }
+  // Drawn smallest first so large ones are never hidden under small ones.
+  for (size_t k = keep; k-- > 0;) {
+    const R& q = rects[k];
+    const BufferInfo& b = bufs[q.i];
+    const std::string title = absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B), ",
+                                           std::string(RoleName(b.role)), "; live ", HumanTime(v.t0[q.i]), " → ",
+                                           HumanTime(v.t1[q.i]), b.origin.empty() ? "" : "; ", b.origin);
+    svg.RectWithTitle(q.x, q.y, q.w, q.h, RoleColor(b.role), title,
+                      q.h >= 3 && q.w >= 3 ? "stroke=\"#ffffff\" stroke-width=\"0.5\"" : "");
+  }
+
+  // Labels: the largest rectangles that hold a line of text; buffers the
+  // step creates first (they explain the peak), then arguments.
+  std::vector<Box> placed;
+  int labels = 0;
+  std::vector<size_t> order;
+  for (int pass = 0; pass < 2; ++pass) {
+    for (size_t k = 0; k < keep; ++k) {
+      if (bufs[rects[k].i].argument == (pass == 1)) order.push_back(k);
+    }
+  }
+  for (size_t k : order) {
+    if (labels >= o.max_labels) break;
+    const R& q = rects[k];
+    if (q.h < 11 || q.w < 70) continue;
+    const BufferInfo& b = bufs[q.i];
+    const bool two = q.h >= 24 && !b.origin.empty();
+    const Box box{q.x, q.y + q.h / 2 - (two ? 12 : 6), q.w, two ? 24.0 : 12.0};
+    if (std::any_of(placed.begin(), placed.end(), [&](const Box& p) { return p.Overlaps(box); })) continue;
+    placed.push_back(box);
+    ++labels;
+    const std::string color(viz_internal::TextColorOn(RoleColor(b.role)));
+    const std::string fill = absl::StrCat("fill=\"", color, "\" font-size=\"10.5\"");
+    const double room = std::min(q.w, kLeft + pw - q.x) - 8;
+    const std::string line1 = absl::StrCat(b.name, "  ", HumanBytes(b.bytes));
+    if (two) {
+      svg.Text(q.x + 4, q.y + q.h / 2 - 2, FitText(line1, room, 10.5), fill + " font-weight=\"bold\"");
+      svg.Text(q.x + 4, q.y + q.h / 2 + 10, FitText(b.origin, room, 10.5), fill);
+    } else {
+      const std::string line = b.origin.empty() ? line1 : absl::StrCat(line1, " — ", b.origin);
+      svg.Text(q.x + 4, q.y + q.h / 2 + 4, FitText(line, room, 10.5), fill);
+    }
+  }
+
+  // XLA sections: arguments | outputs | temp heap.
+  if (xla_offsets) {
+    const double base = static_cast<double>(args.value() + outs.value());
+    svg.Line(kLeft, Y(static_cast<double>(args.value())), kLeft + pw, Y(static_cast<double>(args.value())), "#333",
+             "stroke-dasharray=\"2,3\"");
+    svg.Line(kLeft, Y(base), kLeft + pw, Y(base), "#333", "stroke-dasharray=\"2,3\"");
+    svg.Line(kLeft, Y(base + static_cast<double>(r.temp.value())), kLeft + pw,
+             Y(base + static_cast<double>(r.temp.value())), "#333", "stroke-dasharray=\"2,3\"");
+    const std::string a = "fill=\"#333\" font-size=\"10\" text-anchor=\"end\"";
+    svg.Text(kLeft + pw - 4, Y(static_cast<double>(args.value())) + 11, absl::StrCat("▲ outputs not aliased: ", HumanBytes(outs)), a);
+    svg.Text(kLeft + pw - 4, Y(static_cast<double>(args.value())) - 3, absl::StrCat("▼ arguments: ", HumanBytes(args)), a);
+    svg.Text(kLeft + pw - 4, Y(base + static_cast<double>(r.temp.value())) - 3,
+             absl::StrCat("temp heap ", HumanBytes(r.temp), " (packed ", r.heap_algorithm, "; live peak ",
+                          HumanBytes(r.temp_live_peak), ")"),
+             a);
+  }
+
+  // Capacity and peak.
+  if (show_capacity) {
+    const double yc = Y(static_cast<double>(r.capacity.value()));
+    svg.Line(kLeft, yc, kLeft + pw, yc, "#c00000", "stroke-width=\"1.5\"");
+    svg.Text(kLeft + pw - 4, yc - 4, absl::StrCat("capacity ", HumanBytes(r.capacity)),
+             "fill=\"#c00000\" text-anchor=\"end\"");
+  }
+  if (v.peak_event >= 0) {
+    const double xp = X(v.peak_time);
+    svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.5\" stroke-dasharray=\"6,3\"");
+    const std::string anchor = xp > kLeft + pw * 0.6 ? "end" : "start";
+    svg.Text(anchor == "end" ? xp - 4 : xp + 4, kTop - 6,
+             absl::StrCat("peak ", HumanBytes(r.peak), " at ", HumanTime(v.peak_time), " (", v.peak_op_name, ")"),
+             absl::StrCat("fill=\"#c00000\" font-weight=\"bold\" text-anchor=\"", anchor, "\""));
+  }
+
+  // Axes.
+  svg.Rect(kLeft, kTop, pw, ph, "none", "stroke=\"#333\"");
+  const double gib = static_cast<double>(1LL << 30);
+  const bool in_gib = ymax >= gib;
+  const double unit = in_gib ? gib : (ymax >= 1 << 20 ? static_cast<double>(1 << 20) : 1024.0);
+  const char* unit_name = in_gib ? "GiB" : (ymax >= 1 << 20 ? "MiB" : "KiB");
+  const double ystep = viz_internal::NiceStep(ymax / unit, 8);
+  for (double t = 0; t * unit <= ymax; t += ystep) {
+    const double y = Y(t * unit);
+    svg.Line(kLeft - 4, y, kLeft, y, "#333");
+    svg.Text(kLeft - 6, y + 4, absl::StrFormat("%g", t), "text-anchor=\"end\"");
+  }
+  svg.Text(18, kTop + ph / 2, absl::StrCat("address (", unit_name, ")"),
+           absl::StrCat("transform=\"rotate(-90 18 ", Num(kTop + ph / 2), ")\" text-anchor=\"middle\""));
+  const double ms = tmax / 1e6;
+  const bool in_ms = ms >= 1;
+  const double xstep = viz_internal::NiceStep(in_ms ? ms : tmax / 1e3, 10);
+  for (double t = 0; t <= (in_ms ? ms : tmax / 1e3) + 1e-9; t += xstep) {
+    const double x = kLeft + pw * t / (in_ms ? ms : tmax / 1e3);
+    svg.Line(x, kTop + ph, x, kTop + ph + 4, "#333");
+    svg.Text(x, kTop + ph + 16, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
+  }
+  svg.Text(kLeft + pw / 2, kHeight - 10, absl::StrCat("simulated time (", in_ms ? "ms" : "us", ")"),
+           "text-anchor=\"middle\"");
+  // Loop iterations: ticks under the axis.
+  if (v.iterations.size() <= 400) {
+    for (const auto& s : v.iterations) svg.Line(X(s.t0), kTop + ph, X(s.t0), kTop + ph - 5, "#777");
+  }
+
+  // Legend.
+  double ly = kTop + 4;
+  const double lx = kLeft + pw + 16;
+  svg.Text(lx, ly + 6, "role", "font-weight=\"bold\"");
+  ly += 18;
+  std::array<Bytes, kNumRoles> by_role{};
+  for (const BufferInfo& b : bufs) by_role[static_cast<size_t>(b.role)] += b.bytes;
+  for (Role role : viz_internal::LegendRoles()) {
+    if (by_role[static_cast<size_t>(role)].value() == 0) continue;
+    svg.Rect(lx, ly - 9, 12, 12, RoleColor(role));
+    svg.Text(lx + 18, ly + 1, std::string(RoleName(role)));
+    ly += 17;
+  }
+  if (aggregated > 0) {
+    svg.Rect(lx, ly - 9, 12, 12, "#555555", "fill-opacity=\"0.5\"");
+    svg.Text(lx + 18, ly + 1, "small buffers (merged)");
+    ly += 17;
+  }
+  ly += 10;
+  const std::vector<std::string> notes = {
+      absl::StrCat(WithCommas(static_cast<int64_t>(nb)), " buffers"),
+      absl::StrCat(WithCommas(static_cast<int64_t>(keep)), " drawn, ", WithCommas(static_cast<int64_t>(aggregated)),
+                   " merged"),
+      absl::StrCat("peak ", HumanBytes(r.peak)),
+      absl::StrCat("step ", HumanTime(v.step_time)),
+      xla_offsets ? "temps at XLA heap offsets" : "addresses: first fit (display)",
+      "hover a rectangle for details"};
+  for (const std::string& s : notes) {
+    svg.Text(lx, ly, s, "fill=\"#444\"");
+    ly += 15;
+  }
+  return svg.Finish();
+}
+
+}  // namespace gpusim

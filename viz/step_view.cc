@@ -1,0 +1,214 @@
+#include "viz/step_view.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gpusim {
+namespace viz_internal {
+namespace {
+
+// Time span of ops [a, b).
+void SetTimes(const StepView& v, const StepReport& r, Span* s) {
+  s->t0 = v.step_time;
+  s->t1 = SimTime(0);
+  for (int64_t k = s->op0; k < s->op1; ++k) {
+    const size_t e = static_cast<size_t>(v.op_event[static_cast<size_t>(k)]);
+    s->t0 = std::min(s->t0, r.sim.start[e]);
+    s->t1 = Max(s->t1, r.sim.end[e]);
+  }
+  if (s->t1 < s->t0) s->t1 = s->t0;
+}
+
+// Sibling spans drawn on one track must not overlap: each ends no later
+// than the next begins (a prefetch collective may run past its region).
+void ClipSiblings(std::vector<Span>* spans) {
+  for (size_t i = 0; i + 1 < spans->size(); ++i) {
+    Span& s = (*spans)[i];
+    const Span& n = (*spans)[i + 1];
+    if (s.t1 > n.t0 && n.t0 >= s.t0) s.t1 = n.t0;
+  }
+}
+
+}  // namespace
+
+StepView BuildStepView(const StepReport& r) {
+  StepView v;
+  v.r = &r;
+  v.xla = r.spec.framework == "jax";
+  const Trace& tr = r.lowered.trace;
+  const size_t n = tr.events.size();
+  v.step_time = Max(r.sim.step_time, SimTime(1));
+  for (size_t e = 0; e < n && e < r.sim.end.size(); ++e) v.step_time = Max(v.step_time, r.sim.end[e]);
+
+  // Ops; each event's op ordinal (memory events: the next op).
+  std::vector<int64_t> next_op(n + 1, 0);
+  for (size_t e = 0; e < n; ++e) {
+    if (IsTimed(tr.events[e].type)) v.op_event.push_back(static_cast<int64_t>(e));
+  }
+  v.num_ops = static_cast<int64_t>(v.op_event.size());
+  {
+    int64_t k = v.num_ops;
+    next_op[n] = k;
+    for (size_t e = n; e-- > 0;) {
+      if (IsTimed(tr.events[e].type)) --k;
+      next_op[e] = k;
+    }
+  }
+  auto time_of = [&](int64_t e, SimTime dflt) { return e < 0 ? dflt : r.sim.start[static_cast<size_t>(e)]; };
+
+  const size_t nb = r.lowered.buffers.size();
+  v.t0.resize(nb);
+  v.t1.resize(nb);
+  v.op0.resize(nb);
+  v.op1.resize(nb);
+  for (size_t i = 0; i < nb; ++i) {
+    const BufferInfo& b = r.lowered.buffers[i];
+    v.t0[i] = time_of(b.alloc_event, SimTime(0));
+    v.t1[i] = time_of(b.free_event, v.step_time);
+    v.op0[i] = b.alloc_event < 0 ? 0 : next_op[static_cast<size_t>(b.alloc_event)];
+    // Freed after its last reader: the op just before the free.
+    v.op1[i] = b.free_event < 0 ? v.num_ops : next_op[static_cast<size_t>(b.free_event)];
+    if (v.op1[i] <= v.op0[i]) v.op1[i] = std::min(v.num_ops, v.op0[i] + 1);
+  }
+
+  // Phases: runs of one phase over ops.
+  const bool program_matches = static_cast<int64_t>(r.program.ops.size()) == v.num_ops;
+  auto phase_of = [&](int64_t k) {
+    return tr.events[static_cast<size_t>(v.op_event[static_cast<size_t>(k)])].phase;
+  };
+  for (int64_t k = 0; k < v.num_ops; ++k) {
+    const Phase p = phase_of(k);
+    if (!v.phases.empty() && v.phases.back().phase == p) {
+      v.phases.back().op1 = k + 1;
+      continue;
+    }
+    v.phases.push_back({std::string(PhaseName(p)), p, k, k + 1, SimTime(0), SimTime(0)});
+  }
+  for (Span& s : v.phases) SetTimes(v, r, &s);
+  ClipSiblings(&v.phases);
+
+  // Loops and iterations from the program's regions.
+  if (program_matches) {
+    for (const Region& g : r.program.regions) {
+      Span s{g.name, phase_of(g.first), g.first, static_cast<int64_t>(g.last) + 1, SimTime(0), SimTime(0)};
+      if (s.op0 < 0 || s.op1 > v.num_ops || s.op0 >= s.op1) continue;
+      SetTimes(v, r, &s);
+      if (g.kind == "loop") v.loops.push_back(s);
+      if (g.kind == "layer") v.iterations.push_back(s);
+    }
+    if (v.iterations.empty()) {
+      // No layer regions (a program file's scan): runs of one op.layer.
+      for (int64_t k = 0; k < v.num_ops; ++k) {
+        const Op& op = r.program.ops[static_cast<size_t>(k)];
+        if (op.layer < 0) continue;
+        if (!v.iterations.empty() && v.iterations.back().op1 == k &&
+            r.program.ops[static_cast<size_t>(k - 1)].layer == op.layer &&
+            v.iterations.back().phase == op.phase) {
+          v.iterations.back().op1 = k + 1;
+          continue;
+        }
+        v.iterations.push_back({absl::StrCat("iter", op.layer, ".", std::string(PhaseName(op.phase))),
+                                op.phase, k, k + 1, SimTime(0), SimTime(0)});
+      }
+      for (Span& s : v.iterations) SetTimes(v, r, &s);
+    }
+    std::stable_sort(v.iterations.begin(), v.iterations.end(),
+                     [](const Span& a, const Span& b) { return a.op0 < b.op0; });
+    ClipSiblings(&v.iterations);
+    ClipSiblings(&v.loops);
+  }
+
+  // Live bytes in trace order (the engine's ideal tracker).
+  Bytes cur = tr.preexisting;
+  v.live_peak = cur;
+  int64_t live_peak_event = -1;
+  for (size_t e = 0; e < n; ++e) {
+    const TraceEvent& ev = tr.events[e];
+    if (ev.type == EventType::kAlloc) {
+      cur += r.lowered.buffers[static_cast<size_t>(ev.buffer)].bytes;
+    } else if (ev.type == EventType::kFree) {
+      cur -= r.lowered.buffers[static_cast<size_t>(ev.buffer)].bytes;
+    } else {
+      continue;
+    }
+    v.live.push_back({r.sim.start[e], cur, static_cast<int64_t>(e)});
+    if (cur > v.live_peak) {
+      v.live_peak = cur;
+      live_peak_event = static_cast<int64_t>(e);
+    }
+  }
+  v.peak_event = v.xla && r.temp_peak_event >= 0 ? r.temp_peak_event : live_peak_event;
+  if (v.peak_event >= 0) {
+    v.peak_time = r.sim.start[static_cast<size_t>(v.peak_event)];
+    v.peak_op = std::min(next_op[static_cast<size_t>(v.peak_event)], std::max<int64_t>(v.num_ops - 1, 0));
+    // Named as `explain` names it: the op at or before the peak event.
+    for (int64_t e = v.peak_event; e >= 0; --e) {
+      if (IsTimed(tr.events[static_cast<size_t>(e)].type)) {
+        v.peak_op_name = tr.events[static_cast<size_t>(e)].name;
+        break;
+      }
+    }
+  }
+  return v;
+}
+
+std::string_view RoleColor(Role role) {
+  switch (role) {
+    case Role::kParameter: return "#4e79a7";
+    case Role::kOptimizerState: return "#9c755f";
+    case Role::kGradient: return "#e15759";
+    case Role::kActivation: return "#59a14f";
+    case Role::kResidual: return "#f28e2b";
+    case Role::kTemporary: return "#bab0ac";
+    case Role::kWorkspace: return "#76b7b2";
+    case Role::kInputBatch: return "#edc948";
+    case Role::kLoopState: return "#b07aa1";
+    case Role::kScalar: return "#ff9da7";
+  }
+  return "#000000";
+}
+
+const std::vector<Role>& LegendRoles() {
+  static const auto* roles = new std::vector<Role>{
+      Role::kParameter, Role::kOptimizerState, Role::kGradient,  Role::kActivation, Role::kResidual,
+      Role::kLoopState, Role::kTemporary,      Role::kWorkspace, Role::kInputBatch, Role::kScalar};
+  return *roles;
+}
+
+std::string_view PhaseColor(Phase p) {
+  switch (p) {
+    case Phase::kForward: return "#e8f0fa";
+    case Phase::kBackward: return "#fbeee2";
+    case Phase::kOptimizer: return "#e6f3e4";
+    case Phase::kOther: return "#f4f4f4";
+  }
+  return "#ffffff";
+}
+
+std::string HumanBytes(Bytes b) {
+  const int64_t v = b.value();
+  const double a = static_cast<double>(v < 0 ? -v : v);
+  if (a < 1024) return absl::StrCat(v, " B");
+  static const char* kUnits[] = {"KiB", "MiB", "GiB", "TiB"};
+  double x = static_cast<double>(v) / 1024;
+  int u = 0;
+  while ((x >= 1024 || x <= -1024) && u < 3) {
+    x /= 1024;
+    ++u;
+  }
+  const double ax = x < 0 ? -x : x;
+  return absl::StrFormat(ax >= 100 ? "%.0f %s" : ax >= 10 ? "%.1f %s" : "%.2f %s", x, kUnits[u]);
+}
+
+std::string HumanTime(SimTime t) {
+  const double ns = static_cast<double>(t.ns());
+  if (ns >= 1e9) return absl::StrFormat("%.3f s", ns / 1e9);
+  if (ns >= 1e6) return absl::StrFormat("%.1f ms", ns / 1e6);
+  if (ns >= 1e3) return absl::StrFormat("%.1f us", ns / 1e3);
+  return absl::StrFormat("%d ns", t.ns());
+}
+
+}  // namespace viz_internal
+}  // namespace gpusim

@@ -1,0 +1,73 @@
+// What every chart needs from a StepReport, computed once: each buffer's
+// live range in simulated time and in op order, the phase / loop / iteration
+// spans, the live-bytes curve, the peak to mark, the role palette, and
+// human-readable sizes and times.
+//
+// Op ordinals: the k-th timed event of the trace (compute, copy,
+// collective) is op k; lowering emits one per Program op, in order, so op k
+// is also program.ops[k] (when the counts differ, program regions are
+// ignored and phases come from the trace).
+#ifndef GPUSIM_VIZ_STEP_VIEW_H_
+#define GPUSIM_VIZ_STEP_VIEW_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/report/step.h"
+
+namespace gpusim {
+namespace viz_internal {
+
+struct Span {
+  std::string label;
+  Phase phase = Phase::kOther;
+  int64_t op0 = 0, op1 = 0;  // ops [op0, op1)
+  SimTime t0, t1;
+};
+
+struct LivePoint {
+  SimTime t;
+  Bytes live;  // after the event
+  int64_t event = -1;
+};
+
+struct StepView {
+  const StepReport* r = nullptr;
+  bool xla = false;  // framework jax: XLA static accounting
+  SimTime step_time;  // ≥ 1 ns so scales never divide by zero
+  int64_t num_ops = 0;
+  std::vector<int64_t> op_event;  // per op: its trace event
+  // Per buffer: live over [t0, t1] and ops [op0, op1).
+  std::vector<SimTime> t0, t1;
+  std::vector<int64_t> op0, op1;
+  std::vector<Span> phases;      // maximal runs of ops with one phase
+  std::vector<Span> loops;       // program regions of kind "loop"
+  std::vector<Span> iterations;  // "layer" regions, else runs of one op.layer
+  std::vector<LivePoint> live;   // live bytes after every memory event
+  Bytes live_peak;
+  // The peak `explain` describes: XLA the temp peak, eager the live peak.
+  int64_t peak_event = -1;
+  SimTime peak_time;
+  int64_t peak_op = 0;
+  std::string peak_op_name;
+};
+
+StepView BuildStepView(const StepReport& r);
+
+// Fill colour of a role (a colour-blind-safe palette, Tableau 10).
+std::string_view RoleColor(Role role);
+// Roles in legend order.
+const std::vector<Role>& LegendRoles();
+std::string_view PhaseColor(Phase p);  // light background tint
+
+// "2.69 GiB", "32.0 MiB", "12 B": binary units, 3 significant digits.
+std::string HumanBytes(Bytes b);
+// "462.3 ms", "3.0 us".
+std::string HumanTime(SimTime t);
+
+}  // namespace viz_internal
+}  // namespace gpusim
+
+#endif  // GPUSIM_VIZ_STEP_VIEW_H_

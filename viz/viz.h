@@ -1,0 +1,66 @@
+// viz: pictures of one simulated step (issue 7, "See the memory").
+//
+//   memory_map.svg/.png  buffers as rectangles over time × address, by role
+//   lifetimes.svg/.png   one bar per buffer over the op timeline, by role
+//   dataflow.svg/.png/.dot  one loop iteration's ops and buffers (Graphviz)
+//   timeline.svg/.png    live bytes over simulated time, capacity, peak
+//   trace.json           Chrome-trace / Perfetto timeline (ui.perfetto.dev)
+//   report.html          one self-contained page: summary, charts, top buffers
+//
+// Rendering: the dataflow graph is DOT laid out by Graphviz in-process
+// (libgvc, behind viz/graphviz.h). The plots are SVG written directly; their
+// PNGs are drawn by Graphviz too, through its rsvg image loader, so the PNG
+// is the SVG pixel for pixel and no other rasteriser is needed.
+//
+// Scale (Note [Scale] in memory_map.cc): every chart has a fixed pixel size
+// and caps what it draws — max_rects rectangles (smaller buffers merged into a
+// coverage grid), max_labels labels, max_bars bars (the rest merged per
+// role), max_dataflow_ops ops — so output size and render time stay bounded
+// (seconds at 100,000 buffers; tests/viz_scale_test.cc).
+//
+// All output is deterministic: same report, same bytes.
+#ifndef GPUSIM_VIZ_VIZ_H_
+#define GPUSIM_VIZ_VIZ_H_
+
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sim/report/step.h"
+
+namespace gpusim {
+
+struct VizOptions {
+  int max_rects = 4000;         // memory map: rectangles drawn one by one
+  int max_labels = 14;          // memory map: labelled buffers
+  int max_bars = 48;            // lifetimes: bars; the rest merged per role
+  int max_dataflow_ops = 250;   // dataflow: ops shown, in program order
+  int iteration = -1;           // dataflow: loop iteration (Op::layer); -1 = the middle one
+  bool png = true;              // WriteCharts: also write PNGs
+};
+
+// Writes memory_map, lifetimes, timeline (.svg, and .png when options.png)
+// and dataflow (.dot, .svg, .png) into `dir`, created if missing; each file
+// atomically.
+absl::Status WriteCharts(const StepReport& r, const std::string& dir, const VizOptions& options = {});
+
+// Chrome-trace JSON (Perfetto, chrome://tracing): ops as complete slices on
+// one track per stream, phases, loops and iterations on their own tracks,
+// live-bytes counters (total and by role). Timestamps in µs with ns
+// precision. Written atomically.
+absl::Status WritePerfettoTimeline(const StepReport& r, const std::string& path);
+
+// `dir`/report.html: one self-contained page (no network, SVGs inline).
+absl::Status WriteHtmlReport(const StepReport& r, const std::string& dir, const VizOptions& options = {});
+
+// The documents themselves, for tests and other writers.
+std::string MemoryMapSvg(const StepReport& r, const VizOptions& options = {});
+std::string LifetimesSvg(const StepReport& r, const VizOptions& options = {});
+std::string TimelineSvg(const StepReport& r, const VizOptions& options = {});
+std::string DataflowDot(const StepReport& r, const VizOptions& options = {});
+std::string PerfettoJson(const StepReport& r);
+absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& options = {});
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_VIZ_VIZ_H_
