@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "sim/advise/advise.h"
+#include "sim/calibrate/calibrate.h"
 #include "sim/alloc/allocator.h"
 #include "sim/config/units_parse.h"
 #include "sim/base/file_util.h"
@@ -229,6 +230,17 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   return 0;
 }
 
+int CmdCalibrate(const std::string& file, const std::string& out, const std::string& format) {
+  auto r = CalibrateFile(file);
+  if (!r.ok()) return Fail(r.status());
+  if (!out.empty()) {
+    absl::Status st = WriteCalibratedDevice(*r, out);
+    if (!st.ok()) return Fail(st);
+  }
+  std::cout << (format == "json" ? RenderCalibrationJson(*r) : RenderCalibrationText(*r));
+  return 0;
+}
+
 int CmdValidate(const std::string& file, const std::vector<std::string>& sets) {
   std::ifstream in(file);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
@@ -337,6 +349,14 @@ int RunCli(int argc, char** argv) {
   advise_cmd->add_option("--format", advise.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(CLI::PositiveNumber);
 
+  std::string cal_file, cal_out, cal_format = "text";
+  CLI::App* cal_cmd = app.add_subcommand(
+      "calibrate", "Fit the device's efficiency parameters to measured runs; report predicted vs measured");
+  cal_cmd->add_option("file", cal_file, "Calibration file (YAML), e.g. traces/calibration/maxtext_llama7b.yaml")
+      ->required();
+  cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
+  cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
+
   std::string viz_file, viz_out, viz_device = "h100-sxm-80gb";
   std::vector<std::string> viz_sets;
   CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
@@ -370,6 +390,7 @@ int RunCli(int argc, char** argv) {
     if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
     if (*advise_cmd) return CmdAdvise(advise);
     if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_out);
+    if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
     if (*val_cmd) return CmdValidate(validate_file, validate_sets);
     if (*dev_cmd) return CmdDevices();
     if (*list_cmd) return CmdList(list_what);

@@ -1,0 +1,203 @@
+// The calibration fit; see calibrate.h, Note [Calibration fit].
+#include "sim/calibrate/calibrate.h"
+
+#include <cmath>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "sim/base/status.h"
+#include "sim/calibrate/least_squares.h"
+#include "sim/engine/engine.h"
+#include "sim/report/step.h"
+
+namespace gpusim {
+namespace {
+
+// One case, simulated once; re-timed per trial parameter vector.
+struct Prepared {
+  const CalibrationCase* spec;
+  Trace trace;
+  TimeBreakdown before;
+  Bytes predicted_bytes{-1};
+};
+
+TimeBreakdown Breakdown(const SimResult& s) {
+  return {s.step_time, s.compute_busy, s.collective_busy, s.exposed_communication, s.recompute_busy};
+}
+
+Bytes PredictedBytes(const StepReport& r, MemoryMetric metric) {
+  const bool has_allocator = !r.sim.allocator_name.empty();
+  switch (metric) {
+    case MemoryMetric::kNone:
+      return Bytes(-1);
+    case MemoryMetric::kMemoryAnalysisTemp:
+      return r.temp;
+    case MemoryMetric::kMaxMemoryAllocated:
+      return has_allocator ? r.sim.allocator.peak_allocated : r.peak;
+    case MemoryMetric::kMaxMemoryReserved:
+      return has_allocator ? r.sim.allocator.peak_reserved : r.peak;
+    case MemoryMetric::kNvidiaSmi:
+      return (has_allocator ? r.sim.allocator.peak_reserved : r.peak) + r.spec.device.context_reserve;
+  }
+  return Bytes(-1);
+}
+
+DeviceSpec WithParameters(DeviceSpec d, const std::vector<FitParameter>& params,
+                          const std::vector<double>& values) {
+  for (size_t i = 0; i < params.size(); ++i) FindDeviceParameter(params[i].name)->set(d, values[i]);
+  return d;
+}
+
+absl::StatusOr<TimeBreakdown> Time(const Prepared& c, const std::vector<FitParameter>& params,
+                                   const std::vector<double>& values) {
+  ASSIGN_OR_RETURN(SimResult s, Simulate(c.trace, WithParameters(c.spec->run.device, params, values), nullptr));
+  return Breakdown(s);
+}
+
+double RelError(double predicted, double measured) { return (predicted - measured) / measured; }
+
+struct Fit {
+  std::vector<double> values;
+  int iterations = 0, evaluations = 0;
+};
+
+// Fits `params` to the fit cases in `cases` except `skip` (-1: none).
+absl::StatusOr<Fit> FitParameters(const std::vector<Prepared>& cases, const std::vector<FitParameter>& params,
+                                  const std::vector<double>& initial, double prior_weight, int skip) {
+  LeastSquaresProblem p;
+  for (size_t i = 0; i < params.size(); ++i) {
+    p.x0.push_back(std::log(initial[i]));
+    p.lower.push_back(std::log(params[i].min));
+    p.upper.push_back(std::log(params[i].max));
+  }
+  p.data_residuals = 0;
+  for (size_t k = 0; k < cases.size(); ++k) {
+    if (cases[k].spec->fit && static_cast<int>(k) != skip) ++p.data_residuals;
+  }
+  absl::Status error;
+  const double sqrt_w = std::sqrt(prior_weight);
+  p.residuals = [&](const std::vector<double>& u) {
+    std::vector<double> values(u.size()), r;
+    for (size_t i = 0; i < u.size(); ++i) values[i] = std::exp(u[i]);
+    for (size_t k = 0; k < cases.size(); ++k) {
+      const CalibrationCase& c = *cases[k].spec;
+      if (!c.fit || static_cast<int>(k) == skip) continue;
+      absl::StatusOr<TimeBreakdown> t = Time(cases[k], params, values);
+      if (!t.ok()) {
+        if (error.ok()) error = t.status();
+        r.push_back(0);
+        continue;
+      }
+      r.push_back(RelError(t->step.seconds(), c.measured.step_time_s));
+    }
+    for (size_t i = 0; i < u.size(); ++i) r.push_back(sqrt_w * (u[i] - p.x0[i]));
+    return r;
+  };
+  LeastSquaresResult res = SolveBoundedLeastSquares(p);
+  RETURN_IF_ERROR(error);
+  Fit f;
+  for (double u : res.x) f.values.push_back(std::exp(u));
+  f.iterations = res.iterations;
+  f.evaluations = res.evaluations;
+  return f;
+}
+
+std::optional<double> Rms(const std::vector<double>& v) {
+  if (v.empty()) return std::nullopt;
+  double s = 0;
+  for (double x : v) s += x * x;
+  return std::sqrt(s / static_cast<double>(v.size()));
+}
+
+}  // namespace
+
+absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
+  if (spec.cases.empty()) return absl::InvalidArgumentError(absl::StrCat(spec.source_file, ": no cases"));
+  CalibrationResult out;
+  out.spec_file = spec.source_file;
+  out.spec_name = spec.name;
+  out.prior_weight = spec.prior_weight;
+  out.initial_device = spec.cases[0].run.device;
+
+  std::vector<Prepared> prepared;
+  for (const CalibrationCase& c : spec.cases) {
+    absl::StatusOr<StepReport> r = SimulateStep(c.run);
+    if (!r.ok()) {
+      return absl::Status(r.status().code(), absl::StrCat(c.location.ToString(), ": case '", c.name,
+                                                          "': ", r.status().message()));
+    }
+    Prepared p{&c, std::move(r->lowered.trace), Breakdown(r->sim), PredictedBytes(*r, c.measured.metric)};
+    prepared.push_back(std::move(p));
+    if (c.fit) ++out.fit_cases;
+  }
+
+  std::vector<double> initial;
+  for (const FitParameter& fp : spec.parameters) {
+    initial.push_back(FindDeviceParameter(fp.name)->get(out.initial_device));
+  }
+  out.underdetermined = out.fit_cases < static_cast<int>(spec.parameters.size());
+  std::vector<double> fitted = initial;
+  if (out.fit_cases > 0) {
+    ASSIGN_OR_RETURN(Fit f, FitParameters(prepared, spec.parameters, initial, spec.prior_weight, -1));
+    fitted = f.values;
+    out.iterations = f.iterations;
+    out.evaluations = f.evaluations;
+  }
+  for (size_t i = 0; i < spec.parameters.size(); ++i) {
+    const FitParameter& fp = spec.parameters[i];
+    ParameterResult pr{fp.name, initial[i], fitted[i], fp.min, fp.max, false};
+    pr.at_bound = std::fabs(fitted[i] - fp.min) <= 1e-9 * fp.min || std::fabs(fitted[i] - fp.max) <= 1e-9 * fp.max;
+    out.parameters.push_back(pr);
+  }
+  out.calibrated_device = WithParameters(out.initial_device, spec.parameters, fitted);
+  out.calibrated_device.name = absl::StrCat(out.initial_device.name, "-calibrated");
+
+  std::vector<double> err_before, err_after, err_loo;
+  const bool loo = out.fit_cases >= 3;
+  for (size_t k = 0; k < prepared.size(); ++k) {
+    const Prepared& p = prepared[k];
+    const CalibrationCase& c = *p.spec;
+    CaseResult cr;
+    cr.name = c.name;
+    cr.fit = c.fit;
+    cr.source = c.source;
+    cr.hardware = c.hardware;
+    cr.software = c.software;
+    cr.measured = c.measured;
+    cr.before = p.before;
+    ASSIGN_OR_RETURN(cr.after, Time(p, spec.parameters, fitted));
+    cr.predicted_bytes = p.predicted_bytes;
+    if (c.measured.step_time_s > 0) {
+      cr.step_error_before = RelError(cr.before.step.seconds(), c.measured.step_time_s);
+      cr.step_error_after = RelError(cr.after.step.seconds(), c.measured.step_time_s);
+      if (c.fit) {
+        err_before.push_back(*cr.step_error_before);
+        err_after.push_back(*cr.step_error_after);
+      }
+    }
+    if (c.measured.peak_bytes.value() > 0 && p.predicted_bytes.value() >= 0) {
+      cr.bytes_error = RelError(static_cast<double>(p.predicted_bytes.value()),
+                                static_cast<double>(c.measured.peak_bytes.value()));
+    }
+    if (loo && c.fit) {
+      ASSIGN_OR_RETURN(Fit f, FitParameters(prepared, spec.parameters, initial, spec.prior_weight,
+                                            static_cast<int>(k)));
+      ASSIGN_OR_RETURN(TimeBreakdown t, Time(p, spec.parameters, f.values));
+      cr.loo_step = t.step;
+      cr.loo_error = RelError(t.step.seconds(), c.measured.step_time_s);
+      err_loo.push_back(*cr.loo_error);
+    }
+    out.cases.push_back(std::move(cr));
+  }
+  out.rms_error_before = Rms(err_before);
+  out.rms_error_after = Rms(err_after);
+  out.loo_rms_error = Rms(err_loo);
+  return out;
+}
+
+absl::StatusOr<CalibrationResult> CalibrateFile(const std::string& path) {
+  ASSIGN_OR_RETURN(CalibrationSpec spec, LoadCalibrationSpec(path));
+  return Calibrate(spec);
+}
+
+}  // namespace gpusim

@@ -1,0 +1,198 @@
+// Calibration reports (text, JSON) and the calibrated device file; see
+// calibrate.h.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/base/file_util.h"
+#include "sim/calibrate/calibrate.h"
+#include "sim/report/json_writer.h"
+
+namespace gpusim {
+namespace {
+
+std::string Pct(const std::optional<double>& v) {
+  return v.has_value() ? absl::StrFormat("%+.2f%%", 100 * *v) : std::string("-");
+}
+
+std::string Sec(SimTime t) { return absl::StrFormat("%.4f", t.seconds()); }
+
+void Breakdown(JsonWriter& j, std::string_view key, const TimeBreakdown& t, Bytes bytes) {
+  j.BeginObject(key);
+  j.Double("step_time_s", t.step.seconds());
+  j.Double("compute_s", t.compute.seconds());
+  j.Double("communication_s", t.communication.seconds());
+  j.Double("exposed_communication_s", t.exposed_communication.seconds());
+  j.Double("recompute_s", t.recompute.seconds());
+  if (bytes.value() >= 0) j.Int("peak_bytes", bytes.value()); else j.Null("peak_bytes");
+  j.EndObject();
+}
+
+void OptDouble(JsonWriter& j, std::string_view key, const std::optional<double>& v) {
+  if (v.has_value()) j.Double(key, *v); else j.Null(key);
+}
+
+std::string Num(double v) { return absl::StrFormat("%.10g", v); }
+
+// A YAML double-quoted scalar.
+std::string Quoted(std::string_view text) {
+  std::string out = "\"";
+  for (char c : text) {
+    if (c == '"' || c == '\\') out += '\\';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string RenderCalibrationText(const CalibrationResult& r) {
+  std::string s = absl::StrCat("gpusim calibrate: ", r.spec_file,
+                               r.spec_name.empty() ? "" : absl::StrCat(" (", r.spec_name, ")"), "\n");
+  absl::StrAppend(&s, "  device ", r.initial_device.name, " -> ", r.calibrated_device.name, "; ", r.fit_cases,
+                  " fit case(s), ", r.parameters.size(), " parameter(s)");
+  if (r.underdetermined) {
+    absl::StrAppend(&s, "; underdetermined: regularised toward the device file (prior_weight ",
+                    Num(r.prior_weight), ")");
+  }
+  absl::StrAppend(&s, "\n\nStep time (s)          measured  before   error    after    error    loo\n");
+  for (const CaseResult& c : r.cases) {
+    absl::StrAppend(&s, absl::StrFormat("  %-20s %s %-8s  %s  %-8s %s  %-8s %s\n", c.name, c.fit ? "*" : " ",
+                                        c.measured.step_time_s > 0 ? Num(c.measured.step_time_s) : "-",
+                                        Sec(c.before.step), Pct(c.step_error_before), Sec(c.after.step),
+                                        Pct(c.step_error_after), Pct(c.loo_error)));
+  }
+  absl::StrAppend(&s, "  (* fitted)  RMS error over fit cases: before ", Pct(r.rms_error_before), ", after ",
+                  Pct(r.rms_error_after));
+  if (r.loo_rms_error.has_value()) absl::StrAppend(&s, ", leave-one-out ", Pct(r.loo_rms_error));
+  absl::StrAppend(&s, "\n\nTime breakdown after the fit (s)   compute  (recompute)  communication  (exposed)\n");
+  for (const CaseResult& c : r.cases) {
+    absl::StrAppend(&s, absl::StrFormat("  %-32s %s   (%s)     %s         (%s)\n", c.name, Sec(c.after.compute),
+                                        Sec(c.after.recompute), Sec(c.after.communication),
+                                        Sec(c.after.exposed_communication)));
+  }
+  absl::StrAppend(&s, "\nMemory (bytes; GiB = 2^30)   metric                 measured -> predicted\n");
+  for (const CaseResult& c : r.cases) {
+    if (c.measured.metric == MemoryMetric::kNone) continue;
+    absl::StrAppend(&s, absl::StrFormat("  %-28s %-22s %s -> %s  %s\n", c.name,
+                                        std::string(MemoryMetricName(c.measured.metric)),
+                                        FormatBytes(c.measured.peak_bytes), FormatBytes(c.predicted_bytes),
+                                        Pct(c.bytes_error)));
+  }
+  absl::StrAppend(&s, "\nParameters        initial     fitted      bounds\n");
+  for (const ParameterResult& p : r.parameters) {
+    absl::StrAppend(&s, absl::StrFormat("  %-22s %-10s  %-10s  [%s, %s]%s\n", p.name, Num(p.initial),
+                                        Num(p.fitted), Num(p.min), Num(p.max), p.at_bound ? "  at bound" : ""));
+  }
+  absl::StrAppend(&s, "  (", r.iterations, " iterations, ", r.evaluations, " evaluations)\n");
+  return s;
+}
+
+std::string RenderCalibrationJson(const CalibrationResult& r) {
+  JsonWriter j;
+  j.BeginObject();
+  j.BeginObject("calibration");
+  j.String("file", r.spec_file);
+  j.String("name", r.spec_name);
+  j.String("device", r.initial_device.name);
+  j.String("calibrated_device", r.calibrated_device.name);
+  j.Int("fit_cases", r.fit_cases);
+  j.Bool("underdetermined", r.underdetermined);
+  j.Double("prior_weight", r.prior_weight);
+  j.Int("iterations", r.iterations);
+  j.Int("evaluations", r.evaluations);
+  OptDouble(j, "rms_error_before", r.rms_error_before);
+  OptDouble(j, "rms_error_after", r.rms_error_after);
+  OptDouble(j, "loo_rms_error", r.loo_rms_error);
+  j.EndObject();
+  j.BeginObject("parameters");
+  for (const ParameterResult& p : r.parameters) {
+    j.BeginObject(p.name);
+    j.Double("initial", p.initial);
+    j.Double("fitted", p.fitted);
+    j.Double("min", p.min);
+    j.Double("max", p.max);
+    j.Bool("at_bound", p.at_bound);
+    j.EndObject();
+  }
+  j.EndObject();
+  j.BeginArray("cases");
+  for (const CaseResult& c : r.cases) {
+    j.BeginObject();
+    j.String("name", c.name);
+    j.Bool("fit", c.fit);
+    j.String("metric", MemoryMetricName(c.measured.metric));
+    j.BeginObject("measured");
+    if (c.measured.step_time_s > 0) j.Double("step_time_s", c.measured.step_time_s); else j.Null("step_time_s");
+    if (c.measured.peak_bytes.value() >= 0) j.Int("peak_bytes", c.measured.peak_bytes.value());
+    else j.Null("peak_bytes");
+    j.EndObject();
+    Breakdown(j, "predicted_before", c.before, c.predicted_bytes);
+    Breakdown(j, "predicted_after", c.after, c.predicted_bytes);
+    j.BeginObject("relative_error_before");
+    OptDouble(j, "step_time", c.step_error_before);
+    OptDouble(j, "peak_bytes", c.bytes_error);
+    j.EndObject();
+    j.BeginObject("relative_error_after");
+    OptDouble(j, "step_time", c.step_error_after);
+    OptDouble(j, "peak_bytes", c.bytes_error);
+    j.EndObject();
+    if (c.loo_step.has_value()) {
+      j.BeginObject("leave_one_out");
+      j.Double("step_time_s", c.loo_step->seconds());
+      OptDouble(j, "relative_error", c.loo_error);
+      j.EndObject();
+    } else {
+      j.Null("leave_one_out");
+    }
+    j.String("source", c.source);
+    j.String("hardware", c.hardware);
+    j.String("software", c.software);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.EndObject();
+  return j.Finish();
+}
+
+std::string CalibratedDeviceYaml(const CalibrationResult& r) {
+  const DeviceSpec& d = r.calibrated_device;
+  std::string s = absl::StrCat("# ", d.name, ": ", r.initial_device.name, " (", r.initial_device.source_file,
+                               ")\n# with parameters fitted by `gpusim calibrate ", r.spec_file, "`.\n");
+  absl::StrAppend(&s, "# Fit cases: ", r.fit_cases, r.underdetermined ? " (underdetermined; regularised toward "
+                                                                         "the device file)" : "", ".\n");
+  for (const CaseResult& c : r.cases) {
+    absl::StrAppend(&s, "#   ", c.name, c.fit ? " (fit)" : " (held out)", ": measured ",
+                    c.measured.step_time_s > 0 ? absl::StrCat(Num(c.measured.step_time_s), " s") : "-",
+                    ", predicted ", Sec(c.before.step), " s before (", Pct(c.step_error_before), "), ",
+                    Sec(c.after.step), " s after (", Pct(c.step_error_after), ")\n");
+  }
+  for (const ParameterResult& p : r.parameters) {
+    absl::StrAppend(&s, "#   ", p.name, ": ", Num(p.initial), " -> ", Num(p.fitted), p.at_bound ? " (at bound)" : "",
+                    "\n");
+  }
+  auto rate = [](double v) { return absl::StrFormat("%.15gGB/s", v / 1e9); };
+  auto flops = [](double v) { return absl::StrFormat("%.15gTFLOP/s", v / 1e12); };
+  absl::StrAppend(&s, "name: ", d.name, "\n");
+  absl::StrAppend(&s, "description: ", Quoted(absl::StrCat(d.description, " (calibrated)")), "\n");
+  absl::StrAppend(&s, "sms: ", d.sms, "\n");
+  absl::StrAppend(&s, "memory:\n  cuda_total: ", d.cuda_total.value(), "\n  context_reserve: ",
+                  d.context_reserve.value(), "\n");
+  absl::StrAppend(&s, "hbm_bandwidth: ", rate(d.hbm_bandwidth), "\n");
+  if (d.l2.value() > 0) absl::StrAppend(&s, "l2: ", d.l2.value(), "\n");
+  absl::StrAppend(&s, "flops:\n  bf16: ", flops(d.peak_bf16), "\n  fp16: ", flops(d.peak_fp16), "\n  tf32: ",
+                  flops(d.peak_tf32), "\n  fp32: ", flops(d.peak_fp32), "\n");
+  absl::StrAppend(&s, "links:\n  nvlink: ", rate(d.nvlink_bandwidth), "\n  pcie: ", rate(d.pcie_bandwidth),
+                  "\n  network: ", rate(d.network_bandwidth), "\n  latency: ", d.link_latency.ns(), "ns\n");
+  absl::StrAppend(&s, "launch_overhead: ", d.launch_overhead.ns(), "ns\n");
+  absl::StrAppend(&s, "efficiency:\n  matmul: ", Num(d.matmul_efficiency), "\n  attention: ",
+                  Num(d.attention_efficiency), "\n  memory: ", Num(d.memory_efficiency), "\n  collective: ",
+                  Num(d.collective_efficiency), "\n");
+  return s;
+}
+
+absl::Status WriteCalibratedDevice(const CalibrationResult& r, const std::string& path) {
+  return WriteFileAtomically(path, CalibratedDeviceYaml(r));
+}
+
+}  // namespace gpusim

@@ -1,0 +1,43 @@
+// Ring α–β collectives; see collective_model.h.
+#include "sim/device/collective_model.h"
+
+#include <algorithm>
+
+#include "sim/base/status.h"
+
+namespace gpusim {
+
+double BusBandwidthFactor(OpKind kind, int64_t n) {
+  GPUSIM_CHECK(IsCollective(kind));
+  if (n <= 1) return 0;
+  const double dn = static_cast<double>(n);
+  const double f = (dn - 1) / dn;
+  return kind == OpKind::kAllReduce ? 2 * f : f;
+}
+
+int64_t RingSteps(OpKind kind, int64_t n) {
+  GPUSIM_CHECK(IsCollective(kind));
+  if (n <= 1) return 0;
+  return kind == OpKind::kAllReduce ? 2 * (n - 1) : n - 1;
+}
+
+SimTime CollectiveTime(OpKind kind, double full_bytes, int64_t group,
+                       const DeviceSpec& d, const CollectiveOptions& options) {
+  if (group <= 1) return SimTime(0);
+  const int64_t per_node = std::max<int64_t>(options.gpus_per_node, 1);
+  const int64_t nodes = (group + per_node - 1) / per_node;
+  const double intra_bw = d.nvlink_bandwidth > 0 ? d.nvlink_bandwidth : d.pcie_bandwidth;
+  double bw = intra_bw;
+  if (nodes > 1 && d.network_bandwidth > 0) bw = std::min(bw, d.network_bandwidth);
+  GPUSIM_CHECK(bw > 0);
+  const int64_t steps = RingSteps(kind, group);
+  const int64_t inter_steps = nodes > 1 ? RingSteps(kind, nodes) : 0;
+  const double latency =
+      static_cast<double>(steps - inter_steps) * d.link_latency.seconds() +
+      static_cast<double>(inter_steps) * options.network_step_latency.seconds();
+  const double transfer =
+      BusBandwidthFactor(kind, group) * full_bytes / (bw * d.collective_efficiency);
+  return SimTime::FromSeconds(latency + transfer);
+}
+
+}  // namespace gpusim

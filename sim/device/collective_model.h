@@ -1,0 +1,54 @@
+// Ring collectives, α–β: how long an NCCL all-gather, reduce-scatter or
+// all-reduce of S bytes takes over n ranks.
+//
+// Note [Ring collectives]
+// nccl-tests doc/PERFORMANCE.md defines bus bandwidth so that it is
+// comparable with the link bandwidth: busbw = algbw · f with
+//   all-gather, reduce-scatter: f = (n−1)/n
+//   all-reduce:                 f = 2(n−1)/n
+// where algbw = S / t and S is the full buffer (the all-gather output, the
+// reduce-scatter or all-reduce input). Hence t = f · S / busbw. NCCL's own
+// cost model (src/graph/tuning.cc, ncclTopoTuneModel) adds a latency of
+// nsteps·hwLat, nsteps = n−1 (AG, RS) or 2(n−1) (AR), with the inter-node
+// steps (nNodes−1, or 2(nNodes−1)) charged the network latency:
+//   t = (steps − inter_steps)·α_intra + inter_steps·α_inter + f · S / (bw · eff)
+// bw is the slowest link of the ring: NVLink inside a node, the network
+// (one NIC per GPU) once the ring crosses nodes. eff is efficiency.collective
+// (achieved bus bandwidth / link peak).
+#ifndef GPUSIM_SIM_DEVICE_COLLECTIVE_MODEL_H_
+#define GPUSIM_SIM_DEVICE_COLLECTIVE_MODEL_H_
+
+#include <cstdint>
+
+#include "sim/base/units.h"
+#include "sim/config/spec.h"
+#include "sim/ir/program.h"
+
+namespace gpusim {
+
+struct CollectiveOptions {
+  // GPUs sharing one NVLink domain: 8 in DGX/HGX A100 and H100 nodes (NVIDIA
+  // DGX A100 / DGX H100 datasheets). Groups up to this size are intra-node.
+  int64_t gpus_per_node = 8;
+  // Per-step latency of an inter-node ring step: NCCL src/graph/tuning.cc
+  // hwLat[NCCL_HW_NET][Ring][Simple] = 9.6 us. Intra-node steps use the
+  // device's links.latency.
+  SimTime network_step_latency = SimTime(9600);
+};
+
+// NCCL bus-bandwidth factor f for `kind` over n ranks (0 when n <= 1).
+// REQUIRES: IsCollective(kind).
+double BusBandwidthFactor(OpKind kind, int64_t n);
+
+// Ring latency steps for `kind` over n ranks: n−1 or 2(n−1).
+int64_t RingSteps(OpKind kind, int64_t n);
+
+// Time of one collective moving `full_bytes` (S above) over `group` ranks.
+// Zero when group <= 1. Falls back to PCIe when the device has no NVLink, and
+// to the intra-node link when it has no network bandwidth.
+SimTime CollectiveTime(OpKind kind, double full_bytes, int64_t group,
+                       const DeviceSpec& d, const CollectiveOptions& options = {});
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_DEVICE_COLLECTIVE_MODEL_H_

@@ -1,0 +1,108 @@
+// Calibration files: strict parsing, errors with file:line:col and key paths.
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "sim/config/calibration_spec.h"
+
+namespace gpusim {
+namespace {
+
+std::string Write(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+constexpr char kConfig[] = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
+
+std::string OneCase(const std::string& extra_case_lines, const std::string& top = "") {
+  return top + "cases:\n  - name: a\n    config: " + kConfig +
+         "\n    source: test\n    measured: {step_time_s: 0.5}\n" + extra_case_lines;
+}
+
+TEST(CalibrationSpecTest, ParsesCasesAndDefaults) {
+  const std::string path = Write("ok.yaml", OneCase(
+      "    set: [model.n_layers=2]\n    fit: false\n",
+      "name: t\nprior_weight: 0\n"));
+  auto s = LoadCalibrationSpec(path);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->name, "t");
+  EXPECT_EQ(s->prior_weight, 0);
+  ASSERT_EQ(s->parameters.size(), 4u);
+  EXPECT_EQ(s->parameters[0].name, "efficiency.matmul");
+  EXPECT_EQ(s->parameters[0].min, 0.05);
+  EXPECT_EQ(s->parameters[3].max, 1);
+  ASSERT_EQ(s->cases.size(), 1u);
+  EXPECT_FALSE(s->cases[0].fit);
+  EXPECT_EQ(s->cases[0].run.model.n_layers, 2);
+  EXPECT_DOUBLE_EQ(s->cases[0].measured.step_time_s, 0.5);
+  EXPECT_EQ(s->cases[0].measured.metric, MemoryMetric::kNone);
+}
+
+TEST(CalibrationSpecTest, RelativeConfigPathsResolveAgainstTheFile) {
+  auto s = LoadCalibrationSpec(GPUSIM_SOURCE_DIR "/traces/calibration/maxtext_llama7b.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->cases[0].run.model.param_scan_axis, 0);
+  EXPECT_EQ(s->cases[1].run.model.param_scan_axis, 1);
+  EXPECT_EQ(s->cases[1].measured.peak_bytes.value(), 40316314088);
+}
+
+struct BadCase {
+  std::string name, text, error;
+};
+
+class CalibrationSpecErrorTest : public ::testing::TestWithParam<BadCase> {};
+
+TEST_P(CalibrationSpecErrorTest, ReportsLocationAndPath) {
+  const std::string path = Write(GetParam().name + ".yaml", GetParam().text);
+  auto s = LoadCalibrationSpec(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(std::string(s.status().message()), path + ":" + GetParam().error);
+}
+
+const std::string kCfg = kConfig;
+
+INSTANTIATE_TEST_SUITE_P(
+    Errors, CalibrationSpecErrorTest,
+    ::testing::Values(
+        BadCase{"unknown_key", "cases:\n  - name: a\n    config: " + kCfg + "\n    sourse: x\n",
+                "4:5: cases[0]: unknown key 'sourse' (did you mean 'source'?)"},
+        BadCase{"duplicate_key", OneCase("    measured: {peak_bytes: 1GiB, metric: smi}\n"),
+                "6:5: duplicate key 'measured' (first written at 5:5)"},
+        BadCase{"metric_value",
+                "cases:\n  - name: a\n    config: " + kCfg +
+                    "\n    source: s\n    measured: {step_time_s: 1, peak_bytes: 1GiB, metric: smi}\n",
+                "5:58: cases[0].measured.metric: expected one of memory_analysis_temp|max_memory_allocated|"
+                "max_memory_reserved|nvidia_smi, got 'smi'"},
+        BadCase{"missing_source", "cases:\n  - name: a\n    config: " + kCfg + "\n    fit: false\n",
+                "2:5: cases[0].source: missing required key"},
+        BadCase{"fit_needs_time", "cases:\n  - name: a\n    config: " + kCfg + "\n    source: s\n",
+                "2:5: cases[0].measured.step_time_s: missing required key (a fit: true case needs a step "
+                "time)"},
+        BadCase{"no_config", "cases:\n  - name: a\n    config: nowhere.yaml\n    source: s\n",
+                "3:13: cases[0].config: no such file '" +
+                    std::filesystem::path(::testing::TempDir() + "/nowhere.yaml").lexically_normal().string() + "'"},
+        BadCase{"bad_parameter", "parameters:\n  efficiency.matmull: {min: 0.1}\n" + OneCase(""),
+                "2:3: parameters: unknown device parameter 'efficiency.matmull' (did you mean "
+                "'efficiency.matmul'?); fittable: efficiency.matmul, efficiency.attention, efficiency.memory, "
+                "efficiency.collective, launch_overhead, links.latency"},
+        BadCase{"bad_bound", "parameters:\n  efficiency.memory: {min: 0.5, max: 1.5}\n" + OneCase(""),
+                "2:38: parameters.efficiency.memory.max: expected a number > 0 and <= 1, got '1.5'"},
+        BadCase{"bytes_without_metric",
+                "cases:\n  - name: a\n    config: " + kCfg +
+                    "\n    source: s\n    measured: {step_time_s: 1, peak_bytes: 1GiB}\n",
+                "5:15: cases[0].measured.metric: missing required key (peak_bytes needs its metric)"},
+        BadCase{"bad_set", OneCase("    set: [model.n_layer=2]\n"),
+                "2:5: cases[0]: --set model.n_layer=2: model: unknown key 'n_layer' (did you mean "
+                "'n_layers'?)"},
+        BadCase{"duplicate_name",
+                "cases:\n  - {name: a, config: " + kCfg + ", source: s, fit: false}\n  - {name: a, config: " +
+                    kCfg + ", source: s, fit: false}\n",
+                "3:12: cases[1].name: duplicate case name 'a'"},
+        BadCase{"no_cases", "name: x\n", "1:1: cases: missing required key"}),
+    [](const ::testing::TestParamInfo<BadCase>& i) { return i.param.name; });
+
+}  // namespace
+}  // namespace gpusim
