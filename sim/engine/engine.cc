@@ -16,6 +16,8 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
   StreamId max_stream = 0;
   for (const TraceEvent& e : trace.events) max_stream = std::max(max_stream, e.stream);
   std::vector<SimTime> stream_ready(static_cast<size_t>(max_stream) + 1, SimTime(0));
+  std::vector<int64_t> stream_last(static_cast<size_t>(max_stream) + 1, -1);
+  std::vector<int64_t> via(n, -1);  // the event whose end this one's start waited for
 
   // Pass 1: time. Events of a stream run in order; memory events take the
   // time their stream reaches them.
@@ -27,12 +29,17 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
       continue;
     }
     SimTime start = ready;
+    via[i] = stream_last[static_cast<size_t>(e.stream)];
     for (int64_t dep : e.after) {
       if (dep < 0 || static_cast<size_t>(dep) >= i) {
         return absl::InvalidArgumentError(absl::StrCat("event ", i, ": after=", dep, " is not an earlier event"));
       }
-      start = Max(start, r.end[static_cast<size_t>(dep)]);
+      if (r.end[static_cast<size_t>(dep)] > start) {
+        start = r.end[static_cast<size_t>(dep)];
+        via[i] = dep;
+      }
     }
+    stream_last[static_cast<size_t>(e.stream)] = static_cast<int64_t>(i);
     const SimTime dur = EventDuration(e, device);
     r.start[i] = start;
     r.end[i] = start + dur;
@@ -45,6 +52,22 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
       r.flops += e.flops;
       if (e.recompute) r.recompute_busy += dur;
       else r.model_flops += e.flops;
+    }
+  }
+  {
+    int64_t last = -1;
+    for (size_t i = 0; i < n; ++i) {
+      if (IsTimed(trace.events[i].type) && (last < 0 || r.end[i] > r.end[static_cast<size_t>(last)])) {
+        last = static_cast<int64_t>(i);
+      }
+    }
+    for (int64_t i = last; i >= 0; i = via[static_cast<size_t>(i)]) {
+      const TraceEvent& e = trace.events[static_cast<size_t>(i)];
+      const SimTime d = r.end[static_cast<size_t>(i)] - r.start[static_cast<size_t>(i)];
+      ++r.critical_events;
+      if (e.type == EventType::kCollective) r.critical_communication += d;
+      else if (e.type == EventType::kCopy) r.critical_copy += d;
+      else r.critical_compute += d;
     }
   }
   // Exposed communication: collective time during which the compute stream

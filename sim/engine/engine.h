@@ -51,6 +51,12 @@ struct SimResult {
   SimTime copy_busy;                   // host-copy stream busy
   SimTime recompute_busy;              // compute spent on rematerialisation
   SimTime exposed_communication;       // collective time not hidden by compute
+  // The critical path: the chain of timed events, each starting when the
+  // one before it ended (on its stream or as a dependency), that ends last.
+  int64_t critical_events = 0;
+  SimTime critical_compute;            // compute time on the critical path
+  SimTime critical_communication;      // collective time on it
+  SimTime critical_copy;               // host-copy time on it
   double flops = 0;                    // all compute flops
   double model_flops = 0;              // flops excluding recompute
 };

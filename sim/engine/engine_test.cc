@@ -111,6 +111,8 @@ TEST(EngineTest, TwoStreamsOverlapAndDependenciesSerialise) {
   EXPECT_EQ(r->start[2].ns(), 1000);    // stream order dominates
   EXPECT_EQ(r->step_time.ns(), 1500);
   EXPECT_EQ(r->exposed_communication.ns(), 0);
+  EXPECT_EQ(r->critical_events, 2);      // compute, then compute: the gather is off the path
+  EXPECT_EQ(r->critical_communication.ns(), 0);
 
   // Make the gather longer than the compute: 1000 ns exposed... of 2000.
   t.events[1].bytes_written = Bytes(4000);
@@ -119,6 +121,8 @@ TEST(EngineTest, TwoStreamsOverlapAndDependenciesSerialise) {
   EXPECT_EQ(r->start[2].ns(), 2000);
   EXPECT_EQ(r->exposed_communication.ns(), 1000);
   EXPECT_EQ(r->step_time.ns(), 2500);
+  EXPECT_EQ(r->critical_events, 2);      // the gather, then the compute that waits for it
+  EXPECT_EQ(r->critical_communication.ns(), 2000);
 }
 
 TEST(LowerTest, EagerLoweringFreesAfterLastUseAndAccountsAliases) {

@@ -84,6 +84,9 @@ std::string RenderText(const StepReport& r) {
   absl::StrAppendFormat(&o, "  communication %.4f s (exposed %.4f s)\n", r.sim.collective_busy.seconds(),
                         r.sim.exposed_communication.seconds());
   absl::StrAppendFormat(&o, "  host copies   %.4f s\n", r.sim.copy_busy.seconds());
+  absl::StrAppendFormat(&o, "  critical path %d events: compute %.4f s, communication %.4f s, host copies %.4f s\n",
+                        r.sim.critical_events, r.sim.critical_compute.seconds(),
+                        r.sim.critical_communication.seconds(), r.sim.critical_copy.seconds());
   absl::StrAppendFormat(&o, "  %.1f TFLOP/s/device (model FLOPs), %.0f tokens/s/device\n", TflopsPerDevice(r),
                         TokensPerSecond(r));
   absl::StrAppendFormat(&o, "  allocator %s: peak allocated %s, peak reserved %s\n", r.sim.allocator_name,
@@ -152,6 +155,9 @@ std::string RenderJson(const StepReport& r) {
       .Double("host_transfer_s", r.sim.copy_busy.seconds())
       .Double("tflops_per_device", TflopsPerDevice(r))
       .Double("tokens_per_s_per_device", TokensPerSecond(r))
+      .Int("critical_path_events", r.sim.critical_events)
+      .Double("critical_path_compute_s", r.sim.critical_compute.seconds())
+      .Double("critical_path_communication_s", r.sim.critical_communication.seconds())
       .EndObject();
   w.BeginObject("breakdown");
   for (int i = 0; i < kNumRoles; ++i) {
