@@ -9,25 +9,14 @@
 
 #include "benchmark/benchmark.h"
 
-#if defined(GPUSIM_HAVE_IMPORTERS)
 #include "sim/import/byte_source.h"
 #include "sim/import/kineto.h"
 #include "sim/import/recorded_trace.h"
-#endif
+#include "sim/import/trace_path.h"
 
 namespace gpusim {
 namespace {
 
-#if defined(GPUSIM_HAVE_IMPORTERS)
-
-std::string TracePath(const std::string& name) {
-  for (const std::string dir : {std::string(GPUSIM_SOURCE_DIR "/traces/recorded/"),
-                                std::string(GPUSIM_SOURCE_DIR "/../shared/traces/")}) {
-    struct stat st;
-    if (stat((dir + name).c_str(), &st) == 0) return dir + name;
-  }
-  return "";
-}
 
 const char* const kTraces[] = {
     "hta_df_index_resolver_v100_rank1.pt.trace.json.gz",      // 53.7 MB unpacked
@@ -54,7 +43,7 @@ void SetRss(benchmark::State& state) {
 }
 
 void BM_ImportKineto(benchmark::State& state) {
-  const std::string path = TracePath(kTraces[state.range(0)]);
+  const std::string path = RecordedTracePath(kTraces[state.range(0)]);
   if (path.empty()) {
     state.SkipWithError("trace not found in traces/recorded/ or ../shared/traces/");
     return;
@@ -79,7 +68,7 @@ BENCHMARK(BM_ImportKineto)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // Decompression alone, to see what share of the import it is.
 void BM_GunzipOnly(benchmark::State& state) {
-  const std::string path = TracePath(kTraces[0]);
+  const std::string path = RecordedTracePath(kTraces[0]);
   if (path.empty()) {
     state.SkipWithError("trace not found");
     return;
@@ -91,7 +80,7 @@ void BM_GunzipOnly(benchmark::State& state) {
 BENCHMARK(BM_GunzipOnly)->Unit(benchmark::kMillisecond);
 
 void BM_ToNativeTrace(benchmark::State& state) {
-  const std::string path = TracePath(kTraces[0]);
+  const std::string path = RecordedTracePath(kTraces[0]);
   auto t = path.empty() ? absl::StatusOr<RecordedTrace>(absl::NotFoundError(path))
                         : ImportKinetoTrace(path);
   if (!t.ok()) {
@@ -108,7 +97,6 @@ void BM_ToNativeTrace(benchmark::State& state) {
 }
 BENCHMARK(BM_ToNativeTrace)->Unit(benchmark::kMillisecond);
 
-#endif  // GPUSIM_HAVE_IMPORTERS
 
 }  // namespace
 }  // namespace gpusim

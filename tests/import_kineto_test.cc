@@ -13,37 +13,19 @@
 
 #include "gtest/gtest.h"
 
-#if defined(GPUSIM_HAVE_IMPORTERS)
 #include "sim/import/byte_source.h"
 #include "sim/import/import.h"
 #include "sim/import/kineto.h"
 #include "sim/import/recorded_trace.h"
 #include "sim/trace/validate.h"
-#endif
+#include "sim/import/trace_path.h"
 
 namespace gpusim {
 namespace {
 
-#if !defined(GPUSIM_HAVE_IMPORTERS)
-TEST(ImportKinetoTest, NeedsSimdjsonAndZlib) {
-  GTEST_SKIP() << "importer tests need simdjson and zlib linked into gpusim_lib and "
-                  "GPUSIM_HAVE_IMPORTERS defined (see sim/import/README.md)";
-}
-#else
-
-// A recorded trace: shipped under traces/recorded/, else the shared
-// collection beside the checkout; "" when neither has it.
-std::string TracePath(const std::string& name) {
-  for (const std::string dir : {std::string(GPUSIM_SOURCE_DIR "/traces/recorded/"),
-                                std::string(GPUSIM_SOURCE_DIR "/../shared/traces/")}) {
-    struct stat st;
-    if (stat((dir + name).c_str(), &st) == 0) return dir + name;
-  }
-  return "";
-}
 
 #define REQUIRE_TRACE(var, name)                                                       \
-  const std::string var = TracePath(name);                                             \
+  const std::string var = RecordedTracePath(name);                                             \
   if (var.empty()) {                                                                   \
     GTEST_SKIP() << name << " is in neither traces/recorded/ nor ../shared/traces/"; \
   }
@@ -393,7 +375,6 @@ TEST(ImportKinetoTest, FormatDetection) {
   EXPECT_EQ(t->memory_events.size(), 218u);
 }
 
-#endif  // GPUSIM_HAVE_IMPORTERS
 
 }  // namespace
 }  // namespace gpusim

@@ -7,36 +7,20 @@
 
 #include "gtest/gtest.h"
 
-#if defined(GPUSIM_HAVE_IMPORTERS)
 #include "sim/import/byte_source.h"
 #include "sim/import/import.h"
 #include "sim/import/memory_timeline.h"
 #include "sim/trace/validate.h"
-#endif
+#include "sim/import/trace_path.h"
 
 namespace gpusim {
 namespace {
 
-#if !defined(GPUSIM_HAVE_IMPORTERS)
-TEST(ImportMemoryTimelineTest, NeedsSimdjsonAndZlib) {
-  GTEST_SKIP() << "importer tests need simdjson and zlib linked into gpusim_lib and "
-                  "GPUSIM_HAVE_IMPORTERS defined";
-}
-#else
-
-std::string TracePath(const std::string& name) {
-  for (const std::string dir : {std::string(GPUSIM_SOURCE_DIR "/traces/recorded/"),
-                                std::string(GPUSIM_SOURCE_DIR "/../shared/traces/")}) {
-    struct stat st;
-    if (stat((dir + name).c_str(), &st) == 0) return dir + name;
-  }
-  return "";
-}
 
 constexpr char kTimeline[] = "hta_memory_timeline_raw.json.gz";
 
 TEST(ImportMemoryTimelineTest, HtaRawTimeline) {
-  const std::string path = TracePath(kTimeline);
+  const std::string path = RecordedTracePath(kTimeline);
   if (path.empty()) GTEST_SKIP() << kTimeline << " is in neither traces/recorded/ nor ../shared/traces/";
   auto t = ImportMemoryTimelineRaw(path);
   ASSERT_TRUE(t.ok()) << t.status();
@@ -112,7 +96,6 @@ TEST(ImportMemoryTimelineTest, SmallTimelineAndErrors) {
   }
 }
 
-#endif  // GPUSIM_HAVE_IMPORTERS
 
 }  // namespace
 }  // namespace gpusim

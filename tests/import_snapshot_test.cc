@@ -9,37 +9,21 @@
 
 #include "gtest/gtest.h"
 
-#if defined(GPUSIM_HAVE_IMPORTERS)
 #include "sim/import/import.h"
 #include "sim/import/snapshot.h"
 #include "sim/trace/validate.h"
-#endif
+#include "sim/import/trace_path.h"
 
 namespace gpusim {
 namespace {
 
-#if !defined(GPUSIM_HAVE_IMPORTERS)
-TEST(ImportSnapshotTest, NeedsSimdjsonAndZlib) {
-  GTEST_SKIP() << "importer tests need simdjson and zlib linked into gpusim_lib and "
-                  "GPUSIM_HAVE_IMPORTERS defined";
-}
-#else
-
-std::string TracePath(const std::string& name) {
-  for (const std::string dir : {std::string(GPUSIM_SOURCE_DIR "/traces/recorded/"),
-                                std::string(GPUSIM_SOURCE_DIR "/../shared/traces/")}) {
-    struct stat st;
-    if (stat((dir + name).c_str(), &st) == 0) return dir + name;
-  }
-  return "";
-}
 
 constexpr char kSnapshot[] = "cs336_gpt_training_snapshot.pickle";
 
 bool HavePython() { return std::system("python3 -c pass >/dev/null 2>&1") == 0; }
 
 TEST(ImportSnapshotTest, GptTrainingSnapshot) {
-  const std::string path = TracePath(kSnapshot);
+  const std::string path = RecordedTracePath(kSnapshot);
   if (path.empty()) GTEST_SKIP() << kSnapshot << " is in neither traces/recorded/ nor ../shared/traces/";
   if (!HavePython()) GTEST_SKIP() << "python3 not found: cannot convert the pickle";
   auto s = LoadSnapshot(path);
@@ -162,7 +146,6 @@ TEST(ImportSnapshotTest, MalformedJsonNamesTheByteOffset) {
   EXPECT_EQ(f->trace.memory_events[1].kind, MemoryEventKind::kFreeCompleted);
 }
 
-#endif  // GPUSIM_HAVE_IMPORTERS
 
 }  // namespace
 }  // namespace gpusim
