@@ -303,6 +303,8 @@ int CmdList(const std::string& what) {
 
 }  // namespace
 
+int FailStatus(const absl::Status& st) { return Fail(st); }
+
 int RunCli(int argc, char** argv) {
   CLI::App app{"gpusim: trace-driven simulator of GPU memory and step time for deep-learning training"};
   app.require_subcommand(1);
@@ -372,6 +374,28 @@ int RunCli(int argc, char** argv) {
   val_cmd->add_option("file", validate_file, "Config (YAML) or trace (gpusim-trace)")->required();
   val_cmd->add_option("--set", validate_sets, "Override a config field: path=value (repeatable)");
 
+  ReplayCli replay;
+  CLI::App* replay_cmd = app.add_subcommand(
+      "replay", "Replay a recorded trace through an allocator; compare with the recorded totals and addresses");
+  replay_cmd->add_option("trace", replay.trace, "Kineto JSON(.gz), memory snapshot (.pickle/JSON) or memory timeline")
+      ->required();
+  replay_cmd->add_option("--allocator", replay.allocator, "Allocator strategy (gpusim list allocators)");
+  replay_cmd->add_option("--set", replay.sets, "Allocator option: allocator.OPTION=VALUE (repeatable)");
+  replay_cmd->add_option("--device", replay.device, "Device whose usable memory is the capacity");
+  replay_cmd->add_option("--device-index", replay.device_index, "Recorded device to replay (default: the only one)");
+  replay_cmd->add_flag("--check-addresses", replay.check_addresses,
+                       "Snapshot: rebuild the allocator state and check every allocation's address");
+  replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));
+
+  CompareCli compare;
+  CLI::App* compare_cmd = app.add_subcommand("compare", "Replay a recorded trace through several allocators");
+  compare_cmd->add_option("trace", compare.trace, "Recorded trace")->required();
+  compare_cmd->add_option("--allocators", compare.allocators,
+                          "Comma-separated strategies (default: every registered one)");
+  compare_cmd->add_option("--device", compare.device, "Device whose usable memory is the capacity");
+  compare_cmd->add_option("--device-index", compare.device_index, "Recorded device to replay");
+  compare_cmd->add_option("--format", compare.format, "Output format")->check(CLI::IsMember({"text", "json"}));
+
   CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
 
   std::string list_what;
@@ -392,6 +416,16 @@ int RunCli(int argc, char** argv) {
     if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_out);
     if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
     if (*val_cmd) return CmdValidate(validate_file, validate_sets);
+    if (*replay_cmd) return CmdReplay(replay);
+    if (*compare_cmd) {
+      if (compare.allocators.empty()) {
+        for (const AllocatorInfo& a : ListAllocators()) {
+          if (a.name == "best_of" || a.name == "fallback") continue;  // composites need arguments
+          compare.allocators += (compare.allocators.empty() ? "" : ",") + a.name;
+        }
+      }
+      return CmdCompare(compare);
+    }
     if (*dev_cmd) return CmdDevices();
     if (*list_cmd) return CmdList(list_what);
   } catch (const std::exception& e) {

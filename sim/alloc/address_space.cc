@@ -1,5 +1,6 @@
 #include "sim/alloc/address_space.h"
 
+#include <algorithm>
 #include <iterator>
 
 #include "sim/base/status.h"
@@ -28,8 +29,9 @@ uint64_t DeviceAddressSpace::Reserve(uint64_t size) {
     ++conflicts_;
   }
   for (const auto& [start, end] : free_) {
+    if (end <= kBase) continue;  // below kBase only forced reservations go
     // Free ranges start on a granule unless a forced address split one.
-    const uint64_t addr = Round(start - kBase) + kBase;
+    const uint64_t addr = Round(std::max(start, kBase) - kBase) + kBase;
     if (addr + len <= end) {
       GPUSIM_CHECK(Carve(addr, len));
       return addr;

@@ -4,7 +4,7 @@
 // Note [Simulated device addresses]
 // Real cudaMalloc addresses depend on the driver; we need ones that are
 // deterministic and plausible. The space is [kBase, kBase + kSpan); a
-// reservation takes the lowest free address that fits (first fit), its
+// reservation takes the lowest free address at or above kBase that fits (first fit), its
 // length rounded up to kGranule (2 MiB, the granularity of large cudaMalloc
 // allocations and of CUDA VMM), and a release makes the range reusable
 // (adjacent free ranges merge). kBase looks like the addresses PyTorch
@@ -27,7 +27,9 @@ class DeviceAddressSpace {
   static constexpr uint64_t kSpan = 1ULL << 44;        // 16 TiB
   static constexpr uint64_t kGranule = 2ULL << 20;     // 2 MiB
 
-  DeviceAddressSpace() { free_[kBase] = kBase + kSpan; }
+  // Forced reservations may lie anywhere in [kGranule, kBase + kSpan) (real
+  // addresses, e.g. a snapshot's 0xb03000000); first fit starts at kBase.
+  DeviceAddressSpace() { free_[kGranule] = kBase + kSpan; }
 
   // REQUIRES: size > 0. Returns the start of a free range of `size` bytes.
   uint64_t Reserve(uint64_t size);

@@ -94,6 +94,9 @@ class Allocator {
   // End of the call stream. Offline planners place everything here; online
   // strategies have nothing to do. Errors only for broken input.
   virtual absl::Status Finish() { return absl::OkStatus(); }
+  // True for offline planners, which place everything at Finish: their
+  // stats() before then re-plan the calls so far (costly; call it once).
+  virtual bool PlansOffline() const { return false; }
 
   // Appends every later action to `sink` (null stops logging). The sink must
   // outlive the allocator or the next call to this.

@@ -44,6 +44,7 @@ class PlannedAllocator : public Allocator {
   std::optional<uint64_t> AddressOf(BufferId id) const override;
   std::optional<Bytes> BlockSizeOf(BufferId id) const override;
   absl::Status Finish() override;
+  bool PlansOffline() const override { return true; }
 
   // The last plan (after Finish or a lazy plan).
   const HeapPlan& plan() const;

@@ -251,7 +251,20 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
     ++stats.frees;
   };
 
+  std::vector<int64_t> head_source, body_source;
+  int64_t source = -1;
+  auto note_sources = [&] {  // one entry per event emitted since the last call
+    while (head_source.size() < head.size()) head_source.push_back(-1);
+    while (body_source.size() < body.size()) {
+      body_source.push_back(body[body_source.size()].type == EventType::kAlloc ||
+                                    body[body_source.size()].type == EventType::kFree
+                                ? source
+                                : -1);
+    }
+  };
   for (const RecordedMemoryEvent& m : recorded.memory_events) {
+    note_sources();
+    source = &m - recorded.memory_events.data();
     if (m.device != device) continue;
     bool is_alloc = m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kPreexisting;
     bool is_free = m.kind == MemoryEventKind::kFree || m.kind == options.snapshot_free;
@@ -318,7 +331,14 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
     }
     emit_free(id, s);
   }
+  note_sources();
+  source = -1;
   emit_ops_before(SimTime(INT64_MAX));
+  note_sources();
+  if (options.source_index != nullptr) {
+    options.source_index->assign(head_source.begin(), head_source.end());
+    options.source_index->insert(options.source_index->end(), body_source.begin(), body_source.end());
+  }
 
   if (initial_allocated.has_value() && *initial_allocated > stats.bytes_before_recording) {
     trace.preexisting = *initial_allocated - stats.bytes_before_recording;

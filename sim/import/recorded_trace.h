@@ -128,6 +128,11 @@ struct ToNativeOptions {
   enum class SizeMatch { kLifo, kFifo };
   SizeMatch size_match = SizeMatch::kLifo;
   std::string name;  // Trace::name; default: the source file's base name
+  // When set, receives for each native event the index in
+  // recorded.memory_events of the event it came from (an implicit free: the
+  // alloc that implied it; a GPU op and an alloc of a block live before
+  // recording: -1).
+  std::vector<int64_t>* source_index = nullptr;
 };
 
 struct ConversionStats {

@@ -40,6 +40,13 @@ absl::Status BestOfAllocator::Finish() {
   return absl::OkStatus();
 }
 
+bool BestOfAllocator::PlansOffline() const {
+  for (const auto& m : members_) {
+    if (m->PlansOffline()) return true;
+  }
+  return false;
+}
+
 const Allocator& BestOfAllocator::chosen() const {
   int best = -1;
   Bytes best_peak;

@@ -29,6 +29,7 @@ class BestOfAllocator : public Allocator {
   std::optional<uint64_t> AddressOf(BufferId id) const override { return chosen().AddressOf(id); }
   std::optional<Bytes> BlockSizeOf(BufferId id) const override { return chosen().BlockSizeOf(id); }
   absl::Status Finish() override;
+  bool PlansOffline() const override;
 
   const Allocator& chosen() const;
   bool failed(size_t member) const { return failed_[member]; }

@@ -28,6 +28,7 @@ class FallbackAllocator : public Allocator {
   std::optional<uint64_t> AddressOf(BufferId id) const override { return active().AddressOf(id); }
   std::optional<Bytes> BlockSizeOf(BufferId id) const override { return active().BlockSizeOf(id); }
   absl::Status Finish() override { return active().Finish(); }
+  bool PlansOffline() const override { return active().PlansOffline(); }
 
   bool switched() const { return switched_; }
   const Allocator& active() const { return switched_ ? *secondary_ : *primary_; }

@@ -29,6 +29,8 @@
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "sim/alloc/address_space.h"
 #include "sim/base/status.h"
 
@@ -54,6 +56,7 @@ struct Block {
   bool small = false;      // owning pool
   bool allocated = false;
   bool mapped = true;
+  bool dead = false;       // on the spare list
   Block* prev = nullptr;
   Block* next = nullptr;
   ExpandableSegment* es = nullptr;
@@ -235,7 +238,10 @@ struct PyTorchCachingAllocator::Impl {
     b->small = is_small;
     return b;
   }
-  void DeleteBlock(Block* b) { spare.push_back(b); }
+  void DeleteBlock(Block* b) {
+    b->dead = true;
+    spare.push_back(b);
+  }
   BlockPool& PoolOf(const Block* b) { return b->small ? small : large; }
 
   void Record(AllocatorAction a, uint64_t addr, int64_t size, StreamId stream, BufferId id = -1) {
@@ -762,6 +768,100 @@ void PyTorchCachingAllocator::SetNextSegmentAddress(uint64_t addr) {
   GPUSIM_CHECK(addr % kMinBlockSize == 0 && addr < (uint64_t{1} << 48));  // see SizeKey
   impl_->va.ForceNext(addr);
 }
+absl::Status PyTorchCachingAllocator::RestoreSegment(const CachingSegmentLayout& seg) {
+  Impl& m = *impl_;
+  auto bad = [&](const std::string& why) {
+    return absl::InvalidArgumentError(absl::StrFormat("restoring segment 0x%x (%d bytes): %s", seg.address,
+                                                      seg.size, why));
+  };
+  if (m.opt.expandable_segments) return bad("expandable segments cannot be restored (not modelled)");
+  if (seg.size <= 0 || seg.size % kMinBlockSize != 0 || seg.address % kMinBlockSize != 0 ||
+      seg.address + static_cast<uint64_t>(seg.size) > (uint64_t{1} << 48)) {
+    return bad("address and size must be multiples of 512 below 2^48");
+  }
+  uint64_t at = seg.address;
+  for (const CachingSegmentLayout::Block& b : seg.blocks) {
+    if (b.address != at || b.size <= 0 || b.size % kMinBlockSize != 0) {
+      return bad(absl::StrFormat("block at 0x%x (%d bytes) does not continue the segment at 0x%x", b.address,
+                                 b.size, at));
+    }
+    if (b.buffer >= 0 && m.live.contains(b.buffer)) return bad(absl::StrCat("buffer ", b.buffer, " is already live"));
+    at += static_cast<uint64_t>(b.size);
+  }
+  if (at != seg.address + static_cast<uint64_t>(seg.size)) return bad("blocks do not cover the segment");
+  m.va.ForceNext(seg.address);
+  const int64_t conflicts_before = m.va.conflicts();
+  const uint64_t got = m.va.Reserve(static_cast<uint64_t>(seg.size));
+  if (m.va.conflicts() != conflicts_before || got != seg.address) {
+    m.va.Release(got, static_cast<uint64_t>(seg.size));
+    return bad("its address range overlaps a segment already reserved");
+  }
+  const bool small = seg.small;
+  m.total_allocated_memory += seg.size;
+  Increase(m.stats.segment, small, 1);
+  Increase(m.stats.reserved_bytes, small, seg.size);
+  if (seg.size >= m.opt.max_split_size) Increase(m.stats.oversize_segments, 1);
+  BlockPool& pool = small ? m.small : m.large;
+  Block* prev = nullptr;
+  std::vector<Block*> free_blocks;
+  for (const CachingSegmentLayout::Block& lb : seg.blocks) {
+    if (lb.buffer < 0 && prev != nullptr && !prev->allocated) {  // merge adjacent free blocks
+      prev->size += lb.size;
+      continue;
+    }
+    Block* b = m.NewBlock(lb.address, lb.size, seg.stream, small);
+    b->prev = prev;
+    if (prev != nullptr) prev->next = b;
+    prev = b;
+    if (lb.buffer >= 0) {
+      b->allocated = true;
+      b->requested = lb.requested;
+      m.live[lb.buffer] = b;
+      Increase(m.stats.allocation, small, 1);
+      Increase(m.stats.allocated_bytes, small, b->size);
+      Increase(m.stats.active, small, 1);
+      Increase(m.stats.active_bytes, small, b->size);
+      Increase(m.stats.requested_bytes, small, b->requested);
+      if (b->size >= m.opt.max_split_size) Increase(m.stats.oversize_allocations, 1);
+    } else {
+      free_blocks.push_back(b);
+    }
+  }
+  for (Block* b : free_blocks) {
+    pool.Insert(b);
+    if (b->is_split()) {
+      Increase(m.stats.inactive_split, small, 1);
+      Increase(m.stats.inactive_split_bytes, small, b->size);
+    }
+  }
+  return absl::OkStatus();
+}
+
+std::vector<CachingSegmentLayout> PyTorchCachingAllocator::Segments() const {
+  absl::flat_hash_map<const Block*, BufferId> owner;
+  for (const auto& [id, b] : impl_->live) {
+    if (b != nullptr) owner[b] = id;
+  }
+  std::vector<CachingSegmentLayout> out;
+  for (const Block& head : impl_->storage) {
+    if (head.dead || head.prev != nullptr || head.es != nullptr) continue;
+    CachingSegmentLayout seg;
+    seg.address = head.addr;
+    seg.stream = head.stream;
+    seg.small = head.small;
+    for (const Block* b = &head; b != nullptr; b = b->next) {
+      auto it = owner.find(b);
+      seg.blocks.push_back({b->addr, b->size, b->allocated ? b->requested : 0,
+                            it == owner.end() ? BufferId{-1} : it->second});
+      seg.size += b->size;
+    }
+    out.push_back(std::move(seg));
+  }
+  std::sort(out.begin(), out.end(),
+            [](const CachingSegmentLayout& a, const CachingSegmentLayout& b) { return a.address < b.address; });
+  return out;
+}
+
 void PyTorchCachingAllocator::EmptyCache() { impl_->ReleaseCachedBlocks(); }
 const PyTorchDeviceStats& PyTorchCachingAllocator::device_stats() const { return impl_->stats; }
 int64_t PyTorchCachingAllocator::address_conflicts() const { return impl_->va.conflicts(); }

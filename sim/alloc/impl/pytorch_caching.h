@@ -22,6 +22,7 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <vector>
 
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/options.h"
@@ -65,6 +66,22 @@ struct PyTorchDeviceStats {
   int64_t num_device_free = 0;
 };
 
+// A segment as a snapshot's `segments` list shows it (torch.cuda.memory
+// _snapshot(): SegmentInfo / BlockInfo), and as RestoreSegment rebuilds it.
+struct CachingSegmentLayout {
+  struct Block {
+    uint64_t address = 0;
+    int64_t size = 0;
+    int64_t requested = 0;
+    BufferId buffer = -1;  // -1: a free (inactive) block
+  };
+  uint64_t address = 0;
+  int64_t size = 0;
+  StreamId stream = 0;
+  bool small = false;        // small pool (segment_type "small")
+  std::vector<Block> blocks;  // ascending, contiguous, covering the segment
+};
+
 class PyTorchCachingAllocator : public Allocator {
  public:
   // REQUIRES: capacity > 0.
@@ -89,6 +106,15 @@ class PyTorchCachingAllocator : public Allocator {
   // the free pages of expandable segments.
   void EmptyCache();
   const PyTorchDeviceStats& device_stats() const;
+  // Rebuilds a segment that existed before a replay window began (from a
+  // snapshot): reserves its address range, makes its allocated blocks live
+  // under their buffer ids and caches its free blocks (adjacent free blocks
+  // merged). Not counted as a device malloc. Errors: blocks that do not tile
+  // the segment, sizes that are not multiples of 512, a buffer id already
+  // live, an address range already reserved, expandable segments on.
+  absl::Status RestoreSegment(const CachingSegmentLayout& segment);
+  // Every segment now (non-expandable), ascending by address.
+  std::vector<CachingSegmentLayout> Segments() const;
   // Address-space reservations that could not take their forced address.
   int64_t address_conflicts() const;
 

@@ -1,0 +1,794 @@
+#include "sim/replay/replay.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "sim/alloc/impl/pytorch_caching.h"
+#include "sim/alloc/options.h"
+#include "sim/import/import.h"
+#include "sim/report/json_writer.h"
+
+namespace gpusim {
+namespace {
+
+void Compare(TotalsComparison& c, Bytes predicted, Bytes recorded, int64_t event, double& abs_sum) {
+  ++c.compared;
+  const int64_t err = std::llabs(predicted.value() - recorded.value());
+  if (err == 0) {
+    ++c.exact;
+  } else if (c.first_mismatch < 0) {
+    c.first_mismatch = event;
+  }
+  c.max_abs_error = std::max(c.max_abs_error, Bytes(err));
+  abs_sum += static_cast<double>(err);
+  c.mean_abs_error = abs_sum / static_cast<double>(c.compared);
+  c.recorded_peak = std::max(c.recorded_peak, recorded);
+  c.predicted_peak = std::max(c.predicted_peak, predicted);
+}
+
+// Fragmentation at the reserved peak: reserved - allocated at the moment
+// reserved is at its peak and, among such moments (a warm cache holds its
+// peak for long), allocated is highest — the "reserved but unallocated"
+// bytes when the cache was used most fully.
+struct PeakTracker {
+  Bytes peak_reserved{-1};
+  Bytes allocated_then{-1};
+  Bytes fragmentation;
+  void Observe(const AllocatorStats& s) {
+    if (s.reserved > peak_reserved || (s.reserved == peak_reserved && s.allocated > allocated_then)) {
+      peak_reserved = s.reserved;
+      allocated_then = s.allocated;
+      fragmentation = s.reserved - s.allocated;
+    }
+  }
+};
+
+// Fills options->capacity when it is 0 (see ReplayOptions::capacity).
+absl::Status ResolveCapacity(const RecordedMetadata& meta, ReplayOptions* o) {
+  if (o->capacity > Bytes(0)) return absl::OkStatus();
+  for (const RecordedDevice& d : meta.devices) {
+    if (d.total_global_mem > Bytes(0) && (!o->device.has_value() || *o->device == d.id)) {
+      o->capacity = d.total_global_mem;
+      o->capacity_source = absl::StrCat("recorded totalGlobalMem of ", d.name);
+      return absl::OkStatus();
+    }
+  }
+  if (o->default_capacity <= Bytes(0)) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(meta.source_file, ": the trace records no device memory size; give a device"));
+  }
+  o->capacity = o->default_capacity;
+  o->capacity_source = o->default_capacity_source;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// --- Replay of the recorded alloc/free stream --------------------------------
+
+absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const ReplayOptions& options_in) {
+  ReplayOptions options = options_in;
+  absl::Status cap = ResolveCapacity(recorded.metadata, &options);
+  if (!cap.ok()) return cap;
+  std::vector<int64_t> source;
+  ToNativeOptions to_native;
+  to_native.device = options.device;
+  to_native.include_gpu_ops = false;
+  to_native.source_index = &source;
+  ReplayResult r;
+  auto trace = ToNativeTrace(recorded, to_native, &r.conversion);
+  if (!trace.ok()) return trace.status();
+  auto allocator = MakeAllocator(options.allocator, options.capacity);
+  if (!allocator.ok()) return allocator.status();
+  Allocator& a = **allocator;
+  r.source = recorded.metadata.source_file;
+  r.format = recorded.metadata.format;
+  r.allocator = std::string(a.name());
+  r.capacity = options.capacity;
+  r.capacity_source = options.capacity_source;
+  r.preexisting = trace->preexisting;
+
+  // Which recorded events carry totals.
+  bool any_allocated = false, any_reserved = false;
+  for (const RecordedMemoryEvent& m : recorded.memory_events) {
+    any_allocated |= m.total_allocated.has_value();
+    any_reserved |= m.total_reserved.has_value();
+  }
+  // An offline planner places everything at the end: no per-event totals
+  // to compare, and stats() only once (after Finish).
+  const bool offline = a.PlansOffline();
+  r.offline = offline;
+  if (any_allocated && !offline) r.allocated.emplace();
+  if (any_reserved && !offline) r.reserved.emplace();
+  double alloc_abs = 0, reserved_abs = 0;
+  PeakTracker peak;
+
+  // Bytes live before recording and never freed: one block, allocated first.
+  BufferId next_id = 0;
+  for (const TraceEvent& e : trace->events) next_id = std::max(next_id, e.buffer + 1);
+  if (trace->preexisting > Bytes(0)) {
+    if (!a.Alloc(next_id++, trace->preexisting, 0)) {
+      return absl::InvalidArgumentError(absl::StrFormat(
+          "%s: the %s live before recording do not fit in the capacity (%s)", r.source,
+          FormatBytes(trace->preexisting), FormatBytes(options.capacity)));
+    }
+  }
+  absl::flat_hash_map<BufferId, Bytes> placed;  // buffers the allocator holds
+  const std::vector<TraceEvent>& ev = trace->events;
+  for (size_t i = 0; i < ev.size(); ++i) {
+    const TraceEvent& e = ev[i];
+    if (e.type == EventType::kAlloc) {
+      if (a.Alloc(e.buffer, e.size, e.stream)) {
+        placed[e.buffer] = e.size;
+      } else {
+        ++r.ooms;
+        if (!r.oom.has_value()) {
+          const AllocatorStats s = a.stats();
+          ReplayOom o;
+          o.event = source[i];
+          o.time = o.event >= 0 ? recorded.memory_events[static_cast<size_t>(o.event)].time : SimTime(-1);
+          o.requested = e.size;
+          o.reserved = s.reserved;
+          o.free = options.capacity - s.reserved;
+          r.oom = o;
+        }
+      }
+    } else if (e.type == EventType::kFree) {
+      auto it = placed.find(e.buffer);
+      if (it != placed.end()) {
+        a.Free(e.buffer);
+        placed.erase(it);
+      }
+    } else {
+      continue;
+    }
+    if (offline) continue;  // placed at Finish; see below
+    const AllocatorStats s = a.stats();
+    peak.Observe(s);
+    // Compare after the last native event of one recorded event.
+    const int64_t src = source[i];
+    if (src < 0 || (i + 1 < ev.size() && source[i + 1] == src)) continue;
+    ++r.events;
+    const RecordedMemoryEvent& m = recorded.memory_events[static_cast<size_t>(src)];
+    if (m.total_allocated.has_value()) Compare(*r.allocated, s.allocated, *m.total_allocated, src, alloc_abs);
+    if (m.total_reserved.has_value()) Compare(*r.reserved, s.reserved, *m.total_reserved, src, reserved_abs);
+    if (options.keep_series) {
+      r.series.push_back({src, m.time, s.allocated, s.reserved, m.total_allocated, m.total_reserved});
+    }
+  }
+  // Live requested bytes for the no-fragmentation bound: recompute exactly.
+  {
+    absl::flat_hash_map<BufferId, Bytes> sizes;
+    Bytes cur = trace->preexisting, best = cur;
+    for (const TraceEvent& e : ev) {
+      if (e.type == EventType::kAlloc) {
+        sizes[e.buffer] = e.size;
+        cur += e.size;
+        best = std::max(best, cur);
+      } else if (e.type == EventType::kFree) {
+        cur -= sizes[e.buffer];
+      }
+    }
+    r.no_fragmentation_peak = best;
+  }
+  absl::Status fin = a.Finish();
+  if (!fin.ok()) return fin;
+  r.stats = a.stats();
+  if (offline) {
+    r.events = 0;
+    for (size_t i = 0; i < ev.size(); ++i) {
+      if (source[i] >= 0 && (i + 1 == ev.size() || source[i + 1] != source[i])) ++r.events;
+    }
+    peak.Observe(r.stats);  // the plan's heap at its peak
+    r.fragmentation_at_peak = r.stats.peak_reserved - r.stats.peak_allocated;
+  } else {
+    r.fragmentation_at_peak = peak.fragmentation;
+  }
+  return r;
+}
+
+// --- Snapshot replay with address checking -----------------------------------
+
+// Note [Rebuilding the window's start]
+// A snapshot's trace is a window (the ring buffer of
+// _record_memory_history(max_entries=...)); its `segments` are the state at
+// the end. The state at the window's start follows by undoing the trace
+// backwards from the end:
+//   alloc at A          → the block at A did not exist yet (was free);
+//   free_completed at A → the block at A was allocated before;
+//   segment_alloc at A  → the segment did not exist;
+//   segment_free at A   → the segment existed (2 MiB ⇒ small pool: large
+//                          segments are ≥ 10 MiB, PyTorch
+//                          CUDACachingAllocator.cpp get_allocation_size).
+// Sizes: blocks still allocated at the end have their exact block size in
+// `segments`; a block allocated before the window and freed inside it has
+// only its requested size in the trace, so its block size is inferred: the
+// rounded request (round_size), which is the block size unless the block
+// kept an unsplit remainder (large pool, remainder ≤ 1 MiB; should_split).
+// A guess that would overlap the next known block is cut at it. A replay
+// that then places an allocation at the end of such a guessed block, where
+// the recording put it elsewhere, reveals that the block was larger: the
+// guess grows to end at the recorded address (when that is ≤ 1 MiB higher)
+// and the replay starts again.
+// Frees are routed by allocation identity (recorded address at alloc time →
+// our buffer id), so one misplaced block does not misroute later frees.
+// A block is reusable at free_completed (free_requested only marks it
+// pending: the stream may still use it).
+namespace {
+
+constexpr int64_t kSmallSegment = 2097152;  // kSmallBuffer
+constexpr int64_t kSmallSize = 1048576;     // kSmallSize
+
+struct InitBlock {
+  int64_t size = 0;
+  int64_t requested = 0;
+  bool exact = false;
+  int64_t free_event = -1;  // the free_completed that ends it (inexact ones)
+};
+struct InitSegment {
+  int64_t size = 0;
+  int64_t stream = 0;
+  bool small = false;
+};
+
+struct SnapshotWindow {
+  std::vector<const RecordedMemoryEvent*> events;  // this device, in order
+  std::vector<int64_t> index;                      // into trace.memory_events
+};
+
+PyTorchCachingOptions OptionsFromSpec(const AllocatorSpec& spec, absl::Status* st) {
+  AllocatorOptions o(spec.options);
+  auto parsed = ParsePyTorchCachingOptions(o);
+  if (!parsed.ok()) {
+    *st = parsed.status();
+    return {};
+  }
+  return *parsed;
+}
+
+struct AddressReplay {
+  const RecordedSnapshot& snap;
+  const ReplayOptions& options;
+  PyTorchCachingOptions opt;
+  int32_t device = 0;
+  SnapshotWindow window;
+  std::map<int64_t, StreamId> streams;  // recorded stream → dense id
+
+  StreamId Stream(int64_t rec) {
+    auto [it, inserted] = streams.emplace(rec, static_cast<StreamId>(streams.size()));
+    return it->second;
+  }
+
+  // The start state; `grown` maps a free_completed event index to the block
+  // size inferred for it.
+  absl::Status StartState(const std::map<int64_t, int64_t>& grown, std::map<uint64_t, InitSegment>* segs,
+                          std::map<uint64_t, InitBlock>* blocks, int64_t* inferred) {
+    segs->clear();
+    blocks->clear();
+    for (const SnapshotSegment& s : snap.segments) {
+      if (s.device != device) continue;
+      if (s.is_expandable) return absl::UnimplementedError("replaying expandable segments is not modelled yet");
+      (*segs)[static_cast<uint64_t>(s.address)] = {s.total_size.value(), s.stream, s.segment_type == "small"};
+      for (const SnapshotBlock& b : s.blocks) {
+        if (b.state == "inactive") continue;
+        (*blocks)[static_cast<uint64_t>(b.address)] = {b.size.value(), b.requested_size.value(), true, -1};
+      }
+    }
+    for (size_t k = window.events.size(); k-- > 0;) {
+      const RecordedMemoryEvent& m = *window.events[k];
+      if (!m.address.has_value()) {
+        return absl::InvalidArgumentError(absl::StrCat(snap.trace.metadata.source_file, ": trace entry ",
+                                                       window.index[k], " has no address"));
+      }
+      const uint64_t addr = static_cast<uint64_t>(*m.address);
+      switch (m.kind) {
+        case MemoryEventKind::kAlloc:
+          blocks->erase(addr);
+          break;
+        case MemoryEventKind::kFreeCompleted: {
+          auto g = grown.find(window.index[k]);
+          const int64_t size = g != grown.end() ? g->second : PyTorchCachingAllocator::RoundSize(m.size.value(), opt);
+          (*blocks)[addr] = {size, m.size.value(), false, window.index[k]};
+          break;
+        }
+        case MemoryEventKind::kSegmentAlloc:
+          segs->erase(addr);
+          break;
+        case MemoryEventKind::kSegmentFree:
+          (*segs)[addr] = {m.size.value(), m.stream, m.size.value() == kSmallSegment};
+          break;
+        case MemoryEventKind::kSegmentMap:
+        case MemoryEventKind::kSegmentUnmap:
+          return absl::UnimplementedError("replaying expandable segments is not modelled yet");
+        default:
+          break;
+      }
+    }
+    // Cut guesses at the next block or the segment's end.
+    *inferred = 0;
+    for (auto it = blocks->begin(); it != blocks->end(); ++it) {
+      if (!it->second.exact) ++*inferred;
+      auto seg = segs->upper_bound(it->first);
+      if (seg == segs->begin()) {
+        return absl::InvalidArgumentError(absl::StrFormat("%s: block at 0x%x lies in no segment",
+                                                          snap.trace.metadata.source_file, it->first));
+      }
+      --seg;
+      uint64_t limit = seg->first + static_cast<uint64_t>(seg->second.size);
+      auto next = std::next(it);
+      if (next != blocks->end()) limit = std::min(limit, next->first);
+      if (it->first + static_cast<uint64_t>(it->second.size) > limit) {
+        if (it->second.exact) {
+          return absl::InvalidArgumentError(absl::StrFormat("%s: block at 0x%x overlaps the next block",
+                                                            snap.trace.metadata.source_file, it->first));
+        }
+        it->second.size = static_cast<int64_t>(limit - it->first);
+      }
+    }
+    return absl::OkStatus();
+  }
+
+  struct Pass {
+    AddressCheck check;
+    ReplayResult result;
+    // First misplacement explained by a guessed block: its free event and
+    // the size it grows to.
+    int64_t grow_event = -1;
+    int64_t grow_size = 0;
+  };
+
+  absl::StatusOr<Pass> Run(const std::map<int64_t, int64_t>& grown) {
+    std::map<uint64_t, InitSegment> segs;
+    std::map<uint64_t, InitBlock> blocks;
+    int64_t inferred = 0;
+    absl::Status st = StartState(grown, &segs, &blocks, &inferred);
+    if (!st.ok()) return st;
+    Pass pass;
+    pass.check.inferred_block_sizes = inferred;
+    PyTorchCachingAllocator a(options.capacity, opt);
+    // Restore.
+    absl::flat_hash_map<uint64_t, BufferId> live;  // recorded address → id
+    absl::flat_hash_map<BufferId, int64_t> requested_of;
+    absl::flat_hash_map<BufferId, uint64_t> guessed_at;  // inexact restored blocks
+    BufferId next_id = 0;
+    for (const auto& [addr, seg] : segs) {
+      CachingSegmentLayout layout;
+      layout.address = addr;
+      layout.size = seg.size;
+      layout.stream = Stream(seg.stream);
+      layout.small = seg.small;
+      uint64_t at = addr;
+      const uint64_t end = addr + static_cast<uint64_t>(seg.size);
+      for (auto it = blocks.lower_bound(addr); it != blocks.end() && it->first < end; ++it) {
+        if (it->first > at) layout.blocks.push_back({at, static_cast<int64_t>(it->first - at), 0, -1});
+        const BufferId id = next_id++;
+        layout.blocks.push_back({it->first, it->second.size, it->second.requested, id});
+        live[it->first] = id;
+        requested_of[id] = it->second.requested;
+        if (!it->second.exact) guessed_at[id] = it->first;
+        at = it->first + static_cast<uint64_t>(it->second.size);
+        ++pass.check.restored_blocks;
+      }
+      if (at < end) layout.blocks.push_back({at, static_cast<int64_t>(end - at), 0, -1});
+      st = a.RestoreSegment(layout);
+      if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat(snap.trace.metadata.source_file, ": ", st.message()));
+      ++pass.check.restored_segments;
+    }
+    PeakTracker peak;
+    peak.Observe(a.stats());
+    Bytes cur_requested;
+    for (const auto& [addr, b] : blocks) cur_requested += Bytes(b.requested);
+    Bytes best_requested = cur_requested;
+    for (size_t k = 0; k < window.events.size(); ++k) {
+      const RecordedMemoryEvent& m = *window.events[k];
+      const uint64_t addr = static_cast<uint64_t>(*m.address);
+      const int64_t idx = window.index[k];
+      switch (m.kind) {
+        case MemoryEventKind::kAlloc: {
+          const BufferId id = next_id++;
+          ++pass.check.allocations;
+          ++pass.result.events;
+          if (!a.Alloc(id, m.size, Stream(m.stream))) {
+            ++pass.result.ooms;
+            if (!pass.result.oom.has_value()) {
+              const AllocatorStats s = a.stats();
+              pass.result.oom = ReplayOom{idx, m.time, m.size, s.reserved, options.capacity - s.reserved};
+            }
+            if (pass.check.misses.size() < 10) {
+              pass.check.misses.push_back(absl::StrFormat("entry %d: alloc of %d bytes failed (out of memory)", idx,
+                                                          m.size.value()));
+            }
+            break;
+          }
+          live[addr] = id;
+          requested_of[id] = m.size.value();
+          cur_requested += m.size;
+          best_requested = std::max(best_requested, cur_requested);
+          const uint64_t got = *a.AddressOf(id);
+          if (got == addr) {
+            ++pass.check.at_recorded_address;
+          } else {
+            if (pass.check.misses.size() < 10) {
+              pass.check.misses.push_back(absl::StrFormat(
+                  "entry %d: alloc of %d bytes at 0x%x, recorded at 0x%x", idx, m.size.value(), got, addr));
+            }
+            // Explained by a guessed block that ends where we placed it?
+            if (pass.grow_event < 0) {
+              for (const auto& [gid, gaddr] : guessed_at) {
+                auto sz = a.BlockSizeOf(gid);
+                if (!sz.has_value() || gaddr + static_cast<uint64_t>(sz->value()) != got) continue;
+                // The recording put it up to 1 MiB higher: the guessed
+                // block really ended there (an unsplit remainder, which
+                // should_split leaves when it is ≤ kSmallSize).
+                const int64_t gap = addr > got ? static_cast<int64_t>(addr - got) : 0;
+                auto it = blocks.find(gaddr);
+                if (gap > 0 && gap <= kSmallSize && it != blocks.end() && it->second.free_event >= 0) {
+                  pass.grow_event = it->second.free_event;
+                  pass.grow_size = sz->value() + gap;
+                }
+                break;
+              }
+            }
+          }
+          break;
+        }
+        case MemoryEventKind::kFreeCompleted: {
+          auto it = live.find(addr);
+          if (it == live.end()) {
+            return absl::InvalidArgumentError(absl::StrFormat(
+                "%s: trace entry %d frees 0x%x, which is not allocated", snap.trace.metadata.source_file, idx, addr));
+          }
+          ++pass.result.events;
+          a.Free(it->second);
+          cur_requested -= Bytes(requested_of[it->second]);
+          requested_of.erase(it->second);
+          guessed_at.erase(it->second);
+          live.erase(it);
+          break;
+        }
+        case MemoryEventKind::kFreeRequested:
+          ++pass.result.events;
+          break;
+        case MemoryEventKind::kSegmentAlloc:
+          a.SetNextSegmentAddress(addr);
+          break;
+        case MemoryEventKind::kSegmentFree: {
+          // A release our model has not made itself: torch.cuda.empty_cache().
+          bool held = false;
+          for (const CachingSegmentLayout& s : a.Segments()) held |= s.address == addr;
+          if (held) a.EmptyCache();
+          break;
+        }
+        default:
+          break;
+      }
+      peak.Observe(a.stats());
+    }
+    // The end state against the snapshot's segments.
+    std::map<uint64_t, std::vector<std::pair<uint64_t, int64_t>>> want, got;  // segment → (addr, size) allocated
+    std::map<uint64_t, int64_t> want_size, got_size;
+    for (const SnapshotSegment& s : snap.segments) {
+      if (s.device != device) continue;
+      want_size[static_cast<uint64_t>(s.address)] = s.total_size.value();
+      auto& v = want[static_cast<uint64_t>(s.address)];
+      for (const SnapshotBlock& b : s.blocks) {
+        if (b.state != "inactive") v.push_back({static_cast<uint64_t>(b.address), b.size.value()});
+      }
+    }
+    for (const CachingSegmentLayout& s : a.Segments()) {
+      got_size[s.address] = s.size;
+      auto& v = got[s.address];
+      for (const CachingSegmentLayout::Block& b : s.blocks) {
+        if (b.buffer >= 0) v.push_back({b.address, b.size});
+      }
+    }
+    int64_t diffs = 0;
+    for (const auto& [addr, size] : want_size) {
+      auto g = got_size.find(addr);
+      if (g == got_size.end() || g->second != size || got[addr] != want[addr]) ++diffs;
+    }
+    for (const auto& [addr, size] : got_size) diffs += want_size.contains(addr) ? 0 : 1;
+    pass.check.final_segment_differences = diffs;
+    pass.check.final_segments_match = diffs == 0;
+    pass.result.stats = a.stats();
+    pass.result.fragmentation_at_peak = peak.fragmentation;
+    pass.result.no_fragmentation_peak = best_requested;
+    return pass;
+  }
+};
+
+}  // namespace
+
+absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, const ReplayOptions& options_in) {
+  if (!options_in.check_addresses) return ReplayRecorded(snapshot.trace, options_in);
+  ReplayOptions options = options_in;
+  absl::Status cap = ResolveCapacity(snapshot.trace.metadata, &options);
+  if (!cap.ok()) return cap;
+  if (options.allocator.impl != "pytorch_caching") {
+    return absl::InvalidArgumentError(absl::StrCat("--check-addresses replays the snapshot through pytorch_caching, "
+                                                   "whose addresses it can compare; got --allocator ",
+                                                   options.allocator.impl));
+  }
+  absl::Status st;
+  AddressReplay ar{snapshot, options, OptionsFromSpec(options.allocator, &st), 0, {}, {}};
+  if (!st.ok()) return st;
+  // The device.
+  std::map<int32_t, int64_t> devices;
+  for (const RecordedMemoryEvent& m : snapshot.trace.memory_events) ++devices[m.device];
+  for (const SnapshotSegment& s : snapshot.segments) devices.emplace(s.device, 0);
+  if (options.device.has_value()) {
+    ar.device = *options.device;
+  } else if (devices.size() > 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(snapshot.trace.metadata.source_file, ": the snapshot has several devices; choose one"));
+  } else if (!devices.empty()) {
+    ar.device = devices.begin()->first;
+  }
+  for (size_t i = 0; i < snapshot.trace.memory_events.size(); ++i) {
+    const RecordedMemoryEvent& m = snapshot.trace.memory_events[i];
+    if (m.device != ar.device) continue;
+    ar.window.events.push_back(&m);
+    ar.window.index.push_back(static_cast<int64_t>(i));
+  }
+  // Replay; while a misplacement is explained by a guessed block size, grow
+  // that guess and replay again (bounded).
+  std::map<int64_t, int64_t> grown;
+  absl::StatusOr<AddressReplay::Pass> pass;
+  int64_t passes = 0;
+  constexpr int64_t kMaxPasses = 64;
+  while (true) {
+    pass = ar.Run(grown);
+    ++passes;
+    if (!pass.ok()) return pass.status();
+    if (pass->grow_event < 0 || passes >= kMaxPasses || grown.contains(pass->grow_event)) break;
+    grown[pass->grow_event] = pass->grow_size;
+  }
+  ReplayResult r = std::move(pass->result);
+  r.addresses = pass->check;
+  r.addresses->passes = passes;
+  r.source = snapshot.trace.metadata.source_file;
+  r.format = "snapshot";
+  r.allocator = "pytorch_caching";
+  r.capacity = options.capacity;
+  r.capacity_source = options.capacity_source;
+  return r;
+}
+
+absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options) {
+  auto format = DetectRecordedFormat(path);
+  if (!format.ok()) return format.status();
+  if (*format == "snapshot") {
+    auto snap = LoadSnapshot(path);
+    if (!snap.ok()) return snap.status();
+    return ReplaySnapshot(*snap, options);
+  }
+  if (options.check_addresses) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": --check-addresses needs a memory snapshot (its segments give the allocator state); this is a ",
+        *format, " trace"));
+  }
+  auto recorded = ImportRecordedTrace(path, *format);
+  if (!recorded.ok()) return recorded.status();
+  return ReplayRecorded(*recorded, options);
+}
+
+// --- Rendering ------------------------------------------------------------------
+
+namespace {
+
+std::string Share(double v) { return absl::StrFormat("%.4f%%", 100.0 * v); }
+
+void TotalsText(std::string& out, const char* what, const std::optional<TotalsComparison>& c) {
+  if (!c.has_value()) {
+    absl::StrAppend(&out, absl::StrFormat("  %-9s not recorded in the trace\n", what));
+    return;
+  }
+  absl::StrAppend(&out, absl::StrFormat("  %-9s exact at %d of %d events (%s); max |error| %s, mean |error| %.1f B; "
+                                        "peak predicted %s, recorded %s\n",
+                                        what, c->exact, c->compared, Share(c->exact_share()),
+                                        FormatBytes(c->max_abs_error), c->mean_abs_error,
+                                        FormatBytes(c->predicted_peak), FormatBytes(c->recorded_peak)));
+  if (c->first_mismatch >= 0) absl::StrAppend(&out, "            first mismatch at recorded event ", c->first_mismatch, "\n");
+}
+
+void TotalsJson(JsonWriter& w, const char* key, const std::optional<TotalsComparison>& c) {
+  if (!c.has_value()) {
+    w.Null(key);
+    return;
+  }
+  w.BeginObject(key)
+      .Int("compared", c->compared)
+      .Int("exact", c->exact)
+      .Double("exact_share", c->exact_share())
+      .Int("max_abs_error_bytes", c->max_abs_error.value())
+      .Double("mean_abs_error_bytes", c->mean_abs_error)
+      .Int("first_mismatch_event", c->first_mismatch)
+      .Int("recorded_peak_bytes", c->recorded_peak.value())
+      .Int("predicted_peak_bytes", c->predicted_peak.value())
+      .EndObject();
+}
+
+}  // namespace
+
+std::string RenderReplayText(const ReplayResult& r) {
+  std::string out;
+  absl::StrAppend(&out, "replay of ", r.source, " (", r.format, ") through ", r.allocator, "\n");
+  absl::StrAppend(&out, absl::StrFormat("  capacity  %s (%s)\n", FormatBytes(r.capacity), r.capacity_source));
+  absl::StrAppend(&out, absl::StrFormat("  events    %d memory events", r.events));
+  if (r.conversion.allocs_before_recording > 0 || r.preexisting > Bytes(0)) {
+    absl::StrAppend(&out, absl::StrFormat("; live before recording: %d freed blocks (%s) + %s never freed",
+                                          r.conversion.allocs_before_recording,
+                                          FormatBytes(r.conversion.bytes_before_recording),
+                                          FormatBytes(r.preexisting)));
+  }
+  absl::StrAppend(&out, "\n");
+  const AllocatorStats& s = r.stats;
+  absl::StrAppend(&out, absl::StrFormat("  peak      allocated %s, reserved %s, no-fragmentation bound %s\n",
+                                        FormatBytes(s.peak_allocated), FormatBytes(s.peak_reserved),
+                                        FormatBytes(r.no_fragmentation_peak)));
+  absl::StrAppend(&out, absl::StrFormat("  fragment. reserved - allocated at the reserved peak %s; peak reserved - "
+                                        "bound %s\n",
+                                        FormatBytes(r.fragmentation_at_peak),
+                                        FormatBytes(s.peak_reserved - r.no_fragmentation_peak)));
+  absl::StrAppend(&out, absl::StrFormat("  segments  %d device mallocs, %d frees; %d held at the end; largest free "
+                                        "block %s\n",
+                                        s.device_mallocs, s.device_frees, s.segments,
+                                        FormatBytes(s.largest_free_block)));
+  if (r.offline) {
+    absl::StrAppend(&out, "  offline planner: placed with the whole trace's lifetimes at the end; fragmentation is "
+                          "peak heap - peak live\n");
+  }
+  if (r.oom.has_value()) {
+    absl::StrAppend(&out, absl::StrFormat("  OOM       at recorded event %d: %s requested, %s reserved, %s free "
+                                          "(%d allocations failed)\n",
+                                          r.oom->event, FormatBytes(r.oom->requested), FormatBytes(r.oom->reserved),
+                                          FormatBytes(r.oom->free), r.ooms));
+  } else {
+    absl::StrAppend(&out, "  OOM       none\n");
+  }
+  absl::StrAppend(&out, "predicted vs recorded totals:\n");
+  if (r.offline) {
+    absl::StrAppend(&out, "  not compared per event (offline planner)\n");
+  } else {
+    TotalsText(out, "allocated", r.allocated);
+    TotalsText(out, "reserved", r.reserved);
+  }
+  if (r.addresses.has_value()) {
+    const AddressCheck& c = *r.addresses;
+    absl::StrAppend(&out, absl::StrFormat(
+                              "addresses: %d of %d allocations at the recorded address (%s)\n"
+                              "  start state rebuilt: %d segments, %d live blocks (%d sizes inferred; %d "
+                              "replay passes)\n"
+                              "  final segments %s the snapshot's (%d differ)\n",
+                              c.at_recorded_address, c.allocations, Share(c.share()), c.restored_segments,
+                              c.restored_blocks, c.inferred_block_sizes, c.passes,
+                              c.final_segments_match ? "match" : "do not match", c.final_segment_differences));
+    for (const std::string& m : c.misses) absl::StrAppend(&out, "  miss: ", m, "\n");
+  }
+  return out;
+}
+
+namespace {
+void ResultJson(JsonWriter& w, const ReplayResult& r) {
+  const AllocatorStats& s = r.stats;
+  w.String("source", r.source).String("format", r.format);
+  w.BeginObject("allocator")
+      .String("name", r.allocator)
+      .Int("capacity_bytes", r.capacity.value())
+      .String("capacity_source", r.capacity_source)
+      .Int("peak_allocated_bytes", s.peak_allocated.value())
+      .Int("peak_reserved_bytes", s.peak_reserved.value())
+      .Int("no_fragmentation_peak_bytes", r.no_fragmentation_peak.value())
+      .Int("fragmentation_at_peak_bytes", r.fragmentation_at_peak.value())
+      .Int("device_mallocs", s.device_mallocs)
+      .Int("device_frees", s.device_frees)
+      .Int("segments_at_end", s.segments)
+      .Int("largest_free_block_bytes", s.largest_free_block.value())
+      .Int("alloc_retries", s.alloc_retries)
+      .Int("ooms", r.ooms)
+      .Bool("offline", r.offline)
+      .EndObject();
+  w.BeginObject("replay").Int("events", r.events);
+  if (r.allocated.has_value()) {
+    w.Double("allocated_exact_share", r.allocated->exact_share());
+  } else {
+    w.Null("allocated_exact_share");
+  }
+  if (r.reserved.has_value()) {
+    w.Double("reserved_exact_share", r.reserved->exact_share());
+  } else {
+    w.Null("reserved_exact_share");
+  }
+  if (r.addresses.has_value()) {
+    w.Double("address_exact_share", r.addresses->share());
+  } else {
+    w.Null("address_exact_share");
+  }
+  TotalsJson(w, "allocated", r.allocated);
+  TotalsJson(w, "reserved", r.reserved);
+  if (r.addresses.has_value()) {
+    const AddressCheck& c = *r.addresses;
+    w.BeginObject("addresses")
+        .Int("allocations", c.allocations)
+        .Int("at_recorded_address", c.at_recorded_address)
+        .Int("restored_segments", c.restored_segments)
+        .Int("restored_blocks", c.restored_blocks)
+        .Int("inferred_block_sizes", c.inferred_block_sizes)
+        .Int("passes", c.passes)
+        .Bool("final_segments_match", c.final_segments_match)
+        .Int("final_segment_differences", c.final_segment_differences);
+    w.BeginArray("misses");
+    for (const std::string& m : c.misses) w.String({}, m);
+    w.EndArray().EndObject();
+  } else {
+    w.Null("addresses");
+  }
+  w.Int("allocs_before_recording", r.conversion.allocs_before_recording)
+      .Int("bytes_before_recording", r.conversion.bytes_before_recording.value())
+      .Int("preexisting_bytes", r.preexisting.value())
+      .EndObject();
+  if (r.oom.has_value()) {
+    w.BeginObject("oom")
+        .Int("event", r.oom->event)
+        .Int("time_ns", r.oom->time.ns())
+        .Int("requested_bytes", r.oom->requested.value())
+        .Int("reserved_bytes", r.oom->reserved.value())
+        .Int("free_bytes", r.oom->free.value())
+        .EndObject();
+  } else {
+    w.Null("oom");
+  }
+}
+}  // namespace
+
+std::string RenderReplayJson(const ReplayResult& r) {
+  JsonWriter w;
+  w.BeginObject();
+  ResultJson(w, r);
+  w.EndObject();
+  return w.Finish();
+}
+
+std::string RenderCompareText(const std::vector<ReplayResult>& rows) {
+  std::string out;
+  if (rows.empty()) return out;
+  auto gib = [](Bytes b) { return absl::StrFormat("%.3f", b.GiB()); };
+  absl::StrAppend(&out, "compare ", rows[0].source, ": ", rows[0].events, " memory events; capacity ",
+                  FormatBytes(rows[0].capacity), " (", rows[0].capacity_source, ")\n");
+  absl::StrAppend(&out, absl::StrFormat("%-18s %11s %11s %11s %11s %8s %11s  %s\n", "allocator (GiB)", "peak alloc",
+                                        "peak resv", "frag@peak", "over bound", "mallocs", "largest free", "OOM"));
+  for (const ReplayResult& r : rows) {
+    const AllocatorStats& s = r.stats;
+    absl::StrAppend(&out, absl::StrFormat("%-18s %11s %11s %11s %11s %8d %11s  %s\n", r.allocator,
+                                          gib(s.peak_allocated), gib(s.peak_reserved), gib(r.fragmentation_at_peak),
+                                          gib(s.peak_reserved - r.no_fragmentation_peak), s.device_mallocs,
+                                          gib(s.largest_free_block),
+                                          r.oom.has_value() ? absl::StrCat("yes, at event ", r.oom->event) : "no"));
+  }
+  absl::StrAppend(&out, "no-fragmentation bound (peak live requested bytes): ",
+                  FormatBytes(rows[0].no_fragmentation_peak),
+                  "\nfrag@peak: reserved - allocated at the reserved peak; over bound: peak reserved - bound; "
+                  "mallocs: segments obtained from the device (arena allocators: 1)\n");
+  return out;
+}
+
+std::string RenderCompareJson(const std::vector<ReplayResult>& rows) {
+  JsonWriter w;
+  w.BeginObject();
+  w.BeginArray("allocators");
+  for (const ReplayResult& r : rows) {
+    w.BeginObject();
+    ResultJson(w, r);
+    w.EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  return w.Finish();
+}
+
+}  // namespace gpusim

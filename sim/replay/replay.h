@@ -1,0 +1,128 @@
+// Replay of a recorded allocation stream (a Kineto trace, a memory timeline,
+// a caching-allocator snapshot) through an allocator model, compared event by
+// event with what the recording says: `gpusim replay` and `gpusim compare`.
+//
+// Two paths:
+//  - ReplayRecorded: the recorded alloc/free stream (ToNativeTrace's pairing,
+//    sim/import/recorded_trace.h) through any allocator. Where the recorder
+//    wrote totals after each event (Kineto "Total Allocated" / "Total
+//    Reserved"), the model's allocated and reserved bytes after the same
+//    event are compared with them.
+//  - ReplaySnapshot with check_addresses: the snapshot's allocator state at
+//    the start of its trace window is rebuilt from the final `segments` and
+//    the trace (Note [Rebuilding the window's start] in replay.cc), then
+//    replayed forward through the pytorch_caching model, checking every
+//    allocation's address and the final segments.
+#ifndef GPUSIM_SIM_REPLAY_REPLAY_H_
+#define GPUSIM_SIM_REPLAY_REPLAY_H_
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/alloc/allocator.h"
+#include "sim/base/units.h"
+#include "sim/config/spec.h"
+#include "sim/import/recorded_trace.h"
+#include "sim/import/snapshot.h"
+
+namespace gpusim {
+
+struct ReplayOptions {
+  AllocatorSpec allocator{"pytorch_caching", {}};
+  // What cudaMalloc may reserve in all. 0: the recorded device's
+  // totalGlobalMem (Kineto deviceProperties) when the trace has it, else
+  // default_capacity.
+  Bytes capacity;
+  std::string capacity_source;     // where `capacity` came from, for the report
+  Bytes default_capacity;
+  std::string default_capacity_source;
+  std::optional<int32_t> device;   // recorded device; unset: the only one
+  bool check_addresses = false;    // snapshots only; needs pytorch_caching
+  bool keep_series = false;        // fill ReplayResult::series
+};
+
+// Predicted vs recorded totals over the events that recorded one.
+struct TotalsComparison {
+  int64_t compared = 0;
+  int64_t exact = 0;
+  Bytes max_abs_error;
+  double mean_abs_error = 0;      // bytes
+  int64_t first_mismatch = -1;    // recorded memory-event index
+  Bytes recorded_peak;
+  Bytes predicted_peak;           // over the compared events
+  double exact_share() const { return compared == 0 ? 0.0 : static_cast<double>(exact) / compared; }
+};
+
+struct AddressCheck {
+  int64_t allocations = 0;          // allocations in the window
+  int64_t at_recorded_address = 0;
+  int64_t restored_segments = 0;    // segments rebuilt at the window's start
+  int64_t restored_blocks = 0;      // blocks allocated at the window's start
+  int64_t inferred_block_sizes = 0; // of those, blocks whose size was inferred
+  int64_t passes = 0;               // replays run while inferring sizes
+  bool final_segments_match = false;
+  int64_t final_segment_differences = 0;
+  std::vector<std::string> misses;  // the first few misplaced allocations
+  double share() const {
+    return allocations == 0 ? 1.0 : static_cast<double>(at_recorded_address) / allocations;
+  }
+};
+
+struct ReplayOom {
+  int64_t event = -1;    // recorded memory-event index
+  SimTime time{-1};
+  Bytes requested;
+  Bytes reserved;        // the model's reserved bytes then
+  Bytes free;            // capacity - reserved
+};
+
+struct ReplayPoint {
+  int64_t event = 0;     // recorded memory-event index
+  SimTime time{-1};
+  Bytes allocated, reserved;                             // predicted
+  std::optional<Bytes> recorded_allocated, recorded_reserved;
+};
+
+struct ReplayResult {
+  std::string source;
+  std::string format;
+  std::string allocator;
+  Bytes capacity;
+  std::string capacity_source;
+  int64_t events = 0;            // memory events replayed (recorded)
+  AllocatorStats stats;
+  Bytes no_fragmentation_peak;   // peak of live requested bytes (ideal packing)
+  Bytes fragmentation_at_peak;   // reserved - allocated at the reserved peak
+  Bytes preexisting;             // bytes live before recording, never freed
+  ConversionStats conversion;
+  std::optional<TotalsComparison> allocated, reserved;
+  std::optional<AddressCheck> addresses;
+  std::optional<ReplayOom> oom;  // the first allocation that failed
+  int64_t ooms = 0;
+  bool offline = false;          // an offline planner: totals not compared per event
+  std::vector<ReplayPoint> series;  // when keep_series
+};
+
+absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const ReplayOptions& options);
+// Without check_addresses this is ReplayRecorded of the snapshot's trace.
+absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, const ReplayOptions& options);
+
+// Loads `path` (any recorded format) and replays it.
+absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options);
+
+std::string RenderReplayText(const ReplayResult& r);
+// Keys: source, format, allocator.{name, peak_allocated_bytes,
+// peak_reserved_bytes, ...}, replay.{events, allocated_exact_share,
+// reserved_exact_share, address_exact_share, ...}, oom.
+std::string RenderReplayJson(const ReplayResult& r);
+
+// `gpusim compare`: one row per allocator.
+std::string RenderCompareText(const std::vector<ReplayResult>& rows);
+std::string RenderCompareJson(const std::vector<ReplayResult>& rows);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_REPLAY_REPLAY_H_
