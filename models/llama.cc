@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <memory>
 #include <set>
@@ -799,28 +800,64 @@ class LlamaBuilder {
 
   // --- optimizer -------------------------------------------------------------
 
-  // optax.clip_by_global_norm then AdamW (scale_by_adam, add_decayed_weights,
-  // scale_by_schedule), fused by XLA into one elementwise update per array that
-  // writes the new param, mu and nu into the donated buffers.
+  // Note [Optimizer step]: MaxText train_step (train.py at 4bf3beaa,
+  // L464-485): grads = optax.clip_by_global_norm(1.0).update(raw_grads)
+  // (g_norm = global_norm(raw_grads); each leaf where(g_norm < max, t,
+  // t / g_norm * max)) when gradient_clipping_threshold > 0, else raw_grads;
+  // new_state = state.apply_gradients(grads) (optax.chain(scale_by_adam,
+  // add_decayed_weights, scale_by_schedule)); then three metrics:
+  // grad_norm = l2norm_pytree(grads), raw_grad_norm = l2norm_pytree(raw_grads),
+  // param_norm = l2norm_pytree(new_state.params) (max_utils.py L74).
+  // Lowered as:
+  //  - raw_grad_norm and the clip's global norm are the same per-leaf
+  //    reduce(multiply(x, x)) (optax numerics.abs_sq and jnp.square both
+  //    lower to x*x on reals), one computation after HloCSE: one reduction
+  //    pass over the raw gradients, before any update (each clipped leaf
+  //    needs the norm);
+  //  - assumed from XLA GPU fusion, not checked against an HLO dump: the
+  //    clip is fused into each leaf's update, which writes the new param,
+  //    mu and nu into the donated buffers (no clipped tree is
+  //    materialised), and the grad_norm / param_norm reductions of values
+  //    that fusion computes are extra outputs of it (multi-output fusion):
+  //    per-leaf partial sums, added up and all-reduced at the end.
+  // So each raw gradient dies at its leaf's update.
   void Optimizer(TensorId loss) {
     (void)loss;
     b_.BeginRegion("optimizer", "phase");
+    const bool clip = s_.optimizer.clip_grad_norm;
     std::vector<TensorId> all_grads;
     for (const Param& p : params_) all_grads.insert(all_grads.end(), p.grads.begin(), p.grads.end());
-    TensorId sq = b_.AddTensor("grad_norm.partial", {}, DType::kF32, Role::kTemporary, "local sum of squares");
-    b_.AddOp("grad_norm.reduce", OpKind::kReduce, all_grads, {sq}, 0).flops = 0;
-    TensorId gnorm = b_.AddTensor("grad_norm", {}, DType::kF32, Role::kScalar, "global gradient norm (metric)");
-    if (N_ > 1) {
-      Op& ar = b_.AddOp("grad_norm.all_reduce", OpKind::kAllReduce, {sq}, {gnorm}, 0);
-      ar.group = N_;
-    } else {
-      b_.AddOp("grad_norm.sqrt", OpKind::kElementwise, {sq}, {gnorm}, 1);
+    // A scalar metric from per-device partial sums: summed, then all-reduced
+    // over the FSDP group.
+    auto norm = [&](const std::string& name, const std::vector<TensorId>& partials, const std::string& what) {
+      TensorId sq = b_.AddTensor(name + ".local", {}, DType::kF32, Role::kTemporary, "local sum of squares");
+      b_.AddOp(name + ".sum", OpKind::kReduce, partials, {sq}, static_cast<double>(partials.size()));
+      TensorId n = b_.AddTensor(name, {}, DType::kF32, Role::kScalar, what);
+      if (N_ > 1) {
+        b_.AddOp(name + ".all_reduce", OpKind::kAllReduce, {sq}, {n}, 0).group = N_;
+      } else {
+        b_.AddOp(name + ".sqrt", OpKind::kElementwise, {sq}, {n}, 1);
+      }
+      b_.tensor(n).live_out = true;
+      return n;
+    };
+    // The raw gradients' norm: the clip's g_norm and the raw_grad_norm metric.
+    TensorId raw_norm = kNoTensor;
+    if (clip) {
+      TensorId sq = b_.AddTensor("raw_grad_norm.partial", {}, DType::kF32, Role::kTemporary,
+                                 "local sum of squares of the raw gradients");
+      const double elems = static_cast<double>(
+          std::accumulate(all_grads.begin(), all_grads.end(), int64_t{0},
+                          [&](int64_t n, TensorId g) { return n + b_.tensor(g).elements(); }));
+      b_.AddOp("raw_grad_norm.reduce", OpKind::kReduce, all_grads, {sq}, 2.0 * elems);
+      raw_norm = norm("raw_grad_norm", {sq}, "global norm of the raw gradients (clip threshold input; metric)");
     }
-    b_.tensor(gnorm).live_out = true;
+    std::vector<TensorId> grad_partials, param_partials;
     for (Param& p : params_) {
-      std::vector<TensorId> ins = {p.value, p.mu, p.nu, gnorm};
+      std::vector<TensorId> ins = {p.value, p.mu, p.nu};
+      if (s_.optimizer.kind != "adamw") ins = {p.value};
+      if (raw_norm != kNoTensor) ins.push_back(raw_norm);
       ins.insert(ins.end(), p.grads.begin(), p.grads.end());
-      if (s_.optimizer.kind != "adamw") ins = {p.value, gnorm};
       std::vector<TensorId> outs;
       for (TensorId src : {p.value, p.mu, p.nu}) {
         if (src == kNoTensor) continue;
@@ -830,10 +867,28 @@ class LlamaBuilder {
         b_.tensor(o).aliases = src;
         outs.push_back(o);
       }
+      for (auto* partials : {&grad_partials, &param_partials}) {
+        const std::string what = partials == &grad_partials ? "grad_norm" : "param_norm";
+        TensorId t = b_.AddTensor(absl::StrCat(what, ".partial.", p.name), {}, DType::kF32, Role::kTemporary,
+                                  absl::StrCat(what, " partial sum of ", p.name, " (multi-output of its update)"));
+        partials->push_back(t);
+        outs.push_back(t);
+      }
       const double elems = static_cast<double>(b_.tensor(p.value).elements());
-      Op& op = b_.AddOp("adamw." + p.name, OpKind::kElementwise, ins, outs, 16.0 * elems);
+      Op& op = b_.AddOp("adamw." + p.name, OpKind::kElementwise, ins, outs, 20.0 * elems);
       op.dtype = DType::kF32;
     }
+    const TensorId grad_norm = norm("grad_norm", grad_partials,
+                                    clip ? "global norm of the clipped gradients (metric)"
+                                         : "global gradient norm (metric)");
+    if (!clip) {
+      // grads = raw_grads: raw_grad_norm is the same computation (HloCSE).
+      TensorId raw = b_.AddTensor("raw_grad_norm", {}, DType::kF32, Role::kScalar,
+                                  "global norm of the raw gradients (metric; = grad_norm without clipping)");
+      b_.AddOp("raw_grad_norm.copy", OpKind::kElementwise, {grad_norm}, {raw}, 0);
+      b_.tensor(raw).live_out = true;
+    }
+    norm("param_norm", param_partials, "global norm of the updated parameters (metric)");
     for (TensorId src : {step_, adam_count_, sched_count_}) {
       if (src == kNoTensor) continue;
       const Tensor& t = b_.tensor(src);
