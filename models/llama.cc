@@ -1,6 +1,8 @@
 #include "models/llama.h"
 
+#include <algorithm>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <memory>
 #include <set>
@@ -190,14 +192,25 @@ class LlamaBuilder {
   }
 
   // Note [Stack initialisation and CSE]: JAX allocates every rolled scan's
-  // stacked outputs as `_empty_array` = broadcast(constant 0) (jax
-  // loops.py), and XLA's HloCSE (hlo_cse.cc) merges equal broadcasts: the
-  // forward scan's residual stacks and the backward scan's gradient stacks
-  // of the same shape and dtype become one broadcast. Copy insertion
-  // (copy_insertion.cc AddCopiesForWhile / RemoveUnnecessaryCopies) then
-  // gives every loop-state slot but the last user its own copy, so the
-  // merged buffer lives from the first loop that needs it to the last: the
-  // backward loop's output stack exists before the forward loop starts.
+  // stacked outputs as `_empty_array` = broadcast(constant 0) (jax v0.5.2
+  // loops.py _scan_impl), and XLA's HloCSE (hlo_cse.cc) merges equal
+  // broadcasts: the forward scan's residual stacks and the backward scan's
+  // gradient stacks of the same shape and dtype become one broadcast
+  // (openxla/xla#20373). Copy insertion (copy_insertion.cc AddCopiesForWhile
+  // / RemoveUnnecessaryCopies) then gives every loop-state slot but the last
+  // user its own copy of it.
+  //
+  // Note [Copy fusion of stack inits]: on GPU those copies are then fused
+  // with the broadcast that feeds them: CopyFusion::DoCopyFusion
+  // (xla/service/gpu/transforms/copy_fusion.cc, pass
+  // "horizontal-loop-fusion-for-copy", run after copy insertion on the
+  // entry computation) makes every same-shape copy of an elementwise-only
+  // fusion (the zero broadcast qualifies) an extra output of that fusion.
+  // One kernel then writes the broadcast and all its copies, so every stack
+  // of that shape and dtype — forward and backward — is allocated before
+  // the first loop that uses any of them (reported in openxla/xla#27322:
+  // 16 scans' ys all live at once, fixed by
+  // --xla_disable_hlo_passes=horizontal-loop-fusion-for-copy).
   using StackKey = std::pair<std::vector<int64_t>, DType>;
 
   // Counts the requests for zero-initialised stacks of each shape, in the
@@ -217,46 +230,54 @@ class LlamaBuilder {
     }
   }
 
-  // A zero-initialised [L, ...] stack: a copy of the shared broadcast, or
-  // the broadcast itself for its last user.
+  // A zero-initialised [L, ...] stack. The first request of a shape emits
+  // the fused broadcast + copies (Note [Copy fusion of stack inits]): one
+  // buffer per request of that shape, all written at once; later requests
+  // take the next one, the last request takes the broadcast itself.
   TensorId ZeroStack(const std::string& name, std::vector<int64_t> shape, DType dt, Role role,
                      const std::string& origin) {
     const StackKey key{shape, dt};
     auto it = zero_init_.find(key);
     if (it == zero_init_.end()) {
-      TensorId b = b_.AddTensor("stack_zeros." + name, shape, dt, Role::kTemporary,
-                                "zero broadcast initialising stacks of this shape (HloCSE-merged)");
-      b_.AddOp("stack_zeros." + name, OpKind::kElementwise, {}, {b}, 0);
-      it = zero_init_.emplace(key, b).first;
-    }
-    int& left = zero_uses_[key];
-    --left;
-    if (left <= 0) {
-      Tensor& b = b_.tensor(it->second);
-      b.name = name;
-      b.role = role;
-      b.origin = origin;
-      if (zero_copies_[key] > 0) {
-        absl::StrAppend(&b.origin, "; its zero broadcast is shared (HloCSE) with ", zero_copies_[key],
-                        " earlier stack(s) of this shape, so it is allocated before the first of them");
+      const int users = std::max(1, zero_uses_[key]);
+      std::vector<TensorId> bufs;
+      TensorId bcast = b_.AddTensor("stack_zeros." + name, shape, dt, Role::kTemporary,
+                                    "zero broadcast initialising stacks of this shape (HloCSE-merged)");
+      for (int i = 0; i + 1 < users; ++i) {
+        bufs.push_back(b_.AddTensor(absl::StrCat("stack_zeros.", name, ".copy", i), shape, dt, Role::kTemporary,
+                                    "copy of the shared zero broadcast (copy insertion)"));
       }
-      return it->second;
+      bufs.push_back(bcast);  // the last user takes the broadcast itself
+      std::vector<TensorId> outs = bufs;
+      Op& op = b_.AddOp("stack_zeros." + name, OpKind::kElementwise, {}, outs, 0);
+      op.bytes_written = Bytes(b_.tensor(bcast).bytes().value() * users);
+      it = zero_init_.emplace(key, std::move(bufs)).first;
     }
-    ++zero_copies_[key];
-    TensorId t = b_.AddTensor(name, std::move(shape), dt, role, origin);
-    b_.AddOp(name + ".init", OpKind::kCopy, {it->second}, {t}, 0);
-    return t;
+    std::vector<TensorId>& bufs = it->second;
+    const size_t used = static_cast<size_t>(zero_handed_[key]++);
+    if (used >= bufs.size()) {
+      // More requests than planned: a fresh broadcast of its own.
+      TensorId t = b_.AddTensor(name, std::move(shape), dt, role, origin);
+      b_.AddOp(name + ".init", OpKind::kElementwise, {}, {t}, 0);
+      return t;
+    }
+    Tensor& t = b_.tensor(bufs[used]);
+    t.name = name;
+    t.role = role;
+    t.origin = origin;
+    if (bufs.size() > 1) {
+      absl::StrAppend(&t.origin, "; zero-initialised by one fused broadcast with ", bufs.size() - 1,
+                      " other stack(s) of this shape (HloCSE + CopyFusion), so allocated before the first of them");
+    }
+    return bufs[used];
   }
 
   // The dtype of a param's saved per-layer residual (see Note [Param
   // residual stacks]); nullopt when the slice is forwarded.
   std::optional<DType> ParamResidualDType(const Param& p) const {
     const bool is_norm = p.full.size() == 1;
-    if (policy_.no_remat()) {
-      if (is_norm) return std::nullopt;
-      return cdt_;
-    }
-    return wdt_;
+    if (!policy_.no_remat() || is_norm) return std::nullopt;
+    return cdt_;
   }
 
   std::pair<std::vector<int64_t>, DType> ResidualShape(const std::string& r) const {
@@ -271,14 +292,20 @@ class LlamaBuilder {
   // iteration (jax loops.py _scan_partial_eval; carries are never forwarded).
   void AllocResidualStacks() {
     // Note [Param residual stacks]: the backward body needs each layer's
-    // weights. Under jax.checkpoint they are saved inputs of the remat, and
-    // since jax PR #22244 (jax >= 0.4.31, ad_checkpoint.py
-    // _insert_reduce_precision) every saved input is wrapped in
-    // reduce_precision, so scan's forwarding of xs residuals
-    // (pe._jaxpr_forwarding in _scan_partial_eval) no longer sees the xs
-    // slice: the fp32 slices are stacked — a full copy of the stacked
-    // params. Without remat the residual is the bf16 cast each dot reads
-    // (convert_element_type f32→bf16 is not a forwarding), stacked likewise;
+    // weights. Under jax.checkpoint (any policy) they are *inputs* of the
+    // remat, not residuals: remat_partial_eval (jax v0.5.2
+    // jax/_src/ad_checkpoint.py) calls pe.partial_eval_jaxpr_custom with
+    // in_inst all True, so the staged remat takes every input directly
+    // (ensure_instantiated adds only non-instantiated vars to the
+    // residuals), and _insert_reduce_precision wraps only the policy's
+    // saved intermediates. The enclosing scan's partial eval
+    // (loops.py _scan_partial_eval) then sees the instantiated per-layer
+    // slice as a residual equal to a scanned input and forwards the xs
+    // array itself (pe._jaxpr_forwarding, "extensive input to extensive
+    // output"): the backward loop reads the stacked params (or their
+    // layer-first transpose) directly, and no stack is built. Without
+    // remat the residual is the bf16 cast each dot reads
+    // (convert_element_type f32→bf16 is not a forwarding), stacked [L, ...];
     // norm scales are read directly and stay forwarded.
     for (Param& p : params_) {
       if (!p.per_layer) continue;
@@ -287,9 +314,7 @@ class LlamaBuilder {
       p.residual_stack = ZeroStack(
           "residual_stack.params." + p.name, Stacked0(Shard(p)), *dt, Role::kResidual,
           absl::StrFormat("residual stack of layer parameters (%s, %s): %s", std::string(DTypeName(*dt)),
-                          policy_.no_remat() ? "the bf16 cast each dot saves"
-                                             : "saved remat input; reduce_precision defeats xs forwarding",
-                          p.name));
+                          "the bf16 cast each dot saves", p.name));
     }
     for (const std::string& r : saved_names_) {
       auto [shape, dt] = ResidualShape(r);
@@ -775,28 +800,64 @@ class LlamaBuilder {
 
   // --- optimizer -------------------------------------------------------------
 
-  // optax.clip_by_global_norm then AdamW (scale_by_adam, add_decayed_weights,
-  // scale_by_schedule), fused by XLA into one elementwise update per array that
-  // writes the new param, mu and nu into the donated buffers.
+  // Note [Optimizer step]: MaxText train_step (train.py at 4bf3beaa,
+  // L464-485): grads = optax.clip_by_global_norm(1.0).update(raw_grads)
+  // (g_norm = global_norm(raw_grads); each leaf where(g_norm < max, t,
+  // t / g_norm * max)) when gradient_clipping_threshold > 0, else raw_grads;
+  // new_state = state.apply_gradients(grads) (optax.chain(scale_by_adam,
+  // add_decayed_weights, scale_by_schedule)); then three metrics:
+  // grad_norm = l2norm_pytree(grads), raw_grad_norm = l2norm_pytree(raw_grads),
+  // param_norm = l2norm_pytree(new_state.params) (max_utils.py L74).
+  // Lowered as:
+  //  - raw_grad_norm and the clip's global norm are the same per-leaf
+  //    reduce(multiply(x, x)) (optax numerics.abs_sq and jnp.square both
+  //    lower to x*x on reals), one computation after HloCSE: one reduction
+  //    pass over the raw gradients, before any update (each clipped leaf
+  //    needs the norm);
+  //  - assumed from XLA GPU fusion, not checked against an HLO dump: the
+  //    clip is fused into each leaf's update, which writes the new param,
+  //    mu and nu into the donated buffers (no clipped tree is
+  //    materialised), and the grad_norm / param_norm reductions of values
+  //    that fusion computes are extra outputs of it (multi-output fusion):
+  //    per-leaf partial sums, added up and all-reduced at the end.
+  // So each raw gradient dies at its leaf's update.
   void Optimizer(TensorId loss) {
     (void)loss;
     b_.BeginRegion("optimizer", "phase");
+    const bool clip = s_.optimizer.clip_grad_norm;
     std::vector<TensorId> all_grads;
     for (const Param& p : params_) all_grads.insert(all_grads.end(), p.grads.begin(), p.grads.end());
-    TensorId sq = b_.AddTensor("grad_norm.partial", {}, DType::kF32, Role::kTemporary, "local sum of squares");
-    b_.AddOp("grad_norm.reduce", OpKind::kReduce, all_grads, {sq}, 0).flops = 0;
-    TensorId gnorm = b_.AddTensor("grad_norm", {}, DType::kF32, Role::kScalar, "global gradient norm (metric)");
-    if (N_ > 1) {
-      Op& ar = b_.AddOp("grad_norm.all_reduce", OpKind::kAllReduce, {sq}, {gnorm}, 0);
-      ar.group = N_;
-    } else {
-      b_.AddOp("grad_norm.sqrt", OpKind::kElementwise, {sq}, {gnorm}, 1);
+    // A scalar metric from per-device partial sums: summed, then all-reduced
+    // over the FSDP group.
+    auto norm = [&](const std::string& name, const std::vector<TensorId>& partials, const std::string& what) {
+      TensorId sq = b_.AddTensor(name + ".local", {}, DType::kF32, Role::kTemporary, "local sum of squares");
+      b_.AddOp(name + ".sum", OpKind::kReduce, partials, {sq}, static_cast<double>(partials.size()));
+      TensorId n = b_.AddTensor(name, {}, DType::kF32, Role::kScalar, what);
+      if (N_ > 1) {
+        b_.AddOp(name + ".all_reduce", OpKind::kAllReduce, {sq}, {n}, 0).group = N_;
+      } else {
+        b_.AddOp(name + ".sqrt", OpKind::kElementwise, {sq}, {n}, 1);
+      }
+      b_.tensor(n).live_out = true;
+      return n;
+    };
+    // The raw gradients' norm: the clip's g_norm and the raw_grad_norm metric.
+    TensorId raw_norm = kNoTensor;
+    if (clip) {
+      TensorId sq = b_.AddTensor("raw_grad_norm.partial", {}, DType::kF32, Role::kTemporary,
+                                 "local sum of squares of the raw gradients");
+      const double elems = static_cast<double>(
+          std::accumulate(all_grads.begin(), all_grads.end(), int64_t{0},
+                          [&](int64_t n, TensorId g) { return n + b_.tensor(g).elements(); }));
+      b_.AddOp("raw_grad_norm.reduce", OpKind::kReduce, all_grads, {sq}, 2.0 * elems);
+      raw_norm = norm("raw_grad_norm", {sq}, "global norm of the raw gradients (clip threshold input; metric)");
     }
-    b_.tensor(gnorm).live_out = true;
+    std::vector<TensorId> grad_partials, param_partials;
     for (Param& p : params_) {
-      std::vector<TensorId> ins = {p.value, p.mu, p.nu, gnorm};
+      std::vector<TensorId> ins = {p.value, p.mu, p.nu};
+      if (s_.optimizer.kind != "adamw") ins = {p.value};
+      if (raw_norm != kNoTensor) ins.push_back(raw_norm);
       ins.insert(ins.end(), p.grads.begin(), p.grads.end());
-      if (s_.optimizer.kind != "adamw") ins = {p.value, gnorm};
       std::vector<TensorId> outs;
       for (TensorId src : {p.value, p.mu, p.nu}) {
         if (src == kNoTensor) continue;
@@ -806,10 +867,28 @@ class LlamaBuilder {
         b_.tensor(o).aliases = src;
         outs.push_back(o);
       }
+      for (auto* partials : {&grad_partials, &param_partials}) {
+        const std::string what = partials == &grad_partials ? "grad_norm" : "param_norm";
+        TensorId t = b_.AddTensor(absl::StrCat(what, ".partial.", p.name), {}, DType::kF32, Role::kTemporary,
+                                  absl::StrCat(what, " partial sum of ", p.name, " (multi-output of its update)"));
+        partials->push_back(t);
+        outs.push_back(t);
+      }
       const double elems = static_cast<double>(b_.tensor(p.value).elements());
-      Op& op = b_.AddOp("adamw." + p.name, OpKind::kElementwise, ins, outs, 16.0 * elems);
+      Op& op = b_.AddOp("adamw." + p.name, OpKind::kElementwise, ins, outs, 20.0 * elems);
       op.dtype = DType::kF32;
     }
+    const TensorId grad_norm = norm("grad_norm", grad_partials,
+                                    clip ? "global norm of the clipped gradients (metric)"
+                                         : "global gradient norm (metric)");
+    if (!clip) {
+      // grads = raw_grads: raw_grad_norm is the same computation (HloCSE).
+      TensorId raw = b_.AddTensor("raw_grad_norm", {}, DType::kF32, Role::kScalar,
+                                  "global norm of the raw gradients (metric; = grad_norm without clipping)");
+      b_.AddOp("raw_grad_norm.copy", OpKind::kElementwise, {grad_norm}, {raw}, 0);
+      b_.tensor(raw).live_out = true;
+    }
+    norm("param_norm", param_partials, "global norm of the updated parameters (metric)");
     for (TensorId src : {step_, adam_count_, sched_count_}) {
       if (src == kNoTensor) continue;
       const Tensor& t = b_.tensor(src);
@@ -831,9 +910,9 @@ class LlamaBuilder {
   std::set<std::string> saved_names_;           // per-layer saved set (names of FwdNodes, "x")
   std::set<std::string> recompute_names_;       // recomputed in the backward pass
   std::map<std::string, TensorId> stacks_;      // rolled: residual stacks by name
-  std::map<StackKey, TensorId> zero_init_;      // Note [Stack initialisation and CSE]
-  std::map<StackKey, int> zero_uses_;           // requests still to come, per shape
-  std::map<StackKey, int> zero_copies_;         // copies made so far, per shape
+  std::map<StackKey, std::vector<TensorId>> zero_init_;  // Note [Copy fusion of stack inits]
+  std::map<StackKey, int> zero_uses_;           // requests planned, per shape
+  std::map<StackKey, int> zero_handed_;         // requests served so far, per shape
   std::vector<Param> params_;
   std::map<std::string, size_t> param_index_;
   std::map<std::string, TensorId> batch_;

@@ -1,10 +1,12 @@
 #include "models/llama.h"
 
+#include <map>
 #include <set>
 #include <string>
 
 #include "gtest/gtest.h"
 #include "sim/config/loader.h"
+#include "sim/ir/compute_graph.h"
 #include "sim/lower/lower.h"
 
 namespace gpusim {
@@ -80,12 +82,101 @@ TEST(LlamaTest, FullRematRecomputesAndNoneDoesNot) {
     }
     return n;
   };
-  // Full remat (rolled): the carry stack (2 layers x [1,4096,4096] bf16),
-  // the fp32 param residual stacks (2 layers' shards) and the four fp32
-  // [1,4096,32000] cross-entropy residuals.
-  const int64_t layer_shard = LlamaLayerParamCount(full->model) / 2 * 4;
-  EXPECT_EQ(residual_bytes(*pf).value(), 2 * 4096 * 4096 * 2 + 2 * layer_shard + 4LL * 4096 * 32000 * 4);
+  // Full remat (rolled): the carry stack (2 layers x [1,4096,4096] bf16)
+  // and the four fp32 [1,4096,32000] cross-entropy residuals. The layer
+  // params are remat inputs, forwarded as the scanned xs (Note [Param
+  // residual stacks]): no param stack.
+  EXPECT_EQ(residual_bytes(*pf).value(), 2 * 4096 * 4096 * 2 + 4LL * 4096 * 32000 * 4);
   EXPECT_GT(residual_bytes(*pn), residual_bytes(*pf));
+}
+
+// Param residual stacks exist only without remat: there the dots save the
+// bf16 cast of each weight (not a forwarding of the xs slice); norm scales
+// are read directly and stay forwarded.
+Bytes ParamStackBytes(const std::string& policy, const std::string& axis = "0") {
+  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml",
+                          {"model.n_layers=2", "remat.policy=" + policy, "model.param_scan_axis=" + axis});
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  auto p = BuildLlamaTrainStep(*spec);
+  EXPECT_TRUE(p.ok()) << p.status();
+  Bytes n(0);
+  for (const Tensor& t : p->tensors) {
+    if (t.name.rfind("residual_stack.params.", 0) == 0) {
+      EXPECT_EQ(t.dtype, DType::kBF16) << t.name;
+      EXPECT_EQ(t.shape.size(), 3u) << t.name;  // matrices only, no norm scales
+      n += t.bytes();
+    }
+  }
+  return n;
+}
+
+TEST(LlamaTest, ParamResidualStacksOnlyWithoutRemat) {
+  for (const char* policy : {"full", "minimal", "save_qkv_proj", "save_dot_except_mlp"}) {
+    EXPECT_EQ(ParamStackBytes(policy).value(), 0) << policy;
+    EXPECT_EQ(ParamStackBytes(policy, "1").value(), 0) << policy;
+  }
+  // Two layers' matrices (all but the 2·4096 norm scale entries), sharded
+  // over 2, in bf16.
+  const ModelSpec m = Llama2_7B();
+  EXPECT_EQ(ParamStackBytes("none").value(), 2 * (LlamaLayerParamCount(m) - 2 * 4096) / 2 * 2);
+}
+
+// With param_scan_axis=1 the backward loop reads the forwarded xs, the
+// layer-first transposed copy: it lives from before the forward loop to the
+// last backward layer.
+TEST(LlamaTest, TransposedCopyLivesThroughTheBackwardLoop) {
+  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"model.n_layers=2", "model.param_scan_axis=1"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto p = BuildLlamaTrainStep(*spec);
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto graph = ComputeGraph::Build(*p);
+  ASSERT_TRUE(graph.ok());
+  int checked = 0;
+  for (const Tensor& t : p->tensors) {
+    if (t.name.size() < 13 || t.name.compare(t.name.size() - 13, 13, ".layers_first") != 0) continue;
+    const Op& last = p->ops[static_cast<size_t>(graph->last_use(t.id))];
+    EXPECT_EQ(last.phase, Phase::kBackward) << t.name << " last read by " << last.name;
+    EXPECT_EQ(last.name.rfind("layer0.", 0), 0u) << t.name << " last read by " << last.name;
+    ++checked;
+  }
+  EXPECT_EQ(checked, 9);  // every stacked layer parameter
+}
+
+// Note [Copy fusion of stack inits]: stacks of one shape and dtype share
+// one zero broadcast, and its copies are written by the same fused kernel,
+// so a backward-loop stack of the forward stacks' shape exists before the
+// forward loop. With bf16 weights and no remat, each matrix's bf16 param
+// residual stack and its gradient stack have one shape and dtype.
+TEST(LlamaTest, SameShapeStackInitsAreFusedBeforeTheFirstLoop) {
+  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml",
+                          {"model.n_layers=2", "remat.policy=none", "model.weight_dtype=bf16"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto p = BuildLlamaTrainStep(*spec);
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto graph = ComputeGraph::Build(*p);
+  ASSERT_TRUE(graph.ok());
+  std::map<std::string, OpId> made;
+  for (const Tensor& t : p->tensors) made[t.name] = graph->producer(t.id);
+  ASSERT_TRUE(made.count("grad_stack.wi_0") && made.count("residual_stack.params.wi_0"));
+  // wi_0 and wi_1 (4 stacks of one shape) come from one op, which runs
+  // before the first forward layer.
+  const OpId init = made.at("grad_stack.wi_0");
+  EXPECT_EQ(made.at("residual_stack.params.wi_0"), init);
+  EXPECT_EQ(made.at("residual_stack.params.wi_1"), init);
+  EXPECT_EQ(made.at("grad_stack.wi_1"), init);
+  EXPECT_EQ(p->ops[static_cast<size_t>(init)].outputs.size(), 4u);
+  EXPECT_EQ(p->ops[static_cast<size_t>(init)].phase, Phase::kForward);
+  // Gradient stacks of a shape no forward stack has are made before the
+  // backward loop (the norm scales' gradients).
+  EXPECT_EQ(p->ops[static_cast<size_t>(made.at("grad_stack.attn_norm"))].phase, Phase::kBackward);
+  OpId first_layer = -1;
+  for (const Op& op : p->ops) {
+    if (op.name.rfind("layer0.", 0) == 0) {
+      first_layer = op.id;
+      break;
+    }
+  }
+  EXPECT_LT(init, first_layer);
 }
 
 // The residual stacks of a rolled layer scan name the saved set.
