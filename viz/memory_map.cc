@@ -279,7 +279,8 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.5\" stroke-dasharray=\"6,3\"");
     const std::string anchor = xp > kLeft + pw * 0.6 ? "end" : "start";
     svg.Text(anchor == "end" ? xp - 4 : xp + 4, kTop - 6,
-             absl::StrCat("peak ", HumanBytes(r.peak), " at ", HumanTime(v.peak_time), " (", v.peak_op_name, ")"),
+             FitText(absl::StrCat("peak ", HumanBytes(r.peak), " at ", HumanTime(v.peak_time), " (", v.peak_op_name, ")"),
+                     anchor == "end" ? xp - kLeft : kWidth - xp - 8, 12),
              absl::StrCat("fill=\"#c00000\" font-weight=\"bold\" text-anchor=\"", anchor, "\""));
   }
 
