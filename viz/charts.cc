@@ -58,14 +58,17 @@ std::string Row(std::string_view key, std::string_view value, std::string_view e
 
 // Graphviz draws PNGs at 96 dpi; a large graph (a decoder layer's ~120 ops)
 // would be ~10,000 px wide and take seconds to rasterise, so the PNG is
-// scaled down to fit this many inches (≤ 2,880 px). The SVG keeps full size.
+// scaled down to fit this many inches (≤ 2,880 px); two lowerings side by
+// side get a wider box (≤ 4,608 px). The SVG keeps full size.
 constexpr int kMaxPngInches = 30;
+constexpr int kMaxPngInchesWide = 48;
 
 // `dot` with a graph-level size limit added after its opening line.
-std::string CapSize(const std::string& dot, int inches) {
+std::string CapSize(const std::string& dot, int width_inches, int height_inches) {
   const size_t eol = dot.find('\n');
   if (eol == std::string::npos) return dot;
-  return absl::StrCat(dot.substr(0, eol + 1), "  graph [size=\"", inches, ",", inches, "\"];\n", dot.substr(eol + 1));
+  return absl::StrCat(dot.substr(0, eol + 1), "  graph [size=\"", width_inches, ",", height_inches, "\"];\n",
+                      dot.substr(eol + 1));
 }
 
 constexpr char kStyle[] = R"(
@@ -92,7 +95,8 @@ absl::Status WriteCharts(const StepReport& r, const std::string& dir, const VizO
   ASSIGN_OR_RETURN(std::string svg, RenderDot(dot, "svg"));
   RETURN_IF_ERROR(WriteFileAtomically(dir + "/dataflow.svg", svg));
   if (o.png) {
-    ASSIGN_OR_RETURN(std::string png, RenderDot(CapSize(dot, kMaxPngInches), "png"));
+    ASSIGN_OR_RETURN(std::string png, RenderDot(
+        CapSize(dot, o.other_loop_mode != nullptr ? kMaxPngInchesWide : kMaxPngInches, kMaxPngInches), "png"));
     RETURN_IF_ERROR(WriteFileAtomically(dir + "/dataflow.png", png));
   }
   return absl::OkStatus();
