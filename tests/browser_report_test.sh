@@ -44,7 +44,7 @@ for report in "$tmp/config/report.html" "$tmp/trace/report.html"; do
   timeout 90 "$browser" --headless --no-sandbox --disable-gpu --disable-background-networking \
       --disable-dev-shm-usage --disable-extensions --no-first-run --user-data-dir="$tmp/profile" \
       --enable-logging=stderr --v=0 --dump-dom "file://$report" >"$dom" 2>"$log" || rc=$?
-  verdict=$(grep -o 'render-check: [^<]*' "$dom" | head -1 || true)
+  verdict=$(grep -o 'id="render-check"[^>]*>[^<]*' "$dom" | sed 's/^[^>]*>//' | head -1 || true)
   console=$(grep -E ':CONSOLE|Uncaught' "$log" || true)
   if [ "$rc" -ne 0 ]; then
     echo "FAIL: $report: chromium exited $rc"; tail -5 "$log"; status=1
