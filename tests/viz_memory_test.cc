@@ -135,6 +135,21 @@ TEST(VizTimeline, AllocatorAndRecordedCurves) {
   EXPECT_NE(svg.find("stroke-dasharray=\"7,4\""), std::string::npos);  // recorded: dashed
   // Without recorded counters, no recorded curve.
   EXPECT_EQ(TimelineSvg(*r).find("recorded Total"), std::string::npos);
+
+  // The memory map places the blocks where the caching allocator put them,
+  // memory live before the trace as a band below.
+  const std::string map = MemoryMapSvg(*r);
+  ASSERT_TRUE(CheckXmlWellFormed(map).ok());
+  EXPECT_NE(map.find("addresses: pytorch_caching replay"), std::string::npos);
+  if (pre.value() > 0) {
+    EXPECT_NE(map.find(absl::StrCat("live before the trace began: ", viz_internal::HumanBytes(pre))),
+              std::string::npos);
+  }
+  RunSpec ideal = spec;
+  ideal.allocator.impl = "ideal";
+  auto first_fit = ReportFromTrace(*native, ideal);
+  ASSERT_TRUE(first_fit.ok());
+  EXPECT_NE(MemoryMapSvg(*first_fit).find("addresses: first fit (display)"), std::string::npos);
 }
 
 TEST(VizDataflow, RolledBesideUnrolled) {
