@@ -152,6 +152,39 @@ TEST(VizTimeline, AllocatorAndRecordedCurves) {
   EXPECT_NE(MemoryMapSvg(*first_fit).find("addresses: first fit (display)"), std::string::npos);
 }
 
+TEST(VizTimeline, TraceWithoutTimedEventsUsesTheEventClock) {
+  // A memory snapshot has no kernels: every event is at simulated t = 0, so
+  // the charts count memory events instead.
+  Trace t;
+  t.name = "snapshot_like";
+  t.streams = {{0, "default"}};
+  for (int i = 0; i < 4; ++i) {
+    TraceEvent a;
+    a.type = EventType::kAlloc;
+    a.buffer = i;
+    a.size = Bytes(int64_t{1} << 20 << i);
+    t.events.push_back(a);
+  }
+  for (int i = 0; i < 4; ++i) {
+    TraceEvent f;
+    f.type = EventType::kFree;
+    f.buffer = i;
+    t.events.push_back(f);
+  }
+  RunSpec spec;
+  auto device = LoadDeviceSpec("h100-sxm-80gb");
+  ASSERT_TRUE(device.ok());
+  spec.device = *device;
+  spec.allocator.impl = "pytorch_caching";
+  auto r = ReportFromTrace(t, spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  const std::string line = TimelineSvg(*r), map = MemoryMapSvg(*r);
+  EXPECT_NE(line.find("memory event (the trace has no timed events)"), std::string::npos);
+  EXPECT_NE(line.find("live peak 15.0 MiB at event 3"), std::string::npos);  // after the 4th alloc
+  EXPECT_NE(map.find("peak 15.0 MiB at event 3"), std::string::npos);
+  EXPECT_NE(map.find("8 memory events"), std::string::npos);
+}
+
 TEST(VizDataflow, RolledBesideUnrolled) {
   auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/examples/scan_carry.yaml", {"loop.trip_count=3"});
   ASSERT_TRUE(spec.ok()) << spec.status();

@@ -298,8 +298,8 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     const R& q = rects[k];
     const BufferInfo& b = bufs[q.i];
     const std::string title = absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B), ",
-                                           std::string(RoleName(b.role)), "; live ", HumanTime(v.t0[q.i]), " → ",
-                                           HumanTime(v.t1[q.i]), b.origin.empty() ? "" : "; ", b.origin);
+                                           std::string(RoleName(b.role)), "; live ", viz_internal::WhenLabel(v, v.t0[q.i]), " → ",
+                                           viz_internal::WhenLabel(v, v.t1[q.i]), b.origin.empty() ? "" : "; ", b.origin);
     svg.RectWithTitle(q.x, q.y, q.w, q.h, RoleColor(b.role), title,
                       q.h >= 3 && q.w >= 3 ? "stroke=\"#ffffff\" stroke-width=\"0.5\"" : "");
   }
@@ -366,7 +366,8 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.5\" stroke-dasharray=\"6,3\"");
     const std::string anchor = xp > kLeft + pw * 0.6 ? "end" : "start";
     svg.Text(anchor == "end" ? xp - 4 : xp + 4, kTop - 6,
-             FitText(absl::StrCat("peak ", HumanBytes(r.peak), " at ", HumanTime(v.peak_time), " (", v.peak_op_name, ")"),
+             FitText(absl::StrCat("peak ", HumanBytes(r.peak), " at ", viz_internal::WhenLabel(v, v.peak_time),
+                                 v.peak_op_name.empty() ? "" : absl::StrCat(" (", v.peak_op_name, ")")),
                      anchor == "end" ? xp - kLeft : kWidth - xp - 8, 12),
              absl::StrCat("fill=\"#c00000\" font-weight=\"bold\" text-anchor=\"", anchor, "\""));
   }
@@ -385,16 +386,15 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   }
   svg.Text(18, kTop + ph / 2, absl::StrCat("address (", unit_name, ")"),
            absl::StrCat("transform=\"rotate(-90 18 ", Num(kTop + ph / 2), ")\" text-anchor=\"middle\""));
-  const double ms = tmax / 1e6;
-  const bool in_ms = ms >= 1;
-  const double xstep = viz_internal::NiceStep(in_ms ? ms : tmax / 1e3, 10);
-  for (double t = 0; t <= (in_ms ? ms : tmax / 1e3) + 1e-9; t += xstep) {
-    const double x = kLeft + pw * t / (in_ms ? ms : tmax / 1e3);
+  const viz_internal::TimeAxis axis = viz_internal::TimeAxisFor(v);
+  const double span = tmax / axis.divisor;
+  const double xstep = viz_internal::NiceStep(span, 10);
+  for (double t = 0; t <= span + 1e-9; t += xstep) {
+    const double x = kLeft + pw * t / span;
     svg.Line(x, kTop + ph, x, kTop + ph + 4, "#333");
     svg.Text(x, kTop + ph + 16, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
   }
-  svg.Text(kLeft + pw / 2, kHeight - 10, absl::StrCat("simulated time (", in_ms ? "ms" : "us", ")"),
-           "text-anchor=\"middle\"");
+  svg.Text(kLeft + pw / 2, kHeight - 10, axis.title, "text-anchor=\"middle\"");
   // Loop iterations: ticks under the axis.
   if (v.iterations.size() <= 400) {
     for (const auto& s : v.iterations) svg.Line(X(s.t0), kTop + ph, X(s.t0), kTop + ph - 5, "#777");
@@ -424,7 +424,8 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
       absl::StrCat(WithCommas(static_cast<int64_t>(keep)), " drawn, ", WithCommas(static_cast<int64_t>(aggregated)),
                    " merged"),
       absl::StrCat("peak ", HumanBytes(r.peak)),
-      absl::StrCat("step ", HumanTime(v.step_time)),
+      v.event_clock ? absl::StrCat(WithCommas(v.step_time.ns()), " memory events")
+                    : absl::StrCat("step ", HumanTime(v.step_time)),
       xla_offsets ? "temps at XLA heap offsets" : placement,
       "hover a rectangle for details"};
   for (const std::string& s : notes) {

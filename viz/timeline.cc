@@ -98,7 +98,7 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
     // in the recorded run.
     const int64_t pre = r.lowered.trace.preexisting.value();
     for (const AllocatorSample& s : r.sim.allocator_curve) {
-      const SimTime t = r.sim.start[static_cast<size_t>(s.event)];
+      const SimTime t = v.start[static_cast<size_t>(s.event)];
       AddPoint(&alloc.curve, t, pre + s.allocated.value());
       AddPoint(&resv.curve, t, pre + s.reserved.value());
     }
@@ -110,8 +110,8 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
     Series alloc{"recorded Total Allocated", "#2a8a3e", "7,4", 1.6, {}};
     Series resv{"recorded Total Reserved", "#8e44ad", "2,3", 2.2, {}};
     for (const RecordedMemorySample& s : *o.recorded_memory) {
-      if (s.event < 0 || s.event >= static_cast<int64_t>(r.sim.start.size())) continue;
-      const SimTime t = r.sim.start[static_cast<size_t>(s.event)];
+      if (s.event < 0 || s.event >= static_cast<int64_t>(v.start.size())) continue;
+      const SimTime t = v.start[static_cast<size_t>(s.event)];
       if (s.allocated.has_value()) AddPoint(&alloc.curve, t, s.allocated->value());
       if (s.reserved.has_value()) AddPoint(&resv.curve, t, s.reserved->value());
     }
@@ -132,7 +132,9 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
                                  pw, 16),
            "font-size=\"16\" font-weight=\"bold\"");
   svg.Text(kLeft, 40,
-           absl::StrCat("bytes on the device over simulated time; step ", HumanTime(v.step_time),
+           absl::StrCat("bytes on the device over ",
+                        v.event_clock ? absl::StrCat("the trace's ", WithCommas(v.step_time.ns()), " memory events")
+                                      : absl::StrCat("simulated time; step ", HumanTime(v.step_time)),
                         ideal ? "; ideal allocator: allocated = reserved = live" : "",
                         !ideal && r.lowered.trace.preexisting.value() > 0
                             ? absl::StrCat("; allocator curves include the ", HumanBytes(r.lowered.trace.preexisting),
@@ -202,7 +204,7 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
     svg.Raw(absl::StrCat("<circle cx=\"", Num(xp), "\" cy=\"", Num(yp), "\" r=\"4\" fill=\"", color, "\"/>\n"));
     const bool right = xp > kLeft + pw * 0.6;
     svg.Text(right ? xp - 8 : xp + 8, yp + dy,
-             absl::StrCat(what, " ", HumanBytes(Bytes(c.peak)), " at ", HumanTime(c.peak_time)),
+             absl::StrCat(what, " ", HumanBytes(Bytes(c.peak)), " at ", viz_internal::WhenLabel(v, c.peak_time)),
              absl::StrCat("fill=\"", color, "\" font-weight=\"bold\" text-anchor=\"", right ? "end" : "start", "\""));
   };
   // The simulated reserved peak, when it differs from the live one.
@@ -224,16 +226,15 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
   }
   svg.Text(18, kTop + ph / 2, absl::StrCat("bytes (", unit_name, ")"),
            absl::StrCat("transform=\"rotate(-90 18 ", Num(kTop + ph / 2), ")\" text-anchor=\"middle\""));
-  const bool in_ms = tmax >= 1e6;
-  const double span = in_ms ? tmax / 1e6 : tmax / 1e3;
+  const viz_internal::TimeAxis axis = viz_internal::TimeAxisFor(v);
+  const double span = tmax / axis.divisor;
   const double xstep = viz_internal::NiceStep(span, 10);
   for (double t = 0; t <= span + 1e-9; t += xstep) {
     const double x = kLeft + pw * t / span;
     svg.Line(x, kTop + ph, x, kTop + ph + 4, "#333");
     svg.Text(x, kTop + ph + 16, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
   }
-  svg.Text(kLeft + pw / 2, kTop + ph + 34, absl::StrCat("simulated time (", in_ms ? "ms" : "us", ")"),
-           "text-anchor=\"middle\"");
+  svg.Text(kLeft + pw / 2, kTop + ph + 34, axis.title, "text-anchor=\"middle\"");
 
   // Legend under the axis, wrapping to a second row: swatch, label and peak
   // of each curve.
