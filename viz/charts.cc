@@ -176,10 +176,12 @@ absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& o)
 
   h += "<h2>Memory timeline</h2>\n<figure>" + InlineSvg(TimelineSvg(r, o)) + "</figure>\n";
   h += "<h2>Memory map</h2>\n<p class=\"note\">Each buffer is a rectangle over its lifetime (x) and address (y)";
-  h += xla ? "; temps at their packed heap offsets above the arguments and outputs." : "; addresses by first fit.";
+  h += xla ? "; temps at their packed heap offsets above the arguments and outputs."
+           : "; addresses as the replayed allocator placed them (first fit, for display, with the ideal one).";
   h += " Hover for details.</p>\n<figure>" + InlineSvg(MemoryMapSvg(r, o)) + "</figure>\n";
   h += "<h2>Buffer lifetimes</h2>\n<figure>" + InlineSvg(LifetimesSvg(r, o)) + "</figure>\n";
-  h += "<h2>Dataflow of one loop iteration</h2>\n";
+  h += o.other_loop_mode != nullptr ? "<h2>Dataflow of one loop iteration, rolled and unrolled</h2>\n"
+                                    : "<h2>Dataflow of one loop iteration</h2>\n";
   auto dataflow = RenderDot(DataflowDot(r, o), "svg");
   if (dataflow.ok()) {
     h += "<figure>" + InlineSvg(*dataflow) + "</figure>\n";
