@@ -213,7 +213,10 @@ TEST(VizPerfetto, SlicesCountersDeterministic) {
 TEST(VizHtml, SelfContainedWithChartsAndPeakBuffers) {
   auto html = HtmlReport(Llama());
   ASSERT_TRUE(html.ok()) << html.status();
-  EXPECT_EQ(html->find("<script"), std::string::npos);
+  // One inline script (the render check), nothing fetched.
+  EXPECT_EQ(Count(*html, "<script"), 1u);
+  EXPECT_EQ(html->find("<script src"), std::string::npos);
+  EXPECT_NE(html->find("id=\"render-check\" data-expected=\"4\""), std::string::npos);
   EXPECT_EQ(html->find("src=\"http"), std::string::npos);
   EXPECT_EQ(html->find("href=\"http"), std::string::npos);
   EXPECT_EQ(Count(*html, "<svg"), 4u);

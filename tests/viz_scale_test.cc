@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "gtest/gtest.h"
+#include "sim/alloc/allocator.h"
 #include "sim/config/loader.h"
 #include "sim/engine/engine.h"
 #include "sim/ir/builder.h"
@@ -45,7 +46,15 @@ StepReport BigStep(bool xla) {
   auto lowered = LowerEager(r.program);
   EXPECT_TRUE(lowered.ok()) << lowered.status();
   r.lowered = std::move(*lowered);
-  auto sim = Simulate(r.lowered.trace, r.spec.device, nullptr);
+  // Eager: through the caching allocator, so the timeline also draws its
+  // allocated / reserved curves (one sample per memory event).
+  std::unique_ptr<Allocator> alloc;
+  if (!xla) {
+    auto a = MakeAllocator({"pytorch_caching", {}}, r.spec.device.usable());
+    EXPECT_TRUE(a.ok()) << a.status();
+    alloc = std::move(*a);
+  }
+  auto sim = Simulate(r.lowered.trace, r.spec.device, alloc.get());
   EXPECT_TRUE(sim.ok()) << sim.status();
   r.sim = std::move(*sim);
   r.capacity = r.spec.device.usable();
@@ -98,9 +107,16 @@ void CheckScale(const StepReport& r, const char* label) {
   EXPECT_LT(t_map + t_life + t_line, 5.0);
   EXPECT_LT(t_all, 30.0);
   EXPECT_TRUE(CheckDot(DataflowDot(r)).ok());
+  if (!r.sim.allocator_curve.empty()) {
+    EXPECT_NE(line.find("reserved (pytorch_caching)"), std::string::npos);
+  }
 }
 
-TEST(VizScale, HundredThousandBuffersEager) { CheckScale(BigStep(false), "eager"); }
+TEST(VizScale, HundredThousandBuffersEager) {
+  const StepReport r = BigStep(false);
+  EXPECT_GT(r.sim.allocator_curve.size(), size_t{kBuffers});
+  CheckScale(r, "eager");
+}
 TEST(VizScale, HundredThousandBuffersXla) { CheckScale(BigStep(true), "xla"); }
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iostream>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -70,25 +71,42 @@ struct RunOptions {
   std::string timeline;
 };
 
+// The step lowered with the other loop mode (rolled ↔ unrolled), for the
+// dataflow graph's side-by-side view; nullopt when that lowering fails (the
+// graph then shows one lowering).
+std::optional<StepReport> OtherLoopMode(const RunSpec& spec) {
+  RunSpec other = spec;
+  other.loop.mode = spec.loop.mode == "unrolled" ? "rolled" : "unrolled";
+  auto r = SimulateStep(other);
+  if (!r.ok()) return std::nullopt;
+  return *std::move(r);
+}
+
 int CmdRun(const RunOptions& o) {
   auto spec = LoadRunSpec(o.config, o.sets);
   if (!spec.ok()) return Fail(spec.status());
   auto report = SimulateStep(*spec);
   if (!report.ok()) return Fail(report.status());
   const std::string json = RenderJson(*report);
+  std::optional<StepReport> other;
+  VizOptions viz;
+  if (!o.out_dir.empty() || !o.charts_dir.empty()) {
+    other = OtherLoopMode(*spec);
+    if (other.has_value()) viz.other_loop_mode = &*other;
+  }
   if (!o.out_dir.empty()) {
     // --out DIR: result.json, the trace, report.html, the charts and the
     // Perfetto timeline, each file written atomically.
     absl::Status st = EnsureDir(o.out_dir);
     if (st.ok()) st = WriteTraceFile(report->lowered.trace, o.out_dir + "/trace.gpusim");
     if (st.ok()) st = WriteFileAtomically(o.out_dir + "/result.json", json);
-    if (st.ok()) st = WriteCharts(*report, o.out_dir);
+    if (st.ok()) st = WriteCharts(*report, o.out_dir, viz);
     if (st.ok()) st = WritePerfettoTimeline(*report, o.out_dir + "/timeline.json");
-    if (st.ok()) st = WriteHtmlReport(*report, o.out_dir);
+    if (st.ok()) st = WriteHtmlReport(*report, o.out_dir, viz);
     if (!st.ok()) return Fail(st);
   }
   if (!o.charts_dir.empty()) {
-    absl::Status st = WriteCharts(*report, o.charts_dir);
+    absl::Status st = WriteCharts(*report, o.charts_dir, viz);
     if (!st.ok()) return Fail(st);
   }
   if (!o.timeline.empty()) {
@@ -188,22 +206,29 @@ int CmdAdvise(const AdviseCli& c) {
   return 0;
 }
 
-// `gpusim viz FILE --out DIR`: a run config is simulated; a native trace
+// `gpusim viz FILE --out DIR`: a run config is simulated (and lowered with
+// the other loop mode too, for the dataflow graph); a native trace
 // (gpusim-trace) or a recorded one (Kineto JSON, memory snapshot, memory
-// timeline) is replayed; then the charts, timeline and report are written.
+// timeline) is replayed through `allocator`, its recorded memory counters
+// kept for the timeline; then the charts, timeline and report are written.
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
-           const std::string& out_dir) {
+           const std::string& allocator, const std::string& out_dir) {
   std::ifstream in(file);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
   std::string first;
   std::getline(in, first);
   in.close();
   absl::StatusOr<StepReport> report;
+  std::optional<StepReport> other;
+  std::vector<RecordedMemorySample> recorded_counters;
+  VizOptions viz;
   const bool yaml = file.size() > 5 && (file.substr(file.size() - 5) == ".yaml" || file.substr(file.size() - 4) == ".yml");
   if (yaml) {
     auto spec = LoadRunSpec(file, sets);
     if (!spec.ok()) return Fail(spec.status());
     report = SimulateStep(*spec);
+    other = OtherLoopMode(*spec);
+    if (other.has_value()) viz.other_loop_mode = &*other;
   } else {
     absl::StatusOr<Trace> trace;
     if (first.rfind("gpusim-trace", 0) == 0) {
@@ -211,20 +236,32 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     } else {
       auto recorded = ImportRecordedTrace(file);
       if (!recorded.ok()) return Fail(recorded.status());
-      trace = ToNativeTrace(*recorded);
+      ConversionStats stats;
+      trace = ToNativeTrace(*recorded, {}, &stats);
+      if (trace.ok()) {
+        auto counters = RecordedMemoryCounters(*recorded, *trace, stats);
+        if (counters.ok()) {
+          recorded_counters = *std::move(counters);
+          viz.recorded_memory = &recorded_counters;
+        } else {
+          std::cerr << "gpusim: warning: " << file << ": recorded memory counters not drawn: "
+                    << counters.status().message() << "\n";
+        }
+      }
     }
     if (!trace.ok()) return Fail(trace.status());
     RunSpec spec;
     auto dev = LoadDeviceSpec(device, "");
     if (!dev.ok()) return Fail(dev.status());
     spec.device = *dev;
+    spec.allocator.impl = allocator;
     report = ReportFromTrace(*trace, spec);
   }
   if (!report.ok()) return Fail(report.status());
   absl::Status st = EnsureDir(out_dir);
-  if (st.ok()) st = WriteCharts(*report, out_dir);
+  if (st.ok()) st = WriteCharts(*report, out_dir, viz);
   if (st.ok()) st = WritePerfettoTimeline(*report, out_dir + "/timeline.json");
-  if (st.ok()) st = WriteHtmlReport(*report, out_dir);
+  if (st.ok()) st = WriteHtmlReport(*report, out_dir, viz);
   if (!st.ok()) return Fail(st);
   std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
   return 0;
@@ -359,7 +396,7 @@ int RunCli(int argc, char** argv) {
   cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
   cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
-  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb";
+  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb", viz_allocator = "pytorch_caching";
   std::vector<std::string> viz_sets;
   CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
   viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
@@ -367,6 +404,8 @@ int RunCli(int argc, char** argv) {
   viz_cmd->add_option("--out", viz_out, "Output directory")->required();
   viz_cmd->add_option("--set", viz_sets, "Override a config field: path=value (repeatable)");
   viz_cmd->add_option("--device", viz_device, "Device for a trace (capacity line)");
+  viz_cmd->add_option("--allocator", viz_allocator,
+                      "Allocator a trace is replayed through (gpusim list allocators); default pytorch_caching");
 
   std::string validate_file;
   std::vector<std::string> validate_sets;
@@ -413,7 +452,7 @@ int RunCli(int argc, char** argv) {
     if (*explain_cmd) return CmdExplain(explain, explain_top);
     if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
     if (*advise_cmd) return CmdAdvise(advise);
-    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_out);
+    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out);
     if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
     if (*val_cmd) return CmdValidate(validate_file, validate_sets);
     if (*replay_cmd) return CmdReplay(replay);

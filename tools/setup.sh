@@ -1,11 +1,20 @@
 #!/usr/bin/env bash
 # Installs the Debian packages gpusim builds with (idempotent, quiet when all
 # are present), then configures and builds into build/.
+#   --test  also what only the tests need: chromium, for the headless-browser
+#           check of report.html (tests/browser_report_test.sh); `make test`
+#           passes it, `make run` does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PKGS=(cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev libcli11-dev
       libboost-graph-dev libgtest-dev libbenchmark-dev libgraphviz-dev graphviz
       libsimdjson-dev zlib1g-dev python3)
+for arg in "$@"; do
+  case "$arg" in
+    --test) PKGS+=(chromium) ;;
+    *) echo "setup: unknown option $arg (expected --test)" >&2; exit 1 ;;
+  esac
+done
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

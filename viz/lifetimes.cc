@@ -168,7 +168,8 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
   if (v.peak_event >= 0) {
     const double xp = X(v.peak_op);
     svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.2\" stroke-dasharray=\"5,3\"");
-    svg.Text(xp + 3, kTop + ph + 28, absl::StrCat("peak (", v.peak_op_name, ")"), "fill=\"#c00000\"");
+    svg.Text(xp + 3, kTop + ph + 28, FitText(absl::StrCat("peak (", v.peak_op_name, ")"), kWidth - xp - 10, 11),
+             "fill=\"#c00000\"");
   }
   svg.Rect(kLabel, kTop, pw, ph, "none", "stroke=\"#333\"");
   const double step = viz_internal::NiceStep(static_cast<double>(nops), 10);

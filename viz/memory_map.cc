@@ -5,9 +5,11 @@
 // then the outputs that own a buffer (not aliased into a donated argument),
 // then the temp heap at the offsets XLA-style packing gave (StepReport::
 // temp_offsets) — so the top of the drawing is exactly the reported peak,
-// argument + output − alias + temp. Eager: the runtime allocator's addresses
-// are not recorded, so buffers are placed for display by first fit in trace
-// order (stated on the chart); the height is then ≥ the live peak.
+// argument + output − alias + temp. Eager: where the configured allocator
+// places blocks, at its addresses (AllocatorPlacement); with the ideal one,
+// placed for display by first fit in trace order (stated on the chart; the
+// height is then ≥ the live peak). Memory live before a recorded trace
+// began is a band at the bottom.
 //
 // Note [Scale]: the chart is 1400 × 820 px whatever the step. Beyond
 // max_rects buffers, the largest by drawn area keep their own rectangle and
@@ -23,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/alloc/allocator.h"
 #include "viz/step_view.h"
 #include "viz/svg.h"
 #include "viz/viz.h"
@@ -85,6 +88,70 @@ std::vector<int64_t> FirstFitPlacement(const StepReport& r, int64_t* height) {
   return off;
 }
 
+// Eager steps whose allocator places blocks (pytorch_caching, bfc, ...):
+// the trace is replayed through a fresh instance of the configured
+// allocator and each buffer drawn at the address it got. The address ranges
+// the allocator obtained from the device (its segment log, plus every block)
+// are merged and stacked without the gaps between them, so the drawing's
+// height is the device memory the allocator held at some point (≥ its peak
+// reserved) and cached free space shows as empty area. `*base` bytes are
+// left free below for memory live before the trace began. Returns false
+// when the strategy places nothing (ideal) or runs out of memory.
+bool AllocatorPlacement(const StepReport& r, int64_t base, std::vector<int64_t>* off, int64_t* height,
+                        std::string* how) {
+  auto made = MakeAllocator(r.spec.allocator, r.capacity.value() > 0 ? r.capacity : Bytes(int64_t{1} << 40));
+  if (!made.ok()) return false;
+  Allocator& a = **made;
+  std::vector<AllocatorEvent> log;
+  a.RecordEventsTo(&log);
+  const size_t nb = r.lowered.buffers.size();
+  std::vector<uint64_t> at(nb, 0);
+  std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [start, end)
+  for (const TraceEvent& e : r.lowered.trace.events) {
+    if (e.type == EventType::kAlloc) {
+      if (!a.Alloc(e.buffer, e.size, e.stream)) return false;
+      const std::optional<uint64_t> addr = a.AddressOf(e.buffer);
+      if (!addr.has_value()) return false;
+      const size_t i = static_cast<size_t>(e.buffer);
+      at[i] = *addr;
+      ranges.push_back({*addr, *addr + static_cast<uint64_t>(std::max<int64_t>(e.size.value(), 1))});
+    } else if (e.type == EventType::kFree) {
+      a.Free(e.buffer);
+    }
+  }
+  a.RecordEventsTo(nullptr);
+  for (const AllocatorEvent& ev : log) {
+    if (ev.action == AllocatorAction::kSegmentAlloc || ev.action == AllocatorAction::kSegmentMap) {
+      ranges.push_back({ev.addr, ev.addr + static_cast<uint64_t>(ev.size.value())});
+    }
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<uint64_t, uint64_t>> merged;
+  for (const auto& rg : ranges) {
+    if (!merged.empty() && rg.first <= merged.back().second) {
+      merged.back().second = std::max(merged.back().second, rg.second);
+    } else {
+      merged.push_back(rg);
+    }
+  }
+  std::vector<int64_t> merged_off(merged.size());
+  int64_t top = base;
+  for (size_t k = 0; k < merged.size(); ++k) {
+    merged_off[k] = top;
+    top += static_cast<int64_t>(merged[k].second - merged[k].first);
+  }
+  off->assign(nb, 0);
+  for (size_t i = 0; i < nb; ++i) {
+    auto it = std::upper_bound(merged.begin(), merged.end(), std::make_pair(at[i], UINT64_MAX));
+    if (it == merged.begin()) continue;  // never allocated
+    const size_t k = static_cast<size_t>(it - merged.begin()) - 1;
+    (*off)[i] = merged_off[k] + static_cast<int64_t>(at[i] - merged[k].first);
+  }
+  *height = top;
+  *how = absl::StrCat("addresses: ", std::string(a.name()), " replay");
+  return true;
+}
+
 struct Box {
   double x, y, w, h;
   bool Overlaps(const Box& o) const {
@@ -102,6 +169,7 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   // Addresses.
   std::vector<int64_t> addr(nb, 0);
   int64_t height = 0;
+  std::string placement = "addresses: first fit (display)";
   Bytes args(0), outs(0);
   const bool xla_offsets = v.xla && r.temp_offsets.size() == nb;
   if (xla_offsets) {
@@ -127,7 +195,14 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
       }
     }
   } else {
-    addr = FirstFitPlacement(r, &height);
+    // Bytes live before the trace began (a recorded trace's) sit at the
+    // bottom as one band.
+    const int64_t pre = r.lowered.trace.preexisting.value();
+    if (!AllocatorPlacement(r, pre, &addr, &height, &placement)) {
+      addr = FirstFitPlacement(r, &height);
+      for (int64_t& x : addr) x += pre;
+      height += pre;
+    }
   }
   height = std::max<int64_t>(height, 1);
   const bool show_capacity = r.capacity.value() > 0 && r.capacity.value() <= height * 5 / 4;
@@ -150,6 +225,18 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   }
   for (const auto& s : v.phases) {
     if (X(s.t1) - X(s.t0) > 50) svg.Text(X(s.t0) + 3, kTop + 11, s.label, "fill=\"#777\" font-size=\"10\"");
+  }
+
+  if (!xla_offsets && r.lowered.trace.preexisting.value() > 0) {
+    const Bytes pre = r.lowered.trace.preexisting;
+    const double y = Y(static_cast<double>(pre.value()));
+    svg.RectWithTitle(kLeft, y, pw, Y(0) - y, "#8c8c8c",
+                      absl::StrCat(HumanBytes(pre), " live before the trace began (", WithCommas(pre.value()), " B)"),
+                      "fill-opacity=\"0.35\"");
+    if (Y(0) - y > 14) {
+      svg.Text(kLeft + 6, (y + Y(0)) / 2 + 4, absl::StrCat("live before the trace began: ", HumanBytes(pre)),
+               "fill=\"#333\"");
+    }
   }
 
   // Rectangles: pixel geometry, then the largest max_rects drawn, the rest gridded.
@@ -211,8 +298,8 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     const R& q = rects[k];
     const BufferInfo& b = bufs[q.i];
     const std::string title = absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B), ",
-                                           std::string(RoleName(b.role)), "; live ", HumanTime(v.t0[q.i]), " → ",
-                                           HumanTime(v.t1[q.i]), b.origin.empty() ? "" : "; ", b.origin);
+                                           std::string(RoleName(b.role)), "; live ", viz_internal::WhenLabel(v, v.t0[q.i]), " → ",
+                                           viz_internal::WhenLabel(v, v.t1[q.i]), b.origin.empty() ? "" : "; ", b.origin);
     svg.RectWithTitle(q.x, q.y, q.w, q.h, RoleColor(b.role), title,
                       q.h >= 3 && q.w >= 3 ? "stroke=\"#ffffff\" stroke-width=\"0.5\"" : "");
   }
@@ -279,7 +366,9 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.5\" stroke-dasharray=\"6,3\"");
     const std::string anchor = xp > kLeft + pw * 0.6 ? "end" : "start";
     svg.Text(anchor == "end" ? xp - 4 : xp + 4, kTop - 6,
-             absl::StrCat("peak ", HumanBytes(r.peak), " at ", HumanTime(v.peak_time), " (", v.peak_op_name, ")"),
+             FitText(absl::StrCat("peak ", HumanBytes(r.peak), " at ", viz_internal::WhenLabel(v, v.peak_time),
+                                 v.peak_op_name.empty() ? "" : absl::StrCat(" (", v.peak_op_name, ")")),
+                     anchor == "end" ? xp - kLeft : kWidth - xp - 8, 12),
              absl::StrCat("fill=\"#c00000\" font-weight=\"bold\" text-anchor=\"", anchor, "\""));
   }
 
@@ -297,16 +386,15 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   }
   svg.Text(18, kTop + ph / 2, absl::StrCat("address (", unit_name, ")"),
            absl::StrCat("transform=\"rotate(-90 18 ", Num(kTop + ph / 2), ")\" text-anchor=\"middle\""));
-  const double ms = tmax / 1e6;
-  const bool in_ms = ms >= 1;
-  const double xstep = viz_internal::NiceStep(in_ms ? ms : tmax / 1e3, 10);
-  for (double t = 0; t <= (in_ms ? ms : tmax / 1e3) + 1e-9; t += xstep) {
-    const double x = kLeft + pw * t / (in_ms ? ms : tmax / 1e3);
+  const viz_internal::TimeAxis axis = viz_internal::TimeAxisFor(v);
+  const double span = tmax / axis.divisor;
+  const double xstep = viz_internal::NiceStep(span, 10);
+  for (double t = 0; t <= span + 1e-9; t += xstep) {
+    const double x = kLeft + pw * t / span;
     svg.Line(x, kTop + ph, x, kTop + ph + 4, "#333");
     svg.Text(x, kTop + ph + 16, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
   }
-  svg.Text(kLeft + pw / 2, kHeight - 10, absl::StrCat("simulated time (", in_ms ? "ms" : "us", ")"),
-           "text-anchor=\"middle\"");
+  svg.Text(kLeft + pw / 2, kHeight - 10, axis.title, "text-anchor=\"middle\"");
   // Loop iterations: ticks under the axis.
   if (v.iterations.size() <= 400) {
     for (const auto& s : v.iterations) svg.Line(X(s.t0), kTop + ph, X(s.t0), kTop + ph - 5, "#777");
@@ -336,8 +424,9 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
       absl::StrCat(WithCommas(static_cast<int64_t>(keep)), " drawn, ", WithCommas(static_cast<int64_t>(aggregated)),
                    " merged"),
       absl::StrCat("peak ", HumanBytes(r.peak)),
-      absl::StrCat("step ", HumanTime(v.step_time)),
-      xla_offsets ? "temps at XLA heap offsets" : "addresses: first fit (display)",
+      v.event_clock ? absl::StrCat(WithCommas(v.step_time.ns()), " memory events")
+                    : absl::StrCat("step ", HumanTime(v.step_time)),
+      xla_offsets ? "temps at XLA heap offsets" : placement,
       "hover a rectangle for details"};
   for (const std::string& s : notes) {
     svg.Text(lx, ly, s, "fill=\"#444\"");

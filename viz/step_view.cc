@@ -10,13 +10,13 @@ namespace viz_internal {
 namespace {
 
 // Time span of ops [a, b).
-void SetTimes(const StepView& v, const StepReport& r, Span* s) {
+void SetTimes(const StepView& v, const StepReport& /*r*/, Span* s) {
   s->t0 = v.step_time;
   s->t1 = SimTime(0);
   for (int64_t k = s->op0; k < s->op1; ++k) {
     const size_t e = static_cast<size_t>(v.op_event[static_cast<size_t>(k)]);
-    s->t0 = std::min(s->t0, r.sim.start[e]);
-    s->t1 = Max(s->t1, r.sim.end[e]);
+    s->t0 = std::min(s->t0, v.start[e]);
+    s->t1 = Max(s->t1, v.end[e]);
   }
   if (s->t1 < s->t0) s->t1 = s->t0;
 }
@@ -39,8 +39,17 @@ StepView BuildStepView(const StepReport& r) {
   v.xla = r.spec.framework == "jax";
   const Trace& tr = r.lowered.trace;
   const size_t n = tr.events.size();
-  v.step_time = Max(r.sim.step_time, SimTime(1));
-  for (size_t e = 0; e < n && e < r.sim.end.size(); ++e) v.step_time = Max(v.step_time, r.sim.end[e]);
+  v.start = r.sim.start;
+  v.end = r.sim.end;
+  v.start.resize(n, SimTime(0));
+  v.end.resize(n, SimTime(0));
+  v.event_clock = n > 0 && std::none_of(tr.events.begin(), tr.events.end(),
+                                        [](const TraceEvent& e) { return IsTimed(e.type); });
+  if (v.event_clock) {
+    for (size_t e = 0; e < n; ++e) v.start[e] = v.end[e] = SimTime(static_cast<int64_t>(e));
+  }
+  v.step_time = Max(v.event_clock ? SimTime(static_cast<int64_t>(n)) : r.sim.step_time, SimTime(1));
+  for (size_t e = 0; e < n; ++e) v.step_time = Max(v.step_time, v.end[e]);
 
   // Ops; each event's op ordinal (memory events: the next op).
   std::vector<int64_t> next_op(n + 1, 0);
@@ -56,7 +65,7 @@ StepView BuildStepView(const StepReport& r) {
       next_op[e] = k;
     }
   }
-  auto time_of = [&](int64_t e, SimTime dflt) { return e < 0 ? dflt : r.sim.start[static_cast<size_t>(e)]; };
+  auto time_of = [&](int64_t e, SimTime dflt) { return e < 0 ? dflt : v.start[static_cast<size_t>(e)]; };
 
   const size_t nb = r.lowered.buffers.size();
   v.t0.resize(nb);
@@ -133,7 +142,7 @@ StepView BuildStepView(const StepReport& r) {
     } else {
       continue;
     }
-    v.live.push_back({r.sim.start[e], cur, static_cast<int64_t>(e)});
+    v.live.push_back({v.start[e], cur, static_cast<int64_t>(e)});
     if (cur > v.live_peak) {
       v.live_peak = cur;
       live_peak_event = static_cast<int64_t>(e);
@@ -141,7 +150,7 @@ StepView BuildStepView(const StepReport& r) {
   }
   v.peak_event = v.xla && r.temp_peak_event >= 0 ? r.temp_peak_event : live_peak_event;
   if (v.peak_event >= 0) {
-    v.peak_time = r.sim.start[static_cast<size_t>(v.peak_event)];
+    v.peak_time = v.start[static_cast<size_t>(v.peak_event)];
     v.peak_op = std::min(next_op[static_cast<size_t>(v.peak_event)], std::max<int64_t>(v.num_ops - 1, 0));
     // Named as `explain` names it: the op at or before the peak event.
     for (int64_t e = v.peak_event; e >= 0; --e) {
@@ -152,6 +161,16 @@ StepView BuildStepView(const StepReport& r) {
     }
   }
   return v;
+}
+
+std::string WhenLabel(const StepView& v, SimTime t) {
+  return v.event_clock ? absl::StrCat("event ", WithCommas(t.ns())) : HumanTime(t);
+}
+
+TimeAxis TimeAxisFor(const StepView& v) {
+  if (v.event_clock) return {"memory event (the trace has no timed events)", 1};
+  const bool in_ms = v.step_time.ns() >= 1000000;
+  return {absl::StrCat("simulated time (", in_ms ? "ms" : "us", ")"), in_ms ? 1e6 : 1e3};
 }
 
 std::string_view RoleColor(Role role) {

@@ -36,6 +36,11 @@ struct LivePoint {
 struct StepView {
   const StepReport* r = nullptr;
   bool xla = false;  // framework jax: XLA static accounting
+  // Per trace event: when it starts and ends on the charts' clock — the
+  // simulated one, or, for a trace with no timed events (a memory
+  // snapshot: everything at t = 0), the event clock: event e at "e ns".
+  std::vector<SimTime> start, end;
+  bool event_clock = false;
   SimTime step_time;  // ≥ 1 ns so scales never divide by zero
   int64_t num_ops = 0;
   std::vector<int64_t> op_event;  // per op: its trace event
@@ -55,6 +60,16 @@ struct StepView {
 };
 
 StepView BuildStepView(const StepReport& r);
+
+// "12.5 ms", or "event 1,234" on the event clock.
+std::string WhenLabel(const StepView& v, SimTime t);
+// The x-axis title and the scale of its tick numbers: simulated time in ms
+// or us, or memory events.
+struct TimeAxis {
+  std::string title;
+  double divisor = 1;  // tick value = ns / divisor
+};
+TimeAxis TimeAxisFor(const StepView& v);
 
 // Fill colour of a role (a colour-blind-safe palette, Tableau 10).
 std::string_view RoleColor(Role role);

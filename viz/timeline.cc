@@ -1,10 +1,20 @@
-// The memory timeline: live bytes (the engine's no-fragmentation tracker)
-// over simulated time, with the device capacity, the reported peak (under
-// XLA the packed heap makes it ≥ the live peak) and the phases shaded.
+// The memory timeline over simulated time: live bytes (the engine's
+// no-fragmentation tracker) filled; the configured allocator's allocated and
+// reserved bytes (SimResult::allocator_curve) as solid lines; a replayed
+// trace's recorded "Total Allocated" / "Total Reserved" (VizOptions::
+// recorded_memory) as dashed lines; the device capacity, the reported peak
+// (under XLA the packed heap makes it ≥ the live peak) and the phases shaded.
 //
-// Scale: the curve is reduced to one point per pixel column holding the
+// What the two allocator curves mean (torch.cuda.memory_allocated() and
+// memory_reserved(), PyTorch c10/cuda/CUDACachingAllocator.cpp
+// DeviceStats::allocated_bytes / reserved_bytes): allocated is the sum of
+// the blocks handed out, each request rounded up (512 B, kMinBlockSize);
+// reserved is what the allocator holds from the device (segments), cached
+// blocks included, so reserved ≥ allocated ≥ live.
+//
+// Scale: every curve is reduced to one point per pixel column holding the
 // column's maximum, so a transient peak is never lost and the SVG has at
-// most ~2 × width points whatever the number of memory events.
+// most ~2 × width points per curve whatever the number of memory events.
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -22,26 +32,114 @@ using viz_internal::Num;
 using viz_internal::StepView;
 using viz_internal::Svg;
 
-constexpr double kWidth = 1400, kHeight = 520;
-constexpr double kLeft = 80, kRight = 30, kTop = 56, kBottom = 46;
+constexpr double kWidth = 1400, kHeight = 560;
+constexpr double kLeft = 80, kRight = 30, kTop = 56, kBottom = 84;
+
+// A step curve: value after each point, in time order; `initial` before the
+// first (-1: unknown, nothing drawn there).
+struct Curve {
+  std::vector<std::pair<SimTime, int64_t>> points;
+  int64_t initial = -1;
+  int64_t peak = -1;
+  SimTime peak_time;
+};
+
+void AddPoint(Curve* c, SimTime t, int64_t v) {
+  c->points.push_back({t, v});
+  if (v > c->peak) {
+    c->peak = v;
+    c->peak_time = t;
+  }
+}
+
+// Per pixel column of `cols` over [0, tmax]: the curve's maximum in it
+// (-1 where it is unknown).
+std::vector<int64_t> ColumnMax(const Curve& c, double tmax, int cols) {
+  std::vector<int64_t> col(static_cast<size_t>(cols), -1);
+  int64_t carry = c.initial;
+  size_t p = 0;
+  for (int k = 0; k < cols; ++k) {
+    const double t_end = tmax * (k + 1) / cols;
+    int64_t m = carry;
+    while (p < c.points.size() && (static_cast<double>(c.points[p].first.ns()) < t_end || k == cols - 1)) {
+      m = std::max(m, c.points[p].second);
+      carry = c.points[p].second;
+      ++p;
+    }
+    col[static_cast<size_t>(k)] = m;
+  }
+  return col;
+}
+
+struct Series {
+  std::string label;
+  std::string color;
+  std::string dash;  // stroke-dasharray; empty = solid
+  double width = 1.5;
+  Curve curve;
+};
 
 }  // namespace
 
-std::string TimelineSvg(const StepReport& r, const VizOptions&) {
+std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
   const StepView v = viz_internal::BuildStepView(r);
   const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
   const double tmax = static_cast<double>(v.step_time.ns());
-  const double top_bytes = static_cast<double>(std::max({v.live_peak.value(), r.peak.value(), int64_t{1}}));
+  const int cols = static_cast<int>(pw);
+
+  // The curves besides live.
+  std::vector<Series> lines;
+  const bool ideal = r.sim.allocator_name.empty() || r.sim.allocator_name == "ideal";
+  if (!ideal && !r.sim.allocator_curve.empty()) {
+    Series alloc{absl::StrCat("allocated (", r.sim.allocator_name, ")"), "#1f5f99", "", 1.3, {}};
+    Series resv{absl::StrCat("reserved (", r.sim.allocator_name, ")"), "#e07b00", "", 2.0, {}};
+    // Bytes live before the trace began never passed through the replayed
+    // allocator; they are counted as allocated and reserved, as they were
+    // in the recorded run.
+    const int64_t pre = r.lowered.trace.preexisting.value();
+    for (const AllocatorSample& s : r.sim.allocator_curve) {
+      const SimTime t = v.start[static_cast<size_t>(s.event)];
+      AddPoint(&alloc.curve, t, pre + s.allocated.value());
+      AddPoint(&resv.curve, t, pre + s.reserved.value());
+    }
+    alloc.curve.initial = resv.curve.initial = pre;
+    lines.push_back(std::move(resv));
+    lines.push_back(std::move(alloc));
+  }
+  if (o.recorded_memory != nullptr && !o.recorded_memory->empty()) {
+    Series alloc{"recorded Total Allocated", "#2a8a3e", "7,4", 1.6, {}};
+    Series resv{"recorded Total Reserved", "#8e44ad", "2,3", 2.2, {}};
+    for (const RecordedMemorySample& s : *o.recorded_memory) {
+      if (s.event < 0 || s.event >= static_cast<int64_t>(v.start.size())) continue;
+      const SimTime t = v.start[static_cast<size_t>(s.event)];
+      if (s.allocated.has_value()) AddPoint(&alloc.curve, t, s.allocated->value());
+      if (s.reserved.has_value()) AddPoint(&resv.curve, t, s.reserved->value());
+    }
+    if (!resv.curve.points.empty()) lines.push_back(std::move(resv));
+    if (!alloc.curve.points.empty()) lines.push_back(std::move(alloc));
+  }
+
+  double top_bytes = static_cast<double>(std::max({v.live_peak.value(), r.peak.value(), int64_t{1}}));
+  for (const Series& s : lines) top_bytes = std::max(top_bytes, static_cast<double>(s.curve.peak));
   const bool show_capacity = r.capacity.value() > 0 && static_cast<double>(r.capacity.value()) <= top_bytes * 1.6;
   const double ymax = std::max(top_bytes, show_capacity ? static_cast<double>(r.capacity.value()) : 0.0) * 1.08;
   auto X = [&](SimTime t) { return kLeft + pw * static_cast<double>(t.ns()) / tmax; };
   auto Y = [&](double b) { return kTop + ph - ph * b / ymax; };
 
   Svg svg(kWidth, kHeight);
-  svg.Text(kLeft, 22, absl::StrCat("Memory timeline — ", r.program.name, " on ", r.spec.device.name),
+  svg.Text(kLeft, 22,
+           viz_internal::FitText(absl::StrCat("Memory timeline — ", r.program.name, " on ", r.spec.device.name),
+                                 pw, 16),
            "font-size=\"16\" font-weight=\"bold\"");
   svg.Text(kLeft, 40,
-           absl::StrCat("live bytes (no-fragmentation tracker) over simulated time; step ", HumanTime(v.step_time)),
+           absl::StrCat("bytes on the device over ",
+                        v.event_clock ? absl::StrCat("the trace's ", WithCommas(v.step_time.ns()), " memory events")
+                                      : absl::StrCat("simulated time; step ", HumanTime(v.step_time)),
+                        ideal ? "; ideal allocator: allocated = reserved = live" : "",
+                        !ideal && r.lowered.trace.preexisting.value() > 0
+                            ? absl::StrCat("; allocator curves include the ", HumanBytes(r.lowered.trace.preexisting),
+                                           " live before the trace began")
+                            : ""),
            "fill=\"#555\"");
   for (const auto& s : v.phases) {
     svg.Rect(X(s.t0), kTop, std::max(X(s.t1) - X(s.t0), 0.5), ph, viz_internal::PhaseColor(s.phase));
@@ -51,29 +149,40 @@ std::string TimelineSvg(const StepReport& r, const VizOptions&) {
     for (const auto& s : v.iterations) svg.Line(X(s.t0), kTop + ph, X(s.t0), kTop + ph - 6, "#333");
   }
 
-  // Column maxima: each column starts at the value carried into it.
-  const int cols = static_cast<int>(pw);
-  std::vector<int64_t> col(static_cast<size_t>(cols), -1);
-  int64_t carry = r.lowered.trace.preexisting.value();
-  size_t p = 0;
-  for (int c = 0; c < cols; ++c) {
-    const double t_end = tmax * (c + 1) / cols;
-    int64_t m = carry;
-    while (p < v.live.size() && (static_cast<double>(v.live[p].t.ns()) < t_end || c == cols - 1)) {
-      m = std::max(m, v.live[p].live.value());
-      carry = v.live[p].live.value();
-      ++p;
-    }
-    col[static_cast<size_t>(c)] = m;
-  }
+  // Live bytes, filled.
+  Curve live;
+  live.initial = r.lowered.trace.preexisting.value();
+  for (const auto& lp : v.live) AddPoint(&live, lp.t, lp.live.value());
+  const std::vector<int64_t> live_col = ColumnMax(live, tmax, cols);
   std::string path = absl::StrCat("<path d=\"M", Num(kLeft), " ", Num(Y(0)));
   for (int c = 0; c < cols; ++c) {
-    const double y = Y(static_cast<double>(col[static_cast<size_t>(c)]));
+    const double y = Y(static_cast<double>(std::max<int64_t>(live_col[static_cast<size_t>(c)], 0)));
     absl::StrAppend(&path, " L", Num(kLeft + c), " ", Num(y), " L", Num(kLeft + c + 1), " ", Num(y));
   }
   absl::StrAppend(&path, " L", Num(kLeft + pw), " ", Num(Y(0)),
-                  " Z\" fill=\"#4e79a7\" fill-opacity=\"0.55\" stroke=\"#2b4f7a\" stroke-width=\"0.8\"/>\n");
+                  " Z\" fill=\"#4e79a7\" fill-opacity=\"0.45\" stroke=\"#2b4f7a\" stroke-width=\"0.8\"/>\n");
   svg.Raw(path);
+
+  // The other curves, as step lines over their known columns.
+  for (const Series& s : lines) {
+    const std::vector<int64_t> col = ColumnMax(s.curve, tmax, cols);
+    std::string d;
+    bool open = false;
+    for (int c = 0; c < cols; ++c) {
+      const int64_t b = col[static_cast<size_t>(c)];
+      if (b < 0) {
+        open = false;
+        continue;
+      }
+      const double y = Y(static_cast<double>(b));
+      absl::StrAppend(&d, open ? " L" : " M", Num(kLeft + c), " ", Num(y), " L", Num(kLeft + c + 1), " ", Num(y));
+      open = true;
+    }
+    if (d.empty()) continue;
+    svg.Raw(absl::StrCat("<path d=\"", d.substr(1), "\" fill=\"none\" stroke=\"", s.color, "\" stroke-width=\"",
+                         Num(s.width), "\"", s.dash.empty() ? "" : absl::StrCat(" stroke-dasharray=\"", s.dash, "\""),
+                         " stroke-linejoin=\"round\"/>\n"));
+  }
 
   // Capacity, reported peak, live peak.
   if (show_capacity) {
@@ -90,19 +199,19 @@ std::string TimelineSvg(const StepReport& r, const VizOptions&) {
                           v.xla ? " = argument + output − alias + packed temp heap" : ""),
              "fill=\"#7a3e9d\"");
   }
-  SimTime t_peak;
-  for (const auto& lp : v.live) {
-    if (lp.live == v.live_peak) {
-      t_peak = lp.t;
-      break;
-    }
+  auto mark_peak = [&](const Curve& c, const std::string& what, const std::string& color, double dy) {
+    const double xp = X(c.peak_time), yp = Y(static_cast<double>(c.peak));
+    svg.Raw(absl::StrCat("<circle cx=\"", Num(xp), "\" cy=\"", Num(yp), "\" r=\"4\" fill=\"", color, "\"/>\n"));
+    const bool right = xp > kLeft + pw * 0.6;
+    svg.Text(right ? xp - 8 : xp + 8, yp + dy,
+             absl::StrCat(what, " ", HumanBytes(Bytes(c.peak)), " at ", viz_internal::WhenLabel(v, c.peak_time)),
+             absl::StrCat("fill=\"", color, "\" font-weight=\"bold\" text-anchor=\"", right ? "end" : "start", "\""));
+  };
+  // The simulated reserved peak, when it differs from the live one.
+  if (!lines.empty() && !ideal && lines[0].curve.peak > v.live_peak.value()) {
+    mark_peak(lines[0].curve, "reserved peak", lines[0].color, -6);
   }
-  const double xp = X(t_peak), yp = Y(static_cast<double>(v.live_peak.value()));
-  svg.Raw(absl::StrCat("<circle cx=\"", Num(xp), "\" cy=\"", Num(yp), "\" r=\"4\" fill=\"#c00000\"/>\n"));
-  const bool right = xp > kLeft + pw * 0.6;
-  svg.Text(right ? xp - 8 : xp + 8, yp + 14,
-           absl::StrCat("live peak ", HumanBytes(v.live_peak), " at ", HumanTime(t_peak)),
-           absl::StrCat("fill=\"#c00000\" font-weight=\"bold\" text-anchor=\"", right ? "end" : "start", "\""));
+  mark_peak(live, "live peak", "#c00000", 14);
 
   // Axes.
   svg.Rect(kLeft, kTop, pw, ph, "none", "stroke=\"#333\"");
@@ -115,18 +224,42 @@ std::string TimelineSvg(const StepReport& r, const VizOptions&) {
     svg.Line(kLeft, Y(t * unit), kLeft + pw, Y(t * unit), "#000", "stroke-opacity=\"0.08\"");
     svg.Text(kLeft - 6, Y(t * unit) + 4, absl::StrFormat("%g", t), "text-anchor=\"end\"");
   }
-  svg.Text(18, kTop + ph / 2, absl::StrCat("live (", unit_name, ")"),
+  svg.Text(18, kTop + ph / 2, absl::StrCat("bytes (", unit_name, ")"),
            absl::StrCat("transform=\"rotate(-90 18 ", Num(kTop + ph / 2), ")\" text-anchor=\"middle\""));
-  const bool in_ms = tmax >= 1e6;
-  const double span = in_ms ? tmax / 1e6 : tmax / 1e3;
+  const viz_internal::TimeAxis axis = viz_internal::TimeAxisFor(v);
+  const double span = tmax / axis.divisor;
   const double xstep = viz_internal::NiceStep(span, 10);
   for (double t = 0; t <= span + 1e-9; t += xstep) {
     const double x = kLeft + pw * t / span;
     svg.Line(x, kTop + ph, x, kTop + ph + 4, "#333");
     svg.Text(x, kTop + ph + 16, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
   }
-  svg.Text(kLeft + pw / 2, kHeight - 10, absl::StrCat("simulated time (", in_ms ? "ms" : "us", ")"),
-           "text-anchor=\"middle\"");
+  svg.Text(kLeft + pw / 2, kTop + ph + 34, axis.title, "text-anchor=\"middle\"");
+
+  // Legend under the axis, wrapping to a second row: swatch, label and peak
+  // of each curve.
+  double lx = kLeft, ly = kHeight - 30;
+  auto legend = [&](const std::string& label, auto swatch) {
+    const double w = 30 + 6.6 * static_cast<double>(label.size()) + 24;
+    if (lx > kLeft && lx + w > kWidth - kRight) {
+      lx = kLeft;
+      ly += 18;
+    }
+    svg.Raw(swatch(lx, ly));
+    svg.Text(lx + 30, ly + 4, label);
+    lx += w;
+  };
+  legend(absl::StrCat("live, no fragmentation (peak ", HumanBytes(v.live_peak), ")"), [](double x, double y) {
+    return absl::StrCat("<rect x=\"", Num(x), "\" y=\"", Num(y - 5), "\" width=\"24\" height=\"10\" fill=\"#4e79a7\" "
+                        "fill-opacity=\"0.45\" stroke=\"#2b4f7a\" stroke-width=\"0.8\"/>\n");
+  });
+  for (const Series& s : lines) {
+    legend(absl::StrCat(s.label, " (peak ", HumanBytes(Bytes(s.curve.peak)), ")"), [&](double x, double y) {
+      return absl::StrCat("<line x1=\"", Num(x), "\" y1=\"", Num(y), "\" x2=\"", Num(x + 24), "\" y2=\"", Num(y),
+                          "\" stroke=\"", s.color, "\" stroke-width=\"", Num(s.width + 0.5), "\"",
+                          s.dash.empty() ? "" : absl::StrCat(" stroke-dasharray=\"", s.dash, "\""), "/>\n");
+    });
+  }
   return svg.Finish();
 }
 

@@ -2,8 +2,11 @@
 //
 //   memory_map.svg/.png  buffers as rectangles over time × address, by role
 //   lifetimes.svg/.png   one bar per buffer over the op timeline, by role
-//   dataflow.svg/.png/.dot  one loop iteration's ops and buffers (Graphviz)
-//   timeline.svg/.png    live bytes over simulated time, capacity, peak
+//   dataflow.svg/.png/.dot  one loop iteration's ops and buffers (Graphviz),
+//                        rolled beside unrolled when both lowerings are given
+//   timeline.svg/.png    live, allocated and reserved bytes over simulated
+//                        time (and a replayed trace's recorded counters),
+//                        capacity, peak
 //   trace.json           Chrome-trace / Perfetto timeline (ui.perfetto.dev)
 //   report.html          one self-contained page: summary, charts, top buffers
 //
@@ -22,13 +25,25 @@
 #ifndef GPUSIM_VIZ_VIZ_H_
 #define GPUSIM_VIZ_VIZ_H_
 
+#include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sim/import/recorded_trace.h"
 #include "sim/report/step.h"
 
 namespace gpusim {
+
+// A memory counter a recorded trace carried (PyTorch profiler "[memory]"
+// events: "Total Allocated" / "Total Reserved" after the event), placed on
+// the event of the report's trace that the recorded event became.
+struct RecordedMemorySample {
+  int64_t event = -1;  // index into StepReport::lowered.trace.events
+  std::optional<Bytes> allocated;
+  std::optional<Bytes> reserved;
+};
 
 struct VizOptions {
   int max_rects = 4000;         // memory map: rectangles drawn one by one
@@ -37,6 +52,13 @@ struct VizOptions {
   int max_dataflow_ops = 250;   // dataflow: ops shown, in program order
   int iteration = -1;           // dataflow: loop iteration (Op::layer); -1 = the middle one
   bool png = true;              // WriteCharts: also write PNGs
+  // Not owned; each must outlive the calls it is passed to.
+  // The same step lowered with the other loop mode (rolled ↔ unrolled): the
+  // dataflow graph then shows both lowerings side by side.
+  const StepReport* other_loop_mode = nullptr;
+  // A replayed trace's recorded counters, drawn on the timeline beside the
+  // simulated ones.
+  const std::vector<RecordedMemorySample>* recorded_memory = nullptr;
 };
 
 // Writes memory_map, lifetimes, timeline (.svg, and .png when options.png)
@@ -52,6 +74,14 @@ absl::Status WritePerfettoTimeline(const StepReport& r, const std::string& path)
 
 // `dir`/report.html: one self-contained page (no network, SVGs inline).
 absl::Status WriteHtmlReport(const StepReport& r, const std::string& dir, const VizOptions& options = {});
+
+// The counters `recorded` carried, placed on the events of `native`, the
+// trace ToNativeTrace(recorded) (default options) made, which reported
+// `stats`. Empty when nothing was recorded; an error when the two streams do
+// not pair (viz/recorded_memory.cc).
+absl::StatusOr<std::vector<RecordedMemorySample>> RecordedMemoryCounters(const RecordedTrace& recorded,
+                                                                         const Trace& native,
+                                                                         const ConversionStats& stats);
 
 // The documents themselves, for tests and other writers.
 std::string MemoryMapSvg(const StepReport& r, const VizOptions& options = {});

@@ -51,6 +51,13 @@ struct AllocatorStats {
   int64_t ooms = 0;            // allocations that failed
 };
 
+// The two counters a memory timeline draws (torch.cuda.memory_allocated()
+// and memory_reserved()).
+struct AllocatorUsage {
+  Bytes allocated;
+  Bytes reserved;
+};
+
 // What an allocator did, as a PyTorch memory snapshot's device_traces
 // records it (torch/cuda/_memory_viz.py actions).
 enum class AllocatorAction {
@@ -84,6 +91,14 @@ class Allocator {
   // REQUIRES: id is live.
   virtual void Free(BufferId id) = 0;
   virtual AllocatorStats stats() const = 0;
+  // stats().allocated and stats().reserved alone. The engine samples them
+  // after every memory event (the memory timeline's allocated / reserved
+  // curves), so strategies whose stats() scans free lists override this
+  // with their counters.
+  virtual AllocatorUsage usage() const {
+    const AllocatorStats s = stats();
+    return {s.allocated, s.reserved};
+  }
 
   // The device address `id`'s block starts at, or nullopt when `id` is not
   // live or the strategy places nothing (ideal).

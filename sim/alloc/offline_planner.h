@@ -41,6 +41,9 @@ class PlannedAllocator : public Allocator {
   bool Alloc(BufferId id, Bytes size, StreamId stream) override;
   void Free(BufferId id) override;
   AllocatorStats stats() const override;
+  // Live bytes for both: the heap size is known only once planned, and
+  // planning at every event would make a replay quadratic.
+  AllocatorUsage usage() const override { return {Bytes(live_bytes_), Bytes(live_bytes_)}; }
   std::optional<uint64_t> AddressOf(BufferId id) const override;
   std::optional<Bytes> BlockSizeOf(BufferId id) const override;
   absl::Status Finish() override;

@@ -125,6 +125,15 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
       cur -= it->second.first;
       by_role[static_cast<size_t>(it->second.second)] -= it->second.first;
       live.erase(it);
+    } else {
+      continue;
+    }
+    if (allocator != nullptr && !r.oom.happened) {
+      const AllocatorUsage u = allocator->usage();
+      if (r.allocator_curve.empty() || r.allocator_curve.back().allocated != u.allocated ||
+          r.allocator_curve.back().reserved != u.reserved) {
+        r.allocator_curve.push_back({static_cast<int64_t>(i), u.allocated, u.reserved});
+      }
     }
   }
   // Buffers live at the peak: replay up to the peak event.

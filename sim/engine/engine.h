@@ -33,6 +33,13 @@ struct OomInfo {
   std::string buffer;    // name of the requested buffer
 };
 
+// The allocator's counters after one memory event.
+struct AllocatorSample {
+  int64_t event = -1;  // trace index
+  Bytes allocated;
+  Bytes reserved;
+};
+
 struct SimResult {
   // Memory (ideal tracker).
   Bytes peak_live;
@@ -42,6 +49,10 @@ struct SimResult {
   // Allocator.
   std::string allocator_name;
   AllocatorStats allocator;
+  // Allocated and reserved after each memory event where either changed
+  // (and after the first), until an out-of-memory; empty without an
+  // allocator. The memory timeline draws it.
+  std::vector<AllocatorSample> allocator_curve;
   OomInfo oom;
   // Time.
   std::vector<SimTime> start, end;     // per event (memory events: issue time)

@@ -59,6 +59,42 @@ TEST(EngineTest, PeakOfHandComputedTrace) {
   EXPECT_EQ(r->allocator.peak_allocated.value(), 550);
 }
 
+TEST(EngineTest, AllocatorCurveSamplesEveryChange) {
+  Trace t;
+  // One sample per memory event; the compute event adds none.
+  t.events = {Alloc(0, 100), Alloc(1, 300), Compute(1, 1, 1), Free(0), Alloc(2, 100), Free(1), Free(2)};
+  IdealAllocator a(Bytes(1000));
+  auto r = Simulate(t, RoundDevice(), &a);
+  ASSERT_TRUE(r.ok());
+  std::vector<std::pair<int64_t, int64_t>> got;
+  for (const AllocatorSample& s : r->allocator_curve) {
+    EXPECT_EQ(s.allocated, s.reserved);  // ideal: nothing cached
+    got.push_back({s.event, s.allocated.value()});
+  }
+  const std::vector<std::pair<int64_t, int64_t>> want = {{0, 100}, {1, 400}, {3, 300}, {4, 400}, {5, 100}, {6, 0}};
+  EXPECT_EQ(got, want);
+  auto none = Simulate(t, RoundDevice(), nullptr);
+  ASSERT_TRUE(none.ok());
+  EXPECT_TRUE(none->allocator_curve.empty());
+}
+
+TEST(EngineTest, AllocatorCurveKeepsCachedSegmentsReserved) {
+  // PyTorch c10/cuda/CUDACachingAllocator.cpp: a 1 MiB request is served
+  // from the small pool, whose segments are kSmallBuffer = 2 MiB; a freed
+  // block stays cached, so reserved stays at 2 MiB.
+  Trace t;
+  t.events = {Alloc(0, 1 << 20), Free(0)};
+  auto a = MakeAllocator({"pytorch_caching", {}}, Bytes(int64_t{1} << 30));
+  ASSERT_TRUE(a.ok()) << a.status();
+  auto r = Simulate(t, RoundDevice(), a->get());
+  ASSERT_TRUE(r.ok());
+  ASSERT_EQ(r->allocator_curve.size(), 2u);
+  EXPECT_EQ(r->allocator_curve[0].allocated.value(), 1 << 20);
+  EXPECT_EQ(r->allocator_curve[0].reserved.value(), 2 << 20);
+  EXPECT_EQ(r->allocator_curve[1].allocated.value(), 0);
+  EXPECT_EQ(r->allocator_curve[1].reserved.value(), 2 << 20);
+}
+
 TEST(EngineTest, OutOfMemoryIsAResult) {
   Trace t;
   t.events = {Alloc(0, 600), Alloc(1, 500), Free(0), Free(1)};

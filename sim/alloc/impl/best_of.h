@@ -26,6 +26,7 @@ class BestOfAllocator : public Allocator {
   bool Alloc(BufferId id, Bytes size, StreamId stream) override;
   void Free(BufferId id) override;
   AllocatorStats stats() const override { return chosen().stats(); }
+  AllocatorUsage usage() const override { return chosen().usage(); }
   std::optional<uint64_t> AddressOf(BufferId id) const override { return chosen().AddressOf(id); }
   std::optional<Bytes> BlockSizeOf(BufferId id) const override { return chosen().BlockSizeOf(id); }
   absl::Status Finish() override;

@@ -30,6 +30,7 @@ class BuddyAllocator : public Allocator {
   bool Alloc(BufferId id, Bytes size, StreamId stream) override;
   void Free(BufferId id) override;
   AllocatorStats stats() const override;
+  AllocatorUsage usage() const override { return {stats_.allocated, stats_.reserved}; }
   std::optional<uint64_t> AddressOf(BufferId id) const override;
   std::optional<Bytes> BlockSizeOf(BufferId id) const override;
 

@@ -25,6 +25,7 @@ class FallbackAllocator : public Allocator {
   bool Alloc(BufferId id, Bytes size, StreamId stream) override;
   void Free(BufferId id) override;
   AllocatorStats stats() const override { return active().stats(); }
+  AllocatorUsage usage() const override { return active().usage(); }
   std::optional<uint64_t> AddressOf(BufferId id) const override { return active().AddressOf(id); }
   std::optional<Bytes> BlockSizeOf(BufferId id) const override { return active().BlockSizeOf(id); }
   absl::Status Finish() override { return active().Finish(); }

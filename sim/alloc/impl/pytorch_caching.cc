@@ -752,6 +752,11 @@ AllocatorStats PyTorchCachingAllocator::stats() const {
   return out;
 }
 
+AllocatorUsage PyTorchCachingAllocator::usage() const {
+  constexpr int kAgg = PyTorchDeviceStats::kAggregate;
+  return {Bytes(impl_->stats.allocated_bytes[kAgg].current), Bytes(impl_->stats.reserved_bytes[kAgg].current)};
+}
+
 std::optional<uint64_t> PyTorchCachingAllocator::AddressOf(BufferId id) const {
   auto it = impl_->live.find(id);
   if (it == impl_->live.end()) return std::nullopt;

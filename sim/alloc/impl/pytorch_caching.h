@@ -95,6 +95,7 @@ class PyTorchCachingAllocator : public Allocator {
   bool Alloc(BufferId id, Bytes size, StreamId stream) override;
   void Free(BufferId id) override;
   AllocatorStats stats() const override;
+  AllocatorUsage usage() const override;
   std::optional<uint64_t> AddressOf(BufferId id) const override;
   std::optional<Bytes> BlockSizeOf(BufferId id) const override;
 
