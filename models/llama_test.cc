@@ -122,12 +122,5 @@ TEST(LlamaTest, RematPoliciesChooseTheSavedSet) {
                                    "h2", "mlpwi_0", "mlpwi_1", "act"}));
 }
 
-TEST(LlamaTest, OffloadPoliciesReportNotYet) {
-  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"remat.policy=minimal_offloaded"});
-  ASSERT_TRUE(spec.ok());
-  auto p = BuildLlamaTrainStep(*spec);
-  EXPECT_EQ(p.status().code(), absl::StatusCode::kUnimplemented);
-}
-
 }  // namespace
 }  // namespace gpusim

@@ -21,6 +21,7 @@
 #include "sim/base/file_util.h"
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
+#include "sim/report/compare.h"
 #include "sim/report/diff.h"
 #include "sim/report/explain.h"
 #include "sim/report/step.h"
@@ -301,6 +302,14 @@ int CmdList(const std::string& what) {
       absl::StrCat("list: unknown kind '", what, "'; expected allocators, remat or devices")));
 }
 
+int CmdCompare(const RunOptions& o, const std::string& vary) {
+  auto rows = Compare(o.config, o.sets, vary);
+  if (!rows.ok()) return Fail(rows.status());
+  std::cout << (o.format == "json" ? RenderCompareJson(*rows) : RenderCompareText(*rows));
+  if (o.format == "json") std::cout << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int RunCli(int argc, char** argv) {
@@ -335,6 +344,16 @@ int RunCli(int argc, char** argv) {
   diff_cmd->add_option("--base-set", diff_base, "Override for both A and B (repeatable)");
   diff_cmd->add_option("--format", diff.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   diff_cmd->add_option("--top", diff_top, "How many lines per table")->check(CLI::PositiveNumber);
+
+  RunOptions compare;
+  std::string compare_vary;
+  CLI::App* compare_cmd = app.add_subcommand(
+      "compare", "One row per value of one setting: peak, temp, host bytes, recompute, PCIe, step, layer times");
+  compare_cmd->add_option("config", compare.config, "Run config (YAML)")->required();
+  compare_cmd->add_option("--vary", compare_vary, "The axis: path=v1,v2,... e.g. remat.policy=full,minimal")
+      ->required();
+  compare_cmd->add_option("--set", compare.sets, "Override for every row: path=value (repeatable)");
+  compare_cmd->add_option("--format", compare.format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
   AdviseCli advise;
   CLI::App* advise_cmd = app.add_subcommand(
@@ -389,6 +408,7 @@ int RunCli(int argc, char** argv) {
     if (*explain_cmd) return CmdExplain(explain, explain_top);
     if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
     if (*advise_cmd) return CmdAdvise(advise);
+    if (*compare_cmd) return CmdCompare(compare, compare_vary);
     if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_out);
     if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
     if (*val_cmd) return CmdValidate(validate_file, validate_sets);
