@@ -138,7 +138,7 @@ const std::map<std::string, Entry>& Registry() {
       {"none", {"MaxText: no remat; every residual AD keeps is saved", "",
                 [](const RematSpec&) { return Predicate([](const SaveCandidate&) { return SaveDecision::kSave; }); },
                 true}},
-      {"full", {"MaxText / Megatron full: only the layer input is saved (remat.method, remat.num_layers group layers)", "",
+      {"full", {"MaxText / Megatron full: only the layer input is saved; gpt: remat.method uniform|block|sequential|sqrt, remat.num_layers", "",
                 [](const RematSpec&) { return Predicate([](const SaveCandidate&) { return SaveDecision::kRecompute; }); }}},
       {"minimal", {"MaxText: checkpoint_dots_with_no_batch_dims (q,k,v,out,wi_0,wi_1,wo)", "",
                    [](const RematSpec&) {

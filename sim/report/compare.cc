@@ -56,15 +56,15 @@ absl::StatusOr<std::vector<CompareRow>> Compare(const std::string& config, const
 }
 
 std::string RenderCompareText(const std::vector<CompareRow>& rows) {
-  std::string o = absl::StrFormat("%-40s %10s %10s %9s %5s %9s %12s %10s %9s %11s %11s\n", "setting",
+  std::string o = absl::StrFormat("%-50s %10s %10s %9s %5s %9s %12s %10s %9s %11s %11s\n", "setting",
                                   "peak GiB", "temp GiB", "host GiB", "fits", "peak in", "recompute s",
                                   "PCIe s", "step s", "layer fwd", "layer bwd");
   for (const CompareRow& r : rows) {
     if (!r.ok) {
-      absl::StrAppendFormat(&o, "%-40s error: %s\n", r.setting, r.error);
+      absl::StrAppendFormat(&o, "%-50s error: %s\n", r.setting, r.error);
       continue;
     }
-    absl::StrAppendFormat(&o, "%-40s %10.2f %10.2f %9.2f %5s %9s %12.4f %10s %9.4f %8.3f ms %8.3f ms\n", r.setting,
+    absl::StrAppendFormat(&o, "%-50s %10.2f %10.2f %9.2f %5s %9s %12.4f %10s %9.4f %8.3f ms %8.3f ms\n", r.setting,
                           r.peak.GiB(), r.temp.GiB(), r.host.GiB(), r.fits ? "yes" : "NO", r.peak_phase,
                           r.recompute_s,
                           absl::StrFormat("%.4f", r.host_transfer_s) +
