@@ -52,6 +52,12 @@ class GptBuilder {
       return absl::InvalidArgumentError("parallelism.tensor: must divide d_model, n_heads, mlp_dim (and seq_len "
                                         "with sequence_parallel)");
     }
+    if (s_.remat.num_layers < 1 || (s_.remat.method == "sequential" && s_.remat.num_layers > L_)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "remat.num_layers: ", s_.remat.num_layers, " must be >= 1",
+          s_.remat.method == "sequential" ? absl::StrCat(" and <= model.n_layers (", L_, ") for method sequential")
+                                          : std::string()));
+    }
     nodes_ = LayerNodes();
     RETURN_IF_ERROR(DecideSaved());
     DeclareParams();
@@ -64,6 +70,7 @@ class GptBuilder {
       b_.BeginRegion(absl::StrCat("layer", l, ".forward"), "layer");
       fwd[static_cast<size_t>(l)] = Forward(l, {{"x", x}}, false, {});
       MarkSaved(l, fwd[static_cast<size_t>(l)]);
+      Offload(l, fwd[static_cast<size_t>(l)]);
       b_.EndRegion();
       x = fwd[static_cast<size_t>(l)].at("x_out");
     }
@@ -74,10 +81,11 @@ class GptBuilder {
     for (int l = static_cast<int>(L_) - 1; l >= 0; --l) {
       b_.set_layer(l);
       b_.BeginRegion(absl::StrCat("layer", l, ".backward"), "layer");
-      const int64_t g = std::max<int64_t>(1, s_.remat.num_layers);
-      if (Checkpointed(l) && s_.remat.method == "uniform" && g > 1 && !group_values.count(l)) {
-        // Uniform groups: recompute the whole group from its saved input,
-        // then run its layers' backward passes in reverse.
+      const int64_t g = GroupSize();
+      if (Checkpointed(l) && g > 1 && !group_values.count(l)) {
+        // Groups of layers (uniform, sequential, sqrt): recompute the whole
+        // group from its saved input, then run its layers' backward passes
+        // in reverse.
         const int start = static_cast<int>(l - l % g);
         TensorId x = fwd[static_cast<size_t>(start)].at("x");
         for (int j = start; j <= l; ++j) {
@@ -184,13 +192,37 @@ class GptBuilder {
     return nodes_[0];
   }
 
-  // Which layers are checkpointed (Megatron --recompute-granularity full with
-  // --recompute-method uniform|block and --recompute-num-layers), and which
-  // layer starts each recompute group.
+  // Which layers are checkpointed under full recompute, and in groups of
+  // how many layers (each group saves only its first layer's input and is
+  // recomputed whole before its layers' backward passes):
+  //  - uniform k: Megatron-LM --recompute-method uniform
+  //    --recompute-num-layers k (megatron/core/transformer/
+  //    transformer_block.py _checkpointed_forward): every layer, groups of k
+  //    — activation checkpointing every k layers.
+  //  - block k: --recompute-method block: the first k layers, one by one;
+  //    the rest save everything.
+  //  - sequential k: torch.utils.checkpoint.checkpoint_sequential(functions,
+  //    segments=k): segments of n // k layers, all but the last checkpointed
+  //    (the last runs without checkpoint).
+  //  - sqrt: Chen et al. 2016 (arXiv 1604.06174, "Training Deep Nets with
+  //    Sublinear Memory Cost", Sec. 4.1): segments of ceil(sqrt(n)) layers,
+  //    O(sqrt(n)) memory for one extra forward pass.
   bool FullRecompute() const { return !policy_.no_remat() && policy_.name() == "full"; }
+  int64_t GroupSize() const {
+    const std::string& m = s_.remat.method;
+    if (m == "block") return 1;
+    if (m == "sequential") return std::max<int64_t>(1, L_ / std::max<int64_t>(1, s_.remat.num_layers));
+    if (m == "sqrt") {
+      int64_t g = 1;
+      while (g * g < L_) ++g;
+      return g;
+    }
+    return std::max<int64_t>(1, s_.remat.num_layers);
+  }
   bool Checkpointed(int l) const {
     if (!FullRecompute()) return false;
     if (s_.remat.method == "block") return l < s_.remat.num_layers;
+    if (s_.remat.method == "sequential") return l < GroupSize() * (s_.remat.num_layers - 1);
     return true;
   }
 
@@ -207,10 +239,8 @@ class GptBuilder {
       const SaveDecision d = policy_.no_remat() || FullRecompute() ? SaveDecision::kSave
                                                                   : policy_.Decide({n.tag, n.is_dot, n.batch_dims});
       if (d == SaveDecision::kOffload) {
-        return absl::UnimplementedError(absl::StrCat("remat.policy '", std::string(policy_.name()),
-                                                     "' offloads to host: host offload is not modelled yet"));
-      }
-      if (d == SaveDecision::kSave) {
+        offload_.insert(v);
+      } else if (d == SaveDecision::kSave) {
         saved_.insert(v);
       } else {
         recompute_.insert(v);
@@ -275,11 +305,41 @@ class GptBuilder {
     if (Checkpointed(l)) {
       // Full recompute keeps only the checkpoint's input (uniform groups: the
       // first layer of each group of remat.num_layers).
-      const int64_t g = std::max<int64_t>(1, s_.remat.num_layers);
-      if (s_.remat.method == "block" || l % g == 0) b_.tensor(v.at("x")).role = Role::kResidual;
+      if (l % GroupSize() == 0) b_.tensor(v.at("x")).role = Role::kResidual;
       return;
     }
     for (const std::string& name : saved_) b_.tensor(v.at(name)).role = Role::kResidual;
+  }
+
+  // Host offload of the values the policy marks Offloadable. Under jax the
+  // copies run on the host-copy stream as in models/llama.cc (Note [Host
+  // offload]). Under pytorch they are torch.autograd.graph.save_on_cpu's
+  // pack and unpack hooks: `packed.copy_(tensor)` into pinned memory and
+  // `tensor.to(device, non_blocking=True)`, both issued on the current
+  // (compute) stream, so they do not overlap compute.
+  void Offload(int l, const std::map<std::string, TensorId>& v) {
+    for (const std::string& name : offload_) {
+      const Tensor src = b_.tensor(v.at(name));  // a copy: AddTensor may reallocate
+      TensorId h = b_.AddTensor(absl::StrCat("host.layer", l, ".", name), src.shape, src.dtype, Role::kResidual,
+                                absl::StrCat("layer ", l, " ", name, " offloaded to pinned host"));
+      b_.tensor(h).host = true;
+      Op& op = b_.AddOp(absl::StrCat("layer", l, ".offload_", name), OpKind::kDeviceToHost, {src.id}, {h}, 0);
+      op.on_compute_stream = s_.framework == "pytorch";
+      host_[{l, name}] = h;
+    }
+  }
+
+  void Reload(int l, std::map<std::string, TensorId>* v) {
+    OpId start = b_.next_op() - 1;
+    for (const std::string& name : offload_) {
+      const Tensor h = b_.tensor(host_.at({l, name}));
+      TensorId t = b_.AddTensor(absl::StrCat("layer", l, ".reload.", name), h.shape, h.dtype, Role::kResidual,
+                                absl::StrCat("layer ", l, " ", name, " copied back from pinned host"));
+      Op& op = b_.AddOp(absl::StrCat("layer", l, ".reload_", name), OpKind::kHostToDevice, {h.id}, {t}, 0);
+      op.on_compute_stream = s_.framework == "pytorch";
+      if (start >= 0) op.control_deps.push_back(start);
+      (*v)[name] = t;
+    }
   }
 
   TensorId HeadAndLoss(TensorId x) {
@@ -323,6 +383,7 @@ class GptBuilder {
       v = Forward(l, {{"x", fwd.at("x")}}, true, {});
     } else {
       for (const std::string& s : saved_) v[s] = fwd.at(s);
+      Reload(l, &v);
       if (!recompute_.empty()) v = Forward(l, v, true, recompute_);
     }
     std::map<std::string, TensorId> g{{"x_out", dy}};
@@ -430,7 +491,8 @@ class GptBuilder {
   bool sp_;
   DType cdt_;
   std::vector<Node> nodes_;
-  std::set<std::string> saved_, recompute_;
+  std::set<std::string> saved_, recompute_, offload_;
+  std::map<std::pair<int, std::string>, TensorId> host_;  // offloaded values in pinned host memory
   std::map<std::string, TensorId> params_, grads_;
   std::map<std::string, std::pair<TensorId, TensorId>> moments_;
   TensorId tokens_ = kNoTensor;

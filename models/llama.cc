@@ -94,13 +94,19 @@ class LlamaBuilder {
       if (l + 1 < L_) next = GatherLayer(l + 1, "forward");
       auto vals = EmitLayerForward(l, x, weights, /*recompute=*/false, {});
       if (rolled_) StoreResiduals(l, vals);
+      OffloadResiduals(l, vals);
       b_.EndRegion();
       x = vals.at("y");
       saved[static_cast<size_t>(l)] = std::move(vals);
     }
     b_.EndRegion();
     b_.set_layer(-1);
+    const OpId head_first = b_.next_op();
     HeadResult head = HeadAndLoss(x);
+    // The forward loop ends when its last iteration's copies are done.
+    for (OpId op = head_first; op < b_.next_op() && !pending_wait_.empty(); ++op) {
+      if (IsComputeKind(b_.op(op).kind)) WaitForPending(b_.op(op));
+    }
 
     b_.set_phase(Phase::kBackward);
     TensorId dx = HeadBackward(head);
@@ -111,8 +117,10 @@ class LlamaBuilder {
       b_.set_layer(l);
       b_.BeginRegion(absl::StrCat("layer", l, ".backward"), "layer");
       std::map<std::string, TensorId> weights = std::move(next);
+      std::map<std::string, TensorId> reloaded = ReloadResiduals(l);
       if (l > 0) next = GatherLayer(l - 1, "backward");
       std::map<std::string, TensorId> fwd = rolled_ ? LoadResiduals(l) : saved[static_cast<size_t>(l)];
+      for (const auto& [name, t] : reloaded) fwd[name] = t;
       TensorId xin = rolled_ ? fwd.at("x") : layer_inputs[static_cast<size_t>(l)];
       dx = EmitLayerBackward(l, xin, fwd, weights, dx);
       b_.EndRegion();
@@ -131,7 +139,8 @@ class LlamaBuilder {
   // --- scan structure (../shared/reference/xla_semantics.md §3-§5) -------------
 
   // The saved set of a layer under the remat policy; the layer input (the
-  // scan carry) is always saved. Offloading is not modelled yet.
+  // scan carry) is always saved. Offloaded values are residuals too, kept in
+  // pinned host memory (Note [Host offload]).
   // As JAX's remat partial evaluation does (ad_checkpoint.py
   // remat_partial_eval): walk back from the values the backward rules read;
   // a value the policy saves is a residual, any other is recomputed and its
@@ -141,6 +150,7 @@ class LlamaBuilder {
     const std::vector<FwdNode> nodes = LayerNodes();
     saved_names_ = {"x"};
     recompute_names_.clear();
+    offload_names_.clear();
     std::vector<std::string> work = Residuals(m_.attention == "flash");
     while (!work.empty()) {
       const std::string n = work.back();
@@ -153,10 +163,8 @@ class LlamaBuilder {
       const SaveDecision d =
           policy_.no_remat() ? SaveDecision::kSave : policy_.Decide({f->tag, f->is_dot, f->dot_batch_dims});
       if (d == SaveDecision::kOffload) {
-        return absl::UnimplementedError(absl::StrCat(
-            "remat.policy '", std::string(policy_.name()), "' offloads to host: host offload is not modelled yet"));
-      }
-      if (d == SaveDecision::kSave) {
+        offload_names_.insert(n);
+      } else if (d == SaveDecision::kSave) {
         saved_names_.insert(n);
       } else {
         recompute_names_.insert(n);
@@ -348,6 +356,89 @@ class LlamaBuilder {
       op.bytes_read = b_.tensor(v).bytes();
       op.bytes_written = b_.tensor(v).bytes();
     }
+  }
+
+  // Note [Host offload]: a value the policy marks Offloadable
+  // (jax/_src/interpreters/partial_eval.py partial_eval_jaxpr_custom: the
+  // known jaxpr device_puts it to memory kind "pinned_host", the staged one
+  // device_puts it back) becomes a residual in host memory. Inside a scan
+  // the residual is a host-memory [L, ...] stack: XLA's HostOffloader
+  // (xla/service/host_offloader.h, MemoryOnlyOffloadStartingWithDus) moves
+  // the dynamic-update-slice that writes each iteration's slice and the
+  // dynamic-slice that reads it back to host memory, i.e. a device→host
+  // copy after the value is produced and a host→device copy in the backward
+  // iteration, and replaces the stack's zero broadcast by a host
+  // allocation. The copies run on their own stream over PCIe
+  // (links.pcie) as async copy-start/copy-done pairs the scheduler places
+  // within one loop iteration: a forward iteration ends when its copies to
+  // host are done (the next iteration's compute waits for them), and a
+  // backward iteration issues its copies back at its start, overlapped with
+  // the iteration's first ops (its weight gathers, the recomputation that
+  // does not read them). On the device, offloaded values are transients:
+  // produced, copied out, freed; reloaded, read, freed.
+  static bool IsComputeKind(OpKind k) {
+    return !IsCollective(k) && k != OpKind::kHostToDevice && k != OpKind::kDeviceToHost;
+  }
+
+  void WaitForPending(Op& op) {
+    if (pending_wait_.empty()) return;
+    op.control_deps.insert(op.control_deps.end(), pending_wait_.begin(), pending_wait_.end());
+    pending_wait_.clear();
+  }
+
+  void OffloadResiduals(int l, const std::map<std::string, TensorId>& vals) {
+    for (const std::string& r : offload_names_) {
+      auto [shape, dt] = ResidualShape(r);
+      const Bytes bytes(Elements(shape) * DTypeSize(dt));
+      const std::string name = absl::StrCat("layer", l, ".offload_", r);
+      if (rolled_) {
+        auto it = host_stacks_.find(r);
+        if (it == host_stacks_.end()) {
+          // Allocated in host memory before the loop (in program order: at
+          // the first store; an allocation, no kernel, so no bytes moved).
+          TensorId st = b_.AddTensor(
+              "host_stack." + r, Stacked0(shape), dt, Role::kResidual,
+              absl::StrFormat("pinned-host residual stack of `%s`, %d x %s (offloaded)", r, L_, FormatBytes(bytes)));
+          b_.tensor(st).host = true;
+          Op& alloc = b_.AddOp("host_stack_alloc." + r, OpKind::kElementwise, {}, {st}, 0);
+          alloc.bytes_written = Bytes(0);
+          it = host_stacks_.emplace(r, st).first;
+        }
+        Op& op = b_.AddOp(name, OpKind::kDeviceToHost, {it->second, vals.at(r)}, {}, 0);
+        op.bytes_read = bytes;
+        op.bytes_written = bytes;
+        pending_wait_.push_back(op.id);
+      } else {
+        TensorId h = b_.AddTensor(absl::StrCat("host.layer", l, ".", r), shape, dt, Role::kResidual,
+                                  absl::StrFormat("layer %d `%s` offloaded to pinned host", l, r));
+        b_.tensor(h).host = true;
+        Op& op = b_.AddOp(name, OpKind::kDeviceToHost, {vals.at(r)}, {h}, 0);
+        pending_wait_.push_back(op.id);
+        host_values_[{l, r}] = h;
+      }
+    }
+  }
+
+  // Copies layer l's offloaded residuals back at the start of its backward
+  // iteration (they may not start before the iteration does).
+  std::map<std::string, TensorId> ReloadResiduals(int l) {
+    std::map<std::string, TensorId> out;
+    if (offload_names_.empty()) return out;
+    OpId start = b_.next_op() - 1;
+    while (start >= 0 && !IsComputeKind(b_.op(start).kind)) --start;
+    for (const std::string& r : offload_names_) {
+      auto [shape, dt] = ResidualShape(r);
+      const Bytes bytes(Elements(shape) * DTypeSize(dt));
+      TensorId src = rolled_ ? host_stacks_.at(r) : host_values_.at({l, r});
+      TensorId t = b_.AddTensor(absl::StrCat("layer", l, ".reload.", r), shape, dt, Role::kResidual,
+                                absl::StrFormat("layer %d `%s` copied back from pinned host", l, r));
+      Op& op = b_.AddOp(absl::StrCat("layer", l, ".reload_", r), OpKind::kHostToDevice, {src}, {t}, 0);
+      op.bytes_read = bytes;
+      op.bytes_written = bytes;
+      if (start >= 0) op.control_deps.push_back(start);
+      out[r] = t;
+    }
+    return out;
   }
 
   // The backward body reads its residuals back with dynamic-slices that XLA
@@ -610,6 +701,7 @@ class LlamaBuilder {
       Op& op = b_.AddOp(pre + f.out, f.kind, ins, {out}, f.flops);
       op.dtype = cdt_;
       op.m = f.m; op.n = f.n; op.k = f.k; op.batch = f.batch;
+      if (!recompute) WaitForPending(op);
       v[f.out] = out;
     }
     b_.set_recompute(false);
@@ -638,6 +730,7 @@ class LlamaBuilder {
     const std::set<std::string>& need = recompute_names_;
     std::map<std::string, TensorId> v;
     for (const std::string& r : saved_names_) v[r] = fwd.at(r);
+    for (const std::string& r : offload_names_) v[r] = fwd.at(r);
     for (const auto& [k, t] : weights) v[k] = t;  // the backward's own gather
     if (!need.empty()) {
       auto re = EmitLayerForward(l, x, v, /*recompute=*/true, need);
@@ -909,6 +1002,10 @@ class LlamaBuilder {
   bool rolled_ = true;
   std::set<std::string> saved_names_;           // per-layer saved set (names of FwdNodes, "x")
   std::set<std::string> recompute_names_;       // recomputed in the backward pass
+  std::set<std::string> offload_names_;         // offloaded to pinned host (Note [Host offload])
+  std::map<std::string, TensorId> host_stacks_; // rolled: [L, ...] host-memory residual stacks
+  std::map<std::pair<int, std::string>, TensorId> host_values_;  // unrolled: per layer
+  std::vector<OpId> pending_wait_;              // copies the next iteration waits for
   std::map<std::string, TensorId> stacks_;      // rolled: residual stacks by name
   std::map<StackKey, std::vector<TensorId>> zero_init_;  // Note [Copy fusion of stack inits]
   std::map<StackKey, int> zero_uses_;           // requests planned, per shape

@@ -19,9 +19,10 @@ struct Shape {
 };
 
 Bytes LayerBytes(const Shape& x, const std::string& policy, bool sp, int64_t t) {
-  // One file per process: ctest runs the rows in parallel, and TempDir()
-  // (/tmp) is shared with every other checkout on the machine.
-  const std::string path = ::testing::TempDir() + "/gpt_shape_" + std::to_string(getpid()) + ".yaml";
+  // One file per process and shape: ctest runs the shapes in parallel, and
+  // other checkouts' test runs share the temp directory.
+  const std::string path = ::testing::TempDir() + "/gpt_shape_" + std::to_string(getpid()) + "_" +
+                           std::to_string(x.s) + "_" + std::to_string(x.h) + "_" + std::to_string(t) + ".yaml";
   std::ofstream(path) << "framework: pytorch\ndevice: a100-sxm-80gb\nmodel:\n  from: gpt-22b\n  d_model: " << x.h
                       << "\n  n_heads: " << x.a << "\n  head_dim: " << x.h / x.a << "\n  mlp_dim: " << 4 * x.h
                       << "\n  n_layers: 3\n  vocab: 1024\n";

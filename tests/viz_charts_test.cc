@@ -37,7 +37,7 @@ const StepReport& ScanCarry() {
 
 const StepReport& Llama() {
   static const StepReport* r = [] {
-    auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"model.param_scan_axis=1"});
+    auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"model.param_scan_axis=1", "remat.policy=full"});
     EXPECT_TRUE(spec.ok()) << spec.status();
     auto rep = SimulateStep(*spec);
     EXPECT_TRUE(rep.ok()) << rep.status();

@@ -22,6 +22,7 @@
 #include "sim/base/file_util.h"
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
+#include "sim/report/compare.h"
 #include "sim/report/diff.h"
 #include "sim/report/explain.h"
 #include "sim/report/step.h"
@@ -338,6 +339,14 @@ int CmdList(const std::string& what) {
       absl::StrCat("list: unknown kind '", what, "'; expected allocators, remat or devices")));
 }
 
+int CmdCompareConfig(const RunOptions& o, const std::string& vary) {
+  auto rows = Compare(o.config, o.sets, vary);
+  if (!rows.ok()) return Fail(rows.status());
+  std::cout << (o.format == "json" ? RenderCompareJson(*rows) : RenderCompareText(*rows));
+  if (o.format == "json") std::cout << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int FailStatus(const absl::Status& st) { return Fail(st); }
@@ -426,13 +435,22 @@ int RunCli(int argc, char** argv) {
                        "Snapshot: rebuild the allocator state and check every allocation's address");
   replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
+  // compare: a run config with --vary (one row per value), or a recorded
+  // trace with --allocators (one row per allocator).
   CompareCli compare;
-  CLI::App* compare_cmd = app.add_subcommand("compare", "Replay a recorded trace through several allocators");
-  compare_cmd->add_option("trace", compare.trace, "Recorded trace")->required();
+  RunOptions compare_config;
+  std::string compare_vary;
+  CLI::App* compare_cmd = app.add_subcommand(
+      "compare",
+      "CONFIG --vary path=v1,v2,...: one row per value (peak, temp, host bytes, recompute, PCIe, step, layer times); "
+      "TRACE [--allocators a,b,...]: one row per allocator (peak reserved, fragmentation, segments, OOM)");
+  compare_cmd->add_option("file", compare.trace, "Run config (YAML) or recorded trace")->required();
+  compare_cmd->add_option("--vary", compare_vary, "Config: the axis, path=v1,v2,... e.g. remat.policy=full,minimal");
+  compare_cmd->add_option("--set", compare_config.sets, "Config: override for every row: path=value (repeatable)");
   compare_cmd->add_option("--allocators", compare.allocators,
-                          "Comma-separated strategies (default: every registered one)");
-  compare_cmd->add_option("--device", compare.device, "Device whose usable memory is the capacity");
-  compare_cmd->add_option("--device-index", compare.device_index, "Recorded device to replay");
+                          "Trace: comma-separated strategies (default: every registered one but composites)");
+  compare_cmd->add_option("--device", compare.device, "Trace: device whose usable memory is the capacity");
+  compare_cmd->add_option("--device-index", compare.device_index, "Trace: recorded device to replay");
   compare_cmd->add_option("--format", compare.format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
   CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
@@ -457,6 +475,24 @@ int RunCli(int argc, char** argv) {
     if (*val_cmd) return CmdValidate(validate_file, validate_sets);
     if (*replay_cmd) return CmdReplay(replay);
     if (*compare_cmd) {
+      const std::string& f = compare.trace;
+      const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") ||
+                        (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
+      if (yaml) {
+        if (!compare.allocators.empty() || !compare.device.empty() || compare.device_index >= 0) {
+          return Fail(absl::InvalidArgumentError(
+              "compare CONFIG: --allocators, --device and --device-index are for recorded traces; vary the "
+              "allocator with --vary allocator.impl=a,b"));
+        }
+        if (compare_vary.empty()) return Fail(absl::InvalidArgumentError("compare CONFIG: give --vary path=v1,v2,..."));
+        compare_config.config = f;
+        compare_config.format = compare.format;
+        return CmdCompareConfig(compare_config, compare_vary);
+      }
+      if (!compare_vary.empty() || !compare_config.sets.empty()) {
+        return Fail(absl::InvalidArgumentError(
+            "compare TRACE: --vary and --set are for run configs; use --allocators a,b,... for a trace"));
+      }
       if (compare.allocators.empty()) {
         for (const AllocatorInfo& a : ListAllocators()) {
           if (a.name == "best_of" || a.name == "fallback") continue;  // composites need arguments

@@ -91,7 +91,7 @@ int CmdCompare(const CompareCli& c) {
     if (!r.ok()) return FailStatus(absl::Status(r.status().code(), absl::StrCat(n, ": ", r.status().message())));
     rows.push_back(std::move(*r));
   }
-  std::cout << (c.format == "json" ? RenderCompareJson(rows) : RenderCompareText(rows));
+  std::cout << (c.format == "json" ? RenderAllocatorCompareJson(rows) : RenderAllocatorCompareText(rows));
   return 0;
 }
 

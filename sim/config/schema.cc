@@ -122,7 +122,7 @@ const Schema& RunSchema() {
        M("program", ProgramFields()),
        M("optimizer", {L("kind"), L("moment_dtype"), L("clip_grad_norm")}),
        M("loop", {L("mode"), L("trip_count"), L("unroll")}),
-       M("remat", {L("policy"), L("names"), L("offload_names"), L("method"), L("num_layers")}),
+       M("remat", {L("policy"), L("names"), L("offload_names"), L("policies"), L("method"), L("num_layers")}),
        M("parallelism", {L("fsdp"), L("tensor"), L("sequence_parallel"),
                          L("gather_dtype")}),
        M("batch", {L("per_device"), L("seq_len")}),

@@ -82,10 +82,17 @@ struct RematSpec {
   std::string policy = "none";       // remat.policy
   std::vector<std::string> names;    // remat.names: for save_only_these_names etc.
   std::vector<std::string> offload_names;  // remat.offload_names
-  // Megatron-LM --recompute-method / --recompute-num-layers, for full
-  // recompute: `uniform` checkpoints the input of every group of num_layers
-  // layers; `block` recomputes the first num_layers layers only.
-  std::string method = "uniform";          // remat.method: uniform | block
+  // save_from_both_policies: the two policies whose saved sets are joined.
+  std::vector<std::string> policies;       // remat.policies
+  // Full recompute, how layers are grouped into checkpoints:
+  // Megatron-LM --recompute-method / --recompute-num-layers: `uniform`
+  // checkpoints the input of every group of num_layers layers (activation
+  // checkpointing every k layers); `block` recomputes the first num_layers
+  // layers only. torch.utils.checkpoint.checkpoint_sequential: `sequential`
+  // splits the layers into num_layers segments and checkpoints all but the
+  // last. Chen et al. 2016 (arXiv 1604.06174): `sqrt` checkpoints segments
+  // of ceil(sqrt(n)) layers.
+  std::string method = "uniform";          // remat.method: uniform | block | sequential | sqrt
   int64_t num_layers = 1;                  // remat.num_layers
 };
 

@@ -665,7 +665,8 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
   remat.String("policy", &run.remat.policy, kOptional);
   remat.StringList("names", &run.remat.names);
   remat.StringList("offload_names", &run.remat.offload_names);
-  remat.Enum("method", &run.remat.method, {"uniform", "block"});
+  remat.StringList("policies", &run.remat.policies);
+  remat.Enum("method", &run.remat.method, {"uniform", "block", "sequential", "sqrt"});
   remat.Int("num_layers", &run.remat.num_layers, kOptional, 1);
   Reader par = r.Map("parallelism");
   par.Int("fsdp", &run.parallelism.fsdp, kOptional, 1);

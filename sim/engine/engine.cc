@@ -46,8 +46,16 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     ready = r.end[i];
     r.step_time = Max(r.step_time, r.end[i]);
     if (e.type == EventType::kCollective) r.collective_busy += dur;
-    else if (e.type == EventType::kCopy) r.copy_busy += dur;
-    else {
+    else if (e.type == EventType::kCopy) {
+      r.copy_busy += dur;
+      if (e.kind == OpKind::kDeviceToHost) {
+        r.copy_to_host += dur;
+        r.bytes_to_host += e.bytes_read;
+      } else if (e.kind == OpKind::kHostToDevice) {
+        r.copy_to_device += dur;
+        r.bytes_to_device += e.bytes_read;
+      }
+    } else {
       r.compute_busy += dur;
       r.flops += e.flops;
       if (e.recompute) r.recompute_busy += dur;
@@ -70,28 +78,38 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
       else r.critical_compute += d;
     }
   }
-  // Exposed communication: collective time during which the compute stream
-  // is idle (interval overlap of the two streams' busy sets).
+  // Exposed communication (and host copies): time on those streams during
+  // which the compute stream is idle (interval overlap with compute's busy
+  // set). A copy issued on the compute stream itself overlaps nothing, so it
+  // is wholly exposed.
   {
-    std::vector<std::pair<SimTime, SimTime>> comp, coll;
+    std::vector<std::pair<SimTime, SimTime>> comp, coll, copy;
     for (size_t i = 0; i < n; ++i) {
       const TraceEvent& e = trace.events[i];
       if (e.type == EventType::kCompute) comp.push_back({r.start[i], r.end[i]});
       else if (e.type == EventType::kCollective) coll.push_back({r.start[i], r.end[i]});
+      else if (e.type == EventType::kCopy) copy.push_back({r.start[i], r.end[i]});
     }
     std::sort(comp.begin(), comp.end());
-    size_t j = 0;
-    for (auto [cs, ce] : coll) {
-      // Sum of [cs,ce) minus its overlap with compute intervals.
-      SimTime covered(0);
-      while (j < comp.size() && comp[j].second <= cs) ++j;
-      for (size_t k = j; k < comp.size() && comp[k].first < ce; ++k) {
-        SimTime a = Max(cs, comp[k].first);
-        SimTime b = comp[k].second < ce ? comp[k].second : ce;
-        if (a < b) covered += b - a;
+    auto exposed = [&](std::vector<std::pair<SimTime, SimTime>>& busy) {
+      std::sort(busy.begin(), busy.end());
+      SimTime total(0);
+      size_t j = 0;
+      for (auto [cs, ce] : busy) {
+        // Sum of [cs,ce) minus its overlap with compute intervals.
+        SimTime covered(0);
+        while (j < comp.size() && comp[j].second <= cs) ++j;
+        for (size_t k = j; k < comp.size() && comp[k].first < ce; ++k) {
+          SimTime a = Max(cs, comp[k].first);
+          SimTime b = comp[k].second < ce ? comp[k].second : ce;
+          if (a < b) covered += b - a;
+        }
+        total += (ce - cs) - covered;
       }
-      r.exposed_communication += (ce - cs) - covered;
-    }
+      return total;
+    };
+    r.exposed_communication = exposed(coll);
+    r.exposed_copy = exposed(copy);
   }
 
   // Pass 2: memory, in trace order.

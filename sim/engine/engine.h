@@ -59,9 +59,13 @@ struct SimResult {
   SimTime step_time;
   SimTime compute_busy;                // compute stream busy
   SimTime collective_busy;             // collective stream busy
-  SimTime copy_busy;                   // host-copy stream busy
+  SimTime copy_busy;                   // host copies (PCIe), whatever stream they ran on
+  SimTime copy_to_host;                // of which device→host
+  SimTime copy_to_device;              // of which host→device
+  Bytes bytes_to_host, bytes_to_device;  // PCIe bytes each way
   SimTime recompute_busy;              // compute spent on rematerialisation
   SimTime exposed_communication;       // collective time not hidden by compute
+  SimTime exposed_copy;                // host-copy time not hidden by compute
   // The critical path: the chain of timed events, each starting when the
   // one before it ended (on its stream or as a dependency), that ends last.
   int64_t critical_events = 0;

@@ -21,6 +21,7 @@ class ProgramBuilder {
   TensorId AddArgument(std::string name, std::vector<int64_t> shape, DType dtype, Role role,
                        bool donated, std::string origin = "");
   Tensor& tensor(TensorId id) { return program_.tensors[static_cast<size_t>(id)]; }
+  Op& op(OpId id) { return program_.ops[static_cast<size_t>(id)]; }
 
   // Appends an op; its phase and layer come from the builder's current state.
   // bytes_read/bytes_written default to the sum of input/output tensor sizes

@@ -73,6 +73,11 @@ struct Tensor {
   bool donated = false;          // entry parameter whose buffer may be reused
   bool live_out = false;         // returned by the step (output)
   TensorId aliases = kNoTensor;  // live-out tensor written into this donated input
+  // Lives in pinned host memory (XLA memory space S(5), JAX memory kind
+  // "pinned_host"; PyTorch save_on_cpu's pinned tensors): never a device
+  // buffer; lowering counts it as host bytes (Note [Host offload] in
+  // models/llama.cc).
+  bool host = false;
 
   int64_t elements() const;
   Bytes bytes() const { return Bytes(elements() * DTypeSize(dtype)); }
@@ -94,6 +99,13 @@ struct Op {
   int64_t group = 1;          // collective group size (devices)
   // Matmul shape, for shape-aware kernel models: [batch] x (m x k) @ (k x n).
   int64_t m = 0, n = 0, k = 0, batch = 1;
+  // Ops this one may not start before (besides its data dependencies): an
+  // async copy issued at a scheduling point, a loop iteration that waits for
+  // the previous iteration's copies to finish.
+  std::vector<OpId> control_deps;
+  // Runs on the compute stream even when its kind has its own stream (a
+  // PyTorch save_on_cpu copy, issued on the current stream).
+  bool on_compute_stream = false;
 };
 
 // A contiguous range of ops with a meaning: a decoder layer's forward, a loop.

@@ -22,6 +22,8 @@ StreamId StreamFor(OpKind k) {
   return kComputeStream;
 }
 
+StreamId StreamFor(const Op& op) { return op.on_compute_stream ? kComputeStream : StreamFor(op.kind); }
+
 // Tensors that alias a donated input share its buffer one after another:
 // each must be dead (its last reader run) by the time the next is written,
 // or the in-place write would clobber a value still needed.
@@ -110,9 +112,14 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
   RETURN_IF_ERROR(CheckAliasChains(p, graph));
   std::vector<int64_t> producer_event(p.tensors.size(), -1);
   std::vector<bool> handed_on(p.tensors.size(), false);  // buffer passed to an output
+  std::vector<int64_t> op_event(p.ops.size(), -1);
   for (const Op& op : p.ops) {
     for (TensorId t : op.outputs) {
       const Tensor& tensor = p.tensor(t);
+      if (tensor.host) {  // pinned host memory: no device buffer
+        out.host_bytes += tensor.bytes();
+        continue;
+      }
       if (tensor.aliases != kNoTensor) {
         buffer_of[static_cast<size_t>(t)] = buffer_of[static_cast<size_t>(tensor.aliases)];
         continue;
@@ -145,7 +152,7 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
       out.buffers[static_cast<size_t>(id)].phase = op.phase;
       TraceEvent e;
       e.type = EventType::kAlloc;
-      e.stream = StreamFor(op.kind);
+      e.stream = StreamFor(op);
       e.buffer = id;
       e.size = tensor.bytes();
       e.role = tensor.role;
@@ -155,7 +162,7 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
     }
     TraceEvent e;
     e.type = EventTypeFor(op.kind);
-    e.stream = StreamFor(op.kind);
+    e.stream = StreamFor(op);
     e.name = op.name;
     e.kind = op.kind;
     e.flops = op.flops;
@@ -169,8 +176,12 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
     e.n = op.n;
     e.k = op.k;
     e.batch = op.batch;
-    for (TensorId t : op.inputs) e.uses.push_back(buffer_of[static_cast<size_t>(t)]);
-    for (TensorId t : op.outputs) e.uses.push_back(buffer_of[static_cast<size_t>(t)]);
+    for (TensorId t : op.inputs) {
+      if (!p.tensor(t).host) e.uses.push_back(buffer_of[static_cast<size_t>(t)]);
+    }
+    for (TensorId t : op.outputs) {
+      if (!p.tensor(t).host) e.uses.push_back(buffer_of[static_cast<size_t>(t)]);
+    }
     std::sort(e.uses.begin(), e.uses.end());
     e.uses.erase(std::unique(e.uses.begin(), e.uses.end()), e.uses.end());
     for (TensorId t : op.inputs) {
@@ -180,12 +191,25 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
         e.after.push_back(pe);
       }
     }
+    for (OpId dep : op.control_deps) {
+      if (dep < 0 || dep >= op.id) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("op '", op.name, "': control dependency ", dep, " is not an earlier op"));
+      }
+      const int64_t de = op_event[static_cast<size_t>(dep)];
+      if (tr.events[static_cast<size_t>(de)].stream != e.stream &&
+          std::find(e.after.begin(), e.after.end(), de) == e.after.end()) {
+        e.after.push_back(de);
+      }
+    }
     const int64_t idx = emit(std::move(e), op.phase);
+    op_event[static_cast<size_t>(op.id)] = idx;
+    out.op_event.push_back(idx);
     for (TensorId t : op.outputs) producer_event[static_cast<size_t>(t)] = idx;
     // Free every buffer whose last reader this op is (or, unread, its producer).
     auto maybe_free = [&](TensorId t) {
       const Tensor& tensor = p.tensor(t);
-      if (tensor.entry_parameter || tensor.live_out || tensor.aliases != kNoTensor) return;
+      if (tensor.host || tensor.entry_parameter || tensor.live_out || tensor.aliases != kNoTensor) return;
       if (handed_on[static_cast<size_t>(t)]) return;  // lives on as this op's output
       OpId last = graph.last_use(t);
       if (last < 0) last = graph.producer(t);
@@ -193,7 +217,7 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
       BufferId id = buffer_of[static_cast<size_t>(t)];
       TraceEvent f;
       f.type = EventType::kFree;
-      f.stream = StreamFor(op.kind);
+      f.stream = StreamFor(op);
       f.buffer = id;
       f.phase = op.phase;
       out.buffers[static_cast<size_t>(id)].free_event = emit(std::move(f), op.phase);

@@ -48,7 +48,9 @@ struct LoweredStep {
   Bytes argument_bytes;
   Bytes output_bytes;
   Bytes alias_bytes;
+  Bytes host_bytes;                 // pinned host memory (tensors with `host`)
   std::vector<Phase> event_phase;   // phase of each trace event
+  std::vector<int64_t> op_event;    // per program op: its timed trace event
 };
 
 struct LowerOptions {

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sim/base/status.h"
 
 namespace gpusim {
 namespace {
@@ -43,7 +44,33 @@ struct Entry {
   std::string parameters;
   std::function<Predicate(const RematSpec&)> make;
   bool no_remat = false;
+  // Returns pe.Offloadable for some values (not a boolean policy).
+  bool offloads = false;
 };
+
+const std::map<std::string, Entry>& Registry();
+
+// jax.checkpoint_policies.save_and_offload_only_these_names: the two name
+// sets must be disjoint (ad_checkpoint.py raises ValueError otherwise).
+absl::Status CheckDisjoint(const std::vector<std::string>& save, const std::vector<std::string>& offload,
+                           const char* save_key, const char* offload_key) {
+  for (const std::string& n : save) {
+    if (Contains(offload, n)) {
+      return absl::InvalidArgumentError(absl::StrCat("remat: '", n, "' is in both ", save_key, " and ", offload_key,
+                                                     "; the names to save and to offload must not intersect"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+Predicate SaveAndOffloadNames(std::vector<std::string> save, std::vector<std::string> offload) {
+  return [save = std::move(save), offload = std::move(offload)](const SaveCandidate& c) {
+    if (c.name.empty()) return SaveDecision::kRecompute;
+    if (Contains(save, c.name)) return SaveDecision::kSave;
+    if (Contains(offload, c.name)) return SaveDecision::kOffload;
+    return SaveDecision::kRecompute;
+  };
+}
 
 // MaxText tag names of a Llama decoder layer (layers/llama2.py, attentions.py,
 // linears.py at commit 4bf3beaa).
@@ -79,28 +106,39 @@ const std::map<std::string, Entry>& Registry() {
           });
         }}},
       {"save_and_offload_only_these_names",
-       {"save remat.names on device, offload remat.offload_names to pinned host",
-        "remat.names, remat.offload_names",
-        [](const RematSpec& s) {
-          return Predicate([s](const SaveCandidate& c) {
-            if (c.name.empty()) return SaveDecision::kRecompute;
-            if (Contains(s.names, c.name)) return SaveDecision::kSave;
-            if (Contains(s.offload_names, c.name)) return SaveDecision::kOffload;
-            return SaveDecision::kRecompute;
-          });
-        }}},
+       {"save remat.names on device, offload remat.offload_names to pinned host", "remat.names, remat.offload_names",
+        [](const RematSpec& s) { return SaveAndOffloadNames(s.names, s.offload_names); }, false, true}},
       {"offload_dot_with_no_batch_dims",
        {"offload dot_general outputs without batch dims to pinned host", "",
         [](const RematSpec&) {
           return Predicate([](const SaveCandidate& c) {
             return c.is_dot && !c.dot_has_batch_dims ? SaveDecision::kOffload : SaveDecision::kRecompute;
           });
+        },
+        false, true}},
+      {"save_from_both_policies",
+       {"save what either of the two boolean policies in remat.policies saves", "remat.policies",
+        [](const RematSpec& s) {
+          // Checked in MakeRematPolicy: two registered, non-offloading policies.
+          std::vector<Predicate> parts;
+          for (const std::string& name : s.policies) {
+            RematSpec sub = s;
+            sub.policy = name;
+            sub.policies.clear();
+            parts.push_back(Registry().at(name).make(sub));
+          }
+          return Predicate([parts](const SaveCandidate& c) {
+            for (const Predicate& p : parts) {
+              if (p(c) == SaveDecision::kSave) return SaveDecision::kSave;
+            }
+            return SaveDecision::kRecompute;
+          });
         }}},
       // --- MaxText names (Decoder.get_remat_policy) ---
       {"none", {"MaxText: no remat; every residual AD keeps is saved", "",
                 [](const RematSpec&) { return Predicate([](const SaveCandidate&) { return SaveDecision::kSave; }); },
                 true}},
-      {"full", {"MaxText / Megatron full: only the layer input is saved (remat.method, remat.num_layers group layers)", "",
+      {"full", {"MaxText / Megatron full: only the layer input is saved; gpt: remat.method uniform|block|sequential|sqrt, remat.num_layers", "",
                 [](const RematSpec&) { return Predicate([](const SaveCandidate&) { return SaveDecision::kRecompute; }); }}},
       {"minimal", {"MaxText: checkpoint_dots_with_no_batch_dims (q,k,v,out,wi_0,wi_1,wo)", "",
                    [](const RematSpec&) {
@@ -116,6 +154,20 @@ const std::map<std::string, Entry>& Registry() {
                                }}},
       {"save_qkv_proj", {"MaxText: save q,k,v projections", "",
                          [](const RematSpec&) { return SaveNames({"query_proj", "key_proj", "value_proj"}); }}},
+      {"save_dot_with_context_except_mlp", {"MaxText: save q,k,v,context,out_proj", "",
+                                            [](const RematSpec&) {
+                                              return SaveNames(
+                                                  {"query_proj", "key_proj", "value_proj", "context", "out_proj"});
+                                            }}},
+      {"minimal_flash", {"MaxText: save_from_both_policies(checkpoint_dots_with_no_batch_dims, names context)", "",
+                         [](const RematSpec&) {
+                           return Predicate([](const SaveCandidate& c) {
+                             return SaveIf((c.is_dot && !c.dot_has_batch_dims) || c.name == "context");
+                           });
+                         }}},
+      {"custom", {"MaxText: save remat.names (tensors_on_device), offload remat.offload_names (tensors_to_offload)",
+                  "remat.names, remat.offload_names",
+                  [](const RematSpec& s) { return SaveAndOffloadNames(s.names, s.offload_names); }, false, true}},
       {"save_out_proj", {"MaxText: save the attention output projection", "",
                          [](const RematSpec&) { return SaveNames({"out_proj"}); }}},
       // --- Megatron-LM (--recompute-granularity; Korthikanti et al. 2022) ---
@@ -129,19 +181,17 @@ const std::map<std::string, Entry>& Registry() {
         }}},
       {"qkv_proj_offloaded", {"MaxText: offload q,k,v projections to pinned host", "",
                               [](const RematSpec&) {
-                                return Predicate([](const SaveCandidate& c) {
-                                  return (c.name == "query_proj" || c.name == "key_proj" || c.name == "value_proj")
-                                             ? SaveDecision::kOffload
-                                             : SaveDecision::kRecompute;
-                                });
-                              }}},
-      {"minimal_offloaded", {"MaxText: offload_dot_with_no_batch_dims", "",
+                                return SaveAndOffloadNames({}, {"query_proj", "key_proj", "value_proj"});
+                              },
+                              false, true}},
+      {"minimal_offloaded", {"MaxText: offload_dot_with_no_batch_dims (every weight matmul output to pinned host)", "",
                              [](const RematSpec&) {
                                return Predicate([](const SaveCandidate& c) {
                                  return c.is_dot && !c.dot_has_batch_dims ? SaveDecision::kOffload
                                                                           : SaveDecision::kRecompute;
                                });
-                             }}},
+                             },
+                             false, true}},
   };
   return *kRegistry;
 }
@@ -156,6 +206,29 @@ absl::StatusOr<std::unique_ptr<RematPolicy>> MakeRematPolicy(const RematSpec& sp
     for (const auto& [n, e] : reg) names.push_back(n);
     return absl::InvalidArgumentError(absl::StrCat("remat.policy: unknown policy '", spec.policy,
                                                    "'; expected one of ", absl::StrJoin(names, ", ")));
+  }
+  if (spec.policy == "save_and_offload_only_these_names" || spec.policy == "custom") {
+    RETURN_IF_ERROR(CheckDisjoint(spec.names, spec.offload_names, "remat.names", "remat.offload_names"));
+  }
+  if (spec.policy == "save_from_both_policies") {
+    if (spec.policies.size() != 2) {
+      return absl::InvalidArgumentError(absl::StrCat("remat.policies: save_from_both_policies takes two policies, got ",
+                                                     spec.policies.size()));
+    }
+    for (const std::string& name : spec.policies) {
+      auto sub = reg.find(name);
+      if (sub == reg.end() || name == "save_from_both_policies") {
+        return absl::InvalidArgumentError(
+            absl::StrCat("remat.policies: '", name, "' is not a policy save_from_both_policies can combine"));
+      }
+      // ad_checkpoint.py save_from_both_policies: "The return value of the
+      // policies should be a boolean".
+      if (sub->second.offloads || sub->second.no_remat) {
+        return absl::InvalidArgumentError(absl::StrCat("remat.policies: '", name,
+                                                       "' is not a boolean policy (it offloads or disables remat); "
+                                                       "save_from_both_policies combines boolean policies only"));
+      }
+    }
   }
   return std::unique_ptr<RematPolicy>(
       new PredicatePolicy(it->first, it->second.make(spec), it->second.no_remat));

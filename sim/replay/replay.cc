@@ -754,7 +754,7 @@ std::string RenderReplayJson(const ReplayResult& r) {
   return w.Finish();
 }
 
-std::string RenderCompareText(const std::vector<ReplayResult>& rows) {
+std::string RenderAllocatorCompareText(const std::vector<ReplayResult>& rows) {
   std::string out;
   if (rows.empty()) return out;
   auto gib = [](Bytes b) { return absl::StrFormat("%.3f", b.GiB()); };
@@ -777,7 +777,7 @@ std::string RenderCompareText(const std::vector<ReplayResult>& rows) {
   return out;
 }
 
-std::string RenderCompareJson(const std::vector<ReplayResult>& rows) {
+std::string RenderAllocatorCompareJson(const std::vector<ReplayResult>& rows) {
   JsonWriter w;
   w.BeginObject();
   w.BeginArray("allocators");

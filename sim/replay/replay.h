@@ -120,8 +120,8 @@ std::string RenderReplayText(const ReplayResult& r);
 std::string RenderReplayJson(const ReplayResult& r);
 
 // `gpusim compare`: one row per allocator.
-std::string RenderCompareText(const std::vector<ReplayResult>& rows);
-std::string RenderCompareJson(const std::vector<ReplayResult>& rows);
+std::string RenderAllocatorCompareText(const std::vector<ReplayResult>& rows);
+std::string RenderAllocatorCompareJson(const std::vector<ReplayResult>& rows);
 
 }  // namespace gpusim
 

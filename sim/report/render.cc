@@ -59,6 +59,10 @@ std::string RenderText(const StepReport& r) {
   }
   absl::StrAppendFormat(&o, "  peak       %s%s\n", FormatBytes(r.peak),
                         s.framework == "jax" ? "  = argument + output - alias + temp" : "");
+  if (r.lowered.host_bytes.value() > 0) {
+    absl::StrAppendFormat(&o, "  host       %s  pinned host memory (offloaded residuals; not device memory)\n",
+                          FormatBytes(r.lowered.host_bytes));
+  }
   absl::StrAppendFormat(&o, "  capacity   %s  (%s usable of %s)\n", FormatBytes(r.capacity), s.device.name,
                         FormatBytes(s.device.cuda_total));
   absl::StrAppendFormat(&o, "  fits       %s (margin %s)\n", r.fits ? "yes" : "NO",
@@ -77,13 +81,30 @@ std::string RenderText(const StepReport& r) {
   }
   absl::StrAppendFormat(&o, "  temp peak at event %d (%s phase)\n", r.temp_peak_event,
                         PhaseOfEvent(r, r.temp_peak_event));
+  const int64_t why_event = s.framework == "jax" ? r.temp_peak_event : r.sim.peak_event;
+  if (why_event >= 0 && !r.peak_holders.empty()) {
+    const TraceEvent& at = r.lowered.trace.events[static_cast<size_t>(why_event)];
+    absl::StrAppendFormat(&o, "  why: the %s peak is reached in the %s phase when `%s` is allocated; largest %s then:\n",
+                          s.framework == "jax" ? "temp" : "live", PhaseOfEvent(r, why_event), at.name,
+                          s.framework == "jax" ? "temps live" : "buffers live");
+    for (BufferId id : r.peak_holders) {
+      const BufferInfo& b = r.lowered.buffers[static_cast<size_t>(id)];
+      absl::StrAppendFormat(&o, "    %-44s %s  %s (%s)\n", b.name, FormatBytes(b.bytes), RoleName(b.role), b.origin);
+    }
+  }
   o += "\nStep time\n";
   absl::StrAppendFormat(&o, "  step          %.4f s\n", r.sim.step_time.seconds());
   absl::StrAppendFormat(&o, "  compute       %.4f s (recompute %.4f s)\n", r.sim.compute_busy.seconds(),
                         r.sim.recompute_busy.seconds());
   absl::StrAppendFormat(&o, "  communication %.4f s (exposed %.4f s)\n", r.sim.collective_busy.seconds(),
                         r.sim.exposed_communication.seconds());
-  absl::StrAppendFormat(&o, "  host copies   %.4f s\n", r.sim.copy_busy.seconds());
+  absl::StrAppendFormat(&o, "  host copies   %.4f s over PCIe (exposed %.4f s)\n", r.sim.copy_busy.seconds(),
+                        r.sim.exposed_copy.seconds());
+  if (r.sim.copy_busy.ns() > 0) {
+    absl::StrAppendFormat(&o, "    to host   %.4f s, %s\n    to device %.4f s, %s\n", r.sim.copy_to_host.seconds(),
+                          FormatBytes(r.sim.bytes_to_host), r.sim.copy_to_device.seconds(),
+                          FormatBytes(r.sim.bytes_to_device));
+  }
   absl::StrAppendFormat(&o, "  critical path %d events: compute %.4f s, communication %.4f s, host copies %.4f s\n",
                         r.sim.critical_events, r.sim.critical_compute.seconds(),
                         r.sim.critical_communication.seconds(), r.sim.critical_copy.seconds());
@@ -91,6 +112,25 @@ std::string RenderText(const StepReport& r) {
                         TokensPerSecond(r));
   absl::StrAppendFormat(&o, "  allocator %s: peak allocated %s, peak reserved %s\n", r.sim.allocator_name,
                         FormatBytes(r.sim.allocator.peak_allocated), FormatBytes(r.sim.allocator.peak_reserved));
+  if (!r.layer_times.empty()) {
+    // Mean over layers, and the middle layer (clear of the embedding and
+    // head at either end).
+    SimTime f(0), b(0), rc(0);
+    for (const LayerTime& t : r.layer_times) {
+      f += t.forward;
+      b += t.backward;
+      rc += t.backward_recompute;
+    }
+    const double n = static_cast<double>(r.layer_times.size());
+    const LayerTime& mid = r.layer_times[r.layer_times.size() / 2];
+    o += "\nPer-layer time (compute stream, first kernel start to last kernel end)\n";
+    absl::StrAppendFormat(&o, "  mean of %d layers  forward %.3f ms  backward %.3f ms (recompute %.3f ms)\n",
+                          r.layer_times.size(), f.seconds() * 1e3 / n, b.seconds() * 1e3 / n,
+                          rc.seconds() * 1e3 / n);
+    absl::StrAppendFormat(&o, "  layer %-10d  forward %.3f ms  backward %.3f ms (recompute %.3f ms)\n", mid.layer,
+                          mid.forward.seconds() * 1e3, mid.backward.seconds() * 1e3,
+                          mid.backward_recompute.seconds() * 1e3);
+  }
   return o;
 }
 
@@ -126,7 +166,8 @@ std::string RenderJson(const StepReport& r) {
       .Int("live_peak_bytes", r.sim.peak_live.value())
       .Int("live_peak_event", r.sim.peak_event)
       .String("live_peak_phase", PhaseOfEvent(r, r.sim.peak_event))
-      .Int("temp_peak_event", r.temp_peak_event);
+      .Int("temp_peak_event", r.temp_peak_event)
+      .Int("host_bytes", r.lowered.host_bytes.value());
   if (r.sim.oom.happened) {
     w.BeginObject("oom")
         .Int("event", r.sim.oom.event)
@@ -153,12 +194,27 @@ std::string RenderJson(const StepReport& r) {
       .Double("exposed_communication_s", r.sim.exposed_communication.seconds())
       .Double("recompute_s", r.sim.recompute_busy.seconds())
       .Double("host_transfer_s", r.sim.copy_busy.seconds())
+      .Double("host_transfer_exposed_s", r.sim.exposed_copy.seconds())
+      .Double("device_to_host_s", r.sim.copy_to_host.seconds())
+      .Double("host_to_device_s", r.sim.copy_to_device.seconds())
+      .Int("device_to_host_bytes", r.sim.bytes_to_host.value())
+      .Int("host_to_device_bytes", r.sim.bytes_to_device.value())
       .Double("tflops_per_device", TflopsPerDevice(r))
       .Double("tokens_per_s_per_device", TokensPerSecond(r))
       .Int("critical_path_events", r.sim.critical_events)
       .Double("critical_path_compute_s", r.sim.critical_compute.seconds())
       .Double("critical_path_communication_s", r.sim.critical_communication.seconds())
       .EndObject();
+  w.BeginArray("layers");
+  for (const LayerTime& t : r.layer_times) {
+    w.BeginObject()
+        .Int("layer", t.layer)
+        .Double("forward_s", t.forward.seconds())
+        .Double("backward_s", t.backward.seconds())
+        .Double("backward_recompute_s", t.backward_recompute.seconds())
+        .EndObject();
+  }
+  w.EndArray();
   w.BeginObject("breakdown");
   for (int i = 0; i < kNumRoles; ++i) {
     w.Int(RoleName(static_cast<Role>(i)), r.sim.live_by_role_at_peak[static_cast<size_t>(i)].value());

@@ -1,8 +1,12 @@
 #include "sim/report/step.h"
 
+#include <algorithm>
+#include <map>
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/heap_planner.h"
@@ -36,7 +40,62 @@ void TempPeak(const LoweredStep& l, Bytes* peak, int64_t* at) {
   }
 }
 
+// The largest non-argument, non-output buffers live at `event`, largest first.
+std::vector<BufferId> Holders(const LoweredStep& l, int64_t event, bool temps_only, size_t n) {
+  std::vector<BufferId> live;
+  if (event < 0) return live;
+  for (const BufferInfo& b : l.buffers) {
+    if (temps_only && (b.argument || b.output)) continue;
+    if (b.alloc_event > event || (b.free_event >= 0 && b.free_event <= event)) continue;
+    live.push_back(b.id);
+  }
+  std::stable_sort(live.begin(), live.end(), [&](BufferId a, BufferId b) {
+    return l.buffers[static_cast<size_t>(a)].bytes > l.buffers[static_cast<size_t>(b)].bytes;
+  });
+  if (live.size() > n) live.resize(n);
+  return live;
+}
+
 }  // namespace
+
+std::vector<LayerTime> LayerTimes(const StepReport& r) {
+  std::map<int, LayerTime> by_layer;
+  const Trace& tr = r.lowered.trace;
+  if (r.lowered.op_event.size() != r.program.ops.size()) return {};
+  for (const Region& reg : r.program.regions) {
+    if (reg.kind != "layer") continue;
+    int layer = -1;
+    bool forward = false;
+    if (absl::StartsWith(reg.name, "layer") && absl::EndsWith(reg.name, ".forward")) {
+      forward = true;
+    } else if (!(absl::StartsWith(reg.name, "layer") && absl::EndsWith(reg.name, ".backward"))) {
+      continue;
+    }
+    const std::string digits = reg.name.substr(5, reg.name.find('.') - 5);
+    if (!absl::SimpleAtoi(digits, &layer)) continue;
+    SimTime first(-1), last(0), recompute(0);
+    for (OpId op = reg.first; op <= reg.last && op < static_cast<OpId>(r.program.ops.size()); ++op) {
+      const int64_t e = r.lowered.op_event[static_cast<size_t>(op)];
+      if (e < 0 || tr.events[static_cast<size_t>(e)].stream != kComputeStream) continue;
+      const SimTime s = r.sim.start[static_cast<size_t>(e)], end = r.sim.end[static_cast<size_t>(e)];
+      if (first.ns() < 0 || s < first) first = s;
+      last = Max(last, end);
+      if (r.program.op(op).recompute) recompute += end - s;
+    }
+    if (first.ns() < 0) continue;
+    LayerTime& t = by_layer[layer];
+    t.layer = layer;
+    if (forward) {
+      t.forward = last - first;
+    } else {
+      t.backward = last - first;
+      t.backward_recompute = recompute;
+    }
+  }
+  std::vector<LayerTime> out;
+  for (const auto& [l, t] : by_layer) out.push_back(t);
+  return out;
+}
 
 absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
   StepReport r;
@@ -87,6 +146,9 @@ absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
   r.fits = r.peak <= r.capacity && !r.sim.oom.happened;
   r.tokens_per_step =
       spec.program.present ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
+  r.layer_times = LayerTimes(r);
+  r.peak_holders = spec.framework == "jax" ? Holders(r.lowered, r.temp_peak_event, true, 4)
+                                           : Holders(r.lowered, r.sim.peak_event, false, 4);
   return r;
 }
 

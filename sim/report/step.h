@@ -16,6 +16,15 @@
 
 namespace gpusim {
 
+// Wall time of one decoder layer's forward and backward regions on the
+// compute stream: from its first compute kernel's start to its last one's
+// end, so waits on collectives and copies inside the layer are included.
+struct LayerTime {
+  int layer = -1;
+  SimTime forward, backward;
+  SimTime backward_recompute;  // compute spent rematerialising in the backward
+};
+
 struct StepReport {
   RunSpec spec;
   int64_t param_count = 0;
@@ -34,7 +43,14 @@ struct StepReport {
   Bytes capacity;
   bool fits = true;
   double tokens_per_step = 0;
+  std::vector<LayerTime> layer_times;  // by layer; empty without layer regions
+  // Why the peak is where it is: the largest buffers live at the temp peak
+  // (XLA) or at the live peak (eager), largest first.
+  std::vector<BufferId> peak_holders;
 };
+
+// Per-layer times from the regions named "layerN.forward" / "layerN.backward".
+std::vector<LayerTime> LayerTimes(const StepReport& r);
 
 absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec);
 

@@ -1,0 +1,104 @@
+#include "sim/report/compare.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_split.h"
+#include "sim/config/loader.h"
+#include "sim/report/json_writer.h"
+
+namespace gpusim {
+
+absl::StatusOr<std::vector<CompareRow>> Compare(const std::string& config, const std::vector<std::string>& sets,
+                                                const std::string& vary) {
+  const size_t eq = vary.find('=');
+  if (eq == std::string::npos || eq == 0 || eq + 1 == vary.size()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--vary ", vary, ": expected path=v1,v2,... such as remat.policy=full,minimal"));
+  }
+  const std::string path = vary.substr(0, eq);
+  std::vector<CompareRow> rows;
+  const std::vector<std::string> values = absl::StrSplit(vary.substr(eq + 1), ',');
+  for (const std::string& v : values) {
+    CompareRow row;
+    row.setting = absl::StrCat(path, "=", v);
+    std::vector<std::string> s = sets;
+    s.push_back(row.setting);
+    absl::StatusOr<RunSpec> spec = LoadRunSpec(config, s);
+    if (!spec.ok()) return spec.status();  // a bad path or value: the user's input
+    absl::StatusOr<StepReport> r = SimulateStep(*spec);
+    if (!r.ok()) {
+      row.error = std::string(r.status().message());
+      rows.push_back(std::move(row));
+      continue;
+    }
+    row.ok = true;
+    row.peak = r->peak;
+    row.temp = r->temp;
+    row.host = r->lowered.host_bytes;
+    row.fits = r->fits;
+    const int64_t e = spec->framework == "jax" ? r->temp_peak_event : r->sim.peak_event;
+    row.peak_phase = e < 0 ? "start" : std::string(PhaseName(r->lowered.event_phase[static_cast<size_t>(e)]));
+    row.step_s = r->sim.step_time.seconds();
+    row.recompute_s = r->sim.recompute_busy.seconds();
+    row.host_transfer_s = r->sim.copy_busy.seconds();
+    row.host_exposed_s = r->sim.exposed_copy.seconds();
+    if (!r->layer_times.empty()) {
+      for (const LayerTime& t : r->layer_times) {
+        row.layer_forward_ms += t.forward.seconds() * 1e3;
+        row.layer_backward_ms += t.backward.seconds() * 1e3;
+      }
+      row.layer_forward_ms /= static_cast<double>(r->layer_times.size());
+      row.layer_backward_ms /= static_cast<double>(r->layer_times.size());
+    }
+    rows.push_back(std::move(row));
+  }
+  return rows;
+}
+
+std::string RenderCompareText(const std::vector<CompareRow>& rows) {
+  std::string o = absl::StrFormat("%-50s %10s %10s %9s %5s %9s %12s %10s %9s %11s %11s\n", "setting",
+                                  "peak GiB", "temp GiB", "host GiB", "fits", "peak in", "recompute s",
+                                  "PCIe s", "step s", "layer fwd", "layer bwd");
+  for (const CompareRow& r : rows) {
+    if (!r.ok) {
+      absl::StrAppendFormat(&o, "%-50s error: %s\n", r.setting, r.error);
+      continue;
+    }
+    absl::StrAppendFormat(&o, "%-50s %10.2f %10.2f %9.2f %5s %9s %12.4f %10s %9.4f %8.3f ms %8.3f ms\n", r.setting,
+                          r.peak.GiB(), r.temp.GiB(), r.host.GiB(), r.fits ? "yes" : "NO", r.peak_phase,
+                          r.recompute_s,
+                          absl::StrFormat("%.4f", r.host_transfer_s) +
+                              (r.host_transfer_s > 0 ? absl::StrFormat(" (%.3f)", r.host_exposed_s) : ""),
+                          r.step_s, r.layer_forward_ms, r.layer_backward_ms);
+  }
+  o += "(GiB = 2^30; PCIe s: host copies both ways, exposed in parentheses; layer times: mean over layers)\n";
+  return o;
+}
+
+std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
+  JsonWriter w;
+  w.BeginArray();
+  for (const CompareRow& r : rows) {
+    w.BeginObject().String("setting", r.setting).Bool("ok", r.ok);
+    if (!r.ok) {
+      w.String("error", r.error).EndObject();
+      continue;
+    }
+    w.Int("peak_bytes", r.peak.value())
+        .Int("temp_bytes", r.temp.value())
+        .Int("host_bytes", r.host.value())
+        .Bool("fits", r.fits)
+        .String("peak_phase", r.peak_phase)
+        .Double("step_time_s", r.step_s)
+        .Double("recompute_s", r.recompute_s)
+        .Double("host_transfer_s", r.host_transfer_s)
+        .Double("host_transfer_exposed_s", r.host_exposed_s)
+        .Double("layer_forward_ms", r.layer_forward_ms)
+        .Double("layer_backward_ms", r.layer_backward_ms)
+        .EndObject();
+  }
+  w.EndArray();
+  return w.Finish();
+}
+
+}  // namespace gpusim
