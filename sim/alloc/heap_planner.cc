@@ -45,25 +45,30 @@ std::vector<size_t> PlacementOrder(const std::vector<HeapBuffer>& buffers, HeapO
 // the placed buffers whose [start, end] meets the query's, as XLA's do.
 class StaticIntervalTree {
  public:
-  explicit StaticIntervalTree(const std::vector<HeapBuffer>& buffers) : buffers_(buffers) {
-    by_start_.resize(buffers.size());
-    std::iota(by_start_.begin(), by_start_.end(), 0);
-    std::stable_sort(by_start_.begin(), by_start_.end(),
+  explicit StaticIntervalTree(const std::vector<HeapBuffer>& buffers) {
+    std::vector<size_t> by_start(buffers.size());
+    std::iota(by_start.begin(), by_start.end(), 0);
+    std::stable_sort(by_start.begin(), by_start.end(),
                      [&](size_t a, size_t b) { return buffers[a].start < buffers[b].start; });
+    nodes_.resize(buffers.size());
     position_.resize(buffers.size());
-    for (size_t p = 0; p < by_start_.size(); ++p) position_[by_start_[p]] = p;
-    subtree_end_.assign(buffers.size(), INT64_MIN);
-    placed_.assign(buffers.size(), false);
+    for (size_t p = 0; p < by_start.size(); ++p) {
+      nodes_[p].start = buffers[by_start[p]].start;
+      nodes_[p].end = buffers[by_start[p]].end;
+      position_[by_start[p]] = p;
+    }
   }
 
+  // Records buffer `i`'s chunk [offset, offset + size).
   // REQUIRES: buffer `i` not placed yet.
-  void Place(size_t i) {
+  void Place(size_t i, int64_t offset, int64_t size) {
     const size_t target = position_[i];
-    const int64_t end = buffers_[i].end;
-    size_t lo = 0, hi = by_start_.size();
+    Node& n = nodes_[target];
+    const int64_t end = n.end;
+    size_t lo = 0, hi = nodes_.size();
     while (lo < hi) {
       const size_t mid = lo + (hi - lo) / 2;
-      subtree_end_[mid] = std::max(subtree_end_[mid], end);
+      nodes_[mid].subtree_end = std::max(nodes_[mid].subtree_end, end);
       if (target == mid) break;
       if (target < mid) {
         hi = mid;
@@ -71,34 +76,39 @@ class StaticIntervalTree {
         lo = mid + 1;
       }
     }
-    placed_[target] = true;
+    n.placed_end = end;
+    n.chunk = {offset, offset + size};
   }
 
-  // Calls visit(i) for every placed buffer i live at some event in [start, end].
-  template <typename Visit>
-  void ForEachOverlapping(int64_t start, int64_t end, Visit&& visit) const {
-    Query(0, by_start_.size(), start, end, visit);
+  // Appends the chunk of every placed buffer live at some event in
+  // [start, end] to `out`.
+  void ChunksOverlappingInTime(int64_t start, int64_t end, std::vector<std::pair<int64_t, int64_t>>& out) const {
+    Query(0, nodes_.size(), start, end, out);
   }
 
  private:
-  template <typename Visit>
-  void Query(size_t lo, size_t hi, int64_t start, int64_t end, Visit& visit) const {
+  struct Node {
+    int64_t start = 0;
+    int64_t end = 0;
+    int64_t placed_end = INT64_MIN;   // end once placed: never >= a query start before
+    int64_t subtree_end = INT64_MIN;  // max placed_end in this node's subtree
+    std::pair<int64_t, int64_t> chunk{0, 0};
+  };
+
+  void Query(size_t lo, size_t hi, int64_t start, int64_t end, std::vector<std::pair<int64_t, int64_t>>& out) const {
     while (lo < hi) {
       const size_t mid = lo + (hi - lo) / 2;
-      if (subtree_end_[mid] < start) return;  // nothing placed below lives that late
-      Query(lo, mid, start, end, visit);
-      const HeapBuffer& b = buffers_[by_start_[mid]];
-      if (b.start > end) return;  // neither it nor anything to its right starts in time
-      if (placed_[mid] && b.end >= start) visit(by_start_[mid]);
+      const Node& n = nodes_[mid];
+      if (n.subtree_end < start) return;  // nothing placed below lives that late
+      if (lo < mid) Query(lo, mid, start, end, out);
+      if (n.start > end) return;  // neither it nor anything to its right starts in time
+      if (n.placed_end >= start) out.push_back(n.chunk);
       lo = mid + 1;  // the right subtree, iteratively
     }
   }
 
-  const std::vector<HeapBuffer>& buffers_;
-  std::vector<size_t> by_start_;      // tree position → buffer index
-  std::vector<size_t> position_;      // buffer index → tree position
-  std::vector<int64_t> subtree_end_;  // per position: max end of placed buffers below
-  std::vector<bool> placed_;          // per position
+  std::vector<Node> nodes_;       // by tree position (buffers sorted by start)
+  std::vector<size_t> position_;  // buffer index → tree position
 };
 
 }  // namespace
@@ -120,10 +130,7 @@ HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
   for (size_t i : PlacementOrder(buffers, order)) {
     const HeapBuffer& b = buffers[i];
     busy.clear();
-    tree.ForEachOverlapping(b.start, b.end, [&](size_t j) {
-      const int64_t off = plan.offsets[j].value();
-      busy.push_back({off, off + buffers[j].size.value()});
-    });
+    tree.ChunksOverlappingInTime(b.start, b.end, busy);
     std::sort(busy.begin(), busy.end());
     const int64_t size = b.size.value();
     int64_t cursor = 0, best = -1, best_gap = INT64_MAX;
@@ -138,7 +145,7 @@ HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
     const int64_t off = best >= 0 ? best : cursor;
     plan.offsets[i] = Bytes(off);
     plan.heap_size = Max(plan.heap_size, Bytes(off) + b.size);
-    tree.Place(i);
+    tree.Place(i, off, size);
   }
   return plan;
 }
