@@ -77,9 +77,11 @@ void BM_Stage4Engine(benchmark::State& state) {
 }
 BENCHMARK(BM_Stage4Engine)->Unit(benchmark::kMillisecond);
 
-// The temps of the llama7b step (XLA semantics) as SimulateStep packs them.
-std::vector<HeapBuffer> Llama7bTemps() {
-  auto spec = LoadRunSpec(kLlama7b, {});
+// The temps of the llama7b step (XLA semantics) as SimulateStep packs them;
+// range(0) = 0: the config's rolled layer scan, 1: unrolled (more buffers,
+// about 3.5x the overlaps in time).
+std::vector<HeapBuffer> Llama7bTemps(const benchmark::State& state) {
+  auto spec = LoadRunSpec(kLlama7b, {state.range(0) ? "loop.mode=unrolled" : "loop.mode=rolled"});
   auto r = SimulateStep(*spec);
   std::vector<HeapBuffer> temps;
   const int64_t last = static_cast<int64_t>(r->lowered.trace.events.size()) - 1;
@@ -91,18 +93,18 @@ std::vector<HeapBuffer> Llama7bTemps() {
 }
 
 void BM_Stage5HeapPackBestOf(benchmark::State& state) {
-  const std::vector<HeapBuffer> temps = Llama7bTemps();
+  const std::vector<HeapBuffer> temps = Llama7bTemps(state);
   for (auto _ : state) {
     HeapPlan p = PackBestOf(temps);
     benchmark::DoNotOptimize(p);
   }
   state.counters["buffers"] = static_cast<double>(temps.size());
 }
-BENCHMARK(BM_Stage5HeapPackBestOf)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Stage5HeapPackBestOf)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 // The first O(n^2) planner on the same buffers (both orders), for comparison.
 void BM_Stage5HeapPackQuadratic(benchmark::State& state) {
-  const std::vector<HeapBuffer> temps = Llama7bTemps();
+  const std::vector<HeapBuffer> temps = Llama7bTemps(state);
   for (auto _ : state) {
     HeapPlan s = internal::PackBestFitQuadratic(temps, HeapOrder::kSpatial);
     HeapPlan t = internal::PackBestFitQuadratic(temps, HeapOrder::kTemporal);
@@ -110,7 +112,7 @@ void BM_Stage5HeapPackQuadratic(benchmark::State& state) {
     benchmark::DoNotOptimize(t);
   }
 }
-BENCHMARK(BM_Stage5HeapPackQuadratic)->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_Stage5HeapPackQuadratic)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
 
 void BM_Stage6RenderJson(benchmark::State& state) {
   auto spec = LoadRunSpec(kLlama7b, {});

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <map>
 #include <numeric>
 
@@ -30,88 +31,97 @@ std::vector<size_t> PlacementOrder(const std::vector<HeapBuffer>& buffers, HeapO
   return idx;
 }
 
-// Note [Static interval tree]
+// Note [Overlap index]
 // XLA keeps the placed chunks in a BufferIntervalTree (heap_simulator.cc): a
 // binary search tree keyed by start time, each node augmented with the
-// largest end time in its subtree, so ChunksOverlappingInTime(start, end)
-// prunes every subtree that ends before `start` and every right subtree
-// that starts after `end`. XLA inserts nodes as they are placed, so the tree
-// is unbalanced (and degenerates into a list when equal-sized buffers come
-// in start order, as a scanned model's layers do). Here every interval is
-// known before packing, so the tree is laid out once, balanced, over the
-// buffers sorted by start (an implicit tree: the node of range [lo, hi) is
-// its middle element); placing a buffer only switches its node on and
-// raises `subtree_end` along the path from the root. Queries return exactly
-// the placed buffers whose [start, end] meets the query's, as XLA's do.
-class StaticIntervalTree {
+// largest end time in its subtree, and ChunksOverlappingInTime(start, end)
+// walks it pruning subtrees that end too early or start too late. Here
+// every interval is known before packing, which allows an index whose cost
+// is the number of chunks it returns: a placed buffer overlaps [s, e] iff
+//   (a) it is live at s (start <= s <= end), or
+//   (b) it starts in (s, e].
+// (a) is a stabbing query on a segment tree over the distinct start times
+// (queries only ever stab at a buffer's start): each placed interval is
+// filed at the O(log n) nodes that cover it exactly, and the nodes on the
+// path from the leaf of s to the root hold each interval live at s exactly
+// once. (b) is a range of the buffers sorted by start: a bitset of the
+// placed ones is scanned word by word. The two sets are disjoint; their
+// union is exactly what XLA's ChunksOverlappingInTime returns.
+class OverlapIndex {
  public:
-  explicit StaticIntervalTree(const std::vector<HeapBuffer>& buffers) {
-    std::vector<size_t> by_start(buffers.size());
+  explicit OverlapIndex(const std::vector<HeapBuffer>& buffers) {
+    const size_t n = buffers.size();
+    std::vector<size_t> by_start(n);
     std::iota(by_start.begin(), by_start.end(), 0);
     std::stable_sort(by_start.begin(), by_start.end(),
                      [&](size_t a, size_t b) { return buffers[a].start < buffers[b].start; });
-    nodes_.resize(buffers.size());
-    position_.resize(buffers.size());
-    for (size_t p = 0; p < by_start.size(); ++p) {
-      nodes_[p].start = buffers[by_start[p]].start;
-      nodes_[p].end = buffers[by_start[p]].end;
-      position_[by_start[p]] = p;
+    std::vector<int64_t> starts(n);  // sorted
+    for (size_t p = 0; p < n; ++p) starts[p] = buffers[by_start[p]].start;
+    std::vector<int64_t> times = starts;  // distinct
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+    leaves_ = 1;
+    while (leaves_ < times.size()) leaves_ *= 2;
+    filed_.resize(2 * leaves_);
+    placed_.assign((n + 63) / 64, 0);
+    chunk_at_.resize(n);
+    info_.resize(n);
+    for (size_t p = 0; p < n; ++p) {
+      const HeapBuffer& b = buffers[by_start[p]];
+      Info& in = info_[by_start[p]];
+      in.position = p;
+      in.first_time = static_cast<size_t>(std::lower_bound(times.begin(), times.end(), b.start) - times.begin());
+      in.last_time = static_cast<size_t>(std::upper_bound(times.begin(), times.end(), b.end) - times.begin()) - 1;
+      in.later_begin = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), b.start) - starts.begin());
+      in.later_end = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), b.end) - starts.begin());
     }
   }
 
   // Records buffer `i`'s chunk [offset, offset + size).
   // REQUIRES: buffer `i` not placed yet.
   void Place(size_t i, int64_t offset, int64_t size) {
-    const size_t target = position_[i];
-    Node& n = nodes_[target];
-    const int64_t end = n.end;
-    size_t lo = 0, hi = nodes_.size();
-    while (lo < hi) {
-      const size_t mid = lo + (hi - lo) / 2;
-      nodes_[mid].subtree_end = std::max(nodes_[mid].subtree_end, end);
-      if (target == mid) break;
-      if (target < mid) {
-        hi = mid;
-      } else {
-        lo = mid + 1;
-      }
+    const Info& in = info_[i];
+    const std::pair<int64_t, int64_t> chunk{offset, offset + size};
+    for (size_t l = in.first_time + leaves_, r = in.last_time + leaves_ + 1; l < r; l /= 2, r /= 2) {
+      if (l & 1) filed_[l++].push_back(chunk);
+      if (r & 1) filed_[--r].push_back(chunk);
     }
-    n.placed_end = end;
-    n.chunk = {offset, offset + size};
+    placed_[in.position / 64] |= uint64_t{1} << (in.position % 64);
+    chunk_at_[in.position] = chunk;
   }
 
-  // Appends the chunk of every placed buffer live at some event in
-  // [start, end] to `out`.
-  void ChunksOverlappingInTime(int64_t start, int64_t end, std::vector<std::pair<int64_t, int64_t>>& out) const {
-    Query(0, nodes_.size(), start, end, out);
+  // Appends to `out` the chunk of every placed buffer that overlaps buffer
+  // `i` in time (in no particular order).
+  void ChunksOverlapping(size_t i, std::vector<std::pair<int64_t, int64_t>>& out) const {
+    const Info& in = info_[i];
+    for (size_t x = in.first_time + leaves_; x >= 1; x /= 2) {  // (a)
+      out.insert(out.end(), filed_[x].begin(), filed_[x].end());
+    }
+    for (size_t p = in.later_begin; p < in.later_end;) {  // (b)
+      uint64_t word = placed_[p / 64] >> (p % 64);
+      if (word == 0) {
+        p = (p / 64 + 1) * 64;
+        continue;
+      }
+      p += static_cast<size_t>(__builtin_ctzll(word));
+      if (p >= in.later_end) break;
+      out.push_back(chunk_at_[p]);
+      ++p;
+    }
   }
 
  private:
-  struct Node {
-    int64_t start = 0;
-    int64_t end = 0;
-    int64_t placed_end = INT64_MIN;   // end once placed: never >= a query start before
-    int64_t subtree_end = INT64_MIN;  // max placed_end in this node's subtree
-    std::pair<int64_t, int64_t> chunk{0, 0};
+  struct Info {
+    size_t position = 0;                 // in start order
+    size_t first_time = 0, last_time = 0;  // distinct start times it is live at
+    size_t later_begin = 0, later_end = 0;  // positions of the buffers starting in (start, end]
   };
 
-  void Query(size_t lo, size_t hi, int64_t start, int64_t end, std::vector<std::pair<int64_t, int64_t>>& out) const {
-    while (lo < hi) {
-      const size_t mid = lo + (hi - lo) / 2;
-      const Node& n = nodes_[mid];
-      if (n.subtree_end < start) return;  // nothing placed below lives that late
-      if (lo < mid) Query(lo, mid, start, end, out);
-      if (n.start > end) return;  // neither it nor anything to its right starts in time
-      if (n.placed_end >= start) out.push_back(n.chunk);
-      lo = mid + 1;  // the right subtree, iteratively
-    }
-  }
-
-  std::vector<Node> nodes_;       // by tree position (buffers sorted by start)
-  std::vector<size_t> position_;  // buffer index → tree position
+  size_t leaves_ = 1;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> filed_;  // segment tree nodes, root 1
+  std::vector<uint64_t> placed_;                                 // bitset over positions
+  std::vector<std::pair<int64_t, int64_t>> chunk_at_;            // by position
+  std::vector<Info> info_;                                       // by buffer index
 };
-
-}  // namespace
 
 // Note [Best-fit sweep]
 // For the buffer being placed, the chunks of the placed buffers that overlap
@@ -121,31 +131,98 @@ class StaticIntervalTree {
 // else the buffer goes on top of everything it overlaps. These are XLA's
 // FindChunkCandidate's free chunks (its map starts as [0, inf) and
 // subtracts each used chunk) with the same choice: smallest, then lowest.
+// A zero-sized chunk strictly inside a gap splits it in two (the sweep's
+// cursor stops there).
+int64_t SweepBestFit(std::vector<std::pair<int64_t, int64_t>>& busy, int64_t size) {
+  std::sort(busy.begin(), busy.end());
+  int64_t cursor = 0, best = -1, best_gap = INT64_MAX;
+  for (const auto& [lo, hi] : busy) {
+    const int64_t gap = lo - cursor;
+    if (gap >= size && gap < best_gap) {
+      best_gap = gap;
+      best = cursor;
+    }
+    cursor = std::max(cursor, hi);
+  }
+  return best >= 0 ? best : cursor;
+}
+
+// Note [Free-chunk subtraction]
+// The same choice without sorting, as XLA's FindChunkCandidate computes it:
+// start from one free chunk [0, inf), subtract every busy chunk in any
+// order, and drop free chunks that became shorter than the buffer (they can
+// only shrink). Left over are exactly the sweep's gaps that fit, plus the
+// top [max end, inf). The list stays short when the buffer is large
+// relative to the gaps, which is most of the time in decreasing-size order;
+// when it grows past kMaxFree the caller falls back to the sweep. Only for
+// size > 0: a zero-sized buffer also fits the sweep's zero-length gaps.
+constexpr size_t kMaxFree = 24;
+constexpr int64_t kInf = INT64_MAX;
+
+// Returns the offset, or -1 when the free list grew past kMaxFree.
+int64_t SubtractBestFit(const std::vector<std::pair<int64_t, int64_t>>& busy, int64_t size,
+                        std::vector<std::pair<int64_t, int64_t>>& free) {
+  free.assign(1, {0, kInf});  // sorted by offset, disjoint, each end - offset >= size
+  for (const auto& [lo, hi] : busy) {
+    // The first free chunk that ends after lo; a zero-sized busy chunk only
+    // matters strictly inside a free chunk.
+    size_t f = 0;
+    if (free.size() <= 8) {
+      while (f < free.size() && free[f].second <= lo) ++f;
+    } else {
+      f = static_cast<size_t>(std::partition_point(free.begin(), free.end(), [lo](const auto& c) {
+                                return c.second <= lo;
+                              }) - free.begin());
+    }
+    if (f == free.size() || free[f].first >= std::max(hi, lo + 1)) continue;
+    // free[f] .. free[g-1] overlap [lo, hi) (or contain lo, when lo == hi).
+    size_t g = f + 1;
+    while (g < free.size() && free[g].first < hi) ++g;
+    const int64_t left_start = free[f].first, right_end = free[g - 1].second;
+    std::pair<int64_t, int64_t> keep[2];
+    int nkeep = 0;
+    if (lo > left_start && lo - left_start >= size) keep[nkeep++] = {left_start, lo};
+    if (right_end > hi && (right_end == kInf || right_end - hi >= size)) keep[nkeep++] = {hi, right_end};
+    // Replace free[f, g) by keep[0, nkeep).
+    const size_t removed = g - f;
+    if (static_cast<size_t>(nkeep) <= removed) {
+      for (int k = 0; k < nkeep; ++k) free[f + static_cast<size_t>(k)] = keep[k];
+      free.erase(free.begin() + static_cast<std::ptrdiff_t>(f) + nkeep, free.begin() + static_cast<std::ptrdiff_t>(g));
+    } else {  // one chunk split in two
+      free[f] = keep[0];
+      free.insert(free.begin() + static_cast<std::ptrdiff_t>(f) + 1, keep[1]);
+      if (free.size() > kMaxFree) return -1;
+    }
+  }
+  int64_t best = -1, best_len = kInf;
+  for (const auto& [a, b] : free) {
+    if (b != kInf && b - a < best_len) {  // in offset order: the first of equals wins
+      best_len = b - a;
+      best = a;
+    }
+  }
+  return best >= 0 ? best : free.back().first;  // the last chunk is the top
+}
+
+}  // namespace
+
 HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
   HeapPlan plan;
   plan.algorithm = order == HeapOrder::kSpatial ? "spatial" : "temporal";
   plan.offsets.assign(buffers.size(), Bytes(0));
-  StaticIntervalTree tree(buffers);
+  OverlapIndex index(buffers);
   std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, offset+size) overlapping in time
+  std::vector<std::pair<int64_t, int64_t>> free;
   for (size_t i : PlacementOrder(buffers, order)) {
     const HeapBuffer& b = buffers[i];
     busy.clear();
-    tree.ChunksOverlappingInTime(b.start, b.end, busy);
-    std::sort(busy.begin(), busy.end());
+    index.ChunksOverlapping(i, busy);
     const int64_t size = b.size.value();
-    int64_t cursor = 0, best = -1, best_gap = INT64_MAX;
-    for (const auto& [lo, hi] : busy) {
-      const int64_t gap = lo - cursor;
-      if (gap >= size && gap < best_gap) {
-        best_gap = gap;
-        best = cursor;
-      }
-      cursor = std::max(cursor, hi);
-    }
-    const int64_t off = best >= 0 ? best : cursor;
+    int64_t off = size > 0 ? SubtractBestFit(busy, size, free) : -1;
+    if (off < 0) off = SweepBestFit(busy, size);
     plan.offsets[i] = Bytes(off);
     plan.heap_size = Max(plan.heap_size, Bytes(off) + b.size);
-    tree.Place(i, off, size);
+    index.Place(i, off, size);
   }
   return plan;
 }

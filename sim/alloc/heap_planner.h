@@ -43,8 +43,9 @@ struct HeapPlan {
 
 // Global decreasing-size (or -lifetime) best fit: each buffer, in order,
 // takes the smallest free gap over its lifetime that fits, else the top.
-// O(n log n + sum of overlaps x log): placed buffers sit in an interval tree
-// over time (Note [Static interval tree] in the .cc).
+// Cost O(n log n) plus, per buffer, about the number of placed buffers it
+// overlaps in time (Note [Overlap index], Note [Free-chunk subtraction] in
+// the .cc).
 HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order);
 // Both orders; keeps the smaller heap (ties: spatial).
 HeapPlan PackBestOf(const std::vector<HeapBuffer>& buffers);

@@ -74,11 +74,11 @@ TEST(HeapPlannerTest, BestFitTakesTheSmallestGap) {
   ExpectDisjoint(bs, p);
 }
 
-// Property: the interval-tree planner places every buffer exactly where the
+// Property: the fast planner (overlap index, free-chunk subtraction) places every buffer exactly where the
 // O(n^2) oracle does, in both orders, over random interval sets. The sets
 // draw sizes from a few values (ties in the order and equal gaps), include
 // zero-sized buffers, and mix short and whole-program lifetimes.
-TEST(HeapPlannerTest, IntervalTreeMatchesQuadraticOracle) {
+TEST(HeapPlannerTest, FastPlannerMatchesQuadraticOracle) {
   std::mt19937_64 rng(20261130);
   for (int round = 0; round < 240; ++round) {
     const int n = 1 + static_cast<int>(rng() % (round < 200 ? 40 : 500));
