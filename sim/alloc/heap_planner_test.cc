@@ -74,8 +74,9 @@ TEST(HeapPlannerTest, BestFitTakesTheSmallestGap) {
   ExpectDisjoint(bs, p);
 }
 
-// Property: the fast planner (overlap index, free-chunk subtraction) places every buffer exactly where the
-// O(n^2) oracle does, in both orders, over random interval sets. The sets
+// Property: the fast planner (overlap index, free-chunk subtraction) places
+// every buffer exactly where the O(n^2) oracle does, in both orders, over
+// random interval sets. The sets
 // draw sizes from a few values (ties in the order and equal gaps), include
 // zero-sized buffers, and mix short and whole-program lifetimes.
 TEST(HeapPlannerTest, FastPlannerMatchesQuadraticOracle) {
