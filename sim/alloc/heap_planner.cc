@@ -47,6 +47,14 @@ std::vector<size_t> PlacementOrder(const std::vector<HeapBuffer>& buffers, HeapO
 // once. (b) is a range of the buffers sorted by start: a bitset of the
 // placed ones is scanned word by word. The two sets are disjoint; their
 // union is exactly what XLA's ChunksOverlappingInTime returns.
+//
+// A buffer of size > 0 only needs the *cover* of the busy chunks: their
+// union, plus the zero-sized chunks strictly inside its gaps (Note
+// [Best-fit sweep]). So each segment tree node also keeps its chunks merged
+// into disjoint, non-touching intervals (a zero-sized chunk is an interval
+// [x, x) until something covers or touches it). A scanned model's saved
+// residuals, stacked next to one another, then cost one interval a node
+// instead of one a layer.
 class OverlapIndex {
  public:
   explicit OverlapIndex(const std::vector<HeapBuffer>& buffers) {
@@ -62,6 +70,7 @@ class OverlapIndex {
     leaves_ = 1;
     while (leaves_ < times.size()) leaves_ *= 2;
     filed_.resize(2 * leaves_);
+    cover_.resize(2 * leaves_);
     placed_.assign((n + 63) / 64, 0);
     chunk_at_.resize(n);
     info_.resize(n);
@@ -82,8 +91,8 @@ class OverlapIndex {
     const Info& in = info_[i];
     const std::pair<int64_t, int64_t> chunk{offset, offset + size};
     for (size_t l = in.first_time + leaves_, r = in.last_time + leaves_ + 1; l < r; l /= 2, r /= 2) {
-      if (l & 1) filed_[l++].push_back(chunk);
-      if (r & 1) filed_[--r].push_back(chunk);
+      if (l & 1) File(l++, chunk);
+      if (r & 1) File(--r, chunk);
     }
     placed_[in.position / 64] |= uint64_t{1} << (in.position % 64);
     chunk_at_[in.position] = chunk;
@@ -96,6 +105,43 @@ class OverlapIndex {
     for (size_t x = in.first_time + leaves_; x >= 1; x /= 2) {  // (a)
       out.insert(out.end(), filed_[x].begin(), filed_[x].end());
     }
+    AppendStartingLater(in, out);
+  }
+
+  // Appends to `out` intervals with the same cover as ChunksOverlapping(i)'s
+  // chunks: the same union and the same zero-sized chunks outside it.
+  void CoverOverlapping(size_t i, std::vector<std::pair<int64_t, int64_t>>& out) const {
+    const Info& in = info_[i];
+    for (size_t x = in.first_time + leaves_; x >= 1; x /= 2) {  // (a)
+      out.insert(out.end(), cover_[x].begin(), cover_[x].end());
+    }
+    AppendStartingLater(in, out);
+  }
+
+ private:
+  struct Info {
+    size_t position = 0;                 // in start order
+    size_t first_time = 0, last_time = 0;  // distinct start times it is live at
+    size_t later_begin = 0, later_end = 0;  // positions of the buffers starting in (start, end]
+  };
+
+  void File(size_t node, std::pair<int64_t, int64_t> chunk) {
+    filed_[node].push_back(chunk);
+    // Merge into the node's cover: [f, g) are the intervals that overlap or
+    // touch the chunk.
+    std::vector<std::pair<int64_t, int64_t>>& c = cover_[node];
+    const auto f = std::partition_point(c.begin(), c.end(), [&](const auto& v) { return v.second < chunk.first; });
+    const auto g = std::partition_point(f, c.end(), [&](const auto& v) { return v.first <= chunk.second; });
+    if (f == g) {
+      c.insert(f, chunk);
+      return;
+    }
+    f->first = std::min(f->first, chunk.first);
+    f->second = std::max((g - 1)->second, chunk.second);
+    c.erase(f + 1, g);
+  }
+
+  void AppendStartingLater(const Info& in, std::vector<std::pair<int64_t, int64_t>>& out) const {
     for (size_t p = in.later_begin; p < in.later_end;) {  // (b)
       uint64_t word = placed_[p / 64] >> (p % 64);
       if (word == 0) {
@@ -109,15 +155,9 @@ class OverlapIndex {
     }
   }
 
- private:
-  struct Info {
-    size_t position = 0;                 // in start order
-    size_t first_time = 0, last_time = 0;  // distinct start times it is live at
-    size_t later_begin = 0, later_end = 0;  // positions of the buffers starting in (start, end]
-  };
-
   size_t leaves_ = 1;
   std::vector<std::vector<std::pair<int64_t, int64_t>>> filed_;  // segment tree nodes, root 1
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> cover_;  // per node: filed_ merged
   std::vector<uint64_t> placed_;                                 // bitset over positions
   std::vector<std::pair<int64_t, int64_t>> chunk_at_;            // by position
   std::vector<Info> info_;                                       // by buffer index
@@ -156,7 +196,7 @@ int64_t SweepBestFit(std::vector<std::pair<int64_t, int64_t>>& busy, int64_t siz
 // relative to the gaps, which is most of the time in decreasing-size order;
 // when it grows past kMaxFree the caller falls back to the sweep. Only for
 // size > 0: a zero-sized buffer also fits the sweep's zero-length gaps.
-constexpr size_t kMaxFree = 24;
+constexpr size_t kMaxFree = 256;
 constexpr int64_t kInf = INT64_MAX;
 
 // Returns the offset, or -1 when the free list grew past kMaxFree.
@@ -216,8 +256,12 @@ HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
   for (size_t i : PlacementOrder(buffers, order)) {
     const HeapBuffer& b = buffers[i];
     busy.clear();
-    index.ChunksOverlapping(i, busy);
     const int64_t size = b.size.value();
+    if (size > 0) {
+      index.CoverOverlapping(i, busy);
+    } else {
+      index.ChunksOverlapping(i, busy);  // zero-length gaps count too
+    }
     int64_t off = size > 0 ? SubtractBestFit(busy, size, free) : -1;
     if (off < 0) off = SweepBestFit(busy, size);
     plan.offsets[i] = Bytes(off);
