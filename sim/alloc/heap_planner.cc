@@ -50,14 +50,21 @@ std::vector<size_t> PlacementOrder(const std::vector<HeapBuffer>& buffers, HeapO
 //
 // A buffer of size > 0 only needs the *cover* of the busy chunks: their
 // union, plus the zero-sized chunks strictly inside its gaps (Note
-// [Best-fit sweep]). So each segment tree node also keeps its chunks merged
+// [Best-fit sweep]). So each segment tree node keeps its chunks merged
 // into disjoint, non-touching intervals (a zero-sized chunk is an interval
 // [x, x) until something covers or touches it). A scanned model's saved
 // residuals, stacked next to one another, then cost one interval a node
 // instead of one a layer.
+//
+// The per-node covers live in storage the caller keeps (one per thread in
+// PackBestFit), so that packing many steps does not allocate them anew.
 class OverlapIndex {
  public:
-  explicit OverlapIndex(const std::vector<HeapBuffer>& buffers) {
+  using Cover = std::vector<std::pair<int64_t, int64_t>>;
+
+  // REQUIRES: `covers` outlives the index and is used by nothing else meanwhile.
+  OverlapIndex(const std::vector<HeapBuffer>& buffers, std::vector<Cover>& covers)
+      : buffers_(buffers), cover_(covers) {
     const size_t n = buffers.size();
     std::vector<size_t> by_start(n);
     std::iota(by_start.begin(), by_start.end(), 0);
@@ -69,8 +76,8 @@ class OverlapIndex {
     times.erase(std::unique(times.begin(), times.end()), times.end());
     leaves_ = 1;
     while (leaves_ < times.size()) leaves_ *= 2;
-    filed_.resize(2 * leaves_);
-    cover_.resize(2 * leaves_);
+    if (cover_.size() < 2 * leaves_) cover_.resize(2 * leaves_);
+    for (size_t x = 0; x < 2 * leaves_; ++x) cover_[x].clear();
     placed_.assign((n + 63) / 64, 0);
     chunk_at_.resize(n);
     info_.resize(n);
@@ -91,21 +98,23 @@ class OverlapIndex {
     const Info& in = info_[i];
     const std::pair<int64_t, int64_t> chunk{offset, offset + size};
     for (size_t l = in.first_time + leaves_, r = in.last_time + leaves_ + 1; l < r; l /= 2, r /= 2) {
-      if (l & 1) File(l++, chunk);
-      if (r & 1) File(--r, chunk);
+      if (l & 1) MergeInto(cover_[l++], chunk);
+      if (r & 1) MergeInto(cover_[--r], chunk);
     }
     placed_[in.position / 64] |= uint64_t{1} << (in.position % 64);
     chunk_at_[in.position] = chunk;
+    placed_buffers_.push_back(i);
   }
 
   // Appends to `out` the chunk of every placed buffer that overlaps buffer
-  // `i` in time (in no particular order).
+  // `i` in time (in no particular order). O(placed buffers): for the rare
+  // zero-sized buffer only.
   void ChunksOverlapping(size_t i, std::vector<std::pair<int64_t, int64_t>>& out) const {
-    const Info& in = info_[i];
-    for (size_t x = in.first_time + leaves_; x >= 1; x /= 2) {  // (a)
-      out.insert(out.end(), filed_[x].begin(), filed_[x].end());
+    const int64_t s = buffers_[i].start;
+    for (size_t j : placed_buffers_) {  // (a)
+      if (buffers_[j].start <= s && buffers_[j].end >= s) out.push_back(chunk_at_[info_[j].position]);
     }
-    AppendStartingLater(in, out);
+    AppendStartingLater(info_[i], out);
   }
 
   // Appends to `out` intervals with the same cover as ChunksOverlapping(i)'s
@@ -125,11 +134,9 @@ class OverlapIndex {
     size_t later_begin = 0, later_end = 0;  // positions of the buffers starting in (start, end]
   };
 
-  void File(size_t node, std::pair<int64_t, int64_t> chunk) {
-    filed_[node].push_back(chunk);
-    // Merge into the node's cover: [f, g) are the intervals that overlap or
-    // touch the chunk.
-    std::vector<std::pair<int64_t, int64_t>>& c = cover_[node];
+  // Adds `chunk` to a cover (sorted, disjoint, non-touching intervals):
+  // [f, g) are the intervals that overlap or touch it.
+  static void MergeInto(Cover& c, std::pair<int64_t, int64_t> chunk) {
     const auto f = std::partition_point(c.begin(), c.end(), [&](const auto& v) { return v.second < chunk.first; });
     const auto g = std::partition_point(f, c.end(), [&](const auto& v) { return v.first <= chunk.second; });
     if (f == g) {
@@ -155,9 +162,10 @@ class OverlapIndex {
     }
   }
 
+  const std::vector<HeapBuffer>& buffers_;
   size_t leaves_ = 1;
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> filed_;  // segment tree nodes, root 1
-  std::vector<std::vector<std::pair<int64_t, int64_t>>> cover_;  // per node: filed_ merged
+  std::vector<Cover>& cover_;           // segment tree nodes (root 1): placed chunks merged
+  std::vector<size_t> placed_buffers_;  // in placement order
   std::vector<uint64_t> placed_;                                 // bitset over positions
   std::vector<std::pair<int64_t, int64_t>> chunk_at_;            // by position
   std::vector<Info> info_;                                       // by buffer index
@@ -250,7 +258,8 @@ HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
   HeapPlan plan;
   plan.algorithm = order == HeapOrder::kSpatial ? "spatial" : "temporal";
   plan.offsets.assign(buffers.size(), Bytes(0));
-  OverlapIndex index(buffers);
+  thread_local std::vector<OverlapIndex::Cover> covers;
+  OverlapIndex index(buffers, covers);
   std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, offset+size) overlapping in time
   std::vector<std::pair<int64_t, int64_t>> free;
   for (size_t i : PlacementOrder(buffers, order)) {
