@@ -52,7 +52,8 @@ std::vector<size_t> PlacementOrder(const std::vector<HeapBuffer>& buffers, HeapO
 // union, plus the zero-sized chunks strictly inside its gaps (Note
 // [Best-fit sweep]). So each segment tree node keeps its chunks merged
 // into disjoint, non-touching intervals (a zero-sized chunk is an interval
-// [x, x) until something covers or touches it). A scanned model's saved
+// [x, x) until something covers or touches it), and so does each block of
+// 64 consecutive start positions for (b). A scanned model's saved
 // residuals, stacked next to one another, then cost one interval a node
 // instead of one a layer.
 //
@@ -76,8 +77,10 @@ class OverlapIndex {
     times.erase(std::unique(times.begin(), times.end()), times.end());
     leaves_ = 1;
     while (leaves_ < times.size()) leaves_ *= 2;
-    if (cover_.size() < 2 * leaves_) cover_.resize(2 * leaves_);
-    for (size_t x = 0; x < 2 * leaves_; ++x) cover_[x].clear();
+    block_covers_ = 2 * leaves_;
+    const size_t used = block_covers_ + (n + 63) / 64;
+    if (cover_.size() < used) cover_.resize(used);
+    for (size_t x = 0; x < used; ++x) cover_[x].clear();
     placed_.assign((n + 63) / 64, 0);
     chunk_at_.resize(n);
     info_.resize(n);
@@ -103,6 +106,7 @@ class OverlapIndex {
     }
     placed_[in.position / 64] |= uint64_t{1} << (in.position % 64);
     chunk_at_[in.position] = chunk;
+    MergeInto(cover_[block_covers_ + in.position / 64], chunk);
     placed_buffers_.push_back(i);
   }
 
@@ -124,7 +128,23 @@ class OverlapIndex {
     for (size_t x = in.first_time + leaves_; x >= 1; x /= 2) {  // (a)
       out.insert(out.end(), cover_[x].begin(), cover_[x].end());
     }
-    AppendStartingLater(in, out);
+    // (b) by blocks of 64 positions: a whole block by its cover, the
+    // partial blocks at either end chunk by chunk.
+    for (size_t p = in.later_begin; p < in.later_end;) {
+      const size_t block_end = (p / 64 + 1) * 64;
+      if (p % 64 == 0 && block_end <= in.later_end) {
+        const Cover& c = cover_[block_covers_ + p / 64];
+        out.insert(out.end(), c.begin(), c.end());
+      } else {
+        const size_t stop = std::min(block_end, in.later_end);
+        for (uint64_t word = placed_[p / 64] >> (p % 64); word != 0; word &= word - 1) {
+          const size_t q = p + static_cast<size_t>(__builtin_ctzll(word));
+          if (q >= stop) break;
+          out.push_back(chunk_at_[q]);
+        }
+      }
+      p = block_end;
+    }
   }
 
  private:
@@ -164,7 +184,8 @@ class OverlapIndex {
 
   const std::vector<HeapBuffer>& buffers_;
   size_t leaves_ = 1;
-  std::vector<Cover>& cover_;           // segment tree nodes (root 1): placed chunks merged
+  std::vector<Cover>& cover_;           // segment tree nodes (root 1), then blocks: placed chunks merged
+  size_t block_covers_ = 0;             // index in cover_ of the cover of positions [0, 64)
   std::vector<size_t> placed_buffers_;  // in placement order
   std::vector<uint64_t> placed_;                                 // bitset over positions
   std::vector<std::pair<int64_t, int64_t>> chunk_at_;            // by position
