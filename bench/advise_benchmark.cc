@@ -1,7 +1,7 @@
 // The advisor's throughput on configs/llama7b.yaml, on `jobs` worker
 // threads (the argument):
 //   BM_AdviseLlama7bGrid      the default grid (remat policy x loop mode x
-//                             batch, 154 points)
+//                             batch, 168 points)
 //   BM_AdviseLlama7bGrid1000  1,000 points: 10 remat policies x rolled /
 //                             unrolled x batch 1..16 x param_scan_axis 0/1 x
 //                             5 devices (issue 5: "a grid of 1,000
