@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <numeric>
+#include <optional>
 
 namespace gpusim {
 namespace {
@@ -273,9 +274,9 @@ int64_t SubtractBestFit(const std::vector<std::pair<int64_t, int64_t>>& busy, in
   return best >= 0 ? best : free.back().first;  // the last chunk is the top
 }
 
-}  // namespace
-
-HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
+// PackBestFit that gives up (returns nullopt) as soon as the heap reaches
+// `give_up_at`: the heap only grows, so the result could not be smaller.
+std::optional<HeapPlan> PackBestFitBelow(const std::vector<HeapBuffer>& buffers, HeapOrder order, Bytes give_up_at) {
   HeapPlan plan;
   plan.algorithm = order == HeapOrder::kSpatial ? "spatial" : "temporal";
   plan.offsets.assign(buffers.size(), Bytes(0));
@@ -296,15 +297,25 @@ HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
     if (off < 0) off = SweepBestFit(busy, size);
     plan.offsets[i] = Bytes(off);
     plan.heap_size = Max(plan.heap_size, Bytes(off) + b.size);
+    if (plan.heap_size >= give_up_at) return std::nullopt;
     index.Place(i, off, size);
   }
+  if (plan.heap_size >= give_up_at) return std::nullopt;  // no buffers
   return plan;
 }
 
+}  // namespace
+
+HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
+  return *PackBestFitBelow(buffers, order, Bytes(INT64_MAX));
+}
+
+// Temporal wins only when strictly smaller (ties: spatial), so its packing
+// stops once it reaches the spatial heap: same result, less work.
 HeapPlan PackBestOf(const std::vector<HeapBuffer>& buffers) {
   HeapPlan spatial = PackBestFit(buffers, HeapOrder::kSpatial);
-  HeapPlan temporal = PackBestFit(buffers, HeapOrder::kTemporal);
-  return temporal.heap_size < spatial.heap_size ? temporal : spatial;
+  std::optional<HeapPlan> temporal = PackBestFitBelow(buffers, HeapOrder::kTemporal, spatial.heap_size);
+  return temporal.has_value() ? *std::move(temporal) : spatial;
 }
 
 Bytes NoFragmentationPeak(const std::vector<HeapBuffer>& buffers) {

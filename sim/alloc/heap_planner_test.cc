@@ -102,7 +102,19 @@ TEST(HeapPlannerTest, FastPlannerMatchesQuadraticOracle) {
       ASSERT_EQ(fast.algorithm, oracle.algorithm);
       if (round % 10 == 0) ExpectDisjoint(bs, fast);
     }
+    // PackBestOf (its temporal packing may stop early) keeps what the
+    // oracle's best-of keeps: the smaller heap, spatial on a tie.
+    const HeapPlan s = internal::PackBestFitQuadratic(bs, HeapOrder::kSpatial);
+    const HeapPlan t = internal::PackBestFitQuadratic(bs, HeapOrder::kTemporal);
+    const HeapPlan& want = t.heap_size < s.heap_size ? t : s;
+    const HeapPlan best = PackBestOf(bs);
+    ASSERT_EQ(best.algorithm, want.algorithm) << "round " << round;
+    ASSERT_EQ(best.heap_size, want.heap_size) << "round " << round;
+    ASSERT_EQ(best.offsets, want.offsets) << "round " << round;
   }
+  const HeapPlan empty = PackBestOf({});
+  EXPECT_EQ(empty.algorithm, "spatial");
+  EXPECT_EQ(empty.heap_size.value(), 0);
 }
 
 }  // namespace
