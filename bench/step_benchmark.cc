@@ -1,8 +1,15 @@
-// Benchmarks of the main path: config load + build + lower + simulate for
-// configs/llama7b.yaml, and native trace write/read throughput.
+// Benchmarks of the main path for configs/llama7b.yaml: the whole step
+// (build + lower + simulate + heap packing), each stage on its own (config
+// load, model build, lowering, engine, XLA temp heap packing, report), and
+// native trace write/read throughput. The stage figures say where an
+// advisor grid point's time goes.
+#include <memory>
 #include <sstream>
 
 #include "benchmark/benchmark.h"
+#include "models/llama.h"
+#include "sim/alloc/allocator.h"
+#include "sim/alloc/heap_planner.h"
 #include "sim/config/loader.h"
 #include "sim/report/step.h"
 #include "sim/trace/trace_io.h"
@@ -10,8 +17,10 @@
 namespace gpusim {
 namespace {
 
+constexpr char kLlama7b[] = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
+
 void BM_SimulateLlama7bStep(benchmark::State& state) {
-  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {});
+  auto spec = LoadRunSpec(kLlama7b, {});
   if (!spec.ok()) {
     state.SkipWithError(std::string(spec.status().message()).c_str());
     return;
@@ -26,8 +35,97 @@ void BM_SimulateLlama7bStep(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateLlama7bStep)->Unit(benchmark::kMillisecond);
 
+// Stage: YAML run config + device + model files → RunSpec (what the
+// advisor does once per grid point, with that point's --set overrides).
+void BM_Stage1LoadRunSpec(benchmark::State& state) {
+  for (auto _ : state) {
+    auto spec = LoadRunSpec(kLlama7b, {"remat.policy=full", "batch.per_device=4"});
+    benchmark::DoNotOptimize(spec);
+  }
+}
+BENCHMARK(BM_Stage1LoadRunSpec)->Unit(benchmark::kMillisecond);
+
+void BM_Stage2BuildProgram(benchmark::State& state) {
+  auto spec = LoadRunSpec(kLlama7b, {});
+  for (auto _ : state) {
+    auto p = BuildLlamaTrainStep(*spec);
+    benchmark::DoNotOptimize(p);
+  }
+}
+BENCHMARK(BM_Stage2BuildProgram)->Unit(benchmark::kMillisecond);
+
+void BM_Stage3Lower(benchmark::State& state) {
+  auto spec = LoadRunSpec(kLlama7b, {});
+  auto p = BuildLlamaTrainStep(*spec);
+  LowerOptions o;
+  o.reuse_operand_buffers = true;
+  for (auto _ : state) {
+    auto l = LowerEager(*p, o);
+    benchmark::DoNotOptimize(l);
+  }
+}
+BENCHMARK(BM_Stage3Lower)->Unit(benchmark::kMillisecond);
+
+void BM_Stage4Engine(benchmark::State& state) {
+  auto spec = LoadRunSpec(kLlama7b, {});
+  auto r = SimulateStep(*spec);
+  for (auto _ : state) {
+    auto alloc = MakeAllocator(spec->allocator, spec->device.usable());
+    auto sim = Simulate(r->lowered.trace, spec->device, alloc->get());
+    benchmark::DoNotOptimize(sim);
+  }
+}
+BENCHMARK(BM_Stage4Engine)->Unit(benchmark::kMillisecond);
+
+// The temps of the llama7b step (XLA semantics) as SimulateStep packs them;
+// range(0) = 0: the config's rolled layer scan, 1: unrolled (more buffers,
+// about 3.5x the overlaps in time).
+std::vector<HeapBuffer> Llama7bTemps(const benchmark::State& state) {
+  auto spec = LoadRunSpec(kLlama7b, {state.range(0) ? "loop.mode=unrolled" : "loop.mode=rolled"});
+  auto r = SimulateStep(*spec);
+  std::vector<HeapBuffer> temps;
+  const int64_t last = static_cast<int64_t>(r->lowered.trace.events.size()) - 1;
+  for (const BufferInfo& b : r->lowered.buffers) {
+    if (b.argument || b.output) continue;
+    temps.push_back({b.id, b.bytes, b.alloc_event, b.free_event >= 0 ? b.free_event : last});
+  }
+  return temps;
+}
+
+void BM_Stage5HeapPackBestOf(benchmark::State& state) {
+  const std::vector<HeapBuffer> temps = Llama7bTemps(state);
+  for (auto _ : state) {
+    HeapPlan p = PackBestOf(temps);
+    benchmark::DoNotOptimize(p);
+  }
+  state.counters["buffers"] = static_cast<double>(temps.size());
+}
+BENCHMARK(BM_Stage5HeapPackBestOf)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+// The first O(n^2) planner on the same buffers (both orders), for comparison.
+void BM_Stage5HeapPackQuadratic(benchmark::State& state) {
+  const std::vector<HeapBuffer> temps = Llama7bTemps(state);
+  for (auto _ : state) {
+    HeapPlan s = internal::PackBestFitQuadratic(temps, HeapOrder::kSpatial);
+    HeapPlan t = internal::PackBestFitQuadratic(temps, HeapOrder::kTemporal);
+    benchmark::DoNotOptimize(s);
+    benchmark::DoNotOptimize(t);
+  }
+}
+BENCHMARK(BM_Stage5HeapPackQuadratic)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond);
+
+void BM_Stage6RenderJson(benchmark::State& state) {
+  auto spec = LoadRunSpec(kLlama7b, {});
+  auto r = SimulateStep(*spec);
+  for (auto _ : state) {
+    std::string j = RenderJson(*r);
+    benchmark::DoNotOptimize(j);
+  }
+}
+BENCHMARK(BM_Stage6RenderJson)->Unit(benchmark::kMillisecond);
+
 void BM_TraceWriteRead(benchmark::State& state) {
-  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {});
+  auto spec = LoadRunSpec(kLlama7b, {});
   auto r = SimulateStep(*spec);
   int64_t bytes = 0;
   for (auto _ : state) {

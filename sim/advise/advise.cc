@@ -3,9 +3,13 @@
 #include <algorithm>
 #include <atomic>
 #include <fstream>
+#include <functional>
+#include <optional>
 #include <sstream>
 #include <thread>
 
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -25,33 +29,79 @@ double Throughput(const AdvicePoint& p) {
   return p.step_time_s > 0 ? 1.0 / p.step_time_s : 0;
 }
 
-AdvicePoint Evaluate(const AdviseOptions& o, const std::vector<GridAxis>& axes, int64_t index, Bytes* budget) {
-  AdvicePoint p;
-  p.index = index;
+// The settings of grid point `index` ("path=value", one per axis).
+std::vector<std::string> SettingsOf(const std::vector<GridAxis>& axes, int64_t index) {
+  std::vector<std::string> settings(axes.size());
   int64_t rest = index;
-  for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
-    const int64_t n = static_cast<int64_t>(it->values.size());
-    p.settings.insert(p.settings.begin(), it->path + "=" + it->values[static_cast<size_t>(rest % n)]);
+  for (size_t a = axes.size(); a-- > 0;) {
+    const int64_t n = static_cast<int64_t>(axes[a].values.size());
+    settings[a] = axes[a].path + "=" + axes[a].values[static_cast<size_t>(rest % n)];
     rest /= n;
   }
-  std::vector<std::string> sets = o.base_sets;
-  sets.insert(sets.end(), p.settings.begin(), p.settings.end());
-  auto spec = LoadRunSpec(o.config, sets);
-  if (!spec.ok()) {
-    p.error = std::string(spec.status().message());
-    return p;
+  return settings;
+}
+
+// Note [Shared preparation]
+// Building, lowering and heap-packing a step (PrepareStep) read neither the
+// device nor the allocator; only the replay (ReplayStep) does. Grid points
+// whose settings differ only in paths under `device` or `allocator` are
+// therefore one group: the step is prepared once, for the group's first
+// point, and replayed on each point's device and allocator, with results
+// identical to simulating every point on its own (advise_test.cc checks).
+bool OnlyReplayReadsIt(const std::string& setting) {
+  for (absl::string_view root : {"device", "allocator"}) {
+    if (absl::StartsWith(setting, absl::StrCat(root, "=")) || absl::StartsWith(setting, absl::StrCat(root, "."))) {
+      return true;
+    }
   }
-  auto r = SimulateStep(*spec);
-  if (!r.ok()) {
-    p.error = std::string(r.status().message());
-    return p;
+  return false;
+}
+
+std::string GroupKey(const std::vector<std::string>& settings) {
+  std::string key;
+  for (const std::string& s : settings) {
+    if (!OnlyReplayReadsIt(s)) absl::StrAppend(&key, s, "\n");
   }
-  p.ok = true;
-  p.peak = r->peak;
-  p.step_time_s = r->sim.step_time.seconds();
-  p.tokens_per_s = p.step_time_s > 0 ? r->tokens_per_step / p.step_time_s : 0;
-  if (budget->value() == 0) *budget = spec->device.usable();
-  return p;
+  return key;
+}
+
+// Evaluates the points of one group (same GroupKey) in order; `prepared`
+// holds the group's prepared step once one point got that far.
+void EvaluateGroup(const AdviseOptions& o, const std::vector<int64_t>& indices, std::vector<AdvicePoint>& points,
+                   std::vector<Bytes>& budgets, const std::function<void()>& done) {
+  std::optional<absl::StatusOr<StepReport>> prepared;
+  for (int64_t i : indices) {
+    AdvicePoint& p = points[static_cast<size_t>(i)];
+    std::vector<std::string> sets = o.base_sets;
+    sets.insert(sets.end(), p.settings.begin(), p.settings.end());
+    auto spec = LoadRunSpec(o.config, sets);
+    if (!spec.ok()) {
+      p.error = std::string(spec.status().message());
+      done();
+      continue;
+    }
+    if (!prepared.has_value()) prepared = PrepareStep(*spec);
+    if (!prepared->ok()) {
+      p.error = std::string(prepared->status().message());
+      done();
+      continue;
+    }
+    StepReport& r = **prepared;
+    r.spec = *spec;
+    absl::Status replayed = ReplayStep(r);
+    if (!replayed.ok()) {
+      p.error = std::string(replayed.message());
+      done();
+      continue;
+    }
+    p.ok = true;
+    p.peak = r.peak;
+    p.step_time_s = r.sim.step_time.seconds();
+    p.tokens_per_s = p.step_time_s > 0 ? r.tokens_per_step / p.step_time_s : 0;
+    Bytes& budget = budgets[static_cast<size_t>(i)];
+    if (budget.value() == 0) budget = spec->device.usable();
+    done();
+  }
 }
 
 }  // namespace
@@ -132,14 +182,31 @@ absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
   AdviceResult result;
   result.budget = o.budget;
   result.points.resize(mine.size());
+  // Groups of points that share a prepared step, in grid order of their
+  // first point (Note [Shared preparation]).
+  std::vector<std::vector<int64_t>> groups;
+  {
+    absl::flat_hash_map<std::string, size_t> group_of;
+    for (size_t i = 0; i < mine.size(); ++i) {
+      AdvicePoint& p = result.points[i];
+      p.index = mine[i];
+      p.settings = SettingsOf(axes, mine[i]);
+      auto [it, inserted] = group_of.try_emplace(GroupKey(p.settings), groups.size());
+      if (inserted) groups.emplace_back();
+      groups[it->second].push_back(static_cast<int64_t>(i));
+    }
+  }
   std::vector<Bytes> budgets(mine.size(), o.budget);
   std::atomic<int64_t> next{0}, done{0};
+  const int64_t points = static_cast<int64_t>(mine.size());
+  auto count_done = [&]() {
+    const int64_t d = ++done;
+    if (o.progress) o.progress(d, points);
+  };
   const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
   auto worker = [&]() {
-    for (int64_t i = next++; i < static_cast<int64_t>(mine.size()); i = next++) {
-      result.points[static_cast<size_t>(i)] = Evaluate(o, axes, mine[static_cast<size_t>(i)], &budgets[static_cast<size_t>(i)]);
-      const int64_t d = ++done;
-      if (o.progress) o.progress(d, static_cast<int64_t>(mine.size()));
+    for (int64_t g = next++; g < static_cast<int64_t>(groups.size()); g = next++) {
+      EvaluateGroup(o, groups[static_cast<size_t>(g)], result.points, budgets, count_done);
     }
   };
   std::vector<std::thread> pool;

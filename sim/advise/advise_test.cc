@@ -4,6 +4,8 @@
 #include <fstream>
 
 #include "gtest/gtest.h"
+#include "sim/config/loader.h"
+#include "sim/report/step.h"
 
 namespace gpusim {
 namespace {
@@ -52,6 +54,30 @@ TEST(AdviseTest, ShardsMergeToTheWholeGrid) {
   auto merged = MergeAdviceJsonLines(files);
   ASSERT_TRUE(merged.ok()) << merged.status();
   EXPECT_EQ(RenderAdviceJson(*merged), RenderAdviceJson(*whole));
+}
+
+// Points that differ only in device (or allocator) share one prepared step
+// (Note [Shared preparation] in advise.cc); each must still get exactly what
+// simulating it alone gives, and the device must matter.
+TEST(AdviseTest, SharedPreparationMatchesSimulatingEachPoint) {
+  AdviseOptions o;
+  o.config = GPUSIM_SOURCE_DIR "/examples/scan_carry.yaml";
+  o.axes = {*ParseAxis("device=h100-sxm-80gb,a100-sxm-40gb"), *ParseAxis("loop.trip_count=1,2"),
+            *ParseAxis("device.memory.context_reserve=0,1GiB")};
+  o.jobs = 2;
+  auto r = Advise(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->points.size(), 8u);
+  for (const AdvicePoint& p : r->points) {
+    ASSERT_TRUE(p.ok) << p.error;
+    auto spec = LoadRunSpec(o.config, p.settings);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto alone = SimulateStep(*spec);
+    ASSERT_TRUE(alone.ok()) << alone.status();
+    EXPECT_EQ(p.peak, alone->peak) << p.index;
+    EXPECT_EQ(p.step_time_s, alone->sim.step_time.seconds()) << p.index;
+  }
+  EXPECT_NE(r->points[0].step_time_s, r->points[4].step_time_s);  // h100 vs a100, same program
 }
 
 TEST(AdviseTest, BadAxisAndShardAreErrors) {

@@ -1,12 +1,342 @@
 #include "sim/alloc/heap_planner.h"
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
 #include <map>
 #include <numeric>
+#include <optional>
 
 namespace gpusim {
+namespace {
+
+// The order XLA's GlobalDecreasingSizeBestFitHeap places buffers in
+// (heap_simulator.cc: SpatialSizeComparison / TemporalSizeComparison), ties
+// broken by start so that the result is deterministic.
+std::vector<size_t> PlacementOrder(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
+  std::vector<size_t> idx(buffers.size());
+  std::iota(idx.begin(), idx.end(), 0);
+  auto life = [&](size_t i) { return buffers[i].end - buffers[i].start; };
+  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
+    const HeapBuffer& x = buffers[a];
+    const HeapBuffer& y = buffers[b];
+    if (order == HeapOrder::kSpatial) {
+      if (x.size != y.size) return x.size > y.size;
+      if (life(a) != life(b)) return life(a) > life(b);
+    } else {
+      if (life(a) != life(b)) return life(a) > life(b);
+      if (x.size != y.size) return x.size > y.size;
+    }
+    return x.start < y.start;
+  });
+  return idx;
+}
+
+// Note [Overlap index]
+// XLA keeps the placed chunks in a BufferIntervalTree (heap_simulator.cc): a
+// binary search tree keyed by start time, each node augmented with the
+// largest end time in its subtree, and ChunksOverlappingInTime(start, end)
+// walks it pruning subtrees that end too early or start too late. Here
+// every interval is known before packing, which allows an index whose cost
+// is the number of chunks it returns: a placed buffer overlaps [s, e] iff
+//   (a) it is live at s (start <= s <= end), or
+//   (b) it starts in (s, e].
+// (a) is a stabbing query on a segment tree over the distinct start times
+// (queries only ever stab at a buffer's start): each placed interval is
+// filed at the O(log n) nodes that cover it exactly, and the nodes on the
+// path from the leaf of s to the root hold each interval live at s exactly
+// once. (b) is a range of the buffers sorted by start: a bitset of the
+// placed ones is scanned word by word. The two sets are disjoint; their
+// union is exactly what XLA's ChunksOverlappingInTime returns.
+//
+// A buffer of size > 0 only needs the *cover* of the busy chunks: their
+// union, plus the zero-sized chunks strictly inside its gaps (Note
+// [Best-fit sweep]). So each segment tree node keeps its chunks merged
+// into disjoint, non-touching intervals (a zero-sized chunk is an interval
+// [x, x) until something covers or touches it), and so does each block of
+// 64 consecutive start positions for (b). A scanned model's saved
+// residuals, stacked next to one another, then cost one interval a node
+// instead of one a layer.
+//
+// The per-node covers live in storage the caller keeps (one per thread in
+// PackBestFit), so that packing many steps does not allocate them anew.
+class OverlapIndex {
+ public:
+  using Cover = std::vector<std::pair<int64_t, int64_t>>;
+
+  // REQUIRES: `covers` outlives the index and is used by nothing else meanwhile.
+  OverlapIndex(const std::vector<HeapBuffer>& buffers, std::vector<Cover>& covers)
+      : buffers_(buffers), cover_(covers) {
+    const size_t n = buffers.size();
+    std::vector<size_t> by_start(n);
+    std::iota(by_start.begin(), by_start.end(), 0);
+    std::stable_sort(by_start.begin(), by_start.end(),
+                     [&](size_t a, size_t b) { return buffers[a].start < buffers[b].start; });
+    std::vector<int64_t> starts(n);  // sorted
+    for (size_t p = 0; p < n; ++p) starts[p] = buffers[by_start[p]].start;
+    std::vector<int64_t> times = starts;  // distinct
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+    leaves_ = 1;
+    while (leaves_ < times.size()) leaves_ *= 2;
+    block_covers_ = 2 * leaves_;
+    const size_t used = block_covers_ + (n + 63) / 64;
+    if (cover_.size() < used) cover_.resize(used);
+    for (size_t x = 0; x < used; ++x) cover_[x].clear();
+    placed_.assign((n + 63) / 64, 0);
+    chunk_at_.resize(n);
+    info_.resize(n);
+    for (size_t p = 0; p < n; ++p) {
+      const HeapBuffer& b = buffers[by_start[p]];
+      Info& in = info_[by_start[p]];
+      in.position = p;
+      in.first_time = static_cast<size_t>(std::lower_bound(times.begin(), times.end(), b.start) - times.begin());
+      in.last_time = static_cast<size_t>(std::upper_bound(times.begin(), times.end(), b.end) - times.begin()) - 1;
+      in.later_begin = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), b.start) - starts.begin());
+      in.later_end = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), b.end) - starts.begin());
+    }
+  }
+
+  // Records buffer `i`'s chunk [offset, offset + size).
+  // REQUIRES: buffer `i` not placed yet.
+  void Place(size_t i, int64_t offset, int64_t size) {
+    const Info& in = info_[i];
+    const std::pair<int64_t, int64_t> chunk{offset, offset + size};
+    for (size_t l = in.first_time + leaves_, r = in.last_time + leaves_ + 1; l < r; l /= 2, r /= 2) {
+      if (l & 1) MergeInto(cover_[l++], chunk);
+      if (r & 1) MergeInto(cover_[--r], chunk);
+    }
+    placed_[in.position / 64] |= uint64_t{1} << (in.position % 64);
+    chunk_at_[in.position] = chunk;
+    MergeInto(cover_[block_covers_ + in.position / 64], chunk);
+    placed_buffers_.push_back(i);
+  }
+
+  // Appends to `out` the chunk of every placed buffer that overlaps buffer
+  // `i` in time (in no particular order). O(placed buffers): for the rare
+  // zero-sized buffer only.
+  void ChunksOverlapping(size_t i, std::vector<std::pair<int64_t, int64_t>>& out) const {
+    const int64_t s = buffers_[i].start;
+    for (size_t j : placed_buffers_) {  // (a)
+      if (buffers_[j].start <= s && buffers_[j].end >= s) out.push_back(chunk_at_[info_[j].position]);
+    }
+    AppendStartingLater(info_[i], out);
+  }
+
+  // Appends to `out` intervals with the same cover as ChunksOverlapping(i)'s
+  // chunks: the same union and the same zero-sized chunks outside it.
+  void CoverOverlapping(size_t i, std::vector<std::pair<int64_t, int64_t>>& out) const {
+    const Info& in = info_[i];
+    for (size_t x = in.first_time + leaves_; x >= 1; x /= 2) {  // (a)
+      out.insert(out.end(), cover_[x].begin(), cover_[x].end());
+    }
+    // (b) by blocks of 64 positions: a whole block by its cover, the
+    // partial blocks at either end chunk by chunk.
+    for (size_t p = in.later_begin; p < in.later_end;) {
+      const size_t block_end = (p / 64 + 1) * 64;
+      if (p % 64 == 0 && block_end <= in.later_end) {
+        const Cover& c = cover_[block_covers_ + p / 64];
+        out.insert(out.end(), c.begin(), c.end());
+      } else {
+        const size_t stop = std::min(block_end, in.later_end);
+        for (uint64_t word = placed_[p / 64] >> (p % 64); word != 0; word &= word - 1) {
+          const size_t q = p + static_cast<size_t>(__builtin_ctzll(word));
+          if (q >= stop) break;
+          out.push_back(chunk_at_[q]);
+        }
+      }
+      p = block_end;
+    }
+  }
+
+ private:
+  struct Info {
+    size_t position = 0;                 // in start order
+    size_t first_time = 0, last_time = 0;  // distinct start times it is live at
+    size_t later_begin = 0, later_end = 0;  // positions of the buffers starting in (start, end]
+  };
+
+  // Adds `chunk` to a cover (sorted, disjoint, non-touching intervals):
+  // [f, g) are the intervals that overlap or touch it.
+  static void MergeInto(Cover& c, std::pair<int64_t, int64_t> chunk) {
+    const auto f = std::partition_point(c.begin(), c.end(), [&](const auto& v) { return v.second < chunk.first; });
+    const auto g = std::partition_point(f, c.end(), [&](const auto& v) { return v.first <= chunk.second; });
+    if (f == g) {
+      c.insert(f, chunk);
+      return;
+    }
+    f->first = std::min(f->first, chunk.first);
+    f->second = std::max((g - 1)->second, chunk.second);
+    c.erase(f + 1, g);
+  }
+
+  void AppendStartingLater(const Info& in, std::vector<std::pair<int64_t, int64_t>>& out) const {
+    for (size_t p = in.later_begin; p < in.later_end;) {  // (b)
+      uint64_t word = placed_[p / 64] >> (p % 64);
+      if (word == 0) {
+        p = (p / 64 + 1) * 64;
+        continue;
+      }
+      p += static_cast<size_t>(__builtin_ctzll(word));
+      if (p >= in.later_end) break;
+      out.push_back(chunk_at_[p]);
+      ++p;
+    }
+  }
+
+  const std::vector<HeapBuffer>& buffers_;
+  size_t leaves_ = 1;
+  std::vector<Cover>& cover_;           // segment tree nodes (root 1), then blocks: placed chunks merged
+  size_t block_covers_ = 0;             // index in cover_ of the cover of positions [0, 64)
+  std::vector<size_t> placed_buffers_;  // in placement order
+  std::vector<uint64_t> placed_;                                 // bitset over positions
+  std::vector<std::pair<int64_t, int64_t>> chunk_at_;            // by position
+  std::vector<Info> info_;                                       // by buffer index
+};
+
+// Note [Best-fit sweep]
+// For the buffer being placed, the chunks of the placed buffers that overlap
+// it in time are sorted by offset and swept from address 0: a gap is the
+// space between the highest end seen so far and the next chunk's offset.
+// The smallest gap that holds the buffer wins (the lowest one on a tie),
+// else the buffer goes on top of everything it overlaps. These are XLA's
+// FindChunkCandidate's free chunks (its map starts as [0, inf) and
+// subtracts each used chunk) with the same choice: smallest, then lowest.
+// A zero-sized chunk strictly inside a gap splits it in two (the sweep's
+// cursor stops there).
+int64_t SweepBestFit(std::vector<std::pair<int64_t, int64_t>>& busy, int64_t size) {
+  std::sort(busy.begin(), busy.end());
+  int64_t cursor = 0, best = -1, best_gap = INT64_MAX;
+  for (const auto& [lo, hi] : busy) {
+    const int64_t gap = lo - cursor;
+    if (gap >= size && gap < best_gap) {
+      best_gap = gap;
+      best = cursor;
+    }
+    cursor = std::max(cursor, hi);
+  }
+  return best >= 0 ? best : cursor;
+}
+
+// Note [Free-chunk subtraction]
+// The same choice without sorting, as XLA's FindChunkCandidate computes it:
+// start from one free chunk [0, inf), subtract every busy chunk in any
+// order, and drop free chunks that became shorter than the buffer (they can
+// only shrink). Left over are exactly the sweep's gaps that fit, plus the
+// top [max end, inf). The list stays short when the buffer is large
+// relative to the gaps, which is most of the time in decreasing-size order;
+// when it grows past kMaxFree the caller falls back to the sweep. Only for
+// size > 0: a zero-sized buffer also fits the sweep's zero-length gaps.
+constexpr size_t kMaxFree = 256;
+constexpr int64_t kInf = INT64_MAX;
+
+// Returns the offset, or -1 when the free list grew past kMaxFree.
+int64_t SubtractBestFit(const std::vector<std::pair<int64_t, int64_t>>& busy, int64_t size,
+                        std::vector<std::pair<int64_t, int64_t>>& free) {
+  free.assign(1, {0, kInf});  // sorted by offset, disjoint, each end - offset >= size
+  for (const auto& [lo, hi] : busy) {
+    // The first free chunk that ends after lo; a zero-sized busy chunk only
+    // matters strictly inside a free chunk.
+    size_t f = 0;
+    if (free.size() <= 8) {
+      while (f < free.size() && free[f].second <= lo) ++f;
+    } else {
+      f = static_cast<size_t>(std::partition_point(free.begin(), free.end(), [lo](const auto& c) {
+                                return c.second <= lo;
+                              }) - free.begin());
+    }
+    if (f == free.size() || free[f].first >= std::max(hi, lo + 1)) continue;
+    // free[f] .. free[g-1] overlap [lo, hi) (or contain lo, when lo == hi).
+    size_t g = f + 1;
+    while (g < free.size() && free[g].first < hi) ++g;
+    const int64_t left_start = free[f].first, right_end = free[g - 1].second;
+    std::pair<int64_t, int64_t> keep[2];
+    int nkeep = 0;
+    if (lo > left_start && lo - left_start >= size) keep[nkeep++] = {left_start, lo};
+    if (right_end > hi && (right_end == kInf || right_end - hi >= size)) keep[nkeep++] = {hi, right_end};
+    // Replace free[f, g) by keep[0, nkeep).
+    const size_t removed = g - f;
+    if (static_cast<size_t>(nkeep) <= removed) {
+      for (int k = 0; k < nkeep; ++k) free[f + static_cast<size_t>(k)] = keep[k];
+      free.erase(free.begin() + static_cast<std::ptrdiff_t>(f) + nkeep, free.begin() + static_cast<std::ptrdiff_t>(g));
+    } else {  // one chunk split in two
+      free[f] = keep[0];
+      free.insert(free.begin() + static_cast<std::ptrdiff_t>(f) + 1, keep[1]);
+      if (free.size() > kMaxFree) return -1;
+    }
+  }
+  int64_t best = -1, best_len = kInf;
+  for (const auto& [a, b] : free) {
+    if (b != kInf && b - a < best_len) {  // in offset order: the first of equals wins
+      best_len = b - a;
+      best = a;
+    }
+  }
+  return best >= 0 ? best : free.back().first;  // the last chunk is the top
+}
+
+// PackBestFit that gives up (returns nullopt) as soon as the heap reaches
+// `give_up_at`: the heap only grows, so the result could not be smaller.
+std::optional<HeapPlan> PackBestFitBelow(const std::vector<HeapBuffer>& buffers, HeapOrder order, Bytes give_up_at) {
+  HeapPlan plan;
+  plan.algorithm = order == HeapOrder::kSpatial ? "spatial" : "temporal";
+  plan.offsets.assign(buffers.size(), Bytes(0));
+  thread_local std::vector<OverlapIndex::Cover> covers;
+  OverlapIndex index(buffers, covers);
+  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, offset+size) overlapping in time
+  std::vector<std::pair<int64_t, int64_t>> free;
+  for (size_t i : PlacementOrder(buffers, order)) {
+    const HeapBuffer& b = buffers[i];
+    busy.clear();
+    const int64_t size = b.size.value();
+    if (size > 0) {
+      index.CoverOverlapping(i, busy);
+    } else {
+      index.ChunksOverlapping(i, busy);  // zero-length gaps count too
+    }
+    int64_t off = size > 0 ? SubtractBestFit(busy, size, free) : -1;
+    if (off < 0) off = SweepBestFit(busy, size);
+    plan.offsets[i] = Bytes(off);
+    plan.heap_size = Max(plan.heap_size, Bytes(off) + b.size);
+    if (plan.heap_size >= give_up_at) return std::nullopt;
+    index.Place(i, off, size);
+  }
+  if (plan.heap_size >= give_up_at) return std::nullopt;  // no buffers
+  return plan;
+}
+
+}  // namespace
 
 HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
+  return *PackBestFitBelow(buffers, order, Bytes(INT64_MAX));
+}
+
+// Temporal wins only when strictly smaller (ties: spatial), so its packing
+// stops once it reaches the spatial heap: same result, less work.
+HeapPlan PackBestOf(const std::vector<HeapBuffer>& buffers) {
+  HeapPlan spatial = PackBestFit(buffers, HeapOrder::kSpatial);
+  std::optional<HeapPlan> temporal = PackBestFitBelow(buffers, HeapOrder::kTemporal, spatial.heap_size);
+  return temporal.has_value() ? *std::move(temporal) : spatial;
+}
+
+Bytes NoFragmentationPeak(const std::vector<HeapBuffer>& buffers) {
+  std::map<int64_t, int64_t> delta;  // event → change, frees after the event
+  for (const HeapBuffer& b : buffers) {
+    delta[2 * b.start] += b.size.value();
+    delta[2 * b.end + 1] -= b.size.value();
+  }
+  int64_t cur = 0, peak = 0;
+  for (const auto& [t, d] : delta) {
+    cur += d;
+    peak = std::max(peak, cur);
+  }
+  return Bytes(peak);
+}
+
+namespace internal {
+
+// The first implementation, kept verbatim as the oracle of the property
+// test: every placed buffer is tested for overlap in time (O(n) a buffer).
+HeapPlan PackBestFitQuadratic(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
   HeapPlan plan;
   plan.algorithm = order == HeapOrder::kSpatial ? "spatial" : "temporal";
   plan.offsets.assign(buffers.size(), Bytes(0));
@@ -26,7 +356,7 @@ HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
     return x.start < y.start;
   });
   std::vector<size_t> placed;
-  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, offset+size) overlapping in time
+  std::vector<std::pair<int64_t, int64_t>> busy;
   for (size_t i : idx) {
     const HeapBuffer& b = buffers[i];
     busy.clear();
@@ -53,24 +383,5 @@ HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
   return plan;
 }
 
-HeapPlan PackBestOf(const std::vector<HeapBuffer>& buffers) {
-  HeapPlan spatial = PackBestFit(buffers, HeapOrder::kSpatial);
-  HeapPlan temporal = PackBestFit(buffers, HeapOrder::kTemporal);
-  return temporal.heap_size < spatial.heap_size ? temporal : spatial;
-}
-
-Bytes NoFragmentationPeak(const std::vector<HeapBuffer>& buffers) {
-  std::map<int64_t, int64_t> delta;  // event → change, frees after the event
-  for (const HeapBuffer& b : buffers) {
-    delta[2 * b.start] += b.size.value();
-    delta[2 * b.end + 1] -= b.size.value();
-  }
-  int64_t cur = 0, peak = 0;
-  for (const auto& [t, d] : delta) {
-    cur += d;
-    peak = std::max(peak, cur);
-  }
-  return Bytes(peak);
-}
-
+}  // namespace internal
 }  // namespace gpusim

@@ -43,11 +43,21 @@ struct HeapPlan {
 
 // Global decreasing-size (or -lifetime) best fit: each buffer, in order,
 // takes the smallest free gap over its lifetime that fits, else the top.
+// Cost O(n log n) plus, per buffer, about the number of placed buffers it
+// overlaps in time (Note [Overlap index], Note [Free-chunk subtraction] in
+// the .cc).
 HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order);
 // Both orders; keeps the smaller heap (ties: spatial).
 HeapPlan PackBestOf(const std::vector<HeapBuffer>& buffers);
 // The peak of the live sum: no placement can do better.
 Bytes NoFragmentationPeak(const std::vector<HeapBuffer>& buffers);
+
+namespace internal {
+// The first, O(n^2) implementation of PackBestFit (every placed buffer is
+// tested for overlap in time): the oracle of the property test and the
+// baseline of bench/alloc_benchmark. Same results as PackBestFit.
+HeapPlan PackBestFitQuadratic(const std::vector<HeapBuffer>& buffers, HeapOrder order);
+}  // namespace internal
 
 }  // namespace gpusim
 

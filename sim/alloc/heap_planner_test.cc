@@ -1,5 +1,7 @@
 #include "sim/alloc/heap_planner.h"
 
+#include <random>
+
 #include "gtest/gtest.h"
 
 namespace gpusim {
@@ -70,6 +72,49 @@ TEST(HeapPlannerTest, BestFitTakesTheSmallestGap) {
   EXPECT_EQ(p.offsets[6].value(), 235);
   EXPECT_EQ(p.heap_size.value(), 284);
   ExpectDisjoint(bs, p);
+}
+
+// Property: the fast planner (overlap index, free-chunk subtraction) places
+// every buffer exactly where the O(n^2) oracle does, in both orders, over
+// random interval sets. The sets
+// draw sizes from a few values (ties in the order and equal gaps), include
+// zero-sized buffers, and mix short and whole-program lifetimes.
+TEST(HeapPlannerTest, FastPlannerMatchesQuadraticOracle) {
+  std::mt19937_64 rng(20261130);
+  for (int round = 0; round < 240; ++round) {
+    const int n = 1 + static_cast<int>(rng() % (round < 200 ? 40 : 500));
+    const int64_t horizon = 1 + static_cast<int64_t>(rng() % (round % 3 == 0 ? 8 : 200));
+    const bool coarse = rng() % 2 == 0;  // few distinct sizes: many ties
+    std::vector<HeapBuffer> bs;
+    for (int i = 0; i < n; ++i) {
+      HeapBuffer b;
+      b.id = i;
+      b.size = Bytes(coarse ? static_cast<int64_t>(rng() % 4) * 64 : static_cast<int64_t>(rng() % 5000));
+      b.start = static_cast<int64_t>(rng() % static_cast<uint64_t>(horizon));
+      b.end = rng() % 5 == 0 ? horizon : b.start + static_cast<int64_t>(rng() % static_cast<uint64_t>(horizon / 4 + 1));
+      bs.push_back(b);
+    }
+    for (HeapOrder order : {HeapOrder::kSpatial, HeapOrder::kTemporal}) {
+      const HeapPlan fast = PackBestFit(bs, order);
+      const HeapPlan oracle = internal::PackBestFitQuadratic(bs, order);
+      ASSERT_EQ(fast.heap_size, oracle.heap_size) << "round " << round;
+      ASSERT_EQ(fast.offsets, oracle.offsets) << "round " << round;
+      ASSERT_EQ(fast.algorithm, oracle.algorithm);
+      if (round % 10 == 0) ExpectDisjoint(bs, fast);
+    }
+    // PackBestOf (its temporal packing may stop early) keeps what the
+    // oracle's best-of keeps: the smaller heap, spatial on a tie.
+    const HeapPlan s = internal::PackBestFitQuadratic(bs, HeapOrder::kSpatial);
+    const HeapPlan t = internal::PackBestFitQuadratic(bs, HeapOrder::kTemporal);
+    const HeapPlan& want = t.heap_size < s.heap_size ? t : s;
+    const HeapPlan best = PackBestOf(bs);
+    ASSERT_EQ(best.algorithm, want.algorithm) << "round " << round;
+    ASSERT_EQ(best.heap_size, want.heap_size) << "round " << round;
+    ASSERT_EQ(best.offsets, want.offsets) << "round " << round;
+  }
+  const HeapPlan empty = PackBestOf({});
+  EXPECT_EQ(empty.algorithm, "spatial");
+  EXPECT_EQ(empty.heap_size.value(), 0);
 }
 
 }  // namespace

@@ -58,6 +58,14 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
   tr.name = p.name;
   tr.streams = {{kComputeStream, "compute"}, {kCollectiveStream, "collective"}, {kHostCopyStream, "host_copy"}};
 
+  // Upper bounds, so that the event and buffer vectors never reallocate
+  // (a TraceEvent is large; moving them dominated lowering).
+  size_t max_events = p.tensors.size();
+  for (const Op& op : p.ops) max_events += 1 + op.inputs.size() + 2 * op.outputs.size();
+  tr.events.reserve(max_events);
+  out.event_phase.reserve(max_events);
+  out.buffers.reserve(p.tensors.size());
+
   // Buffer of each tensor: its own, or the donated input it aliases.
   std::vector<BufferId> buffer_of(p.tensors.size(), -1);
   auto add_buffer = [&](const Tensor& t) {
@@ -69,8 +77,9 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
     b.bytes = t.bytes();
     b.argument = t.entry_parameter;
     b.output = t.live_out;
-    out.buffers.push_back(b);
-    return b.id;
+    const BufferId id = b.id;
+    out.buffers.push_back(std::move(b));
+    return id;
   };
   auto emit = [&](TraceEvent e, Phase ph) {
     tr.events.push_back(std::move(e));
@@ -113,6 +122,7 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
   std::vector<int64_t> producer_event(p.tensors.size(), -1);
   std::vector<bool> handed_on(p.tensors.size(), false);  // buffer passed to an output
   std::vector<int64_t> op_event(p.ops.size(), -1);
+  std::vector<TensorId> touched;
   for (const Op& op : p.ops) {
     for (TensorId t : op.outputs) {
       const Tensor& tensor = p.tensor(t);
@@ -222,7 +232,7 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
       f.phase = op.phase;
       out.buffers[static_cast<size_t>(id)].free_event = emit(std::move(f), op.phase);
     };
-    std::vector<TensorId> touched = op.inputs;
+    touched.assign(op.inputs.begin(), op.inputs.end());
     touched.insert(touched.end(), op.outputs.begin(), op.outputs.end());
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());

@@ -97,7 +97,7 @@ std::vector<LayerTime> LayerTimes(const StepReport& r) {
   return out;
 }
 
-absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
+absl::StatusOr<StepReport> PrepareStep(const RunSpec& spec) {
   StepReport r;
   r.spec = spec;
   if (spec.program.present) {
@@ -115,10 +115,6 @@ absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
   LowerOptions lower_options;
   lower_options.reuse_operand_buffers = spec.framework == "jax";
   ASSIGN_OR_RETURN(r.lowered, LowerEager(r.program, lower_options));
-  r.capacity = spec.device.usable();
-  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(spec.allocator, r.capacity));
-  ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get()));
-  r.sim.oom.capacity = r.capacity;
   r.argument = r.lowered.argument_bytes;
   r.output = r.lowered.output_bytes;
   r.alias = r.lowered.alias_bytes;
@@ -140,15 +136,31 @@ absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
     r.temp_offsets.assign(r.lowered.buffers.size(), Bytes(-1));
     for (size_t i = 0; i < temps.size(); ++i) r.temp_offsets[static_cast<size_t>(temps[i].id)] = plan.offsets[i];
     r.peak = r.argument + r.output - r.alias + r.temp;
-  } else {
-    r.peak = r.sim.peak_live;
   }
-  r.fits = r.peak <= r.capacity && !r.sim.oom.happened;
   r.tokens_per_step =
       spec.program.present ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
+  return r;
+}
+
+absl::Status ReplayStep(StepReport& r) {
+  const RunSpec& spec = r.spec;
+  r.capacity = spec.device.usable();
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(spec.allocator, r.capacity));
+  ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get()));
+  r.sim.oom.capacity = r.capacity;
+  if (spec.framework != "jax") r.peak = r.sim.peak_live;
+  r.fits = r.peak <= r.capacity && !r.sim.oom.happened;
+  // Both read the simulation: per-layer times from event times, the
+  // eager peak's holders from the simulated peak.
   r.layer_times = LayerTimes(r);
   r.peak_holders = spec.framework == "jax" ? Holders(r.lowered, r.temp_peak_event, true, 4)
                                            : Holders(r.lowered, r.sim.peak_event, false, 4);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
+  ASSIGN_OR_RETURN(StepReport r, PrepareStep(spec));
+  RETURN_IF_ERROR(ReplayStep(r));
   return r;
 }
 

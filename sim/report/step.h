@@ -54,6 +54,16 @@ std::vector<LayerTime> LayerTimes(const StepReport& r);
 
 absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec);
 
+// SimulateStep in two stages, for callers that replay one step on several
+// devices (the advisor). PrepareStep does what does not depend on
+// spec.device: build, lower, XLA memory accounting and heap packing.
+// ReplayStep runs the engine on r.spec.device through r.spec.allocator and
+// fills capacity, sim, fits (and peak under eager semantics); it may be
+// called again after changing r.spec.device or r.spec.allocator.
+// REQUIRES (ReplayStep): r from PrepareStep.
+absl::StatusOr<StepReport> PrepareStep(const RunSpec& spec);
+absl::Status ReplayStep(StepReport& r);
+
 // A report for a trace that was recorded or written rather than lowered from
 // a model: its buffers come from the alloc/free events, memory is replayed
 // in trace order through `spec.allocator` on `spec.device` (eager

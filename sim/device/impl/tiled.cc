@@ -5,11 +5,26 @@
 
 namespace gpusim {
 
+MatmulTiling TiledKernelModel::Tiling(int64_t m, int64_t n, int64_t k, int64_t batch, int sms) const {
+  constexpr size_t kMaxMemo = 1 << 16;  // bound the memory of a long-lived model
+  const auto key = std::make_tuple(m, n, k, batch, sms);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = tilings_.find(key);
+    if (it != tilings_.end()) return it->second;
+  }
+  const MatmulTiling t = ChooseMatmulTiling(m, n, k, batch, sms, tiling_);
+  std::lock_guard<std::mutex> lock(mu_);
+  if (tilings_.size() >= kMaxMemo) tilings_.clear();
+  tilings_.emplace(key, t);
+  return t;
+}
+
 SimTime TiledKernelModel::Duration(const TraceEvent& e, const DeviceSpec& d) const {
   const bool shaped = e.kind == OpKind::kMatmul && e.m > 0 && e.n > 0 && e.k > 0 &&
                       e.batch > 0 && d.sms > 0;
   if (!shaped) return roofline_.Duration(e, d);
-  const MatmulTiling t = ChooseMatmulTiling(e.m, e.n, e.k, e.batch, d.sms, tiling_);
+  const MatmulTiling t = Tiling(e.m, e.n, e.k, e.batch, d.sms);
   const double bytes = static_cast<double>((e.bytes_read + e.bytes_written).value()) + t.split_k_bytes;
   const double mem_t = RooflineKernelModel::MemorySeconds(bytes, d);
   const double flop_t = RooflineKernelModel::MatmulSeconds(e.flops, e.dtype, d) / t.utilisation;

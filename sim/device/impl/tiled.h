@@ -10,8 +10,12 @@
 #ifndef GPUSIM_SIM_DEVICE_IMPL_TILED_H_
 #define GPUSIM_SIM_DEVICE_IMPL_TILED_H_
 
+#include <cstdint>
+#include <mutex>
+#include <tuple>
 #include <utility>
 
+#include "absl/container/flat_hash_map.h"
 #include "sim/device/impl/roofline.h"
 #include "sim/device/kernel_model.h"
 #include "sim/device/matmul_tiling.h"
@@ -26,8 +30,15 @@ class TiledKernelModel : public KernelModel {
   SimTime Duration(const TraceEvent& e, const DeviceSpec& d) const override;
 
  private:
+  // ChooseMatmulTiling is a pure function of the shape and the SM count, and
+  // a step repeats each shape once a layer: its results are memoised (the
+  // advisor's threads share the default model, hence the lock).
+  MatmulTiling Tiling(int64_t m, int64_t n, int64_t k, int64_t batch, int sms) const;
+
   TilingOptions tiling_;
   RooflineKernelModel roofline_;  // everything but shaped matmuls
+  mutable std::mutex mu_;
+  mutable absl::flat_hash_map<std::tuple<int64_t, int64_t, int64_t, int64_t, int>, MatmulTiling> tilings_;  // by mu_
 };
 
 }  // namespace gpusim
