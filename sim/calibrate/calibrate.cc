@@ -2,9 +2,11 @@
 #include "sim/calibrate/calibrate.h"
 
 #include <cmath>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sim/alloc/allocator.h"
 #include "sim/base/status.h"
 #include "sim/calibrate/least_squares.h"
 #include "sim/engine/engine.h"
@@ -50,7 +52,11 @@ DeviceSpec WithParameters(DeviceSpec d, const std::vector<FitParameter>& params,
 
 absl::StatusOr<TimeBreakdown> Time(const Prepared& c, const std::vector<FitParameter>& params,
                                    const std::vector<double>& values) {
-  ASSIGN_OR_RETURN(SimResult s, Simulate(c.trace, WithParameters(c.spec->run.device, params, values), nullptr));
+  // A fresh allocator per trial: its device calls are timed too (engine.h,
+  // Note [Allocator time]), and a cudaFree's drain depends on the timing.
+  const RunSpec& run = c.spec->run;
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(run.allocator, run.device.usable()));
+  ASSIGN_OR_RETURN(SimResult s, Simulate(c.trace, WithParameters(run.device, params, values), alloc.get()));
   return Breakdown(s);
 }
 
