@@ -30,10 +30,12 @@
 // The next event of that stream (the op that needed the buffer) starts after
 // the charge. The allocator starts empty, as in a first step: a warm caching
 // allocator pays again only when a step needs more than it has cached or
-// frees cached segments (the retry path, empty_cache). A costly alloc joins the critical path like a timed event. Only
-// strategies that log segment actions are charged (pytorch_caching, bfc);
-// ideal, the offline planners and the composites log none. The fit of
-// sim/calibrate replays with a fresh allocator per trial for the same reason.
+// frees cached segments (the retry path; torch.cuda.empty_cache() has no
+// trace event yet, so only the retry path frees here). A costly alloc joins
+// the critical path like a timed event. Only strategies that log segment
+// actions are charged (pytorch_caching, bfc); ideal, the offline planners
+// and the composites (best_of, fallback) log none. The fit of sim/calibrate
+// replays with a fresh allocator per trial for the same reason.
 #ifndef GPUSIM_SIM_ENGINE_ENGINE_H_
 #define GPUSIM_SIM_ENGINE_ENGINE_H_
 
