@@ -63,6 +63,22 @@ TEST_P(CalibrationSpecErrorTest, ReportsLocationAndPath) {
 }
 
 const std::string kCfg = kConfig;
+const std::string kTrace = GPUSIM_SOURCE_DIR "/traces/recorded/tracelens_h100_bert-small_inference.pt.trace.json.gz";
+
+TEST(CalibrationSpecTest, ParsesKernelCases) {
+  const std::string path = Write("kernels.yaml", "cases:\n  - name: k\n    kineto: " + kTrace +
+                                                     "\n    device: h100-sxm-80gb\n    source: s\n    fit: false\n");
+  auto s = LoadCalibrationSpec(path);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->cases.size(), 1u);
+  EXPECT_TRUE(s->cases[0].is_kernel_case());
+  EXPECT_EQ(s->cases[0].kineto_path, kTrace);
+  EXPECT_EQ(s->cases[0].run.device.name, "h100-sxm-80gb");
+  EXPECT_FALSE(s->cases[0].fit);
+  auto shipped = LoadCalibrationSpec(GPUSIM_SOURCE_DIR "/traces/calibration/h100_kineto_kernels.yaml");
+  ASSERT_TRUE(shipped.ok()) << shipped.status();
+  EXPECT_TRUE(shipped->cases[0].is_kernel_case());
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Errors, CalibrationSpecErrorTest,
@@ -101,7 +117,32 @@ INSTANTIATE_TEST_SUITE_P(
                 "cases:\n  - {name: a, config: " + kCfg + ", source: s, fit: false}\n  - {name: a, config: " +
                     kCfg + ", source: s, fit: false}\n",
                 "3:12: cases[1].name: duplicate case name 'a'"},
-        BadCase{"no_cases", "name: x\n", "1:1: cases: missing required key"}),
+        BadCase{"no_cases", "name: x\n", "1:1: cases: missing required key"},
+        BadCase{"config_and_kineto",
+                "cases:\n  - name: a\n    config: " + kCfg + "\n    kineto: " + kTrace + "\n    source: s\n",
+                "2:5: cases[0]: expected one of 'config' (a measured run) or 'kineto' (a recorded trace), got both"},
+        BadCase{"neither", "cases:\n  - name: a\n    source: s\n",
+                "2:5: cases[0]: missing required key 'config' (a measured run) or 'kineto' (a recorded trace)"},
+        BadCase{"kineto_measured",
+                "cases:\n  - name: a\n    kineto: " + kTrace +
+                    "\n    device: h100-sxm-80gb\n    measured: {step_time_s: 1}\n    source: s\n",
+                "5:15: cases[0].measured: not allowed in a kineto case (its measurements are the trace's kernel "
+                "durations)"},
+        BadCase{"kineto_no_device", "cases:\n  - name: a\n    kineto: " + kTrace + "\n    source: s\n",
+                "2:5: cases[0].device: missing required key"},
+        BadCase{"kineto_bad_device",
+                "cases:\n  - name: a\n    kineto: " + kTrace + "\n    device: nowhere/gpu.yaml\n    source: s\n",
+                "4:13: cases[0].device: no such file '" +
+                    std::filesystem::path(::testing::TempDir() + "/nowhere/gpu.yaml").lexically_normal().string() +
+                    "'"},
+        BadCase{"kineto_no_file", "cases:\n  - name: a\n    kineto: nowhere.json.gz\n    device: h100-sxm-80gb\n",
+                "3:13: cases[0].kineto: no such file '" +
+                    std::filesystem::path(::testing::TempDir() + "/nowhere.json.gz").lexically_normal().string() +
+                    "'"},
+        BadCase{"config_device",
+                "cases:\n  - name: a\n    config: " + kCfg + "\n    device: h100-sxm-80gb\n    source: s\n",
+                "4:13: cases[0].device: not allowed in a config case (the device comes from its run config); "
+                "kineto cases name one"}),
     [](const ::testing::TestParamInfo<BadCase>& i) { return i.param.name; });
 
 }  // namespace

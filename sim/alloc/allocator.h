@@ -77,6 +77,7 @@ struct AllocatorEvent {
   Bytes size;
   StreamId stream = 0;
   BufferId buffer = -1;  // kAlloc / kFree only
+  int64_t pages = 0;     // kSegmentMap / kSegmentUnmap: physical pages (handles) mapped or unmapped
 };
 
 class Allocator {
@@ -118,8 +119,9 @@ class Allocator {
   void RecordEventsTo(std::vector<AllocatorEvent>* sink) { events_ = sink; }
 
  protected:
-  void Record(AllocatorAction action, uint64_t addr, Bytes size, StreamId stream, BufferId buffer = -1) {
-    if (events_ != nullptr) events_->push_back({action, addr, size, stream, buffer});
+  void Record(AllocatorAction action, uint64_t addr, Bytes size, StreamId stream, BufferId buffer = -1,
+              int64_t pages = 0) {
+    if (events_ != nullptr) events_->push_back({action, addr, size, stream, buffer, pages});
   }
   bool recording() const { return events_ != nullptr; }
 

@@ -54,6 +54,7 @@ class SimTime {
   constexpr auto operator<=>(const SimTime&) const = default;
   constexpr SimTime operator+(SimTime o) const { return SimTime(ns_ + o.ns_); }
   constexpr SimTime operator-(SimTime o) const { return SimTime(ns_ - o.ns_); }
+  constexpr SimTime operator*(int64_t k) const { return SimTime(ns_ * k); }
   constexpr SimTime& operator+=(SimTime o) { ns_ += o.ns_; return *this; }
 
  private:

@@ -1,12 +1,16 @@
 // The calibration fit; see calibrate.h, Note [Calibration fit].
 #include "sim/calibrate/calibrate.h"
 
+#include <algorithm>
 #include <cmath>
+#include <memory>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "sim/alloc/allocator.h"
 #include "sim/base/status.h"
 #include "sim/calibrate/least_squares.h"
+#include "sim/device/timing.h"
 #include "sim/engine/engine.h"
 #include "sim/report/step.h"
 
@@ -20,6 +24,14 @@ struct Prepared {
   TimeBreakdown before;
   Bytes predicted_bytes{-1};
 };
+
+// One kernel case's measurements.
+struct PreparedKernels {
+  const CalibrationCase* spec;
+  KernelMeasurements m;
+};
+
+SimTime PredictOp(const KernelMeasurement& op, const DeviceSpec& d) { return EventDuration(op.event, d); }
 
 TimeBreakdown Breakdown(const SimResult& s) {
   return {s.step_time, s.compute_busy, s.collective_busy, s.exposed_communication, s.recompute_busy};
@@ -50,7 +62,11 @@ DeviceSpec WithParameters(DeviceSpec d, const std::vector<FitParameter>& params,
 
 absl::StatusOr<TimeBreakdown> Time(const Prepared& c, const std::vector<FitParameter>& params,
                                    const std::vector<double>& values) {
-  ASSIGN_OR_RETURN(SimResult s, Simulate(c.trace, WithParameters(c.spec->run.device, params, values), nullptr));
+  // A fresh allocator per trial: its device calls are timed too (engine.h,
+  // Note [Allocator time]), and a cudaFree's drain depends on the timing.
+  const RunSpec& run = c.spec->run;
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(run.allocator, run.device.usable()));
+  ASSIGN_OR_RETURN(SimResult s, Simulate(c.trace, WithParameters(run.device, params, values), alloc.get()));
   return Breakdown(s);
 }
 
@@ -62,8 +78,9 @@ struct Fit {
 };
 
 // Fits `params` to the fit cases in `cases` except `skip` (-1: none).
-absl::StatusOr<Fit> FitParameters(const std::vector<Prepared>& cases, const std::vector<FitParameter>& params,
-                                  const std::vector<double>& initial, double prior_weight, int skip) {
+absl::StatusOr<Fit> FitParameters(const std::vector<Prepared>& cases, const std::vector<PreparedKernels>& kernels,
+                                  const std::vector<FitParameter>& params, const std::vector<double>& initial,
+                                  double prior_weight, int skip) {
   LeastSquaresProblem p;
   for (size_t i = 0; i < params.size(); ++i) {
     p.x0.push_back(std::log(initial[i]));
@@ -73,6 +90,9 @@ absl::StatusOr<Fit> FitParameters(const std::vector<Prepared>& cases, const std:
   p.data_residuals = 0;
   for (size_t k = 0; k < cases.size(); ++k) {
     if (cases[k].spec->fit && static_cast<int>(k) != skip) ++p.data_residuals;
+  }
+  for (const PreparedKernels& kc : kernels) {
+    if (kc.spec->fit) p.data_residuals += kc.m.ops.size();
   }
   absl::Status error;
   const double sqrt_w = std::sqrt(prior_weight);
@@ -89,6 +109,18 @@ absl::StatusOr<Fit> FitParameters(const std::vector<Prepared>& cases, const std:
         continue;
       }
       r.push_back(RelError(t->step.seconds(), c.measured.step_time_s));
+    }
+    if (!kernels.empty()) {
+      const DeviceSpec d = WithParameters(kernels[0].spec->run.device, params, values);
+      for (const PreparedKernels& kc : kernels) {
+        if (!kc.spec->fit || kc.m.ops.empty()) continue;
+        double total = 0;
+        for (const KernelMeasurement& op : kc.m.ops) total += op.measured.seconds();
+        for (const KernelMeasurement& op : kc.m.ops) {
+          const double w = std::sqrt(op.measured.seconds() / total);
+          r.push_back(w * RelError(PredictOp(op, d).seconds(), op.measured.seconds()));
+        }
+      }
     }
     for (size_t i = 0; i < u.size(); ++i) r.push_back(sqrt_w * (u[i] - p.x0[i]));
     return r;
@@ -109,6 +141,50 @@ std::optional<double> Rms(const std::vector<double>& v) {
   return std::sqrt(s / static_cast<double>(v.size()));
 }
 
+KernelCaseResult KernelResult(const PreparedKernels& kc, const DeviceSpec& before, const DeviceSpec& after) {
+  const CalibrationCase& c = *kc.spec;
+  KernelCaseResult out;
+  out.name = c.name;
+  out.fit = c.fit;
+  out.source = c.source;
+  out.hardware = c.hardware;
+  out.software = c.software;
+  out.trace = kc.m.trace;
+  out.trace_device = kc.m.device_name;
+  out.kernels = kc.m.kernels;
+  out.skipped_kernels = kc.m.skipped_kernels;
+  out.skipped = kc.m.skipped;
+  std::array<std::vector<double>, kNumKernelClasses + 1> err_before, err_after;
+  for (size_t i = 0; i < kNumKernelClasses; ++i) {
+    out.classes[i].kernels = kc.m.classes[i].kernels;
+    out.classes[i].sized_kernels = kc.m.classes[i].sized_kernels;
+    out.total.kernels += kc.m.classes[i].kernels;
+    out.total.sized_kernels += kc.m.classes[i].sized_kernels;
+  }
+  for (const KernelMeasurement& op : kc.m.ops) {
+    const size_t i = static_cast<size_t>(op.kernel_class);
+    const SimTime b = PredictOp(op, before), a = PredictOp(op, after);
+    for (size_t slot : {i, static_cast<size_t>(kNumKernelClasses)}) {
+      KernelClassResult& r = slot == i ? out.classes[i] : out.total;
+      ++r.ops;
+      r.measured += op.measured;
+      r.predicted_before += b;
+      r.predicted_after += a;
+      err_before[slot].push_back(RelError(b.seconds(), op.measured.seconds()));
+      err_after[slot].push_back(RelError(a.seconds(), op.measured.seconds()));
+    }
+  }
+  for (size_t slot = 0; slot <= kNumKernelClasses; ++slot) {
+    KernelClassResult& r = slot < kNumKernelClasses ? out.classes[slot] : out.total;
+    if (r.ops == 0 || r.measured.ns() <= 0) continue;
+    r.time_error_before = RelError(r.predicted_before.seconds(), r.measured.seconds());
+    r.time_error_after = RelError(r.predicted_after.seconds(), r.measured.seconds());
+    r.rms_error_before = Rms(err_before[slot]);
+    r.rms_error_after = Rms(err_after[slot]);
+  }
+  return out;
+}
+
 }  // namespace
 
 absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
@@ -120,7 +196,21 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
   out.initial_device = spec.cases[0].run.device;
 
   std::vector<Prepared> prepared;
+  std::vector<PreparedKernels> kernels;
   for (const CalibrationCase& c : spec.cases) {
+    if (c.is_kernel_case()) {
+      absl::StatusOr<KernelMeasurements> m = LoadKernelMeasurements(c.kineto_path);
+      if (!m.ok()) {
+        return absl::Status(m.status().code(), absl::StrCat(c.location.ToString(), ": case '", c.name,
+                                                            "': ", m.status().message()));
+      }
+      if (c.fit && !m->ops.empty()) {
+        ++out.fit_cases;
+        out.fit_ops += static_cast<int>(m->ops.size());
+      }
+      kernels.push_back({&c, *std::move(m)});
+      continue;
+    }
     absl::StatusOr<StepReport> r = SimulateStep(c.run);
     if (!r.ok()) {
       return absl::Status(r.status().code(), absl::StrCat(c.location.ToString(), ": case '", c.name,
@@ -135,10 +225,13 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
   for (const FitParameter& fp : spec.parameters) {
     initial.push_back(FindDeviceParameter(fp.name)->get(out.initial_device));
   }
-  out.underdetermined = out.fit_cases < static_cast<int>(spec.parameters.size());
+  const int kernel_fit_cases = static_cast<int>(std::count_if(
+      kernels.begin(), kernels.end(), [](const PreparedKernels& k) { return k.spec->fit && !k.m.ops.empty(); }));
+  const int data_points = out.fit_cases - kernel_fit_cases + out.fit_ops;
+  out.underdetermined = data_points < static_cast<int>(spec.parameters.size());
   std::vector<double> fitted = initial;
   if (out.fit_cases > 0) {
-    ASSIGN_OR_RETURN(Fit f, FitParameters(prepared, spec.parameters, initial, spec.prior_weight, -1));
+    ASSIGN_OR_RETURN(Fit f, FitParameters(prepared, kernels, spec.parameters, initial, spec.prior_weight, -1));
     fitted = f.values;
     out.iterations = f.iterations;
     out.evaluations = f.evaluations;
@@ -153,7 +246,7 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
   out.calibrated_device.name = absl::StrCat(out.initial_device.name, "-calibrated");
 
   std::vector<double> err_before, err_after, err_loo;
-  const bool loo = out.fit_cases >= 3;
+  const bool loo = out.fit_cases - kernel_fit_cases >= 3;
   for (size_t k = 0; k < prepared.size(); ++k) {
     const Prepared& p = prepared[k];
     const CalibrationCase& c = *p.spec;
@@ -180,7 +273,7 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
                                 static_cast<double>(c.measured.peak_bytes.value()));
     }
     if (loo && c.fit) {
-      ASSIGN_OR_RETURN(Fit f, FitParameters(prepared, spec.parameters, initial, spec.prior_weight,
+      ASSIGN_OR_RETURN(Fit f, FitParameters(prepared, kernels, spec.parameters, initial, spec.prior_weight,
                                             static_cast<int>(k)));
       ASSIGN_OR_RETURN(TimeBreakdown t, Time(p, spec.parameters, f.values));
       cr.loo_step = t.step;
@@ -188,6 +281,9 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
       err_loo.push_back(*cr.loo_error);
     }
     out.cases.push_back(std::move(cr));
+  }
+  for (const PreparedKernels& kc : kernels) {
+    out.kernel_cases.push_back(KernelResult(kc, out.initial_device, out.calibrated_device));
   }
   out.rms_error_before = Rms(err_before);
   out.rms_error_after = Rms(err_after);

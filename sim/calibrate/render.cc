@@ -15,6 +15,10 @@ std::string Pct(const std::optional<double>& v) {
   return v.has_value() ? absl::StrFormat("%+.2f%%", 100 * *v) : std::string("-");
 }
 
+std::string Rms(const std::optional<double>& v) {
+  return v.has_value() ? absl::StrFormat("%.2f%%", 100 * *v) : std::string("-");
+}
+
 std::string Sec(SimTime t) { return absl::StrFormat("%.4f", t.seconds()); }
 
 void Breakdown(JsonWriter& j, std::string_view key, const TimeBreakdown& t, Bytes bytes) {
@@ -44,6 +48,9 @@ std::string Quoted(std::string_view text) {
   return out + "\"";
 }
 
+void RenderStepCases(const CalibrationResult& r, std::string& s);
+void RenderKernelCase(const KernelCaseResult& k, std::string& s);
+
 }  // namespace
 
 std::string RenderCalibrationText(const CalibrationResult& r) {
@@ -55,6 +62,21 @@ std::string RenderCalibrationText(const CalibrationResult& r) {
     absl::StrAppend(&s, "; underdetermined: regularised toward the device file (prior_weight ",
                     Num(r.prior_weight), ")");
   }
+  if (r.fit_ops > 0) absl::StrAppend(&s, "; ", r.fit_ops, " sized op(s) from kernel traces");
+  if (!r.cases.empty()) RenderStepCases(r, s); else s += "\n";
+  for (const KernelCaseResult& k : r.kernel_cases) RenderKernelCase(k, s);
+  absl::StrAppend(&s, "\nParameters        initial     fitted      bounds\n");
+  for (const ParameterResult& p : r.parameters) {
+    absl::StrAppend(&s, absl::StrFormat("  %-22s %-10s  %-10s  [%s, %s]%s\n", p.name, Num(p.initial),
+                                        Num(p.fitted), Num(p.min), Num(p.max), p.at_bound ? "  at bound" : ""));
+  }
+  absl::StrAppend(&s, "  (", r.iterations, " iterations, ", r.evaluations, " evaluations)\n");
+  return s;
+}
+
+namespace {
+
+void RenderStepCases(const CalibrationResult& r, std::string& s) {
   absl::StrAppend(&s, "\n\nStep time (s)          measured  before   error    after    error    loo\n");
   for (const CaseResult& c : r.cases) {
     absl::StrAppend(&s, absl::StrFormat("  %-20s %s %-8s  %s  %-8s %s  %-8s %s\n", c.name, c.fit ? "*" : " ",
@@ -79,14 +101,33 @@ std::string RenderCalibrationText(const CalibrationResult& r) {
                                         FormatBytes(c.measured.peak_bytes), FormatBytes(c.predicted_bytes),
                                         Pct(c.bytes_error)));
   }
-  absl::StrAppend(&s, "\nParameters        initial     fitted      bounds\n");
-  for (const ParameterResult& p : r.parameters) {
-    absl::StrAppend(&s, absl::StrFormat("  %-22s %-10s  %-10s  [%s, %s]%s\n", p.name, Num(p.initial),
-                                        Num(p.fitted), Num(p.min), Num(p.max), p.at_bound ? "  at bound" : ""));
-  }
-  absl::StrAppend(&s, "  (", r.iterations, " iterations, ", r.evaluations, " evaluations)\n");
-  return s;
 }
+
+std::string Ms(SimTime t) { return absl::StrFormat("%.3f", t.seconds() * 1e3); }
+
+void RenderKernelCase(const KernelCaseResult& k, std::string& s) {
+  absl::StrAppend(&s, "\nKernels: ", k.name, k.fit ? " (fit)" : " (held out)", " from ", k.trace,
+                  k.trace_device.empty() ? "" : absl::StrCat(" (recorded on ", k.trace_device, ")"), "\n");
+  absl::StrAppend(&s, "  ", k.kernels, " kernels: ", k.kernels - k.skipped_kernels, " in ", k.total.ops,
+                  " sized ops, ", k.skipped_kernels, " skipped (cannot be sized)\n");
+  for (const auto& [reason, n] : k.skipped) absl::StrAppend(&s, "    skipped ", n, ": ", reason, "\n");
+  absl::StrAppend(&s,
+                  "  class        kernels  sized   ops   measured ms  before ms  error     rms      "
+                  "after ms   error     rms\n");
+  auto row = [&](std::string_view name, const KernelClassResult& c) {
+    absl::StrAppend(&s, absl::StrFormat("  %-11s  %7d  %5d  %5d  %11s  %9s  %-8s  %-7s  %9s  %-8s  %s\n", name,
+                                        c.kernels, c.sized_kernels, c.ops, Ms(c.measured), Ms(c.predicted_before),
+                                        Pct(c.time_error_before), Rms(c.rms_error_before), Ms(c.predicted_after),
+                                        Pct(c.time_error_after), Rms(c.rms_error_after)));
+  };
+  for (int i = 0; i < kNumKernelClasses; ++i) {
+    row(KernelClassName(static_cast<KernelClass>(i)), k.classes[static_cast<size_t>(i)]);
+  }
+  row("all", k.total);
+  absl::StrAppend(&s, "  (error: summed predicted / summed measured - 1; rms: of the ops' relative errors)\n");
+}
+
+}  // namespace
 
 std::string RenderCalibrationJson(const CalibrationResult& r) {
   JsonWriter j;
@@ -104,6 +145,7 @@ std::string RenderCalibrationJson(const CalibrationResult& r) {
   OptDouble(j, "rms_error_before", r.rms_error_before);
   OptDouble(j, "rms_error_after", r.rms_error_after);
   OptDouble(j, "loo_rms_error", r.loo_rms_error);
+  j.Int("fit_ops", r.fit_ops);
   j.EndObject();
   j.BeginObject("parameters");
   for (const ParameterResult& p : r.parameters) {
@@ -151,6 +193,44 @@ std::string RenderCalibrationJson(const CalibrationResult& r) {
     j.EndObject();
   }
   j.EndArray();
+  j.BeginArray("kernel_cases");
+  for (const KernelCaseResult& k : r.kernel_cases) {
+    j.BeginObject();
+    j.String("name", k.name);
+    j.Bool("fit", k.fit);
+    j.String("trace", k.trace);
+    j.String("trace_device", k.trace_device);
+    j.Int("kernels", k.kernels);
+    j.Int("skipped_kernels", k.skipped_kernels);
+    j.BeginObject("skipped");
+    for (const auto& [reason, n] : k.skipped) j.Int(reason, n);
+    j.EndObject();
+    j.BeginObject("classes");
+    auto cls = [&](std::string_view name, const KernelClassResult& c) {
+      j.BeginObject(name);
+      j.Int("kernels", c.kernels);
+      j.Int("sized_kernels", c.sized_kernels);
+      j.Int("ops", c.ops);
+      j.Double("measured_s", c.measured.seconds());
+      j.Double("predicted_before_s", c.predicted_before.seconds());
+      j.Double("predicted_after_s", c.predicted_after.seconds());
+      OptDouble(j, "time_error_before", c.time_error_before);
+      OptDouble(j, "time_error_after", c.time_error_after);
+      OptDouble(j, "rms_error_before", c.rms_error_before);
+      OptDouble(j, "rms_error_after", c.rms_error_after);
+      j.EndObject();
+    };
+    for (int i = 0; i < kNumKernelClasses; ++i) {
+      cls(KernelClassName(static_cast<KernelClass>(i)), k.classes[static_cast<size_t>(i)]);
+    }
+    cls("all", k.total);
+    j.EndObject();
+    j.String("source", k.source);
+    j.String("hardware", k.hardware);
+    j.String("software", k.software);
+    j.EndObject();
+  }
+  j.EndArray();
   j.EndObject();
   return j.Finish();
 }
@@ -166,6 +246,11 @@ std::string CalibratedDeviceYaml(const CalibrationResult& r) {
                     c.measured.step_time_s > 0 ? absl::StrCat(Num(c.measured.step_time_s), " s") : "-",
                     ", predicted ", Sec(c.before.step), " s before (", Pct(c.step_error_before), "), ",
                     Sec(c.after.step), " s after (", Pct(c.step_error_after), ")\n");
+  }
+  for (const KernelCaseResult& k : r.kernel_cases) {
+    absl::StrAppend(&s, "#   ", k.name, k.fit ? " (fit)" : " (held out)", ": ", k.total.ops,
+                    " sized ops of a Kineto trace, summed kernel time error ", Pct(k.total.time_error_before),
+                    " before, ", Pct(k.total.time_error_after), " after\n");
   }
   for (const ParameterResult& p : r.parameters) {
     absl::StrAppend(&s, "#   ", p.name, ": ", Num(p.initial), " -> ", Num(p.fitted), p.at_bound ? " (at bound)" : "",
@@ -188,6 +273,8 @@ std::string CalibratedDeviceYaml(const CalibrationResult& r) {
   absl::StrAppend(&s, "efficiency:\n  matmul: ", Num(d.matmul_efficiency), "\n  attention: ",
                   Num(d.attention_efficiency), "\n  memory: ", Num(d.memory_efficiency), "\n  collective: ",
                   Num(d.collective_efficiency), "\n");
+  absl::StrAppend(&s, "allocator_cost:\n  malloc: ", d.malloc_cost.ns(), "ns\n  free: ", d.free_cost.ns(),
+                  "ns\n  map_page: ", d.map_page_cost.ns(), "ns\n  unmap_page: ", d.unmap_page_cost.ns(), "ns\n");
   return s;
 }
 

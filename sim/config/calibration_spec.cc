@@ -32,7 +32,7 @@ const Schema& CalibrationSchema() {
       {L("name"), L("description"),
        {"parameters", Schema::FreeMap(Strict({L("min"), L("max")}))},
        L("prior_weight"),
-       {"cases", Schema::List(Strict({L("name"), L("config"), L("set"),
+       {"cases", Schema::List(Strict({L("name"), L("config"), L("kineto"), L("device"), L("set"),
                                       {"measured", Strict({L("step_time_s"), L("peak_bytes"), L("metric")})},
                                       L("hardware"), L("software"), L("source"), L("fit")}))}}));
   return *s;
@@ -176,17 +176,49 @@ absl::StatusOr<CalibrationCase> ParseCase(const ConfigNode& node, const std::str
   CalibrationCase c;
   c.location = node.location();
   RETURN_IF_ERROR(f.String("name", &c.name, true));
-  std::string config;
-  RETURN_IF_ERROR(f.String("config", &config, true));
-  c.config_path = (fs::path(dir) / config).lexically_normal().string();
-  if (fs::path(config).is_absolute()) c.config_path = config;
-  {
-    std::error_code ec;
-    if (!fs::is_regular_file(c.config_path, ec)) {
-      return Error(f.Get("config")->location(), f.Path("config"),
-                   absl::StrCat("no such file '", c.config_path, "'"));
-    }
+  const bool has_config = f.Get("config") != nullptr, has_kineto = f.Get("kineto") != nullptr;
+  if (has_config == has_kineto) {
+    return Error(c.location, path,
+                 has_config ? "expected one of 'config' (a measured run) or 'kineto' (a recorded trace), got both"
+                            : "missing required key 'config' (a measured run) or 'kineto' (a recorded trace)");
   }
+  auto resolve = [&](absl::string_view key, std::string* out) -> absl::Status {
+    std::string rel;
+    RETURN_IF_ERROR(f.String(key, &rel, true));
+    *out = fs::path(rel).is_absolute() ? rel : (fs::path(dir) / rel).lexically_normal().string();
+    std::error_code ec;
+    if (!fs::is_regular_file(*out, ec)) {
+      return Error(f.Get(key)->location(), f.Path(key), absl::StrCat("no such file '", *out, "'"));
+    }
+    return absl::OkStatus();
+  };
+  if (has_kineto) {
+    RETURN_IF_ERROR(resolve("kineto", &c.kineto_path));
+    for (absl::string_view key : {"set", "measured"}) {
+      if (const ConfigNode* n = f.Get(key); n != nullptr) {
+        return Error(n->location(), f.Path(key),
+                     "not allowed in a kineto case (its measurements are the trace's kernel durations)");
+      }
+    }
+    std::string device;
+    RETURN_IF_ERROR(f.String("device", &device, true));
+    absl::StatusOr<DeviceSpec> d = LoadDeviceSpec(device, dir);
+    if (!d.ok()) {
+      return absl::Status(d.status().code(), absl::StrCat(f.Get("device")->location().ToString(), ": ",
+                                                          f.Path("device"), ": ", d.status().message()));
+    }
+    c.run.device = *std::move(d);
+    RETURN_IF_ERROR(f.String("hardware", &c.hardware, false));
+    RETURN_IF_ERROR(f.String("software", &c.software, false));
+    RETURN_IF_ERROR(f.String("source", &c.source, true));
+    RETURN_IF_ERROR(f.Bool("fit", &c.fit));
+    return c;
+  }
+  if (const ConfigNode* n = f.Get("device"); n != nullptr) {
+    return Error(n->location(), f.Path("device"),
+                 "not allowed in a config case (the device comes from its run config); kineto cases name one");
+  }
+  RETURN_IF_ERROR(resolve("config", &c.config_path));
   if (const ConfigNode* set = f.Get("set"); set != nullptr && !set->is_null()) {
     bool good = set->is_sequence();
     if (good) {

@@ -21,6 +21,15 @@
 //       software: MaxText 4bf3beaa, JAX ... # free text, optional
 //       source: https://...                 # required: where the numbers are from
 //       fit: true                           # default true
+//     - name: bert_kernels                  # a kernel case: per-op measurements
+//       kineto: ../recorded/x.pt.trace.json.gz  # a Kineto trace (relative to this file)
+//       device: h100-sxm-80gb               # NAME or PATH, as in a run config
+//       source: https://...                 # required; hardware, software, fit as above
+//
+// A case has exactly one of `config` (a run with measured step time / peak)
+// or `kineto` (kernel durations of a recorded trace as per-op measurements,
+// sim/calibrate/kernel_measurements.h); a kineto case takes no `set` or
+// `measured`, and needs `device`.
 //
 // prior_weight w adds w·Σ ln²(p / p₀) to the least-squares objective: with
 // fewer fit cases than parameters the fit then moves each parameter as little
@@ -62,13 +71,15 @@ struct MeasuredRun {
 
 struct CalibrationCase {
   std::string name;
-  std::string config_path;              // resolved against the file's folder
+  std::string config_path;              // resolved against the file's folder; empty for kineto
+  std::string kineto_path;              // a kernel case's trace, resolved likewise; else empty
   std::vector<std::string> overrides;   // `set`
   MeasuredRun measured;
   std::string hardware, software, source;
   bool fit = true;
   SourceLocation location;              // the case's mapping
-  RunSpec run;                          // the loaded run config
+  RunSpec run;                          // the loaded run config (kineto: only .device)
+  bool is_kernel_case() const { return !kineto_path.empty(); }
 };
 
 // A device parameter calibration may fit: a positive number read from and

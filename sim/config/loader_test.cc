@@ -104,6 +104,8 @@ TEST_F(ConfigLoaderTest, LoadsByNameWithDefaults) {
   EXPECT_EQ(d.attention_efficiency, 0.60);
   EXPECT_EQ(d.memory_efficiency, 0.85);
   EXPECT_EQ(d.collective_efficiency, 0.80);
+  EXPECT_EQ(d.malloc_cost.ns(), 50000);  // allocator_cost defaults (estimates)
+  EXPECT_EQ(d.unmap_page_cost.ns(), 50000);
   EXPECT_EQ(r->model.n_kv_heads, 8);  // defaults to n_heads
   EXPECT_EQ(r->model.weight_dtype, DType::kF32);
   EXPECT_EQ(r->framework, "jax");
@@ -221,6 +223,13 @@ TEST_F(ConfigLoaderTest, WrongTypeErrors) {
   EXPECT_EQ(LoadError(std::string(kRun) + "batch: {seq_len: 1.5}\n"),
             Path("runs/run.yaml") +
                 ":3:18: batch.seq_len: expected an integer, got '1.5'");
+  EXPECT_EQ(LoadError("device: {from: testgpu, allocator_cost: {malloc: 50}}\nmodel: tiny\n"),
+            Path("runs/run.yaml") +
+                ":1:50: device.allocator_cost.malloc: expected a duration with a unit (ns, us, ms or s) "
+                "such as 5us; got '50'");
+  EXPECT_EQ(LoadError("device: {from: testgpu, allocator_cost: {mallc: 5us}}\nmodel: tiny\n"),
+            Path("runs/run.yaml") +
+                ":1:42: device.allocator_cost: unknown key 'mallc' (did you mean 'malloc'?)");
   EXPECT_EQ(LoadError(std::string(kRun) + "loop: 3\n"),
             Path("runs/run.yaml") + ":3:7: loop: expected a mapping, got '3'");
 }
@@ -347,6 +356,7 @@ TEST(ConfigShippedTest, EveryShippedDeviceAndModelLoads) {
     ASSERT_TRUE(d.ok()) << d.status();
     EXPECT_EQ(d->name, name);
     EXPECT_LT(d->context_reserve, d->cuda_total);
+    EXPECT_GT(d->malloc_cost.ns(), 0) << name;  // every device file states its allocator costs
   }
   for (const std::string& name : ListModelNames()) {
     absl::StatusOr<ModelSpec> m = LoadModelSpec(name);

@@ -64,7 +64,9 @@ std::vector<SchemaField> DeviceFields() {
           M("links", {L("nvlink"), L("pcie"), L("network"), L("latency")}),
           L("launch_overhead"),
           M("efficiency",
-            {L("matmul"), L("attention"), L("memory"), L("collective")})};
+            {L("matmul"), L("attention"), L("memory"), L("collective")}),
+          M("allocator_cost",
+            {L("malloc"), L("free"), L("map_page"), L("unmap_page")})};
 }
 
 std::vector<SchemaField> ModelFields() {

@@ -38,6 +38,13 @@ struct DeviceSpec {
   double attention_efficiency = 0;  // efficiency.attention (flash kernels)
   double memory_efficiency = 0;     // efficiency.memory (streaming ops)
   double collective_efficiency = 0; // efficiency.collective (bus bandwidth)
+  // allocator_cost: device-memory calls an allocator makes, charged to the
+  // stream of the allocation that triggered them (engine.h, Note [Allocator
+  // time]).
+  SimTime malloc_cost;         // allocator_cost.malloc: one cudaMalloc (a new segment)
+  SimTime free_cost;           // allocator_cost.free: one cudaFree, after the device drains
+  SimTime map_page_cost;       // allocator_cost.map_page: one expandable-segment page mapped
+  SimTime unmap_page_cost;     // allocator_cost.unmap_page: one page unmapped, after its stream drains
   std::string source_file;          // where it was read from
 
   // Bytes an allocator may use: CUDA total minus the context reserve.

@@ -553,6 +553,8 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   d.attention_efficiency = 0.60;
   d.memory_efficiency = 0.85;
   d.collective_efficiency = 0.80;
+  // Estimates; see configs/devices/h100-sxm-80gb.yaml, allocator_cost.
+  d.malloc_cost = d.free_cost = d.map_page_cost = d.unmap_page_cost = SimTime(50000);
 
   Reader r = Reader::Top(node, DeviceSchema(), path, &status);
   r.String("name", &d.name, kRequired);
@@ -591,6 +593,11 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   eff.Fraction("attention", &d.attention_efficiency);
   eff.Fraction("memory", &d.memory_efficiency);
   eff.Fraction("collective", &d.collective_efficiency);
+  Reader cost = r.Map("allocator_cost");
+  cost.Unit("malloc", &d.malloc_cost, kOptional, ParseDuration, kTimeWhat);
+  cost.Unit("free", &d.free_cost, kOptional, ParseDuration, kTimeWhat);
+  cost.Unit("map_page", &d.map_page_cost, kOptional, ParseDuration, kTimeWhat);
+  cost.Unit("unmap_page", &d.unmap_page_cost, kOptional, ParseDuration, kTimeWhat);
   RETURN_IF_ERROR(status);
   return d;
 }

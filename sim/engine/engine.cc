@@ -8,6 +8,67 @@
 
 namespace gpusim {
 
+namespace {
+
+// The charge of one alloc's device calls on `stream` (Note [Allocator time]).
+struct AllocCharge {
+  SimTime begin;        // when the calls start (after any drain they wait for)
+  SimTime end;          // when the stream is free again
+  int64_t waited_for = -1;  // the event whose end a drain waited for, or -1
+};
+
+AllocCharge ChargeAllocatorActions(const std::vector<AllocatorEvent>& actions, StreamId stream,
+                                   const std::vector<SimTime>& stream_ready,
+                                   const std::vector<int64_t>& stream_last, const DeviceSpec& d,
+                                   SimResult& r) {
+  AllocCharge c;
+  SimTime t = stream_ready[static_cast<size_t>(stream)];
+  SimTime cost(0);
+  auto wait_for = [&](size_t s) {
+    if (stream_ready[s] > t) {
+      t = stream_ready[s];
+      c.waited_for = stream_last[s];
+    }
+  };
+  for (const AllocatorEvent& a : actions) {
+    switch (a.action) {
+      case AllocatorAction::kSegmentAlloc:
+        ++r.segment_allocs;
+        cost += d.malloc_cost;
+        t += d.malloc_cost;
+        break;
+      case AllocatorAction::kSegmentMap:
+        r.pages_mapped += a.pages;
+        cost += d.map_page_cost * a.pages;
+        t += d.map_page_cost * a.pages;
+        break;
+      case AllocatorAction::kSegmentFree:
+        ++r.segment_frees;
+        for (size_t s = 0; s < stream_ready.size(); ++s) wait_for(s);
+        cost += d.free_cost;
+        t += d.free_cost;
+        break;
+      case AllocatorAction::kSegmentUnmap:
+        r.pages_unmapped += a.pages;
+        if (a.stream >= 0 && static_cast<size_t>(a.stream) < stream_ready.size()) {
+          wait_for(static_cast<size_t>(a.stream));
+        }
+        cost += d.unmap_page_cost * a.pages;
+        t += d.unmap_page_cost * a.pages;
+        break;
+      default:
+        break;
+    }
+  }
+  c.end = t;
+  c.begin = t - cost;
+  r.allocator_time += cost;
+  r.allocator_sync_wait += c.begin - stream_ready[static_cast<size_t>(stream)];
+  return c;
+}
+
+}  // namespace
+
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator) {
   SimResult r;
   const size_t n = trace.events.size();
@@ -18,20 +79,88 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
   std::vector<SimTime> stream_ready(static_cast<size_t>(max_stream) + 1, SimTime(0));
   std::vector<int64_t> stream_last(static_cast<size_t>(max_stream) + 1, -1);
   std::vector<int64_t> via(n, -1);  // the event whose end this one's start waited for
+  std::vector<bool> on_path(n, false);  // timed, or an alloc charged for device calls
 
-  // Pass 1: time. Events of a stream run in order; memory events take the
-  // time their stream reaches them.
+  // Memory state (ideal tracker beside the allocator).
+  absl::flat_hash_map<BufferId, std::pair<Bytes, Role>> live;
+  Bytes cur = trace.preexisting;
+  r.peak_live = cur;
+  std::array<Bytes, kNumRoles> by_role{};
+  std::vector<AllocatorEvent> actions;
+  if (allocator != nullptr) {
+    r.allocator_name = std::string(allocator->name());
+    allocator->RecordEventsTo(&actions);
+  }
+
+  // The allocator's allocated / reserved after each memory event that
+  // changed them (for the memory timeline).
+  auto record_usage = [&](size_t i) {
+    if (allocator == nullptr || r.oom.happened) return;
+    const AllocatorUsage u = allocator->usage();
+    if (r.allocator_curve.empty() || r.allocator_curve.back().allocated != u.allocated ||
+        r.allocator_curve.back().reserved != u.reserved) {
+      r.allocator_curve.push_back({static_cast<int64_t>(i), u.allocated, u.reserved});
+    }
+  };
+
+  // One pass in trace order. Events of a stream run in order; memory events
+  // take the time their stream reaches them, plus any allocator charge.
   for (size_t i = 0; i < n; ++i) {
     const TraceEvent& e = trace.events[i];
-    SimTime& ready = stream_ready[static_cast<size_t>(e.stream)];
+    const size_t stream = static_cast<size_t>(e.stream);
+    SimTime& ready = stream_ready[stream];
+    if (e.type == EventType::kAlloc) {
+      r.start[i] = r.end[i] = ready;
+      if (allocator != nullptr && !r.oom.happened) {
+        actions.clear();
+        if (!allocator->Alloc(e.buffer, e.size, e.stream)) {
+          r.oom = {true, static_cast<int64_t>(i), ready, e.size, cur, allocator->stats().reserved, Bytes(0), e.name};
+        }
+        const AllocCharge c = ChargeAllocatorActions(actions, e.stream, stream_ready, stream_last, device, r);
+        if (c.end > ready) {
+          r.start[i] = c.begin;
+          r.end[i] = c.end;
+          via[i] = c.waited_for >= 0 && c.begin > ready ? c.waited_for : stream_last[stream];
+          on_path[i] = true;
+          stream_last[stream] = static_cast<int64_t>(i);
+          ready = c.end;
+          r.step_time = Max(r.step_time, c.end);
+        }
+      }
+      live[e.buffer] = {e.size, e.role};
+      cur += e.size;
+      by_role[static_cast<size_t>(e.role)] += e.size;
+      if (cur > r.peak_live) {
+        r.peak_live = cur;
+        r.peak_event = static_cast<int64_t>(i);
+        r.live_by_role_at_peak = by_role;
+      }
+      record_usage(i);
+      continue;
+    }
+    if (e.type == EventType::kFree) {
+      r.start[i] = r.end[i] = ready;
+      auto it = live.find(e.buffer);
+      if (it == live.end()) {
+        if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
+        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (free): buffer ", e.buffer, " is not live"));
+      }
+      if (allocator != nullptr && !r.oom.happened) allocator->Free(e.buffer);
+      cur -= it->second.first;
+      by_role[static_cast<size_t>(it->second.second)] -= it->second.first;
+      live.erase(it);
+      record_usage(i);
+      continue;
+    }
     if (!IsTimed(e.type)) {
       r.start[i] = r.end[i] = ready;
       continue;
     }
     SimTime start = ready;
-    via[i] = stream_last[static_cast<size_t>(e.stream)];
+    via[i] = stream_last[stream];
     for (int64_t dep : e.after) {
       if (dep < 0 || static_cast<size_t>(dep) >= i) {
+        if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
         return absl::InvalidArgumentError(absl::StrCat("event ", i, ": after=", dep, " is not an earlier event"));
       }
       if (r.end[static_cast<size_t>(dep)] > start) {
@@ -39,7 +168,8 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
         via[i] = dep;
       }
     }
-    stream_last[static_cast<size_t>(e.stream)] = static_cast<int64_t>(i);
+    stream_last[stream] = static_cast<int64_t>(i);
+    on_path[i] = true;
     const SimTime dur = EventDuration(e, device);
     r.start[i] = start;
     r.end[i] = start + dur;
@@ -62,10 +192,11 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
       else r.model_flops += e.flops;
     }
   }
+  if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
   {
     int64_t last = -1;
     for (size_t i = 0; i < n; ++i) {
-      if (IsTimed(trace.events[i].type) && (last < 0 || r.end[i] > r.end[static_cast<size_t>(last)])) {
+      if (on_path[i] && (last < 0 || r.end[i] > r.end[static_cast<size_t>(last)])) {
         last = static_cast<int64_t>(i);
       }
     }
@@ -73,7 +204,8 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
       const TraceEvent& e = trace.events[static_cast<size_t>(i)];
       const SimTime d = r.end[static_cast<size_t>(i)] - r.start[static_cast<size_t>(i)];
       ++r.critical_events;
-      if (e.type == EventType::kCollective) r.critical_communication += d;
+      if (e.type == EventType::kAlloc) r.critical_allocator += d;
+      else if (e.type == EventType::kCollective) r.critical_communication += d;
       else if (e.type == EventType::kCopy) r.critical_copy += d;
       else r.critical_compute += d;
     }
@@ -112,48 +244,6 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     r.exposed_copy = exposed(copy);
   }
 
-  // Pass 2: memory, in trace order.
-  absl::flat_hash_map<BufferId, std::pair<Bytes, Role>> live;
-  absl::flat_hash_map<BufferId, std::string> names;
-  Bytes cur = trace.preexisting;
-  r.peak_live = cur;
-  std::array<Bytes, kNumRoles> by_role{};
-  if (allocator != nullptr) r.allocator_name = std::string(allocator->name());
-  for (size_t i = 0; i < n; ++i) {
-    const TraceEvent& e = trace.events[i];
-    if (e.type == EventType::kAlloc) {
-      if (allocator != nullptr && !r.oom.happened && !allocator->Alloc(e.buffer, e.size, e.stream)) {
-        r.oom = {true, static_cast<int64_t>(i), r.start[i], e.size, cur, allocator->stats().reserved,
-                 Bytes(0), e.name};
-      }
-      live[e.buffer] = {e.size, e.role};
-      cur += e.size;
-      by_role[static_cast<size_t>(e.role)] += e.size;
-      if (cur > r.peak_live) {
-        r.peak_live = cur;
-        r.peak_event = static_cast<int64_t>(i);
-        r.live_by_role_at_peak = by_role;
-      }
-    } else if (e.type == EventType::kFree) {
-      auto it = live.find(e.buffer);
-      if (it == live.end()) {
-        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (free): buffer ", e.buffer, " is not live"));
-      }
-      if (allocator != nullptr && !r.oom.happened) allocator->Free(e.buffer);
-      cur -= it->second.first;
-      by_role[static_cast<size_t>(it->second.second)] -= it->second.first;
-      live.erase(it);
-    } else {
-      continue;
-    }
-    if (allocator != nullptr && !r.oom.happened) {
-      const AllocatorUsage u = allocator->usage();
-      if (r.allocator_curve.empty() || r.allocator_curve.back().allocated != u.allocated ||
-          r.allocator_curve.back().reserved != u.reserved) {
-        r.allocator_curve.push_back({static_cast<int64_t>(i), u.allocated, u.reserved});
-      }
-    }
-  }
   // Buffers live at the peak: replay up to the peak event.
   if (r.peak_event >= 0) {
     absl::flat_hash_map<BufferId, bool> at;

@@ -8,6 +8,34 @@
 // Timed events run on streams: each starts when its stream is free and every
 // event in its `after` list has finished, and lasts EventDuration(). The
 // step time is the last finish; busy and exposed times are kept per stream.
+//
+// Note [Allocator time]
+// Memory events are replayed in the same pass as the timed ones, so what the
+// allocator does to the device delays the stream that asked. After each
+// alloc the engine reads the allocator's action log (RecordEventsTo) and
+// charges the alloc's stream, in order, for:
+//   segment_alloc   device.malloc_cost         (cudaMalloc of a new segment;
+//                                               BFC growing a region)
+//   segment_map     pages · map_page_cost      (expandable segments: cuMemCreate
+//                                               + cuMemMap per page; PyTorch
+//                                               CUDACachingAllocator.cpp
+//                                               ExpandableSegment::map)
+//   segment_free    wait until every stream has drained, then free_cost
+//                   (cudaFree synchronises the device; release_cached_blocks
+//                   synchronises first: synchronize_and_free_events)
+//   segment_unmap   wait until the segment's stream has drained, then
+//                   pages · unmap_page_cost (ExpandableSegment::unmapHandles:
+//                   cudaStreamSynchronize, then cuMemUnmap + cuMemRelease
+//                   per page)
+// The next event of that stream (the op that needed the buffer) starts after
+// the charge. The allocator starts empty, as in a first step: a warm caching
+// allocator pays again only when a step needs more than it has cached or
+// frees cached segments (the retry path; torch.cuda.empty_cache() has no
+// trace event yet, so only the retry path frees here). A costly alloc joins
+// the critical path like a timed event. Only strategies that log segment
+// actions are charged (pytorch_caching, bfc); ideal, the offline planners
+// and the composites (best_of, fallback) log none. The fit of sim/calibrate
+// replays with a fresh allocator per trial for the same reason.
 #ifndef GPUSIM_SIM_ENGINE_ENGINE_H_
 #define GPUSIM_SIM_ENGINE_ENGINE_H_
 
@@ -66,18 +94,28 @@ struct SimResult {
   SimTime recompute_busy;              // compute spent on rematerialisation
   SimTime exposed_communication;       // collective time not hidden by compute
   SimTime exposed_copy;                // host-copy time not hidden by compute
+  // Allocator time (Note [Allocator time]).
+  int64_t segment_allocs = 0;          // cudaMalloc calls (new segments)
+  int64_t segment_frees = 0;           // cudaFree calls
+  int64_t pages_mapped = 0;            // expandable-segment pages mapped
+  int64_t pages_unmapped = 0;          // and unmapped
+  SimTime allocator_time;              // device-allocation calls charged to streams
+  SimTime allocator_sync_wait;         // streams idle waiting for a drain before cudaFree/unmap
   // The critical path: the chain of timed events, each starting when the
   // one before it ended (on its stream or as a dependency), that ends last.
   int64_t critical_events = 0;
   SimTime critical_compute;            // compute time on the critical path
   SimTime critical_communication;      // collective time on it
   SimTime critical_copy;               // host-copy time on it
+  SimTime critical_allocator;          // device-allocation calls on it
   double flops = 0;                    // all compute flops
   double model_flops = 0;              // flops excluding recompute
 };
 
 // REQUIRES: trace passed ValidateTrace. `allocator` is consulted for every
-// memory event; it may be null (ideal tracking only).
+// memory event; it may be null (ideal tracking only, no allocator time).
+// Simulate logs the allocator's actions itself (RecordEventsTo) and leaves
+// its log unset on return.
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator);
 
 }  // namespace gpusim

@@ -26,6 +26,9 @@ namespace {
 struct Args {
   std::optional<int64_t> device_type, device_id, addr, bytes, total_allocated,
       total_reserved, ev_idx, stream, device, correlation, external_id, op_bytes;
+  bool has_shapes = false;
+  std::vector<std::vector<int64_t>> input_dims;
+  std::vector<std::string> input_types, concrete_inputs;
 };
 
 enum class Class { kUnknown, kMemory, kOp, kSkip };
@@ -162,6 +165,10 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       op.correlation = args.correlation.value_or(-1);
       op.external_id = args.external_id.value_or(-1);
       op.bytes = Bytes(args.op_bytes.value_or(0));
+      op.has_shapes = args.has_shapes;
+      op.input_dims = std::move(args.input_dims);
+      op.input_types = std::move(args.input_types);
+      op.concrete_inputs = std::move(args.concrete_inputs);
       out_.ops.push_back(std::move(op));
     }
     return absl::OkStatus();
@@ -190,6 +197,14 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       if (auto err = std::move(field_result).get(field)) return JsonError(text, offset, doc, err);
       std::string_view key;
       if (auto err = field.unescaped_key().get(key)) return JsonError(text, offset, doc, err);
+      if (options_.keep_shapes && (key == "Input Dims" || key == "Input type" || key == "Concrete Inputs")) {
+        od::value fv = field.value();
+        RETURN_IF_ERROR(key == "Input Dims" ? ParseDims(text, offset, doc, fv, args)
+                                            : ParseStrings(text, offset, doc, fv, key,
+                                                           key == "Input type" ? args.input_types
+                                                                               : args.concrete_inputs));
+        continue;
+      }
       std::optional<int64_t>* slot = nullptr;
       if (key == "Device Type") slot = &args.device_type;
       else if (key == "Device Id") slot = &args.device_id;
@@ -211,6 +226,55 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
         return FieldError(text, offset, fv, Cat("args.", key), "an integer");
       }
       *slot = n;
+    }
+    return absl::OkStatus();
+  }
+
+  // "Input Dims": [[d0, d1, ...], [], [[...], [...]], ...]. An entry that is
+  // not a flat list of integers (a TensorList's shapes) is kept empty.
+  absl::Status ParseDims(const std::string& text, int64_t offset, od::document& doc, od::value& v,
+                         Args& args) {
+    od::array outer;
+    if (v.get_array().get(outer) != simdjson::SUCCESS) {
+      return FieldError(text, offset, v, "args.Input Dims", "a list of shapes");
+    }
+    args.has_shapes = true;
+    for (auto item : outer) {
+      od::value shape_v;
+      if (auto err = std::move(item).get(shape_v)) return JsonError(text, offset, doc, err);
+      std::vector<int64_t> shape;
+      od::array dims;
+      if (shape_v.get_array().get(dims) == simdjson::SUCCESS) {
+        bool flat = true;
+        for (auto d : dims) {
+          od::value dv;
+          if (auto err = std::move(d).get(dv)) return JsonError(text, offset, doc, err);
+          std::string_view tok;
+          int64_t n = 0;
+          if (flat && NumberToken(dv, &tok) && ParseInteger(tok, &n)) {
+            shape.push_back(n);
+          } else {
+            flat = false;
+          }
+        }
+        if (!flat) shape.clear();
+      }
+      args.input_dims.push_back(std::move(shape));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::Status ParseStrings(const std::string& text, int64_t offset, od::document& doc, od::value& v,
+                            std::string_view key, std::vector<std::string>& out) {
+    od::array arr;
+    if (v.get_array().get(arr) != simdjson::SUCCESS) {
+      return FieldError(text, offset, v, Cat("args.", key), "a list of strings");
+    }
+    for (auto item : arr) {
+      od::value iv;
+      if (auto err = std::move(item).get(iv)) return JsonError(text, offset, doc, err);
+      std::string_view str;
+      out.emplace_back(iv.get_string().get(str) == simdjson::SUCCESS ? std::string(str) : std::string());
     }
     return absl::OkStatus();
   }

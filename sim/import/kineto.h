@@ -39,6 +39,8 @@ struct KinetoImportOptions {
   bool keep_gpu_ops = true;    // kernel, memcpy, memset
   bool keep_cpu_ops = true;    // cpu_op, user_annotation, gpu_user_annotation
   bool keep_runtime = false;   // cuda_runtime / cuda_driver (launch calls)
+  // cpu_op "Input Dims" / "Input type" / "Concrete Inputs" (record_shapes=True).
+  bool keep_shapes = false;
 };
 
 absl::StatusOr<RecordedTrace> ImportKinetoTrace(const std::string& path,

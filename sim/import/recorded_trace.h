@@ -83,6 +83,14 @@ struct RecordedOp {
   int64_t correlation = -1;   // args.correlation (links a kernel to its launch)
   int64_t external_id = -1;   // args "External id" (links a kernel to its cpu_op)
   Bytes bytes;                // memcpy / memset: args.bytes
+  // cpu_op with record_shapes (KinetoImportOptions::keep_shapes): args
+  // "Input Dims" (one shape per input; empty for a scalar, or for an input
+  // that is not one tensor, e.g. a TensorList), "Input type" ("c10::BFloat16",
+  // "float", "Scalar", ...) and "Concrete Inputs" (values of scalar inputs).
+  bool has_shapes = false;
+  std::vector<std::vector<int64_t>> input_dims;
+  std::vector<std::string> input_types;
+  std::vector<std::string> concrete_inputs;
 };
 
 struct RecordedDevice {

@@ -105,9 +105,17 @@ std::string RenderText(const StepReport& r) {
                           FormatBytes(r.sim.bytes_to_host), r.sim.copy_to_device.seconds(),
                           FormatBytes(r.sim.bytes_to_device));
   }
-  absl::StrAppendFormat(&o, "  critical path %d events: compute %.4f s, communication %.4f s, host copies %.4f s\n",
+  absl::StrAppendFormat(&o, "  allocator     %.6f s in device calls: %d cudaMalloc (new segments), %d cudaFree, "
+                        "%d pages mapped, %d unmapped; %.6f s waiting for drains (cache starts empty, as in a "
+                        "first step)\n",
+                        r.sim.allocator_time.seconds(), r.sim.segment_allocs, r.sim.segment_frees,
+                        r.sim.pages_mapped, r.sim.pages_unmapped, r.sim.allocator_sync_wait.seconds());
+  absl::StrAppendFormat(&o,
+                        "  critical path %d events: compute %.4f s, communication %.4f s, host copies %.4f s, "
+                        "allocator %.6f s\n",
                         r.sim.critical_events, r.sim.critical_compute.seconds(),
-                        r.sim.critical_communication.seconds(), r.sim.critical_copy.seconds());
+                        r.sim.critical_communication.seconds(), r.sim.critical_copy.seconds(),
+                        r.sim.critical_allocator.seconds());
   absl::StrAppendFormat(&o, "  %.1f TFLOP/s/device (model FLOPs), %.0f tokens/s/device\n", TflopsPerDevice(r),
                         TokensPerSecond(r));
   absl::StrAppendFormat(&o, "  allocator %s: peak allocated %s, peak reserved %s\n", r.sim.allocator_name,
@@ -186,6 +194,11 @@ std::string RenderJson(const StepReport& r) {
       .Int("peak_allocated_bytes", r.sim.allocator.peak_allocated.value())
       .Int("peak_reserved_bytes", r.sim.allocator.peak_reserved.value())
       .Int("fragmentation_bytes", (r.sim.allocator.peak_reserved - r.sim.peak_live).value())
+      .Int("peak_segments", r.sim.allocator.peak_segments)
+      .Int("segment_allocs", r.sim.segment_allocs)
+      .Int("segment_frees", r.sim.segment_frees)
+      .Int("pages_mapped", r.sim.pages_mapped)
+      .Int("pages_unmapped", r.sim.pages_unmapped)
       .EndObject();
   w.BeginObject("time")
       .Double("step_time_s", r.sim.step_time.seconds())
@@ -204,6 +217,9 @@ std::string RenderJson(const StepReport& r) {
       .Int("critical_path_events", r.sim.critical_events)
       .Double("critical_path_compute_s", r.sim.critical_compute.seconds())
       .Double("critical_path_communication_s", r.sim.critical_communication.seconds())
+      .Double("allocator_s", r.sim.allocator_time.seconds())
+      .Double("allocator_sync_wait_s", r.sim.allocator_sync_wait.seconds())
+      .Double("critical_path_allocator_s", r.sim.critical_allocator.seconds())
       .EndObject();
   w.BeginArray("layers");
   for (const LayerTime& t : r.layer_times) {

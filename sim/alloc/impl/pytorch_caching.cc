@@ -244,8 +244,9 @@ struct PyTorchCachingAllocator::Impl {
   }
   BlockPool& PoolOf(const Block* b) { return b->small ? small : large; }
 
-  void Record(AllocatorAction a, uint64_t addr, int64_t size, StreamId stream, BufferId id = -1) {
-    if (self->recording()) self->Record(a, addr, Bytes(size), stream, id);
+  void Record(AllocatorAction a, uint64_t addr, int64_t size, StreamId stream, BufferId id = -1,
+              int64_t pages = 0) {
+    if (self->recording()) self->Record(a, addr, Bytes(size), stream, id, pages);
   }
 
   bool Malloc(BufferId id, int64_t orig_size, StreamId stream);
@@ -590,7 +591,8 @@ void PyTorchCachingAllocator::Impl::UnmapBlock(Block* block) {
   total_allocated_memory -= unmapped_size;
   Decrease(stats.reserved_bytes, pool.is_small, unmapped_size);
   stats.num_device_free++;
-  Record(AllocatorAction::kSegmentUnmap, unmapped_ptr, unmapped_size, block->stream);
+  Record(AllocatorAction::kSegmentUnmap, unmapped_ptr, unmapped_size, block->stream, -1,
+         static_cast<int64_t>(end - begin));
 }
 
 // release_expandable_segment.
@@ -673,7 +675,8 @@ bool PyTorchCachingAllocator::Impl::MapBlock(Block* to_map, int64_t size) {
   total_allocated_memory += mapped_size;
   Increase(stats.reserved_bytes, pool.is_small, mapped_size);
   stats.num_device_alloc++;
-  Record(AllocatorAction::kSegmentMap, es->base + begin * seg, mapped_size, to_map->stream);
+  Record(AllocatorAction::kSegmentMap, es->base + begin * seg, mapped_size, to_map->stream, -1,
+         static_cast<int64_t>(end - begin));
   return true;
 }
 
