@@ -70,6 +70,19 @@ TEST(ReplayTest, Mi300xColdStartReservedExactWithPytorchCaching) {
   EXPECT_EQ(ideal->allocated->exact, 415);
 }
 
+// Bytes live before recording (91 MB here) are held as one block whose
+// size is exactly theirs: a fresh 2 MiB-rounded segment would keep an
+// unsplit remainder and shift every total by it.
+TEST(ReplayTest, BertSmallPreexistingBytesKeepTotalsExact) {
+  const std::string path = RecordedTracePath("tracelens_h100_bert-small_inference.pt.trace.json.gz");
+  if (path.empty()) GTEST_SKIP() << "trace not shipped";
+  auto r = ReplayFile(path, Options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->preexisting, Bytes(91505152 - 144384));
+  EXPECT_EQ(r->allocated->exact, 218);
+  EXPECT_EQ(r->stats.peak_allocated, Bytes(101305344));
+}
+
 TEST(ReplayTest, OfflinePlannerIsNotComparedPerEvent) {
   const std::string path = RecordedTracePath("tracelens_h100_bert-small_inference.pt.trace.json.gz");
   if (path.empty()) GTEST_SKIP() << "trace not shipped";
