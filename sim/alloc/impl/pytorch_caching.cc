@@ -25,10 +25,12 @@
 #include <bit>
 #include <deque>
 #include <iterator>
+#include <optional>
 #include <vector>
 
 #include "absl/container/btree_set.h"
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/inlined_vector.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/alloc/address_space.h"
@@ -101,11 +103,195 @@ SizeKey KeyOf(const Block* b) {
   return {StreamBits(b->stream) | static_cast<uint64_t>(b->size), (b->addr >> 9) << kIndexBits | b->index};
 }
 
+// The live blocks by buffer id: a vector for the dense ids traces and
+// lowering produce (the hot path of every alloc and free), a hash map for
+// the rest. A null Block* entry is a 0-byte request (no block).
+class LiveMap {
+ public:
+  static constexpr BufferId kDenseLimit = BufferId{1} << 26;
+  bool Contains(BufferId id) const { return Find(id) != nullptr; }
+  // The entry for `id`, or nullptr when it is not live.
+  Block* const* Find(BufferId id) const {
+    if (id >= 0 && id < kDenseLimit) {
+      const size_t i = static_cast<size_t>(id);
+      return i < present_.size() && present_[i] ? &dense_[i] : nullptr;
+    }
+    auto it = sparse_.find(id);
+    return it == sparse_.end() ? nullptr : &it->second;
+  }
+  void Insert(BufferId id, Block* b) {
+    if (id >= 0 && id < kDenseLimit) {
+      const size_t i = static_cast<size_t>(id);
+      if (i >= dense_.size()) {
+        const size_t n = std::max(i + 1, dense_.size() * 2);
+        dense_.resize(n, nullptr);
+        present_.resize(n, false);
+      }
+      dense_[i] = b;
+      present_[i] = true;
+    } else {
+      sparse_[id] = b;
+    }
+  }
+  void Erase(BufferId id) {
+    if (id >= 0 && id < kDenseLimit) {
+      present_[static_cast<size_t>(id)] = false;
+    } else {
+      sparse_.erase(id);
+    }
+  }
+  template <typename F>
+  void ForEach(F&& f) const {
+    for (size_t i = 0; i < dense_.size(); ++i) {
+      if (present_[i]) f(static_cast<BufferId>(i), dense_[i]);
+    }
+    for (const auto& [id, b] : sparse_) f(id, b);
+  }
+
+ private:
+  std::vector<Block*> dense_;
+  std::vector<bool> present_;
+  absl::flat_hash_map<BufferId, Block*> sparse_;
+};
+
+// The free blocks of a pool in BlockComparatorSize order (stream, size,
+// address). The allocator asks "the smallest block of at least N bytes on
+// stream S, lowest address first" on every call, and inserts and erases
+// blocks on every split and merge; a balanced tree answers in O(log n) with a
+// branchy binary search per node, which was 40% of replay time. Here blocks
+// sit in size buckets as in TLSF (Masmano et al. 2004: two-level segregated
+// fit): sizes in 512 B units u, exact below 64 units, then 64 buckets per
+// power of two — monotone in size, so every key of a later bucket is larger
+// than every key of an earlier one. A bucket keeps its keys sorted; a
+// two-level bitmap finds the next non-empty bucket in a few word operations.
+// The order the queries see is exactly the tree's, so placement does not
+// change.
+class FreeIndex {
+ public:
+  void insert(const SizeKey& k) {
+    StreamIndex& s = ForStream(k.stream());
+    const uint32_t b = Bucket(k.size());
+    Keys& v = s.buckets[b];
+    if (v.empty()) s.Mark(b);
+    v.insert(std::lower_bound(v.begin(), v.end(), k, SizeLess()), k);
+  }
+  size_t erase(const SizeKey& k) {
+    StreamIndex* s = const_cast<StreamIndex*>(Find(k.stream()));
+    if (s == nullptr) return 0;
+    const uint32_t b = Bucket(k.size());
+    Keys& v = s->buckets[b];
+    auto it = std::lower_bound(v.begin(), v.end(), k, SizeLess());
+    if (it == v.end() || it->hi != k.hi || it->lo != k.lo) return 0;
+    v.erase(it);
+    if (v.empty()) s->Unmark(b);
+    return 1;
+  }
+  // The first block at or after (stream, size, address 0) on `stream`.
+  std::optional<SizeKey> LowerBound(StreamId stream, int64_t size) const {
+    const StreamIndex* s = Find(stream);
+    if (s == nullptr) return std::nullopt;
+    return s->AtOrAfter(SearchKey(stream, size), false);
+  }
+  // The block after `k` on the same stream.
+  std::optional<SizeKey> Next(const SizeKey& k) const {
+    const StreamIndex* s = Find(k.stream());
+    if (s == nullptr) return std::nullopt;
+    return s->AtOrAfter(k, true);
+  }
+  // Every block in order (for the rare paths that walk the pool).
+  std::vector<SizeKey> All() const {
+    std::vector<SizeKey> out;
+    for (const auto& [stream, s] : streams_) {
+      for (const Keys& v : s->buckets) out.insert(out.end(), v.begin(), v.end());
+    }
+    return out;
+  }
+  int64_t LargestSize() const {
+    int64_t best = 0;
+    for (const auto& [stream, s] : streams_) {
+      const int64_t b = s->Highest();
+      if (b >= 0) best = std::max(best, s->buckets[static_cast<size_t>(b)].back().size());
+    }
+    return best;
+  }
+
+ private:
+  static constexpr int kSubBits = 6;  // 64 buckets per power of two
+  static constexpr uint32_t kBuckets = 64 * 37;
+  // Monotone: size a < size b implies Bucket(a) <= Bucket(b).
+  static uint32_t Bucket(int64_t size) {
+    const uint64_t u = static_cast<uint64_t>(size) / kMinBlockSize;
+    if (u < (uint64_t{1} << kSubBits)) return static_cast<uint32_t>(u);
+    const int fl = 63 - std::countl_zero(u);
+    const uint64_t sl = (u >> (fl - kSubBits)) & ((uint64_t{1} << kSubBits) - 1);
+    return static_cast<uint32_t>((uint64_t{1} << kSubBits) + static_cast<uint64_t>(fl - kSubBits) * 64 + sl);
+  }
+  using Keys = absl::InlinedVector<SizeKey, 2>;  // sorted by SizeLess
+  struct StreamIndex {
+    std::vector<Keys> buckets = std::vector<Keys>(kBuckets);
+    std::array<uint64_t, kBuckets / 64> l0{};  // bit b: bucket b non-empty
+    uint64_t l1 = 0;                           // bit w: l0[w] non-zero
+
+    void Mark(uint32_t b) {
+      l0[b / 64] |= uint64_t{1} << (b % 64);
+      l1 |= uint64_t{1} << (b / 64);
+    }
+    void Unmark(uint32_t b) {
+      l0[b / 64] &= ~(uint64_t{1} << (b % 64));
+      if (l0[b / 64] == 0) l1 &= ~(uint64_t{1} << (b / 64));
+    }
+    // The first non-empty bucket >= b, or -1.
+    int64_t FirstAtOrAbove(uint32_t b) const {
+      if (b >= kBuckets) return -1;
+      const uint32_t w = b / 64;
+      const uint64_t bits = l0[w] & (~uint64_t{0} << (b % 64));
+      if (bits != 0) return int64_t{w} * 64 + std::countr_zero(bits);
+      const uint64_t words = w == 63 ? 0 : l1 & (~uint64_t{0} << (w + 1));
+      if (words == 0) return -1;
+      const int next = std::countr_zero(words);
+      return int64_t{next} * 64 + std::countr_zero(l0[static_cast<size_t>(next)]);
+    }
+    int64_t Highest() const {
+      if (l1 == 0) return -1;
+      const int w = 63 - std::countl_zero(l1);
+      return int64_t{w} * 64 + 63 - std::countl_zero(l0[static_cast<size_t>(w)]);
+    }
+    // The first key >= k (> k when `strictly`).
+    std::optional<SizeKey> AtOrAfter(const SizeKey& k, bool strictly) const {
+      const uint32_t b = Bucket(k.size());
+      const Keys& v = buckets[b];
+      auto it = strictly ? std::upper_bound(v.begin(), v.end(), k, SizeLess())
+                         : std::lower_bound(v.begin(), v.end(), k, SizeLess());
+      if (it != v.end()) return *it;
+      const int64_t next = FirstAtOrAbove(b + 1);
+      if (next < 0) return std::nullopt;
+      return buckets[static_cast<size_t>(next)].front();
+    }
+  };
+  StreamIndex& ForStream(StreamId stream) {
+    for (auto& [id, s] : streams_) {
+      if (id == stream) return *s;
+    }
+    streams_.emplace_back(stream, std::make_unique<StreamIndex>());
+    // (stream, ...) order for All(): streams compare as SizeKey's biased bits.
+    std::sort(streams_.begin(), streams_.end(),
+              [](const auto& a, const auto& b) { return StreamBits(a.first) < StreamBits(b.first); });
+    return ForStream(stream);
+  }
+  const StreamIndex* Find(StreamId stream) const {
+    for (const auto& [id, s] : streams_) {
+      if (id == stream) return s.get();
+    }
+    return nullptr;
+  }
+  std::vector<std::pair<StreamId, std::unique_ptr<StreamIndex>>> streams_;
+};
+
 // struct BlockPool.
 struct BlockPool {
   explicit BlockPool(bool small) : is_small(small) {}
   const bool is_small;
-  absl::btree_set<SizeKey, SizeLess> blocks;
+  FreeIndex blocks;
   absl::btree_set<AddrKey, AddrLess> unmapped;
   int64_t get_free_blocks_call_count = 0;
 
@@ -209,7 +395,7 @@ struct PyTorchCachingAllocator::Impl {
   int64_t allowed_memory_maximum = 0;
   int64_t total_allocated_memory = 0;  // reserved
   BlockPool large, small;
-  absl::flat_hash_map<BufferId, Block*> live;  // null block: a 0-byte request
+  LiveMap live;
   std::vector<std::unique_ptr<ExpandableSegment>> expandable_segments;
   DeviceAddressSpace va;
   PyTorchDeviceStats stats;
@@ -285,7 +471,7 @@ bool PyTorchCachingAllocator::Impl::Malloc(BufferId id, int64_t orig_size, Strea
     return false;
   }
   const bool split_remainder = ShouldSplit(p.block, p.size);
-  live[id] = AllocFoundBlock(p, orig_size, id, split_remainder);
+  live.Insert(id, AllocFoundBlock(p, orig_size, id, split_remainder));
   return true;
 }
 
@@ -392,18 +578,18 @@ bool PyTorchCachingAllocator::Impl::ShouldSplit(const Block* block, int64_t size
 bool PyTorchCachingAllocator::Impl::GetFreeBlock(Params& p) {
   BlockPool& pool = *p.pool;
   if (gc_enabled()) ++pool.get_free_blocks_call_count;
-  auto it = pool.blocks.lower_bound(SearchKey(p.stream, p.size));
-  if (it == pool.blocks.end() || it->stream() != p.stream) return false;
+  std::optional<SizeKey> it = pool.blocks.LowerBound(p.stream, p.size);
+  if (!it.has_value()) return false;
   if (At(*it)->es != nullptr) {
     // Best fit by the size a free block at the end of an expandable segment
     // can grow to (itself plus the unmapped range after it).
     auto expandable_size = [](const Block* b) {
       return b->size + (b->next != nullptr && !b->next->mapped ? b->next->size : 0);
     };
-    auto next = std::next(it);
-    while (At(*it)->es != nullptr && next != pool.blocks.end() && next->stream() == p.stream &&
-           expandable_size(At(*next)) < expandable_size(At(*it))) {
-      it = next++;
+    std::optional<SizeKey> next = pool.blocks.Next(*it);
+    while (At(*it)->es != nullptr && next.has_value() && expandable_size(At(*next)) < expandable_size(At(*it))) {
+      it = next;
+      next = pool.blocks.Next(*it);
     }
   }
   // Do not return an oversized block for a request below max_split_size.
@@ -411,7 +597,7 @@ bool PyTorchCachingAllocator::Impl::GetFreeBlock(Params& p) {
   // Nor one that would round a large request up by too much.
   if (p.size >= opt.max_split_size && it->size() >= p.size + opt.max_non_split_rounding) return false;
   p.block = At(*it);
-  pool.blocks.erase(it);
+  GPUSIM_CHECK(pool.blocks.erase(*it) == 1);
   return true;
 }
 
@@ -427,7 +613,7 @@ void PyTorchCachingAllocator::Impl::GarbageCollectCachedBlocks() {
   auto gc_count = [this](const Block* b) { return large.get_free_blocks_call_count - b->gc_count_base; };
   int64_t total_age = 0;
   int64_t freeable_block_count = 0;
-  for (const SizeKey& k : large.blocks) {
+  for (const SizeKey& k : large.blocks.All()) {
     if (!At(k)->is_split()) {
       total_age += gc_count(At(k));
       ++freeable_block_count;
@@ -440,7 +626,7 @@ void PyTorchCachingAllocator::Impl::GarbageCollectCachedBlocks() {
     const double age_threshold = static_cast<double>(total_age) / static_cast<double>(freeable_block_count);
     block_freed = false;
     to_free.clear();
-    for (const SizeKey& k : large.blocks) {
+    for (const SizeKey& k : large.blocks.All()) {
       Block* b = At(k);
       if (!b->is_split() && b->es == nullptr && static_cast<double>(gc_count(b)) >= age_threshold) {
         to_free.push_back(b);
@@ -483,15 +669,17 @@ bool PyTorchCachingAllocator::Impl::ReleaseAvailableCachedBlocks(const Params& p
   if (opt.max_split_size == PyTorchCachingOptions::kNoLimit) return false;
   BlockPool& pool = *p.pool;
   const int64_t key_size = p.size < opt.max_split_size ? opt.max_split_size : p.size;
-  auto it = pool.blocks.lower_bound(SearchKey(p.stream, key_size));
-  if (it == pool.blocks.end() || it->stream() != p.stream || At(*it)->es != nullptr) {
-    if (it == pool.blocks.begin()) return false;
+  // A rare path (a miss with max_split_size set): walk an ordered copy.
+  const std::vector<SizeKey> all = pool.blocks.All();
+  auto it = std::lower_bound(all.begin(), all.end(), SearchKey(p.stream, key_size), SizeLess());
+  if (it == all.end() || it->stream() != p.stream || At(*it)->es != nullptr) {
+    if (it == all.begin()) return false;
     int64_t total_released = 0;
     std::vector<Block*> to_release;
     --it;  // the largest block on this stream
     while (total_released < key_size && it->size() >= opt.max_split_size && it->stream() == p.stream) {
       Block* cur = At(*it);
-      const bool is_first = it == pool.blocks.begin();
+      const bool is_first = it == all.begin();
       if (!is_first) --it;
       if (cur->es == nullptr) {
         total_released += cur->size;
@@ -518,7 +706,7 @@ bool PyTorchCachingAllocator::Impl::ReleaseCachedBlocks() {
 // of expandable segments, dropping a segment once nothing in it is mapped.
 void PyTorchCachingAllocator::Impl::ReleaseBlocks(BlockPool& pool) {
   std::vector<Block*> to_unmap, to_release;
-  for (const SizeKey& k : pool.blocks) {
+  for (const SizeKey& k : pool.blocks.All()) {
     Block* b = At(k);
     if (b->es != nullptr) {
       to_unmap.push_back(b);
@@ -703,10 +891,10 @@ PyTorchCachingAllocator::PyTorchCachingAllocator(Bytes capacity, PyTorchCachingO
 PyTorchCachingAllocator::~PyTorchCachingAllocator() = default;
 
 bool PyTorchCachingAllocator::Alloc(BufferId id, Bytes size, StreamId stream) {
-  GPUSIM_CHECK(size.value() >= 0 && !impl_->live.contains(id));
+  GPUSIM_CHECK(size.value() >= 0 && !impl_->live.Contains(id));
   GPUSIM_CHECK(stream >= INT16_MIN && stream <= INT16_MAX);  // see SizeKey
   if (size.value() == 0) {  // the CUDA allocator hands out nullptr without a block
-    impl_->live[id] = nullptr;
+    impl_->live.Insert(id, nullptr);
     return true;
   }
   return impl_->Malloc(id, size.value(), stream);
@@ -714,10 +902,10 @@ bool PyTorchCachingAllocator::Alloc(BufferId id, Bytes size, StreamId stream) {
 
 // free.
 void PyTorchCachingAllocator::Free(BufferId id) {
-  auto it = impl_->live.find(id);
-  GPUSIM_CHECK(it != impl_->live.end());
-  Block* block = it->second;
-  impl_->live.erase(it);
+  Block* const* entry = impl_->live.Find(id);
+  GPUSIM_CHECK(entry != nullptr);
+  Block* block = *entry;
+  impl_->live.Erase(id);
   if (block == nullptr) return;
   block->allocated = false;
   Decrease(impl_->stats.allocation, block->small, 1);
@@ -738,9 +926,7 @@ AllocatorStats PyTorchCachingAllocator::stats() const {
   out.device_mallocs = s.num_device_alloc;
   out.device_frees = s.num_device_free;
   int64_t largest = 0;  // cache_info_aux over both pools
-  for (const BlockPool* pool : {&impl_->large, &impl_->small}) {
-    for (const SizeKey& k : pool->blocks) largest = std::max(largest, k.size());
-  }
+  for (const BlockPool* pool : {&impl_->large, &impl_->small}) largest = std::max(largest, pool->blocks.LargestSize());
   out.largest_free_block = Bytes(largest);
   out.requested = Bytes(s.requested_bytes[kAgg].current);
   out.peak_requested = Bytes(s.requested_bytes[kAgg].peak);
@@ -761,15 +947,15 @@ AllocatorUsage PyTorchCachingAllocator::usage() const {
 }
 
 std::optional<uint64_t> PyTorchCachingAllocator::AddressOf(BufferId id) const {
-  auto it = impl_->live.find(id);
-  if (it == impl_->live.end()) return std::nullopt;
-  return it->second == nullptr ? 0 : it->second->addr;
+  Block* const* entry = impl_->live.Find(id);
+  if (entry == nullptr) return std::nullopt;
+  return *entry == nullptr ? 0 : (*entry)->addr;
 }
 
 std::optional<Bytes> PyTorchCachingAllocator::BlockSizeOf(BufferId id) const {
-  auto it = impl_->live.find(id);
-  if (it == impl_->live.end()) return std::nullopt;
-  return Bytes(it->second == nullptr ? 0 : it->second->size);
+  Block* const* entry = impl_->live.Find(id);
+  if (entry == nullptr) return std::nullopt;
+  return Bytes(*entry == nullptr ? 0 : (*entry)->size);
 }
 
 void PyTorchCachingAllocator::SetNextSegmentAddress(uint64_t addr) {
@@ -793,7 +979,7 @@ absl::Status PyTorchCachingAllocator::RestoreSegment(const CachingSegmentLayout&
       return bad(absl::StrFormat("block at 0x%x (%d bytes) does not continue the segment at 0x%x", b.address,
                                  b.size, at));
     }
-    if (b.buffer >= 0 && m.live.contains(b.buffer)) return bad(absl::StrCat("buffer ", b.buffer, " is already live"));
+    if (b.buffer >= 0 && m.live.Contains(b.buffer)) return bad(absl::StrCat("buffer ", b.buffer, " is already live"));
     at += static_cast<uint64_t>(b.size);
   }
   if (at != seg.address + static_cast<uint64_t>(seg.size)) return bad("blocks do not cover the segment");
@@ -824,7 +1010,7 @@ absl::Status PyTorchCachingAllocator::RestoreSegment(const CachingSegmentLayout&
     if (lb.buffer >= 0) {
       b->allocated = true;
       b->requested = lb.requested;
-      m.live[lb.buffer] = b;
+      m.live.Insert(lb.buffer, b);
       Increase(m.stats.allocation, small, 1);
       Increase(m.stats.allocated_bytes, small, b->size);
       Increase(m.stats.active, small, 1);
@@ -847,9 +1033,9 @@ absl::Status PyTorchCachingAllocator::RestoreSegment(const CachingSegmentLayout&
 
 std::vector<CachingSegmentLayout> PyTorchCachingAllocator::Segments() const {
   absl::flat_hash_map<const Block*, BufferId> owner;
-  for (const auto& [id, b] : impl_->live) {
+  impl_->live.ForEach([&](BufferId id, const Block* b) {
     if (b != nullptr) owner[b] = id;
-  }
+  });
   std::vector<CachingSegmentLayout> out;
   for (const Block& head : impl_->storage) {
     if (head.dead || head.prev != nullptr || head.es != nullptr) continue;
