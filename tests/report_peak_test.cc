@@ -45,3 +45,35 @@ TEST(ReportPeakTest, OffloadShowsHostBytesAndPcieTime) {
 
 }  // namespace
 }  // namespace gpusim
+
+namespace gpusim {
+namespace {
+
+// Note [JAX arena]: the XLA step's blocks (arguments, non-aliased outputs,
+// one temp heap) through BFC over mem_fraction of the device.
+TEST(ReportJaxArenaTest, DefaultFractionDoesNotHoldLlama7bButAHigherOneDoes) {
+  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto r = SimulateStep(*spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->jax_arena.checked);
+  EXPECT_DOUBLE_EQ(r->jax_arena.mem_fraction, 0.75);
+  EXPECT_FALSE(r->jax_arena.fits);  // 74.6 GiB > 0.75 x 78.7 GiB
+  EXPECT_TRUE(r->fits);             // but the device holds it
+  EXPECT_NEAR(r->jax_arena.needed_fraction,
+              static_cast<double>(r->peak.value()) / static_cast<double>(r->capacity.value()), 1e-12);
+  const double need = r->jax_arena.needed_fraction;
+  auto at = [&](double f) {
+    auto s = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml",
+                         {"allocator.impl=bfc", "allocator.mem_fraction=" + std::to_string(f)});
+    EXPECT_TRUE(s.ok()) << s.status();
+    auto rep = SimulateStep(*s);
+    EXPECT_TRUE(rep.ok()) << rep.status();
+    return rep->jax_arena.fits;
+  };
+  EXPECT_TRUE(at(need + 0.002));
+  EXPECT_FALSE(at(need - 0.002));
+}
+
+}  // namespace
+}  // namespace gpusim

@@ -67,6 +67,13 @@ std::string RenderText(const StepReport& r) {
                         FormatBytes(s.device.cuda_total));
   absl::StrAppendFormat(&o, "  fits       %s (margin %s)\n", r.fits ? "yes" : "NO",
                         FormatBytes(r.capacity - r.peak));
+  if (r.jax_arena.checked) {
+    const StepReport::JaxArena& j = r.jax_arena;
+    absl::StrAppendFormat(&o, "  JAX arena  %s, %s mem_fraction %.2f of usable: %s; %s; %s\n", j.allocator,
+                          j.preallocate ? "preallocated," : "growing to", j.mem_fraction, FormatBytes(j.arena),
+                          j.fits ? "the step fits" : "the step does NOT fit",
+                          absl::StrFormat("needs XLA_PYTHON_CLIENT_MEM_FRACTION >= %.3f", j.needed_fraction));
+  }
   if (r.sim.oom.happened) {
     absl::StrAppendFormat(&o, "  OOM at event %d (t=%.6f s): %s requested %s with %s live\n", r.sim.oom.event,
                           r.sim.oom.time.seconds(), r.sim.oom.buffer, FormatBytes(r.sim.oom.requested),
@@ -171,6 +178,9 @@ std::string RenderJson(const StepReport& r) {
       .Int("peak_bytes", r.peak.value())
       .Int("capacity_bytes", r.capacity.value())
       .Bool("fits", r.fits)
+      .Bool("jax_arena_fits", !r.jax_arena.checked || r.jax_arena.fits)
+      .Int("jax_arena_bytes", r.jax_arena.arena.value())
+      .Double("jax_arena_needed_fraction", r.jax_arena.needed_fraction)
       .Int("live_peak_bytes", r.sim.peak_live.value())
       .Int("live_peak_event", r.sim.peak_event)
       .String("live_peak_phase", PhaseOfEvent(r, r.sim.peak_event))

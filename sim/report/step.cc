@@ -1,5 +1,8 @@
 #include "sim/report/step.h"
 
+#include "sim/alloc/impl/bfc.h"
+#include "sim/alloc/options.h"
+
 #include <algorithm>
 #include <map>
 #include <memory>
@@ -142,10 +145,53 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& spec) {
   return r;
 }
 
+// Note [JAX arena]
+// An XLA executable does not allocate its temps one by one: buffer
+// assignment packs them into one temp allocation, and the PjRt client asks
+// its device allocator for the entry parameters (already resident), the
+// non-aliased outputs and that one temp block (xla/pjrt/gpu, xla/service/
+// gpu/gpu_executable.cc). JAX's device allocator is TF/XLA's BFC over an
+// arena of XLA_PYTHON_CLIENT_MEM_FRACTION (0.75) of device memory,
+// preallocated by default (xla/pjrt/gpu/gpu_helpers.cc). So the runtime
+// question is whether those few blocks fit that arena; the per-buffer
+// replay through an allocator is the eager (PyTorch) question. For jax
+// configs the configured allocator, when it is bfc, gives the arena's
+// options (otherwise JAX's defaults), and the engine tracks live bytes only.
+absl::Status CheckJaxArena(StepReport& r) {
+  const RunSpec& spec = r.spec;
+  AllocatorSpec bfc{"bfc", {}};
+  if (spec.allocator.impl == "bfc") bfc.options = spec.allocator.options;
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> a, MakeAllocator(bfc, r.capacity));
+  ASSIGN_OR_RETURN(BfcOptions o, ParseBfcOptions(AllocatorOptions(bfc.options)));
+  StepReport::JaxArena& j = r.jax_arena;
+  j.checked = true;
+  j.mem_fraction = o.mem_fraction;
+  j.preallocate = o.preallocate;
+  j.arena = Bytes(static_cast<int64_t>(o.mem_fraction * static_cast<double>(r.capacity.value())));
+  j.allocator = bfc.options.empty() ? "bfc (JAX defaults)" : "bfc";
+  bool ok = true;
+  for (const BufferInfo& b : r.lowered.buffers) {
+    if (b.argument && ok) ok = a->Alloc(b.id, b.bytes, 0);
+  }
+  for (const BufferInfo& b : r.lowered.buffers) {
+    if (b.output && !b.argument && ok) ok = a->Alloc(b.id, b.bytes, 0);
+  }
+  const BufferId temp_id = static_cast<BufferId>(r.lowered.buffers.size());
+  if (ok && r.temp > Bytes(0)) ok = a->Alloc(temp_id, r.temp, 0);
+  j.fits = ok;
+  j.needed_fraction = static_cast<double>(r.peak.value()) / static_cast<double>(r.capacity.value());
+  return absl::OkStatus();
+}
+
 absl::Status ReplayStep(StepReport& r) {
   const RunSpec& spec = r.spec;
   r.capacity = spec.device.usable();
-  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(spec.allocator, r.capacity));
+  AllocatorSpec engine_alloc = spec.allocator;
+  if (spec.framework == "jax" && !spec.program.present) {
+    RETURN_IF_ERROR(CheckJaxArena(r));
+    engine_alloc = AllocatorSpec{"ideal", {}};  // Note [JAX arena]
+  }
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(engine_alloc, r.capacity));
   ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get()));
   r.sim.oom.capacity = r.capacity;
   if (spec.framework != "jax") r.peak = r.sim.peak_live;

@@ -42,6 +42,17 @@ struct StepReport {
   Bytes peak;
   Bytes capacity;
   bool fits = true;
+  // XLA programs: does the step fit JAX's runtime arena? Note [JAX arena]
+  // in step.cc.
+  struct JaxArena {
+    bool checked = false;
+    std::string allocator;     // "bfc" with its options
+    double mem_fraction = 0;
+    bool preallocate = true;
+    Bytes arena;               // mem_fraction x capacity
+    bool fits = true;
+    double needed_fraction = 0;  // (argument + output - alias + temp) / capacity
+  } jax_arena;
   double tokens_per_step = 0;
   std::vector<LayerTime> layer_times;  // by layer; empty without layer regions
   // Why the peak is where it is: the largest buffers live at the temp peak
