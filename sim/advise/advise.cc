@@ -127,8 +127,9 @@ absl::StatusOr<std::vector<GridAxis>> DefaultAxes(const std::string& config) {
   if (!spec.program.present) {
     GridAxis policies{"remat.policy", {}};
     for (const RematPolicyInfo& p : ListRematPolicies()) {
-      // Policies that need names, or offload to host, are left to --vary.
-      if (!p.parameters.empty() || p.name.find("offload") != std::string::npos) continue;
+      // Policies that need names (save_only_these_names, ...) are left to
+      // --vary; host-offloading ones are in (their PCIe time is modelled).
+      if (!p.parameters.empty()) continue;
       policies.values.push_back(p.name);
     }
     axes.push_back(std::move(policies));
