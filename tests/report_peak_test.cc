@@ -43,11 +43,6 @@ TEST(ReportPeakTest, OffloadShowsHostBytesAndPcieTime) {
   EXPECT_NE(json.find("\"host_to_device_bytes\": 201326592"), std::string::npos);
 }
 
-}  // namespace
-}  // namespace gpusim
-
-namespace gpusim {
-namespace {
 
 // Note [JAX arena]: the XLA step's blocks (arguments, non-aliased outputs,
 // one temp heap) through BFC over mem_fraction of the device.
