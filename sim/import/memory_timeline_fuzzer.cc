@@ -1,5 +1,5 @@
 // libFuzzer target: the torch.profiler memory-timeline raw importer
-// (sim/import/memory_timeline.h), plain JSON from memory or gzip (input
+// (sim/import/memory_timeline.h), plain JSON from memory (whole, and in small reads that must give the same result) or gzip (input
 // starting 1f 8b) through the file path, then ToNativeTrace.
 #include <cstddef>
 #include <cstdint>
@@ -19,11 +19,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   } else {
     std::unique_ptr<ByteSource> source = StringByteSource(bytes);
     recorded = ImportMemoryTimelineRaw(*source, "fuzz.json");
+    // The same bytes in small reads (1..64 bytes, chosen by the input).
+    fuzz::ChunkedSource chunked(bytes, 1 + (size > 0 ? data[size / 2] % 64 : 0));
+    fuzz::CheckSameImport(recorded, ImportMemoryTimelineRaw(chunked, "fuzz.json"));
   }
   if (!recorded.ok()) {
     fuzz::CheckRejection(recorded.status(),
                          {absl::StatusCode::kInvalidArgument, absl::StatusCode::kDataLoss},
-                         {"byte ", "got an object"});
+                         {"byte ", "decompressed bytes", "got an object"});
     return 0;
   }
   fuzz::CheckConversions(*recorded);
