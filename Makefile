@@ -11,7 +11,8 @@ test: build
 # tests/fuzz/README.md. -O1 -g1: quicker to build than -O2 -g, still
 # line-accurate reports.
 SANITIZE_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1 \
-               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+               LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizer/lsan.supp
 test-sanitize:
 	@if [ ! -f build-asan/CMakeCache.txt ]; then \
 	  cmake -S . -B build-asan $$(command -v ninja >/dev/null && echo -G Ninja) \

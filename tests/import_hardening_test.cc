@@ -14,6 +14,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
+#include "models/jax_program.h"
 #include "sim/config/loader.h"
 #include "sim/import/byte_source.h"
 #include "sim/import/kineto.h"
@@ -336,6 +337,25 @@ TEST(MalformedConfigTest, ParseRunSpecErrorsNameFileLineColumn) {
   auto syntax = ParseRunSpec("a: [1, 2\n", "mem/run.yaml");
   ASSERT_FALSE(syntax.ok());
   EXPECT_THAT(Message(syntax.status()), StartsWith("mem/run.yaml:"));
+}
+
+TEST(MalformedConfigTest, ProgramSizesThatOverflowAreErrors) {
+  const std::string path = std::string(GPUSIM_SOURCE_DIR) + "/examples/scan_carry.yaml";
+  const std::string text = ReadFile(path);
+  // From the config fuzzer: trip_count 2^63 - 1 overflowed Tensor::elements.
+  auto huge = ParseRunSpec(text, path, {"loop.trip_count=9223372036854775807"});
+  ASSERT_TRUE(huge.ok()) << huge.status();
+  auto p = BuildJaxProgram(*huge);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(Message(p.status()), HasSubstr("loop.trip_count: 9223372036854775807 iterations"));
+  // A shape whose bytes, stacked over the trip count, exceed int64.
+  auto wide = ParseRunSpec(text, path, {"program.inputs.w1.shape=[1, 4611686018427387904]"});
+  ASSERT_TRUE(wide.ok()) << wide.status();
+  auto q = BuildJaxProgram(*wide);
+  ASSERT_FALSE(q.ok());
+  EXPECT_THAT(Message(q.status()),
+              HasSubstr("program.inputs.w1: f32[1,4611686018427387904] stacked over trip_count 4 "
+                        "exceeds 2^63 - 1 bytes"));
 }
 
 }  // namespace
