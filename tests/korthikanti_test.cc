@@ -2,6 +2,8 @@
 // 2022 (arXiv 2205.05198, Table 2) count it; ../shared/reference/
 // measurements.md §B. s = sequence, b = micro-batch, h = hidden, a = heads,
 // t = tensor-parallel size; 16-bit activations, 1-byte dropout masks.
+#include <unistd.h>
+
 #include <fstream>
 #include <string>
 
@@ -17,7 +19,8 @@ struct Shape {
 };
 
 Bytes LayerBytes(const Shape& x, const std::string& policy, bool sp, int64_t t) {
-  const std::string path = ::testing::TempDir() + "/gpt_shape.yaml";
+  // One file per process: ctest runs the instances in parallel.
+  const std::string path = ::testing::TempDir() + "/gpt_shape." + std::to_string(getpid()) + ".yaml";
   std::ofstream(path) << "framework: pytorch\ndevice: a100-sxm-80gb\nmodel:\n  from: gpt-22b\n  d_model: " << x.h
                       << "\n  n_heads: " << x.a << "\n  head_dim: " << x.h / x.a << "\n  mlp_dim: " << 4 * x.h
                       << "\n  n_layers: 3\n  vocab: 1024\n";
