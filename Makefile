@@ -18,5 +18,5 @@ test-sanitize:
 	  cmake -S . -B build-asan $$(command -v ninja >/dev/null && echo -G Ninja) \
 	    -DGPUSIM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" >/dev/null; fi
-	cmake --build build-asan --parallel $$(nproc) --target gpusim gpusim_tests
+	cmake --build build-asan --parallel $$(nproc) --target gpusim gpusim_tests fuzz_replays
 	cd build-asan && $(SANITIZE_ENV) ctest --output-on-failure --parallel $$(nproc) -LE heavy

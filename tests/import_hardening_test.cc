@@ -4,6 +4,7 @@
 // tests/fuzz/regressions/<target>/, fed the way the fuzzer feeds it.
 #include <zlib.h>
 
+#include <algorithm>
 #include <climits>
 #include <filesystem>
 #include <fstream>
