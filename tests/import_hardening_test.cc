@@ -233,6 +233,13 @@ TEST(MalformedTraceTest, LiveBytesBeyondInt64AreAnErrorWithTheEventIndex) {
   ASSERT_FALSE(n.ok());
   EXPECT_EQ(Message(n.status()), "big.json: memory event 1 (alloc): live bytes exceed 2^63 - 1");
 
+  // The same two allocs at one address: the second implies the first's free,
+  // so live bytes never exceed one block.
+  t.memory_events[1].address = 0;
+  auto same = ToNativeTrace(t);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_TRUE(ValidateTrace(*same).ok());
+
   // Total Allocated + the first free's size overflows.
   RecordedTrace f;
   f.metadata.source_file = "f.json";

@@ -284,10 +284,6 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
     const StreamId s = native_stream(m.stream);
     const Role role = m.category.value_or(Role::kTemporary);
     if (is_alloc) {
-      if (__builtin_add_overflow(body_live, m.size.value(), &body_live)) {
-        return overflow(index, "live bytes");
-      }
-      body_peak = std::max(body_peak, body_live);
       const BufferId id = next_id++;
       if (m.address.has_value()) {
         auto it = by_address.find(*m.address);
@@ -303,6 +299,10 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
         by_size[m.size.value()].push_back(id);
         emit_alloc(body, id, m.size, s, role, "");
       }
+      if (__builtin_add_overflow(body_live, m.size.value(), &body_live)) {
+        return overflow(index, "live bytes");
+      }
+      body_peak = std::max(body_peak, body_live);
       ++stats.allocs;
       continue;
     }
