@@ -1,5 +1,5 @@
-# The two commands of the README's quick start.
-.PHONY: run test build
+# The two commands of the README's quick start, plus the sanitizer suite CI runs.
+.PHONY: run test build test-sanitize
 build:
 	@tools/setup.sh
 run: build
@@ -8,3 +8,17 @@ run: build
 test:
 	@tools/setup.sh --test
 	cd build && GPUSIM_REQUIRE_BROWSER=1 ctest --output-on-failure --parallel $$(nproc) -LE heavy
+
+# ASan + UBSan (any UB aborts) build of the same suite in build-asan/; see
+# tests/fuzz/README.md. -O1 -g1: quicker to build than -O2 -g, still
+# line-accurate reports.
+SANITIZE_ENV = ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:strict_string_checks=1:detect_stack_use_after_return=1 \
+               UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+               LSAN_OPTIONS=suppressions=$(CURDIR)/tests/sanitizer/lsan.supp
+test-sanitize:
+	@if [ ! -f build-asan/CMakeCache.txt ]; then \
+	  cmake -S . -B build-asan $$(command -v ninja >/dev/null && echo -G Ninja) \
+	    -DGPUSIM_SANITIZE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1" >/dev/null; fi
+	cmake --build build-asan --parallel $$(nproc) --target gpusim gpusim_tests fuzz_replays
+	cd build-asan && $(SANITIZE_ENV) ctest --output-on-failure --parallel $$(nproc) -LE heavy

@@ -66,12 +66,35 @@ class JaxProgramBuilder {
  private:
   // --- declarations and static analysis --------------------------------------
 
+  // Every iteration's ops are built (rolled too: the loop body is expanded
+  // per iteration for the buffer timeline), so the trip count bounds the IR.
+  static constexpr int64_t kMaxTrips = int64_t{1} << 16;
+
+  // A value's bytes, stacked over the trip count as a residual is, must fit
+  // in int64 (Bytes).
+  absl::Status CheckSize(const ValueType& v, const std::string& where) const {
+    int64_t n = 0;
+    bool overflow = __builtin_mul_overflow(std::max<int64_t>(T_, 1), int64_t{8}, &n);
+    for (int64_t d : v.shape) overflow = overflow || __builtin_mul_overflow(n, d, &n);
+    if (overflow) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where, ": ", ShapeText(v), " stacked over trip_count ", T_, " exceeds 2^63 - 1 bytes"));
+    }
+    return absl::OkStatus();
+  }
+
   absl::Status DeclareInputs() {
     if (T_ < 0) return absl::InvalidArgumentError("loop.trip_count: expected >= 0");
+    if (T_ > kMaxTrips) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "loop.trip_count: ", T_, " iterations is more than a program's IR is built for (at most ",
+          kMaxTrips, "; every iteration's ops are built)"));
+    }
     for (const ProgramInputSpec& in : p_.inputs) {
       ValueType v;
       v.dtype = in.dtype;
       for (int64_t d : in.shape) v.shape.push_back(d < 0 ? T_ : d);
+      RETURN_IF_ERROR(CheckSize(v, absl::StrCat("program.inputs.", in.name)));
       const Role role = std::find(p_.grad.begin(), p_.grad.end(), in.name) != p_.grad.end()
                             ? Role::kParameter
                             : Role::kInputBatch;
@@ -125,6 +148,7 @@ class JaxProgramBuilder {
         }
         out = in[0].scalar() ? in[1] : in[0];
       }
+      RETURN_IF_ERROR(CheckSize(out, where));
       type_[op.out] = out;
       if (std::all_of(op.in.begin(), op.in.end(), [&](const std::string& n) { return invariant_.count(n) > 0; })) {
         invariant_.insert(op.out);

@@ -218,7 +218,7 @@ std::string HumanBytes(Bytes b) {
     ++u;
   }
   const double ax = x < 0 ? -x : x;
-  return absl::StrFormat(ax >= 100 ? "%.0f %s" : ax >= 10 ? "%.1f %s" : "%.2f %s", x, kUnits[u]);
+  return absl::StrFormat("%.*f %s", ax >= 100 ? 0 : ax >= 10 ? 1 : 2, x, kUnits[u]);
 }
 
 std::string HumanTime(SimTime t) {

@@ -246,11 +246,29 @@ absl::StatusOr<Spec> LoadOne(const std::string& name_or_path,
   return parse(node, "");
 }
 
+// The run config `root` read from `path`: resolves device/model, applies
+// `overrides`, parses strictly.
+absl::StatusOr<RunSpec> RunSpecFromNode(ConfigNode root, const std::string& path,
+                                        const std::vector<std::string>& overrides);
+
 }  // namespace
 
 absl::StatusOr<RunSpec> LoadRunSpec(const std::string& path,
                                     const std::vector<std::string>& overrides) {
   ASSIGN_OR_RETURN(ConfigNode root, ParseYamlFile(path));
+  return RunSpecFromNode(std::move(root), path, overrides);
+}
+
+absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view yaml, const std::string& path,
+                                     const std::vector<std::string>& overrides) {
+  ASSIGN_OR_RETURN(ConfigNode root, ParseYamlString(yaml, path));
+  return RunSpecFromNode(std::move(root), path, overrides);
+}
+
+namespace {
+
+absl::StatusOr<RunSpec> RunSpecFromNode(ConfigNode root, const std::string& path,
+                                        const std::vector<std::string>& overrides) {
   if (root.is_null()) root = ConfigNode::Map(root.location());
   if (!root.is_map()) {
     return Error(root.location(), "",
@@ -271,6 +289,8 @@ absl::StatusOr<RunSpec> LoadRunSpec(const std::string& path,
   RETURN_IF_ERROR(ValidateKeys(root, RunSchema(), ""));
   return internal::ParseRunNode(root);
 }
+
+}  // namespace
 
 absl::StatusOr<DeviceSpec> LoadDeviceSpec(const std::string& name_or_path,
                                           const std::string& base_dir) {

@@ -44,6 +44,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
 #include "sim/config/spec.h"
 
 namespace gpusim {
@@ -52,6 +53,12 @@ namespace gpusim {
 // ("PATH=VALUE" strings from repeated --set) and parses strictly.
 absl::StatusOr<RunSpec> LoadRunSpec(const std::string& path,
                                     const std::vector<std::string>& overrides);
+
+// As LoadRunSpec, for a run config already in memory: `path` names it in
+// errors and its directory is where device/model references are resolved
+// ("" = none: names from the source tree, paths from the working directory).
+absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view yaml, const std::string& path,
+                                     const std::vector<std::string>& overrides = {});
 
 // A device or model by NAME or PATH. `base_dir` plays the part of the
 // including file's directory: names are searched under it as above and

@@ -30,7 +30,7 @@ class GzFileSource : public ByteSource {
     if (got < 0) {
       int errnum = 0;
       const char* msg = gzerror(f_, &errnum);
-      std::string what = errnum == Z_ERRNO ? std::strerror(errno) : std::string(msg);
+      std::string what = errnum == Z_ERRNO ? std::strerror(errno) : StripPath(msg);
       return absl::DataLossError(Cat(path_, ": ", gzip_ ? "gzip: " : "read: ", what,
                                      " after ", delivered_,
                                      gzip_ ? " decompressed bytes" : " bytes",
@@ -42,7 +42,7 @@ class GzFileSource : public ByteSource {
       int errnum = 0;
       const char* msg = gzerror(f_, &errnum);
       if (errnum != Z_OK) {
-        return absl::DataLossError(Cat(path_, ": gzip: ", msg, " after ", delivered_,
+        return absl::DataLossError(Cat(path_, ": gzip: ", StripPath(msg), " after ", delivered_,
                                        " decompressed bytes (truncated .gz file?)"));
       }
     }
@@ -51,6 +51,17 @@ class GzFileSource : public ByteSource {
   bool decompressed() const override { return gzip_; }
 
  private:
+  // gzerror() texts start with the path ("PATH: incorrect data check"); the
+  // error already names it.
+  std::string StripPath(const char* msg) const {
+    std::string_view m(msg);
+    if (m.size() > path_.size() + 2 && m.substr(0, path_.size()) == path_ &&
+        m.substr(path_.size(), 2) == ": ") {
+      m.remove_prefix(path_.size() + 2);
+    }
+    return std::string(m);
+  }
+
   std::string path_;
   gzFile f_;
   bool gzip_;

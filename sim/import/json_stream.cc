@@ -1,5 +1,6 @@
 #include "sim/import/json_stream.h"
 
+#include <algorithm>
 #include <cctype>
 
 #include "sim/base/status.h"
@@ -11,6 +12,10 @@ using trace_internal::Cat;
 
 namespace {
 
+// The read buffer starts at kFirstRead and grows 4x (up to kReadBuffer) each
+// time a read fills it: a small input costs no 1 MiB allocation, a large one
+// is read in 1 MiB chunks after a few reads.
+constexpr size_t kFirstRead = 1 << 16;
 constexpr size_t kReadBuffer = 1 << 20;
 
 std::string Shown(int c) {
@@ -24,7 +29,7 @@ std::string Shown(int c) {
 class Scanner {
  public:
   Scanner(ByteSource& source, const std::string& label)
-      : source_(source), label_(label), buf_(kReadBuffer) {}
+      : source_(source), label_(label), buf_(kFirstRead) {}
 
   int64_t offset() const { return base_ + static_cast<int64_t>(pos_); }
 
@@ -93,8 +98,12 @@ class Scanner {
   absl::Status Fill() {
     base_ += static_cast<int64_t>(end_);
     pos_ = end_ = 0;
+    if (last_read_full_ && buf_.size() < kReadBuffer) {
+      buf_.resize(std::min(buf_.size() * 4, kReadBuffer));
+    }
     ASSIGN_OR_RETURN(size_t n, source_.Read(buf_.data(), buf_.size()));
     end_ = n;
+    last_read_full_ = n == buf_.size();
     return absl::OkStatus();
   }
 
@@ -222,6 +231,7 @@ class Scanner {
   size_t pos_ = 0;
   size_t end_ = 0;
   int64_t base_ = 0;  // input offset of buf_[0]
+  bool last_read_full_ = false;
   std::string closers_;
   std::vector<int64_t> opened_at_;
 };

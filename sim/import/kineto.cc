@@ -1,6 +1,7 @@
 #include "sim/import/kineto.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -32,6 +33,10 @@ struct Args {
 };
 
 enum class Class { kUnknown, kMemory, kOp, kSkip };
+
+bool FitsInt32(int64_t v) {
+  return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
+}
 
 std::optional<RecordedOpKind> OpKindForCategory(std::string_view cat,
                                                 const KinetoImportOptions& o) {
@@ -66,7 +71,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   absl::Status OnTopLevelValue(std::string_view key, const std::string& text,
                                int64_t offset) override {
     od::document doc;
-    if (auto err = parser_.iterate(Padded(text)).get(doc)) return JsonError(text, offset, doc, err);
+    if (auto err = parser_.iterate(Padded(text)).get(doc)) return IterateError(offset, err);
     if (key == "traceName") {
       std::string_view s;
       if (doc.get_string().get(s) == simdjson::SUCCESS) out_.metadata.trace_name = std::string(s);
@@ -113,7 +118,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
 
   absl::Status OnElement(const std::string& text, int64_t offset) override {
     od::document doc;
-    if (auto err = parser_.iterate(Padded(text)).get(doc)) return JsonError(text, offset, doc, err);
+    if (auto err = parser_.iterate(Padded(text)).get(doc)) return IterateError(offset, err);
     od::object obj;
     if (auto err = doc.get_object().get(obj)) {
       if (err == simdjson::INCORRECT_TYPE) return Error(offset, "expected a trace event object");
@@ -161,6 +166,10 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       op.start = SimTime(*ts);
       op.duration = SimTime(*dur);
       op.stream = args.stream.value_or(-1);
+      if (!FitsInt32(args.device.value_or(-1))) {
+        return Error(offset, Cat("complete event \"", name, "\": args.device ", *args.device,
+                                 " is out of range"));
+      }
       op.device = static_cast<int32_t>(args.device.value_or(-1));
       op.correlation = args.correlation.value_or(-1);
       op.external_id = args.external_id.value_or(-1);
@@ -285,8 +294,21 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       return Error(offset, "[memory] event lacks args.Bytes");
     }
     if (!ts.has_value()) return Error(offset, "[memory] event lacks ts");
+    if (*a.bytes == std::numeric_limits<int64_t>::min()) {
+      return Error(offset, Cat("[memory] event: args.Bytes ", *a.bytes, " is out of range"));
+    }
+    if (a.total_allocated.value_or(0) < 0 || a.total_reserved.value_or(0) < 0) {
+      return Error(offset, Cat("[memory] event: negative args.\"Total ",
+                               a.total_allocated.value_or(0) < 0 ? "Allocated\" " : "Reserved\" ",
+                               a.total_allocated.value_or(0) < 0 ? *a.total_allocated
+                                                                  : *a.total_reserved));
+    }
     const int64_t type = a.device_type.value_or(-1);
     const int64_t id = a.device_id.value_or(-1);
+    if (!FitsInt32(id) || !FitsInt32(type)) {
+      return Error(offset, Cat("[memory] event: args.\"Device ", FitsInt32(id) ? "Type" : "Id",
+                               "\" ", FitsInt32(id) ? type : id, " is out of range"));
+    }
     if (std::find(options_.device_types.begin(), options_.device_types.end(), type) ==
             options_.device_types.end() ||
         (options_.device_id.has_value() && *options_.device_id != id)) {
@@ -318,6 +340,12 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     if (tok.size() > 40) tok = tok.substr(0, 40);
     while (!tok.empty() && (tok.back() == ' ' || tok.back() == '\n')) tok.remove_suffix(1);
     return Error(at, Cat("\"", key, "\": expected ", expected, ", got '", tok, "'"));
+  }
+
+  // iterate() failed: `doc` has no position to ask for.
+  absl::Status IterateError(int64_t offset, simdjson::error_code err) const {
+    return Error(offset, Cat("malformed JSON in the trace event starting at byte ", offset, " (",
+                             std::string_view(simdjson::error_message(err)), ")"));
   }
 
   absl::Status JsonError(const std::string& text, int64_t offset, od::document& doc,

@@ -2,6 +2,7 @@
 
 #include <array>
 #include <charconv>
+#include <limits>
 
 #include "sim/base/status.h"
 #include "sim/import/json_stream.h"
@@ -25,6 +26,9 @@ class TimelineVisitor : public import_internal::JsonStreamVisitor {
     std::array<int64_t, 4> v{};
     RETURN_IF_ERROR(ParseRow(text, offset, v));
     const int64_t t = v[0], action = v[1], bytes = v[2], category = v[3];
+    if (bytes == std::numeric_limits<int64_t>::min()) {
+      return Error(offset, Cat("bytes ", bytes, " is out of range"));
+    }
     if (category < 0 || category > 7) {
       return Error(offset, Cat("category ", category, " is not one of 0..7"));
     }

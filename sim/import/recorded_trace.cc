@@ -262,20 +262,36 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
                                 : -1);
     }
   };
-  for (const RecordedMemoryEvent& m : recorded.memory_events) {
+  // Live bytes of `body` so far (frees of blocks allocated before recording
+  // make it negative) and its maximum: with the pre-recording allocs and
+  // Trace::preexisting, live bytes must fit in int64 (ValidateTrace).
+  int64_t body_live = 0;
+  int64_t body_peak = 0;
+  auto overflow = [&](size_t index, std::string_view what) {
+    return absl::InvalidArgumentError(Cat(recorded.metadata.source_file, ": memory event ", index,
+                                          " (", MemoryEventKindName(recorded.memory_events[index].kind),
+                                          "): ", what, " exceed 2^63 - 1"));
+  };
+  for (size_t index = 0; index < recorded.memory_events.size(); ++index) {
+    const RecordedMemoryEvent& m = recorded.memory_events[index];
     note_sources();
-    source = &m - recorded.memory_events.data();
+    source = static_cast<int64_t>(index);
     if (m.device != device) continue;
     bool is_alloc = m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kPreexisting;
     bool is_free = m.kind == MemoryEventKind::kFree || m.kind == options.snapshot_free;
     if (!is_alloc && !is_free) continue;
     if (m.size < Bytes(0)) {
       return absl::InvalidArgumentError(
-          Cat(recorded.metadata.source_file, ": negative size on a ", MemoryEventKindName(m.kind),
-              " event"));
+          Cat(recorded.metadata.source_file, ": memory event ", index, " (",
+              MemoryEventKindName(m.kind), "): negative size ", m.size.value()));
     }
     if (!initial_allocated.has_value() && m.total_allocated.has_value()) {
-      initial_allocated = is_alloc ? *m.total_allocated - m.size : *m.total_allocated + m.size;
+      int64_t before = 0;
+      if (is_alloc ? __builtin_sub_overflow(m.total_allocated->value(), m.size.value(), &before)
+                   : __builtin_add_overflow(m.total_allocated->value(), m.size.value(), &before)) {
+        return overflow(index, "Total Allocated before the event would");
+      }
+      initial_allocated = Bytes(before);
     }
     if (m.time >= SimTime(0)) emit_ops_before(m.time);
     const StreamId s = native_stream(m.stream);
@@ -286,6 +302,7 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
         auto it = by_address.find(*m.address);
         if (it != by_address.end()) {
           ++stats.implicit_frees;
+          body_live -= it->second.size.value();
           emit_free(it->second.id, s);
           by_address.erase(it);
         }
@@ -295,15 +312,21 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
         by_size[m.size.value()].push_back(id);
         emit_alloc(body, id, m.size, s, role, "");
       }
+      if (__builtin_add_overflow(body_live, m.size.value(), &body_live)) {
+        return overflow(index, "live bytes");
+      }
+      body_peak = std::max(body_peak, body_live);
       ++stats.allocs;
       continue;
     }
     // A free.
     BufferId id = -1;
+    Bytes freed = m.size;  // the matched alloc's size when matched by address
     if (m.address.has_value()) {
       auto it = by_address.find(*m.address);
       if (it != by_address.end()) {
         id = it->second.id;
+        freed = it->second.size;
         if (it->second.size != m.size) ++stats.size_mismatches;
         by_address.erase(it);
         ++stats.frees_matched_by_address;
@@ -327,8 +350,13 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
       emit_alloc(head, id, m.size, s, role,
                  m.address.has_value() ? HexAddress(*m.address) : std::string());
       ++stats.allocs_before_recording;
-      stats.bytes_before_recording += m.size;
+      int64_t before = 0;
+      if (__builtin_add_overflow(stats.bytes_before_recording.value(), m.size.value(), &before)) {
+        return overflow(index, "bytes allocated before recording");
+      }
+      stats.bytes_before_recording = Bytes(before);
     }
+    body_live -= freed.value();
     emit_free(id, s);
   }
   note_sources();
@@ -342,6 +370,14 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
 
   if (initial_allocated.has_value() && *initial_allocated > stats.bytes_before_recording) {
     trace.preexisting = *initial_allocated - stats.bytes_before_recording;
+  }
+  int64_t peak = 0;
+  if (__builtin_add_overflow(trace.preexisting.value(), stats.bytes_before_recording.value(),
+                             &peak) ||
+      __builtin_add_overflow(peak, body_peak, &peak)) {
+    return absl::InvalidArgumentError(
+        Cat(recorded.metadata.source_file, ": live bytes (before recording, ",
+            stats.bytes_before_recording.value(), ", plus the peak inside it) exceed 2^63 - 1"));
   }
   trace.events = std::move(head);
   trace.events.reserve(trace.events.size() + body.size());

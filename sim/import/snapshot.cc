@@ -39,7 +39,15 @@ class SnapshotReader {
     out.trace.metadata.format = "snapshot";
     od::document doc;
     simdjson::padded_string_view view(json_.data(), json_.size(), json_.capacity());
-    if (auto err = parser_.iterate(view).get(doc)) return JsonError(doc, err);
+    // A failed iterate leaves `doc` without a token position: JsonError's
+    // current_location() would read through a null pointer.
+    if (auto err = parser_.iterate(view).get(doc)) {
+      if (json_.find_first_not_of(" \t\r\n") == std::string::npos) {
+        return Error(json_.data(), "empty file, expected a snapshot JSON object");
+      }
+      return Error(json_.data(),
+                   Cat("malformed JSON (", std::string_view(simdjson::error_message(err)), ")"));
+    }
     od::object top;
     if (auto err = doc.get_object().get(top)) return JsonError(doc, err, "a JSON object");
     bool have_segments = false;
@@ -86,6 +94,14 @@ class SnapshotReader {
     if (!NumberToken(v, &tok) || !ParseInteger(tok, out)) {
       return Error(v.raw_json_token().data(), Cat("\"", key, "\": expected an integer"));
     }
+    return absl::OkStatus();
+  }
+
+  // A byte count: an integer >= 0.
+  absl::Status Size(od::value& v, std::string_view key, int64_t* out) const {
+    const char* at = v.raw_json_token().data();
+    RETURN_IF_ERROR(Int(v, key, out));
+    if (*out < 0) return Error(at, Cat("\"", key, "\": negative size ", *out));
     return absl::OkStatus();
   }
 
@@ -141,7 +157,7 @@ class SnapshotReader {
           return Int(x, k, &s.address);
         } else if (k == "total_size" || k == "allocated_size" || k == "active_size" ||
                    k == "requested_size") {
-          RETURN_IF_ERROR(Int(x, k, &n));
+          RETURN_IF_ERROR(Size(x, k, &n));
           (k == "total_size"       ? s.total_size
            : k == "allocated_size" ? s.allocated_size
            : k == "active_size"    ? s.active_size
@@ -163,7 +179,7 @@ class SnapshotReader {
               int64_t m = 0;
               if (bk == "address") return Int(y, bk, &b.address);
               if (bk == "size" || bk == "requested_size") {
-                RETURN_IF_ERROR(Int(y, bk, &m));
+                RETURN_IF_ERROR(Size(y, bk, &m));
                 (bk == "size" ? b.size : b.requested_size) = Bytes(m);
               } else if (bk == "state") {
                 return Str(y, bk, &b.state);
@@ -205,14 +221,18 @@ class SnapshotReader {
             RETURN_IF_ERROR(Int(x, k, &n));
             m.address = n;
           } else if (k == "size") {
-            RETURN_IF_ERROR(Int(x, k, &n));
-            if (n < 0) return Error(x.raw_json_token().data(), "\"size\": negative");
+            RETURN_IF_ERROR(Size(x, k, &n));
             m.size = Bytes(n);
           } else if (k == "stream") {
             return Int(x, k, &m.stream);
           } else if (k == "time_us") {
+            const char* at = x.raw_json_token().data();
             RETURN_IF_ERROR(Int(x, k, &n));
-            m.time = SimTime(n * 1000);
+            int64_t ns = 0;
+            if (__builtin_mul_overflow(n, 1000, &ns)) {
+              return Error(at, Cat("\"time_us\": ", n, " us is out of range for int64 ns"));
+            }
+            m.time = SimTime(ns);
           }
           return absl::OkStatus();
         }));

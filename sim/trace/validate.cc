@@ -16,7 +16,17 @@ namespace {
 struct BufferState {
   int64_t alloc_event = -1;
   int64_t free_event = -1;  // -1 while live
+  Bytes size;
 };
+
+// a + b, clamped to the int64 range (ComputeTraceStats is best effort).
+Bytes SaturatingAdd(Bytes a, Bytes b) {
+  int64_t r = 0;
+  if (__builtin_add_overflow(a.value(), b.value(), &r)) {
+    return Bytes(b.value() > 0 ? INT64_MAX : INT64_MIN);
+  }
+  return Bytes(r);
+}
 
 absl::Status EventError(size_t i, const TraceEvent& e, std::string_view why) {
   return absl::InvalidArgumentError(
@@ -40,6 +50,7 @@ absl::Status ValidateTrace(const Trace& trace) {
     declared.push_back(s.id);
   }
   absl::flat_hash_map<BufferId, BufferState> buffers;
+  int64_t live_bytes = trace.preexisting.value();
   for (size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
     const int64_t idx = static_cast<int64_t>(i);
@@ -92,7 +103,11 @@ absl::Status ValidateTrace(const Trace& trace) {
                                              " is still live (allocated at event ",
                                              it->second.alloc_event, ")"));
       }
-      it->second = BufferState{idx, -1};
+      it->second = BufferState{idx, -1, e.size};
+      // Replay sums live bytes in int64 (the engine, allocators, stats).
+      if (__builtin_add_overflow(live_bytes, e.size.value(), &live_bytes)) {
+        return EventError(i, e, "live bytes exceed 2^63 - 1");
+      }
     } else if (e.type == EventType::kFree) {
       auto it = buffers.find(e.buffer);
       if (it == buffers.end()) {
@@ -104,6 +119,7 @@ absl::Status ValidateTrace(const Trace& trace) {
             it->second.alloc_event, ", freed at event ", it->second.free_event, ")"));
       }
       it->second.free_event = idx;
+      live_bytes -= it->second.size.value();
     }
   }
   return absl::OkStatus();
@@ -122,10 +138,10 @@ TraceStats ComputeTraceStats(const Trace& trace) {
       ++stats.allocs;
       auto [it, inserted] = live.try_emplace(e.buffer, e.size);
       if (!inserted) {
-        live_bytes -= it->second;
+        live_bytes = SaturatingAdd(live_bytes, Bytes(0) - it->second);
         it->second = e.size;
       }
-      live_bytes += e.size;
+      live_bytes = SaturatingAdd(live_bytes, e.size);
       if (live_bytes > stats.peak_live) {
         stats.peak_live = live_bytes;
         stats.peak_event = static_cast<int64_t>(i);
@@ -134,7 +150,7 @@ TraceStats ComputeTraceStats(const Trace& trace) {
       ++stats.frees;
       auto it = live.find(e.buffer);
       if (it != live.end()) {
-        live_bytes -= it->second;
+        live_bytes = SaturatingAdd(live_bytes, Bytes(0) - it->second);
         live.erase(it);
       }
     }

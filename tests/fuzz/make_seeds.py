@@ -1,0 +1,171 @@
+#!/usr/bin/env python3
+"""Regenerates the fuzz seed corpora in tests/fuzz/<target>/ from the small
+recorded traces in traces/recorded/ and the shipped configs (stdlib only).
+
+Usage: python3 tests/fuzz/make_seeds.py   (from the repository root)
+Each seed is a few KB: a slice of a real input that keeps its shape.
+"""
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+REC = os.path.join(ROOT, "traces", "recorded")
+OUT = os.path.join(ROOT, "tests", "fuzz")
+
+
+def write(target, name, data):
+    d = os.path.join(OUT, target)
+    os.makedirs(d, exist_ok=True)
+    if isinstance(data, str):
+        data = data.encode()
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def gz(data):
+    return gzip.compress(data.encode() if isinstance(data, str) else data, mtime=0)
+
+
+def kineto_slice(doc, n_mem, n_kernel, n_cpu, n_other, top_keys):
+    ev = doc["traceEvents"]
+    mem = [e for e in ev if e.get("name") == "[memory]"]
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "Kernel", "gpu_memcpy", "Memcpy",
+                                                 "gpu_memset", "Memset")]
+    cpu = [e for e in ev if e.get("cat") in ("cpu_op", "Operator", "user_annotation",
+                                                 "gpu_user_annotation")]
+    other = [e for e in ev if e.get("name") != "[memory]" and e not in gpu and e not in cpu]
+    events = mem[:n_mem] + gpu[:n_kernel] + cpu[:n_cpu] + other[:n_other]
+    for e in events:  # long demangled names add nothing
+        if len(e.get("name", "")) > 60:
+            e["name"] = e["name"][:60]
+        if isinstance(e.get("args"), dict):
+            e["args"] = {k: v for k, v in e["args"].items()
+                         if not isinstance(v, (list, dict)) or k == "grid"}
+    out = {k: doc[k] for k in top_keys if k in doc}
+    if "deviceProperties" in out:
+        out["deviceProperties"] = [{k: v for k, v in p.items()
+                                    if k in ("id", "name", "totalGlobalMem", "numSms")}
+                                   for p in out["deviceProperties"][:1]]
+    out["traceEvents"] = events
+    # One event per line, as Kineto writes.
+    body = ",\n".join("  " + json.dumps(e) for e in events)
+    head = ", ".join(f"{json.dumps(k)}: {json.dumps(v)}" for k, v in out.items()
+                     if k != "traceEvents")
+    return "{" + head + (", " if head else "") + '"traceEvents": [\n' + body + "\n]}\n"
+
+
+def load_gz(name):
+    with gzip.open(os.path.join(REC, name), "rt") as f:
+        return json.load(f)
+
+
+def kineto():
+    bert = load_gz("tracelens_h100_bert-small_inference.pt.trace.json.gz")
+    s = kineto_slice(bert, 16, 3, 2, 3, ["schemaVersion", "deviceProperties", "traceName",
+                                         "baseTimeNanoseconds"])
+    write("kineto", "bert_small_h100.json", s)
+    write("kineto", "bert_small_h100.json.gz", gz(s))
+    rocm = load_gz("tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz")
+    write("kineto", "mi300x_rocm.json", kineto_slice(rocm, 12, 2, 2, 1, ["deviceProperties"]))
+    legacy = load_gz("kineto_tbplugin_resnet50_v100_legacy_noaddr.pt.trace.json.gz")
+    ev = legacy["traceEvents"]
+    gpu_mem = [e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1]
+    legacy["traceEvents"] = gpu_mem[:10] + [e for e in ev if e.get("name") != "[memory]"][:8]
+    write("kineto", "resnet50_v100_legacy_noaddr.json",
+          kineto_slice(legacy, 10, 3, 3, 2, ["schemaVersion", "deviceProperties"]))
+    # A bare top-level array is a Chrome trace too.
+    write("kineto", "bare_array.json", json.dumps(gpu_mem[:4]) + "\n")
+
+
+def memory_timeline():
+    with gzip.open(os.path.join(REC, "hta_memory_timeline_raw.json.gz"), "rt") as f:
+        rows = json.load(f)
+    first_create = next(i for i, r in enumerate(rows) if r[1] == 2)
+    first_bump = next(i for i, r in enumerate(rows) if r[1] == 3)
+    first_destroy = next(i for i, r in enumerate(rows) if r[1] == 4)
+    pick = rows[:6] + rows[first_create:first_create + 12] + rows[first_bump:first_bump + 8] + \
+        rows[first_destroy:first_destroy + 8]
+    text = json.dumps(pick)
+    write("memory_timeline", "hta_rows.json", text)
+    write("memory_timeline", "hta_rows.json.gz", gz(text))
+
+
+def snapshot():
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "s.json")
+        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "snapshot_to_json.py"),
+                        os.path.join(REC, "cs336_gpt_training_snapshot.pickle"), out], check=True)
+        with open(out) as f:
+            snap = json.load(f)
+    segs = snap["segments"]
+    small = [s for s in segs if s["segment_type"] == "small"][:1]
+    large = sorted((s for s in segs if s["segment_type"] == "large"),
+                   key=lambda s: -len(s["blocks"]))[:1]
+    for s in small + large:
+        s["blocks"] = s["blocks"][:4]
+    trace = snap["device_traces"][0][:30]
+    for e in trace:
+        e.pop("frames", None)
+    settings = dict(snap["allocator_settings"])
+    settings["roundup_power2_divisions"] = dict(list(settings["roundup_power2_divisions"].items())[:3])
+    doc = {"segments": small + large, "device_traces": [trace], "allocator_settings": settings}
+    write("snapshot", "cs336_gpt_training.json", json.dumps(doc))
+    seg_actions = {"segments": large, "device_traces": [[
+        {"action": "segment_alloc", "addr": 1 << 20, "size": 20971520, "stream": 0, "time_us": 1},
+        {"action": "alloc", "addr": 1 << 20, "size": 512, "stream": 0, "time_us": 2},
+        {"action": "free_requested", "addr": 1 << 20, "size": 512, "stream": 0, "time_us": 3},
+        {"action": "free_completed", "addr": 1 << 20, "size": 512, "stream": 0, "time_us": 4},
+        {"action": "segment_map", "addr": 1 << 22, "size": 2097152, "stream": 0, "time_us": 5},
+        {"action": "segment_unmap", "addr": 1 << 22, "size": 2097152, "stream": 0, "time_us": 6},
+        {"action": "oom", "addr": 0, "size": 1 << 40, "stream": 0, "time_us": 7},
+        {"action": "snapshot", "addr": 0, "size": 0, "stream": 0, "time_us": 8},
+        {"action": "segment_free", "addr": 1 << 20, "size": 20971520, "stream": 0, "time_us": 9}],
+        []]}
+    write("snapshot", "all_actions_two_devices.json", json.dumps(seg_actions, indent=1))
+
+
+def trace_io():
+    with open(os.path.join(ROOT, "traces", "FORMAT.md")) as f:
+        md = f.read()
+    start = md.index("```\ngpusim-trace 1") + 4
+    write("trace_io", "format_md_example.trace", md[start:md.index("```", start)])
+    write("trace_io", "alloc_free.trace",
+          "gpusim-trace 1.0\nname t\nstream 0 compute\nalloc 0 1024 role=parameter name=w\n"
+          "alloc 1 512\ncompute mm kind=matmul flops=1e9 read=1536 write=512 m=16 n=16 k=16 "
+          "uses=0,1 dur_ns=100\ncopy c kind=host_to_device read=8 write=8 after=2\nfree 1\n"
+          "free 0\nend 6\n")
+
+
+def config():
+    for src in ["configs/llama7b.yaml", "examples/scan_carry.yaml",
+                "examples/gpt22b_korthikanti.yaml"]:
+        with open(os.path.join(ROOT, src)) as f:
+            write("config", os.path.basename(src), f.read())
+    # A run config with the device and model written inline (no file lookups).
+    with open(os.path.join(ROOT, "configs/devices/h100-sxm-80gb.yaml")) as f:
+        device = f.read()
+    with open(os.path.join(ROOT, "configs/models/llama2-7b.yaml")) as f:
+        model = f.read()
+    indent = lambda t: "".join("  " + l if l.strip() else l for l in t.splitlines(True))
+    write("config", "inline_device_model.yaml",
+          "framework: pytorch\ndevice:\n" + indent(device) + "model:\n" + indent(model) +
+          "batch: {per_device: 1, seq_len: 512}\n")
+
+
+def main():
+    for t in ["kineto", "memory_timeline", "snapshot", "trace_io", "config"]:
+        shutil.rmtree(os.path.join(OUT, t), ignore_errors=True)
+    kineto()
+    memory_timeline()
+    snapshot()
+    trace_io()
+    config()
+
+
+if __name__ == "__main__":
+    main()
