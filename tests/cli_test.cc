@@ -115,5 +115,27 @@ TEST(CliTest, BadUsageExitsOne) {
   EXPECT_EQ(Gpusim("--help").code, 0);
 }
 
+TEST(CliTest, ReplayJsonKeysAndCompareRows) {
+  const std::string trace =
+      std::string(GPUSIM_SOURCE_DIR) + "/traces/recorded/tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz";
+  Result r = Gpusim("replay " + trace + " --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(JsonInt(r.out, "peak_reserved_bytes"), 8388608);
+  EXPECT_EQ(JsonInt(r.out, "peak_allocated_bytes"), 8154624);
+  EXPECT_EQ(JsonInt(r.out, "events"), 415);
+  EXPECT_NE(r.out.find("\"reserved_exact_share\": 1"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"address_exact_share\": null"), std::string::npos);
+  Result c = Gpusim("compare " + trace + " --allocators pytorch_caching,ideal,bfc");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_NE(c.out.find("pytorch_caching"), std::string::npos);
+  EXPECT_NE(c.out.find("bfc"), std::string::npos);
+  Result bad = Gpusim("replay " + trace + " --set allocator.nope=1");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("allocator.nope"), std::string::npos);
+  Result addr = Gpusim("replay " + trace + " --check-addresses");
+  EXPECT_EQ(addr.code, 1);
+  EXPECT_NE(addr.out.find("needs a memory snapshot"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace gpusim
