@@ -58,7 +58,9 @@ absl::StatusOr<std::string> RenderLocked(std::string_view dot, std::string_view 
   auto g = Parse(dot);
   if (!g.ok()) return g.status();
   if (gvLayout(gvc, g->get(), "dot") != 0) {
-    return absl::InternalError(absl::StrCat("Graphviz layout failed: ", ErrorText()));
+    const std::string why = ErrorText();
+    gvFreeLayout(gvc, g->get());  // a failed layout may have attached partial state
+    return absl::InternalError(absl::StrCat("Graphviz layout failed: ", why));
   }
   char* data = nullptr;
   unsigned int length = 0;
