@@ -173,6 +173,19 @@ TimeAxis TimeAxisFor(const StepView& v) {
   return {absl::StrCat("simulated time (", in_ms ? "ms" : "us", ")"), in_ms ? 1e6 : 1e3};
 }
 
+void DrawTimeAxis(Svg& svg, const StepView& v, double tmax, double left, double top, double pw, double ph,
+                  double title_y) {
+  const TimeAxis axis = TimeAxisFor(v);
+  const double span = tmax / axis.divisor;
+  const double xstep = NiceStep(span, 10);
+  for (double t = 0; t <= span + 1e-9; t += xstep) {
+    const double x = left + pw * t / span;
+    svg.Line(x, top + ph, x, top + ph + 4, "#333");
+    svg.Text(x, top + ph + 16, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
+  }
+  svg.Text(left + pw / 2, title_y, axis.title, "text-anchor=\"middle\"");
+}
+
 std::string_view RoleColor(Role role) {
   switch (role) {
     case Role::kParameter: return "#4e79a7";

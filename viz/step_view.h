@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "sim/report/step.h"
+#include "viz/svg.h"
 
 namespace gpusim {
 namespace viz_internal {
@@ -70,6 +71,10 @@ struct TimeAxis {
   double divisor = 1;  // tick value = ns / divisor
 };
 TimeAxis TimeAxisFor(const StepView& v);
+// Draws the time axis under a plot at (left, top) of pw x ph: ticks up to
+// `tmax` ns with their values, and the axis title at y = title_y.
+void DrawTimeAxis(Svg& svg, const StepView& v, double tmax, double left, double top, double pw, double ph,
+                  double title_y);
 
 // Fill colour of a role (a colour-blind-safe palette, Tableau 10).
 std::string_view RoleColor(Role role);

@@ -226,15 +226,7 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
   }
   svg.Text(18, kTop + ph / 2, absl::StrCat("bytes (", unit_name, ")"),
            absl::StrCat("transform=\"rotate(-90 18 ", Num(kTop + ph / 2), ")\" text-anchor=\"middle\""));
-  const viz_internal::TimeAxis axis = viz_internal::TimeAxisFor(v);
-  const double span = tmax / axis.divisor;
-  const double xstep = viz_internal::NiceStep(span, 10);
-  for (double t = 0; t <= span + 1e-9; t += xstep) {
-    const double x = kLeft + pw * t / span;
-    svg.Line(x, kTop + ph, x, kTop + ph + 4, "#333");
-    svg.Text(x, kTop + ph + 16, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
-  }
-  svg.Text(kLeft + pw / 2, kTop + ph + 34, axis.title, "text-anchor=\"middle\"");
+  viz_internal::DrawTimeAxis(svg, v, tmax, kLeft, kTop, pw, ph, kTop + ph + 34);
 
   // Legend under the axis, wrapping to a second row: swatch, label and peak
   // of each curve.
