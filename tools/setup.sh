@@ -6,12 +6,13 @@
 #           passes it, `make run` does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+TEST=0
 PKGS=(cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev libcli11-dev
-      libboost-graph-dev libgtest-dev libbenchmark-dev libgraphviz-dev graphviz
+      libboost-graph-dev libgtest-dev libgmock-dev libbenchmark-dev libgraphviz-dev graphviz
       libsimdjson-dev zlib1g-dev python3)
 for arg in "$@"; do
   case "$arg" in
-    --test) PKGS+=(chromium) ;;
+    --test) PKGS+=(chromium python3-venv); TEST=1 ;;
     *) echo "setup: unknown option $arg (expected --test)" >&2; exit 1 ;;
   esac
 done
@@ -29,5 +30,10 @@ gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 if [ ! -f build/CMakeCache.txt ]; then
   cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+fi
+# The Python-side tests' interpreter (a venv kept outside the checkout).
+if [ "$TEST" = 1 ]; then
+  py="$(tools/setup_python.sh | tail -n 1)"
+  cmake -S . -B build "-DGPUSIM_PYTHON=$py" >/dev/null
 fi
 cmake --build build --parallel "$(nproc)"
