@@ -20,7 +20,16 @@ want="$(sha256sum "$REQ" | cut -d' ' -f1)"
 if [ ! -f "$stamp" ] || [ "$(cat "$stamp")" != "$want" ]; then
   if grep -qvE '^\s*(#|$)' "$REQ"; then
     echo "setup_python: installing $(grep -vcE '^\s*(#|$)' "$REQ") requirement(s) into $VENV" >&2
-    "$VENV/bin/pip" install --disable-pip-version-check -q -r "$REQ" >&2
+    # Lines marked `# no-deps` go in without their declared dependencies
+    # (PyPI torch: see the note in requirements-test.txt).
+    nodeps="$(mktemp)"; deps="$(mktemp)"
+    grep -E '#\s*no-deps\s*$' "$REQ" > "$nodeps" || true
+    grep -vE '#\s*no-deps\s*$' "$REQ" > "$deps" || true
+    "$VENV/bin/pip" install --disable-pip-version-check -q -r "$deps" >&2
+    if [ -s "$nodeps" ]; then
+      "$VENV/bin/pip" install --disable-pip-version-check -q --no-deps -r "$nodeps" >&2
+    fi
+    rm -f "$nodeps" "$deps"
   fi
   echo "$want" > "$stamp"
 fi

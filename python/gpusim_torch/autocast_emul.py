@@ -1,0 +1,186 @@
+"""CUDA autocast on the meta device.
+
+Meta tensors have no Autocast dispatch key of their own, so
+torch.autocast("cuda") cannot touch them (and on a machine without a CUDA
+driver PyTorch disables it with a warning). While recording in meta mode,
+torch.autocast / torch.amp.autocast / torch.cuda.amp.autocast for device
+type "cuda" are replaced by AutocastCuda, which applies CUDA autocast's op
+policies above autograd (a TorchFunctionMode), so the casts are recorded by
+autograd exactly as the real ones are (ToCopyBackward nodes, the cast copies
+saved for backward).
+
+Op lists: PyTorch aten/src/ATen/autocast_mode.cpp, TORCH_LIBRARY_IMPL(aten,
+AutocastCUDA, m): lower_precision_fp (cast floating inputs to the autocast
+dtype), fp32 (cast to float32), fp32_set_opt_dtype (reductions run with
+dtype=float32 when an input is lower precision and no dtype is given),
+promote (cast to the widest floating input). Composite ops seen here before
+they decompose take their first aten op's policy (cross_entropy ->
+log_softmax: float32).
+
+Cast cache (autocast_mode.cpp cached_cast): a leaf tensor that requires
+grad (a parameter) is cast once per outermost autocast region and the cast
+is kept until that region exits (clear_cache), so each parameter's
+low-precision copy stays allocated through the region.
+"""
+
+import contextlib
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+LOWER = {"conv1d", "conv2d", "conv3d", "conv_tbc", "conv_transpose1d", "conv_transpose2d",
+         "conv_transpose3d", "convolution", "_convolution", "prelu", "addmm", "addmv", "addr",
+         "matmul", "__matmul__", "__rmatmul__", "einsum", "mm", "mv", "linalg_vecdot", "linear",
+         "addbmm", "baddbmm", "bmm", "chain_matmul", "linalg_multi_dot", "lstm_cell", "gru_cell",
+         "rnn_tanh_cell", "rnn_relu_cell", "scaled_dot_product_attention"}
+FP32 = {"acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
+        "reciprocal", "rsqrt", "sinh", "tan", "pow", "__pow__", "__rpow__", "softplus",
+        "layer_norm", "group_norm", "frobenius_norm", "nuclear_norm", "cosine_similarity",
+        "poisson_nll_loss", "cosine_embedding_loss", "nll_loss", "nll_loss2d",
+        "hinge_embedding_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss",
+        "margin_ranking_loss", "multilabel_margin_loss", "soft_margin_loss",
+        "triplet_margin_loss", "multi_margin_loss", "binary_cross_entropy_with_logits", "dist",
+        "pdist", "cdist", "renorm", "logsumexp", "cross_entropy"}
+FP32_OPT_DTYPE = {"prod", "softmax", "log_softmax", "cumprod", "cumsum", "linalg_vector_norm",
+                  "linalg_matrix_norm", "sum"}
+PROMOTE = {"addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "grid_sampler",
+           "index_put", "scatter_add", "tensordot", "cat", "stack"}
+
+_LOW = (torch.float16, torch.bfloat16)
+_FLOAT = (torch.float16, torch.bfloat16, torch.float32)
+
+
+class _State:
+    def __init__(self):
+        self.stack = []   # (enabled, dtype) per open AutocastCuda
+        self.cache = {}   # id(leaf) -> (leaf, cast)
+        self.mode = None
+
+
+_STATE = _State()
+
+
+def _fname(func):
+    return getattr(func, "__name__", "")
+
+
+class _Mode(TorchFunctionMode):
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if not _STATE.stack or not _STATE.stack[-1][0]:
+            return func(*args, **kwargs)
+        dtype = _STATE.stack[-1][1]
+        name = _fname(func)
+        if name in LOWER:
+            args, kwargs = _cast_all(args, kwargs, dtype)
+        elif name in FP32:
+            args, kwargs = _cast_all(args, kwargs, torch.float32)
+        elif name in FP32_OPT_DTYPE:
+            if kwargs.get("dtype") is None and any(_is_low(a) for a in _flat(args)):
+                kwargs = dict(kwargs, dtype=torch.float32)
+        elif name in PROMOTE:
+            floats = [a.dtype for a in _flat((args, kwargs)) if _is_float(a)]
+            if floats and len(set(floats)) > 1:
+                widest = torch.float32 if torch.float32 in floats else floats[0]
+                args, kwargs = _cast_all(args, kwargs, widest)
+        return func(*args, **kwargs)
+
+
+def _flat(x):
+    from torch.utils._pytree import tree_flatten
+    return tree_flatten(x)[0]
+
+
+def _is_float(a):
+    return isinstance(a, torch.Tensor) and a.dtype in _FLOAT and a.device.type == "meta"
+
+
+def _is_low(a):
+    return isinstance(a, torch.Tensor) and a.dtype in _LOW
+
+
+def _cast(a, dtype):
+    if not _is_float(a) or a.dtype == dtype:
+        return a
+    if a.is_leaf and a.requires_grad:
+        hit = _STATE.cache.get(id(a))
+        if hit is not None and hit[0] is a:
+            return hit[1]
+        c = a.to(dtype)
+        _STATE.cache[id(a)] = (a, c)
+        return c
+    return a.to(dtype)
+
+
+def _cast_all(args, kwargs, dtype):
+    from torch.utils._pytree import tree_map
+    return tree_map(lambda a: _cast(a, dtype), args), tree_map(lambda a: _cast(a, dtype), kwargs)
+
+
+class AutocastCuda:
+    """What torch.autocast("cuda", dtype, enabled, cache_enabled) does, for
+    meta tensors. cache_enabled=False is refused (not modelled)."""
+
+    def __init__(self, dtype=None, enabled=True, cache_enabled=None):
+        if dtype is None:
+            dtype = torch.float16  # torch.get_autocast_gpu_dtype()'s default
+        if dtype not in _LOW:
+            raise RuntimeError("gpusim_torch autocast emulation: dtype %s (expected torch.float16 "
+                               "or torch.bfloat16, as CUDA autocast)" % dtype)
+        if cache_enabled is False:
+            raise RuntimeError("gpusim_torch autocast emulation: cache_enabled=False is not modelled")
+        self.dtype = dtype
+        self.enabled = bool(enabled)
+
+    def __enter__(self):
+        _STATE.stack.append((self.enabled, self.dtype))
+        return self
+
+    def __exit__(self, *exc):
+        _STATE.stack.pop()
+        if not any(e for e, _ in _STATE.stack):
+            _STATE.cache.clear()  # clear_cache() on leaving the outermost region
+        return False
+
+    def __call__(self, fn):
+        import functools
+
+        @functools.wraps(fn)
+        def inner(*a, **k):
+            with AutocastCuda(self.dtype, self.enabled):
+                return fn(*a, **k)
+        return inner
+
+
+@contextlib.contextmanager
+def cuda_autocast(enabled, rec=None):
+    """While active (and `enabled`), CUDA autocast requests use AutocastCuda."""
+    if not enabled:
+        yield
+        return
+    import torch.amp
+    orig = torch.autocast
+    orig_amp = getattr(torch.amp, "autocast", None)
+    orig_cuda = torch.cuda.amp.autocast
+
+    def autocast(device_type, dtype=None, enabled=True, cache_enabled=None):
+        if device_type != "cuda":
+            return orig(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
+        return AutocastCuda(dtype, enabled, cache_enabled)
+
+    def cuda_amp_autocast(enabled=True, dtype=torch.float16, cache_enabled=True):
+        return AutocastCuda(dtype, enabled, cache_enabled)
+
+    torch.autocast = autocast
+    if orig_amp is not None:
+        torch.amp.autocast = autocast
+    torch.cuda.amp.autocast = cuda_amp_autocast
+    mode = _Mode()
+    try:
+        with mode:
+            yield
+    finally:
+        torch.autocast = orig
+        if orig_amp is not None:
+            torch.amp.autocast = orig_amp
+        torch.cuda.amp.autocast = orig_cuda

@@ -1,0 +1,202 @@
+"""What one aten op costs on the device: its kind (traces/FORMAT.md `kind`),
+FLOPs, bytes read and written, and matmul shape, from the shapes of its
+arguments and results only (the recorder never sees values).
+
+Views and metadata-only ops launch no kernel and get no compute event; see
+is_view. Matmul-shaped ops report m, n, k (and batch) as gpusim's kernel
+model reads them (sim/trace/trace.h TraceEvent).
+"""
+
+import math
+
+DTYPE_NAMES = {}  # torch.dtype -> format dtype name, filled by init_dtypes
+
+
+def init_dtypes(torch):
+    names = {
+        "float32": "f32", "bfloat16": "bf16", "float16": "f16", "int32": "i32",
+        "int64": "i64", "uint8": "u8", "bool": "pred",
+        "float8_e4m3fn": "f8", "float8_e5m2": "f8", "float8_e4m3fnuz": "f8",
+        "float8_e5m2fnuz": "f8",
+    }
+    for attr, n in names.items():
+        dt = getattr(torch, attr, None)
+        if dt is not None:
+            DTYPE_NAMES[dt] = n
+
+
+# Ops that allocate without launching a kernel (PyTorch's empty* factories
+# only reserve memory) or only change metadata.
+_NO_KERNEL = {
+    "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
+    "lift_fresh", "lift", "lift_fresh_copy_", "detach", "alias", "_local_scalar_dense",
+    "resize_", "set_", "_has_compatible_shallow_copy_type", "is_same_size",
+    "_to_copy_meta_only",
+}
+
+_MATMUL = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "_scaled_mm", "addmv", "mv", "dot",
+           "addr", "matmul", "linear"}
+_CONV = {"convolution", "_convolution", "cudnn_convolution", "convolution_overrideable",
+         "mkldnn_convolution"}
+_CONV_BACKWARD = {"convolution_backward", "convolution_backward_overrideable",
+                  "cudnn_convolution_backward"}
+_ATTENTION = {"_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+              "_scaled_dot_product_cudnn_attention", "_efficient_attention_forward",
+              "_flash_attention_forward", "_scaled_dot_product_flash_attention_backward",
+              "_scaled_dot_product_efficient_attention_backward",
+              "_scaled_dot_product_cudnn_attention_backward", "_efficient_attention_backward",
+              "_flash_attention_backward", "_scaled_dot_product_attention_math"}
+_REDUCE = {"sum", "mean", "amax", "amin", "max", "min", "var", "var_mean", "std", "std_mean",
+           "_softmax", "_log_softmax", "_softmax_backward_data", "_log_softmax_backward_data",
+           "native_layer_norm", "native_layer_norm_backward", "native_batch_norm",
+           "native_batch_norm_backward", "_native_batch_norm_legit",
+           "_native_batch_norm_legit_functional", "cudnn_batch_norm",
+           "cudnn_batch_norm_backward", "nll_loss_forward", "nll_loss2d_forward", "norm",
+           "linalg_vector_norm", "argmax", "argmin", "logsumexp", "cumsum", "prod",
+           "_fused_rms_norm", "_fused_rms_norm_backward", "native_group_norm",
+           "native_group_norm_backward", "_foreach_norm", "all", "any", "mse_loss",
+           "avg_pool2d", "max_pool2d_with_indices", "adaptive_avg_pool2d",
+           "_adaptive_avg_pool2d", "avg_pool2d_backward", "max_pool2d_with_indices_backward",
+           "_adaptive_avg_pool2d_backward"}
+_GATHER = {"embedding", "index_select", "gather", "index", "take", "_unsafe_index"}
+_SCATTER = {"embedding_dense_backward", "scatter", "scatter_add", "scatter_add_", "scatter_",
+            "index_add", "index_add_", "index_put", "index_put_", "_index_put_impl_",
+            "nll_loss_backward", "nll_loss2d_backward", "scatter_reduce", "index_copy",
+            "index_copy_", "masked_scatter", "_unsafe_index_put"}
+_COPY = {"clone", "copy_", "_to_copy", "copy", "contiguous", "_copy_from", "cat", "stack",
+         "constant_pad_nd", "repeat", "flip", "roll", "tril", "triu"}
+
+
+def op_name(func):
+    """'mm', 'add_', ... for an OpOverload."""
+    return func.overloadpacket.__name__
+
+
+def is_view(func):
+    """The op returns an alias of an input without writing it (a view)."""
+    rets = func._schema.returns
+    if not rets:
+        return False
+    ai = rets[0].alias_info
+    return ai is not None and not ai.is_write
+
+
+def mutated_args(func):
+    """Indices of positional arguments the op writes (in-place and out=)."""
+    out = []
+    for i, a in enumerate(func._schema.arguments):
+        ai = a.alias_info
+        if ai is not None and ai.is_write:
+            out.append(i)
+    return out
+
+
+def _numel(shape):
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def _tbytes(t):
+    return _numel(t.shape) * t.element_size()
+
+
+def cost(func, name, args, kwargs, out_tensors, in_tensors):
+    """(kind, flops, read, write, m, n, k, batch) for one op, or None when it
+    launches no kernel."""
+    if name in _NO_KERNEL or is_view(func):
+        return None
+    read = sum(_tbytes(t) for t in in_tensors)
+    write = sum(_tbytes(t) for t in out_tensors)
+    m = n = k = 0
+    batch = 1
+    flops = 0.0
+    if name in _MATMUL:
+        kind = "matmul"
+        m, n, k, batch = _matmul_shape(name, args)
+        flops = 2.0 * m * n * k * batch
+    elif name in _CONV:
+        kind = "matmul"
+        m, n, k = _conv_gemm(args)
+        flops = 2.0 * m * n * k
+    elif name in _CONV_BACKWARD:
+        kind = "matmul"
+        # (grad_output, input, weight, ...): grad_input and grad_weight are
+        # each one implicit GEMM of the forward's size.
+        x, w = args[1], args[2]
+        go = args[0]
+        m = _numel(go.shape) // int(go.shape[1])
+        n = int(w.shape[0])
+        k = _numel(w.shape) // int(w.shape[0])
+        mask = args[-1] if isinstance(args[-1], (list, tuple)) else (True, True, True)
+        flops = 2.0 * m * n * k * (int(bool(mask[0])) + int(bool(mask[1])))
+    elif name in _ATTENTION:
+        kind = "attention"
+        q, kk = in_tensors[0], in_tensors[1]
+        if len(q.shape) >= 4:
+            b, h, s, d = (int(x) for x in q.shape[-4:])
+            sk = int(kk.shape[-2])
+            flops = 4.0 * b * h * s * sk * d * (2.5 if name.endswith("backward") else 1.0)
+    elif name in _REDUCE:
+        kind = "reduce"
+        flops = float(sum(_numel(t.shape) for t in in_tensors[:1]))
+    elif name in _GATHER:
+        kind = "gather"
+    elif name in _SCATTER:
+        kind = "scatter"
+    elif name in _COPY:
+        kind = "copy"
+        if out_tensors and in_tensors and out_tensors[0].dtype != in_tensors[-1].dtype:
+            kind = "convert"
+    else:
+        kind = "elementwise"
+        flops = float(sum(_numel(t.shape) for t in out_tensors))
+    return kind, flops, read, write, m, n, k, batch
+
+
+def _matmul_shape(name, args):
+    def dims(t):
+        return [int(d) for d in t.shape]
+    if name in ("mm", "matmul", "_scaled_mm"):
+        a, b = dims(args[0]), dims(args[1])
+    elif name in ("addmm", "baddbmm", "addbmm"):
+        a, b = dims(args[1]), dims(args[2])
+    elif name == "bmm":
+        a, b = dims(args[0]), dims(args[1])
+    elif name == "linear":
+        a, w = dims(args[0]), dims(args[1])
+        return _numel(a[:-1]), w[0], a[-1], 1
+    elif name in ("mv", "addmv"):
+        a = dims(args[0] if name == "mv" else args[1])
+        return a[0], 1, a[1], 1
+    else:  # dot, addr
+        t = dims(args[0] if name == "dot" else args[1])
+        return 1, 1, t[0] if t else 1, 1
+    if len(a) == 3 and len(b) == 3:
+        return a[1], b[2], a[2], a[0]
+    if len(a) == 2 and len(b) == 2:
+        return a[0], b[1], a[1], 1
+    return _numel(a[:-1]), b[-1], a[-1], max(1, _numel(b[:-2]))
+
+
+def _conv_gemm(args):
+    """Implicit GEMM of a forward convolution: m = N * output pixels,
+    n = output channels, k = input channels per group * kernel size."""
+    x, w = args[0], args[1]
+    stride = list(args[3]) if len(args) > 3 else [1]
+    padding = list(args[4]) if len(args) > 4 else [0]
+    dilation = list(args[5]) if len(args) > 5 else [1]
+    spatial = len(x.shape) - 2
+    def at(seq, i):
+        return int(seq[i] if len(seq) > i else seq[0])
+    out_pixels = 1
+    for i in range(spatial):
+        size = int(x.shape[2 + i])
+        ker = int(w.shape[2 + i])
+        o = (size + 2 * at(padding, i) - at(dilation, i) * (ker - 1) - 1) // at(stride, i) + 1
+        out_pixels *= max(o, 0)
+    m = int(x.shape[0]) * out_pixels
+    n = int(w.shape[0])
+    k = _numel(w.shape[1:])
+    return m, n, k

@@ -1,0 +1,358 @@
+"""The recorder: a TorchDispatchMode (below autograd, so it sees forward ops,
+the backward formulas autograd runs, gradient accumulation and optimizer
+ops) that turns a step on the meta device into gpusim trace events.
+
+Note [Frees from storage liveness]
+A device allocation is a storage (c10::StorageImpl). Each storage the
+recorder first sees as an op's result is an alloc of storage.nbytes(); the
+recorder then holds only a *weak* reference to it (storage._weak_ref(), as
+torch/multiprocessing/reductions.py does for shared storages), so it never
+extends a lifetime. At every op boundary (entry of __torch_dispatch__, and
+at the window's end) every live storage whose strong use count has dropped
+to zero (UntypedStorage._expired) is a free, before the op's own allocs:
+that is when PyTorch's caching allocator gets the block back (c10
+StorageImpl release -> CUDACachingAllocator free). Tensors autograd saves
+without a Python object (SavedVariable) keep their storage's use count up,
+so they stay live exactly as long as on a GPU. Views and in-place ops
+return an existing storage: no alloc. A storage whose nbytes grew
+(resize_) is a free and a new alloc, as CUDA resizes reallocate. Holding
+the weak reference keeps the StorageImpl's memory (not its data), so its
+address (`_cdata`) identifies it until the recorder drops it.
+"""
+
+import gc
+import os
+import sys
+import warnings
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.utils._pytree import tree_flatten
+
+from gpusim_torch import fallbacks
+from gpusim_torch import ops
+
+ops.init_dtypes(torch)
+
+_TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
+_OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+MAX_FRAMES = 8
+
+_expired = torch.UntypedStorage._expired
+_free_weak_ref = torch.UntypedStorage._free_weak_ref
+_current_node = getattr(torch._C, "_current_autograd_node", None)
+
+if hasattr(torch.Tensor, "untyped_storage"):
+    def _storage(t):
+        return t.untyped_storage()
+else:  # PyTorch 1.13: TypedStorage wraps the UntypedStorage
+    def _storage(t):
+        return t.storage()._storage
+
+
+class RecordError(Exception):
+    """A step the recorder cannot record as written (data-dependent shape
+    without a bound, an op without a meta kernel or fallback, ...)."""
+
+
+class Recording:
+    """What write_trace needs: events (dicts), interned frames, comments."""
+
+    def __init__(self):
+        self.name = ""
+        self.comments = []
+        self.events = []
+        self.frames = {}  # id -> (function, file, line)
+
+
+class _Buf:
+    __slots__ = ("id", "handle", "nbytes", "name", "phase", "event")
+
+    def __init__(self, bid, handle, nbytes, name, phase):
+        self.id = bid
+        self.handle = handle
+        self.nbytes = nbytes
+        self.name = name
+        self.phase = phase
+        self.event = None  # its alloc event (a dict), once in the window
+
+
+class Recorder(TorchDispatchMode):
+    """Records device allocations, frees and ops of the code run inside it.
+
+    device_type: the device the step's tensors live on while recording
+    ("meta"). frames: capture Python frames for each event. bounds: {op name:
+    int} sizes for data-dependent results (fallbacks.py)."""
+
+    def __init__(self, device_type="meta", frames=True, bounds=None):
+        super().__init__()
+        self.device_type = device_type
+        self.frames = frames
+        self.bounds = dict(bounds or {})
+        self.live = {}          # storage address -> _Buf
+        self.next_id = 0
+        self.phase = "forward"
+        self.module_stack = []
+        self.module_names = {}  # id(module) -> qualified name
+        self.in_window = False
+        self.rec = Recording()
+        self._frame_ids = {}
+        self.notes = {}         # message -> count (fallbacks, item() calls)
+        self.window_start = []  # bufs live when the window began
+
+    # -- op boundary ---------------------------------------------------------
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if self.live:
+            self._sweep()
+        name = ops.op_name(func)
+        try:
+            out = func(*args, **kwargs)
+        except (NotImplementedError, RuntimeError) as e:
+            out = fallbacks.run(self, func, name, args, kwargs, e)
+        self._after(func, name, args, kwargs, out)
+        return out
+
+    def _relevant(self, t):
+        return isinstance(t, torch.Tensor) and t.device.type == self.device_type and not t.is_sparse
+
+    def _after(self, func, name, args, kwargs, out):
+        outs = [t for t in tree_flatten(out)[0] if self._relevant(t)]
+        ins = [t for t in tree_flatten((args, kwargs))[0] if self._relevant(t)]
+        if not outs and not ins:
+            return
+        phase = self._phase()
+        label = None
+        uses = []
+        for t in outs:
+            st = _storage(t)
+            key = st._cdata
+            buf = self.live.get(key)
+            nbytes = st.nbytes()
+            if buf is None:
+                if nbytes == 0:
+                    continue  # the caching allocator hands out no block for 0 bytes
+                label = label or self._label(name)
+                buf = _Buf(self.next_id, st._weak_ref(), nbytes, label, phase)
+                self.next_id += 1
+                self.live[key] = buf
+                self._emit_alloc(buf)
+            elif nbytes > buf.nbytes:  # resize_: a new block, the old one freed
+                self._emit({"type": "free", "buffer": buf.id, "phase": phase})
+                label = label or self._label(name)
+                buf.id = self.next_id
+                self.next_id += 1
+                buf.nbytes = nbytes
+                buf.name = label
+                buf.phase = phase
+                self._emit_alloc(buf)
+            uses.append(buf.id)
+        if not self.in_window:
+            return
+        c = ops.cost(func, name, args, kwargs, outs, ins)
+        if c is None:
+            return
+        for t in ins:
+            st = _storage(t)
+            buf = self.live.get(st._cdata)
+            if buf is not None:
+                uses.append(buf.id)
+        kind, flops, read, write, m, n, k, batch = c
+        ev = {"type": "compute", "name": label or self._label(name), "kind": kind,
+              "phase": phase, "flops": flops, "read": read, "write": write,
+              "m": m, "n": n, "k": k, "batch": batch, "uses": sorted(set(uses))}
+        dt = ops.DTYPE_NAMES.get((outs or ins)[0].dtype)
+        if dt is not None:
+            ev["dtype"] = dt
+        self._emit(ev)
+
+    def _sweep(self):
+        dead = [(b.id, key) for key, b in self.live.items() if _expired(b.handle)]
+        if not dead:
+            return
+        dead.sort()
+        phase = self._phase()
+        for bid, key in dead:
+            b = self.live.pop(key)
+            _free_weak_ref(b.handle)
+            self._emit({"type": "free", "buffer": bid, "phase": phase})
+
+    # -- events --------------------------------------------------------------
+    def _emit(self, ev):
+        if self.in_window:
+            if self.frames and "stack" not in ev:
+                ev["stack"] = self._stack()
+            self.rec.events.append(ev)
+
+    def _emit_alloc(self, buf):
+        if not self.in_window:
+            return
+        ev = {"type": "alloc", "buffer": buf.id, "size": buf.nbytes, "role": None,
+              "name": buf.name, "phase": buf.phase}
+        buf.event = ev
+        self._emit(ev)
+
+    def _phase(self):
+        if self.phase != "backward" and _current_node is not None and _current_node() is not None:
+            return "backward"
+        return self.phase
+
+    def set_phase(self, phase):
+        if phase != self.phase:
+            self.phase = phase
+            if self.in_window:
+                self.rec.events.append({"type": "marker", "name": phase, "phase": phase})
+
+    def _module_path(self):
+        if _current_node is not None:
+            node = _current_node()
+            if node is not None:
+                return node.metadata.get("gpusim_module", "")
+        return self.module_stack[-1] if self.module_stack else ""
+
+    def _label(self, opname):
+        path = self._module_path()
+        return path + ":" + opname if path else opname
+
+    def _stack(self):
+        out = []
+        f = sys._getframe(2)
+        while f is not None and len(out) < MAX_FRAMES:
+            code = f.f_code
+            fn = code.co_filename
+            if not (fn.startswith(_TORCH_DIR) or fn.startswith(_OWN_DIR) or fn.startswith("<frozen")):
+                key = (code.co_name, fn, f.f_lineno)
+                fid = self._frame_ids.get(key)
+                if fid is None:
+                    fid = len(self._frame_ids)
+                    self._frame_ids[key] = fid
+                    self.rec.frames[fid] = key
+                out.append(fid)
+            f = f.f_back
+        return out
+
+    def adopt(self, t):
+        """Tracks `t`'s storage, allocated before recording began (start state)."""
+        st = _storage(t)
+        key = st._cdata
+        if key in self.live or st.nbytes() == 0:
+            return
+        self.live[key] = _Buf(self.next_id, st._weak_ref(), st.nbytes(), "", "other")
+        self.next_id += 1
+
+    # -- the window ----------------------------------------------------------
+    def begin_window(self):
+        """Starts recording events; what is live now is the start state, one
+        alloc each (their roles filled in by finish)."""
+        gc.collect()
+        self._sweep()
+        self.in_window = True
+        self.rec.events.append({"type": "marker", "name": "start_state", "phase": "other"})
+        for b in sorted(self.live.values(), key=lambda b: b.id):
+            self._emit_alloc(b)
+            b.event["phase"] = "other"
+            b.event["stack"] = []
+            self.window_start.append(b)
+        self.rec.events.append({"type": "marker", "name": "step", "phase": self.phase})
+
+    def end_window(self):
+        self._sweep()
+        self.in_window = False
+
+    def classify(self, roles):
+        """roles: {storage address: (role, name)} for tensors whose role is
+        known (parameters, gradients, optimizer state, the batch), taken
+        while they are live. Fills those bufs' alloc events."""
+        for key, (role, name) in roles.items():
+            b = self.live.get(key)
+            if b is not None and b.event is not None:
+                b.event["role"] = role
+                b.event["name"] = name
+
+    def finish(self, name, comments):
+        """The recording, with default roles for allocs no one classified:
+        forward allocations are activations, the rest temporaries."""
+        for ev in self.rec.events:
+            if ev["type"] == "alloc" and ev["role"] is None:
+                ev["role"] = "activation" if ev["phase"] == "forward" else "temporary"
+        self.rec.name = name
+        self.rec.comments = list(comments) + [
+            "note: %s (x%d)" % (msg, n) for msg, n in sorted(self.notes.items())]
+        return self.rec
+
+    def release(self):
+        """Drops the weak references (call once, after the last window)."""
+        for b in self.live.values():
+            _free_weak_ref(b.handle)
+        self.live.clear()
+
+    # -- module paths --------------------------------------------------------
+    def install_module_hooks(self, model):
+        from torch.nn.modules import module as mm
+        for qname, mod in model.named_modules():
+            self.module_names[id(mod)] = qname or type(mod).__name__
+        pre = mm.register_module_forward_pre_hook(self._pre_hook)
+        post = mm.register_module_forward_hook(self._post_hook)
+        return [pre, post]
+
+    def _pre_hook(self, module, inputs):
+        self.module_stack.append(self.module_names.get(id(module), type(module).__name__))
+
+    def _post_hook(self, module, inputs, output):
+        path = self.module_stack.pop() if self.module_stack else ""
+        if _current_node is None:
+            return None  # 1.13: backward events carry op names only
+        # Tag the autograd nodes this module created, so that backward ops
+        # (run by the engine) name it too: inner modules' hooks fire first,
+        # so an outer module stops at nodes already tagged.
+        todo = [t.grad_fn for t in tree_flatten(output)[0]
+                if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+        while todo:
+            node = todo.pop()
+            if node is None:
+                continue
+            md = node.metadata
+            if "gpusim_module" in md:
+                continue
+            md["gpusim_module"] = path
+            for nxt, _ in node.next_functions:
+                if nxt is not None and type(nxt).__name__ != "AccumulateGrad":
+                    todo.append(nxt)
+        return None
+
+
+def storage_key(t):
+    return _storage(t)._cdata
+
+
+def roles_of(model=None, optimizer=None, batch=None):
+    """{storage address: (role, name)} for the tensors whose role the
+    objects tell: parameters and buffers, their .grad, optimizer state,
+    the batch."""
+    roles = {}
+    names = {}
+    if model is not None:
+        for n, p in model.named_parameters():
+            names[id(p)] = n
+            roles[storage_key(p)] = ("parameter", n)
+            if p.grad is not None:
+                roles[storage_key(p.grad)] = ("gradient", n + ".grad")
+        for n, b in model.named_buffers():
+            roles[storage_key(b)] = ("parameter", n)
+    if optimizer is not None:
+        for gi, group in enumerate(optimizer.param_groups):
+            for pi, p in enumerate(group["params"]):
+                pn = names.get(id(p), "group%d.param%d" % (gi, pi))
+                if storage_key(p) not in roles:
+                    roles[storage_key(p)] = ("parameter", pn)
+                if p.grad is not None and storage_key(p.grad) not in roles:
+                    roles[storage_key(p.grad)] = ("gradient", pn + ".grad")
+                for k, v in sorted(optimizer.state.get(p, {}).items()):
+                    if isinstance(v, torch.Tensor) and v.device.type != "cpu":
+                        roles[storage_key(v)] = ("optimizer_state", pn + "." + str(k))
+    if batch is not None:
+        flat, _ = tree_flatten(batch)
+        for i, t in enumerate(flat):
+            if isinstance(t, torch.Tensor) and t.device.type != "cpu":
+                roles.setdefault(storage_key(t), ("input_batch", "batch.%d" % i))
+    return roles

@@ -1,0 +1,231 @@
+"""Runs a user's training step under the recorder and writes the trace:
+the CLI (`python3 -m gpusim_torch record`) and the Python API
+(gpusim_torch.record_step, gpusim_torch.record) both come here."""
+
+import contextlib
+import gc
+import os
+
+import torch
+
+from gpusim_torch import autocast_emul
+from gpusim_torch.recorder import Recorder, RecordError, roles_of, storage_key, _storage
+from gpusim_torch.trace_writer import write_trace
+
+DEVICE_TYPES = ("cuda",)
+AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def probe_fake_cuda():
+    """(ok, reason): whether FakeTensorMode with a fake CUDA device can run a
+    forward and backward in this process. It needs a CUDA build, and the
+    autograd engine asks the CUDA driver for a primary context, so it fails
+    without a driver ("hasPrimaryContext expects a valid device index")."""
+    if not (hasattr(torch.backends, "cuda") and getattr(torch.backends.cuda, "is_built", lambda: False)()):
+        return False, "torch %s is not a CUDA build" % torch.__version__
+    try:
+        from torch._subclasses.fake_tensor import FakeTensorMode
+    except ImportError:
+        return False, "torch %s has no FakeTensorMode" % torch.__version__
+    try:
+        with FakeTensorMode():
+            a = torch.empty(2, 2, device="cuda", requires_grad=True)
+            (a * a).sum().backward()
+    except Exception as e:  # the probe's only purpose is to find out
+        return False, "fake CUDA backward fails here: %s" % str(e).splitlines()[0]
+    return True, ""
+
+
+def choose_mode(mode):
+    """The recording mode for `mode` in auto|meta|fake, and why."""
+    if mode not in ("auto", "meta", "fake"):
+        raise RecordError("--mode: expected auto, meta or fake, got '%s'" % mode)
+    if mode == "meta":
+        return "meta", "asked for"
+    ok, why = probe_fake_cuda()
+    if mode == "fake":
+        if not ok:
+            raise RecordError("--mode fake: " + why)
+        return "fake", "asked for"
+    if ok:
+        return "fake", "CUDA build with a working fake CUDA device"
+    return "meta", why
+
+
+def _cuda_optimizer_defaults(optimizer, notes):
+    """On CUDA tensors PyTorch >= 2.0 picks the foreach implementation when
+    a param group leaves foreach=None (torch/optim/optimizer.py
+    _default_to_fused_or_foreach); on meta tensors it would not. Give the
+    group what the GPU run would use. 1.13 defaults to the single-tensor
+    loop on every device (torch/optim/adamw.py adamw: foreach None -> False),
+    so nothing changes there."""
+    from torch.optim import optimizer as optmod
+    devices = getattr(optmod, "_get_foreach_kernels_supported_devices", None)
+    if optimizer is None or devices is None or "cuda" not in devices():
+        return
+    for i, g in enumerate(optimizer.param_groups):
+        if "foreach" in g and g["foreach"] is None and not g.get("differentiable", False) \
+                and not g.get("fused", False):
+            g["foreach"] = True
+            notes.append("optimizer param group %d: foreach=None -> True, as on CUDA tensors" % i)
+
+
+@contextlib.contextmanager
+def _patched_phases(rec, optimizer):
+    """Phase markers for code the recorder does not drive: backward() and
+    autograd.grad run as 'backward', optimizer step/zero_grad as 'optimizer'."""
+    orig_backward = torch.autograd.backward
+    orig_grad = torch.autograd.grad
+
+    def wrap(fn, phase):
+        def inner(*a, **k):
+            prev = rec.phase
+            rec.set_phase(phase)
+            try:
+                return fn(*a, **k)
+            finally:
+                rec.set_phase(prev)
+        return inner
+
+    torch.autograd.backward = wrap(orig_backward, "backward")
+    torch.autograd.grad = wrap(orig_grad, "backward")
+    patched = []
+    if optimizer is not None:
+        for attr in ("step", "zero_grad"):
+            patched.append(attr)
+            setattr(optimizer, attr, wrap(getattr(optimizer, attr), "optimizer"))
+    try:
+        yield
+    finally:
+        torch.autograd.backward = orig_backward
+        torch.autograd.grad = orig_grad
+        for attr in patched:
+            delattr(optimizer, attr)
+
+
+def _default_step(loss_fn, autocast_ctx):
+    def step(model, batch, optimizer):
+        if optimizer is not None:
+            optimizer.zero_grad()  # the version's default set_to_none
+        with autocast_ctx():
+            loss = loss_fn(model, batch)
+        loss.backward()
+        if optimizer is not None:
+            optimizer.step()
+        return loss
+    return step
+
+
+def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None, loss_fn=None,
+                step=None, steps=3, autocast=None, device_type="cuda", mode="auto",
+                frames=True, bounds=None, name=None):
+    """Records the last of `steps` training steps and writes it to `out`
+    (a gpusim native trace). Either `setup(device) -> dict(model=, batch=,
+    optimizer=, loss_fn= | step=)`, or those objects directly (built on the
+    meta device). Returns the Recording."""
+    if device_type not in DEVICE_TYPES:
+        raise RecordError("--device-type: expected one of %s, got '%s'" % (", ".join(DEVICE_TYPES), device_type))
+    if autocast is not None and autocast not in AUTOCAST:
+        raise RecordError("--autocast: expected bf16 or fp16, got '%s'" % autocast)
+    if steps < 1:
+        raise RecordError("--steps: expected at least 1, got %d" % steps)
+    chosen, why = choose_mode(mode)
+    if chosen == "fake":
+        from torch._subclasses.fake_tensor import FakeTensorMode
+        outer = FakeTensorMode()
+        device = torch.device("cuda")
+        rec = Recorder("cuda", frames=frames, bounds=bounds)
+    else:
+        outer = contextlib.nullcontext()
+        device = torch.device("meta")
+        rec = Recorder("meta", frames=frames, bounds=bounds)
+    notes = []
+    hooks = []
+    gc_was = gc.isenabled()
+    with outer, autocast_emul.cuda_autocast(chosen == "meta", rec):
+        with rec:
+            if setup is not None:
+                spec = setup(device)
+                if not isinstance(spec, dict):
+                    raise RecordError("setup(device) must return a dict(model=..., batch=..., "
+                                      "optimizer=..., loss_fn=... or step=...), got %s" % type(spec).__name__)
+                unknown = sorted(set(spec) - {"model", "batch", "optimizer", "loss_fn", "step"})
+                if unknown:
+                    raise RecordError("setup(device) returned unknown key(s) %s (expected model, batch, "
+                                      "optimizer, loss_fn or step)" % ", ".join(unknown))
+                model = spec.get("model")
+                batch = spec.get("batch")
+                optimizer = spec.get("optimizer")
+                loss_fn = spec.get("loss_fn")
+                step = spec.get("step")
+            else:
+                for t in _tensors_of(model, optimizer, batch):
+                    rec.adopt(t)
+            if (loss_fn is None) == (step is None):
+                raise RecordError("give exactly one of loss_fn(model, batch) and "
+                                  "step(model, batch, optimizer)")
+            if step is not None and autocast is not None:
+                raise RecordError("--autocast applies to loss_fn only; a step() callable sets "
+                                  "its own torch.autocast")
+            if model is not None:
+                hooks = rec.install_module_hooks(model)
+            _cuda_optimizer_defaults(optimizer, notes)
+            if step is None:
+                dtype = AUTOCAST.get(autocast)
+                ctx = (lambda: torch.autocast("cuda", dtype=dtype)) if dtype else contextlib.nullcontext
+                step = _default_step(loss_fn, ctx)
+            try:
+                with _patched_phases(rec, optimizer):
+                    prev = None
+                    for i in range(steps):
+                        gc.collect()
+                        gc.disable()
+                        if i == steps - 1:
+                            rec.begin_window()
+                            rec.classify(roles_of(model, optimizer, batch))
+                        # The previous step's result stays alive until this
+                        # step's returns, as a loop variable does.
+                        result = step(model, batch, optimizer)
+                        prev = result
+                        if i == steps - 1:
+                            rec.classify(roles_of(model, optimizer, batch))
+                            rec.end_window()
+                        rec.set_phase("forward")
+                    del prev, result
+            finally:
+                if gc_was:
+                    gc.enable()
+                for h in hooks:
+                    h.remove()
+    comments = ["torch %s, %s mode (%s); device type %s; %d step(s) run, the last recorded "
+                "with what was live before it as the start state" % (
+                    torch.__version__, chosen, why, device_type, steps)]
+    if autocast:
+        comments.append("loss_fn under autocast(%s)" % autocast)
+    comments += notes
+    recording = rec.finish(name or "gpusim_torch-step", comments)
+    rec.release()
+    if out is not None:
+        write_trace(out, recording, frames=frames)
+    return recording
+
+
+def _tensors_of(model, optimizer, batch):
+    from torch.utils._pytree import tree_flatten
+    seen = set()
+    out = []
+    objs = []
+    if model is not None:
+        objs += list(model.parameters()) + list(model.buffers())
+        objs += [p.grad for p in model.parameters() if p.grad is not None]
+    if optimizer is not None:
+        for st in optimizer.state.values():
+            objs += [v for v in st.values() if isinstance(v, torch.Tensor)]
+    if batch is not None:
+        objs += [t for t in tree_flatten(batch)[0] if isinstance(t, torch.Tensor)]
+    for t in objs:
+        k = storage_key(t)
+        if k not in seen and t.device.type != "cpu":
+            seen.add(k)
+            out.append(t)
+    return out

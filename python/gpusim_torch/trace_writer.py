@@ -1,0 +1,129 @@
+"""Writes a recorded step as a gpusim native trace (traces/FORMAT.md).
+
+Version 1.1 when frames are written: `frame ID FUNCTION FILE LINE` lines
+(interned, each defined before the first event that uses it) and the event
+key `stack=ID,ID,...` (innermost first). With frames off the file is
+version 1 and reads with any 1.x reader.
+"""
+
+_ESCAPE = set(range(0x00, 0x21)) | {0x7F} | {ord(c) for c in "%=,#"}
+
+
+def escape_name(name):
+    """A name as one token (bytes): `-` for empty, `%2D` for `-`, `%XX` for
+    blanks, control bytes and `% = , #`; other bytes (UTF-8 too) as they are."""
+    b = name.encode("utf-8", "surrogateescape")
+    if not b:
+        return b"-"
+    if b == b"-":
+        return b"%2D"
+    out = bytearray()
+    for c in b:
+        if c in _ESCAPE:
+            out += b"%%%02X" % c
+        else:
+            out.append(c)
+    return bytes(out)
+
+
+_token_bytes = escape_name
+
+
+def format_flops(x):
+    """A decimal that reads back as exactly the same double."""
+    x = float(x)
+    if x == int(x) and abs(x) < 2 ** 53:
+        return str(int(x))
+    return repr(x)
+
+
+def write_trace(path, recording, frames=True):
+    """Writes `recording` (a recorder.Recording) to `path` atomically."""
+    import os
+    import tempfile
+    data = render_trace(recording, frames=frames)
+    directory = os.path.dirname(os.path.abspath(path))
+    fd, tmp = tempfile.mkstemp(prefix=os.path.basename(path) + ".tmp-", dir=directory)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def render_trace(rec, frames=True):
+    """The trace file's bytes. A pure function of the recording."""
+    lines = []
+    add = lines.append
+    add(b"gpusim-trace 1.1" if frames else b"gpusim-trace 1")
+    add(b"# format: traces/FORMAT.md; recorded by python/gpusim_torch")
+    for c in rec.comments:
+        add(("# " + c).encode("utf-8", "surrogateescape"))
+    add(b"name " + _token_bytes(rec.name))
+    add(b"stream 0 compute")
+    defined = set()
+    count = 0
+    for ev in rec.events:
+        stack = ev.get("stack") if frames else None
+        if stack:
+            for fid in stack:
+                if fid not in defined:
+                    fn, fl, ln = rec.frames[fid]
+                    add(b"frame %d %s %s %d" % (fid, _token_bytes(fn), _token_bytes(fl), ln))
+                    defined.add(fid)
+        add(_event_line(ev, stack))
+        count += 1
+    add(b"end %d" % count)
+    return b"\n".join(lines) + b"\n"
+
+
+_KEY_ORDER = ("role", "name", "kind", "stream", "phase", "dtype", "flops", "read", "write",
+              "group", "m", "n", "k", "batch", "recompute", "after", "uses", "dur_ns")
+
+
+def _event_line(ev, stack):
+    t = ev["type"]
+    parts = [t.encode()]
+    if t == "alloc":
+        parts.append(b"%d %d" % (ev["buffer"], ev["size"]))
+        parts.append(b"role=" + ev.get("role", "temporary").encode())
+        if ev.get("name"):
+            parts.append(b"name=" + _token_bytes(ev["name"]))
+        skip = {"role", "name"}
+    elif t == "free":
+        parts.append(b"%d" % ev["buffer"])
+        skip = {"role", "name"}
+    else:  # compute, copy, marker
+        parts.append(_token_bytes(ev["name"]))
+        if t != "marker":
+            parts.append(b"kind=" + ev.get("kind", "elementwise").encode())
+        skip = {"name", "kind", "role"}
+    for key in _KEY_ORDER:
+        if key in skip or key not in ev:
+            continue
+        v = ev[key]
+        if key == "phase" and v == "forward":
+            continue
+        if key == "flops":
+            if v == 0:
+                continue
+            parts.append(b"flops=" + format_flops(v).encode())
+        elif key == "uses":
+            if v:
+                parts.append(b"uses=" + ",".join(str(u) for u in v).encode())
+        elif key in ("read", "write", "m", "n", "k"):
+            if v:
+                parts.append(b"%s=%d" % (key.encode(), v))
+        elif key == "batch":
+            if v != 1:
+                parts.append(b"batch=%d" % v)
+        else:
+            parts.append(b"%s=%s" % (key.encode(), str(v).encode()))
+    if stack:
+        parts.append(b"stack=" + ",".join(str(s) for s in stack).encode())
+    return b" ".join(parts)
