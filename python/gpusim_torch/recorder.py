@@ -66,15 +66,59 @@ class Recording:
 
 
 class _Buf:
-    __slots__ = ("id", "handle", "nbytes", "name", "phase", "event")
+    __slots__ = ("id", "handle", "nbytes", "name", "phase", "event", "role", "op", "uses",
+                 "silent")
 
-    def __init__(self, bid, handle, nbytes, name, phase):
+    def __init__(self, bid, handle, nbytes, name, phase, role=None):
         self.id = bid
         self.handle = handle
         self.nbytes = nbytes
         self.name = name
         self.phase = phase
         self.event = None  # its alloc event (a dict), once in the window
+        self.role = role   # known at allocation (device workspaces); else classify/finish
+        self.op = ""       # the op that allocated it
+        self.uses = 0      # ops that read it since
+        self.silent = False  # its block passed to another storage: no free of its own
+
+
+# Note [Formulas for subclass-like tensors]
+# Derivative formulas in PyTorch's torch/csrc/autograd/FunctionsManual.cpp
+# take an out-of-place branch when areAnyTensorSubclassLike(...) is true:
+# for meta tensors always (kTensorSubclassLike in
+# aten/src/ATen/TensorSubclassLikeUtils.h holds the Meta backend bit), and
+# under any dispatch mode or FakeTensorMode. On CUDA tensors the same
+# formulas write in place into a fresh zeros tensor: gather_backward
+# (grad.new_zeros(...).scatter_add_), index_backward (zeros.index_put_),
+# take_backward (put_), masked_scatter_backward, ... So a backward op in
+# _ZERO_FILL_INTO whose first argument is a zeros tensor made in backward and
+# read by nothing else reuses that tensor's block, as on the GPU: no alloc,
+# and the zeros tensor's death frees nothing.
+_ZERO_FACTORIES = {"new_zeros", "zeros", "zeros_like", "new_full", "full", "full_like"}
+_ZERO_FILL_INTO = {"scatter_add", "scatter", "index_put", "_index_put_impl", "index_add",
+                   "index_copy", "masked_scatter", "put", "index_fill", "slice_scatter",
+                   "select_scatter", "diagonal_scatter", "as_strided_scatter", "index_reduce",
+                   "scatter_reduce"}
+
+# Ops that run through a cuBLAS handle (aten/src/ATen/native/cuda/Blas.cpp).
+_CUBLAS_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "addr",
+               "_scaled_mm", "vdot"}
+
+
+def cublas_workspace_bytes(torch_version, cuda_arch):
+    """The workspace PyTorch gives each (cuBLAS handle, stream) on first use,
+    from the caching allocator, never freed (aten/src/ATen/cuda/
+    CublasHandlePool.cpp parseChosenWorkspaceSize and getCurrentCUDABlasHandle:
+    cublas_handle_stream_to_workspace). Default CUBLAS_WORKSPACE_CONFIG
+    ":4096:2:16:8" = 4096 KiB * 2 + 16 KiB * 8; 32 MiB (":4096:8") on compute
+    capability 9.x, and in current releases also 10.x and 12.x. The 32 MiB
+    rule is taken to start at 2.1 (the first release whose source has it that
+    we read); 1.13 uses the default on every device."""
+    major = int(str(cuda_arch).split(".")[0])
+    ver = tuple(int(x) for x in torch_version.split("+")[0].split(".")[:2] if x.isdigit())
+    if ver >= (2, 1) and major in (9, 10, 12):
+        return 4096 * 8 * 1024
+    return 4096 * 1024 * 2 + 16 * 1024 * 8
 
 
 class Recorder(TorchDispatchMode):
@@ -84,8 +128,10 @@ class Recorder(TorchDispatchMode):
     ("meta"). frames: capture Python frames for each event. bounds: {op name:
     int} sizes for data-dependent results (fallbacks.py)."""
 
-    def __init__(self, device_type="meta", frames=True, bounds=None):
+    def __init__(self, device_type="meta", frames=True, bounds=None, cuda_arch="9.0"):
         super().__init__()
+        self.cublas_bytes = cublas_workspace_bytes(torch.__version__, cuda_arch)
+        self.cublas = {}        # thread ("main", "autograd") -> its workspace tensor
         self.device_type = device_type
         self.frames = frames
         self.bounds = dict(bounds or {})
@@ -124,16 +170,37 @@ class Recorder(TorchDispatchMode):
         phase = self._phase()
         label = None
         uses = []
+        for t in ins:
+            b = self.live.get(_storage(t)._cdata)
+            if b is not None:
+                b.uses += 1
+        into = None
+        if phase == "backward" and name in _ZERO_FILL_INTO and outs and ins:
+            b0 = self.live.get(_storage(ins[0])._cdata)
+            if (b0 is not None and b0.op in _ZERO_FACTORIES and b0.uses == 1
+                    and outs[0].shape == ins[0].shape and outs[0].dtype == ins[0].dtype):
+                into = b0
         for t in outs:
             st = _storage(t)
             key = st._cdata
             buf = self.live.get(key)
             nbytes = st.nbytes()
+            if buf is None and into is not None and nbytes == into.nbytes:
+                # Note [Formulas for subclass-like tensors]: the block moves.
+                moved = _Buf(into.id, st._weak_ref(), nbytes, into.name, into.phase, into.role)
+                moved.event = into.event
+                moved.op = name
+                into.silent = True
+                self.live[key] = moved
+                uses.append(moved.id)
+                into = None
+                continue
             if buf is None:
                 if nbytes == 0:
                     continue  # the caching allocator hands out no block for 0 bytes
                 label = label or self._label(name)
                 buf = _Buf(self.next_id, st._weak_ref(), nbytes, label, phase)
+                buf.op = name
                 self.next_id += 1
                 self.live[key] = buf
                 self._emit_alloc(buf)
@@ -147,6 +214,8 @@ class Recorder(TorchDispatchMode):
                 buf.phase = phase
                 self._emit_alloc(buf)
             uses.append(buf.id)
+        if name in _CUBLAS_OPS and self.device_type == "meta":
+            self._cublas_workspace(phase)
         if not self.in_window:
             return
         c = ops.cost(func, name, args, kwargs, outs, ins)
@@ -166,15 +235,37 @@ class Recorder(TorchDispatchMode):
             ev["dtype"] = dt
         self._emit(ev)
 
+    def _cublas_workspace(self, phase):
+        """The first cuBLAS call on a thread allocates that handle's workspace.
+        CUDA backward runs on the autograd engine's device thread, with its own
+        handle (torch/csrc/autograd/engine.cpp: one thread per device), so a
+        training step holds two."""
+        thread = "autograd" if phase == "backward" else "main"
+        if thread in self.cublas:
+            return
+        t = torch.empty((self.cublas_bytes,), dtype=torch.uint8, device="meta")
+        self.cublas[thread] = t  # held for the process's life, as PyTorch does
+        st = _storage(t)
+        buf = _Buf(self.next_id, st._weak_ref(), st.nbytes(),
+                   "cublas_workspace (%s thread)" % thread, phase, role="workspace")
+        self.next_id += 1
+        self.live[st._cdata] = buf
+        self._emit_alloc(buf)
+
     def _sweep(self):
         dead = [(b.id, key) for key, b in self.live.items() if _expired(b.handle)]
         if not dead:
             return
-        dead.sort()
+        # Newest first: within one boundary, temporaries made later die
+        # first (a callee's locals before the caller's), the order the
+        # recorded CS336 snapshot shows.
+        dead.sort(reverse=True)
         phase = self._phase()
         for bid, key in dead:
             b = self.live.pop(key)
             _free_weak_ref(b.handle)
+            if b.silent:
+                continue
             self._emit({"type": "free", "buffer": bid, "phase": phase})
 
     # -- events --------------------------------------------------------------
@@ -187,7 +278,7 @@ class Recorder(TorchDispatchMode):
     def _emit_alloc(self, buf):
         if not self.in_window:
             return
-        ev = {"type": "alloc", "buffer": buf.id, "size": buf.nbytes, "role": None,
+        ev = {"type": "alloc", "buffer": buf.id, "size": buf.nbytes, "role": buf.role,
               "name": buf.name, "phase": buf.phase}
         buf.event = ev
         self._emit(ev)
