@@ -12,7 +12,7 @@ PKGS=(cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev libcli11-dev
       libsimdjson-dev zlib1g-dev python3)
 for arg in "$@"; do
   case "$arg" in
-    --test) PKGS+=(chromium python3-venv); TEST=1 ;;
+    --test) PKGS+=(chromium python3-venv python3-torch python3-torchvision); TEST=1 ;;
     *) echo "setup: unknown option $arg (expected --test)" >&2; exit 1 ;;
   esac
 done

@@ -158,9 +158,10 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
                 optimizer = spec.get("optimizer")
                 loss_fn = spec.get("loss_fn")
                 step = spec.get("step")
-            else:
-                for t in _tensors_of(model, optimizer, batch):
-                    rec.adopt(t)
+            # Tensors setup() did not make inside the recorder (built before,
+            # or on another path) join the start state; no-op for the rest.
+            for t in _tensors_of(model, optimizer, batch):
+                rec.adopt(t)
             if (loss_fn is None) == (step is None):
                 raise RecordError("give exactly one of loss_fn(model, batch) and "
                                   "step(model, batch, optimizer)")

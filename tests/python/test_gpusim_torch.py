@@ -1,0 +1,330 @@
+"""Tests of the collector (python/gpusim_torch), run on every PyTorch the
+suite installs: Debian's 1.13 (/usr/bin/python3 -m unittest) and PyPI's 2.x
+(the venv's pytest). ctest: python.gpusim_torch.*; GPUSIM_BINARY names the
+gpusim binary for the replay checks (skipped without it)."""
+
+import os
+import subprocess
+import sys
+import tempfile
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, HERE)
+
+import torch  # noqa: E402
+from torch import nn  # noqa: E402
+
+import gpusim_torch  # noqa: E402
+from gpusim_torch import trace_writer  # noqa: E402
+from gpusim_torch.recorder import RecordError  # noqa: E402
+
+V2 = int(torch.__version__.split(".")[0]) >= 2
+GPUSIM = os.environ.get("GPUSIM_BINARY", "")
+SNAPSHOT_PEAK_IDEAL = 13923997700   # live requested bytes at the snapshot's peak
+SNAPSHOT_PEAK_ALLOCATED = 13927832064  # `gpusim replay --check-addresses` of the snapshot
+SNAPSHOT_PEAK_RESERVED = 14180941824   # its 216 segments
+KINETO_R50_RISE = 2791636480        # V100 ResNet-50 trace: bytes above each step's start
+
+
+def events(rec, kind=None):
+    return [e for e in rec.events if kind is None or e["type"] == kind]
+
+
+def window(rec):
+    """Events after the start state."""
+    i = next(i for i, e in enumerate(rec.events) if e["type"] == "marker" and e["name"] == "step")
+    return rec.events[i + 1:]
+
+
+def record(step, model=None, optimizer=None, batch=None, steps=2, **kw):
+    with tempfile.TemporaryDirectory() as d:
+        def setup(device):
+            return dict(model=model, batch=batch, optimizer=optimizer, step=step)
+        return gpusim_torch.record_step(setup, os.path.join(d, "t.gpusim"), steps=steps,
+                                        mode="meta", **kw)
+
+
+def peak_and_rise(rec, gran=1):
+    sizes, cur, peak, start = {}, 0, 0, None
+    for e in rec.events:
+        if e["type"] == "marker" and e["name"] == "step":
+            start = cur
+        if e["type"] == "alloc":
+            sizes[e["buffer"]] = (e["size"] + gran - 1) // gran * gran
+            cur += sizes[e["buffer"]]
+        elif e["type"] == "free":
+            cur -= sizes.pop(e["buffer"])
+        peak = max(peak, cur)
+    return peak, peak - start
+
+
+class FreesTest(unittest.TestCase):
+    def test_temporary_freed_at_next_op_and_held_tensor_kept(self):
+        held = {}
+        x = torch.empty(1024, device="meta")
+
+        def step(model, batch, opt):
+            a = x * 2          # temporary: freed once b is computed
+            b = a + 1
+            held["b"] = b      # kept past the step
+            return None
+        rec = record(step, batch=[x])
+        w = window(rec)
+        allocs = [e for e in w if e["type"] == "alloc"]
+        self.assertEqual([e["size"] for e in allocs], [4096, 4096])
+        frees = [e["buffer"] for e in w if e["type"] == "free"]
+        self.assertIn(allocs[0]["buffer"], frees)      # a
+        # The previous step's b dies when this step rebinds held["b"]; this
+        # step's b is still live at the end.
+        self.assertNotIn(allocs[1]["buffer"], frees)
+
+    def test_saved_tensor_lives_until_backward(self):
+        w = torch.empty(64, 64, device="meta", requires_grad=True)
+        x = torch.empty(64, 64, device="meta")
+        order = []
+
+        def step(model, batch, opt):
+            h = torch.sigmoid(x @ w)   # sigmoid saves its output (no Python name)
+            (h.sum()).backward()
+            return None
+        rec = record(step, batch=[x, w])
+        w_ev = window(rec)
+        sig = next(e for e in w_ev if e["type"] == "alloc" and e["name"].endswith("sigmoid"))
+        free_at = next(i for i, e in enumerate(w_ev) if e["type"] == "free" and e["buffer"] == sig["buffer"])
+        bwd_at = next(i for i, e in enumerate(w_ev) if e["type"] == "marker" and e["name"] == "backward")
+        self.assertGreater(free_at, bwd_at)
+        order.append(free_at)
+
+    def test_views_and_inplace_allocate_nothing(self):
+        x = torch.empty(32, 32, device="meta")
+
+        def step(model, batch, opt):
+            v = x.view(1024).t() if False else x.t()
+            v.mul_(2)
+            x[0].add_(1)
+            x.transpose(0, 1).unsqueeze(0).squeeze(0)
+            return None
+        rec = record(step, batch=[x])
+        self.assertEqual([e for e in window(rec) if e["type"] == "alloc"], [])
+        kinds = [e["name"] for e in window(rec) if e["type"] == "compute"]
+        self.assertEqual(kinds, ["mul_", "add_"])  # views launch no kernel
+
+    def test_resize_is_free_and_alloc(self):
+        x = torch.empty(16, device="meta")
+
+        def step(model, batch, opt):
+            x.resize_(16)
+            x.resize_(1 << 20)
+            return None
+        rec = record(step, batch=[x], steps=1)
+        w = window(rec)
+        self.assertEqual([(e["type"], e.get("size")) for e in w if e["type"] in ("alloc", "free")],
+                         [("free", None), ("alloc", 4 << 20)])
+
+
+class AccumulationTest(unittest.TestCase):
+    def _model(self):
+        torch.manual_seed(0)
+        return nn.Sequential(nn.Linear(256, 256), nn.ReLU(), nn.Linear(256, 8)).to("meta")
+
+    def test_gradients_accumulate_in_place_without_optimizer(self):
+        m = self._model()
+        x = torch.empty(16, 256, device="meta")
+        with tempfile.TemporaryDirectory() as d:
+            rec = gpusim_torch.record_step(
+                lambda dev: dict(model=m, batch=x, optimizer=None, loss_fn=lambda mm, b: mm(b).sum()),
+                os.path.join(d, "t.gpusim"), steps=2, mode="meta")
+        start = [e for e in rec.events[:rec.events.index(next(e for e in rec.events if e["type"] == "marker" and e["name"] == "step"))] if e["type"] == "alloc"]
+        self.assertEqual(sum(1 for e in start if e["role"] == "gradient"), 4)
+        grads_in_window = [e for e in window(rec) if e["type"] == "alloc" and e["role"] == "gradient"]
+        self.assertEqual(grads_in_window, [])  # accumulated with add_ into the existing .grad
+
+    def test_zero_grad_default_of_this_version(self):
+        m = self._model()
+        opt = torch.optim.SGD(m.parameters(), lr=0.1)
+        x = torch.empty(16, 256, device="meta")
+        with tempfile.TemporaryDirectory() as d:
+            rec = gpusim_torch.record_step(
+                lambda dev: dict(model=m, batch=x, optimizer=opt, loss_fn=lambda mm, b: mm(b).sum()),
+                os.path.join(d, "t.gpusim"), steps=2, mode="meta")
+        new_grads = [e for e in window(rec) if e["type"] == "alloc" and e["role"] == "gradient"]
+        # 2.x: zero_grad(set_to_none=True) frees the grads and backward makes
+        # new ones; 1.13: zero_() in place, the same grads accumulate.
+        self.assertEqual(len(new_grads), 4 if V2 else 0)
+
+
+class AutocastTest(unittest.TestCase):
+    def test_linear_in_bf16_and_cast_cache(self):
+        lin = nn.Linear(128, 128, bias=False).to("meta")
+        x = torch.empty(8, 128, device="meta")
+
+        def step(model, batch, opt):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                y = lin(x)
+                z = lin(y)       # the weight's bf16 copy is reused, not cast again
+            self.assertEqual(z.dtype, torch.bfloat16)
+            z.float().sum().backward()
+            return None
+        rec = record(step, model=lin, batch=[x])
+        casts = [e for e in window(rec) if e["type"] == "alloc" and e["name"].endswith("_to_copy")
+                 and e["size"] == 128 * 128 * 2]
+        self.assertEqual(len(casts), 1)
+        dtypes = [e.get("dtype") for e in window(rec) if e["type"] == "compute" and e["kind"] == "matmul"
+                  and e["phase"] == "forward"]
+        self.assertEqual(dtypes, ["bf16", "bf16"])
+
+    def test_softmax_runs_in_float32(self):
+        x = torch.empty(4, 64, device="meta", dtype=torch.float16)
+        out = {}
+
+        def step(model, batch, opt):
+            with torch.autocast("cuda", dtype=torch.float16):
+                out["s"] = torch.softmax(x, dim=-1)
+            return None
+        record(step, batch=[x], steps=1)
+        self.assertEqual(out["s"].dtype, torch.float32)
+
+
+class FallbackTest(unittest.TestCase):
+    def test_conv_backward(self):
+        conv = nn.Conv2d(3, 8, 3, padding=1).to("meta")
+        x = torch.empty(2, 3, 16, 16, device="meta")
+        rec = record(lambda m, b, o: conv(x).sum().backward(), model=conv, batch=[x])
+        grads = [e for e in window(rec) if e["type"] == "compute" and e["name"].endswith("convolution_backward")]
+        self.assertEqual(len(grads), 1)
+        self.assertEqual(grads[0]["kind"], "matmul")
+
+    def test_data_dependent_shape_needs_a_bound(self):
+        x = torch.empty(100, device="meta")
+        with self.assertRaisesRegex(RecordError, "--bound nonzero=N"):
+            record(lambda m, b, o: torch.nonzero(x), batch=[x], steps=1)
+        out = {}
+
+        def step(m, b, o):
+            out["nz"] = torch.nonzero(x)
+            return None
+        record(step, batch=[x], steps=1, bounds={"nonzero": 7})
+        self.assertEqual(tuple(out["nz"].shape), (7, 1))
+
+    def test_item_is_noted(self):
+        x = torch.empty(3, device="meta")
+        rec = record(lambda m, b, o: x.sum().item(), batch=[x], steps=1)
+        self.assertTrue(any("item()" in c for c in rec.comments))
+
+
+class WriterTest(unittest.TestCase):
+    def test_escape(self):
+        self.assertEqual(trace_writer.escape_name(""), b"-")
+        self.assertEqual(trace_writer.escape_name("-"), b"%2D")
+        self.assertEqual(trace_writer.escape_name("a b=c,d#e%"), b"a%20b%3Dc%2Cd%23e%25")
+        self.assertEqual(trace_writer.escape_name("\u00e9"), "\u00e9".encode())
+
+    def test_frames_defined_before_use_and_deterministic(self):
+        def setup(device):
+            return dict(model=nn.Linear(32, 32, device=device), batch=torch.empty(4, 32, device=device),
+                        optimizer=None, loss_fn=lambda m, b: m(b).sum())
+        with tempfile.TemporaryDirectory() as d:
+            outs = []
+            for i in range(2):
+                p = os.path.join(d, "t%d.gpusim" % i)
+                gpusim_torch.record_step(setup, p, steps=2, mode="meta")
+                outs.append(open(p, "rb").read())
+        self.assertEqual(outs[0], outs[1])
+        text = outs[0].decode()
+        self.assertTrue(text.startswith("gpusim-trace 1.1\n"))
+        defined = set()
+        for line in text.splitlines():
+            tok = line.split()
+            if tok and tok[0] == "frame":
+                defined.add(tok[1])
+            for t in tok:
+                if t.startswith("stack="):
+                    self.assertTrue(set(t[6:].split(",")) <= defined, line)
+        self.assertIn("stack=", text)
+        self.assertTrue(text.rstrip().split("\n")[-1].startswith("end "))
+
+
+class CliTest(unittest.TestCase):
+    def run_cli(self, *args):
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        return subprocess.run([sys.executable, "-W", "ignore", "-m", "gpusim_torch"] + list(args),
+                              capture_output=True, text=True, env=env)
+
+    def test_errors_exit_1(self):
+        with tempfile.TemporaryDirectory() as d:
+            bad = os.path.join(d, "bad.py")
+            open(bad, "w").write("x = 1\n")
+            r = self.run_cli("record", bad, "--out", os.path.join(d, "o.gpusim"))
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("defines no setup(device)", r.stderr)
+            r = self.run_cli("record", os.path.join(d, "missing.py"), "--out", "o")
+            self.assertEqual(r.returncode, 1)
+            open(bad, "w").write("def setup(device):\n    return dict(model=None, junk=1)\n")
+            r = self.run_cli("record", bad, "--out", os.path.join(d, "o.gpusim"))
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("unknown key(s) junk", r.stderr)
+
+
+def replay_json(path):
+    import json
+    r = subprocess.run([GPUSIM, "replay", path, "--format", "json"], capture_output=True, text=True)
+    if r.returncode != 0:
+        raise AssertionError(r.stderr)
+    return json.loads(r.stdout)
+
+
+class ValidationTest(unittest.TestCase):
+    """The figures README "Bring your own PyTorch model" states."""
+
+    def record_file(self, step_file, arch, d):
+        out = os.path.join(d, os.path.basename(step_file) + ".gpusim")
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        r = subprocess.run([sys.executable, "-W", "ignore", "-m", "gpusim_torch", "record",
+                            os.path.join(HERE, step_file), "--out", out, "--no-frames",
+                            "--cuda-arch", arch], capture_output=True, text=True, env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        return out
+
+    def test_cs336_lm_against_snapshot(self):
+        from gpusim_torch.session import record_step
+        import runpy
+        with tempfile.TemporaryDirectory() as d:
+            out = self.record_file("cs336_step.py", "8.0", d)
+            setup = runpy.run_path(os.path.join(HERE, "cs336_step.py"))["setup"]
+            rec = record_step(setup, None, steps=3, mode="meta", frames=False, cuda_arch="8.0")
+            peak, _ = peak_and_rise(rec)
+            if V2:
+                self.assertEqual(peak, SNAPSHOT_PEAK_IDEAL)
+            else:
+                # 1.13's mean backward keeps its input: each of the 25
+                # RMSNorms keeps x.pow(2) (32 x 256 x 768 float32) alive.
+                self.assertEqual(peak, SNAPSHOT_PEAK_IDEAL + 25 * 25165824)
+            if GPUSIM:
+                j = replay_json(out)["allocator"]
+                if V2:
+                    self.assertLess(abs(j["peak_allocated_bytes"] / SNAPSHOT_PEAK_ALLOCATED - 1), 0.01)
+                    self.assertLess(abs(j["peak_reserved_bytes"] / SNAPSHOT_PEAK_RESERVED - 1), 0.02)
+
+    def test_resnet50_against_kineto(self):
+        try:
+            import torchvision  # noqa: F401
+        except ImportError:
+            self.skipTest("torchvision is not installed for this interpreter")
+        from gpusim_torch.session import record_step
+        import runpy
+        setup = runpy.run_path(os.path.join(HERE, "resnet50_step.py"))["setup"]
+        rec = record_step(setup, None, steps=2, mode="meta", frames=False, cuda_arch="7.0")
+        _, rise = peak_and_rise(rec, gran=512)
+        self.assertLess(abs(rise / KINETO_R50_RISE - 1), 0.02, rise)
+        if GPUSIM:
+            with tempfile.TemporaryDirectory() as d:
+                p = os.path.join(d, "r50.gpusim")
+                trace_writer.write_trace(p, rec, frames=False)
+                self.assertGreater(replay_json(p)["allocator"]["peak_allocated_bytes"], rise)
+
+
+if __name__ == "__main__":
+    unittest.main()
