@@ -283,7 +283,7 @@ class ValidationTest(unittest.TestCase):
         out = os.path.join(d, os.path.basename(step_file) + ".gpusim")
         env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
         r = subprocess.run([sys.executable, "-W", "ignore", "-m", "gpusim_torch", "record",
-                            os.path.join(HERE, step_file), "--out", out, "--no-frames",
+                            os.path.join(HERE, step_file), "--out", out,
                             "--cuda-arch", arch], capture_output=True, text=True, env=env)
         self.assertEqual(r.returncode, 0, r.stderr)
         return out
