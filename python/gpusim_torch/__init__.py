@@ -9,8 +9,17 @@ FakeTensorMode with a fake CUDA device) as a gpusim native trace, for
 
 import contextlib
 
-from gpusim_torch.recorder import Recorder, RecordError  # noqa: F401
-from gpusim_torch.session import record_step  # noqa: F401
+_LAZY = {"Recorder": "gpusim_torch.recorder", "RecordError": "gpusim_torch.recorder",
+         "record_step": "gpusim_torch.session"}
+
+
+def __getattr__(name):
+    """Imports torch only when the API is used (the CLI checks its
+    arguments first)."""
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError("module 'gpusim_torch' has no attribute '%s'" % name)
 
 
 @contextlib.contextmanager
@@ -22,7 +31,7 @@ def record(out, *, model=None, optimizer=None, batch=None, frames=True, bounds=N
     tensors); other tensors allocated before the block are not seen."""
     import gc
     from gpusim_torch import autocast_emul
-    from gpusim_torch.recorder import roles_of
+    from gpusim_torch.recorder import Recorder, roles_of
     from gpusim_torch.session import _patched_phases, _tensors_of
     from gpusim_torch.trace_writer import write_trace
     rec = Recorder("meta", frames=frames, bounds=bounds, cuda_arch=cuda_arch)

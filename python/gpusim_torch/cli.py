@@ -47,13 +47,13 @@ def main(argv):
     if not os.path.isfile(args.step_file):
         print("gpusim_torch: %s: no such file" % args.step_file, file=sys.stderr)
         return 1
-    from gpusim_torch.recorder import RecordError
-    from gpusim_torch.session import record_step
     ns = runpy.run_path(args.step_file, run_name="__gpusim_step__")
     setup = ns.get("setup")
     if not callable(setup):
         print("gpusim_torch: %s: defines no setup(device) function" % args.step_file, file=sys.stderr)
         return 1
+    from gpusim_torch.recorder import RecordError  # imports torch
+    from gpusim_torch.session import record_step
     name = args.name or os.path.splitext(os.path.basename(args.step_file))[0]
     try:
         rec = record_step(setup, args.out, steps=args.steps, autocast=args.autocast,
