@@ -27,11 +27,16 @@ def _err(msg):
     return RecordError(msg)
 
 
+def _note(rec, msg):
+    rec.notes[msg] = rec.notes.get(msg, 0) + 1
+
+
 def run(rec, func, name, args, kwargs, error):
+    """The stand-in result of `func`, which raised `error` on the meta
+    device; a RecordError naming the op when there is none."""
     if name == "_local_scalar_dense":
         t = args[0]
-        rec.notes["Tensor.item() on the meta device returned 0 (no values are computed)"] = \
-            rec.notes.get("Tensor.item() on the meta device returned 0 (no values are computed)", 0) + 1
+        _note(rec, "Tensor.item() on the meta device returned 0 (no values are computed)")
         if t.dtype == torch.bool:
             return False
         return 0.0 if t.is_floating_point() else 0
@@ -70,9 +75,7 @@ def _conv_backward(name, args):
 
 def _foreach(rec, name, args):
     first = args[0]
-    rec.notes["shape-only fallback for aten.%s (no meta kernel in torch %s)"
-              % (name, torch.__version__)] = rec.notes.get(
-        "shape-only fallback for aten.%s (no meta kernel in torch %s)" % (name, torch.__version__), 0) + 1
+    _note(rec, "shape-only fallback for aten.%s (no meta kernel in torch %s)" % (name, torch.__version__))
     if name.endswith("_"):
         return None
     if name == "_foreach_norm":

@@ -31,7 +31,6 @@ _NO_KERNEL = {
     "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
     "lift_fresh", "lift", "lift_fresh_copy_", "detach", "alias", "_local_scalar_dense",
     "resize_", "set_", "_has_compatible_shallow_copy_type", "is_same_size",
-    "_to_copy_meta_only",
 }
 
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "_scaled_mm", "addmv", "mv", "dot",
