@@ -10,7 +10,10 @@
 
 #include "sim/import/import.h"
 #include "sim/import/native.h"
+#include "sim/config/loader.h"
+#include "sim/replay/native_step.h"
 #include "sim/replay/replay.h"
+#include "sim/trace/trace_io.h"
 
 namespace gpusim {
 namespace {
@@ -63,6 +66,29 @@ TEST(ImportNativeTest, ReplayPeaks) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->no_fragmentation_peak, Bytes(4194304 + 3145728));
   EXPECT_EQ(r->stats.peak_allocated, Bytes(4194304 + 3145728));
+  std::remove(path.c_str());
+}
+
+TEST(ImportNativeTest, StepTimeAndLargestBuffersAtThePeak) {
+  const std::string path = WriteTemp(kStep);
+  auto trace = ReadTraceFile(path);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  auto device = LoadDeviceSpec("h100-sxm-80gb", "");
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto step = SimulateNativeStep(*trace, *device, nullptr, 1);
+  ASSERT_TRUE(step.ok()) << step.status();
+  EXPECT_EQ(step->timed_events, 1);
+  EXPECT_GT(step->step_time, SimTime(0));
+  EXPECT_EQ(step->peak_live, Bytes(4194304 + 3145728));
+  ASSERT_EQ(step->largest.size(), 1u);  // top 1 of the two live at the peak
+  EXPECT_EQ(step->largest[0].name, "w");
+  EXPECT_EQ(step->largest[0].role, Role::kParameter);
+  auto step2 = SimulateNativeStep(*trace, *device, nullptr, 10);
+  ASSERT_TRUE(step2.ok());
+  ASSERT_EQ(step2->largest.size(), 2u);
+  EXPECT_EQ(step2->largest[1].name, "reuse");
+  const std::string text = RenderNativeStepText(*step2);
+  EXPECT_NE(text.find("largest buffers live at the peak"), std::string::npos) << text;
   std::remove(path.c_str());
 }
 

@@ -7,9 +7,12 @@
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
+#include "sim/alloc/allocator.h"
 #include "sim/config/loader.h"
 #include "sim/import/import.h"
+#include "sim/replay/native_step.h"
 #include "sim/replay/replay.h"
+#include "sim/trace/trace_io.h"
 #include "tools/cli.h"
 
 namespace gpusim {
@@ -48,6 +51,21 @@ absl::Status ApplySets(const std::vector<std::string>& sets, AllocatorSpec* spec
   return absl::OkStatus();
 }
 
+// A native trace (a step recorded by python/gpusim_torch): its timed events
+// through the engine on the device, and the largest buffers at the peak.
+absl::Status PrintNativeStep(const ReplayCli& c, const ReplayOptions& o) {
+  auto trace = ReadTraceFile(c.trace);
+  if (!trace.ok()) return trace.status();
+  auto device = LoadDeviceSpec(c.device.empty() ? "h100-sxm-80gb" : c.device, "");
+  if (!device.ok()) return device.status();
+  auto allocator = MakeAllocator(o.allocator, o.capacity > Bytes(0) ? o.capacity : o.default_capacity);
+  if (!allocator.ok()) return allocator.status();
+  auto step = SimulateNativeStep(*trace, *device, allocator->get(), 10);
+  if (!step.ok()) return step.status();
+  std::cout << RenderNativeStepText(*step);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 int CmdReplay(const ReplayCli& c) {
@@ -61,6 +79,10 @@ int CmdReplay(const ReplayCli& c) {
   auto r = ReplayFile(c.trace, o);
   if (!r.ok()) return FailStatus(r.status());
   std::cout << (c.format == "json" ? RenderReplayJson(*r) : RenderReplayText(*r));
+  if (r->format == "native" && c.format != "json") {
+    st = PrintNativeStep(c, o);
+    if (!st.ok()) return FailStatus(st);
+  }
   return 0;
 }
 

@@ -1,0 +1,68 @@
+#include "sim/replay/native_step.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gpusim {
+
+absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const DeviceSpec& device,
+                                                    Allocator* allocator, int top) {
+  absl::StatusOr<SimResult> sim = Simulate(trace, device, allocator);
+  if (!sim.ok()) return sim.status();
+  NativeStepReport r;
+  r.device = device.name;
+  for (const TraceEvent& e : trace.events) r.timed_events += IsTimed(e.type) ? 1 : 0;
+  r.step_time = sim->step_time;
+  r.compute_busy = sim->compute_busy;
+  r.flops = sim->flops;
+  r.peak_live = sim->peak_live;
+  r.oom = sim->oom;
+  // The alloc that made each buffer live at the peak: the last alloc of its
+  // id at or before the peak event (ids are reused after frees).
+  absl::flat_hash_map<BufferId, size_t> alloc_of;
+  const size_t upto = sim->peak_event < 0 ? trace.events.size()
+                                          : std::min(trace.events.size(), static_cast<size_t>(sim->peak_event) + 1);
+  for (size_t i = 0; i < upto; ++i) {
+    if (trace.events[i].type == EventType::kAlloc) alloc_of[trace.events[i].buffer] = i;
+  }
+  for (BufferId id : sim->live_at_peak) {
+    auto it = alloc_of.find(id);
+    if (it == alloc_of.end()) continue;
+    const TraceEvent& e = trace.events[it->second];
+    PeakBuffer b{e.name, e.role, e.size, ""};
+    if (!e.stack.empty() && e.stack[0] >= 0 && static_cast<size_t>(e.stack[0]) < trace.frames.size()) {
+      const StackFrame& f = trace.frames[static_cast<size_t>(e.stack[0])];
+      b.where = absl::StrCat(f.function, " ", f.file, ":", f.line);
+    }
+    r.largest.push_back(std::move(b));
+  }
+  std::stable_sort(r.largest.begin(), r.largest.end(),
+                   [](const PeakBuffer& a, const PeakBuffer& b) { return a.size > b.size; });
+  if (top >= 0 && r.largest.size() > static_cast<size_t>(top)) r.largest.resize(static_cast<size_t>(top));
+  return r;
+}
+
+std::string RenderNativeStepText(const NativeStepReport& r) {
+  std::string out = absl::StrFormat(
+      "step on %s (engine: recorded ops' shapes through the device model)\n"
+      "  step time %.4f s (%d timed events; compute busy %.4f s; %.3g FLOP)\n"
+      "  peak live %s\n",
+      r.device, r.step_time.seconds(), r.timed_events, r.compute_busy.seconds(), r.flops,
+      FormatBytes(r.peak_live));
+  if (r.oom.happened) {
+    absl::StrAppend(&out, absl::StrFormat("  OOM at event %d: %s requested for %s, %s live\n", r.oom.event,
+                                          FormatBytes(r.oom.requested), r.oom.buffer, FormatBytes(r.oom.live)));
+  }
+  absl::StrAppend(&out, "  largest buffers live at the peak:\n");
+  for (const PeakBuffer& b : r.largest) {
+    absl::StrAppend(&out, absl::StrFormat("    %14s  %-15s %s%s\n", FormatBytes(b.size), RoleName(b.role),
+                                          b.name.empty() ? "-" : b.name,
+                                          b.where.empty() ? "" : absl::StrCat("  (", b.where, ")")));
+  }
+  return out;
+}
+
+}  // namespace gpusim
