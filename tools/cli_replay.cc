@@ -53,17 +53,14 @@ absl::Status ApplySets(const std::vector<std::string>& sets, AllocatorSpec* spec
 
 // A native trace (a step recorded by python/gpusim_torch): its timed events
 // through the engine on the device, and the largest buffers at the peak.
-absl::Status PrintNativeStep(const ReplayCli& c, const ReplayOptions& o) {
+absl::StatusOr<NativeStepReport> NativeStep(const ReplayCli& c, const ReplayOptions& o) {
   auto trace = ReadTraceFile(c.trace);
   if (!trace.ok()) return trace.status();
   auto device = LoadDeviceSpec(c.device.empty() ? "h100-sxm-80gb" : c.device, "");
   if (!device.ok()) return device.status();
   auto allocator = MakeAllocator(o.allocator, o.capacity > Bytes(0) ? o.capacity : o.default_capacity);
   if (!allocator.ok()) return allocator.status();
-  auto step = SimulateNativeStep(*trace, *device, allocator->get(), 10);
-  if (!step.ok()) return step.status();
-  std::cout << RenderNativeStepText(*step);
-  return absl::OkStatus();
+  return SimulateNativeStep(*trace, *device, allocator->get(), 10);
 }
 
 }  // namespace
@@ -78,10 +75,16 @@ int CmdReplay(const ReplayCli& c) {
   if (!st.ok()) return FailStatus(st);
   auto r = ReplayFile(c.trace, o);
   if (!r.ok()) return FailStatus(r.status());
-  std::cout << (c.format == "json" ? RenderReplayJson(*r) : RenderReplayText(*r));
-  if (r->format == "native" && c.format != "json") {
-    st = PrintNativeStep(c, o);
-    if (!st.ok()) return FailStatus(st);
+  if (r->format != "native") {
+    std::cout << (c.format == "json" ? RenderReplayJson(*r) : RenderReplayText(*r));
+    return 0;
+  }
+  auto step = NativeStep(c, o);
+  if (!step.ok()) return FailStatus(step.status());
+  if (c.format == "json") {
+    std::cout << RenderReplayJson(*r, [&](JsonWriter& w) { NativeStepJson(w, *step); });
+  } else {
+    std::cout << RenderReplayText(*r) << RenderNativeStepText(*step);
   }
   return 0;
 }

@@ -32,15 +32,19 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const De
     auto it = alloc_of.find(id);
     if (it == alloc_of.end()) continue;
     const TraceEvent& e = trace.events[it->second];
-    PeakBuffer b{e.name, e.role, e.size, ""};
+    PeakBuffer b;
+    b.buffer = id;
+    b.name = e.name;
+    b.role = e.role;
+    b.bytes = e.size;
     if (!e.stack.empty() && e.stack[0] >= 0 && static_cast<size_t>(e.stack[0]) < trace.frames.size()) {
       const StackFrame& f = trace.frames[static_cast<size_t>(e.stack[0])];
-      b.where = absl::StrCat(f.function, " ", f.file, ":", f.line);
+      b.origin = absl::StrCat(f.function, " ", f.file, ":", f.line);
     }
     r.largest.push_back(std::move(b));
   }
   std::stable_sort(r.largest.begin(), r.largest.end(),
-                   [](const PeakBuffer& a, const PeakBuffer& b) { return a.size > b.size; });
+                   [](const PeakBuffer& a, const PeakBuffer& b) { return a.bytes > b.bytes; });
   if (top >= 0 && r.largest.size() > static_cast<size_t>(top)) r.largest.resize(static_cast<size_t>(top));
   return r;
 }
@@ -58,11 +62,42 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
   }
   absl::StrAppend(&out, "  largest buffers live at the peak:\n");
   for (const PeakBuffer& b : r.largest) {
-    absl::StrAppend(&out, absl::StrFormat("    %14s  %-15s %s%s\n", FormatBytes(b.size), RoleName(b.role),
+    absl::StrAppend(&out, absl::StrFormat("    %14s  %-15s %s%s\n", FormatBytes(b.bytes), RoleName(b.role),
                                           b.name.empty() ? "-" : b.name,
-                                          b.where.empty() ? "" : absl::StrCat("  (", b.where, ")")));
+                                          b.origin.empty() ? "" : absl::StrCat("  (", b.origin, ")")));
   }
   return out;
+}
+
+void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
+  w.BeginObject("step");
+  w.String("device", r.device);
+  w.Double("step_time_s", r.step_time.seconds());
+  w.Double("compute_s", r.compute_busy.seconds());
+  w.Int("timed_events", r.timed_events);
+  w.Double("flops", r.flops);
+  w.Int("peak_live_bytes", r.peak_live.value());
+  w.BeginArray("largest");
+  for (const PeakBuffer& b : r.largest) {
+    w.BeginObject();
+    w.String("name", b.name);
+    w.String("role", RoleName(b.role));
+    w.Int("bytes", b.bytes.value());
+    w.String("where", b.origin);
+    w.EndObject();
+  }
+  w.EndArray();
+  if (r.oom.happened) {
+    w.BeginObject("oom");
+    w.Int("event", r.oom.event);
+    w.Int("requested_bytes", r.oom.requested.value());
+    w.Int("live_bytes", r.oom.live.value());
+    w.String("buffer", r.oom.buffer);
+    w.EndObject();
+  } else {
+    w.Null("oom");
+  }
+  w.EndObject();
 }
 
 }  // namespace gpusim

@@ -14,16 +14,11 @@
 #include "sim/config/spec.h"
 #include "sim/engine/engine.h"
 #include "sim/ir/program.h"
+#include "sim/report/explain.h"
+#include "sim/report/json_writer.h"
 #include "sim/trace/trace.h"
 
 namespace gpusim {
-
-struct PeakBuffer {
-  std::string name;
-  Role role = Role::kTemporary;
-  Bytes size;
-  std::string where;  // innermost frame "function file:line"; empty when none
-};
 
 struct NativeStepReport {
   std::string device;
@@ -31,7 +26,9 @@ struct NativeStepReport {
   SimTime step_time, compute_busy;
   double flops = 0;
   Bytes peak_live;
-  std::vector<PeakBuffer> largest;  // live at the peak, largest first
+  // Live at the peak, largest first; `origin` is the innermost recorded
+  // frame ("function file:line"), empty when none.
+  std::vector<PeakBuffer> largest;
   OomInfo oom;
 };
 
@@ -40,6 +37,10 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const De
                                                     Allocator* allocator, int top);
 
 std::string RenderNativeStepText(const NativeStepReport& r);
+// Key "step": {device, step_time_s, compute_s, timed_events, flops,
+// peak_live_bytes, largest: [{name, role, bytes, where}], oom (null or
+// {event, requested_bytes, live_bytes, buffer})}.
+void NativeStepJson(JsonWriter& w, const NativeStepReport& r);
 
 }  // namespace gpusim
 

@@ -764,9 +764,14 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
 }  // namespace
 
 std::string RenderReplayJson(const ReplayResult& r) {
+  return RenderReplayJson(r, [](JsonWriter&) {});
+}
+
+std::string RenderReplayJson(const ReplayResult& r, const std::function<void(JsonWriter&)>& more) {
   JsonWriter w;
   w.BeginObject();
   ResultJson(w, r);
+  more(w);
   w.EndObject();
   return w.Finish();
 }

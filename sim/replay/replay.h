@@ -17,6 +17,7 @@
 #define GPUSIM_SIM_REPLAY_REPLAY_H_
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,6 +28,7 @@
 #include "sim/config/spec.h"
 #include "sim/import/recorded_trace.h"
 #include "sim/import/snapshot.h"
+#include "sim/report/json_writer.h"
 
 namespace gpusim {
 
@@ -118,6 +120,8 @@ std::string RenderReplayText(const ReplayResult& r);
 // peak_reserved_bytes, ...}, replay.{events, allocated_exact_share,
 // reserved_exact_share, address_exact_share, ...}, oom.
 std::string RenderReplayJson(const ReplayResult& r);
+// The same object with more keys after the replay's (`more` writes them).
+std::string RenderReplayJson(const ReplayResult& r, const std::function<void(JsonWriter&)>& more);
 
 // `gpusim compare`: one row per allocator.
 std::string RenderAllocatorCompareText(const std::vector<ReplayResult>& rows);

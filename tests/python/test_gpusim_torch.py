@@ -344,7 +344,11 @@ class ValidationTest(unittest.TestCase):
                 # RMSNorms keeps x.pow(2) (32 x 256 x 768 float32) alive.
                 self.assertEqual(peak, SNAPSHOT_PEAK_IDEAL + 25 * 25165824)
             if GPUSIM:
-                j = replay_json(out)["allocator"]
+                full = replay_json(out)
+                self.assertEqual(full["step"]["peak_live_bytes"], peak)
+                self.assertGreater(full["step"]["step_time_s"], 0)
+                self.assertEqual(full["step"]["largest"][0]["bytes"], 327680000)  # logits-sized
+                j = full["allocator"]
                 if V2:
                     self.assertLess(abs(j["peak_allocated_bytes"] / SNAPSHOT_PEAK_ALLOCATED - 1), 0.01)
                     self.assertLess(abs(j["peak_reserved_bytes"] / SNAPSHOT_PEAK_RESERVED - 1), 0.02)
