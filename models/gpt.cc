@@ -463,12 +463,41 @@ class GptBuilder {
     return g.at("x");
   }
 
+  // Note [GPT gradient clipping]: Megatron-LM clips by the global norm
+  // (megatron/core/optimizer/clip_grads.py get_grad_norm_fp32 and
+  // clip_grad_by_total_norm_fp32; --clip-grad 1.0 by default): one
+  // multi_tensor_l2norm pass over every gradient, the squared norm
+  // all-reduced over the model-parallel (here tensor-parallel) group, then
+  // the gradients scaled in place only when clip_coeff = max_norm / norm < 1.
+  // Whether that happens depends on the values, which a simulator does not
+  // have; the steady-state step is modelled (norm computed, no rescale).
+  TensorId GradNorm() {
+    std::vector<TensorId> all;
+    double elems = 0;
+    for (const auto& [name, g] : grads_) {
+      all.push_back(g);
+      elems += static_cast<double>(b_.tensor(g).elements());
+    }
+    TensorId sq = b_.AddTensor("grad_norm.local", {}, DType::kF32, Role::kTemporary,
+                               "local sum of squares of the gradients");
+    b_.AddOp("grad_norm.l2norm", OpKind::kReduce, all, {sq}, 2.0 * elems);
+    TensorId norm = b_.AddTensor("grad_norm", {}, DType::kF32, Role::kScalar, "global gradient norm (clip)");
+    if (t_ > 1) {
+      b_.AddOp("grad_norm.all_reduce", OpKind::kAllReduce, {sq}, {norm}, 0).group = t_;
+    } else {
+      b_.AddOp("grad_norm.sqrt", OpKind::kElementwise, {sq}, {norm}, 1);
+    }
+    return norm;
+  }
+
   // torch.optim.AdamW (fused): in place into params and moments.
   void Optimizer() {
+    const TensorId norm = s_.optimizer.clip_grad_norm ? GradNorm() : kNoTensor;
     for (const auto& [name, p] : params_) {
       auto gi = grads_.find(name);
       std::vector<TensorId> ins = {p, moments_.at(name).first, moments_.at(name).second};
       if (gi != grads_.end()) ins.push_back(gi->second);
+      if (norm != kNoTensor) ins.push_back(norm);
       std::vector<TensorId> outs;
       for (TensorId src : {p, moments_.at(name).first, moments_.at(name).second}) {
         const Tensor& t = b_.tensor(src);

@@ -18,7 +18,7 @@
 #include "sim/base/status.h"
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
-#include "sim/report/json_writer.h"
+#include "sim/base/json_writer.h"
 #include "sim/report/step.h"
 
 namespace gpusim {

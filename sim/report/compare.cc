@@ -4,7 +4,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
 #include "sim/config/loader.h"
-#include "sim/report/json_writer.h"
+#include "sim/base/json_writer.h"
 
 namespace gpusim {
 

@@ -26,7 +26,10 @@ struct LayerTime {
 };
 
 struct StepReport {
-  RunSpec spec;
+  RunSpec spec;  // as simulated (sim/step/capabilities.h ApplyCapabilities)
+  // Setting paths the run's family models under its framework: what the
+  // header may print.
+  std::vector<std::string> modelled;
   int64_t param_count = 0;
   Program program;
   LoweredStep lowered;
