@@ -41,15 +41,14 @@ std::vector<ModelFamily>* MakeFamilies() {
                 LlamaParamCount});
   // models/gpt.h: Megatron-LM GPT as Korthikanti et al. 2022 count it.
   const Settings gpt = Join({kTransformerCore,
-                             {"optimizer.clip_grad_norm", "remat.method", "remat.num_layers", "parallelism.tensor",
+                             {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "optimizer.clip_grad_norm", "remat.method", "remat.num_layers", "parallelism.tensor",
                               "parallelism.sequence_parallel"}});
   f->push_back({"gpt",
-                "Megatron-LM GPT (LayerNorm, fused QKV, explicit softmax attention with dropout, GeLU MLP), tensor "
+                "Megatron-LM GPT (LayerNorm, fused QKV with grouped-query heads, tied or untied output layer, explicit softmax attention with dropout, GeLU MLP), tensor "
                 "and sequence parallelism, Megatron recompute (Korthikanti et al. 2022, arXiv 2205.05198)",
                 gpt,
                 gpt,
                 {{"model.attention", "explicit"},
-                 {"model.tied_embeddings", "true"},
                  {"model.scan_layers", "false"},
                  {"loop.mode", "unrolled"}},
                 BuildGptTrainStep,

@@ -51,15 +51,15 @@ TEST(CapabilitiesTest, GptRefusesWhatItDoesNotModelAndRunsAsItsFixedValues) {
   const std::string gpt = "framework: pytorch\ndevice: a100-sxm-80gb\nmodel: gpt-22b\n";
   EXPECT_NE(Refusal(gpt, {"parallelism.fsdp=8"}).find("parallelism.fsdp: not modelled for model family 'gpt'"),
             std::string::npos);
-  EXPECT_NE(Refusal(gpt, {"model.tied_embeddings=false"}).find("it runs model.tied_embeddings = true"),
-            std::string::npos);
+  EXPECT_NE(Refusal(gpt, {"model.attention=flash"}).find("it runs model.attention = explicit"), std::string::npos);
+  EXPECT_EQ(Refusal(gpt, {"model.tied_embeddings=false", "model.n_kv_heads=8"}), "");
   EXPECT_NE(Refusal(gpt, {"loop.mode=rolled"}).find("loop.mode: not modelled"), std::string::npos);
   absl::StatusOr<RunSpec> spec = ParseRunSpec(gpt, "run.yaml");
   ASSERT_TRUE(spec.ok());
   absl::StatusOr<RunSpec> out = ApplyCapabilities(*spec);
   ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(out->loop.mode, "unrolled");  // not written: what gpt does
-  EXPECT_TRUE(out->model.tied_embeddings);
+  EXPECT_EQ(out->model.attention, "explicit");
 }
 
 TEST(CapabilitiesTest, JaxStepRefusesARuntimeAllocatorJaxDoesNotRun) {
