@@ -19,7 +19,7 @@
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
 #include "sim/base/json_writer.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "sim/step/capabilities.h"
 
 namespace gpusim {

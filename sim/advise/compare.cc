@@ -4,7 +4,7 @@
 #include "absl/strings/str_cat.h"
 #include "sim/advise/advise.h"
 #include "sim/base/status.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 

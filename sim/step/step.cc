@@ -1,4 +1,4 @@
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 #include "sim/alloc/impl/bfc.h"
 #include "sim/alloc/options.h"

@@ -1,8 +1,8 @@
 // One simulated training step, end to end: build the Program from the
 // model, lower it, replay it on the device, and account its memory the way
 // the framework reports it. Reports (text, JSON) render a StepReport.
-#ifndef GPUSIM_SIM_REPORT_STEP_H_
-#define GPUSIM_SIM_REPORT_STEP_H_
+#ifndef GPUSIM_SIM_STEP_STEP_H_
+#define GPUSIM_SIM_STEP_STEP_H_
 
 #include <array>
 #include <string>
@@ -89,4 +89,4 @@ std::string RenderJson(const StepReport& r);
 
 }  // namespace gpusim
 
-#endif  // GPUSIM_SIM_REPORT_STEP_H_
+#endif  // GPUSIM_SIM_STEP_STEP_H_
