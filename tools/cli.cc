@@ -13,11 +13,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include <unistd.h>
 
 #include "sim/advise/advise.h"
 #include "sim/calibrate/calibrate.h"
 #include "sim/alloc/allocator.h"
+#include "sim/base/json_writer.h"
+#include "sim/base/names.h"
+#include "models/family.h"
 #include "sim/config/units_parse.h"
 #include "sim/base/file_util.h"
 #include "sim/config/loader.h"
@@ -25,7 +29,7 @@
 #include "sim/report/compare.h"
 #include "sim/report/diff.h"
 #include "sim/report/explain.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
 #include "sim/import/import.h"
@@ -319,24 +323,71 @@ int CmdDevices() {
   return 0;
 }
 
-int CmdList(const std::string& what) {
-  if (what == "allocators") {
-    for (const AllocatorInfo& a : ListAllocators()) {
-      std::cout << absl::StrFormat("%-20s %s%s\n", a.name, a.doc,
-                                   a.parameters.empty() ? "" : absl::StrCat(" [", a.parameters, "]"));
+// One row of `gpusim list KIND`: name, one-line doc, its parameters or the
+// settings it models.
+struct ListRow {
+  std::string name, doc;
+  std::vector<std::pair<std::string, std::string>> fields;  // label, text
+};
+
+int PrintList(const std::string& kind, const std::vector<ListRow>& rows, const std::string& format, int width) {
+  if (format == "json") {
+    JsonWriter w;
+    w.BeginObject().BeginArray(kind);
+    for (const ListRow& r : rows) {
+      w.BeginObject().String("name", r.name).String("doc", r.doc);
+      for (const auto& [label, text] : r.fields) w.String(label, text);
+      w.EndObject();
     }
+    w.EndArray().EndObject();
+    std::cout << w.Finish() << "\n";
     return 0;
+  }
+  for (const ListRow& r : rows) {
+    std::cout << absl::StrFormat("%-*s %s\n", width, r.name, r.doc);
+    for (const auto& [label, text] : r.fields) {
+      if (!text.empty()) std::cout << absl::StrFormat("%-*s   %s: %s\n", width, "", label, text);
+    }
+  }
+  return 0;
+}
+
+int CmdList(const std::string& what, const std::string& format) {
+  if (format != "text" && format != "json") {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--format ", format, ": expected text or json")));
+  }
+  std::vector<ListRow> rows;
+  if (what == "allocators") {
+    for (const AllocatorInfo& a : ListAllocators()) rows.push_back({a.name, a.doc, {{"parameters", a.parameters}}});
+    return PrintList(what, rows, format, 20);
   }
   if (what == "remat") {
-    for (const RematPolicyInfo& p : ListRematPolicies()) {
-      std::cout << absl::StrFormat("%-36s %s%s\n", p.name, p.doc,
-                                   p.parameters.empty() ? "" : absl::StrCat(" [", p.parameters, "]"));
-    }
-    return 0;
+    for (const RematPolicyInfo& p : ListRematPolicies()) rows.push_back({p.name, p.doc, {{"parameters", p.parameters}}});
+    return PrintList(what, rows, format, 36);
   }
-  if (what == "devices") return CmdDevices();
+  if (what == "models") {
+    for (const ModelFamily& f : ModelFamilies()) {
+      std::string fixed;
+      for (const auto& [path, value] : f.fixed) absl::StrAppend(&fixed, fixed.empty() ? "" : ", ", path, " = ", value);
+      rows.push_back({f.name,
+                      f.doc,
+                      {{"models under jax", absl::StrJoin(f.jax_settings, ", ")},
+                       {"models under pytorch", absl::StrJoin(f.pytorch_settings, ", ")},
+                       {"runs as", fixed}}});
+    }
+    return PrintList(what, rows, format, 8);
+  }
+  if (what == "devices" && format == "text") return CmdDevices();
+  if (what == "devices") {
+    for (const std::string& n : ListDeviceNames()) {
+      auto d = LoadDeviceSpec(n, "");
+      if (!d.ok()) return Fail(d.status());
+      rows.push_back({d->name, d->description, {{"usable_bytes", absl::StrCat(d->usable().value())}}});
+    }
+    return PrintList(what, rows, format, 16);
+  }
   return Fail(absl::InvalidArgumentError(
-      absl::StrCat("list: unknown kind '", what, "'; expected allocators, remat or devices")));
+      absl::StrCat("list: ", UnknownNameMessage("kind", what, {"allocators", "remat", "devices", "models"}))));
 }
 
 int CmdCompareConfig(const RunOptions& o, const std::string& vary) {
@@ -455,9 +506,10 @@ int RunCli(int argc, char** argv) {
 
   CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
 
-  std::string list_what;
-  CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies");
-  list_cmd->add_option("kind", list_what, "allocators | remat | devices")->required();
+  std::string list_what, list_format = "text";
+  CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies and model families");
+  list_cmd->add_option("kind", list_what, "allocators | remat | devices | models")->required();
+  list_cmd->add_option("--format", list_format, "text | json");
 
   try {
     app.parse(argc, argv);
@@ -502,7 +554,7 @@ int RunCli(int argc, char** argv) {
       return CmdCompare(compare);
     }
     if (*dev_cmd) return CmdDevices();
-    if (*list_cmd) return CmdList(list_what);
+    if (*list_cmd) return CmdList(list_what, list_format);
   } catch (const std::exception& e) {
     std::cerr << "gpusim: internal error: " << e.what() << "\n";
     return 2;

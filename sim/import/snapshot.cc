@@ -12,7 +12,7 @@
 #include "sim/base/file_util.h"
 #include "sim/base/status.h"
 #include "sim/import/simdjson_util.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 extern char** environ;
 
@@ -21,7 +21,7 @@ namespace gpusim {
 using import_internal::NumberToken;
 using import_internal::OffsetIn;
 using import_internal::ParseInteger;
-using trace_internal::Cat;
+using str_internal::Cat;
 namespace od = simdjson::ondemand;
 
 namespace {

@@ -10,7 +10,7 @@
 #include "sim/alloc/impl/pytorch_caching.h"
 #include "sim/alloc/options.h"
 #include "sim/import/import.h"
-#include "sim/report/json_writer.h"
+#include "sim/base/json_writer.h"
 
 namespace gpusim {
 namespace {
