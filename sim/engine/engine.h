@@ -112,6 +112,15 @@ struct SimResult {
   double model_flops = 0;              // flops excluding recompute
 };
 
+// Note [Fragmentation]: bytes the allocator holds beyond what is live.
+// Without an out-of-memory it is peak reserved - the no-fragmentation peak
+// (peak live). After an OOM the allocator stops (it never sees the later
+// allocations) while the ideal tracker counts on, so whole-run peaks are not
+// comparable (their difference went negative, issue 17); it is taken at the
+// OOM point instead: reserved then - live then, the bytes held that could
+// not serve the failing request. Never negative.
+Bytes FragmentationBytes(const SimResult& r);
+
 // REQUIRES: trace passed ValidateTrace. `allocator` is consulted for every
 // memory event; it may be null (ideal tracking only, no allocator time).
 // Simulate logs the allocator's actions itself (RecordEventsTo) and leaves
