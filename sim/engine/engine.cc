@@ -72,7 +72,8 @@ AllocCharge ChargeAllocatorActions(const std::vector<AllocatorEvent>& actions, S
 
 Bytes FragmentationBytes(const SimResult& r) {
   if (r.allocator_name.empty()) return Bytes(0);  // no allocator: ideal tracking only
-  return r.oom.happened ? r.oom.reserved - r.oom.live : r.allocator.peak_reserved - r.peak_live;
+  return r.oom.happened ? r.oom.reserved - (r.oom.live - r.preexisting)
+                        : r.allocator.peak_reserved - (r.peak_live - r.preexisting);
 }
 
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator) {
@@ -100,6 +101,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
   // Memory state (ideal tracker beside the allocator).
   absl::flat_hash_map<BufferId, std::pair<Bytes, Role>> live;
   Bytes cur = trace.preexisting;
+  r.preexisting = cur;
   r.peak_live = cur;
   std::array<Bytes, kNumRoles> by_role{};
   std::vector<AllocatorEvent> actions;
