@@ -49,7 +49,7 @@ TEST(HostileInput, StreamIdsOutsideTheRangeAreInputErrors) {
   EXPECT_FALSE(fs::exists(d + "/v"));
 }
 
-TEST(HostileInput, UnchecklessMagnitudesAreRefusedByName) {
+TEST(HostileInput, UncheckedMagnitudesAreRefusedByName) {
   ExpectFails("run " + kConfig + " --set model.d_model=1000000000000", 1,
               "model.d_model × model.d_model × 16 bytes = 1000000000000 × 1000000000000 × 16 exceeds 2^63 - 1");
   ExpectFails("run " + kConfig + " --set batch.seq_len=2147483648 --set model.attention=explicit", 1,
@@ -175,6 +175,25 @@ TEST(HostileInput, OutputsAreNotClobbered) {
   for (const auto& e : fs::directory_iterator(d)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"dir.json", "fifo.json", "link.json", "private.json"}));
+}
+
+// Exit codes (Note [Exit codes]): a file the process may not grow (what a
+// full disk does to a write) is an environment error; a truncated or
+// corrupt .gz is bad input.
+TEST(HostileInput, EnvironmentAndCorruptInputExitCodes) {
+  const std::string d = FreshDir("exitcodes");
+  const std::string cmd = "bash -c \"ulimit -f 1; trap '' XFSZ; " + std::string(GPUSIM_BINARY) + " run " + kConfig +
+                          " --set model.n_layers=2 --timeline " + d + "/t.json\" 2>&1";
+  const int st = std::system((cmd + " | grep -q 'write failed'").c_str());
+  EXPECT_EQ(WEXITSTATUS(st), 0) << "no 'write failed' message";
+  const int rc = std::system(cmd.c_str());
+  EXPECT_EQ(WEXITSTATUS(rc), 3);
+  EXPECT_FALSE(fs::exists(d + "/t.json"));
+  EXPECT_TRUE(fs::is_empty(d)) << "a temporary file was left";
+  // The first 100 bytes of a recorded .gz trace.
+  const std::string gz = kSrc + "/traces/recorded/hta_memory_timeline_raw.json.gz";
+  ASSERT_EQ(std::system(("head -c 100 " + gz + " > " + d + "/cut.json.gz").c_str()), 0);
+  ExpectFails("replay " + d + "/cut.json.gz", 1, "truncated");
 }
 
 // --out DIR is written beside DIR and moved into place whole: a run that

@@ -414,7 +414,7 @@ absl::StatusOr<Trace> Parser::Run(std::istream& in) {
     RETURN_IF_ERROR(ParseLine(trace));
   }
   if (in.bad()) {
-    return absl::DataLossError(Cat(source_, ":", line_no_,
+    return absl::UnavailableError(Cat(source_, ":", line_no_,
                                             ": read error"));
   }
   if (!have_header) {
