@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <set>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -526,6 +527,22 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
   ReplayOptions options = options_in;
   absl::Status cap = ResolveCapacity(snapshot.trace.metadata, &options);
   if (!cap.ok()) return cap;
+  // The caching allocator is built directly here (not through MakeAllocator):
+  // its capacity and stream ids must be in the ranges it packs (Note [Huge
+  // requests]; trace.h, kMaxStreamId).
+  if (options.capacity <= Bytes(0) || options.capacity.value() >= kMaxDeviceBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(snapshot.trace.metadata.source_file, ": device capacity ",
+                                                   options.capacity.value(), " is not in (0, 2^46) bytes"));
+  }
+  {
+    std::set<int64_t> streams;
+    for (const RecordedMemoryEvent& m : snapshot.trace.memory_events) streams.insert(m.stream);
+    for (const SnapshotSegment& s : snapshot.segments) streams.insert(s.stream);
+    if (streams.size() > static_cast<size_t>(kMaxStreamId) + 1) {
+      return absl::InvalidArgumentError(absl::StrCat(snapshot.trace.metadata.source_file, ": ", streams.size(),
+                                                     " streams; at most ", kMaxStreamId + 1, " are replayed"));
+    }
+  }
   if (options.allocator.impl != "pytorch_caching") {
     return absl::InvalidArgumentError(absl::StrCat("--check-addresses replays the snapshot through pytorch_caching, "
                                                    "whose addresses it can compare; got --allocator ",
