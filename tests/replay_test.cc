@@ -180,6 +180,41 @@ TEST(ReplayTest, InfersAnUnsplitRemainderFromAMisplacedAllocation) {
   EXPECT_TRUE(r->addresses->final_segments_match);
 }
 
+// The unsplit tail of a pre-window block changes best fit's choice of
+// segment: the guessed 19.25 MiB block leaves a 6.75 MiB hole after it,
+// so a 6 MiB request best-fits the 6.5 MiB hole of another segment, while
+// the real allocator (a 20 MiB block, a 6 MiB hole) took the hole right
+// after the block. The recorded address lies 0.75 MiB into the model's hole
+// that follows the guessed block: the block grows to it, and the second
+// replay is exact (Note [Growing guessed blocks to a fixed point]).
+TEST(ReplayTest, GrowsAGuessedBlockWhenBestFitChoseAnotherSegment) {
+  const int64_t x = 0x7f0000000000, y = 0x7f0040000000;
+  const int64_t req0 = 19 * kMiB + kMiB / 4;
+  RecordedSnapshot snap;
+  snap.trace.metadata.source_file = "built";
+  snap.trace.memory_events = {
+      Entry(MemoryEventKind::kAlloc, x + 20 * kMiB, 6 * kMiB),
+      Entry(MemoryEventKind::kFreeRequested, x, req0),
+      Entry(MemoryEventKind::kFreeCompleted, x, req0),
+  };
+  snap.segments = {
+      Segment(x, 26 * kMiB, {Block(x, 20 * kMiB, "inactive"), Block(x + 20 * kMiB, 6 * kMiB, "active_allocated")}),
+      Segment(y, 28 * kMiB,
+              {Block(y, 21 * kMiB + kMiB / 2, "active_allocated"), Block(y + 21 * kMiB + kMiB / 2, 6 * kMiB + kMiB / 2, "inactive")}),
+  };
+  ReplayOptions o = Options();
+  o.check_addresses = true;
+  auto r = ReplaySnapshot(snap, o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->addresses.has_value());
+  EXPECT_EQ(r->addresses->inferred_block_sizes, 1);
+  EXPECT_EQ(r->addresses->grown_block_sizes, 1);
+  EXPECT_EQ(r->addresses->passes, 2);
+  EXPECT_TRUE(r->addresses->fixed_point);
+  EXPECT_EQ(r->addresses->at_recorded_address, 1) << RenderReplayText(*r);
+  EXPECT_TRUE(r->addresses->final_segments_match);
+}
+
 // Segments created and released inside the window are undone when the start
 // state is rebuilt, and the forced segment address is honoured.
 TEST(ReplayTest, SegmentAllocInsideTheWindow) {

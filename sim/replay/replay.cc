@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <optional>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
@@ -227,15 +229,33 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
 // only its requested size in the trace, so its block size is inferred: the
 // rounded request (round_size), which is the block size unless the block
 // kept an unsplit remainder (large pool, remainder ≤ 1 MiB; should_split).
-// A guess that would overlap the next known block is cut at it. A replay
-// that then places an allocation at the end of such a guessed block, where
-// the recording put it elsewhere, reveals that the block was larger: the
-// guess grows to end at the recorded address (when that is ≤ 1 MiB higher)
-// and the replay starts again.
+// A guess that would overlap the next known block is cut at it. How a
+// wrong guess shows, and is corrected, is Note [Growing guessed blocks to a
+// fixed point].
 // Frees are routed by allocation identity (recorded address at alloc time →
 // our buffer id), so one misplaced block does not misroute later frees.
 // A block is reusable at free_completed (free_requested only marks it
 // pending: the stream may still use it).
+
+// Note [Growing guessed blocks to a fixed point]
+// PyTorch's allocator always hands out the *front* of the free block it
+// picks (CUDACachingAllocator.cpp, DeviceCachingAllocator::malloc →
+// alloc_found_block: the split remainder is the block's tail), and in the
+// large pool it leaves a remainder ≤ kSmallSize (1 MiB) unsplit
+// (should_split), so a block can be up to 1 MiB larger than its rounded
+// request. A guessed block that is too small leaves a free block after it
+// that starts too early and is too big; best fit (get_free_block: the
+// smallest block ≥ the request, lower_bound on the size-ordered pool) can
+// then pick a different free block — often in another segment — and the
+// layouts diverge. The recording tells: when an allocation's recorded
+// address lies inside one of the model's free blocks (as it was before the
+// model placed that allocation), at most 1 MiB past the end of a guessed
+// block that the free block follows, the real block ended at the recorded
+// address (the allocation was carved from the front of the real free
+// block). Every such growth found in a pass is kept (a block only ever
+// grows), and the replay runs again until a pass finds none: a fixed point
+// (bounded by kMaxPasses). AddressCheck::grown_block_sizes counts the sizes
+// inferred this way.
 namespace {
 
 constexpr int64_t kSmallSegment = 2097152;  // kSmallBuffer
@@ -353,11 +373,40 @@ struct AddressReplay {
   struct Pass {
     AddressCheck check;
     ReplayResult result;
-    // First misplacement explained by a guessed block: its free event and
-    // the size it grows to.
-    int64_t grow_event = -1;
-    int64_t grow_size = 0;
+    // Misplacements explained by a guessed block (Note [Growing guessed
+    // blocks to a fixed point]): its free event → the size it grows to.
+    std::map<int64_t, int64_t> growths;
   };
+
+  // Note [Growing guessed blocks to a fixed point]: the model just placed
+  // buffer `placed` elsewhere than the recorded address `addr`. If, before
+  // that placement, `addr` lay inside a free block that directly follows a
+  // guessed block and starts at most kSmallSize below `addr`, returns the
+  // guessed block's address and the size that makes it end at `addr`.
+  static std::optional<std::pair<uint64_t, int64_t>> GrowthFor(
+      const PyTorchCachingAllocator& a, const absl::flat_hash_map<BufferId, uint64_t>& guessed_at,
+      BufferId placed, uint64_t addr) {
+    for (const CachingSegmentLayout& seg : a.Segments()) {
+      if (addr < seg.address || addr >= seg.address + static_cast<uint64_t>(seg.size)) continue;
+      if (seg.small) return std::nullopt;  // small-pool blocks are always split
+      const auto& b = seg.blocks;
+      for (size_t i = 0; i < b.size(); ++i) {
+        auto is_free = [&](size_t j) { return b[j].buffer < 0 || b[j].buffer == placed; };
+        if (!is_free(i) || (i > 0 && is_free(i - 1))) continue;  // i starts a free run
+        size_t j = i;
+        while (j + 1 < b.size() && is_free(j + 1)) ++j;
+        const uint64_t run_start = b[i].address;
+        const uint64_t run_end = b[j].address + static_cast<uint64_t>(b[j].size);
+        if (addr <= run_start || addr >= run_end) continue;
+        if (i == 0 || addr - run_start > static_cast<uint64_t>(kSmallSize)) return std::nullopt;
+        auto g = guessed_at.find(b[i - 1].buffer);
+        if (g == guessed_at.end()) return std::nullopt;
+        return std::make_pair(g->second, static_cast<int64_t>(addr - g->second));
+      }
+      return std::nullopt;
+    }
+    return std::nullopt;
+  }
 
   absl::StatusOr<Pass> Run(const std::map<int64_t, int64_t>& grown) {
     std::map<uint64_t, InitSegment> segs;
@@ -434,21 +483,11 @@ struct AddressReplay {
               pass.check.misses.push_back(absl::StrFormat(
                   "entry %d: alloc of %d bytes at 0x%x, recorded at 0x%x", idx, m.size.value(), got, addr));
             }
-            // Explained by a guessed block that ends where we placed it?
-            if (pass.grow_event < 0) {
-              for (const auto& [gid, gaddr] : guessed_at) {
-                auto sz = a.BlockSizeOf(gid);
-                if (!sz.has_value() || gaddr + static_cast<uint64_t>(sz->value()) != got) continue;
-                // The recording put it up to 1 MiB higher: the guessed
-                // block really ended there (an unsplit remainder, which
-                // should_split leaves when it is ≤ kSmallSize).
-                const int64_t gap = addr > got ? static_cast<int64_t>(addr - got) : 0;
-                auto it = blocks.find(gaddr);
-                if (gap > 0 && gap <= kSmallSize && it != blocks.end() && it->second.free_event >= 0) {
-                  pass.grow_event = it->second.free_event;
-                  pass.grow_size = sz->value() + gap;
-                }
-                break;
+            // Explained by a guessed block that was really larger?
+            if (auto g = GrowthFor(a, guessed_at, id, addr)) {
+              auto it = blocks.find(g->first);
+              if (it != blocks.end() && it->second.free_event >= 0 && g->second > it->second.size) {
+                pass.growths.try_emplace(it->second.free_event, g->second);
               }
             }
           }
@@ -552,22 +591,35 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
     ar.window.events.push_back(&m);
     ar.window.index.push_back(static_cast<int64_t>(i));
   }
-  // Replay; while a misplacement is explained by a guessed block size, grow
-  // that guess and replay again (bounded).
+  // Replay; grow the guesses that misplacements explain and replay again,
+  // to a fixed point (Note [Growing guessed blocks to a fixed point]).
   std::map<int64_t, int64_t> grown;
   absl::StatusOr<AddressReplay::Pass> pass;
   int64_t passes = 0;
   constexpr int64_t kMaxPasses = 64;
-  while (true) {
+  bool fixed_point = false;
+  while (passes < kMaxPasses) {
     pass = ar.Run(grown);
     ++passes;
     if (!pass.ok()) return pass.status();
-    if (pass->grow_event < 0 || passes >= kMaxPasses || grown.contains(pass->grow_event)) break;
-    grown[pass->grow_event] = pass->grow_size;
+    bool changed = false;
+    for (const auto& [event, size] : pass->growths) {
+      int64_t& g = grown[event];
+      if (size > g) {
+        g = size;
+        changed = true;
+      }
+    }
+    if (!changed) {
+      fixed_point = true;
+      break;
+    }
   }
   ReplayResult r = std::move(pass->result);
   r.addresses = pass->check;
   r.addresses->passes = passes;
+  r.addresses->grown_block_sizes = static_cast<int64_t>(grown.size());
+  r.addresses->fixed_point = fixed_point;
   r.source = snapshot.trace.metadata.source_file;
   r.format = "snapshot";
   r.allocator = "pytorch_caching";
@@ -679,11 +731,12 @@ std::string RenderReplayText(const ReplayResult& r) {
     const AddressCheck& c = *r.addresses;
     absl::StrAppend(&out, absl::StrFormat(
                               "addresses: %d of %d allocations at the recorded address (%s)\n"
-                              "  start state rebuilt: %d segments, %d live blocks (%d sizes inferred; %d "
-                              "replay passes)\n"
+                              "  start state rebuilt: %d segments, %d live blocks (%d sizes inferred, %d of "
+                              "them grown from misplacements; %d replay passes%s)\n"
                               "  final segments %s the snapshot's (%d differ)\n",
                               c.at_recorded_address, c.allocations, Share(c.share()), c.restored_segments,
-                              c.restored_blocks, c.inferred_block_sizes, c.passes,
+                              c.restored_blocks, c.inferred_block_sizes, c.grown_block_sizes, c.passes,
+                              c.fixed_point ? "" : ", stopped before a fixed point",
                               c.final_segments_match ? "match" : "do not match", c.final_segment_differences));
     for (const std::string& m : c.misses) absl::StrAppend(&out, "  miss: ", m, "\n");
   }
@@ -737,6 +790,8 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
         .Int("restored_blocks", c.restored_blocks)
         .Int("inferred_block_sizes", c.inferred_block_sizes)
         .Int("passes", c.passes)
+        .Int("grown_block_sizes", c.grown_block_sizes)
+        .Bool("fixed_point", c.fixed_point)
         .Bool("final_segments_match", c.final_segments_match)
         .Int("final_segment_differences", c.final_segment_differences);
     w.BeginArray("misses");

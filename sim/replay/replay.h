@@ -63,6 +63,8 @@ struct AddressCheck {
   int64_t restored_blocks = 0;      // blocks allocated at the window's start
   int64_t inferred_block_sizes = 0; // of those, blocks whose size was inferred
   int64_t passes = 0;               // replays run while inferring sizes
+  int64_t grown_block_sizes = 0;    // inferred sizes grown from misplacements
+  bool fixed_point = true;          // the last pass found no further growth
   bool final_segments_match = false;
   int64_t final_segment_differences = 0;
   std::vector<std::string> misses;  // the first few misplaced allocations
