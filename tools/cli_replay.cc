@@ -71,23 +71,15 @@ int CmdCompare(const CompareCli& c) {
   if (c.device_index >= 0) o.device = c.device_index;
   absl::Status st = ResolveCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
-  // Import once, replay per allocator.
-  auto format = DetectRecordedFormat(c.trace);
-  if (!format.ok()) return FailStatus(format.status());
-  absl::StatusOr<RecordedTrace> recorded;
-  if (*format == "snapshot") {
-    auto snap = LoadSnapshot(c.trace);
-    if (!snap.ok()) return FailStatus(snap.status());
-    recorded = std::move(snap->trace);
-  } else {
-    recorded = ImportRecordedTrace(c.trace, *format);
-  }
-  if (!recorded.ok()) return FailStatus(recorded.status());
+  // Import once (the same import and start state as `replay`), replay per
+  // allocator.
+  auto loaded = LoadRecording(c.trace);
+  if (!loaded.ok()) return FailStatus(loaded.status());
   std::vector<ReplayResult> rows;
   for (const std::string& n : names) {
     ReplayOptions one = o;
     one.allocator.impl = n;
-    auto r = ReplayRecorded(*recorded, one);
+    auto r = ReplayLoaded(*loaded, one);
     if (!r.ok()) return FailStatus(absl::Status(r.status().code(), absl::StrCat(n, ": ", r.status().message())));
     rows.push_back(std::move(*r));
   }

@@ -8,6 +8,8 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <utility>
 
 #include "sim/base/file_util.h"
 #include "sim/base/status.h"
@@ -25,6 +27,8 @@ using trace_internal::Cat;
 namespace od = simdjson::ondemand;
 
 namespace {
+
+std::vector<RecordedMemoryEvent> LiveThroughWindow(const RecordedSnapshot& snap);
 
 // Reads a snapshot document. Every accessor records the failing value's
 // position so errors can name a byte offset.
@@ -70,6 +74,7 @@ class SnapshotReader {
       return absl::InvalidArgumentError(
           Cat(label_, ": not a memory snapshot: no \"segments\" key"));
     }
+    out.trace.live_through = LiveThroughWindow(out);
     return out;
   }
 
@@ -291,6 +296,46 @@ class SnapshotReader {
   const std::string& label_;
   od::parser parser_;
 };
+
+// Note [Blocks live through the window]
+// A snapshot's trace is a window (the _record_memory_history ring buffer,
+// max_entries); its `segments` are the allocator state at the dump
+// (CUDACachingAllocator.cpp, DeviceCachingAllocator::snapshot). A block that
+// is allocated in the segments and that no trace entry allocated was
+// allocated before the window and lived through all of it (parameters,
+// optimizer state): no event shows it, yet it holds memory at every
+// instant. Walking the trace backwards from the end undoes the window's
+// allocs (an alloc at A means the block at A did not exist before it); what
+// stays allocated is live through the window. Those blocks become
+// RecordedTrace::live_through (requested size, as the trace's allocs carry
+// requested sizes), so that every consumer of the import — replay with any
+// allocator, compare, viz — counts them; without them the peaks come out low
+// by their size.
+std::vector<RecordedMemoryEvent> LiveThroughWindow(const RecordedSnapshot& snap) {
+  std::map<std::pair<int32_t, int64_t>, RecordedMemoryEvent> live;  // (device, address)
+  for (const SnapshotSegment& s : snap.segments) {
+    for (const SnapshotBlock& b : s.blocks) {
+      if (b.state == "inactive") continue;
+      RecordedMemoryEvent m;
+      m.kind = MemoryEventKind::kPreexisting;
+      m.address = b.address;
+      m.size = b.requested_size;
+      m.stream = s.stream;
+      m.device = s.device;
+      live[{s.device, b.address}] = m;
+    }
+  }
+  const auto& ev = snap.trace.memory_events;
+  for (size_t k = ev.size(); k-- > 0;) {
+    if (ev[k].kind == MemoryEventKind::kAlloc && ev[k].address.has_value()) {
+      live.erase({ev[k].device, *ev[k].address});
+    }
+  }
+  std::vector<RecordedMemoryEvent> out;
+  out.reserve(live.size());
+  for (auto& [key, m] : live) out.push_back(m);
+  return out;
+}
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;

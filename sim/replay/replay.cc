@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <optional>
 #include <utility>
@@ -12,7 +13,10 @@
 #include "sim/alloc/impl/pytorch_caching.h"
 #include "sim/alloc/options.h"
 #include "sim/import/import.h"
+#include "sim/base/status.h"
 #include "sim/report/json_writer.h"
+#include "sim/trace/trace_io.h"
+#include "sim/trace/validate.h"
 
 namespace gpusim {
 namespace {
@@ -73,31 +77,29 @@ absl::Status ResolveCapacity(const RecordedMetadata& meta, ReplayOptions* o) {
 
 // --- Replay of the recorded alloc/free stream --------------------------------
 
-absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const ReplayOptions& options_in) {
-  ReplayOptions options = options_in;
-  absl::Status cap = ResolveCapacity(recorded.metadata, &options);
-  if (!cap.ok()) return cap;
-  std::vector<int64_t> source;
-  ToNativeOptions to_native;
-  to_native.device = options.device;
-  to_native.include_gpu_ops = false;
-  to_native.source_index = &source;
-  ReplayResult r;
-  auto trace = ToNativeTrace(recorded, to_native, &r.conversion);
-  if (!trace.ok()) return trace.status();
+namespace {
+
+// The memory events of `trace` through options.allocator. `source[i]` is the
+// recorded memory event native event i came from (-1: none); `recorded`, when
+// set, supplies the recorded totals and times. Fills `r` (whose conversion,
+// source and format the caller set).
+absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& source,
+                             const RecordedTrace* recorded, const ReplayOptions& options, ReplayResult& r) {
+  const Trace* trace = &trace_in;
   auto allocator = MakeAllocator(options.allocator, options.capacity);
   if (!allocator.ok()) return allocator.status();
   Allocator& a = **allocator;
-  r.source = recorded.metadata.source_file;
-  r.format = recorded.metadata.format;
   r.allocator = std::string(a.name());
   r.capacity = options.capacity;
   r.capacity_source = options.capacity_source;
   r.preexisting = trace->preexisting;
+  r.start_state = "cold (an empty allocator); blocks live before recording allocated first";
+  static const std::vector<RecordedMemoryEvent> kNoEvents;
+  const std::vector<RecordedMemoryEvent>& memory_events = recorded != nullptr ? recorded->memory_events : kNoEvents;
 
   // Which recorded events carry totals.
   bool any_allocated = false, any_reserved = false;
-  for (const RecordedMemoryEvent& m : recorded.memory_events) {
+  for (const RecordedMemoryEvent& m : memory_events) {
     any_allocated |= m.total_allocated.has_value();
     any_reserved |= m.total_reserved.has_value();
   }
@@ -122,20 +124,27 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
   for (const TraceEvent& e : trace->events) next_id = std::max(next_id, e.buffer + 1);
   auto* caching = dynamic_cast<PyTorchCachingAllocator*>(&a);
   constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSize
+  // Bytes that do not fit are an OOM before the first event (event -1), not
+  // an error, so that `compare` still prints the strategy's row.
+  auto oom_before_start = [&](Bytes requested) {
+    ++r.ooms;
+    const AllocatorStats s = a.stats();
+    if (!r.oom.has_value()) r.oom = ReplayOom{-1, SimTime(-1), requested, s.reserved, options.capacity - s.reserved};
+  };
   if (caching != nullptr && trace->preexisting > Bytes(kSmallRequest)) {
     const int64_t size = (trace->preexisting.value() + 511) / 512 * 512;
-    CachingSegmentLayout seg;
-    seg.address = 0x600000000000;  // below the simulated space's first-fit base
-    seg.size = size;
-    seg.blocks = {{seg.address, size, trace->preexisting.value(), next_id++}};
-    absl::Status st = caching->RestoreSegment(seg);
-    if (!st.ok()) return st;
-  } else if (trace->preexisting > Bytes(0)) {
-    if (!a.Alloc(next_id++, trace->preexisting, 0)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: the %s live before recording do not fit in the capacity (%s)", r.source,
-          FormatBytes(trace->preexisting), FormatBytes(options.capacity)));
+    if (Bytes(size) > options.capacity) {
+      oom_before_start(trace->preexisting);
+    } else {
+      CachingSegmentLayout seg;
+      seg.address = 0x600000000000;  // below the simulated space's first-fit base
+      seg.size = size;
+      seg.blocks = {{seg.address, size, trace->preexisting.value(), next_id++}};
+      absl::Status st = caching->RestoreSegment(seg);
+      if (!st.ok()) return st;
     }
+  } else if (trace->preexisting > Bytes(0)) {
+    if (!a.Alloc(next_id++, trace->preexisting, 0)) oom_before_start(trace->preexisting);
   }
   absl::flat_hash_map<BufferId, Bytes> placed;  // buffers the allocator holds
   const std::vector<TraceEvent>& ev = trace->events;
@@ -150,7 +159,8 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
           const AllocatorStats s = a.stats();
           ReplayOom o;
           o.event = source[i];
-          o.time = o.event >= 0 ? recorded.memory_events[static_cast<size_t>(o.event)].time : SimTime(-1);
+          o.time = o.event >= 0 && recorded != nullptr ? memory_events[static_cast<size_t>(o.event)].time
+                                                       : SimTime(-1);
           o.requested = e.size;
           o.reserved = s.reserved;
           o.free = options.capacity - s.reserved;
@@ -173,7 +183,11 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
     const int64_t src = source[i];
     if (src < 0 || (i + 1 < ev.size() && source[i + 1] == src)) continue;
     ++r.events;
-    const RecordedMemoryEvent& m = recorded.memory_events[static_cast<size_t>(src)];
+    if (recorded == nullptr) {
+      if (options.keep_series) r.series.push_back({src, SimTime(-1), s.allocated, s.reserved, {}, {}});
+      continue;
+    }
+    const RecordedMemoryEvent& m = memory_events[static_cast<size_t>(src)];
     if (m.total_allocated.has_value()) Compare(*r.allocated, s.allocated, *m.total_allocated, src, alloc_abs);
     if (m.total_reserved.has_value()) Compare(*r.reserved, s.reserved, *m.total_reserved, src, reserved_abs);
     if (options.keep_series) {
@@ -195,8 +209,7 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
     }
     r.no_fragmentation_peak = best;
   }
-  absl::Status fin = a.Finish();
-  if (!fin.ok()) return fin;
+  RETURN_IF_ERROR(a.Finish());
   r.stats = a.stats();
   if (offline) {
     r.events = 0;
@@ -208,6 +221,44 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
   } else {
     r.fragmentation_at_peak = peak.fragmentation;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const ReplayOptions& options_in) {
+  ReplayOptions options = options_in;
+  RETURN_IF_ERROR(ResolveCapacity(recorded.metadata, &options));
+  std::vector<int64_t> source;
+  ToNativeOptions to_native;
+  to_native.device = options.device;
+  to_native.include_gpu_ops = false;
+  to_native.source_index = &source;
+  ReplayResult r;
+  r.source = recorded.metadata.source_file;
+  r.format = recorded.metadata.format;
+  ASSIGN_OR_RETURN(Trace trace, ToNativeTrace(recorded, to_native, &r.conversion));
+  RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, r));
+  return r;
+}
+
+absl::StatusOr<ReplayResult> ReplayNativeTrace(const Trace& trace, const std::string& source_name,
+                                               const ReplayOptions& options_in) {
+  RETURN_IF_ERROR(ValidateTrace(trace));
+  ReplayOptions options = options_in;
+  RecordedMetadata meta;
+  meta.source_file = source_name;
+  RETURN_IF_ERROR(ResolveCapacity(meta, &options));
+  std::vector<int64_t> source(trace.events.size(), -1);
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const EventType t = trace.events[i].type;
+    if (t == EventType::kAlloc || t == EventType::kFree) source[i] = static_cast<int64_t>(i);
+  }
+  ReplayResult r;
+  r.source = source_name;
+  r.format = "gpusim-trace";
+  RETURN_IF_ERROR(ReplayTraceInto(trace, source, nullptr, options, r));
+  r.start_state = "cold (an empty allocator); Trace::preexisting allocated first";
   return r;
 }
 
@@ -445,6 +496,12 @@ struct AddressReplay {
       if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat(snap.trace.metadata.source_file, ": ", st.message()));
       ++pass.check.restored_segments;
     }
+    if (const AllocatorUsage u = a.usage(); u.reserved > options.capacity) {
+      // The recorded segments exceed the capacity: an OOM before the first
+      // event; the replay goes on from the recorded state.
+      ++pass.result.ooms;
+      pass.result.oom = ReplayOom{-1, SimTime(-1), u.reserved, Bytes(0), options.capacity};
+    }
     PeakTracker peak;
     peak.Observe(a.usage());
     Bytes cur_requested;
@@ -560,8 +617,20 @@ struct AddressReplay {
 
 }  // namespace
 
+// Note [One start state for snapshots]
+// Through pytorch_caching a snapshot is always replayed from the start state
+// rebuilt from its final segments (Note [Rebuilding the window's start]), with
+// or without --check-addresses: that state is what the real allocator held,
+// so the reserved bytes start at the recorded segments' total and, when no
+// segment was freed, peak there too. Other allocators have no such state to
+// start from; they replay the import (sim/import/recorded_trace.h
+// ToNativeTrace) cold, with the blocks live through the window (Note [Blocks
+// live through the window] in snapshot.cc) and those freed in it allocated
+// first. --check-addresses only adds the address report.
 absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, const ReplayOptions& options_in) {
-  if (!options_in.check_addresses) return ReplayRecorded(snapshot.trace, options_in);
+  if (!options_in.check_addresses && options_in.allocator.impl != "pytorch_caching") {
+    return ReplayRecorded(snapshot.trace, options_in);
+  }
   ReplayOptions options = options_in;
   absl::Status cap = ResolveCapacity(snapshot.trace.metadata, &options);
   if (!cap.ok()) return cap;
@@ -620,6 +689,15 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
   r.addresses->passes = passes;
   r.addresses->grown_block_sizes = static_cast<int64_t>(grown.size());
   r.addresses->fixed_point = fixed_point;
+  r.start_state = absl::StrFormat("rebuilt from the snapshot's final segments: %d segments, %d live blocks",
+                                  r.addresses->restored_segments, r.addresses->restored_blocks);
+  {
+    ToNativeOptions to_native;
+    to_native.device = ar.device;
+    to_native.include_gpu_ops = false;
+    if (auto t = ToNativeTrace(snapshot.trace, to_native, &r.conversion); !t.ok()) return t.status();
+  }
+  if (!options.check_addresses) r.addresses.reset();
   r.source = snapshot.trace.metadata.source_file;
   r.format = "snapshot";
   r.allocator = "pytorch_caching";
@@ -628,22 +706,50 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
   return r;
 }
 
-absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options) {
-  auto format = DetectRecordedFormat(path);
-  if (!format.ok()) return format.status();
-  if (*format == "snapshot") {
-    auto snap = LoadSnapshot(path);
-    if (!snap.ok()) return snap.status();
-    return ReplaySnapshot(*snap, options);
+absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path) {
+  LoadedRecording out;
+  out.path = path;
+  {
+    std::ifstream in(path);
+    if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+    std::string first;
+    while (std::getline(in, first)) {  // the native format's header, after blank and comment lines
+      const size_t b = first.find_first_not_of(" \t\r");
+      if (b == std::string::npos || first[b] == '#') continue;
+      if (first.compare(b, 12, "gpusim-trace") == 0) out.format = "gpusim-trace";
+      break;
+    }
   }
+  if (out.format == "gpusim-trace") {
+    ASSIGN_OR_RETURN(Trace t, ReadTraceFile(path));
+    out.native = std::move(t);
+    return out;
+  }
+  ASSIGN_OR_RETURN(out.format, DetectRecordedFormat(path));
+  if (out.format == "snapshot") {
+    ASSIGN_OR_RETURN(RecordedSnapshot snap, LoadSnapshot(path));
+    out.snapshot = std::move(snap);
+    return out;
+  }
+  ASSIGN_OR_RETURN(RecordedTrace t, ImportRecordedTrace(path, out.format));
+  out.recorded = std::move(t);
+  return out;
+}
+
+absl::StatusOr<ReplayResult> ReplayLoaded(const LoadedRecording& loaded, const ReplayOptions& options) {
+  if (loaded.snapshot.has_value()) return ReplaySnapshot(*loaded.snapshot, options);
   if (options.check_addresses) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": --check-addresses needs a memory snapshot (its segments give the allocator state); this is a ",
-        *format, " trace"));
+        loaded.path, ": --check-addresses needs a memory snapshot (its segments give the allocator state); this is a ",
+        loaded.format, " trace"));
   }
-  auto recorded = ImportRecordedTrace(path, *format);
-  if (!recorded.ok()) return recorded.status();
-  return ReplayRecorded(*recorded, options);
+  if (loaded.native.has_value()) return ReplayNativeTrace(*loaded.native, loaded.path, options);
+  return ReplayRecorded(loaded.recorded, options);
+}
+
+absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options) {
+  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
+  return ReplayLoaded(loaded, options);
 }
 
 // --- Rendering ------------------------------------------------------------------
@@ -651,6 +757,11 @@ absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOpt
 namespace {
 
 std::string Share(double v) { return absl::StrFormat("%.4f%%", 100.0 * v); }
+
+std::string OomWhere(const ReplayOom& o) {
+  if (o.event < 0) return "at the first event (the memory live before the recording does not fit)";
+  return absl::StrCat("at recorded event ", o.event);
+}
 
 void TotalsText(std::string& out, const char* what, const std::optional<TotalsComparison>& c) {
   if (!c.has_value()) {
@@ -689,13 +800,18 @@ std::string RenderReplayText(const ReplayResult& r) {
   absl::StrAppend(&out, "replay of ", r.source, " (", r.format, ") through ", r.allocator, "\n");
   absl::StrAppend(&out, absl::StrFormat("  capacity  %s (%s)\n", FormatBytes(r.capacity), r.capacity_source));
   absl::StrAppend(&out, absl::StrFormat("  events    %d memory events", r.events));
-  if (r.conversion.allocs_before_recording > 0 || r.preexisting > Bytes(0)) {
+  if (r.conversion.allocs_before_recording > 0 || r.preexisting > Bytes(0) ||
+      r.conversion.allocs_live_through > 0) {
     absl::StrAppend(&out, absl::StrFormat("; live before recording: %d freed blocks (%s) + %s never freed",
                                           r.conversion.allocs_before_recording,
                                           FormatBytes(r.conversion.bytes_before_recording),
-                                          FormatBytes(r.preexisting)));
+                                          FormatBytes(r.preexisting + r.conversion.bytes_live_through)));
+    if (r.conversion.allocs_live_through > 0) {
+      absl::StrAppend(&out, absl::StrFormat(" (%d blocks live through the window)", r.conversion.allocs_live_through));
+    }
   }
   absl::StrAppend(&out, "\n");
+  if (!r.start_state.empty()) absl::StrAppend(&out, "  start     ", r.start_state, "\n");
   const AllocatorStats& s = r.stats;
   absl::StrAppend(&out, absl::StrFormat("  peak      allocated %s, reserved %s, no-fragmentation bound %s\n",
                                         FormatBytes(s.peak_allocated), FormatBytes(s.peak_reserved),
@@ -713,9 +829,9 @@ std::string RenderReplayText(const ReplayResult& r) {
                           "peak heap - peak live\n");
   }
   if (r.oom.has_value()) {
-    absl::StrAppend(&out, absl::StrFormat("  OOM       at recorded event %d: %s requested, %s reserved, %s free "
+    absl::StrAppend(&out, absl::StrFormat("  OOM       %s: %s requested, %s reserved, %s free "
                                           "(%d allocations failed)\n",
-                                          r.oom->event, FormatBytes(r.oom->requested), FormatBytes(r.oom->reserved),
+                                          OomWhere(*r.oom), FormatBytes(r.oom->requested), FormatBytes(r.oom->reserved),
                                           FormatBytes(r.oom->free), r.ooms));
   } else {
     absl::StrAppend(&out, "  OOM       none\n");
@@ -800,7 +916,10 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
   } else {
     w.Null("addresses");
   }
-  w.Int("allocs_before_recording", r.conversion.allocs_before_recording)
+  w.String("start_state", r.start_state)
+      .Int("allocs_live_through", r.conversion.allocs_live_through)
+      .Int("bytes_live_through", r.conversion.bytes_live_through.value())
+      .Int("allocs_before_recording", r.conversion.allocs_before_recording)
       .Int("bytes_before_recording", r.conversion.bytes_before_recording.value())
       .Int("preexisting_bytes", r.preexisting.value())
       .EndObject();
@@ -840,7 +959,10 @@ std::string RenderAllocatorCompareText(const std::vector<ReplayResult>& rows) {
                                           gib(s.peak_allocated), gib(s.peak_reserved), gib(r.fragmentation_at_peak),
                                           gib(s.peak_reserved - r.no_fragmentation_peak), s.device_mallocs,
                                           gib(s.largest_free_block),
-                                          r.oom.has_value() ? absl::StrCat("yes, at event ", r.oom->event) : "no"));
+                                          !r.oom.has_value()  ? std::string("no")
+                                          : r.oom->event < 0 ? std::string("yes, at the first event (live before "
+                                                                           "recording does not fit)")
+                                                             : absl::StrCat("yes, at event ", r.oom->event)));
   }
   absl::StrAppend(&out, "no-fragmentation bound (peak live requested bytes): ",
                   FormatBytes(rows[0].no_fragmentation_peak),

@@ -99,6 +99,7 @@ struct ReplayResult {
   Bytes no_fragmentation_peak;   // peak of live requested bytes (ideal packing)
   Bytes fragmentation_at_peak;   // reserved - allocated at the reserved peak
   Bytes preexisting;             // bytes live before recording, never freed
+  std::string start_state;       // how the allocator state at event 0 was made
   ConversionStats conversion;
   std::optional<TotalsComparison> allocated, reserved;
   std::optional<AddressCheck> addresses;
@@ -112,7 +113,29 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
 // Without check_addresses this is ReplayRecorded of the snapshot's trace.
 absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, const ReplayOptions& options);
 
-// Loads `path` (any recorded format) and replays it.
+// A native trace (sim/trace/trace_io.h, `gpusim-trace` files): its alloc/free
+// events through the allocator, from Trace::preexisting; nothing recorded to
+// compare with. ValidateTrace runs first.
+absl::StatusOr<ReplayResult> ReplayNativeTrace(const Trace& trace, const std::string& source_name,
+                                               const ReplayOptions& options);
+
+// A file loaded once for `replay`, `compare` (one replay per allocator) and
+// anything else that replays it: exactly one of native, snapshot, recorded.
+struct LoadedRecording {
+  std::string path;
+  std::string format;  // "gpusim-trace", "snapshot", "kineto", "memory_timeline"
+  std::optional<Trace> native;
+  std::optional<RecordedSnapshot> snapshot;
+  RecordedTrace recorded;  // kineto, memory_timeline
+};
+// A native trace is recognised by its `gpusim-trace` header line; anything
+// else goes through DetectRecordedFormat (sim/import/import.h).
+absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path);
+// Snapshots through ReplaySnapshot (Note [One start state for snapshots]),
+// native traces through ReplayNativeTrace, the rest through ReplayRecorded.
+absl::StatusOr<ReplayResult> ReplayLoaded(const LoadedRecording& loaded, const ReplayOptions& options);
+
+// Loads `path` (a native trace or any recorded format) and replays it.
 absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options);
 
 std::string RenderReplayText(const ReplayResult& r);
