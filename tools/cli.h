@@ -27,6 +27,8 @@ struct CompareCli {
   int device_index = -1;
 };
 int CmdCompare(const CompareCli& c);
+// `gpusim explain TRACE`: sim/replay/explain_trace.h.
+int CmdExplainTrace(const std::string& path, int top, const std::string& format);
 }  // namespace gpusim
 
 #endif  // GPUSIM_TOOLS_CLI_H_

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "sim/config/loader.h"
 #include "sim/import/import.h"
+#include "sim/replay/explain_trace.h"
 #include "sim/replay/replay.h"
 #include "tools/cli.h"
 
@@ -84,6 +85,14 @@ int CmdCompare(const CompareCli& c) {
     rows.push_back(std::move(*r));
   }
   std::cout << (c.format == "json" ? RenderAllocatorCompareJson(rows) : RenderAllocatorCompareText(rows));
+  return 0;
+}
+
+int CmdExplainTrace(const std::string& path, int top, const std::string& format) {
+  auto trace = LoadTraceForExplain(path);
+  if (!trace.ok()) return FailStatus(trace.status());
+  const TracePeak p = ExplainTracePeak(*trace, path, top);
+  std::cout << (format == "json" ? RenderTracePeakJson(p) : RenderTracePeakText(p));
   return 0;
 }
 

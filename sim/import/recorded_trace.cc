@@ -205,6 +205,7 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
   }
   Trace trace;
   trace.name = options.name.empty() ? BaseName(recorded.metadata.source_file) : options.name;
+  trace.frames = recorded.frames;
   {
     StreamId next = 0;
     for (auto& [rec, id] : stream_ids) {
@@ -285,6 +286,7 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
     if (m.device != device) continue;
     emit_alloc(head, next_id++, m.size, native_stream(m.stream), m.category.value_or(Role::kTemporary),
                m.address.has_value() ? HexAddress(*m.address) : std::string());
+    head.back().stack = m.stack;
     ++stats.allocs_live_through;
     int64_t sum = 0;
     if (__builtin_add_overflow(stats.bytes_live_through.value(), m.size.value(), &sum)) {
@@ -333,6 +335,7 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
         by_size[m.size.value()].push_back(id);
         emit_alloc(body, id, m.size, s, role, "");
       }
+      body.back().stack = m.stack;
       if (__builtin_add_overflow(body_live, m.size.value(), &body_live)) {
         return overflow(index, "live bytes");
       }

@@ -58,6 +58,9 @@ struct RecordedMemoryEvent {
   std::optional<Bytes> total_reserved;   // Kineto "Total Reserved" after the event
   std::optional<Role> category;          // timeline category (new one on a version bump)
   std::optional<Role> previous_category; // timeline version bump: category before
+  // The call stack that made the event, innermost first, as indices into
+  // RecordedTrace::frames (snapshot `frames`); empty = not recorded.
+  std::vector<int32_t> stack;
 };
 
 enum class RecordedOpKind {
@@ -121,6 +124,9 @@ struct RecordedTrace {
   // snapshot.cc). Kind kPreexisting, with address, stream, device and the
   // requested size; ascending by (device, address).
   std::vector<RecordedMemoryEvent> live_through;
+  // Stack frames, each stored once (interned); RecordedMemoryEvent::stack
+  // refers to them by index. ToNativeTrace hands them on as Trace::frames.
+  std::vector<StackFrame> frames;
 };
 
 // --- Conversion to the native trace ------------------------------------------
