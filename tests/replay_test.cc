@@ -19,6 +19,8 @@ namespace {
 
 constexpr int64_t kMiB = 1 << 20;
 
+RecordedMemoryEvent Entry(MemoryEventKind kind, int64_t addr, int64_t size);
+
 ReplayOptions Options(const std::string& allocator = "pytorch_caching") {
   ReplayOptions o;
   o.allocator.impl = allocator;
@@ -30,7 +32,11 @@ ReplayOptions Options(const std::string& allocator = "pytorch_caching") {
 TEST(ReplayTest, Owlv2RecordedTotalAllocatedAtEveryEvent) {
   const std::string path = RecordedTracePath("tracelens_h100_owlv2-large_inference.pt.trace.json.gz");
   if (path.empty()) GTEST_SKIP() << "trace not shipped";
-  auto r = ReplayFile(path, Options());
+  // A cold start: allocated exact everywhere, reserved nowhere (the model
+  // reserves only what the window needs).
+  ReplayOptions cold = Options();
+  cold.infer_warm_start = false;
+  auto r = ReplayFile(path, cold);
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->events, 12270);
   ASSERT_TRUE(r->allocated.has_value());
@@ -40,10 +46,80 @@ TEST(ReplayTest, Owlv2RecordedTotalAllocatedAtEveryEvent) {
   EXPECT_EQ(r->stats.peak_allocated, Bytes(2707847680));
   // Capacity from the recorded deviceProperties.
   EXPECT_NE(r->capacity_source.find("H100"), std::string::npos) << r->capacity_source;
-  // A warm cache (constant 3.60 GB reserved) cannot be rebuilt from a Kineto
-  // trace: the model reserves only what the window needs.
   ASSERT_TRUE(r->reserved.has_value());
   EXPECT_LT(r->stats.peak_reserved, r->reserved->recorded_peak);
+  EXPECT_FALSE(r->warm_start.has_value());
+  // The default infers the warm cache (constant 3.60 GB reserved) from the
+  // addresses and Total Reserved (sim/replay/warm_start.h): reserved exact at
+  // every event, and what the data leave open is said.
+  auto w = ReplayFile(path, Options());
+  ASSERT_TRUE(w.ok()) << w.status();
+  EXPECT_EQ(w->reserved->exact, 12270);
+  ASSERT_TRUE(w->warm_start.has_value());
+  EXPECT_TRUE(w->warm_start->applied);
+  EXPECT_FALSE(w->warm_start->undetermined.empty());
+  // Blocks placed in the inferred segments keep an unsplit tail where the
+  // real ones split, at a few events: allocated is exact at 97% (11910).
+  EXPECT_GE(w->allocated->exact, 11900);
+}
+
+TEST(ReplayTest, WarmH100AndV100TracesReservedExactAtEveryEvent) {
+  for (const char* name : {"tracelens_h100_bert-small_inference.pt.trace.json.gz",
+                           "hta_df_index_resolver_v100_rank1.pt.trace.json.gz"}) {
+    const std::string path = RecordedTracePath(name);
+    if (path.empty()) GTEST_SKIP() << "trace not shipped";
+    auto r = ReplayFile(path, Options());
+    ASSERT_TRUE(r.ok()) << r.status();
+    ASSERT_TRUE(r->warm_start.has_value() && r->warm_start->applied) << name;
+    EXPECT_EQ(r->reserved->exact, r->reserved->compared) << name;
+  }
+}
+
+// Note [Warm start from recorded addresses] on a built warm stream: two small
+// blocks in one 2 MiB window, a 4 MiB block (a 20 MiB kLargeBuffer segment),
+// and 2 MiB reserved where no block ever lies. A cold start misses reserved
+// at the first event; the inferred start is exact at every event.
+TEST(ReplayTest, InfersAWarmStartFromAddressesAndTotalReserved) {
+  const int64_t s = 0x7f0000000000, l = 0x7f0010000000;
+  const int64_t reserved = 2 * kMiB + 20 * kMiB + 2 * kMiB;
+  RecordedTrace t;
+  t.metadata.source_file = "built";
+  int64_t allocated = 0;
+  auto add = [&](MemoryEventKind kind, int64_t addr, int64_t size) {
+    RecordedMemoryEvent m = Entry(kind, addr, size);
+    allocated += kind == MemoryEventKind::kAlloc ? size : -size;
+    m.total_allocated = Bytes(allocated);
+    m.total_reserved = Bytes(reserved);
+    t.memory_events.push_back(m);
+  };
+  add(MemoryEventKind::kAlloc, s, 4096);
+  add(MemoryEventKind::kAlloc, l, 4 * kMiB);
+  add(MemoryEventKind::kAlloc, s + 4096, 8192);
+  add(MemoryEventKind::kFree, l, 4 * kMiB);
+  add(MemoryEventKind::kAlloc, l, 6 * kMiB);  // the freed block and what follows it
+  add(MemoryEventKind::kFree, s, 4096);
+  auto r = ReplayRecorded(t, Options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_TRUE(r->warm_start.has_value());
+  ASSERT_TRUE(r->warm_start->applied) << r->warm_start->why_not;
+  EXPECT_EQ(r->warm_start->small_segments, 1);
+  EXPECT_EQ(r->warm_start->large_segments, 1);
+  EXPECT_EQ(r->warm_start->inferred_bytes, Bytes(22 * kMiB));
+  EXPECT_EQ(r->warm_start->untouched_bytes, Bytes(2 * kMiB));
+  EXPECT_EQ(r->reserved->exact, 6) << RenderReplayText(*r);
+  EXPECT_EQ(r->allocated->exact, 6);
+  EXPECT_EQ(r->stats.device_mallocs, 0);
+  ASSERT_EQ(r->warm_start->undetermined.size(), 1u);
+  EXPECT_NE(RenderReplayText(*r).find("not recorded: 2097152 reserved bytes"), std::string::npos);
+
+  // A recording that breaks the rules is not inferred, and says why.
+  t.memory_events[0].address = s + 2 * kMiB - 1024;  // a small block across a 2 MiB boundary
+  auto bad = ReplayRecorded(t, Options());
+  ASSERT_TRUE(bad.ok()) << bad.status();
+  ASSERT_TRUE(bad->warm_start.has_value());
+  EXPECT_FALSE(bad->warm_start->applied);
+  EXPECT_NE(bad->warm_start->why_not.find("crosses a 2 MiB boundary"), std::string::npos);
+  EXPECT_NE(RenderReplayText(*bad).find("a warm start could not be inferred"), std::string::npos);
 }
 
 TEST(ReplayTest, Mi300xColdStartReservedExactWithPytorchCaching) {
@@ -148,7 +224,7 @@ SnapshotSegment Segment(int64_t addr, int64_t size, std::vector<SnapshotBlock> b
 }
 
 SnapshotBlock Block(int64_t addr, int64_t size, const char* state, int64_t requested = 0) {
-  return {addr, Bytes(size), Bytes(requested == 0 ? size : requested), state};
+  return {addr, Bytes(size), Bytes(requested == 0 ? size : requested), state, {}};
 }
 
 // A block allocated before the window kept an unsplit remainder (a 19.25

@@ -442,6 +442,8 @@ int RunCli(int argc, char** argv) {
   replay_cmd->add_option("--set", replay.sets, "Allocator option: allocator.OPTION=VALUE (repeatable)");
   replay_cmd->add_option("--device", replay.device, "Device whose usable memory is the capacity");
   replay_cmd->add_option("--device-index", replay.device_index, "Recorded device to replay (default: the only one)");
+  replay_cmd->add_flag("--cold-start", replay.cold_start,
+                       "Start pytorch_caching from an empty allocator even where a warm start can be inferred");
   replay_cmd->add_flag("--check-addresses", replay.check_addresses,
                        "Snapshot: rebuild the allocator state and check every allocation's address");
   replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));

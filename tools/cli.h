@@ -20,6 +20,7 @@ struct ReplayCli {
   std::vector<std::string> sets;
   int device_index = -1;
   bool check_addresses = false;
+  bool cold_start = false;
 };
 int CmdReplay(const ReplayCli& c);
 struct CompareCli {

@@ -55,6 +55,7 @@ int CmdReplay(const ReplayCli& c) {
   ReplayOptions o;
   o.allocator.impl = c.allocator;
   o.check_addresses = c.check_addresses;
+  o.infer_warm_start = !c.cold_start;
   if (c.device_index >= 0) o.device = c.device_index;
   absl::Status st = ApplySets(c.sets, &o.allocator);
   if (st.ok()) st = ResolveCapacity(c.device, &o);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/alloc/impl/pytorch_caching.h"
@@ -84,7 +85,8 @@ namespace {
 // set, supplies the recorded totals and times. Fills `r` (whose conversion,
 // source and format the caller set).
 absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& source,
-                             const RecordedTrace* recorded, const ReplayOptions& options, ReplayResult& r) {
+                             const RecordedTrace* recorded, const ReplayOptions& options, ReplayResult& r,
+                             bool warm = false) {
   const Trace* trace = &trace_in;
   auto allocator = MakeAllocator(options.allocator, options.capacity);
   if (!allocator.ok()) return allocator.status();
@@ -124,6 +126,30 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   for (const TraceEvent& e : trace->events) next_id = std::max(next_id, e.buffer + 1);
   auto* caching = dynamic_cast<PyTorchCachingAllocator*>(&a);
   constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSize
+  // A warm start (Note [Warm start from recorded addresses]) restores the
+  // blocks live at the start, Trace::preexisting included.
+  absl::flat_hash_set<BufferId> restored;
+  if (warm && caching != nullptr && recorded != nullptr) {
+    AllocatorOptions ao(options.allocator.options);
+    ASSIGN_OR_RETURN(PyTorchCachingOptions copt, ParsePyTorchCachingOptions(ao));
+    int32_t device = 0;
+    if (options.device.has_value()) {
+      device = *options.device;
+    } else if (!recorded->memory_events.empty()) {
+      device = recorded->memory_events.front().device;
+    }
+    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, *trace, copt, next_id, *caching, &restored));
+    if (ws.applied) {
+      ++next_id;
+      r.start_state = absl::StrFormat(
+          "warm, inferred from the recorded addresses and Total Reserved: %d small + %d large segments (%s), %s "
+          "where no recorded block lies; %d blocks live at the start",
+          ws.small_segments, ws.large_segments, FormatBytes(ws.inferred_bytes), FormatBytes(ws.untouched_bytes),
+          ws.restored_blocks);
+    }
+    r.warm_start = std::move(ws);
+  }
+  const bool warm_applied = r.warm_start.has_value() && r.warm_start->applied;
   // Bytes that do not fit are an OOM before the first event (event -1), not
   // an error, so that `compare` still prints the strategy's row.
   auto oom_before_start = [&](Bytes requested) {
@@ -131,7 +157,9 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
     const AllocatorStats s = a.stats();
     if (!r.oom.has_value()) r.oom = ReplayOom{-1, SimTime(-1), requested, s.reserved, options.capacity - s.reserved};
   };
-  if (caching != nullptr && trace->preexisting > Bytes(kSmallRequest)) {
+  if (warm_applied) {
+    // Trace::preexisting is in the restored state.
+  } else if (caching != nullptr && trace->preexisting > Bytes(kSmallRequest)) {
     const int64_t size = (trace->preexisting.value() + 511) / 512 * 512;
     if (Bytes(size) > options.capacity) {
       oom_before_start(trace->preexisting);
@@ -151,7 +179,9 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   for (size_t i = 0; i < ev.size(); ++i) {
     const TraceEvent& e = ev[i];
     if (e.type == EventType::kAlloc) {
-      if (a.Alloc(e.buffer, e.size, e.stream)) {
+      if (restored.contains(e.buffer)) {
+        placed[e.buffer] = e.size;
+      } else if (a.Alloc(e.buffer, e.size, e.stream)) {
         placed[e.buffer] = e.size;
       } else {
         ++r.ooms;
@@ -239,6 +269,28 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
   r.format = recorded.metadata.format;
   ASSIGN_OR_RETURN(Trace trace, ToNativeTrace(recorded, to_native, &r.conversion));
   RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, r));
+  // Does the cold start explain the first event's Total Reserved? If not,
+  // try the warm start (Note [Warm start from recorded addresses]).
+  if (options.infer_warm_start && r.allocator == "pytorch_caching" && r.reserved.has_value() &&
+      r.reserved->first_mismatch >= 0) {
+    int64_t first = -1;
+    for (size_t i = 0; i < recorded.memory_events.size() && first < 0; ++i) {
+      const RecordedMemoryEvent& m = recorded.memory_events[i];
+      if (m.total_reserved.has_value() && (!options.device.has_value() || m.device == *options.device) &&
+          (m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kFree)) {
+        first = static_cast<int64_t>(i);
+      }
+    }
+    if (first == r.reserved->first_mismatch) {
+      ReplayResult w;
+      w.source = r.source;
+      w.format = r.format;
+      w.conversion = r.conversion;
+      RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, w, /*warm=*/true));
+      if (w.warm_start.has_value() && w.warm_start->applied) return w;
+      r.warm_start = std::move(w.warm_start);
+    }
+  }
   return r;
 }
 
@@ -812,6 +864,12 @@ std::string RenderReplayText(const ReplayResult& r) {
   }
   absl::StrAppend(&out, "\n");
   if (!r.start_state.empty()) absl::StrAppend(&out, "  start     ", r.start_state, "\n");
+  if (r.warm_start.has_value()) {
+    if (!r.warm_start->applied) {
+      absl::StrAppend(&out, "            a warm start could not be inferred: ", r.warm_start->why_not, "\n");
+    }
+    for (const std::string& u : r.warm_start->undetermined) absl::StrAppend(&out, "            not recorded: ", u, "\n");
+  }
   const AllocatorStats& s = r.stats;
   absl::StrAppend(&out, absl::StrFormat("  peak      allocated %s, reserved %s, no-fragmentation bound %s\n",
                                         FormatBytes(s.peak_allocated), FormatBytes(s.peak_reserved),
@@ -915,6 +973,23 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
     w.EndArray().EndObject();
   } else {
     w.Null("addresses");
+  }
+  if (r.warm_start.has_value()) {
+    const WarmStart& ws = *r.warm_start;
+    w.BeginObject("warm_start")
+        .Bool("applied", ws.applied)
+        .String("why_not", ws.why_not)
+        .Int("recorded_reserved_bytes", ws.recorded_reserved.value())
+        .Int("small_segments", ws.small_segments)
+        .Int("large_segments", ws.large_segments)
+        .Int("inferred_bytes", ws.inferred_bytes.value())
+        .Int("untouched_bytes", ws.untouched_bytes.value())
+        .Int("restored_blocks", ws.restored_blocks);
+    w.BeginArray("undetermined");
+    for (const std::string& u : ws.undetermined) w.String({}, u);
+    w.EndArray().EndObject();
+  } else {
+    w.Null("warm_start");
   }
   w.String("start_state", r.start_state)
       .Int("allocs_live_through", r.conversion.allocs_live_through)

@@ -27,6 +27,7 @@
 #include "sim/config/spec.h"
 #include "sim/import/recorded_trace.h"
 #include "sim/import/snapshot.h"
+#include "sim/replay/warm_start.h"
 
 namespace gpusim {
 
@@ -42,6 +43,10 @@ struct ReplayOptions {
   std::optional<int32_t> device;   // recorded device; unset: the only one
   bool check_addresses = false;    // snapshots only; needs pytorch_caching
   bool keep_series = false;        // fill ReplayResult::series
+  // pytorch_caching on a recording with addresses and Total Reserved whose
+  // first event a cold start does not explain: start from the inferred warm
+  // segment set (sim/replay/warm_start.h). false: always start cold.
+  bool infer_warm_start = true;
 };
 
 // Predicted vs recorded totals over the events that recorded one.
@@ -100,6 +105,7 @@ struct ReplayResult {
   Bytes fragmentation_at_peak;   // reserved - allocated at the reserved peak
   Bytes preexisting;             // bytes live before recording, never freed
   std::string start_state;       // how the allocator state at event 0 was made
+  std::optional<WarmStart> warm_start;  // when tried: what was inferred, or why not
   ConversionStats conversion;
   std::optional<TotalsComparison> allocated, reserved;
   std::optional<AddressCheck> addresses;
