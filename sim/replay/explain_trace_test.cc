@@ -9,6 +9,8 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "sim/import/byte_source.h"
+#include "sim/import/kineto.h"
 #include "sim/import/snapshot.h"
 #include "sim/trace/trace_io.h"
 
@@ -99,6 +101,45 @@ TEST(ExplainTrace, PickleFramesSurviveTheConverter) {
   EXPECT_EQ(snap->trace.memory_events[1].stack, (std::vector<int32_t>{3, 1}));
   std::remove(json_path.c_str());
   std::remove(pickle_path.c_str());
+}
+
+// Note [Kineto call stacks]: the python_function calls open on the
+// allocating thread at the [memory] event's time, innermost first.
+TEST(ExplainTrace, KinetoWithStackGivesEachAllocItsPythonStack) {
+  const std::string json = R"({"traceEvents": [
+    {"ph": "X", "cat": "python_function", "name": "train.py(3): <module>", "pid": 7, "tid": 7, "ts": 0, "dur": 100},
+    {"ph": "X", "cat": "python_function", "name": "model.py(40): forward", "pid": 7, "tid": 7, "ts": 10, "dur": 20},
+    {"ph": "X", "cat": "python_function", "name": "nn.py(9): linear", "pid": 7, "tid": 7, "ts": 12, "dur": 5},
+    {"ph": "X", "cat": "python_function", "name": "model.py(41): loss", "pid": 7, "tid": 7, "ts": 40, "dur": 20},
+    {"ph": "X", "cat": "python_function", "name": "other.py(1): elsewhere", "pid": 7, "tid": 8, "ts": 0, "dur": 100},
+    {"ph": "i", "name": "[memory]", "pid": 7, "tid": 7, "ts": 14,
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 1048576, "Bytes": 4096, "Total Allocated": 4096}},
+    {"ph": "i", "name": "[memory]", "pid": 7, "tid": 7, "ts": 25,
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 2097152, "Bytes": 512, "Total Allocated": 4608}},
+    {"ph": "i", "name": "[memory]", "pid": 7, "tid": 7, "ts": 70,
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 1048576, "Bytes": -4096, "Total Allocated": 512}},
+    {"ph": "i", "name": "[memory]", "pid": 7, "tid": 7, "ts": 200,
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 4194304, "Bytes": 512, "Total Allocated": 1024}}
+  ]})";
+  auto src = StringByteSource(json);
+  auto t = ImportKinetoTrace(*src, "k.json");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->memory_events.size(), 4u);
+  auto names = [&](const std::vector<int32_t>& stack) {
+    std::string out;
+    for (int32_t f : stack) out += t->frames[static_cast<size_t>(f)].function + ";";
+    return out;
+  };
+  EXPECT_EQ(names(t->memory_events[0].stack), "linear;forward;<module>;");
+  EXPECT_EQ(names(t->memory_events[1].stack), "forward;<module>;");
+  EXPECT_EQ(names(t->memory_events[2].stack), "<module>;");
+  EXPECT_EQ(names(t->memory_events[3].stack), "");
+  EXPECT_EQ(t->frames[2], (StackFrame{"<module>", "train.py", 3}));  // interned innermost first
+  EXPECT_EQ(t->frames.size(), 3u);  // distinct frames met, "loss" and thread 8's never
+  auto native = ToNativeTrace(*t, {});
+  ASSERT_TRUE(native.ok()) << native.status();
+  const std::string text = RenderTracePeakText(ExplainTracePeak(*native, "k.json", 5));
+  EXPECT_NE(text.find("linear (nn.py:9)"), std::string::npos) << text;
 }
 
 }  // namespace
