@@ -47,7 +47,7 @@ enum class Class { kUnknown, kMemory, kOp, kPython, kSkip };
 // start) first. Frames are interned into RecordedTrace::frames, one per
 // distinct name.
 struct PythonCall {
-  std::string thread;  // pid and tid tokens
+  int32_t thread = -1;  // interned (pid, tid) tokens
   int64_t start = 0, end = 0;
   std::string name;
 };
@@ -195,8 +195,8 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       const size_t before = out_.memory_events.size();
       RETURN_IF_ERROR(AddMemoryEvent(offset, ts, args, have_args));
       if (options_.keep_stacks && out_.memory_events.size() > before) {
-        memory_threads_.resize(before);
-        memory_threads_.push_back(Cat(pid, "/", tid));
+        memory_threads_.resize(before, -1);
+        memory_threads_.push_back(ThreadId(pid, tid));
       }
       return absl::OkStatus();
     }
@@ -204,7 +204,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       if (!ts.has_value() || !dur.has_value()) {
         return Error(offset, Cat("python_function event \"", name, "\" lacks ", ts ? "dur" : "ts"));
       }
-      python_calls_.push_back({Cat(pid, "/", tid), *ts, *ts + *dur, std::string(name)});
+      python_calls_.push_back({ThreadId(pid, tid), *ts, *ts + *dur, std::string(name)});
       return absl::OkStatus();
     }
     if (c == Class::kOp) {
@@ -420,8 +420,8 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   // RecordedTrace::frames. Call after the scan, before any reordering.
   void AttachStacks() {
     if (python_calls_.empty()) return;
-    memory_threads_.resize(out_.memory_events.size());
-    std::map<std::string, std::vector<size_t>> calls_of, events_of;  // thread → indices
+    memory_threads_.resize(out_.memory_events.size(), -1);
+    std::map<int32_t, std::vector<size_t>> calls_of, events_of;  // thread → indices
     for (size_t i = 0; i < python_calls_.size(); ++i) calls_of[python_calls_[i].thread].push_back(i);
     for (size_t i = 0; i < memory_threads_.size(); ++i) events_of[memory_threads_[i]].push_back(i);
     absl::flat_hash_map<std::string, int32_t> frame_of;  // name → frame index
@@ -459,8 +459,22 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   }
 
  private:
+  // (pid, tid) raw tokens → a small id, without allocating per event.
+  int32_t ThreadId(std::string_view pid, std::string_view tid) {
+    thread_key_.assign(pid);
+    thread_key_ += '/';
+    thread_key_.append(tid);
+    auto it = thread_ids_.find(thread_key_);
+    if (it != thread_ids_.end()) return it->second;
+    const int32_t id = static_cast<int32_t>(thread_ids_.size());
+    thread_ids_.emplace(thread_key_, id);
+    return id;
+  }
+
   std::vector<PythonCall> python_calls_;
-  std::vector<std::string> memory_threads_;  // per kept memory event
+  std::vector<int32_t> memory_threads_;  // per kept memory event
+  absl::flat_hash_map<std::string, int32_t> thread_ids_;
+  std::string thread_key_;
 };
 
 }  // namespace
