@@ -141,6 +141,13 @@ int CmdRun(const RunOptions& o) {
 }
 
 int CmdExplain(const RunOptions& o, int top) {
+  const std::string& f = o.config;
+  const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") || (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
+  if (!yaml) {  // a native or recorded trace (tools/cli_replay.cc)
+    if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
+    return CmdExplainTrace(f, top, o.format);
+  }
+  if (o.format != "text") return Fail(absl::InvalidArgumentError("explain CONFIG: --format json is for traces only"));
   auto spec = LoadRunSpec(o.config, o.sets);
   if (!spec.ok()) return Fail(spec.status());
   auto report = SimulateStep(*spec);
@@ -463,7 +470,11 @@ int RunCli(int argc, char** argv) {
   RunOptions explain;
   int explain_top = 15;
   CLI::App* explain_cmd = app.add_subcommand("explain", "List the buffers live at the peak, largest first");
-  explain_cmd->add_option("config", explain.config, "Run config (YAML)")->required();
+  explain_cmd->add_option("config", explain.config,
+                          "Run config (YAML), or a trace (native, Kineto, snapshot, memory timeline): its largest "
+                          "blocks at the peak with their stack frames")
+      ->required();
+  explain_cmd->add_option("--format", explain.format, "text or json (traces)")->check(CLI::IsMember({"text", "json"}));
   explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
   explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));
 
@@ -526,6 +537,8 @@ int RunCli(int argc, char** argv) {
   replay_cmd->add_option("--set", replay.sets, "Allocator option: allocator.OPTION=VALUE (repeatable)");
   replay_cmd->add_option("--device", replay.device, "Device whose usable memory is the capacity");
   replay_cmd->add_option("--device-index", replay.device_index, "Recorded device to replay (default: the only one)");
+  replay_cmd->add_flag("--cold-start", replay.cold_start,
+                       "Start pytorch_caching from an empty allocator even where a warm start can be inferred");
   replay_cmd->add_flag("--check-addresses", replay.check_addresses,
                        "Snapshot: rebuild the allocator state and check every allocation's address");
   replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));
