@@ -4,13 +4,12 @@
 #include "sim/import/byte_source.h"
 #include "sim/import/kineto.h"
 #include "sim/import/memory_timeline.h"
-#include "sim/import/native.h"
 #include "sim/import/snapshot.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
-using trace_internal::Cat;
+using str_internal::Cat;
 
 const std::vector<RecordedFormatInfo>& RecordedFormats() {
   static const auto* formats = new std::vector<RecordedFormatInfo>{
@@ -20,31 +19,9 @@ const std::vector<RecordedFormatInfo>& RecordedFormats() {
                    "tools/snapshot_to_json.py)"},
       {"memory_timeline", "torch.profiler export_memory_timeline raw rows "
                           "[ts_ns, action, bytes, category], .json or .json.gz"},
-      {"native", "gpusim native trace (traces/FORMAT.md), e.g. a step recorded on the CPU by "
-                 "python/gpusim_torch: its alloc/free events"},
   };
   return *formats;
 }
-
-namespace {
-
-// The first line that is not blank or a comment starts with `gpusim-trace`.
-bool LooksNative(std::string_view head) {
-  size_t pos = 0;
-  while (pos < head.size()) {
-    size_t end = head.find('\n', pos);
-    if (end == std::string_view::npos) end = head.size();
-    std::string_view line = head.substr(pos, end - pos);
-    const size_t b = line.find_first_not_of(" \t\r");
-    if (b != std::string_view::npos && line[b] != '#') {
-      return line.substr(b).rfind("gpusim-trace", 0) == 0;
-    }
-    pos = end + 1;
-  }
-  return false;
-}
-
-}  // namespace
 
 absl::StatusOr<std::string> DetectRecordedFormat(const std::string& path) {
   auto ends_with = [&](std::string_view s) {
@@ -61,7 +38,6 @@ absl::StatusOr<std::string> DetectRecordedFormat(const std::string& path) {
   }
   head.resize(n);
   if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80) return std::string("snapshot");
-  if (LooksNative(head)) return std::string("native");
   const size_t first = head.find_first_not_of(" \t\r\n");
   if (first == std::string::npos) {
     return absl::InvalidArgumentError(Cat(path, ": empty file"));
@@ -91,13 +67,12 @@ absl::StatusOr<RecordedTrace> ImportRecordedTrace(const std::string& path,
   }
   if (f == "kineto") return ImportKinetoTrace(path);
   if (f == "memory_timeline") return ImportMemoryTimelineRaw(path);
-  if (f == "native") return ImportNativeTrace(path);
   if (f == "snapshot") {
     ASSIGN_OR_RETURN(RecordedSnapshot s, LoadSnapshot(path));
     return std::move(s.trace);
   }
   return absl::InvalidArgumentError(
-      Cat("unknown recorded-trace format '", f, "' (known: kineto, snapshot, memory_timeline, native)"));
+      Cat("unknown recorded-trace format '", f, "' (known: kineto, snapshot, memory_timeline)"));
 }
 
 }  // namespace gpusim

@@ -3,7 +3,6 @@
 //   kineto           PyTorch profiler Chrome-trace JSON (.json / .json.gz)
 //   snapshot         CUDA caching-allocator snapshot (.pickle, or its JSON)
 //   memory_timeline  torch.profiler memory timeline raw rows (.json / .gz)
-//   native           gpusim's own trace format (traces/FORMAT.md; sim/import/native.h)
 #ifndef GPUSIM_SIM_IMPORT_IMPORT_H_
 #define GPUSIM_SIM_IMPORT_IMPORT_H_
 
@@ -23,8 +22,7 @@ struct RecordedFormatInfo {
 // The formats ImportRecordedTrace knows, for `gpusim list importers`.
 const std::vector<RecordedFormatInfo>& RecordedFormats();
 
-// "kineto", "snapshot", "memory_timeline" or "native": a first line (past
-// blanks and comments) starting `gpusim-trace` means native; a .pickle/.pkl name or a pickle
+// "kineto", "snapshot" or "memory_timeline": a .pickle/.pkl name or a pickle
 // protocol byte means snapshot; otherwise the first bytes of the
 // (decompressed) content decide: `[[` or `[ [` is a memory timeline, an
 // object with "segments" or "device_traces" near its start a snapshot, any

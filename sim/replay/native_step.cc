@@ -1,15 +1,21 @@
 #include "sim/replay/native_step.h"
 
-#include <algorithm>
-
-#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace gpusim {
+namespace {
 
-absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const DeviceSpec& device,
-                                                    Allocator* allocator, int top) {
+std::string Where(const TracePeak& p, const TracePeakBlock& b) {
+  if (b.stack.empty()) return "";
+  const StackFrame& f = p.frames[static_cast<size_t>(b.stack[0])];
+  return absl::StrCat(f.function, " ", f.file, ":", f.line);
+}
+
+}  // namespace
+
+absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const std::string& source,
+                                                    const DeviceSpec& device, Allocator* allocator, int top) {
   absl::StatusOr<SimResult> sim = Simulate(trace, device, allocator);
   if (!sim.ok()) return sim.status();
   NativeStepReport r;
@@ -18,34 +24,12 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const De
   r.step_time = sim->step_time;
   r.compute_busy = sim->compute_busy;
   r.flops = sim->flops;
-  r.peak_live = sim->peak_live;
   r.oom = sim->oom;
-  // The alloc that made each buffer live at the peak: the last alloc of its
-  // id at or before the peak event (ids are reused after frees).
-  absl::flat_hash_map<BufferId, size_t> alloc_of;
-  const size_t upto = sim->peak_event < 0 ? trace.events.size()
-                                          : std::min(trace.events.size(), static_cast<size_t>(sim->peak_event) + 1);
-  for (size_t i = 0; i < upto; ++i) {
-    if (trace.events[i].type == EventType::kAlloc) alloc_of[trace.events[i].buffer] = i;
+  r.peak = ExplainTracePeak(trace, source, top);
+  for (const TracePeakBlock& b : r.peak.largest) {
+    r.largest_roles.push_back(b.alloc_event >= 0 ? trace.events[static_cast<size_t>(b.alloc_event)].role
+                                                 : Role::kTemporary);
   }
-  for (BufferId id : sim->live_at_peak) {
-    auto it = alloc_of.find(id);
-    if (it == alloc_of.end()) continue;
-    const TraceEvent& e = trace.events[it->second];
-    PeakBuffer b;
-    b.buffer = id;
-    b.name = e.name;
-    b.role = e.role;
-    b.bytes = e.size;
-    if (!e.stack.empty() && e.stack[0] >= 0 && static_cast<size_t>(e.stack[0]) < trace.frames.size()) {
-      const StackFrame& f = trace.frames[static_cast<size_t>(e.stack[0])];
-      b.origin = absl::StrCat(f.function, " ", f.file, ":", f.line);
-    }
-    r.largest.push_back(std::move(b));
-  }
-  std::stable_sort(r.largest.begin(), r.largest.end(),
-                   [](const PeakBuffer& a, const PeakBuffer& b) { return a.bytes > b.bytes; });
-  if (top >= 0 && r.largest.size() > static_cast<size_t>(top)) r.largest.resize(static_cast<size_t>(top));
   return r;
 }
 
@@ -55,16 +39,18 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
       "  step time %.4f s (%d timed events; compute busy %.4f s; %.3g FLOP)\n"
       "  peak live %s\n",
       r.device, r.step_time.seconds(), r.timed_events, r.compute_busy.seconds(), r.flops,
-      FormatBytes(r.peak_live));
+      FormatBytes(r.peak.peak_live));
   if (r.oom.happened) {
     absl::StrAppend(&out, absl::StrFormat("  OOM at event %d: %s requested for %s, %s live\n", r.oom.event,
                                           FormatBytes(r.oom.requested), r.oom.buffer, FormatBytes(r.oom.live)));
   }
-  absl::StrAppend(&out, "  largest buffers live at the peak:\n");
-  for (const PeakBuffer& b : r.largest) {
-    absl::StrAppend(&out, absl::StrFormat("    %14s  %-15s %s%s\n", FormatBytes(b.bytes), RoleName(b.role),
+  absl::StrAppend(&out, "  largest buffers live at the peak (gpusim explain TRACE: whole stacks):\n");
+  for (size_t i = 0; i < r.peak.largest.size(); ++i) {
+    const TracePeakBlock& b = r.peak.largest[i];
+    const std::string where = Where(r.peak, b);
+    absl::StrAppend(&out, absl::StrFormat("    %14s  %-15s %s%s\n", FormatBytes(b.size), RoleName(r.largest_roles[i]),
                                           b.name.empty() ? "-" : b.name,
-                                          b.origin.empty() ? "" : absl::StrCat("  (", b.origin, ")")));
+                                          where.empty() ? "" : absl::StrCat("  (", where, ")")));
   }
   return out;
 }
@@ -76,14 +62,15 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
   w.Double("compute_s", r.compute_busy.seconds());
   w.Int("timed_events", r.timed_events);
   w.Double("flops", r.flops);
-  w.Int("peak_live_bytes", r.peak_live.value());
+  w.Int("peak_live_bytes", r.peak.peak_live.value());
   w.BeginArray("largest");
-  for (const PeakBuffer& b : r.largest) {
+  for (size_t i = 0; i < r.peak.largest.size(); ++i) {
+    const TracePeakBlock& b = r.peak.largest[i];
     w.BeginObject();
     w.String("name", b.name);
-    w.String("role", RoleName(b.role));
-    w.Int("bytes", b.bytes.value());
-    w.String("where", b.origin);
+    w.String("role", RoleName(r.largest_roles[i]));
+    w.Int("bytes", b.size.value());
+    w.String("where", Where(r.peak, b));
     w.EndObject();
   }
   w.EndArray();

@@ -1,5 +1,5 @@
-// Tests of native traces as recorded traces (sim/import/native.h): what
-// `gpusim replay` reads when python/gpusim_torch recorded the step.
+// Tests of a native trace's step report (sim/replay/native_step.h): what
+// `gpusim replay` prints for a step python/gpusim_torch recorded.
 #include <unistd.h>
 
 #include <cstdio>
@@ -8,8 +8,6 @@
 
 #include "gtest/gtest.h"
 
-#include "sim/import/import.h"
-#include "sim/import/native.h"
 #include "sim/config/loader.h"
 #include "sim/replay/native_step.h"
 #include "sim/replay/replay.h"
@@ -42,61 +40,48 @@ constexpr char kStep[] =
     "free 1\n"
     "end 7\n";
 
-TEST(ImportNativeTest, DetectsAndConvertsAllocsAndFrees) {
-  const std::string path = WriteTemp(kStep);
-  auto format = DetectRecordedFormat(path);
-  ASSERT_TRUE(format.ok()) << format.status();
-  EXPECT_EQ(*format, "native");
-  auto r = ImportRecordedTrace(path);
-  ASSERT_TRUE(r.ok()) << r.status();
-  ASSERT_EQ(r->memory_events.size(), 5u);
-  EXPECT_EQ(r->memory_events[0].kind, MemoryEventKind::kAlloc);
-  EXPECT_EQ(r->memory_events[2].kind, MemoryEventKind::kFree);
-  EXPECT_EQ(r->memory_events[2].size, Bytes(2097152));  // a free carries its alloc's size
-  EXPECT_EQ(r->memory_events[3].size, Bytes(3145728));  // id 1 reused after its free
-  EXPECT_EQ(r->metadata.format, "native");
-  std::remove(path.c_str());
-}
-
-TEST(ImportNativeTest, ReplayPeaks) {
+TEST(NativeStepTest, ReplayPeaks) {
   const std::string path = WriteTemp(kStep);
   ReplayOptions o;
   o.capacity = Bytes(int64_t{80} << 30);
   auto r = ReplayFile(path, o);
   ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->format, "gpusim-trace");
   EXPECT_EQ(r->no_fragmentation_peak, Bytes(4194304 + 3145728));
   EXPECT_EQ(r->stats.peak_allocated, Bytes(4194304 + 3145728));
   std::remove(path.c_str());
 }
 
-TEST(ImportNativeTest, StepTimeAndLargestBuffersAtThePeak) {
+TEST(NativeStepTest, StepTimeAndLargestBuffersAtThePeak) {
   const std::string path = WriteTemp(kStep);
   auto trace = ReadTraceFile(path);
   ASSERT_TRUE(trace.ok()) << trace.status();
   auto device = LoadDeviceSpec("h100-sxm-80gb", "");
   ASSERT_TRUE(device.ok()) << device.status();
-  auto step = SimulateNativeStep(*trace, *device, nullptr, 1);
+  auto step = SimulateNativeStep(*trace, path, *device, nullptr, 1);
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(step->timed_events, 1);
   EXPECT_GT(step->step_time, SimTime(0));
-  EXPECT_EQ(step->peak_live, Bytes(4194304 + 3145728));
-  ASSERT_EQ(step->largest.size(), 1u);  // top 1 of the two live at the peak
-  EXPECT_EQ(step->largest[0].name, "w");
-  EXPECT_EQ(step->largest[0].role, Role::kParameter);
-  auto step2 = SimulateNativeStep(*trace, *device, nullptr, 10);
+  EXPECT_EQ(step->peak.peak_live, Bytes(4194304 + 3145728));
+  ASSERT_EQ(step->peak.largest.size(), 1u);  // top 1 of the two live at the peak
+  EXPECT_EQ(step->peak.largest[0].name, "w");
+  EXPECT_EQ(step->largest_roles[0], Role::kParameter);
+  auto step2 = SimulateNativeStep(*trace, path, *device, nullptr, 10);
   ASSERT_TRUE(step2.ok());
-  ASSERT_EQ(step2->largest.size(), 2u);
-  EXPECT_EQ(step2->largest[1].name, "reuse");
+  ASSERT_EQ(step2->peak.largest.size(), 2u);
+  EXPECT_EQ(step2->peak.largest[1].name, "reuse");
+  EXPECT_EQ(step2->largest_roles[1], Role::kTemporary);
   const std::string text = RenderNativeStepText(*step2);
   EXPECT_NE(text.find("largest buffers live at the peak"), std::string::npos) << text;
   std::remove(path.c_str());
 }
 
-TEST(ImportNativeTest, InvalidTraceNamesFileAndEvent) {
+TEST(NativeStepTest, InvalidTraceNamesTheEvent) {
   const std::string path = WriteTemp("gpusim-trace 1\nfree 3\n");
-  auto r = ImportRecordedTrace(path);
+  ReplayOptions o;
+  o.capacity = Bytes(int64_t{80} << 30);
+  auto r = ReplayFile(path, o);
   ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find(path), std::string::npos) << r.status();
   EXPECT_NE(r.status().message().find("event 0"), std::string::npos) << r.status();
   std::remove(path.c_str());
 }
