@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "sim/config/loader.h"
+#include "sim/report/render.h"
 #include "sim/step/step.h"
 
 namespace gpusim {

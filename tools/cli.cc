@@ -29,6 +29,7 @@
 #include "sim/report/compare.h"
 #include "sim/report/diff.h"
 #include "sim/report/explain.h"
+#include "sim/report/render.h"
 #include "sim/step/step.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"

@@ -1,5 +1,7 @@
 // Text and JSON renderings of a StepReport. JSON keys are a contract (see
 // DESIGN.md "Outputs users rely on"): add keys, never rename them.
+#include "sim/report/render.h"
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"

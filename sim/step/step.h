@@ -1,6 +1,6 @@
 // One simulated training step, end to end: build the Program from the
 // model, lower it, replay it on the device, and account its memory the way
-// the framework reports it. Reports (text, JSON) render a StepReport.
+// the framework reports it. sim/report/render.h renders a StepReport.
 #ifndef GPUSIM_SIM_STEP_STEP_H_
 #define GPUSIM_SIM_STEP_STEP_H_
 
@@ -84,8 +84,6 @@ absl::Status ReplayStep(StepReport& r);
 // semantics: the peak is the live peak).
 absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& spec);
 
-std::string RenderText(const StepReport& r);
-std::string RenderJson(const StepReport& r);
 
 }  // namespace gpusim
 
