@@ -110,6 +110,13 @@ class Allocator {
   // End of the call stream. Offline planners place everything here; online
   // strategies have nothing to do. Errors only for broken input.
   virtual absl::Status Finish() { return absl::OkStatus(); }
+  // Places `size` bytes that were live before a recorded trace began and
+  // are never freed in it (replay's preexisting bytes), as this allocator
+  // would hold them after a warm start. Default: an ordinary Alloc on
+  // stream 0. REQUIRES: called before any other Alloc.
+  virtual absl::Status PlacePreexisting(BufferId id, Bytes size) {
+    return Alloc(id, size, 0) ? absl::OkStatus() : absl::ResourceExhaustedError("does not fit");
+  }
   // True for offline planners, which place everything at Finish: their
   // stats() before then re-plan the calls so far (costly; call it once).
   virtual bool PlansOffline() const { return false; }

@@ -7,8 +7,10 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sim/alloc/impl/pytorch_caching.h"
 #include "sim/alloc/options.h"
+// The snapshot address replay (ReplaySnapshot) rebuilds the caching
+// allocator's segments block by block: a replay of that one model.
+#include "sim/alloc/impl/pytorch_caching.h"
 #include "sim/import/import.h"
 #include "sim/base/json_writer.h"
 
@@ -109,30 +111,16 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
   PeakTracker peak;
 
   // Bytes live before recording and never freed, whose blocks the trace
-  // never shows: one block, allocated first. For the caching allocator a
-  // small-pool request when ≤ 1 MiB (a cold start: it shares its 2 MiB
-  // segment with the first small requests, as the MI300X cold-start trace's
-  // Total Reserved confirms); larger, a restored segment of exactly that
-  // size, so the allocated total stays exact (a fresh 2 MiB-rounded segment
-  // would keep an unsplit remainder); how those bytes lay in segments is
-  // unknown.
+  // never shows: one block, allocated first, placed as the allocator would
+  // hold it (Allocator::PlacePreexisting); how those bytes lay in segments
+  // is unknown.
   BufferId next_id = 0;
   for (const TraceEvent& e : trace->events) next_id = std::max(next_id, e.buffer + 1);
-  auto* caching = dynamic_cast<PyTorchCachingAllocator*>(&a);
-  constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSize
-  if (caching != nullptr && trace->preexisting > Bytes(kSmallRequest)) {
-    const int64_t size = (trace->preexisting.value() + 511) / 512 * 512;
-    CachingSegmentLayout seg;
-    seg.address = 0x600000000000;  // below the simulated space's first-fit base
-    seg.size = size;
-    seg.blocks = {{seg.address, size, trace->preexisting.value(), next_id++}};
-    absl::Status st = caching->RestoreSegment(seg);
-    if (!st.ok()) return st;
-  } else if (trace->preexisting > Bytes(0)) {
-    if (!a.Alloc(next_id++, trace->preexisting, 0)) {
+  if (trace->preexisting > Bytes(0)) {
+    if (absl::Status st = a.PlacePreexisting(next_id++, trace->preexisting); !st.ok()) {
       return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: the %s live before recording do not fit in the capacity (%s)", r.source,
-          FormatBytes(trace->preexisting), FormatBytes(options.capacity)));
+          "%s: the %s live before recording do not fit in the capacity (%s): %s", r.source,
+          FormatBytes(trace->preexisting), FormatBytes(options.capacity), st.message()));
     }
   }
   absl::flat_hash_map<BufferId, Bytes> placed;  // buffers the allocator holds

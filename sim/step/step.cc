@@ -1,6 +1,6 @@
 #include "sim/step/step.h"
 
-#include "sim/alloc/impl/bfc.h"
+#include "sim/alloc/bfc_options.h"
 #include "sim/alloc/options.h"
 
 #include <algorithm>

@@ -1060,4 +1060,15 @@ void PyTorchCachingAllocator::EmptyCache() { impl_->ReleaseCachedBlocks(); }
 const PyTorchDeviceStats& PyTorchCachingAllocator::device_stats() const { return impl_->stats; }
 int64_t PyTorchCachingAllocator::address_conflicts() const { return impl_->va.conflicts(); }
 
+absl::Status PyTorchCachingAllocator::PlacePreexisting(BufferId id, Bytes size) {
+  constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSize
+  if (size <= Bytes(kSmallRequest)) return Allocator::PlacePreexisting(id, size);
+  const int64_t rounded = (size.value() + 511) / 512 * 512;
+  CachingSegmentLayout seg;
+  seg.address = 0x600000000000;  // below the simulated space's first-fit base
+  seg.size = rounded;
+  seg.blocks = {{seg.address, rounded, size.value(), id}};
+  return RestoreSegment(seg);
+}
+
 }  // namespace gpusim
