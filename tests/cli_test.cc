@@ -6,33 +6,10 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/cli_support.h"
 
 namespace gpusim {
 namespace {
-
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result Gpusim(const std::string& args) {
-  const std::string cmd = std::string(GPUSIM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string Write(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
 
 // The integer value of "key": N in a JSON document (first occurrence).
 int64_t JsonInt(const std::string& json, const std::string& key) {

@@ -138,7 +138,7 @@ absl::StatusOr<ConfigNode> LoadRefFile(const std::string& name,
     return Error(node.location(), path,
                  absl::StrCat("expected a mapping of ", kind.key,
                               " keys at the top of the file, got ",
-                              node.Describe()));
+                              node.DescribeKind()));
   }
   if (node.Find("from") == nullptr) return node;
   std::string dir = DirName(file);
@@ -274,7 +274,7 @@ absl::StatusOr<ConfigNode> Resolve(ConfigNode root, const std::string& path) {
     return Error(root.location(), "",
                  absl::StrCat("expected a mapping of run keys at the top of "
                               "the file, got ",
-                              root.Describe()));
+                              root.DescribeKind()));
   }
   const std::string dir = DirName(path);
   for (const RefKind* kind : {&kDevice, &kModel}) {

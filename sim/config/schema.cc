@@ -4,6 +4,7 @@
 #include "sim/base/names.h"
 
 #include <algorithm>
+#include <cctype>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -146,6 +147,15 @@ std::string NearestKey(absl::string_view key,
 }
 
 std::string UnknownKeyMessage(absl::string_view key, const Schema& level) {
+  // A key that no schema could hold (a line of a file that is not a config,
+  // e.g. a password file) is described, never echoed.
+  const bool key_like = key.size() <= 64 && std::all_of(key.begin(), key.end(), [](char c) {
+    return std::isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-' || c == '.';
+  });
+  if (!key_like) {
+    return absl::StrCat("unknown key of ", key.size(),
+                        " characters that is not a key name (is this file a gpusim YAML config?)");
+  }
   std::string msg = absl::StrCat("unknown key '", key, "'");
   std::string nearest = NearestKey(key, level.Keys());
   if (!nearest.empty()) absl::StrAppend(&msg, " (did you mean '", nearest, "'?)");

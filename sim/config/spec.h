@@ -87,6 +87,7 @@ struct LoopSpec {
 
 struct RematSpec {
   std::string policy = "none";       // remat.policy
+  std::string policy_at;             // where remat.policy was written (FILE:LINE:COL), for messages; "" = default
   std::vector<std::string> names;    // remat.names: for save_only_these_names etc.
   std::vector<std::string> offload_names;  // remat.offload_names
   // save_from_both_policies: the two policies whose saved sets are joined.

@@ -221,7 +221,7 @@ std::string RenderJson(const StepReport& r) {
       .String("name", r.sim.allocator_name)
       .Int("peak_allocated_bytes", r.sim.allocator.peak_allocated.value())
       .Int("peak_reserved_bytes", r.sim.allocator.peak_reserved.value())
-      .Int("fragmentation_bytes", (r.sim.allocator.peak_reserved - r.sim.peak_live).value())
+      .Int("fragmentation_bytes", FragmentationBytes(r.sim).value())
       .Int("peak_segments", r.sim.allocator.peak_segments)
       .Int("segment_allocs", r.sim.segment_allocs)
       .Int("segment_frees", r.sim.segment_frees)

@@ -885,7 +885,7 @@ Block* PyTorchCachingAllocator::Impl::TryAllocateExpandableBlock(StreamId stream
 
 PyTorchCachingAllocator::PyTorchCachingAllocator(Bytes capacity, PyTorchCachingOptions options)
     : impl_(std::make_unique<Impl>(this, capacity.value(), options)) {
-  GPUSIM_CHECK(capacity.value() > 0);
+  GPUSIM_CHECK(capacity.value() > 0 && capacity.value() < kMaxRequestBytes);
 }
 
 PyTorchCachingAllocator::~PyTorchCachingAllocator() = default;
@@ -897,7 +897,7 @@ bool PyTorchCachingAllocator::Alloc(BufferId id, Bytes size, StreamId stream) {
     impl_->live.Insert(id, nullptr);
     return true;
   }
-  return impl_->Malloc(id, size.value(), stream);
+  return impl_->Malloc(id, ClampRequest(size.value()), stream);  // Note [Huge requests]
 }
 
 // free.
@@ -1059,16 +1059,5 @@ std::vector<CachingSegmentLayout> PyTorchCachingAllocator::Segments() const {
 void PyTorchCachingAllocator::EmptyCache() { impl_->ReleaseCachedBlocks(); }
 const PyTorchDeviceStats& PyTorchCachingAllocator::device_stats() const { return impl_->stats; }
 int64_t PyTorchCachingAllocator::address_conflicts() const { return impl_->va.conflicts(); }
-
-absl::Status PyTorchCachingAllocator::PlacePreexisting(BufferId id, Bytes size) {
-  constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSize
-  if (size <= Bytes(kSmallRequest)) return Allocator::PlacePreexisting(id, size);
-  const int64_t rounded = (size.value() + 511) / 512 * 512;
-  CachingSegmentLayout seg;
-  seg.address = 0x600000000000;  // below the simulated space's first-fit base
-  seg.size = rounded;
-  seg.blocks = {{seg.address, rounded, size.value(), id}};
-  return RestoreSegment(seg);
-}
 
 }  // namespace gpusim

@@ -114,13 +114,6 @@ class PyTorchCachingAllocator : public Allocator {
   // the segment, sizes that are not multiples of 512, a buffer id already
   // live, an address range already reserved, expandable segments on.
   absl::Status RestoreSegment(const CachingSegmentLayout& segment);
-  // Preexisting bytes (replay): up to kSmallSize an ordinary small-pool
-  // request (a cold start shares its 2 MiB segment with the first small
-  // requests, as the MI300X cold-start trace's Total Reserved confirms);
-  // larger, a restored segment of exactly that size rounded to 512 B, so
-  // the allocated total stays exact (a fresh 2 MiB-rounded segment would
-  // keep an unsplit remainder).
-  absl::Status PlacePreexisting(BufferId id, Bytes size) override;
   // Every segment now (non-expandable), ascending by address.
   std::vector<CachingSegmentLayout> Segments() const;
   // Address-space reservations that could not take their forced address.
