@@ -15,6 +15,7 @@
 #include "sim/alloc/heap_planner.h"
 #include "sim/base/status.h"
 #include "models/gpt.h"
+#include "sim/import/hlo/hlo_front_end.h"
 #include "models/jax_program.h"
 #include "models/llama.h"
 
@@ -103,7 +104,12 @@ std::vector<LayerTime> LayerTimes(const StepReport& r) {
 absl::StatusOr<StepReport> PrepareStep(const RunSpec& spec) {
   StepReport r;
   r.spec = spec;
-  if (spec.program.present) {
+  if (!spec.program_hlo.empty()) {
+    ASSIGN_OR_RETURN(r.program, BuildHloProgram(spec));
+    for (const Tensor& t : r.program.tensors) {
+      if (t.entry_parameter && t.role == Role::kParameter) r.param_count += t.elements();
+    }
+  } else if (spec.program.present) {
     ASSIGN_OR_RETURN(r.program, BuildJaxProgram(spec));
     for (const Tensor& t : r.program.tensors) {
       if (t.entry_parameter && t.role == Role::kParameter) r.param_count += t.elements();
@@ -141,7 +147,7 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& spec) {
     r.peak = r.argument + r.output - r.alias + r.temp;
   }
   r.tokens_per_step =
-      spec.program.present ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
+      spec.program.present || !spec.program_hlo.empty() ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
   return r;
 }
 
