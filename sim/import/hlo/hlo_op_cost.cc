@@ -163,6 +163,10 @@ bool FusionHas(const HloModule& m, const HloComputation& comp, const std::string
 
 }  // namespace
 
+HloKernelCost DotKernelCost(const HloInstruction& ins, const HloShape& lhs, const HloShape& rhs) {
+  return DotCost(ins, lhs, rhs);
+}
+
 absl::StatusOr<DType> HloElementDType(const std::string& e) {
   if (e == "f32") return DType::kF32;
   if (e == "bf16") return DType::kBF16;

@@ -38,6 +38,10 @@ absl::StatusOr<DType> HloElementDType(const std::string& element);
 absl::StatusOr<HloKernelCost> KernelCost(const HloModule& m, const HloInstruction& ins,
                                          const std::vector<const HloShape*>& operands);
 
+// A dot's [batch] x (m x k) @ (k x n) shape and FLOPs from its dimension
+// numbers.
+HloKernelCost DotKernelCost(const HloInstruction& ins, const HloShape& lhs, const HloShape& rhs);
+
 // Elements an elementwise instruction computes (its FLOPs in a fusion):
 // the output's, 0 for data movement (broadcast, slices, transposes, ...).
 double ElementwiseFlops(const HloInstruction& ins);

@@ -358,9 +358,18 @@ class Importer {
   absl::StatusOr<Node> Eval(const HloComputation& comp, const std::vector<Node>& args, bool is_entry = false) {
     if (++depth_ > 64) return absl::InvalidArgumentError(absl::StrCat(m_.file, ": calls nested more than 64 deep"));
     const size_t n = comp.instructions.size();
+    // Dead code (hlo_dce.cc): what the root does not reach is not run.
+    std::vector<bool> live(n, false);
+    live[static_cast<size_t>(comp.root)] = true;
+    for (size_t i = n; i-- > 0;) {
+      if (!live[i]) continue;
+      for (int o : comp.instructions[i].operands) live[static_cast<size_t>(o)] = true;
+    }
     std::vector<int> users(n, 0);
     std::vector<bool> extracted_only(n, true);
-    for (const HloInstruction& ins : comp.instructions) {
+    for (size_t i = 0; i < n; ++i) {
+      if (!live[i]) continue;
+      const HloInstruction& ins = comp.instructions[i];
       for (int o : ins.operands) {
         ++users[static_cast<size_t>(o)];
         if (ins.opcode != "get-tuple-element") extracted_only[static_cast<size_t>(o)] = false;
@@ -371,6 +380,7 @@ class Importer {
     std::vector<Held> held(n);
     for (size_t i = 0; i < n; ++i) {
       const HloInstruction& ins = comp.instructions[i];
+      if (!live[i]) continue;
       std::vector<Node> ops;
       ops.reserve(ins.operands.size());
       for (int o : ins.operands) ops.push_back(held[static_cast<size_t>(o)].node);
@@ -405,7 +415,11 @@ class Importer {
 
   absl::StatusOr<Node> Instruction(const HloComputation& comp, int index, const HloInstruction& ins,
                                    const std::vector<Node>& ops, const std::vector<Node>& args, bool is_entry) {
-    const HloOpClass cls = ClassifyHloOpcode(ins.opcode);
+    HloOpClass cls = ClassifyHloOpcode(ins.opcode);
+    if (ins.opcode == "dot" && ops.size() == 2) {  // Note [Dot strength reduction] in fusion.cc
+      const HloKernelCost d = DotKernelCost(ins, ShapeOf(ops[0]), ShapeOf(ops[1]));
+      cls = ClassifyDot(d.m, d.n, d.k);
+    }
     const Phase phase = PhaseOf(ins);
     Node out;
     switch (cls) {
@@ -427,6 +441,12 @@ class Importer {
       case HloOpClass::kView:
         return View(ins, ops);
       case HloOpClass::kFusible:
+        // algebraic_simplifier.cc HandleDynamicSlice / HandleSlice: a slice
+        // of the whole operand is the operand.
+        if ((ins.opcode == "dynamic-slice" || ins.opcode == "slice") && !ops.empty() && !ops[0].tuple &&
+            ShapeOf(ops[0]).ElementCount() == ins.shape.ElementCount()) {
+          return ops[0];
+        }
         return Fuse(ins, ops, phase);
       case HloOpClass::kNoOp:
         if (ins.opcode == "opt-barrier" && !ops.empty()) return ops[0];
@@ -438,6 +458,12 @@ class Importer {
       case HloOpClass::kFusion:
         return Kernel(ins, ops, phase, cls);
       case HloOpClass::kInPlace:
+        // HandleDynamicUpdateSlice: an update of the operand's whole shape
+        // is the update.
+        if (ins.opcode == "dynamic-update-slice" && ops.size() >= 2 && !ops[1].tuple &&
+            ShapeOf(ops[1]).ElementCount() == ins.shape.ElementCount()) {
+          return ops[1];
+        }
         return InPlace(ins, ops, phase);
       case HloOpClass::kControl:
         if (ins.opcode == "call") {
@@ -541,6 +567,7 @@ class Importer {
     std::vector<TensorId> inputs;
     Bytes read(0);
     if (cls == HloOpClass::kReduction) {
+      cost.kind = OpKind::kReduce;
       ASSIGN_OR_RETURN(Node fused, Fuse(FakeElementwise(ins), ops, phase));
       for (const auto& [t, b] : fused.v->inputs) {
         inputs.push_back(t);

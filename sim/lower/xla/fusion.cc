@@ -85,4 +85,17 @@ bool OperandsFuseInto(HloOpClass c) {
   return c == HloOpClass::kFusible || c == HloOpClass::kReduction || c == HloOpClass::kInPlace;
 }
 
+// Note [Dot strength reduction]
+// xla/hlo/transforms/simplifiers/algebraic_simplifier.cc HandleDot removes
+// degenerate (size-1) contracting dimensions and rewrites a dot without
+// contracting dimensions as multiply(broadcast, broadcast); the GPU
+// simplifier (xla/service/gpu/transforms/algebraic_simplifier.cc
+// ShouldStrengthReduceDotToReduce) turns vector-vector dots into
+// reduce(multiply). Both then fuse like any elementwise op or reduction.
+HloOpClass ClassifyDot(int64_t m, int64_t n, int64_t k) {
+  if (k <= 1) return HloOpClass::kFusible;
+  if (m <= 1 && n <= 1) return HloOpClass::kReduction;
+  return HloOpClass::kKernel;
+}
+
 }  // namespace gpusim

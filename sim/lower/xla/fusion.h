@@ -7,6 +7,7 @@
 #ifndef GPUSIM_SIM_LOWER_XLA_FUSION_H_
 #define GPUSIM_SIM_LOWER_XLA_FUSION_H_
 
+#include <cstdint>
 #include <string_view>
 
 namespace gpusim {
@@ -32,6 +33,12 @@ HloOpClass ClassifyHloOpcode(std::string_view opcode);
 // buffer of its own (loop and input fusion); false when the kernel reads
 // materialised buffers (library calls, collectives, control flow).
 bool OperandsFuseInto(HloOpClass c);
+
+// A dot's class from its shape, after XLA's dot strength reduction: no
+// contraction (k = 1, an outer product) is a multiply of broadcasts, so
+// kFusible; a vector-vector product (m = n = 1) a reduction; any other a
+// library gemm, kKernel.
+HloOpClass ClassifyDot(int64_t m, int64_t n, int64_t k);
 
 }  // namespace gpusim
 
