@@ -359,10 +359,13 @@ class Parser {
       }
       RETURN_IF_ERROR(Instruction(c, *cur));
     }
-    const int last_line = static_cast<int>(lines.size());
+    int last_line = static_cast<int>(lines.size());
+    while (last_line > 1 && absl::StripAsciiWhitespace(lines[static_cast<size_t>(last_line) - 1]).empty()) --last_line;
     if (!header) return LineError(1, 1, "empty module: expected 'HloModule NAME, ...'");
     if (cur != nullptr) {
-      return LineError(last_line, 1, absl::StrCat("computation '", cur->name, "' is not closed with '}'"));
+      return LineError(cur->location.line, cur->location.column,
+                       absl::StrCat("computation '", cur->name, "' is not closed with '}' (the text ends at line ",
+                                    last_line, ")"));
     }
     if (m_.entry < 0) return LineError(last_line, 1, "no ENTRY computation");
     for (const HloComputation& comp : m_.computations) {

@@ -839,6 +839,20 @@ absl::StatusOr<Node> Importer::While(const HloComputation& comp, int index, cons
   Leaves(init, &leaves);
   std::vector<TensorId> state(leaves.size(), kNoTensor);
   std::set<TensorId> taken;
+  // Elements the body returns unchanged are loop-invariant: read in place,
+  // never copied (copy_insertion.cc: no interference, the copy is removed).
+  std::vector<bool> invariant(leaves.size(), false);
+  const HloInstruction& broot = body.instructions[static_cast<size_t>(body.root)];
+  if (init.tuple && leaves.size() == init.elements.size() && broot.opcode == "tuple" &&
+      broot.operands.size() == leaves.size()) {
+    for (size_t k = 0; k < leaves.size(); ++k) {
+      const HloInstruction& e = body.instructions[static_cast<size_t>(broot.operands[k])];
+      int64_t idx = -1;
+      invariant[k] = e.opcode == "get-tuple-element" && absl::SimpleAtoi(e.attr("index"), &idx) &&
+                     idx == static_cast<int64_t>(k) &&
+                     body.instructions[static_cast<size_t>(e.operands[0])].opcode == "parameter";
+    }
+  }
   b_.BeginRegion(absl::StrCat("while ", ins.name, " (", trips, " trips)"), "loop");
   for (size_t k = 0; k < leaves.size(); ++k) {
     const Node& v = *leaves[k];
@@ -851,7 +865,9 @@ absl::StatusOr<Node> Importer::While(const HloComputation& comp, int index, cons
     const TensorId free_home = HomeIfFree(home);
     const std::string what = absl::StrCat("while ", ins.name, " loop state {", k, "}");
     TensorId t = v.t != kNoTensor ? v.t : (v.v && v.v->materialised != kNoTensor ? v.v->materialised : kNoTensor);
-    if (t != kNoTensor) {
+    if (t != kNoTensor && invariant[k] && home == kNoTensor) {
+      state[k] = t;
+    } else if (t != kNoTensor) {
       const bool in_home = home == kNoTensor || ChainRoot(t) == home;
       if (Writable(t) && in_home && !taken.count(t)) {
         state[k] = t;  // the init dies here: the loop runs in its buffer
