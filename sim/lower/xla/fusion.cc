@@ -48,11 +48,11 @@ HloOpClass ClassifyHloOpcode(std::string_view opcode) {
     auto* m = new std::map<std::string, HloOpClass, std::less<>>();
     for (const char* op :
          {"abs", "add", "and", "atan2", "broadcast", "cbrt", "ceil", "clamp", "compare", "complex", "concatenate",
-          "convert", "copy", "cos", "divide", "dynamic-slice", "erf", "exponential", "exponential-minus-one", "floor",
+          "convert", "copy", "cosine", "divide", "dynamic-slice", "erf", "exponential", "exponential-minus-one", "floor",
           "gather", "imag", "iota", "is-finite", "log", "log-plus-one", "logistic", "maximum", "minimum",
           "multiply", "negate", "not", "or", "pad", "popcnt", "power", "real", "reduce-precision", "remainder",
           "reverse", "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left",
-          "shift-right-arithmetic", "shift-right-logical", "sign", "sin", "slice", "sqrt", "subtract", "tan",
+          "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "slice", "sqrt", "subtract", "tan",
           "tanh", "transpose", "xor", "stochastic-convert", "bitcast-convert", "count-leading-zeros", "map"}) {
       (*m)[op] = HloOpClass::kFusible;
     }
