@@ -47,6 +47,7 @@ def export(fn, args, kwargs, out, memory_analysis=False):
         "devices": jax.device_count(),
         "donated_arguments": [i for i, a in enumerate(flat) if getattr(a, "donated", False)],
         "arguments": [{"shape": list(a.shape), "dtype": str(a.dtype)} for a in flat],
+        "outputs": len(jax.tree_util.tree_leaves(lowered.out_info)),
     }
     if memory_analysis:
         m = lowered.compile().memory_analysis()

@@ -946,10 +946,59 @@ absl::Status Importer::Outputs(const HloComputation& entry, const Node& root) {
   const HloInstruction& rins = entry.instructions[static_cast<size_t>(entry.root)];
   const Phase phase = PhaseOf(rins);
   std::set<TensorId> returned;
-  for (int pass = 0; pass < 2; ++pass) {  // unaliased outputs first: they may read a parameter's old buffer
+  // Aliased outputs overwrite their parameter's buffer: an output that still
+  // reads another's parameter is written first (AdamW: the new parameter
+  // reads mu and nu before their new values overwrite them); a cycle is
+  // broken by writing one output to a temp first.
+  std::vector<size_t> order;
+  for (size_t i = 0; i < outs.size(); ++i) {
+    if (output_alias_[i] < 0) order.push_back(i);
+  }
+  {
+    std::vector<size_t> left;
     for (size_t i = 0; i < outs.size(); ++i) {
+      if (output_alias_[i] >= 0) left.push_back(i);
+    }
+    auto cur_of = [&](size_t i) {
+      const TensorId param = static_cast<TensorId>(output_alias_[i]);
+      auto it = current_.find(param);
+      return it == current_.end() ? param : it->second;
+    };
+    auto reads = [&](size_t j, size_t i) {  // does output j read output i's parameter buffer?
+      std::vector<TensorId> refs;
+      Refs(outs[j], &refs);
+      return std::find(refs.begin(), refs.end(), cur_of(i)) != refs.end();
+    };
+    size_t stuck = 0;
+    while (!left.empty()) {
+      bool progressed = false;
+      for (size_t a = 0; a < left.size(); ++a) {
+        const size_t i = left[a];
+        bool blocked = false;
+        for (size_t j : left) blocked = blocked || (j != i && reads(j, i));
+        if (blocked) continue;
+        order.push_back(i);
+        left.erase(left.begin() + static_cast<std::ptrdiff_t>(a));
+        progressed = true;
+        break;
+      }
+      if (progressed) continue;
+      if (++stuck > 2 * outs.size()) {  // only values that are buffers already: any order
+        order.insert(order.end(), left.begin(), left.end());
+        break;
+      }
+      const size_t k = left.front();  // a cycle: k's value goes to a temp first, copied in later
+      if (outs[k].v && outs[k].v->materialised == kNoTensor) {
+        ASSIGN_OR_RETURN(TensorId t, Materialise(outs[k].v));
+        outs[k] = Node{t, nullptr, false, {}};
+      }
+      left.erase(left.begin());
+      left.push_back(k);
+    }
+  }
+  for (size_t i : order) {
+    {
       const int64_t p = output_alias_[i];
-      if ((p >= 0) != (pass == 1)) continue;
       const Node& e = outs[i];
       if (e.empty()) continue;
       if (e.tuple) return Error(rins, absl::StrCat("output ", i, " is a nested tuple (not modelled)"));
