@@ -73,7 +73,9 @@ struct RunOptions {
   std::string timeline;
 };
 
-bool IsHloFile(const std::string& f) { return f.size() > 4 && f.substr(f.size() - 4) == ".hlo"; }
+bool IsHloFile(const std::string& f) {
+  return (f.size() > 4 && f.substr(f.size() - 4) == ".hlo") || (f.size() > 7 && f.substr(f.size() - 7) == ".hlo.gz");
+}
 
 std::string YamlQuoted(const std::string& s) {
   std::string q = "\"";

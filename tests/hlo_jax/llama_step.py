@@ -48,12 +48,12 @@ def decoder_layer(c, x, w, positions, segments):
     return x + a @ bf(w["wo_mlp"])
 
 
-def loss_fn(c, axis, params, batch):
+def loss_fn(c, axis, params, batch, unroll=False):
     x = params["token_embedder"][batch["inputs"]].astype(jnp.bfloat16)
     stacked = {k: (jnp.moveaxis(v, axis, 0) if axis else v) for k, v in params["layers"].items()}
     layer = jax.checkpoint(lambda x, w: (decoder_layer(c, x, w, batch["inputs_position"],
                                                        batch["inputs_segmentation"]), None))
-    x, _ = jax.lax.scan(layer, x, stacked)
+    x, _ = jax.lax.scan(layer, x, stacked, unroll=unroll)
     h = collect_jax.rms_norm(x, params["final_norm"])
     logits = (h @ params["logits_dense"].astype(jnp.bfloat16)).astype(jnp.float32)
     onehot = jax.nn.one_hot(batch["targets"], c["vocab"], dtype=jnp.float32)
@@ -66,12 +66,12 @@ def global_norm(tree):
     return jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(tree)))
 
 
-def train_step(c, axis):
+def train_step(c, axis, unroll=False):
     b1, b2, eps, wd, lr = 0.9, 0.95, 1e-8, 0.1, 1e-4   # MaxText base.yml AdamW
 
     def step(state, batch):
         params = state["params"]
-        loss, grads = jax.value_and_grad(lambda p: loss_fn(c, axis, p, batch))(params)
+        loss, grads = jax.value_and_grad(lambda p: loss_fn(c, axis, p, batch, unroll))(params)
         raw_grad_norm = global_norm(grads)
         grads = jax.tree.map(lambda g: g * jnp.minimum(1.0, 1.0 / (raw_grad_norm + 1e-6)), grads)
         grad_norm = global_norm(grads)
@@ -90,7 +90,7 @@ def train_step(c, axis):
     return jax.jit(step, donate_argnums=(0,))
 
 
-def make_step(param_scan_axis="0", n_layers=None, seq_len=None):
+def make_step(param_scan_axis="0", mode="rolled", n_layers=None, seq_len=None):
     c = dict(LLAMA2_7B)
     if n_layers is not None:
         c["n_layers"] = int(n_layers)
@@ -112,4 +112,6 @@ def make_step(param_scan_axis="0", n_layers=None, seq_len=None):
     state = {"step": scalar, "params": params, "mu": params, "nu": params, "count": scalar,
              "schedule_count": scalar}
     tokens = jax.ShapeDtypeStruct((c["batch"], c["seq_len"]), i32)
-    return train_step(c, axis), (state, {n: tokens for n in BATCH})
+    if mode not in ("rolled", "unrolled"):
+        raise ValueError(f"mode {mode!r}: expected rolled or unrolled")
+    return train_step(c, axis, mode == "unrolled"), (state, {n: tokens for n in BATCH})

@@ -2,6 +2,7 @@
 
 #include <cctype>
 #include <functional>
+#include <memory>
 #include <set>
 #include <utility>
 
@@ -10,7 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "sim/base/file_util.h"
+#include "sim/import/byte_source.h"
 #include "sim/base/status.h"
 
 namespace gpusim {
@@ -637,7 +638,8 @@ absl::StatusOr<HloModule> ParseHloModule(absl::string_view text, const std::stri
 }
 
 absl::StatusOr<HloModule> ReadHloModule(const std::string& path) {
-  ASSIGN_OR_RETURN(std::string text, ReadFileToString(path));
+  ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> in, OpenByteSource(path));
+  ASSIGN_OR_RETURN(std::string text, ReadAll(*in));
   return ParseHloModule(text, path);
 }
 

@@ -21,7 +21,8 @@ namespace gpusim {
 // order where every operand comes before its user.
 absl::StatusOr<HloModule> ParseHloModule(absl::string_view text, const std::string& file);
 
-// Reads and parses the file at `path` (NotFound when it cannot be read).
+// Reads and parses the file at `path`, plain or gzip-compressed (NotFound
+// when it cannot be read).
 absl::StatusOr<HloModule> ReadHloModule(const std::string& path);
 
 // Parses one shape such as "(s32[], bf16[4,8]{1,0})"; for tests and for
