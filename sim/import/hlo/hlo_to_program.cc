@@ -28,6 +28,13 @@ absl::StatusOr<Program> Importer::Run(HloImportStats* stats) {
   for (size_t p = 0; p < entry.parameters.size(); ++p) {
     const HloInstruction& ins = entry.instructions[static_cast<size_t>(entry.parameters[p])];
     if (ins.shape.tuple) return Error(ins, "a tuple-shaped entry parameter (expected one array per parameter, as JAX lowers)");
+    // An unpartitioned SPMD module has global shapes: one device's bytes
+    // are only known after the partitioner (spmd_partitioner.cc) ran.
+    if (m_.num_partitions > 1 && absl::StrContains(ins.attr("sharding"), "devices=")) {
+      return Error(ins, absl::StrCat("sharding=", ins.attr("sharding"), " with num_partitions=", m_.num_partitions,
+                                     ": the module is not partitioned yet; give the partitioned module "
+                                     "(jax.jit(...).lower(...).compile().as_text()) or lower for one device"));
+    }
     const bool donated = donated_.count(static_cast<int64_t>(p)) > 0;
     ASSIGN_OR_RETURN(DType dt, DTypeOf(ins, ins.shape));
     Node n;

@@ -225,5 +225,16 @@ ENTRY main {
   EXPECT_DOUBLE_EQ(att->flops, 4.0 * 2 * 8 * 128 * 256 * 64);
 }
 
+TEST(HloToProgramTest, RefusesAnUnpartitionedShardedModule) {
+  auto p = Import(R"(HloModule m, num_partitions=2
+ENTRY main {
+  a = f32[8]{0} parameter(0), sharding={devices=[2]<=[2]}
+  ROOT b = f32[8]{0} negate(a)
+}
+)");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("t.hlo:3:3: a: sharding={devices=[2]<=[2]} with num_partitions=2"));
+}
+
 }  // namespace
 }  // namespace gpusim
