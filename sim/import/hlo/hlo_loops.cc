@@ -95,6 +95,11 @@ Node Rebuild(const Node& shape, const std::vector<TensorId>& leaves, size_t* nex
 absl::StatusOr<Node> Importer::While(const HloComputation& comp, int index, const HloInstruction& ins,
                                      const Node& init, bool is_entry) {
   ASSIGN_OR_RETURN(const int64_t trips, TripCount(comp, ins));
+  // Every iteration is built, so the trip count bounds the IR (the YAML
+  // program builder has the same bound).
+  if (trips > (int64_t{1} << 16)) {
+    return Error(ins, absl::StrCat("trip count ", trips, " is more than the importer expands (at most 65536 per loop)"));
+  }
   trip_counts_.push_back(trips);
   const HloComputation& body = m_.computation(ins.called.at("body")[0]);
   if (trips == 0) return init;
