@@ -8,7 +8,7 @@
 #include "sim/config/loader.h"
 #include "sim/import/hlo/hlo_parser.h"
 #include "sim/import/hlo/hlo_to_program.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 namespace {

@@ -1,8 +1,8 @@
 // The HLO front-end of a run: `program_hlo: FILE` in a run config, or
-// `gpusim run STEP.hlo --device NAME`. Reads the module and imports it
-// (hlo_to_program.h) with the run's settings that apply to an imported
-// module; refuses by name every other non-default setting (the module fixes
-// the model, batch, loop mode, remat and parallelism).
+// `gpusim run STEP.hlo --device NAME`: the "hlo" entry of the model-family
+// registry (models/family.cc), which declares the settings it models
+// (framework jax, loop.trip_count); the capability check refuses the others
+// (the module fixes the model, batch, loop mode, remat and parallelism).
 #ifndef GPUSIM_SIM_IMPORT_HLO_HLO_FRONT_END_H_
 #define GPUSIM_SIM_IMPORT_HLO_HLO_FRONT_END_H_
 
