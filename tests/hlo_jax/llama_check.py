@@ -19,18 +19,16 @@ import os
 import sys
 import tempfile
 
-from scan_carry_check import memory
+from scan_carry_check import finish, memory, memory_analysis_bytes, parse_args
 
 DEVICE = "h100-sxm-80gb"
 
 
 def main(argv):
-    if len(argv) < 3:
-        print(__doc__, file=sys.stderr)
+    args = parse_args(argv, __doc__)
+    if args is None:
         return 2
-    gpusim, src = argv[1], argv[2]
-    regenerate = "--regenerate" in argv
-    sys.path.insert(0, os.path.join(src, "tools", "collect"))
+    gpusim, src, regenerate = args
     import export_hlo
     import llama_step
 
@@ -46,8 +44,7 @@ def main(argv):
                          "--set", "parallelism.fsdp=1", "--set", "model.attention=explicit", "--set",
                          "remat.policy=full", "--set", f"model.param_scan_axis={axis}", "--set",
                          f"batch.seq_len={llama_step.LLAMA2_7B['seq_len']}")
-            ma = side["memory_analysis"]
-            jax_bytes = [ma["argument_size_in_bytes"], ma["output_size_in_bytes"], ma["alias_size_in_bytes"]]
+            jax_bytes = memory_analysis_bytes(side)
             if hlo[:3] != jax_bytes:
                 failures.append(f"axis {axis}: module argument/output/alias {hlo[:3]} != memory_analysis() {jax_bytes}")
             if hlo[0] != fam[0] or hlo[2] != fam[2]:
@@ -55,22 +52,7 @@ def main(argv):
             if hlo[1] != fam[1] + 8 * n_outputs:
                 failures.append(f"axis {axis}: output {hlo[1]} != the family's {fam[1]} + {n_outputs} x 8 B")
             rows.append(f"param_scan_axis={axis} hlo {' '.join(map(str, hlo))} llama {' '.join(map(str, fam))}")
-    expected_path = os.path.join(src, "tests", "hlo_jax", "llama_expected.txt")
-    with open(expected_path) as f:
-        lines = f.read().splitlines()
-    notes = [l for l in lines if l.startswith("#") or not l.strip()]
-    expected = [l for l in lines if l.strip() and not l.startswith("#")]
-    if regenerate:
-        with open(expected_path, "w") as f:
-            f.write("\n".join(notes + rows) + "\n")
-        print(f"wrote {expected_path}")
-    elif rows != expected:
-        failures.append("memory lines differ from llama_expected.txt:\n  got:\n    " + "\n    ".join(rows) +
-                        "\n  expected:\n    " + "\n    ".join(expected))
-    print("\n".join(rows))
-    for f in failures:
-        print("FAIL: " + f, file=sys.stderr)
-    return 1 if failures else 0
+    return finish(rows, failures, os.path.join(src, "tests", "hlo_jax", "llama_expected.txt"), regenerate)
 
 
 if __name__ == "__main__":

@@ -32,14 +32,50 @@ def memory(gpusim, *args):
     return [m[k] for k in KEYS]
 
 
-def main(argv):
+def memory_analysis_bytes(sidecar):
+    """argument, output, alias bytes of export_hlo's --memory-analysis sidecar."""
+    ma = sidecar["memory_analysis"]
+    return [ma["argument_size_in_bytes"], ma["output_size_in_bytes"], ma["alias_size_in_bytes"]]
+
+
+def finish(rows, failures, expected_path, regenerate):
+    """Compares `rows` with the expected file's non-comment lines (or rewrites
+    them, keeping the notes), prints them and the failures; the exit code."""
+    with open(expected_path) as f:
+        lines = f.read().splitlines()
+    notes = [l for l in lines if l.startswith("#") or not l.strip()]
+    expected = [l for l in lines if l.strip() and not l.startswith("#")]
+    if regenerate:
+        with open(expected_path, "w") as f:
+            f.write("\n".join(notes + rows) + "\n")
+        print(f"wrote {expected_path}")
+    elif rows != expected:
+        failures.append(f"memory lines differ from {os.path.basename(expected_path)}:\n  got:\n    " +
+                        "\n    ".join(rows) + "\n  expected:\n    " + "\n    ".join(expected))
+    print("\n".join(rows))
+    for f in failures:
+        print("FAIL: " + f, file=sys.stderr)
+    return 1 if failures else 0
+
+
+def parse_args(argv, doc):
+    """(gpusim, source dir, --regenerate) from `CHECK GPUSIM SOURCE_DIR
+    [--regenerate]`, with tools/collect and tests/hlo_jax importable; None
+    (after printing `doc`) when they are missing."""
     if len(argv) < 3:
-        print(__doc__, file=sys.stderr)
-        return 2
-    gpusim, src = argv[1], argv[2]
-    regenerate = "--regenerate" in argv
+        print(doc, file=sys.stderr)
+        return None
+    src = argv[2]
     sys.path.insert(0, os.path.join(src, "tools", "collect"))
     sys.path.insert(0, os.path.join(src, "tests", "hlo_jax"))
+    return argv[1], src, "--regenerate" in argv
+
+
+def main(argv):
+    args = parse_args(argv, __doc__)
+    if args is None:
+        return 2
+    gpusim, src, regenerate = args
     import export_hlo
     import seed_scan
 
@@ -53,27 +89,11 @@ def main(argv):
                 hlo = memory(gpusim, path, "--device", DEVICE)
                 yaml = memory(gpusim, os.path.join(src, "examples", "scan_carry.yaml"), "--set",
                               f"loop.trip_count={t}", "--set", f"loop.mode={mode}")
-                ma = side["memory_analysis"]
-                jax_bytes = [ma["argument_size_in_bytes"], ma["output_size_in_bytes"], ma["alias_size_in_bytes"]]
+                jax_bytes = memory_analysis_bytes(side)
                 if hlo[:3] != jax_bytes:
                     failures.append(f"T={t} {mode}: module argument/output/alias {hlo[:3]} != memory_analysis() {jax_bytes}")
                 rows.append(f"{mode} T={t} hlo {' '.join(map(str, hlo))} yaml {' '.join(map(str, yaml))}")
-    expected_path = os.path.join(src, "tests", "hlo_jax", "scan_carry_expected.txt")
-    with open(expected_path) as f:
-        lines = f.read().splitlines()
-    notes = [l for l in lines if l.startswith("#") or not l.strip()]
-    expected = [l for l in lines if l.strip() and not l.startswith("#")]
-    if regenerate:
-        with open(expected_path, "w") as f:
-            f.write("\n".join(notes + rows) + "\n")
-        print(f"wrote {expected_path}")
-    elif rows != expected:
-        failures.append("memory lines differ from scan_carry_expected.txt:\n  got:\n    " + "\n    ".join(rows) +
-                        "\n  expected:\n    " + "\n    ".join(expected))
-    print("\n".join(rows))
-    for f in failures:
-        print("FAIL: " + f, file=sys.stderr)
-    return 1 if failures else 0
+    return finish(rows, failures, os.path.join(src, "tests", "hlo_jax", "scan_carry_expected.txt"), regenerate)
 
 
 if __name__ == "__main__":
