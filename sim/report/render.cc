@@ -182,7 +182,6 @@ std::string RenderJson(const StepReport& r) {
       .String("device", s.device.name)
       .String("model", s.program.present ? "" : s.model.name)
       .String("program", s.program.present ? s.program.name : (s.program_hlo.empty() ? "" : r.program.name))
-      .String("program_hlo", s.program_hlo)
       .Int("trip_count", s.loop.trip_count)
       .Int("param_count", r.param_count)
       .String("loop_mode", s.loop.mode)
