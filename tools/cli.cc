@@ -86,12 +86,45 @@ absl::Status WriteOutputDir(const std::string& target, const std::string& flag, 
 
 struct RunOptions {
   std::string config;
+  std::string device;  // for an .hlo module
   std::vector<std::string> sets;
   std::string format = "text";
   std::string out_dir;
   std::string charts_dir;
   std::string timeline;
 };
+
+bool IsHloFile(const std::string& f) {
+  return (f.size() > 4 && f.substr(f.size() - 4) == ".hlo") || (f.size() > 7 && f.substr(f.size() - 7) == ".hlo.gz");
+}
+
+std::string YamlQuoted(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') q += '\\';
+    q += c;
+  }
+  return q + "\"";
+}
+
+// A run config file, or an HLO module (STEP.hlo) run on `device`: the
+// config `{framework: jax, device: NAME, program_hlo: STEP.hlo}`.
+absl::StatusOr<RunSpec> LoadSpec(const std::string& config, const std::vector<std::string>& sets,
+                                 const std::string& device) {
+  if (!IsHloFile(config)) {
+    if (!device.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--device is for an HLO module (STEP.hlo); for ", config, " use --set device=NAME"));
+    }
+    return LoadRunSpec(config, sets);
+  }
+  if (device.empty()) return absl::InvalidArgumentError(absl::StrCat(config, ": give the device with --device NAME"));
+  const std::string yaml = absl::StrCat("framework: jax\ndevice: ", YamlQuoted(device),
+                                        "\nprogram_hlo: ", YamlQuoted(config), "\n");
+  auto spec = ParseRunSpec(yaml, "", sets);
+  if (spec.ok()) spec->source_file = config;
+  return spec;
+}
 
 // The step lowered with the other loop mode (rolled ↔ unrolled), for the
 // dataflow graph's side-by-side view; nullopt when that lowering fails (the
@@ -105,7 +138,7 @@ std::optional<StepReport> OtherLoopMode(const RunSpec& spec) {
 }
 
 int CmdRun(const RunOptions& o) {
-  auto spec = LoadRunSpec(o.config, o.sets);
+  auto spec = LoadSpec(o.config, o.sets, o.device);
   if (!spec.ok()) return Fail(spec.status());
   auto report = SimulateStep(*spec);
   if (!report.ok()) return Fail(report.status());
@@ -144,12 +177,12 @@ int CmdRun(const RunOptions& o) {
 int CmdExplain(const RunOptions& o, int top) {
   const std::string& f = o.config;
   const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") || (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
-  if (!yaml) {  // a native or recorded trace (tools/cli_replay.cc)
+  if (!yaml && !IsHloFile(f)) {  // a native or recorded trace (tools/cli_replay.cc)
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
     return CmdExplainTrace(f, top, o.format);
   }
   if (o.format != "text") return Fail(absl::InvalidArgumentError("explain CONFIG: --format json is for traces only"));
-  auto spec = LoadRunSpec(o.config, o.sets);
+  auto spec = LoadSpec(o.config, o.sets, o.device);
   if (!spec.ok()) return Fail(spec.status());
   auto report = SimulateStep(*spec);
   if (!report.ok()) return Fail(report.status());
@@ -160,11 +193,11 @@ int CmdExplain(const RunOptions& o, int top) {
 // A = CONFIG with --base-set overrides; B = A plus the --set overrides.
 int CmdDiff(const RunOptions& o, const std::vector<std::string>& base_sets, int top) {
   if (o.sets.empty()) return Fail(absl::InvalidArgumentError("diff: give at least one --set path=value for B"));
-  auto spec_a = LoadRunSpec(o.config, base_sets);
+  auto spec_a = LoadSpec(o.config, base_sets, o.device);
   if (!spec_a.ok()) return Fail(spec_a.status());
   std::vector<std::string> b_sets = base_sets;
   b_sets.insert(b_sets.end(), o.sets.begin(), o.sets.end());
-  auto spec_b = LoadRunSpec(o.config, b_sets);
+  auto spec_b = LoadSpec(o.config, b_sets, o.device);
   if (!spec_b.ok()) return Fail(spec_b.status());
   auto a = SimulateStep(*spec_a);
   if (!a.ok()) return Fail(a.status());
@@ -273,8 +306,8 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   std::vector<RecordedMemorySample> recorded_counters;
   VizOptions viz;
   const bool yaml = file.size() > 5 && (file.substr(file.size() - 5) == ".yaml" || file.substr(file.size() - 4) == ".yml");
-  if (yaml) {
-    auto spec = LoadRunSpec(file, sets);
+  if (yaml || IsHloFile(file)) {
+    auto spec = LoadSpec(file, sets, yaml ? "" : device);
     if (!spec.ok()) return Fail(spec.status());
     report = SimulateStep(*spec);
     other = OtherLoopMode(*spec);
@@ -460,7 +493,8 @@ int RunCli(int argc, char** argv) {
 
   RunOptions run;
   CLI::App* run_cmd = app.add_subcommand("run", "Simulate one training step of a run config");
-  run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml")->required();
+  run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml, or an HLO module STEP.hlo")->required();
+  run_cmd->add_option("--device", run.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
   run_cmd->add_option("--set", run.sets, "Override a config field: path=value (repeatable)");
   run_cmd->add_option("--format", run.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   run_cmd->add_option("--out", run.out_dir,
@@ -472,9 +506,10 @@ int RunCli(int argc, char** argv) {
   int explain_top = 15;
   CLI::App* explain_cmd = app.add_subcommand("explain", "List the buffers live at the peak, largest first");
   explain_cmd->add_option("config", explain.config,
-                          "Run config (YAML), or a trace (native, Kineto, snapshot, memory timeline): its largest "
-                          "blocks at the peak with their stack frames")
+                          "Run config (YAML), HLO module (STEP.hlo, with --device), or a trace (native, Kineto, "
+                          "snapshot, memory timeline): its largest blocks at the peak with their stack frames")
       ->required();
+  explain_cmd->add_option("--device", explain.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
   explain_cmd->add_option("--format", explain.format, "text or json (traces)")->check(CLI::IsMember({"text", "json"}));
   explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
   explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));
@@ -484,7 +519,8 @@ int RunCli(int argc, char** argv) {
   int diff_top = 12;
   CLI::App* diff_cmd = app.add_subcommand(
       "diff", "Attribute the memory and step-time difference between CONFIG (A) and CONFIG --set ... (B)");
-  diff_cmd->add_option("config", diff.config, "Run config (YAML)")->required();
+  diff_cmd->add_option("config", diff.config, "Run config (YAML) or HLO module (STEP.hlo)")->required();
+  diff_cmd->add_option("--device", diff.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
   diff_cmd->add_option("--set", diff.sets, "Override for B: path=value (repeatable)")->required();
   diff_cmd->add_option("--base-set", diff_base, "Override for both A and B (repeatable)");
   diff_cmd->add_option("--format", diff.format, "Output format")->check(CLI::IsMember({"text", "json"}));

@@ -162,6 +162,10 @@ struct RunSpec {
   DeviceSpec device;
   ModelSpec model;              // absent (name empty) when `program` is given
   ProgramSpec program;          // a program file instead of a model
+  // program_hlo: an HLO module's text (jax.jit(f).lower(...).as_text(
+  // dialect="hlo"); tools/collect/export_hlo.py) instead of a model; the
+  // path as written, resolved against the run config's directory.
+  std::string program_hlo;
   OptimizerSpec optimizer;
   LoopSpec loop;
   RematSpec remat;

@@ -32,7 +32,14 @@ std::string PhaseOfEvent(const StepReport& r, int64_t e) {
 std::string RenderText(const StepReport& r) {
   const RunSpec& s = r.spec;
   std::string o;
-  if (s.program.present) {
+  if (!s.program_hlo.empty()) {
+    int loops = 0;
+    for (const Region& reg : r.program.regions) loops += reg.kind == "loop";
+    absl::StrAppendFormat(&o, "gpusim: HLO module %s (%s) on %s (%s)\n", r.program.name, s.program_hlo, s.device.name,
+                          s.device.description);
+    absl::StrAppendFormat(&o, "  %d ops, %d rolled while loops; donated parameters %s elements; XLA (jax) semantics\n",
+                          r.program.ops.size(), loops, WithCommas(r.param_count));
+  } else if (s.program.present) {
     absl::StrAppendFormat(&o, "gpusim: program %s on %s (%s)\n", s.program.name, s.device.name,
                           s.device.description);
     absl::StrAppendFormat(&o, "  scan %s, trip count %d; jax.grad w.r.t. %d parameters; XLA (jax) semantics\n",
@@ -176,7 +183,7 @@ std::string RenderJson(const StepReport& r) {
       .String("framework", s.framework)
       .String("device", s.device.name)
       .String("model", s.program.present ? "" : s.model.name)
-      .String("program", s.program.present ? s.program.name : "")
+      .String("program", s.program.present ? s.program.name : (s.program_hlo.empty() ? "" : r.program.name))
       .Int("trip_count", s.loop.trip_count)
       .Int("param_count", r.param_count)
       .String("loop_mode", s.loop.mode)

@@ -139,7 +139,7 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
     r.peak = r.argument + r.output - r.alias + r.temp;
   }
   r.tokens_per_step =
-      spec.program.present ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
+      spec.program.present || !spec.program_hlo.empty() ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
   return r;
 }
 
