@@ -53,13 +53,9 @@ class JaxProgramBuilder {
     RETURN_IF_ERROR(InferTypes());
     Analyse();
     b_.set_phase(Phase::kForward);
-    b_.BeginRegion(rolled_ ? "forward while loop" : "forward (unrolled)", "loop");
     Forward();
-    b_.EndRegion();
     b_.set_phase(Phase::kBackward);
-    b_.BeginRegion(rolled_ ? "backward while loop" : "backward (unrolled)", "loop");
     Backward();
-    b_.EndRegion();
     RETURN_IF_ERROR(Outputs());
     return b_.Finish();
   }
@@ -339,6 +335,9 @@ class JaxProgramBuilder {
     }
     vals_hoisted_ = hoisted;
     vals_.assign(static_cast<size_t>(T_), {});
+    // The loop: the initial carries and stacks above are set up before the
+    // XLA while (entry computation), the iterations are its body.
+    b_.BeginRegion(rolled_ ? "forward while loop" : "forward (unrolled)", "loop", rolled_);
     for (int64_t t = 0; t < T_; ++t) {
       b_.set_layer(static_cast<int>(t));
       std::map<std::string, Ref>& v = vals_[static_cast<size_t>(t)];
@@ -404,6 +403,7 @@ class JaxProgramBuilder {
         if (v.count(CarryOut(c))) cur[c] = v.at(CarryOut(c));
       }
     }
+    b_.EndRegion();
     b_.set_layer(-1);
   }
 
@@ -568,6 +568,7 @@ class JaxProgramBuilder {
         ct_inv[k] = Whole(z);
       }
     }
+    b_.BeginRegion(rolled_ ? "backward while loop" : "backward (unrolled)", "loop", rolled_);
     for (int64_t t = T_ - 1; t >= 0; --t) {
       b_.set_layer(static_cast<int>(t));
       std::map<std::string, Ref> ct = ct_inv;
@@ -594,6 +595,7 @@ class JaxProgramBuilder {
         if (ct.count(c)) ct_carry[c] = ct.at(c);
       }
     }
+    b_.EndRegion();
     b_.set_layer(-1);
     for (auto op = p_.body.rbegin(); op != p_.body.rend(); ++op) {
       if (invariant_.count(op->out)) EmitVjp(*op, -1, ct_inv);

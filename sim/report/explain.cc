@@ -61,6 +61,8 @@ std::string RenderExplain(const StepReport& r, int top) {
   if (xla) {
     absl::StrAppendFormat(&o, "(arguments %s and outputs %s are not temps; temp heap %s packed %s)\n",
                           FormatBytes(r.argument), FormatBytes(r.output), FormatBytes(r.temp), r.heap_algorithm);
+    absl::StrAppendFormat(&o, "%s\n", r.entry_schedule.Describe());
+    for (const std::string& d : r.entry_schedule.decisions) absl::StrAppendFormat(&o, "  %s\n", d);
   }
   Bytes rest(0);
   int64_t rest_n = 0;

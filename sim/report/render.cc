@@ -59,6 +59,10 @@ std::string RenderText(const StepReport& r) {
   }
   absl::StrAppendFormat(&o, "  peak       %s%s\n", FormatBytes(r.peak),
                         s.framework == "jax" ? "  = argument + output - alias + temp" : "");
+  if (s.framework == "jax") {
+    absl::StrAppendFormat(&o, "  %s\n", r.entry_schedule.Describe());
+    for (const std::string& d : r.entry_schedule.decisions) absl::StrAppendFormat(&o, "    %s\n", d);
+  }
   if (r.lowered.host_bytes.value() > 0) {
     absl::StrAppendFormat(&o, "  host       %s  pinned host memory (offloaded residuals; not device memory)\n",
                           FormatBytes(r.lowered.host_bytes));

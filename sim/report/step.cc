@@ -115,6 +115,9 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& spec) {
     r.param_count = LlamaParamCount(spec.model);
     ASSIGN_OR_RETURN(r.program, BuildLlamaTrainStep(spec));
   }
+  if (spec.framework == "jax") {
+    ASSIGN_OR_RETURN(r.entry_schedule, ScheduleEntry(r.program));  // Note [Entry schedule]
+  }
   LowerOptions lower_options;
   lower_options.reuse_operand_buffers = spec.framework == "jax";
   ASSIGN_OR_RETURN(r.lowered, LowerEager(r.program, lower_options));
