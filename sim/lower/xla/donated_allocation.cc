@@ -98,7 +98,9 @@ void ElideDonatedCopies(Program& p, std::vector<std::string>* decisions) {
     for (TensorId d : displaced) {
       Tensor& m = p.tensors[static_cast<size_t>(d)];
       m.aliases = kNoTensor;
-      m.origin = absl::StrCat(m.origin, "; in a buffer of its own under this entry schedule (Note [Donated allocation])");
+      m.origin = absl::StrCat(m.name, ": loop state of the chain returned in the donated `", p.tensor(param).name,
+                              "`, in a buffer of its own: the entry schedule writes it while that allocation is "
+                              "still read (Note [Donated allocation])");
       if (m.live_out) final_value = m.id;
     }
     OpId window_end = static_cast<OpId>(p.ops.size());
