@@ -82,7 +82,7 @@ class LlamaBuilder {
     if (rolled_) AllocResidualStacks();
     std::vector<TensorId> layer_inputs;
     std::vector<std::map<std::string, TensorId>> saved(static_cast<size_t>(L_));
-    b_.BeginRegion("forward_scan", "loop");
+    b_.BeginRegion("forward_scan", "loop", rolled_);
     // Weights are all-gathered one layer ahead (XLA's latency-hiding
     // scheduler / --xla_gpu_enable_pipelined_all_gather; PyTorch FSDP
     // forward_prefetch): two layers' gathered weights are live at a time.
@@ -112,7 +112,7 @@ class LlamaBuilder {
     b_.set_phase(Phase::kBackward);
     TensorId dx = HeadBackward(head);
     if (rolled_) AllocGradStacks();
-    b_.BeginRegion("backward_scan", "loop");
+    b_.BeginRegion("backward_scan", "loop", rolled_);
     next = GatherLayer(static_cast<int>(L_) - 1, "backward");
     for (int l = static_cast<int>(L_) - 1; l >= 0; --l) {
       b_.set_layer(l);
