@@ -138,3 +138,40 @@ TEST(LoopSlicesTest, DynamicSliceFusionIsAnXlaOption) {
 
 }  // namespace
 }  // namespace gpusim
+
+namespace gpusim {
+namespace {
+
+int CountSlices(const std::vector<std::string>& sets, const std::string& what) {
+  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", sets);
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  auto r = PrepareStep(*spec);
+  EXPECT_TRUE(r.ok()) << r.status();
+  int n = 0;
+  for (const Op& op : r->program.ops) {
+    if (op.kind != OpKind::kDynamicSlice) continue;
+    n += r->program.tensor(op.outputs[0]).origin.find(what) != std::string::npos;
+  }
+  return n;
+}
+
+TEST(LoopSlicesTest, LlamaBackwardSlicesWhatCudnnAttentionReads) {
+  // minimal_flash saves value_proj, the attention output and its lse per
+  // layer: cuDNN's backward (a custom call) reads each layer's slice.
+  EXPECT_EQ(CountSlices({"model.n_layers=4"}, "read by a custom call"), 3 * 4);
+  EXPECT_EQ(CountSlices({"model.n_layers=4", "xla.dynamic_slice_fusion=true"}, "read by a custom call"), 0);
+  // Unrolled layers: no loop, no slices.
+  EXPECT_EQ(CountSlices({"model.n_layers=4", "loop.mode=unrolled"}, "per-iteration slice"), 0);
+}
+
+TEST(LoopSlicesTest, LlamaStackedWeightsFeedingAnAllGatherAreSliced) {
+  // FSDP with the gather in the weight dtype: no cast fuses the slice, the
+  // all-gather reads a buffer (7 matrices per layer, both directions);
+  // with the default bf16 gather the cast reads it in place.
+  EXPECT_EQ(CountSlices({"model.n_layers=4", "parallelism.gather_dtype=weight"}, "read by an all-gather"),
+            7 * 4 * 2);
+  EXPECT_EQ(CountSlices({"model.n_layers=4"}, "read by an all-gather"), 0);
+}
+
+}  // namespace
+}  // namespace gpusim
