@@ -245,6 +245,19 @@ std::string RenderJson(const StepReport& r) {
         .EndObject();
   }
   w.EndArray();
+  if (s.framework == "jax") {
+    // Note [Entry schedule] and Note [Donated allocation] (sim/lower/xla/entry_schedule.h).
+    w.BeginObject("xla")
+        .Bool("dynamic_slice_fusion", s.xla.dynamic_slice_fusion)
+        .String("entry_schedule", r.entry_schedule.chosen)
+        .Int("entry_schedule_list_peak_bytes", r.entry_schedule.list_peak.value())
+        .Int("entry_schedule_dfs_peak_bytes", r.entry_schedule.dfs_peak.value())
+        .Int("entry_schedule_post_order_peak_bytes", r.entry_schedule.post_order_peak.value());
+    w.BeginArray("donated_allocation_decisions");
+    for (const std::string& d : r.entry_schedule.decisions) w.String({}, d);
+    w.EndArray();
+    w.EndObject();
+  }
   w.BeginObject("breakdown");
   for (int i = 0; i < kNumRoles; ++i) {
     w.Int(RoleName(static_cast<Role>(i)), r.sim.live_by_role_at_peak[static_cast<size_t>(i)].value());
