@@ -21,6 +21,13 @@ namespace gpusim {
 using BufferId = int64_t;
 using StreamId = int32_t;
 
+// Stream ids are dense small non-negative integers: the engine keeps per-stream
+// arrays indexed by id, and the PyTorch caching allocator packs the id into 16
+// bits of its block key. Readers refuse any other id (sim/trace/trace_io.cc),
+// and Simulate refuses a trace that holds one (sim/engine/engine.cc).
+inline constexpr StreamId kMaxStreamId = 32767;
+inline bool IsValidStreamId(int64_t id) { return id >= 0 && id <= kMaxStreamId; }
+
 enum class EventType { kAlloc, kFree, kCompute, kCopy, kCollective, kMarker };
 
 struct TraceEvent {
@@ -46,6 +53,17 @@ struct TraceEvent {
   // (sim/trace/validate.h). Empty = not recorded.
   std::vector<BufferId> uses;
   SimTime recorded_duration{-1};  // from a recorded trace; -1 = unknown
+  // The call stack that made this event (mostly allocs), innermost frame
+  // first, as indices into Trace::frames. Empty = not recorded.
+  std::vector<int32_t> stack;
+};
+
+// One interned call-stack frame (traces/FORMAT.md, version 1.1 `frame`).
+struct StackFrame {
+  std::string function;
+  std::string file;
+  int64_t line = 0;  // 0 = unknown
+  bool operator==(const StackFrame&) const = default;
 };
 
 struct StreamInfo {
@@ -57,6 +75,8 @@ struct Trace {
   std::string name;
   std::vector<StreamInfo> streams;
   std::vector<TraceEvent> events;
+  // Stack frames, stored once; TraceEvent::stack refers to them by index.
+  std::vector<StackFrame> frames;
   // Bytes live before the first event and never freed (e.g. an XLA program's
   // arguments when replayed alone). Reported, counted in peaks.
   Bytes preexisting;

@@ -4,13 +4,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
-using trace_internal::Append;
-using trace_internal::Cat;
-using trace_internal::Join;
+using str_internal::Append;
+using str_internal::Cat;
+using str_internal::Join;
 namespace {
 
 struct BufferState {
@@ -43,17 +43,29 @@ absl::Status ValidateTrace(const Trace& trace) {
   absl::flat_hash_set<StreamId> streams;
   std::vector<StreamId> declared;
   for (const StreamInfo& s : trace.streams) {
+    if (!IsValidStreamId(s.id)) {
+      return absl::InvalidArgumentError(Cat("stream ", s.id, ": not in range 0 to ", kMaxStreamId));
+    }
     if (!streams.insert(s.id).second) {
       return absl::InvalidArgumentError(
           Cat("stream ", s.id, ": declared twice"));
     }
     declared.push_back(s.id);
   }
+  for (size_t i = 0; i < trace.frames.size(); ++i) {
+    if (trace.frames[i].line < 0) {
+      return absl::InvalidArgumentError(
+          Cat("frame ", i, ": negative line number ", trace.frames[i].line));
+    }
+  }
   absl::flat_hash_map<BufferId, BufferState> buffers;
   int64_t live_bytes = trace.preexisting.value();
   for (size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
     const int64_t idx = static_cast<int64_t>(i);
+    if (!IsValidStreamId(e.stream)) {
+      return EventError(i, e, Cat("stream ", e.stream, " is not in range 0 to ", kMaxStreamId));
+    }
     if (!streams.empty() && !streams.contains(e.stream)) {
       return EventError(i, e, Cat("stream ", e.stream,
                                            " is not declared (declared: ",
@@ -89,6 +101,12 @@ absl::Status ValidateTrace(const Trace& trace) {
         return EventError(i, e, Cat("uses buffer ", u,
                                              ", which was freed at event ",
                                              it->second.free_event));
+      }
+    }
+    for (int32_t f : e.stack) {
+      if (f < 0 || static_cast<size_t>(f) >= trace.frames.size()) {
+        return EventError(i, e, Cat("stack names frame index ", f, ", but the trace has ",
+                                    trace.frames.size(), " frames"));
       }
     }
     if (e.type == EventType::kAlloc || e.type == EventType::kFree) {
