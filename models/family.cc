@@ -35,7 +35,7 @@ std::vector<ModelFamily>* MakeFamilies() {
   f->push_back({"llama",
                 "Llama decoder (RMSNorm, RoPE, GQA, SwiGLU) as MaxText layers/llama2.py builds it; FSDP; scanned "
                 "or unrolled layers; MaxText remat policies",
-                llama,
+                Join({llama, {"xla.dynamic_slice_fusion"}}),
                 llama,
                 {},
                 BuildLlamaTrainStep,
@@ -57,7 +57,7 @@ std::vector<ModelFamily>* MakeFamilies() {
   // models/jax_program.h: a program file's lax.scan under jax.grad.
   f->push_back({"program",
                 "a run config's program: section: one lax.scan under jax.grad with donation (models/jax_program.h)",
-                {"framework", "loop.mode", "loop.trip_count"},
+                {"framework", "loop.mode", "loop.trip_count", "xla.dynamic_slice_fusion"},
                 {"framework", "loop.mode", "loop.trip_count"},
                 {},
                 BuildJaxProgram,

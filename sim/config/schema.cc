@@ -132,6 +132,7 @@ const Schema& RunSchema() {
        M("parallelism", {L("fsdp"), L("tensor"), L("sequence_parallel"),
                          L("gather_dtype")}),
        M("batch", {L("per_device"), L("seq_len")}),
+       M("xla", {L("dynamic_slice_fusion")}),
        {"allocator", Schema::Map(Schema::Kind::kOpenMap, {L("impl")})}}));
   return *s;
 }

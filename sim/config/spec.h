@@ -156,6 +156,15 @@ struct ProgramSpec {
 };
 
 // A whole run: what `gpusim run CONFIG` simulates.
+// xla: compiler options of the XLA lowering (framework jax), named after the
+// XLA debug options they stand for.
+struct XlaSpec {
+  // xla.dynamic_slice_fusion: --xla_gpu_enable_dynamic_slice_fusion (XLA's
+  // default false): library calls read loop slices in place (Note
+  // [Materialised loop slices] in sim/lower/xla/loop_slices.h).
+  bool dynamic_slice_fusion = false;
+};
+
 struct RunSpec {
   std::string source_file;
   std::string framework = "jax";   // framework: jax (XLA static) | pytorch (eager)
@@ -172,6 +181,7 @@ struct RunSpec {
   ParallelismSpec parallelism;
   BatchSpec batch;
   AllocatorSpec allocator;
+  XlaSpec xla;
   // Where each setting was written, by key path ("parallelism.tensor",
   // "model.n_kv_heads", "allocator.expandable_segments"): "FILE:LINE:COL"
   // of the value, or "--set PATH=VALUE". Settings left at their defaults are

@@ -718,6 +718,8 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
   Reader batch = r.Map("batch");
   batch.Int("per_device", &run.batch.per_device, kOptional, 1);
   batch.Int("seq_len", &run.batch.seq_len, kOptional, 1);
+  Reader xla = r.Map("xla");
+  xla.Bool("dynamic_slice_fusion", &run.xla.dynamic_slice_fusion);
   Reader alloc = r.Map("allocator");
   alloc.String("impl", &run.allocator.impl, kOptional);
   // Every other allocator key is an option for the allocator registry.

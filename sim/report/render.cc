@@ -84,6 +84,10 @@ std::string RenderText(const StepReport& r) {
   }
   absl::StrAppendFormat(&o, "  peak       %s%s\n", FormatBytes(r.peak),
                         s.framework == "jax" ? "  = argument + output - alias + temp" : "");
+  if (s.framework == "jax") {
+    absl::StrAppendFormat(&o, "  %s\n", r.entry_schedule.Describe());
+    for (const std::string& d : r.entry_schedule.decisions) absl::StrAppendFormat(&o, "    %s\n", d);
+  }
   if (r.lowered.host_bytes.value() > 0) {
     absl::StrAppendFormat(&o, "  host       %s  pinned host memory (offloaded residuals; not device memory)\n",
                           FormatBytes(r.lowered.host_bytes));
@@ -266,6 +270,19 @@ std::string RenderJson(const StepReport& r) {
         .EndObject();
   }
   w.EndArray();
+  if (s.framework == "jax") {
+    // Note [Entry schedule] and Note [Donated allocation] (sim/lower/xla/entry_schedule.h).
+    w.BeginObject("xla")
+        .Bool("dynamic_slice_fusion", s.xla.dynamic_slice_fusion)
+        .String("entry_schedule", r.entry_schedule.chosen)
+        .Int("entry_schedule_list_peak_bytes", r.entry_schedule.list_peak.value())
+        .Int("entry_schedule_dfs_peak_bytes", r.entry_schedule.dfs_peak.value())
+        .Int("entry_schedule_post_order_peak_bytes", r.entry_schedule.post_order_peak.value());
+    w.BeginArray("donated_allocation_decisions");
+    for (const std::string& d : r.entry_schedule.decisions) w.String({}, d);
+    w.EndArray();
+    w.EndObject();
+  }
   w.BeginObject("breakdown");
   for (int i = 0; i < kNumRoles; ++i) {
     w.Int(RoleName(static_cast<Role>(i)), r.sim.live_by_role_at_peak[static_cast<size_t>(i)].value());

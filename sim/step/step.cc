@@ -113,6 +113,9 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
       if (t.entry_parameter && t.role == Role::kParameter) r.param_count += t.elements();
     }
   }
+  if (spec.framework == "jax") {
+    ASSIGN_OR_RETURN(r.entry_schedule, ScheduleEntry(r.program));  // Note [Entry schedule]
+  }
   LowerOptions lower_options;
   lower_options.reuse_operand_buffers = spec.framework == "jax";
   ASSIGN_OR_RETURN(r.lowered, LowerEager(r.program, lower_options));
