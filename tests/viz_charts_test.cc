@@ -201,7 +201,7 @@ TEST(VizPerfetto, SlicesCountersDeterministic) {
   }
   EXPECT_EQ(op_slices, timed);
   EXPECT_GT(Count(a, "\"name\":\"live bytes\""), 10u);
-  EXPECT_NE(a.find("\"name\":\"compute\""), std::string::npos);
+  EXPECT_NE(a.find("\"name\":\"stream 0: compute\""), std::string::npos);
   EXPECT_NE(a.find("\"name\":\"iter1.forward\""), std::string::npos);
   EXPECT_NE(a.find("\"name\":\"forward\",\"cat\":\"phase\""), std::string::npos);
   size_t at = 0;

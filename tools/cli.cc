@@ -261,7 +261,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   if (!report.ok()) return Fail(report.status());
   absl::Status st = EnsureDir(out_dir);
   if (st.ok()) st = WriteCharts(*report, out_dir, viz);
-  if (st.ok()) st = WritePerfettoTimeline(*report, out_dir + "/timeline.json");
+  if (st.ok()) st = WritePerfettoTimeline(*report, out_dir + "/timeline.json", viz);
   if (st.ok()) st = WriteHtmlReport(*report, out_dir, viz);
   if (!st.ok()) return Fail(st);
   std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
