@@ -70,6 +70,7 @@ struct RunOptions {
   std::string out_dir;
   std::string charts_dir;
   std::string timeline;
+  std::string snapshot;  // --snapshot FILE.pickle
 };
 
 // The step lowered with the other loop mode (rolled ↔ unrolled), for the
@@ -112,6 +113,10 @@ int CmdRun(const RunOptions& o) {
   }
   if (!o.timeline.empty()) {
     absl::Status st = WritePerfettoTimeline(*report, o.timeline);
+    if (!st.ok()) return Fail(st);
+  }
+  if (!o.snapshot.empty()) {
+    absl::Status st = WriteMemorySnapshot(*report, o.snapshot);
     if (!st.ok()) return Fail(st);
   }
   std::cout << (o.format == "json" ? json : RenderText(*report));
@@ -213,7 +218,7 @@ int CmdAdvise(const AdviseCli& c) {
 // timeline) is replayed through `allocator`, its recorded memory counters
 // kept for the timeline; then the charts, timeline and report are written.
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
-           const std::string& allocator, const std::string& out_dir) {
+           const std::string& allocator, const std::string& out_dir, const std::string& snapshot) {
   std::ifstream in(file);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
   std::string first;
@@ -263,6 +268,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   if (st.ok()) st = WriteCharts(*report, out_dir, viz);
   if (st.ok()) st = WritePerfettoTimeline(*report, out_dir + "/timeline.json", viz);
   if (st.ok()) st = WriteHtmlReport(*report, out_dir, viz);
+  if (st.ok() && !snapshot.empty()) st = WriteMemorySnapshot(*report, snapshot);
   if (!st.ok()) return Fail(st);
   std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
   return 0;
@@ -365,6 +371,8 @@ int RunCli(int argc, char** argv) {
                       "Also write result.json, trace.gpusim, report.html, charts and timeline.json into DIR");
   run_cmd->add_option("--charts", run.charts_dir, "Write the charts (SVG + PNG) into DIR");
   run_cmd->add_option("--timeline", run.timeline, "Write the simulated step as Chrome/Perfetto trace JSON");
+  run_cmd->add_option("--snapshot", run.snapshot,
+                      "Write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
 
   RunOptions explain;
   int explain_top = 15;
@@ -405,7 +413,7 @@ int RunCli(int argc, char** argv) {
   cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
   cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
-  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb", viz_allocator = "pytorch_caching";
+  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb", viz_allocator = "pytorch_caching", viz_snapshot;
   std::vector<std::string> viz_sets;
   CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
   viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
@@ -415,6 +423,9 @@ int RunCli(int argc, char** argv) {
   viz_cmd->add_option("--device", viz_device, "Device for a trace (capacity line)");
   viz_cmd->add_option("--allocator", viz_allocator,
                       "Allocator a trace is replayed through (gpusim list allocators); default pytorch_caching");
+
+  viz_cmd->add_option("--snapshot", viz_snapshot,
+                      "Also write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
 
   std::string validate_file;
   std::vector<std::string> validate_sets;
@@ -433,6 +444,8 @@ int RunCli(int argc, char** argv) {
   replay_cmd->add_option("--device-index", replay.device_index, "Recorded device to replay (default: the only one)");
   replay_cmd->add_flag("--check-addresses", replay.check_addresses,
                        "Snapshot: rebuild the allocator state and check every allocation's address");
+  replay_cmd->add_option("--snapshot", replay.snapshot,
+                         "Write the replayed step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
   replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
   // compare: a run config with --vary (one row per value), or a recorded
@@ -470,7 +483,7 @@ int RunCli(int argc, char** argv) {
     if (*explain_cmd) return CmdExplain(explain, explain_top);
     if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
     if (*advise_cmd) return CmdAdvise(advise);
-    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out);
+    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot);
     if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
     if (*val_cmd) return CmdValidate(validate_file, validate_sets);
     if (*replay_cmd) return CmdReplay(replay);

@@ -17,6 +17,7 @@ int FailStatus(const absl::Status& st);
 // tools/cli_replay.cc.
 struct ReplayCli {
   std::string trace, allocator = "pytorch_caching", device, format = "text";
+  std::string snapshot;  // --snapshot FILE.pickle
   std::vector<std::string> sets;
   int device_index = -1;
   bool check_addresses = false;

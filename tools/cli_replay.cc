@@ -10,7 +10,10 @@
 #include "sim/config/loader.h"
 #include "sim/import/import.h"
 #include "sim/replay/replay.h"
+#include "sim/base/status.h"
+#include "sim/report/step.h"
 #include "tools/cli.h"
+#include "viz/viz.h"
 
 namespace gpusim {
 namespace {
@@ -48,6 +51,21 @@ absl::Status ApplySets(const std::vector<std::string>& sets, AllocatorSpec* spec
   return absl::OkStatus();
 }
 
+// The trace replayed forward (ToNativeTrace, default options) through
+// `allocator` at `capacity`, as a memory snapshot (viz/memory_snapshot.cc).
+absl::Status WriteReplayedSnapshot(const std::string& path, const AllocatorSpec& allocator, Bytes capacity,
+                                   const std::string& out) {
+  ASSIGN_OR_RETURN(RecordedTrace recorded, ImportRecordedTrace(path));
+  ASSIGN_OR_RETURN(Trace trace, ToNativeTrace(recorded, {}));
+  RunSpec spec;
+  ASSIGN_OR_RETURN(spec.device, LoadDeviceSpec("h100-sxm-80gb", ""));
+  spec.device.cuda_total = capacity;  // usable() = the replay's capacity
+  spec.device.context_reserve = Bytes(0);
+  spec.allocator = allocator;
+  ASSIGN_OR_RETURN(StepReport report, ReportFromTrace(trace, spec));
+  return WriteMemorySnapshot(report, out);
+}
+
 }  // namespace
 
 int CmdReplay(const ReplayCli& c) {
@@ -60,6 +78,10 @@ int CmdReplay(const ReplayCli& c) {
   if (!st.ok()) return FailStatus(st);
   auto r = ReplayFile(c.trace, o);
   if (!r.ok()) return FailStatus(r.status());
+  if (!c.snapshot.empty()) {
+    st = WriteReplayedSnapshot(c.trace, o.allocator, r->capacity, c.snapshot);
+    if (!st.ok()) return FailStatus(st);
+  }
   std::cout << (c.format == "json" ? RenderReplayJson(*r) : RenderReplayText(*r));
   return 0;
 }

@@ -3,7 +3,9 @@
 # are present), then configures and builds into build/.
 #   --test  also what only the tests need: chromium, for the headless-browser
 #           check of report.html (tests/browser_report_test.sh); `make test`
-#           passes it, `make run` does not.
+#           passes it, `make run` does not; and python3-torch, whose
+#           torch.cuda._memory_viz opens the --snapshot pickles
+#           (tests/memory_viz_test.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TEST=0
@@ -12,7 +14,7 @@ PKGS=(cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev libcli11-dev
       libsimdjson-dev zlib1g-dev python3)
 for arg in "$@"; do
   case "$arg" in
-    --test) PKGS+=(chromium python3-venv); TEST=1 ;;
+    --test) PKGS+=(chromium python3-venv python3-torch); TEST=1 ;;
     *) echo "setup: unknown option $arg (expected --test)" >&2; exit 1 ;;
   esac
 done

@@ -79,6 +79,15 @@ absl::Status WritePerfettoTimeline(const StepReport& r, const std::string& path,
 // `dir`/report.html: one self-contained page (no network, SVGs inline).
 absl::Status WriteHtmlReport(const StepReport& r, const std::string& dir, const VizOptions& options = {});
 
+// The step as a PyTorch memory snapshot (the dict torch.cuda.memory.
+// _snapshot() returns: segments with blocks, device_traces, allocator_settings)
+// pickled with plain types, for pytorch.org/memory_viz and
+// torch.cuda._memory_viz (viz/memory_snapshot.cc, Note [Snapshot from a
+// simulation]). InvalidArgument when the step's allocator places no blocks
+// (ideal, an XLA step) or logs no segments.
+absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r);
+absl::Status WriteMemorySnapshot(const StepReport& r, const std::string& path);
+
 // The counters `recorded` carried, placed on the events of `native`, the
 // trace ToNativeTrace(recorded) (default options) made, which reported
 // `stats`. Empty when nothing was recorded; an error when the two streams do
