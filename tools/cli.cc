@@ -128,7 +128,7 @@ int CmdExplain(const RunOptions& o, int top) {
   if (!spec.ok()) return Fail(spec.status());
   auto report = SimulateStep(*spec);
   if (!report.ok()) return Fail(report.status());
-  std::cout << RenderExplain(*report, top);
+  std::cout << (o.format == "json" ? RenderExplainJson(*report, top) : RenderExplain(*report, top));
   return 0;
 }
 
@@ -218,7 +218,8 @@ int CmdAdvise(const AdviseCli& c) {
 // timeline) is replayed through `allocator`, its recorded memory counters
 // kept for the timeline; then the charts, timeline and report are written.
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
-           const std::string& allocator, const std::string& out_dir, const std::string& snapshot) {
+           const std::string& allocator, const std::string& out_dir, const std::string& snapshot,
+           const std::string& format) {
   std::ifstream in(file);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
   std::string first;
@@ -230,7 +231,9 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   VizOptions viz;
   const bool yaml = file.size() > 5 && (file.substr(file.size() - 5) == ".yaml" || file.substr(file.size() - 4) == ".yml");
   if (yaml) {
-    auto spec = LoadRunSpec(file, sets);
+    std::vector<std::string> config_sets = sets;
+    if (!allocator.empty()) config_sets.push_back("allocator.impl=" + allocator);
+    auto spec = LoadRunSpec(file, config_sets);
     if (!spec.ok()) return Fail(spec.status());
     report = SimulateStep(*spec);
     other = OtherLoopMode(*spec);
@@ -260,7 +263,21 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     auto dev = LoadDeviceSpec(device, "");
     if (!dev.ok()) return Fail(dev.status());
     spec.device = *dev;
-    spec.allocator.impl = allocator;
+    spec.allocator.impl = allocator.empty() ? "pytorch_caching" : allocator;
+    for (const std::string& s : sets) {
+      // A trace has no config: only allocator options apply.
+      const size_t eq = s.find('=');
+      if (s.rfind("allocator.", 0) != 0 || eq == std::string::npos || eq <= 10) {
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("viz TRACE: --set ", s, ": only allocator.OPTION=VALUE applies to a trace")));
+      }
+      const std::string key = s.substr(10, eq - 10);
+      if (key == "impl") {
+        spec.allocator.impl = s.substr(eq + 1);
+      } else {
+        spec.allocator.options[key] = s.substr(eq + 1);
+      }
+    }
     report = ReportFromTrace(*trace, spec);
   }
   if (!report.ok()) return Fail(report.status());
@@ -270,7 +287,11 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   if (st.ok()) st = WriteHtmlReport(*report, out_dir, viz);
   if (st.ok() && !snapshot.empty()) st = WriteMemorySnapshot(*report, snapshot);
   if (!st.ok()) return Fail(st);
-  std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
+  if (format == "json") {
+    std::cout << RenderVizJson(out_dir, snapshot);
+  } else {
+    std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
+  }
   return 0;
 }
 
@@ -282,30 +303,6 @@ int CmdCalibrate(const std::string& file, const std::string& out, const std::str
     if (!st.ok()) return Fail(st);
   }
   std::cout << (format == "json" ? RenderCalibrationJson(*r) : RenderCalibrationText(*r));
-  return 0;
-}
-
-int CmdValidate(const std::string& file, const std::vector<std::string>& sets) {
-  std::ifstream in(file);
-  if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
-  std::string first;
-  std::getline(in, first);
-  in.close();
-  if (first.rfind("gpusim-trace", 0) == 0) {
-    auto trace = ReadTraceFile(file);
-    if (!trace.ok()) return Fail(trace.status());
-    absl::Status st = ValidateTrace(*trace);
-    if (!st.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(file, ": ", st.message())));
-    TraceStats s = ComputeTraceStats(*trace);
-    std::cout << absl::StrFormat("%s: valid trace: %d events (%d allocs, %d frees, %d timed), peak live %s\n",
-                                 file, s.events, s.allocs, s.frees, s.timed, FormatBytes(s.peak_live));
-    return 0;
-  }
-  auto spec = LoadRunSpec(file, sets);
-  if (!spec.ok()) return Fail(spec.status());
-  std::cout << file << ": valid run config ("
-            << (spec->program.present ? "program " + spec->program.name : spec->model.name) << " on "
-            << spec->device.name << ")\n";
   return 0;
 }
 
@@ -361,6 +358,13 @@ int RunCli(int argc, char** argv) {
   CLI::App app{"gpusim: trace-driven simulator of GPU memory and step time for deep-learning training"};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", std::string("gpusim ") + GPUSIM_VERSION);
+  // `--allocator NAME` on every subcommand that simulates: the same as
+  // `--set allocator.impl=NAME` (the config's `allocator:` block is the
+  // default), appended after the --set overrides once parsing is done.
+  constexpr char kAllocatorHelp[] =
+      "Allocator strategy (gpusim list allocators); = --set allocator.impl=NAME; options: --set allocator.x=y";
+  constexpr char kFormatHelp[] = "Output format (json: documented keys, README \"JSON output\")";
 
   RunOptions run;
   CLI::App* run_cmd = app.add_subcommand("run", "Simulate one training step of a run config");
@@ -371,6 +375,8 @@ int RunCli(int argc, char** argv) {
                       "Also write result.json, trace.gpusim, report.html, charts and timeline.json into DIR");
   run_cmd->add_option("--charts", run.charts_dir, "Write the charts (SVG + PNG) into DIR");
   run_cmd->add_option("--timeline", run.timeline, "Write the simulated step as Chrome/Perfetto trace JSON");
+  std::string run_allocator;
+  run_cmd->add_option("--allocator", run_allocator, kAllocatorHelp);
   run_cmd->add_option("--snapshot", run.snapshot,
                       "Write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
 
@@ -380,6 +386,9 @@ int RunCli(int argc, char** argv) {
   explain_cmd->add_option("config", explain.config, "Run config (YAML)")->required();
   explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
   explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(CLI::PositiveNumber);
+  explain_cmd->add_option("--format", explain.format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
+  std::string explain_allocator;
+  explain_cmd->add_option("--allocator", explain_allocator, kAllocatorHelp);
 
   RunOptions diff;
   std::vector<std::string> diff_base;
@@ -391,6 +400,8 @@ int RunCli(int argc, char** argv) {
   diff_cmd->add_option("--base-set", diff_base, "Override for both A and B (repeatable)");
   diff_cmd->add_option("--format", diff.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   diff_cmd->add_option("--top", diff_top, "How many lines per table")->check(CLI::PositiveNumber);
+  std::string diff_allocator;
+  diff_cmd->add_option("--allocator", diff_allocator, std::string(kAllocatorHelp) + " (for both A and B)");
 
   AdviseCli advise;
   CLI::App* advise_cmd = app.add_subcommand(
@@ -404,6 +415,8 @@ int RunCli(int argc, char** argv) {
   advise_cmd->add_option("--merge", advise.merge, "Join JSON-lines shard files instead of simulating");
   advise_cmd->add_option("--format", advise.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(CLI::PositiveNumber);
+  std::string advise_allocator;
+  advise_cmd->add_option("--allocator", advise_allocator, std::string(kAllocatorHelp) + " (every point)");
 
   std::string cal_file, cal_out, cal_format = "text";
   CLI::App* cal_cmd = app.add_subcommand(
@@ -413,7 +426,7 @@ int RunCli(int argc, char** argv) {
   cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
   cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
-  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb", viz_allocator = "pytorch_caching", viz_snapshot;
+  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb", viz_allocator, viz_snapshot, viz_format = "text";
   std::vector<std::string> viz_sets;
   CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
   viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
@@ -422,16 +435,25 @@ int RunCli(int argc, char** argv) {
   viz_cmd->add_option("--set", viz_sets, "Override a config field: path=value (repeatable)");
   viz_cmd->add_option("--device", viz_device, "Device for a trace (capacity line)");
   viz_cmd->add_option("--allocator", viz_allocator,
-                      "Allocator a trace is replayed through (gpusim list allocators); default pytorch_caching");
+                      "Allocator (gpusim list allocators): a trace is replayed through it (default pytorch_caching); "
+                      "for a config = --set allocator.impl=NAME");
+  viz_cmd->add_option("--format", viz_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
 
   viz_cmd->add_option("--snapshot", viz_snapshot,
                       "Also write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
 
   std::string validate_file;
   std::vector<std::string> validate_sets;
-  CLI::App* val_cmd = app.add_subcommand("validate", "Check a run config or a native trace file");
-  val_cmd->add_option("file", validate_file, "Config (YAML) or trace (gpusim-trace)")->required();
+  std::string validate_format = "text", validate_allocator;
+  CLI::App* val_cmd = app.add_subcommand(
+      "validate", "Check any input: a run config, a native trace, or a recorded trace (Kineto, snapshot, memory timeline)");
+  val_cmd->add_option("file", validate_file,
+                      "Config (YAML), native trace (gpusim-trace), Kineto JSON(.gz), memory snapshot (.pickle/JSON) "
+                      "or memory timeline")
+      ->required();
   val_cmd->add_option("--set", validate_sets, "Override a config field: path=value (repeatable)");
+  val_cmd->add_option("--allocator", validate_allocator, kAllocatorHelp);
+  val_cmd->add_option("--format", validate_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
 
   ReplayCli replay;
   CLI::App* replay_cmd = app.add_subcommand(
@@ -464,9 +486,14 @@ int RunCli(int argc, char** argv) {
                           "Trace: comma-separated strategies (default: every registered one but composites)");
   compare_cmd->add_option("--device", compare.device, "Trace: device whose usable memory is the capacity");
   compare_cmd->add_option("--device-index", compare.device_index, "Trace: recorded device to replay");
+  std::string compare_allocator;
+  compare_cmd->add_option("--allocator", compare_allocator,
+                          std::string(kAllocatorHelp) + "; a trace: the same as --allocators NAME");
   compare_cmd->add_option("--format", compare.format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
   CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
+  std::string dev_format = "text";
+  dev_cmd->add_option("--format", dev_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
 
   std::string list_what;
   CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies");
@@ -478,14 +505,23 @@ int RunCli(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 1;
   }
+  auto with_allocator = [](std::vector<std::string>& sets, const std::string& name) {
+    if (!name.empty()) sets.push_back("allocator.impl=" + name);
+  };
+  with_allocator(run.sets, run_allocator);
+  with_allocator(explain.sets, explain_allocator);
+  with_allocator(diff_base, diff_allocator);
+  with_allocator(advise.sets, advise_allocator);
+  with_allocator(validate_sets, validate_allocator);
+  with_allocator(compare_config.sets, compare_allocator);
   try {
     if (*run_cmd) return CmdRun(run);
     if (*explain_cmd) return CmdExplain(explain, explain_top);
     if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
     if (*advise_cmd) return CmdAdvise(advise);
-    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot);
+    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot, viz_format);
     if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
-    if (*val_cmd) return CmdValidate(validate_file, validate_sets);
+    if (*val_cmd) return CmdValidateAny(validate_file, validate_sets, validate_format);
     if (*replay_cmd) return CmdReplay(replay);
     if (*compare_cmd) {
       const std::string& f = compare.trace;
@@ -502,6 +538,13 @@ int RunCli(int argc, char** argv) {
         compare_config.format = compare.format;
         return CmdCompareConfig(compare_config, compare_vary);
       }
+      if (!compare_allocator.empty()) {
+        if (!compare.allocators.empty()) {
+          return Fail(absl::InvalidArgumentError("compare TRACE: give --allocator NAME or --allocators a,b,..., not both"));
+        }
+        compare.allocators = compare_allocator;
+        compare_config.sets.pop_back();  // with_allocator's entry: a trace has no config
+      }
       if (!compare_vary.empty() || !compare_config.sets.empty()) {
         return Fail(absl::InvalidArgumentError(
             "compare TRACE: --vary and --set are for run configs; use --allocators a,b,... for a trace"));
@@ -514,7 +557,7 @@ int RunCli(int argc, char** argv) {
       }
       return CmdCompare(compare);
     }
-    if (*dev_cmd) return CmdDevices();
+    if (*dev_cmd) return dev_format == "json" ? CmdDevicesJson() : CmdDevices();
     if (*list_cmd) return CmdList(list_what);
   } catch (const std::exception& e) {
     std::cerr << "gpusim: internal error: " << e.what() << "\n";

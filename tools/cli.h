@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sim/report/step.h"
 
 namespace gpusim {
 int RunCli(int argc, char** argv);
@@ -28,6 +29,12 @@ struct CompareCli {
   int device_index = -1;
 };
 int CmdCompare(const CompareCli& c);
+
+// tools/cli_inputs.cc: validate for every input kind; JSON forms.
+int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets, const std::string& format);
+std::string RenderExplainJson(const StepReport& r, int top);
+int CmdDevicesJson();
+std::string RenderVizJson(const std::string& out_dir, const std::string& snapshot);
 }  // namespace gpusim
 
 #endif  // GPUSIM_TOOLS_CLI_H_
