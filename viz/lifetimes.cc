@@ -124,7 +124,8 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
       const double x0 = X(v.op0[i]), w = std::max(X(v.op1[i]) - x0, 1.0);
       svg.RectWithTitle(x0, y + 2, w, kRow - 4, color,
                         absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B); ops ", v.op0[i],
-                                     "–", v.op1[i], b.origin.empty() ? "" : "; ", b.origin));
+                                     "–", v.op1[i], b.origin.empty() ? "" : "; ", b.origin),
+                        absl::StrCat("data-b=\"", i, "\""));  // report.html's cross-chart hover
       y += kRow;
     }
     if (!g.rest.empty()) {

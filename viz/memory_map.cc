@@ -300,8 +300,10 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     const std::string title = absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B), ",
                                            std::string(RoleName(b.role)), "; live ", viz_internal::WhenLabel(v, v.t0[q.i]), " → ",
                                            viz_internal::WhenLabel(v, v.t1[q.i]), b.origin.empty() ? "" : "; ", b.origin);
+    // data-b: the buffer, for report.html's cross-chart hover.
     svg.RectWithTitle(q.x, q.y, q.w, q.h, RoleColor(b.role), title,
-                      q.h >= 3 && q.w >= 3 ? "stroke=\"#ffffff\" stroke-width=\"0.5\"" : "");
+                      absl::StrCat("data-b=\"", q.i, "\"",
+                                   q.h >= 3 && q.w >= 3 ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : ""));
   }
 
   // Labels: the largest rectangles that hold a line of text; buffers the
