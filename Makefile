@@ -1,9 +1,14 @@
 # The two commands of the README's quick start, plus the sanitizer suite CI runs.
-.PHONY: run test build test-sanitize
+.PHONY: run test build test-sanitize install
 build:
 	@tools/setup.sh
 run: build
 	build/gpusim run configs/llama7b.yaml
+# The binary to $(PREFIX)/bin, its data (configs, snapshot converter) to
+# $(PREFIX)/share/gpusim, where the installed binary finds them.
+PREFIX ?= /usr/local
+install: build
+	cmake --install build --prefix $(PREFIX)
 # The tests also need chromium (setup.sh --test); the browser test must run.
 test:
 	@tools/setup.sh --test

@@ -1,0 +1,23 @@
+// Where gpusim's data files are (device and model configs, the snapshot
+// converter tools/snapshot_to_json.py): beside an installed binary, or in
+// the source tree it was built from.
+//
+//   <prefix>/bin/gpusim  ->  <prefix>/share/gpusim/{configs,tools}/...
+//
+// `cmake --install` / `make install` lays that out (CMakeLists.txt). A
+// binary run from its build tree has no share/gpusim beside it and uses the
+// source tree compiled in (GPUSIM_SOURCE_DIR).
+#ifndef GPUSIM_SIM_BASE_DATA_DIR_H_
+#define GPUSIM_SIM_BASE_DATA_DIR_H_
+
+#include <string>
+
+namespace gpusim {
+
+// The installed data directory (<dir of /proc/self/exe>/../share/gpusim)
+// when it exists, else the source tree. No trailing slash.
+const std::string& DataDir();
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_BASE_DATA_DIR_H_
