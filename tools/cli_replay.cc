@@ -13,43 +13,11 @@
 #include "sim/base/status.h"
 #include "sim/report/step.h"
 #include "tools/cli.h"
+#include "tools/replay_options.h"
 #include "viz/viz.h"
 
 namespace gpusim {
 namespace {
-
-// The capacity cudaMalloc may reserve: --device's usable memory; else the
-// device the trace recorded (Kineto deviceProperties totalGlobalMem); else
-// the default device's usable memory (sim/replay/replay.h ReplayOptions).
-absl::Status ResolveCapacity(const std::string& device, ReplayOptions* o) {
-  auto d = LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, "");
-  if (!d.ok()) return d.status();
-  if (!device.empty()) {
-    o->capacity = d->usable();
-    o->capacity_source = absl::StrCat(d->name, " usable memory");
-  }
-  o->default_capacity = d->usable();
-  o->default_capacity_source =
-      absl::StrCat(d->name, " usable memory (default: the trace records no device memory; use --device)");
-  return absl::OkStatus();
-}
-
-absl::Status ApplySets(const std::vector<std::string>& sets, AllocatorSpec* spec) {
-  for (const std::string& s : sets) {
-    const size_t eq = s.find('=');
-    if (eq == std::string::npos || s.rfind("allocator.", 0) != 0 || eq <= 10) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--set ", s, ": expected allocator.OPTION=VALUE (see `gpusim list allocators`)"));
-    }
-    const std::string key = s.substr(10, eq - 10);
-    if (key == "impl") {
-      spec->impl = s.substr(eq + 1);
-    } else {
-      spec->options[key] = s.substr(eq + 1);
-    }
-  }
-  return absl::OkStatus();
-}
 
 // The trace replayed forward (ToNativeTrace, default options) through
 // `allocator` at `capacity`, as a memory snapshot (viz/memory_snapshot.cc).
@@ -73,8 +41,8 @@ int CmdReplay(const ReplayCli& c) {
   o.allocator.impl = c.allocator;
   o.check_addresses = c.check_addresses;
   if (c.device_index >= 0) o.device = c.device_index;
-  absl::Status st = ApplySets(c.sets, &o.allocator);
-  if (st.ok()) st = ResolveCapacity(c.device, &o);
+  absl::Status st = ApplyAllocatorSets(c.sets, &o.allocator);
+  if (st.ok()) st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
   auto r = ReplayFile(c.trace, o);
   if (!r.ok()) return FailStatus(r.status());
@@ -91,7 +59,7 @@ int CmdCompare(const CompareCli& c) {
   if (names.empty()) return FailStatus(absl::InvalidArgumentError("--allocators: give at least one name"));
   ReplayOptions o;
   if (c.device_index >= 0) o.device = c.device_index;
-  absl::Status st = ResolveCapacity(c.device, &o);
+  absl::Status st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
   // Import once, replay per allocator.
   auto format = DetectRecordedFormat(c.trace);

@@ -5,8 +5,10 @@
 
 namespace gpusim {
 
-const std::string& DataDir() {
-  static const std::string* dir = [] {
+namespace {
+
+std::string* Dir() {
+  static std::string* dir = [] {
     namespace fs = std::filesystem;
     std::error_code ec;
     const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
@@ -16,7 +18,13 @@ const std::string& DataDir() {
     }
     return new std::string(GPUSIM_SOURCE_DIR);
   }();
-  return *dir;
+  return dir;
 }
+
+}  // namespace
+
+const std::string& DataDir() { return *Dir(); }
+
+void SetDataDir(const std::string& dir) { *Dir() = dir; }
 
 }  // namespace gpusim

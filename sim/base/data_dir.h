@@ -18,6 +18,11 @@ namespace gpusim {
 // when it exists, else the source tree. No trailing slash.
 const std::string& DataDir();
 
+// Replaces DataDir() from here on: the Python package points it at the data
+// it ships (python/gpusim/__init__.py), since its process is the interpreter.
+// REQUIRES: no other thread reads DataDir() meanwhile.
+void SetDataDir(const std::string& dir);
+
 }  // namespace gpusim
 
 #endif  // GPUSIM_SIM_BASE_DATA_DIR_H_
