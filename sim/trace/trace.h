@@ -46,6 +46,17 @@ struct TraceEvent {
   // (sim/trace/validate.h). Empty = not recorded.
   std::vector<BufferId> uses;
   SimTime recorded_duration{-1};  // from a recorded trace; -1 = unknown
+  // The call stack that made this event (mostly allocs), innermost frame
+  // first, as indices into Trace::frames. Empty = not recorded.
+  std::vector<int32_t> stack;
+};
+
+// One interned call-stack frame (traces/FORMAT.md, version 1.1 `frame`).
+struct StackFrame {
+  std::string function;
+  std::string file;
+  int64_t line = 0;  // 0 = unknown
+  bool operator==(const StackFrame&) const = default;
 };
 
 struct StreamInfo {
@@ -57,6 +68,8 @@ struct Trace {
   std::string name;
   std::vector<StreamInfo> streams;
   std::vector<TraceEvent> events;
+  // Stack frames, stored once; TraceEvent::stack refers to them by index.
+  std::vector<StackFrame> frames;
   // Bytes live before the first event and never freed (e.g. an XLA program's
   // arguments when replayed alone). Reported, counted in peaks.
   Bytes preexisting;

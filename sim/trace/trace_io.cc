@@ -18,6 +18,7 @@
 #include <sstream>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "sim/base/status.h"
 #include "sim/trace/str_cat.h"
 
@@ -34,16 +35,19 @@ namespace {
 enum class Key {
   kBuffer, kSize, kRole, kName, kKind, kStream, kPhase, kDtype, kFlops,
   kRead, kWrite, kGroup, kM, kN, kK, kBatch, kRecompute, kAfter, kUses,
-  kDurNs,
+  kDurNs, kStack,
 };
-constexpr std::array<std::string_view, 20> kKeyNames = {
+constexpr std::array<std::string_view, 21> kKeyNames = {
     "buffer", "size",  "role",  "name", "kind",      "stream", "phase",
     "dtype",  "flops", "read",  "write", "group",    "m",      "n",
-    "k",      "batch", "recompute", "after", "uses", "dur_ns"};
+    "k",      "batch", "recompute", "after", "uses", "dur_ns", "stack"};
 
-constexpr std::array<std::string_view, 10> kLineWords = {
+constexpr std::array<std::string_view, 11> kLineWords = {
     "alloc", "free", "compute", "copy", "collective", "marker",
-    "name",  "preexisting", "stream", "end"};
+    "name",  "preexisting", "stream", "frame", "end"};
+
+// The minor version that introduced `frame` lines and `stack=` keys.
+constexpr int kFramesMinor = 1;
 
 constexpr std::array<EventType, 6> kEventTypes = {
     EventType::kAlloc, EventType::kFree,       EventType::kCompute,
@@ -161,6 +165,9 @@ class Parser {
   absl::Status ParseName(std::optional<std::string_view> tok, std::string* out) const;
   absl::Status ParseList(std::string_view v, std::string_view what,
                          std::vector<int64_t>* out) const;
+  absl::Status ParseFrame(Trace& trace);
+  absl::Status ParseStack(std::string_view v, TraceEvent& e) const;
+  absl::Status NeedsFramesVersion(std::string_view what) const;
 
   std::string_view source_;
   int64_t line_no_ = 0;
@@ -168,7 +175,56 @@ class Parser {
   std::vector<std::string_view> tokens_;
   int minor_ = 0;        // the file's minor version
   int64_t name_line_ = 0, preexisting_line_ = 0, end_line_ = 0;
+  // File frame id -> index into Trace::frames, and the line defining it.
+  absl::flat_hash_map<int64_t, std::pair<int32_t, int64_t>> frame_ids_;
 };
+
+absl::Status Parser::NeedsFramesVersion(std::string_view what) const {
+  if (minor_ >= kFramesMinor) return absl::OkStatus();
+  return Err(Cat(what, " needs format version ", kTraceFormatMajor, ".",
+                 kFramesMinor, " (the header says ", kTraceFormatMajor, ".",
+                 minor_, ")"));
+}
+
+absl::Status Parser::ParseFrame(Trace& trace) {
+  RETURN_IF_ERROR(NeedsFramesVersion("line type 'frame'"));
+  int64_t id;
+  if (!Token(1) || !ParseInt64(*Token(1), &id) || id < 0) {
+    return Expected("a non-negative frame id", Token(1));
+  }
+  if (trace.frames.size() >= static_cast<size_t>(INT32_MAX)) {
+    return Err("more than 2^31 - 1 frames");
+  }
+  auto [it, inserted] = frame_ids_.try_emplace(
+      id, static_cast<int32_t>(trace.frames.size()), line_no_);
+  if (!inserted) {
+    return Err(Cat("frame id ", id, " is already defined (line ",
+                   it->second.second, ")"));
+  }
+  StackFrame& f = trace.frames.emplace_back();
+  RETURN_IF_ERROR(ParseName(Token(2), &f.function));
+  RETURN_IF_ERROR(ParseName(Token(3), &f.file));
+  if (!Token(4) || !ParseInt64(*Token(4), &f.line) || f.line < 0) {
+    return Expected("a non-negative line number (0 = unknown)", Token(4));
+  }
+  return ExpectEndOfLine(5);
+}
+
+absl::Status Parser::ParseStack(std::string_view v, TraceEvent& e) const {
+  RETURN_IF_ERROR(NeedsFramesVersion("key 'stack'"));
+  std::vector<int64_t> ids;
+  RETURN_IF_ERROR(ParseList(v, "a comma-separated list of frame ids", &ids));
+  e.stack.reserve(ids.size());
+  for (int64_t id : ids) {
+    auto it = frame_ids_.find(id);
+    if (it == frame_ids_.end()) {
+      return Err(Cat("stack= names frame ", id,
+                     ", which is not defined by an earlier 'frame' line"));
+    }
+    e.stack.push_back(it->second.first);
+  }
+  return absl::OkStatus();
+}
 
 absl::Status Parser::ParseBytes(std::optional<std::string_view> tok,
                                 Bytes* out) const {
@@ -271,6 +327,8 @@ absl::Status Parser::ParseField(Key key, std::string_view v, TraceEvent& e) {
       if (!ParseInt64(v, &i)) return Expected("a duration in nanoseconds", v);
       e.recorded_duration = SimTime(i);
       return absl::OkStatus();
+    case Key::kStack:
+      return ParseStack(v, e);
   }
   return Err("internal: unhandled key");
 }
@@ -368,6 +426,7 @@ absl::Status Parser::ParseLine(Trace& trace) {
     RETURN_IF_ERROR(ParseName(Token(2), &s.name));
     return ExpectEndOfLine(3);
   }
+  if (word == "frame") return ParseFrame(trace);
   if (word == "name" || word == "preexisting") {
     int64_t& first = word == "name" ? name_line_ : preexisting_line_;
     if (first != 0) {
@@ -458,6 +517,7 @@ std::string FieldText(Key key, const TraceEvent& e) {
     case Key::kUses: return Join(e.uses, ",");
     case Key::kDurNs:
       return num(e.recorded_duration.ns(), d.recorded_duration.ns());
+    case Key::kStack: return Join(e.stack, ",");
   }
   return "";
 }
@@ -490,6 +550,13 @@ absl::Status CheckWritable(const Trace& trace) {
     return absl::InvalidArgumentError(Cat(
         "cannot write trace: negative preexisting bytes ", trace.preexisting.value()));
   }
+  for (size_t i = 0; i < trace.frames.size(); ++i) {
+    if (trace.frames[i].line < 0) {
+      return absl::InvalidArgumentError(
+          Cat("cannot write trace: frame ", i, ": negative line number ",
+              trace.frames[i].line));
+    }
+  }
   for (size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
     std::string_view bad;
@@ -501,6 +568,11 @@ absl::Status CheckWritable(const Trace& trace) {
     for (int64_t a : e.after) bad_list |= a < 0;
     for (int64_t u : e.uses) bad_list |= u < 0;
     if (bad_list) bad = "negative index in after= or uses=";
+    for (int32_t f : e.stack) {
+      if (f < 0 || static_cast<size_t>(f) >= trace.frames.size()) {
+        bad = "stack= names a frame index outside Trace::frames";
+      }
+    }
     if (!bad.empty()) {
       return absl::InvalidArgumentError(Cat(
           "cannot write trace: event ", i, " (", EventTypeName(e.type), "): ", bad));
@@ -569,14 +641,26 @@ absl::StatusOr<Trace> ReadTraceFile(const std::string& path) {
 
 absl::Status WriteTrace(const Trace& trace, std::ostream& out) {
   RETURN_IF_ERROR(CheckWritable(trace));
-  std::string buf = Cat("gpusim-trace ", kTraceFormatMajor, "\n",
-                                 "# format: traces/FORMAT.md\n");
+  // Version 1.1 only when the trace uses frames, so that frame-less traces
+  // stay readable by 1.0 readers byte for byte as before.
+  std::string buf = Cat("gpusim-trace ", kTraceFormatMajor);
+  if (!trace.frames.empty()) Append(buf, ".", kFramesMinor);
+  Append(buf, "\n# format: traces/FORMAT.md\n");
   if (!trace.name.empty()) Append(buf, "name ", EscapeTraceName(trace.name), "\n");
   if (trace.preexisting != Bytes(0)) {
     Append(buf, "preexisting ", trace.preexisting.value(), "\n");
   }
   for (const StreamInfo& s : trace.streams) {
     Append(buf, "stream ", s.id, " ", EscapeTraceName(s.name), "\n");
+  }
+  for (size_t i = 0; i < trace.frames.size(); ++i) {
+    const StackFrame& f = trace.frames[i];
+    Append(buf, "frame ", i, " ", EscapeTraceName(f.function), " ",
+           EscapeTraceName(f.file), " ", f.line, "\n");
+    if (buf.size() >= (1 << 16)) {
+      out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+      buf.clear();
+    }
   }
   for (const TraceEvent& e : trace.events) {
     AppendEvent(e, buf);

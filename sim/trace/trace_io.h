@@ -1,4 +1,4 @@
-// Reading and writing Traces in the native text format, "gpusim trace v1",
+// Reading and writing Traces in the native text format, "gpusim trace 1.1",
 // documented in traces/FORMAT.md: one line per stream declaration or event,
 // `key=value` fields, defaults omitted. Reading streams line by line; every
 // parse error names FILE:LINE, what was expected and the offending token.
@@ -21,7 +21,7 @@ namespace gpusim {
 // The format version this code writes; readers accept any minor version of
 // this major (see traces/FORMAT.md, "Versioning").
 constexpr int kTraceFormatMajor = 1;
-constexpr int kTraceFormatMinor = 0;
+constexpr int kTraceFormatMinor = 1;  // 1.1: `frame` lines, `stack=` keys
 
 // Parses a trace from `in`. `source_name` prefixes error messages
 // ("t.trace:7: ..."). Syntax only: semantic checks (double frees, undeclared

@@ -39,6 +39,7 @@ void ExpectEqualEvent(const TraceEvent& a, const TraceEvent& b, size_t i) {
   EXPECT_EQ(a.after, b.after);
   EXPECT_EQ(a.uses, b.uses);
   EXPECT_EQ(a.recorded_duration, b.recorded_duration);
+  EXPECT_EQ(a.stack, b.stack);
 }
 
 void ExpectEqualTrace(const Trace& a, const Trace& b) {
@@ -49,6 +50,7 @@ void ExpectEqualTrace(const Trace& a, const Trace& b) {
     EXPECT_EQ(a.streams[i].id, b.streams[i].id);
     EXPECT_EQ(a.streams[i].name, b.streams[i].name);
   }
+  EXPECT_EQ(a.frames, b.frames);
   ASSERT_EQ(a.events.size(), b.events.size());
   for (size_t i = 0; i < a.events.size(); ++i) ExpectEqualEvent(a.events[i], b.events[i], i);
 }
@@ -67,7 +69,9 @@ Trace FullTrace() {
   a.role = Role::kActivation;
   a.name = "layer3.mlp_out";
   a.phase = Phase::kBackward;
+  a.stack = {1, 0, 1};
   t.events.push_back(a);
+  t.frames = {{"forward", "model.py", 42}, {"<lambda> x=1,#", "", 0}};
   TraceEvent c;
   c.type = EventType::kCompute;
   c.name = "layer3.wi_0";
@@ -194,6 +198,55 @@ TEST(TraceIo, WritesDocumentedText) {
             "end 3\n");
 }
 
+TEST(TraceIo, WritesFramesOnlyWhenUsedAsVersion11) {
+  Trace t;
+  t.frames = {{"forward", "/src/model.py", 42}, {"main", "run me.py", 0}};
+  TraceEvent a;
+  a.type = EventType::kAlloc;
+  a.buffer = 3;
+  a.size = Bytes(64);
+  a.stack = {0, 1};
+  t.events.push_back(a);
+  TraceEvent f;
+  f.type = EventType::kFree;
+  f.buffer = 3;
+  t.events.push_back(f);
+  EXPECT_EQ(Write(t),
+            "gpusim-trace 1.1\n"
+            "# format: traces/FORMAT.md\n"
+            "frame 0 forward /src/model.py 42\n"
+            "frame 1 main run%20me.py 0\n"
+            "alloc 3 64 role=temporary stack=0,1\n"
+            "free 3\n"
+            "end 2\n");
+  t.frames.clear();
+  t.events[0].stack.clear();
+  EXPECT_EQ(Write(t).substr(0, 15), "gpusim-trace 1\n");
+}
+
+TEST(TraceIo, ReadsFramesByIdInAnyOrder) {
+  // Ids are the file's own (any non-negative, unique); the reader interns
+  // them as indices in definition order. Frames may be defined between events.
+  absl::StatusOr<Trace> t = Read(
+      "gpusim-trace 1.1\n"
+      "frame 90 step train.py 10\n"
+      "alloc 1 512 stack=90\n"
+      "frame 5 inner %3Cmodule%3E 0\n"
+      "alloc 2 512 stack=5,90,5\n"
+      "marker m stack=90\n");
+  ASSERT_TRUE(t.ok()) << t.status();
+  ASSERT_EQ(t->frames.size(), 2u);
+  EXPECT_EQ(t->frames[0], (StackFrame{"step", "train.py", 10}));
+  EXPECT_EQ(t->frames[1], (StackFrame{"inner", "<module>", 0}));
+  EXPECT_EQ(t->events[0].stack, (std::vector<int32_t>{0}));
+  EXPECT_EQ(t->events[1].stack, (std::vector<int32_t>{1, 0, 1}));
+  EXPECT_EQ(t->events[2].stack, (std::vector<int32_t>{0}));
+  // Re-written with ids 0..n-1, and reads back equal.
+  absl::StatusOr<Trace> back = Read(Write(*t));
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectEqualTrace(*t, *back);
+}
+
 TEST(TraceIo, ReadsHandWrittenFile) {
   absl::StatusOr<Trace> t = Read(
       "# a comment before the header\n"
@@ -232,6 +285,7 @@ struct BadCase {
 
 TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
   const std::string h = "gpusim-trace 1\n";
+  const std::string f = "gpusim-trace 1.1\n";
   const std::vector<BadCase> cases = {
       {h + "alloc 1 -5\n", "t.trace:2: alloc: expected a non-negative byte count, got '-5'"},
       {h + "alloc 1\n", "t.trace:2: alloc: expected a non-negative byte count, got end of line"},
@@ -241,7 +295,7 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       {h + "compute a =3\n", "t.trace:2: compute: unknown key ''"},
       {"gpusim-trace 1.9\ncompute a flop=3\n",
        "t.trace:2: compute: unknown key 'flop' (did you mean 'flops'?) (the file "
-       "is version 1.9; this reader knows 1.0)"},
+       "is version 1.9; this reader knows 1.1)"},
       {h + "compute a flops=1 flops=2\n", "t.trace:2: compute: duplicate key 'flops'"},
       {h + "compute a flops=-1\n",
        "t.trace:2: compute: expected a non-negative number of flops, got '-1'"},
@@ -272,6 +326,27 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
        "t.trace:2: stream: expected a name ('-' for none, %XX escapes), got end of line"},
       {h + "free 1\nend 2\n", "t.trace:3: end: expected the event count 1, got '2'"},
       {h + "end 0\nfree 1\n", "t.trace:3: expected nothing after 'end' (line 2), got 'free'"},
+      // Version 1.1: frames.
+      {h + "frame 0 f a.py 1\n",
+       "t.trace:2: frame: line type 'frame' needs format version 1.1 (the header says 1.0)"},
+      {h + "alloc 1 5 stack=0\n",
+       "t.trace:2: alloc: key 'stack' needs format version 1.1 (the header says 1.0)"},
+      {f + "frame -1 f a.py 1\n",
+       "t.trace:2: frame: expected a non-negative frame id, got '-1'"},
+      {f + "frame 0 f a.py\n",
+       "t.trace:2: frame: expected a non-negative line number (0 = unknown), got end of line"},
+      {f + "frame 0 f a.py -3\n",
+       "t.trace:2: frame: expected a non-negative line number (0 = unknown), got '-3'"},
+      {f + "frame 0 f a=b 3\n",
+       "t.trace:2: frame: expected a name ('-' for none, %XX escapes), got 'a=b'"},
+      {f + "frame 0 f a.py 3 x\n", "t.trace:2: frame: expected end of line, got 'x'"},
+      {f + "frame 7 f a.py 1\nframe 7 g b.py 2\n",
+       "t.trace:3: frame: frame id 7 is already defined (line 2)"},
+      {f + "alloc 1 5 stack=0\nframe 0 f a.py 1\n",
+       "t.trace:2: alloc: stack= names frame 0, which is not defined by an earlier 'frame' line"},
+      {f + "frame 0 f a.py 1\nalloc 1 5 stack=0,\n",
+       "t.trace:3: alloc: expected a comma-separated list of frame ids, got '0,'"},
+      {f + "fram 0 f a.py 1\n", "t.trace:2: unknown line type 'fram' (did you mean 'frame'?)"},
   };
   for (const BadCase& c : cases) {
     absl::StatusOr<Trace> t = Read(c.text);
@@ -292,6 +367,15 @@ TEST(TraceIo, WriterRejectsUnrepresentableValues) {
   absl::Status st = WriteTrace(t, out);
   EXPECT_EQ(st.message(), "cannot write trace: event 0 (alloc): negative size");
   EXPECT_EQ(out.str(), "");  // nothing written
+  t.events[0].size = Bytes(5);
+  t.events[0].stack = {0};  // no frames
+  EXPECT_EQ(WriteTrace(t, out).message(),
+            "cannot write trace: event 0 (alloc): stack= names a frame index "
+            "outside Trace::frames");
+  t.frames = {{"f", "a.py", -1}};
+  EXPECT_EQ(WriteTrace(t, out).message(),
+            "cannot write trace: frame 0: negative line number -1");
+  EXPECT_EQ(out.str(), "");
 }
 
 TEST(TraceIo, EscapesNames) {

@@ -49,6 +49,12 @@ absl::Status ValidateTrace(const Trace& trace) {
     }
     declared.push_back(s.id);
   }
+  for (size_t i = 0; i < trace.frames.size(); ++i) {
+    if (trace.frames[i].line < 0) {
+      return absl::InvalidArgumentError(
+          Cat("frame ", i, ": negative line number ", trace.frames[i].line));
+    }
+  }
   absl::flat_hash_map<BufferId, BufferState> buffers;
   int64_t live_bytes = trace.preexisting.value();
   for (size_t i = 0; i < trace.events.size(); ++i) {
@@ -89,6 +95,12 @@ absl::Status ValidateTrace(const Trace& trace) {
         return EventError(i, e, Cat("uses buffer ", u,
                                              ", which was freed at event ",
                                              it->second.free_event));
+      }
+    }
+    for (int32_t f : e.stack) {
+      if (f < 0 || static_cast<size_t>(f) >= trace.frames.size()) {
+        return EventError(i, e, Cat("stack names frame index ", f, ", but the trace has ",
+                                    trace.frames.size(), " frames"));
       }
     }
     if (e.type == EventType::kAlloc || e.type == EventType::kFree) {

@@ -21,7 +21,8 @@ namespace gpusim {
 // buffer ids on alloc/free; allocating a live id; freeing a freed or unknown
 // id; `after` naming an event that is not earlier or not timed; an event on
 // an undeclared stream (only when `streams` is non-empty) and a stream
-// declared twice; `uses` naming a buffer that is not live at that event.
+// declared twice; `uses` naming a buffer that is not live at that event; a
+// `stack` index outside `frames`, and a frame with a negative line number.
 absl::Status ValidateTrace(const Trace& trace);
 
 struct TraceStats {

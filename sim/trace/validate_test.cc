@@ -141,6 +141,21 @@ TEST(TraceValidate, RejectsUseOfDeadBuffers) {
   EXPECT_EQ(Error(after_free), "event 2 (compute): uses buffer 2, which was freed at event 1");
 }
 
+TEST(TraceValidate, RejectsStackFramesOutsideTheTable) {
+  Builder b;
+  b.Alloc(1, 10);
+  Trace t = b.trace();
+  t.frames = {{"f", "a.py", 3}};
+  t.events[0].stack = {0};
+  EXPECT_TRUE(ValidateTrace(t).ok());
+  t.events[0].stack = {0, 1};
+  EXPECT_EQ(ValidateTrace(t).message(),
+            "event 0 (alloc): stack names frame index 1, but the trace has 1 frames");
+  t.events[0].stack = {0};
+  t.frames[0].line = -2;
+  EXPECT_EQ(ValidateTrace(t).message(), "frame 0: negative line number -2");
+}
+
 TEST(TraceStats, PeakOnHandComputedTrace) {
   // live: 100 | +10=110 | +20=130 | -10=120 | +30=150 | -20=130 | +5=135
   Builder b;
