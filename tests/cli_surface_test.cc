@@ -1,34 +1,20 @@
 // The CLI surface (issue 18, "One CLI"): --version; --format json on every
 // subcommand, each printing one JSON document; validate for every input
 // kind; --allocator NAME the same as --set allocator.impl=NAME everywhere.
-#include <sys/wait.h>
+#include <unistd.h>
 
-#include <cstdio>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/gpusim_cli.h"
 #include "simdjson.h"
 
 namespace gpusim {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout only
-};
+using Result = testing_cli::CliResult;  // out: stdout only
 
-Result Gpusim(const std::string& args) {
-  const std::string cmd = std::string(GPUSIM_BINARY) + " " + args + " 2>/dev/null";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+Result Gpusim(const std::string& args) { return testing_cli::RunGpusim(args + " 2>/dev/null"); }
 
 const std::string kSrc = GPUSIM_SOURCE_DIR;
 const std::string kLlama = kSrc + "/configs/llama7b.yaml";

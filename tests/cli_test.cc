@@ -6,27 +6,14 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/gpusim_cli.h"
 
 namespace gpusim {
 namespace {
 
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
+using Result = testing_cli::CliResult;  // out: stdout and stderr together
 
-Result Gpusim(const std::string& args) {
-  const std::string cmd = std::string(GPUSIM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
+Result Gpusim(const std::string& args) { return testing_cli::RunGpusim(args + " 2>&1"); }
 
 std::string Write(const std::string& name, const std::string& text) {
   const std::string path = ::testing::TempDir() + "/" + name;

@@ -225,7 +225,9 @@ TEST(VizHtml, SelfContainedWithChartsAndPeakBuffers) {
   ASSERT_TRUE(Llama().jax_arena.checked);
   EXPECT_NE(html->find("<th>JAX arena</th>"), std::string::npos);
   EXPECT_NE(html->find(Llama().jax_arena.fits ? "the step fits" : "the step does NOT fit"), std::string::npos);
-  if (!Llama().jax_arena.fits) EXPECT_NE(html->find("<td class=\"warn\">yes"), std::string::npos);
+  if (!Llama().jax_arena.fits) {
+    EXPECT_NE(html->find("<td class=\"warn\">yes"), std::string::npos);
+  }
   // Buffers carry their id for the cross-chart hover: the table's first
   // row and a memory-map block of the same buffer.
   const std::string id = absl::StrCat("data-b=\"", BuffersAtPeak(Llama())[0].buffer, "\"");

@@ -72,6 +72,25 @@ std::string CapSize(const std::string& dot, int width_inches, int height_inches)
                       dot.substr(eol + 1));
 }
 
+// The call stack the buffer's alloc recorded (native trace 1.1 `stack=`),
+// innermost first, as a small list under its origin; "" when none.
+std::string StackHtml(const StepReport& r, BufferId id) {
+  if (id < 0 || static_cast<size_t>(id) >= r.lowered.buffers.size()) return "";
+  const int64_t e = r.lowered.buffers[static_cast<size_t>(id)].alloc_event;
+  const Trace& tr = r.lowered.trace;
+  if (e < 0 || static_cast<size_t>(e) >= tr.events.size() || tr.events[static_cast<size_t>(e)].stack.empty()) return "";
+  std::string out = "<div class=\"note\">";
+  constexpr size_t kFrames = 6;
+  const std::vector<int32_t>& stack = tr.events[static_cast<size_t>(e)].stack;
+  for (size_t k = 0; k < stack.size() && k < kFrames; ++k) {
+    if (stack[k] < 0 || static_cast<size_t>(stack[k]) >= tr.frames.size()) continue;
+    const StackFrame& f = tr.frames[static_cast<size_t>(stack[k])];
+    absl::StrAppend(&out, k ? "<br>" : "", XmlEscape(absl::StrCat(f.function, " (", f.file, ":", f.line, ")")));
+  }
+  if (stack.size() > kFrames) absl::StrAppend(&out, "<br>… ", stack.size() - kFrames, " more frames");
+  return out + "</div>";
+}
+
 constexpr char kStyle[] = R"(
 body { font-family: "DejaVu Sans", Helvetica, Arial, sans-serif; margin: 24px; color: #1a1a1a; max-width: 1460px; }
 h1 { font-size: 22px; } h2 { font-size: 18px; margin-top: 32px; border-bottom: 1px solid #ddd; }
@@ -240,7 +259,8 @@ absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& o)
     absl::StrAppend(&h, "<tr data-b=\"", b.buffer, "\"><td class=\"num\">", i + 1, "</td><td class=\"num\" title=\"", WithCommas(b.bytes.value()),
                     " B\">", XmlEscape(HumanBytes(b.bytes)), "</td><td><span class=\"swatch\" style=\"background:",
                     std::string(viz_internal::RoleColor(b.role)), "\"></span>", XmlEscape(RoleName(b.role)), "</td><td>",
-                    XmlEscape(b.name), "</td><td>", XmlEscape(b.origin), "</td><td>", XmlEscape(b.from), " → ",
+                    XmlEscape(b.name), "</td><td>", XmlEscape(b.origin), StackHtml(r, b.buffer), "</td><td>",
+                    XmlEscape(b.from), " → ",
                     XmlEscape(b.to), "</td></tr>\n");
   }
   if (top.size() > kTop) {

@@ -93,10 +93,28 @@ void Unmap(std::map<int64_t, Segment>* m, int64_t addr, int64_t size) {
   }
 }
 
-// `b`'s one frame (none for null); `file` replaces "gpusim:<role>" when given.
-void Frames(PickleWriter& p, const BufferInfo* b, std::string_view file = "") {
+// `b`'s call stack: the frames its alloc event recorded (native trace 1.1
+// `stack=`), innermost first as PyTorch lists them; else one frame naming
+// the buffer (none for null). `file` replaces "gpusim:<role>" when given.
+void Frames(PickleWriter& p, const Trace& tr, const BufferInfo* b, std::string_view file = "") {
   p.BeginList();
-  if (b != nullptr) {
+  const TraceEvent* alloc = b != nullptr && b->alloc_event >= 0 && static_cast<size_t>(b->alloc_event) < tr.events.size()
+                                ? &tr.events[static_cast<size_t>(b->alloc_event)]
+                                : nullptr;
+  if (alloc != nullptr && !alloc->stack.empty()) {
+    for (int32_t f : alloc->stack) {
+      if (f < 0 || static_cast<size_t>(f) >= tr.frames.size()) continue;
+      const StackFrame& fr = tr.frames[static_cast<size_t>(f)];
+      p.BeginDict();
+      p.Str("filename");
+      p.Str(fr.file);
+      p.Str("line");
+      p.Int(fr.line);
+      p.Str("name");
+      p.Str(fr.function);
+      p.EndDict();
+    }
+  } else if (b != nullptr) {
     p.BeginDict();
     p.Str("filename");
     p.Str(file.empty() ? absl::StrCat("gpusim:", std::string(RoleName(b->role))) : std::string(file));
@@ -151,7 +169,7 @@ absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r) {
     p.Str("time_us");
     p.Int(t.ns() / 1000);
     p.Str("frames");
-    Frames(p, b);
+    Frames(p, tr, b);
     if (device_free >= 0) {
       p.Str("device_free");
       p.Int(device_free);
@@ -251,7 +269,7 @@ absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r) {
     p.Str("state");
     p.Str(state);
     p.Str("frames");
-    Frames(p, b, file);
+    Frames(p, tr, b, file);
     p.EndDict();
   };
   auto segment_head = [&](int64_t addr, int64_t total, int64_t allocated, int64_t requested, StreamId stream,

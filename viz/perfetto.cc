@@ -172,6 +172,20 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
     mt[i] = clock;
   }
 
+  // ",\"frames\":[...]" of the call stack `b`'s alloc recorded (innermost
+  // first, "function (file:line)"), or "" when none was.
+  auto Frames = [&](const BufferInfo& b) -> std::string {
+    if (b.alloc_event < 0 || static_cast<size_t>(b.alloc_event) >= n) return "";
+    const std::vector<int32_t>& stack = tr.events[static_cast<size_t>(b.alloc_event)].stack;
+    if (stack.empty()) return "";
+    std::string out = ",\"frames\":[";
+    for (size_t k = 0; k < stack.size(); ++k) {
+      if (stack[k] < 0 || static_cast<size_t>(stack[k]) >= tr.frames.size()) continue;
+      const StackFrame& f = tr.frames[static_cast<size_t>(stack[k])];
+      absl::StrAppend(&out, out.back() == '[' ? "" : ",", Str(absl::StrCat(f.function, " (", f.file, ":", f.line, ")")));
+    }
+    return out + "]";
+  };
   // Buffer lifetimes as async slices (matched by cat, id and name).
   for (const BufferInfo& b : r.lowered.buffers) {
     if (b.bytes.value() <= 0) continue;
@@ -183,7 +197,8 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
                                           Str(b.name), ",\"pid\":1,\"tid\":", tid);
     ev.push_back(absl::StrCat("{\"ph\":\"b\",", head, ",\"ts\":", Us(t0), ",\"args\":{\"bytes\":", b.bytes.value(),
                               ",\"role\":", Str(RoleName(b.role)), ",\"origin\":", Str(b.origin),
-                              ",\"alloc_event\":", b.alloc_event, ",\"free_event\":", b.free_event, "}}"));
+                              ",\"alloc_event\":", b.alloc_event, ",\"free_event\":", b.free_event, Frames(b),
+                              "}}"));
     ev.push_back(absl::StrCat("{\"ph\":\"e\",", head, ",\"ts\":", Us(t1), "}"));
   }
 
