@@ -10,7 +10,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 TEST=0
 PKGS=(cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev libcli11-dev
-      libboost-graph-dev libgtest-dev libgmock-dev libbenchmark-dev libgraphviz-dev graphviz
+      libgtest-dev libgmock-dev libbenchmark-dev libgraphviz-dev graphviz
       libsimdjson-dev zlib1g-dev python3)
 for arg in "$@"; do
   case "$arg" in
