@@ -19,7 +19,7 @@
 #include "sim/config/loader.h"
 #include "sim/config/units_parse.h"
 #include "sim/replay/replay.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "tools/replay_options.h"
 #include "viz/viz.h"
 

@@ -6,15 +6,14 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "tests/gpusim_cli.h"
+#include "tests/cli_support.h"
 #include "simdjson.h"
 
 namespace gpusim {
 namespace {
 
-using Result = testing_cli::CliResult;  // out: stdout only
-
-Result Gpusim(const std::string& args) { return testing_cli::RunGpusim(args + " 2>/dev/null"); }
+// Here a command's output is its stdout alone (JSON documents).
+Result Stdout(const std::string& args) { return GpusimStdout(args); }
 
 const std::string kSrc = GPUSIM_SOURCE_DIR;
 const std::string kLlama = kSrc + "/configs/llama7b.yaml";
@@ -37,7 +36,7 @@ bool IsJsonObject(const std::string& text, std::string* why) {
 }
 
 TEST(CliSurface, Version) {
-  Result r = Gpusim("--version");
+  Result r = Stdout("--version");
   EXPECT_EQ(r.code, 0);
   EXPECT_EQ(r.out.rfind("gpusim ", 0), 0u) << r.out;
   EXPECT_NE(r.out.find('.'), std::string::npos) << r.out;
@@ -60,7 +59,7 @@ TEST(CliSurface, EverySubcommandHasFormatJson) {
     sub("KINETO", kKineto);
     sub("DIR", dir);
     sub("CAL", kSrc + "/traces/calibration/maxtext_llama7b.yaml");
-    Result r = Gpusim(c + " --format json");
+    Result r = Stdout(c + " --format json");
     ASSERT_EQ(r.code, 0) << c;
     std::string why;
     EXPECT_TRUE(IsJsonObject(r.out, &why)) << c << ": " << why << "\n" << r.out.substr(0, 200);
@@ -75,28 +74,28 @@ TEST(CliSurface, ValidateReadsEveryInputKind) {
       {kSrc + "/traces/recorded/hta_memory_timeline_raw.json.gz", "memory_timeline"},
   };
   for (const auto& [file, kind] : kInputs) {
-    Result r = Gpusim("validate " + file + " --format json");
+    Result r = Stdout("validate " + file + " --format json");
     ASSERT_EQ(r.code, 0) << file;
     EXPECT_NE(r.out.find("\"kind\": \"" + kind + "\""), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("\"valid\": true"), std::string::npos) << r.out;
   }
   // A config override on a trace is refused, not ignored.
-  EXPECT_EQ(Gpusim("validate " + kKineto + " --set batch.per_device=2").code, 1);
+  EXPECT_EQ(Stdout("validate " + kKineto + " --set batch.per_device=2").code, 1);
 }
 
 TEST(CliSurface, AllocatorFlagIsTheSameAsSetAllocatorImpl) {
   const std::string base = "run " + kLlama + " --set framework=pytorch --format json";
-  Result a = Gpusim(base + " --allocator bfc");
-  Result b = Gpusim(base + " --set allocator.impl=bfc");
+  Result a = Stdout(base + " --allocator bfc");
+  Result b = Stdout(base + " --set allocator.impl=bfc");
   ASSERT_EQ(a.code, 0);
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out.find("\"name\": \"bfc\""), std::string::npos);
-  EXPECT_NE(a.out, Gpusim(base).out);  // the config's allocator: block (ideal) otherwise
-  Result v = Gpusim("validate " + kLlama + " --allocator no_such_allocator");
+  EXPECT_NE(a.out, Stdout(base).out);  // the config's allocator: block (ideal) otherwise
+  Result v = Stdout("validate " + kLlama + " --allocator no_such_allocator");
   EXPECT_EQ(v.code, 1);
   // A trace: --allocator NAME is --allocators NAME.
-  Result c1 = Gpusim("compare " + kKineto + " --allocator bfc --format json");
-  Result c2 = Gpusim("compare " + kKineto + " --allocators bfc --format json");
+  Result c1 = Stdout("compare " + kKineto + " --allocator bfc --format json");
+  Result c2 = Stdout("compare " + kKineto + " --allocators bfc --format json");
   ASSERT_EQ(c1.code, 0);
   EXPECT_EQ(c1.out, c2.out);
 }

@@ -14,7 +14,7 @@
 #include "gtest/gtest.h"
 #include "sim/base/file_util.h"
 #include "sim/config/loader.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "viz/graphviz.h"
 #include "viz/viz.h"
 

@@ -1,5 +1,6 @@
 // The gpusim command line (CLI11): run, validate, devices, ...
-// Exit codes: 0 ok, 1 bad input (message on stderr), 2 internal error.
+// Exit codes (Note [Exit codes] in cli.cc): 0 ok, 1 bad input (message on
+// stderr), 3 environment (I/O, a target that cannot be replaced), 2 a bug.
 #ifndef GPUSIM_TOOLS_CLI_H_
 #define GPUSIM_TOOLS_CLI_H_
 
@@ -7,7 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 int RunCli(int argc, char** argv);
@@ -22,6 +23,7 @@ struct ReplayCli {
   std::vector<std::string> sets;
   int device_index = -1;
   bool check_addresses = false;
+  bool cold_start = false;
 };
 int CmdReplay(const ReplayCli& c);
 struct CompareCli {
@@ -35,6 +37,8 @@ int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets
 std::string RenderExplainJson(const StepReport& r, int top);
 int CmdDevicesJson();
 std::string RenderVizJson(const std::string& out_dir, const std::string& snapshot);
+// `gpusim explain TRACE`: sim/replay/explain_trace.h.
+int CmdExplainTrace(const std::string& path, int top, const std::string& format);
 }  // namespace gpusim
 
 #endif  // GPUSIM_TOOLS_CLI_H_

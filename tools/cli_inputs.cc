@@ -19,7 +19,7 @@
 #include "sim/import/import.h"
 #include "sim/import/recorded_trace.h"
 #include "sim/report/explain.h"
-#include "sim/report/json_writer.h"
+#include "sim/base/json_writer.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
 #include "tools/cli.h"

@@ -69,10 +69,11 @@ def main():
                 "peak live requested": report["memory"]["peak_bytes"],
                 "reserved at end": 0}
     else:
-        want = {"segments at end": alloc["segments_at_end"],
-                "peak reserved": alloc["peak_reserved_bytes"],
-                "peak live requested": alloc["no_fragmentation_peak_bytes"],
-                "reserved at end": 0}
+        # `gpusim replay` of a snapshot starts from the state it infers for
+        # the window's start (warm segments), --snapshot re-simulates from an
+        # empty allocator, so segments and reserved bytes differ by design;
+        # the live requests are the trace's own and must match exactly.
+        want = {"peak live requested": alloc["no_fragmentation_peak_bytes"], "reserved at end": 0}
     for k in want:
         assert got[k] == want[k], f"{k}: snapshot {got[k]:,} vs report {want[k]:,}"
     print(f"ok: {snap_path}: {len(segments)} segments, {len(trace)} trace entries, "
