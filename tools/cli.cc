@@ -92,6 +92,7 @@ struct RunOptions {
   std::string out_dir;
   std::string charts_dir;
   std::string timeline;
+  std::string snapshot;  // --snapshot FILE.pickle
 };
 
 bool IsHloFile(const std::string& f) {
@@ -170,6 +171,10 @@ int CmdRun(const RunOptions& o) {
     absl::Status st = WritePerfettoTimeline(*report, o.timeline);
     if (!st.ok()) return Fail(st);
   }
+  if (!o.snapshot.empty()) {
+    absl::Status st = WriteMemorySnapshot(*report, o.snapshot);
+    if (!st.ok()) return Fail(st);
+  }
   std::cout << (o.format == "json" ? json : RenderText(*report));
   return 0;
 }
@@ -181,12 +186,11 @@ int CmdExplain(const RunOptions& o, int top) {
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
     return CmdExplainTrace(f, top, o.format);
   }
-  if (o.format != "text") return Fail(absl::InvalidArgumentError("explain CONFIG: --format json is for traces only"));
   auto spec = LoadSpec(o.config, o.sets, o.device);
   if (!spec.ok()) return Fail(spec.status());
   auto report = SimulateStep(*spec);
   if (!report.ok()) return Fail(report.status());
-  std::cout << RenderExplain(*report, top);
+  std::cout << (o.format == "json" ? RenderExplainJson(*report, top) : RenderExplain(*report, top));
   return 0;
 }
 
@@ -295,7 +299,8 @@ int CmdAdvise(const AdviseCli& c) {
 // timeline) is replayed through `allocator`, its recorded memory counters
 // kept for the timeline; then the charts, timeline and report are written.
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
-           const std::string& allocator, const std::string& out_dir) {
+           const std::string& allocator, const std::string& out_dir, const std::string& snapshot,
+           const std::string& format) {
   std::ifstream in(file);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
   std::string first;
@@ -307,7 +312,9 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   VizOptions viz;
   const bool yaml = file.size() > 5 && (file.substr(file.size() - 5) == ".yaml" || file.substr(file.size() - 4) == ".yml");
   if (yaml || IsHloFile(file)) {
-    auto spec = LoadSpec(file, sets, yaml ? "" : device);
+    std::vector<std::string> config_sets = sets;
+    if (!allocator.empty()) config_sets.push_back("allocator.impl=" + allocator);
+    auto spec = LoadSpec(file, config_sets, yaml ? "" : device);
     if (!spec.ok()) return Fail(spec.status());
     report = SimulateStep(*spec);
     other = OtherLoopMode(*spec);
@@ -337,17 +344,36 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     auto dev = LoadDeviceSpec(device, "");
     if (!dev.ok()) return Fail(dev.status());
     spec.device = *dev;
-    spec.allocator.impl = allocator;
+    spec.allocator.impl = allocator.empty() ? "pytorch_caching" : allocator;
+    for (const std::string& s : sets) {
+      // A trace has no config: only allocator options apply.
+      const size_t eq = s.find('=');
+      if (s.rfind("allocator.", 0) != 0 || eq == std::string::npos || eq <= 10) {
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("viz TRACE: --set ", s, ": only allocator.OPTION=VALUE applies to a trace")));
+      }
+      const std::string key = s.substr(10, eq - 10);
+      if (key == "impl") {
+        spec.allocator.impl = s.substr(eq + 1);
+      } else {
+        spec.allocator.options[key] = s.substr(eq + 1);
+      }
+    }
     report = ReportFromTrace(*trace, spec);
   }
   if (!report.ok()) return Fail(report.status());
   absl::Status st = WriteOutputDir(out_dir, "--out", [&](const std::string& dir) -> absl::Status {
     RETURN_IF_ERROR(WriteCharts(*report, dir, viz));
-    RETURN_IF_ERROR(WritePerfettoTimeline(*report, dir + "/timeline.json"));
+    RETURN_IF_ERROR(WritePerfettoTimeline(*report, dir + "/timeline.json", viz));
     return WriteHtmlReport(*report, dir, viz);
   });
+  if (st.ok() && !snapshot.empty()) st = WriteMemorySnapshot(*report, snapshot);
   if (!st.ok()) return Fail(st);
-  std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
+  if (format == "json") {
+    std::cout << RenderVizJson(out_dir, snapshot);
+  } else {
+    std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
+  }
   return 0;
 }
 
@@ -359,30 +385,6 @@ int CmdCalibrate(const std::string& file, const std::string& out, const std::str
     if (!st.ok()) return Fail(st);
   }
   std::cout << (format == "json" ? RenderCalibrationJson(*r) : RenderCalibrationText(*r));
-  return 0;
-}
-
-int CmdValidate(const std::string& file, const std::vector<std::string>& sets) {
-  std::ifstream in(file);
-  if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
-  std::string first;
-  std::getline(in, first);
-  in.close();
-  if (first.rfind("gpusim-trace", 0) == 0) {
-    auto trace = ReadTraceFile(file);
-    if (!trace.ok()) return Fail(trace.status());
-    absl::Status st = ValidateTrace(*trace);
-    if (!st.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(file, ": ", st.message())));
-    TraceStats s = ComputeTraceStats(*trace);
-    std::cout << absl::StrFormat("%s: valid trace: %d events (%d allocs, %d frees, %d timed), peak live %s\n",
-                                 file, s.events, s.allocs, s.frees, s.timed, FormatBytes(s.peak_live));
-    return 0;
-  }
-  auto spec = LoadRunSpec(file, sets);
-  if (!spec.ok()) return Fail(spec.status());
-  std::cout << file << ": valid run config ("
-            << (spec->program.present ? "program " + spec->program.name : spec->model.name) << " on "
-            << spec->device.name << ")\n";
   return 0;
 }
 
@@ -490,6 +492,13 @@ int RunCli(int argc, char** argv) {
       "file or directory as expected); 2 an internal error (a bug: please report it). Killed by SIGINT/SIGTERM, "
       "gpusim removes its temporary files and stops its child processes first.");
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", std::string("gpusim ") + GPUSIM_VERSION);
+  // `--allocator NAME` on every subcommand that simulates: the same as
+  // `--set allocator.impl=NAME` (the config's `allocator:` block is the
+  // default), appended after the --set overrides once parsing is done.
+  constexpr char kAllocatorHelp[] =
+      "Allocator strategy (gpusim list allocators); = --set allocator.impl=NAME; options: --set allocator.x=y";
+  constexpr char kFormatHelp[] = "Output format (json: documented keys, README \"JSON output\")";
 
   RunOptions run;
   CLI::App* run_cmd = app.add_subcommand("run", "Simulate one training step of a run config");
@@ -501,6 +510,10 @@ int RunCli(int argc, char** argv) {
                       "Also write result.json, trace.gpusim, report.html, charts and timeline.json into DIR");
   run_cmd->add_option("--charts", run.charts_dir, "Write the charts (SVG + PNG) into DIR");
   run_cmd->add_option("--timeline", run.timeline, "Write the simulated step as Chrome/Perfetto trace JSON");
+  std::string run_allocator;
+  run_cmd->add_option("--allocator", run_allocator, kAllocatorHelp);
+  run_cmd->add_option("--snapshot", run.snapshot,
+                      "Write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
 
   RunOptions explain;
   int explain_top = 15;
@@ -510,9 +523,11 @@ int RunCli(int argc, char** argv) {
                           "snapshot, memory timeline): its largest blocks at the peak with their stack frames")
       ->required();
   explain_cmd->add_option("--device", explain.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
-  explain_cmd->add_option("--format", explain.format, "text or json (traces)")->check(CLI::IsMember({"text", "json"}));
+  explain_cmd->add_option("--format", explain.format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
   explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
   explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));
+  std::string explain_allocator;
+  explain_cmd->add_option("--allocator", explain_allocator, kAllocatorHelp);
 
   RunOptions diff;
   std::vector<std::string> diff_base;
@@ -525,6 +540,8 @@ int RunCli(int argc, char** argv) {
   diff_cmd->add_option("--base-set", diff_base, "Override for both A and B (repeatable)");
   diff_cmd->add_option("--format", diff.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   diff_cmd->add_option("--top", diff_top, "How many lines per table")->check(IntRange(1, 1000000));
+  std::string diff_allocator;
+  diff_cmd->add_option("--allocator", diff_allocator, std::string(kAllocatorHelp) + " (for both A and B)");
 
   AdviseCli advise;
   CLI::App* advise_cmd = app.add_subcommand(
@@ -539,6 +556,8 @@ int RunCli(int argc, char** argv) {
   advise_cmd->add_option("--merge", advise.merge, "Join JSON-lines shard files instead of simulating");
   advise_cmd->add_option("--format", advise.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(IntRange(1, 1000000));
+  std::string advise_allocator;
+  advise_cmd->add_option("--allocator", advise_allocator, std::string(kAllocatorHelp) + " (every point)");
 
   std::string cal_file, cal_out, cal_format = "text";
   CLI::App* cal_cmd = app.add_subcommand(
@@ -548,7 +567,7 @@ int RunCli(int argc, char** argv) {
   cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
   cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
-  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb", viz_allocator = "pytorch_caching";
+  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb", viz_allocator, viz_snapshot, viz_format = "text";
   std::vector<std::string> viz_sets;
   CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
   viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
@@ -557,13 +576,25 @@ int RunCli(int argc, char** argv) {
   viz_cmd->add_option("--set", viz_sets, "Override a config field: path=value (repeatable)");
   viz_cmd->add_option("--device", viz_device, "Device for a trace (capacity line)");
   viz_cmd->add_option("--allocator", viz_allocator,
-                      "Allocator a trace is replayed through (gpusim list allocators); default pytorch_caching");
+                      "Allocator (gpusim list allocators): a trace is replayed through it (default pytorch_caching); "
+                      "for a config = --set allocator.impl=NAME");
+  viz_cmd->add_option("--format", viz_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
+
+  viz_cmd->add_option("--snapshot", viz_snapshot,
+                      "Also write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
 
   std::string validate_file;
   std::vector<std::string> validate_sets;
-  CLI::App* val_cmd = app.add_subcommand("validate", "Check a run config or a native trace file");
-  val_cmd->add_option("file", validate_file, "Config (YAML) or trace (gpusim-trace)")->required();
+  std::string validate_format = "text", validate_allocator;
+  CLI::App* val_cmd = app.add_subcommand(
+      "validate", "Check any input: a run config, a native trace, or a recorded trace (Kineto, snapshot, memory timeline)");
+  val_cmd->add_option("file", validate_file,
+                      "Config (YAML), native trace (gpusim-trace), Kineto JSON(.gz), memory snapshot (.pickle/JSON) "
+                      "or memory timeline")
+      ->required();
   val_cmd->add_option("--set", validate_sets, "Override a config field: path=value (repeatable)");
+  val_cmd->add_option("--allocator", validate_allocator, kAllocatorHelp);
+  val_cmd->add_option("--format", validate_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
 
   ReplayCli replay;
   CLI::App* replay_cmd = app.add_subcommand(
@@ -578,6 +609,8 @@ int RunCli(int argc, char** argv) {
                        "Start pytorch_caching from an empty allocator even where a warm start can be inferred");
   replay_cmd->add_flag("--check-addresses", replay.check_addresses,
                        "Snapshot: rebuild the allocator state and check every allocation's address");
+  replay_cmd->add_option("--snapshot", replay.snapshot,
+                         "Write the replayed step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
   replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
   // compare: a run config with --vary (one row per value), or a recorded
@@ -596,9 +629,14 @@ int RunCli(int argc, char** argv) {
                           "Trace: comma-separated strategies (default: every registered one but composites)");
   compare_cmd->add_option("--device", compare.device, "Trace: device whose usable memory is the capacity");
   compare_cmd->add_option("--device-index", compare.device_index, "Trace: recorded device to replay");
+  std::string compare_allocator;
+  compare_cmd->add_option("--allocator", compare_allocator,
+                          std::string(kAllocatorHelp) + "; a trace: the same as --allocators NAME");
   compare_cmd->add_option("--format", compare.format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
   CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
+  std::string dev_format = "text";
+  dev_cmd->add_option("--format", dev_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
 
   std::string list_what, list_format = "text";
   CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies and model families");
@@ -611,14 +649,23 @@ int RunCli(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 1;
   }
+  auto with_allocator = [](std::vector<std::string>& sets, const std::string& name) {
+    if (!name.empty()) sets.push_back("allocator.impl=" + name);
+  };
+  with_allocator(run.sets, run_allocator);
+  with_allocator(explain.sets, explain_allocator);
+  with_allocator(diff_base, diff_allocator);
+  with_allocator(advise.sets, advise_allocator);
+  with_allocator(validate_sets, validate_allocator);
+  with_allocator(compare_config.sets, compare_allocator);
   try {
     if (*run_cmd) return CmdRun(run);
     if (*explain_cmd) return CmdExplain(explain, explain_top);
     if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
     if (*advise_cmd) return CmdAdvise(advise);
-    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out);
+    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot, viz_format);
     if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
-    if (*val_cmd) return CmdValidate(validate_file, validate_sets);
+    if (*val_cmd) return CmdValidateAny(validate_file, validate_sets, validate_format);
     if (*replay_cmd) return CmdReplay(replay);
     if (*compare_cmd) {
       const std::string& f = compare.trace;
@@ -635,6 +682,13 @@ int RunCli(int argc, char** argv) {
         compare_config.format = compare.format;
         return CmdCompareConfig(compare_config, compare_vary);
       }
+      if (!compare_allocator.empty()) {
+        if (!compare.allocators.empty()) {
+          return Fail(absl::InvalidArgumentError("compare TRACE: give --allocator NAME or --allocators a,b,..., not both"));
+        }
+        compare.allocators = compare_allocator;
+        compare_config.sets.pop_back();  // with_allocator's entry: a trace has no config
+      }
       if (!compare_vary.empty() || !compare_config.sets.empty()) {
         return Fail(absl::InvalidArgumentError(
             "compare TRACE: --vary and --set are for run configs; use --allocators a,b,... for a trace"));
@@ -647,7 +701,7 @@ int RunCli(int argc, char** argv) {
       }
       return CmdCompare(compare);
     }
-    if (*dev_cmd) return CmdDevices();
+    if (*dev_cmd) return dev_format == "json" ? CmdDevicesJson() : CmdDevices();
     if (*list_cmd) return CmdList(list_what, list_format);
   } catch (const std::bad_alloc&) {
     std::cerr << "gpusim: error: out of host memory: the input is too large to model\n";
