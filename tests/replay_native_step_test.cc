@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 
 #include "sim/config/loader.h"
-#include "sim/replay/native_step.h"
+#include "sim/step/native_step.h"
 #include "sim/replay/replay.h"
 #include "sim/trace/trace_io.h"
 
@@ -62,15 +62,15 @@ TEST(NativeStepTest, StepTimeAndLargestBuffersAtThePeak) {
   ASSERT_TRUE(step.ok()) << step.status();
   EXPECT_EQ(step->timed_events, 1);
   EXPECT_GT(step->step_time, SimTime(0));
-  EXPECT_EQ(step->peak.peak_live, Bytes(4194304 + 3145728));
-  ASSERT_EQ(step->peak.largest.size(), 1u);  // top 1 of the two live at the peak
-  EXPECT_EQ(step->peak.largest[0].name, "w");
-  EXPECT_EQ(step->largest_roles[0], Role::kParameter);
+  EXPECT_EQ(step->peak_live, Bytes(4194304 + 3145728));
+  ASSERT_EQ(step->largest.size(), 1u);  // top 1 of the two live at the peak
+  EXPECT_EQ(step->largest[0].name, "w");
+  EXPECT_EQ(step->largest[0].role, Role::kParameter);
   auto step2 = SimulateNativeStep(*trace, path, *device, nullptr, 10);
   ASSERT_TRUE(step2.ok());
-  ASSERT_EQ(step2->peak.largest.size(), 2u);
-  EXPECT_EQ(step2->peak.largest[1].name, "reuse");
-  EXPECT_EQ(step2->largest_roles[1], Role::kTemporary);
+  ASSERT_EQ(step2->largest.size(), 2u);
+  EXPECT_EQ(step2->largest[1].name, "reuse");
+  EXPECT_EQ(step2->largest[1].role, Role::kTemporary);
   const std::string text = RenderNativeStepText(*step2);
   EXPECT_NE(text.find("largest buffers live at the peak"), std::string::npos) << text;
   std::remove(path.c_str());

@@ -11,7 +11,7 @@
 #include "sim/config/loader.h"
 #include "sim/import/import.h"
 #include "sim/replay/explain_trace.h"
-#include "sim/replay/native_step.h"
+#include "sim/step/native_step.h"
 #include "sim/replay/replay.h"
 #include "sim/base/status.h"
 #include "sim/step/step.h"

@@ -1,22 +1,29 @@
 // A native trace recorded from a framework step (python/gpusim_torch) run
 // through the engine on a modelled device: step time from the recorded ops'
 // shapes (sim/engine/engine.h: the device's roofline and efficiencies), and
-// the largest buffers live at the peak (sim/replay/explain_trace.h) with
-// their roles. `gpusim replay` prints it after the allocator replay of a
+// the largest buffers live at the engine's (ideal) peak with their roles and
+// innermost frames (`gpusim explain TRACE` lists whole stacks). `gpusim replay` prints it after the allocator replay of a
 // native trace (text), or under the key `step` (JSON).
-#ifndef GPUSIM_SIM_REPLAY_NATIVE_STEP_H_
-#define GPUSIM_SIM_REPLAY_NATIVE_STEP_H_
+#ifndef GPUSIM_SIM_STEP_NATIVE_STEP_H_
+#define GPUSIM_SIM_STEP_NATIVE_STEP_H_
 
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "sim/base/json_writer.h"
 #include "sim/config/spec.h"
 #include "sim/engine/engine.h"
-#include "sim/replay/explain_trace.h"
 #include "sim/trace/trace.h"
 
 namespace gpusim {
+
+struct StepPeakBuffer {
+  std::string name;
+  Role role = Role::kTemporary;
+  Bytes size;
+  std::string where;  // innermost frame "function file:line"; empty when none
+};
 
 struct NativeStepReport {
   std::string device;
@@ -24,8 +31,8 @@ struct NativeStepReport {
   SimTime step_time, compute_busy;
   double flops = 0;
   OomInfo oom;
-  TracePeak peak;                 // the `top` largest blocks at the peak
-  std::vector<Role> largest_roles;  // role of each of peak.largest
+  Bytes peak_live;
+  std::vector<StepPeakBuffer> largest;  // live at the peak, largest first (ties: alloc order)
 };
 
 // REQUIRES: `trace` passed ValidateTrace. `allocator` may be null.
@@ -41,4 +48,4 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r);
 
 }  // namespace gpusim
 
-#endif  // GPUSIM_SIM_REPLAY_NATIVE_STEP_H_
+#endif  // GPUSIM_SIM_STEP_NATIVE_STEP_H_

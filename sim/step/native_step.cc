@@ -1,19 +1,13 @@
-#include "sim/replay/native_step.h"
+#include "sim/step/native_step.h"
+
+#include <algorithm>
+
+#include "absl/container/flat_hash_map.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 
 namespace gpusim {
-namespace {
-
-std::string Where(const TracePeak& p, const TracePeakBlock& b) {
-  if (b.stack.empty()) return "";
-  const StackFrame& f = p.frames[static_cast<size_t>(b.stack[0])];
-  return absl::StrCat(f.function, " ", f.file, ":", f.line);
-}
-
-}  // namespace
-
 absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const std::string& source,
                                                     const DeviceSpec& device, Allocator* allocator, int top) {
   absl::StatusOr<SimResult> sim = Simulate(trace, device, allocator);
@@ -25,10 +19,34 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
   r.compute_busy = sim->compute_busy;
   r.flops = sim->flops;
   r.oom = sim->oom;
-  r.peak = ExplainTracePeak(trace, source, top);
-  for (const TracePeakBlock& b : r.peak.largest) {
-    r.largest_roles.push_back(b.alloc_event >= 0 ? trace.events[static_cast<size_t>(b.alloc_event)].role
-                                                 : Role::kTemporary);
+  r.peak_live = sim->peak_live;
+  (void)source;
+  // The alloc that made each buffer live at the peak: the last alloc of its
+  // id at or before the peak event (ids are reused after frees).
+  absl::flat_hash_map<BufferId, size_t> alloc_of;
+  const size_t upto = sim->peak_event < 0 ? trace.events.size()
+                                          : std::min(trace.events.size(), static_cast<size_t>(sim->peak_event) + 1);
+  for (size_t i = 0; i < upto; ++i) {
+    if (trace.events[i].type == EventType::kAlloc) alloc_of[trace.events[i].buffer] = i;
+  }
+  std::vector<std::pair<size_t, StepPeakBuffer>> live;
+  for (BufferId id : sim->live_at_peak) {
+    auto it = alloc_of.find(id);
+    if (it == alloc_of.end()) continue;
+    const TraceEvent& e = trace.events[it->second];
+    StepPeakBuffer b{e.name, e.role, e.size, ""};
+    if (!e.stack.empty() && e.stack[0] >= 0 && static_cast<size_t>(e.stack[0]) < trace.frames.size()) {
+      const StackFrame& f = trace.frames[static_cast<size_t>(e.stack[0])];
+      b.where = absl::StrCat(f.function, " ", f.file, ":", f.line);
+    }
+    live.emplace_back(it->second, std::move(b));
+  }
+  std::sort(live.begin(), live.end(), [](const auto& a, const auto& b) {
+    return a.second.size != b.second.size ? a.second.size > b.second.size : a.first < b.first;
+  });
+  for (auto& [at, b] : live) {
+    if (top >= 0 && r.largest.size() >= static_cast<size_t>(top)) break;
+    r.largest.push_back(std::move(b));
   }
   return r;
 }
@@ -39,18 +57,16 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
       "  step time %.4f s (%d timed events; compute busy %.4f s; %.3g FLOP)\n"
       "  peak live %s\n",
       r.device, r.step_time.seconds(), r.timed_events, r.compute_busy.seconds(), r.flops,
-      FormatBytes(r.peak.peak_live));
+      FormatBytes(r.peak_live));
   if (r.oom.happened) {
     absl::StrAppend(&out, absl::StrFormat("  OOM at event %d: %s requested for %s, %s live\n", r.oom.event,
                                           FormatBytes(r.oom.requested), r.oom.buffer, FormatBytes(r.oom.live)));
   }
   absl::StrAppend(&out, "  largest buffers live at the peak (gpusim explain TRACE: whole stacks):\n");
-  for (size_t i = 0; i < r.peak.largest.size(); ++i) {
-    const TracePeakBlock& b = r.peak.largest[i];
-    const std::string where = Where(r.peak, b);
-    absl::StrAppend(&out, absl::StrFormat("    %14s  %-15s %s%s\n", FormatBytes(b.size), RoleName(r.largest_roles[i]),
+  for (const StepPeakBuffer& b : r.largest) {
+    absl::StrAppend(&out, absl::StrFormat("    %14s  %-15s %s%s\n", FormatBytes(b.size), RoleName(b.role),
                                           b.name.empty() ? "-" : b.name,
-                                          where.empty() ? "" : absl::StrCat("  (", where, ")")));
+                                          b.where.empty() ? "" : absl::StrCat("  (", b.where, ")")));
   }
   return out;
 }
@@ -62,15 +78,14 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
   w.Double("compute_s", r.compute_busy.seconds());
   w.Int("timed_events", r.timed_events);
   w.Double("flops", r.flops);
-  w.Int("peak_live_bytes", r.peak.peak_live.value());
+  w.Int("peak_live_bytes", r.peak_live.value());
   w.BeginArray("largest");
-  for (size_t i = 0; i < r.peak.largest.size(); ++i) {
-    const TracePeakBlock& b = r.peak.largest[i];
+  for (const StepPeakBuffer& b : r.largest) {
     w.BeginObject();
     w.String("name", b.name);
-    w.String("role", RoleName(r.largest_roles[i]));
+    w.String("role", RoleName(b.role));
     w.Int("bytes", b.size.value());
-    w.String("where", Where(r.peak, b));
+    w.String("where", b.where);
     w.EndObject();
   }
   w.EndArray();
