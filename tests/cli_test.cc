@@ -6,33 +6,10 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "tests/cli_support.h"
 
 namespace gpusim {
 namespace {
-
-struct Result {
-  int code = -1;
-  std::string out;  // stdout and stderr together
-};
-
-Result Gpusim(const std::string& args) {
-  const std::string cmd = std::string(GPUSIM_BINARY) + " " + args + " 2>&1";
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (p == nullptr) return r;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
-  const int st = pclose(p);
-  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-  return r;
-}
-
-std::string Write(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + "/" + name;
-  std::ofstream(path) << text;
-  return path;
-}
 
 // The integer value of "key": N in a JSON document (first occurrence).
 int64_t JsonInt(const std::string& json, const std::string& key) {
@@ -135,6 +112,43 @@ TEST(CliTest, ReplayJsonKeysAndCompareRows) {
   Result addr = Gpusim("replay " + trace + " --check-addresses");
   EXPECT_EQ(addr.code, 1);
   EXPECT_NE(addr.out.find("needs a memory snapshot"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace gpusim
+
+namespace gpusim {
+namespace {
+
+// Issue 11: every setting the issue names changes the result or is refused
+// by name; grid commands refuse misspelt paths and unmodelled values.
+TEST(CliCapabilityTest, UnmodelledSettingsExitOneNamingTheKey) {
+  for (const char* set : {"parallelism.tensor=2", "parallelism.sequence_parallel=true", "loop.unroll=2",
+                          "loop.trip_count=16", "remat.method=block", "allocator.impl=pytorch_caching"}) {
+    Result r = Gpusim("run " + kConfig + " --set " + set);
+    EXPECT_EQ(r.code, 1) << set;
+    const std::string key = std::string(set).substr(0, std::string(set).find('='));
+    EXPECT_NE(r.out.find(std::string("--set ") + set + ": " + key + ":"), std::string::npos) << r.out;
+  }
+}
+
+TEST(CliCapabilityTest, GridCommandsRefuseMisspeltPathsAndUnmodelledValues) {
+  for (const char* cmd : {"advise", "compare"}) {
+    Result a = Gpusim(std::string(cmd) + " " + kConfig + " --vary batch.per_devise=1,2");
+    EXPECT_EQ(a.code, 1) << cmd << a.out;
+    EXPECT_NE(a.out.find("did you mean 'per_device'"), std::string::npos) << a.out;
+    Result b = Gpusim(std::string(cmd) + " " + kConfig + " --vary parallelism.tensor=1,2");
+    EXPECT_EQ(b.code, 1) << cmd << b.out;
+    EXPECT_NE(b.out.find("parallelism.tensor: not modelled for model family 'llama'"), std::string::npos) << b.out;
+  }
+}
+
+TEST(CliCapabilityTest, ListModelsNamesEachFamilysSettings) {
+  Result r = Gpusim("list models --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* s : {"\"name\": \"llama\"", "\"name\": \"gpt\"", "parallelism.sequence_parallel"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  }
 }
 
 }  // namespace

@@ -2,6 +2,7 @@
 
 #include <sys/stat.h>
 
+#include <charconv>
 #include <cstdio>
 #include <fstream>
 #include <iostream>
@@ -13,19 +14,25 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include <unistd.h>
 
 #include "sim/advise/advise.h"
 #include "sim/calibrate/calibrate.h"
 #include "sim/alloc/allocator.h"
+#include "sim/base/json_writer.h"
+#include "sim/base/names.h"
+#include "models/family.h"
 #include "sim/config/units_parse.h"
 #include "sim/base/file_util.h"
+#include "sim/base/output_dir.h"
+#include "sim/base/status.h"
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
 #include "sim/report/compare.h"
 #include "sim/report/diff.h"
 #include "sim/report/explain.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
 #include "sim/import/import.h"
@@ -35,32 +42,45 @@
 namespace gpusim {
 namespace {
 
-// Exit codes: 0 ok, 1 bad input, 2 internal error.
-int Fail(const absl::Status& st) {
-  std::cerr << "gpusim: error: " << st.message() << "\n";
-  switch (st.code()) {
+// Note [Exit codes] (README "Hardening", `gpusim --help`): 0 ok; 1 bad
+// input (config, trace, command line, an input too large to model); 3
+// environment (I/O error, disk full, a target that exists and cannot be
+// replaced); 2 only for a bug. Status codes map onto them here: input
+// errors are InvalidArgument / NotFound / OutOfRange / Unimplemented /
+// FailedPrecondition / AlreadyExists / ResourceExhausted / DataLoss (a
+// truncated or corrupt file), environment errors Unavailable (I/O) and
+// PermissionDenied (a target that may not be replaced).
+int ExitCodeFor(absl::StatusCode code) {
+  switch (code) {
     case absl::StatusCode::kInvalidArgument:
     case absl::StatusCode::kNotFound:
     case absl::StatusCode::kOutOfRange:
     case absl::StatusCode::kUnimplemented:
     case absl::StatusCode::kFailedPrecondition:
     case absl::StatusCode::kAlreadyExists:
+    case absl::StatusCode::kResourceExhausted:
+    case absl::StatusCode::kDataLoss:
       return 1;
+    case absl::StatusCode::kUnavailable:
+    case absl::StatusCode::kPermissionDenied:
+      return 3;
     default:
       return 2;
   }
 }
 
-absl::Status EnsureDir(const std::string& dir) {
-  struct stat st;
-  if (stat(dir.c_str(), &st) == 0) {
-    if (S_ISDIR(st.st_mode)) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("--out ", dir, ": exists and is not a directory"));
-  }
-  if (mkdir(dir.c_str(), 0755) != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("--out ", dir, ": cannot create directory"));
-  }
-  return absl::OkStatus();
+int Fail(const absl::Status& st) {
+  std::cerr << "gpusim: error: " << st.message() << "\n";
+  return ExitCodeFor(st.code());
+}
+
+// Writes `write(dir)` into a temporary directory beside `target` and moves
+// it into place as a whole (sim/base/output_dir.h).
+template <typename WriteFn>
+absl::Status WriteOutputDir(const std::string& target, const std::string& flag, WriteFn write) {
+  ASSIGN_OR_RETURN(std::unique_ptr<OutputDir> out, OutputDir::Begin(target, flag));
+  RETURN_IF_ERROR(write(out->path()));
+  return out->Commit();
 }
 
 struct RunOptions {
@@ -97,17 +117,19 @@ int CmdRun(const RunOptions& o) {
   }
   if (!o.out_dir.empty()) {
     // --out DIR: result.json, the trace, report.html, the charts and the
-    // Perfetto timeline, each file written atomically.
-    absl::Status st = EnsureDir(o.out_dir);
-    if (st.ok()) st = WriteTraceFile(report->lowered.trace, o.out_dir + "/trace.gpusim");
-    if (st.ok()) st = WriteFileAtomically(o.out_dir + "/result.json", json);
-    if (st.ok()) st = WriteCharts(*report, o.out_dir, viz);
-    if (st.ok()) st = WritePerfettoTimeline(*report, o.out_dir + "/timeline.json");
-    if (st.ok()) st = WriteHtmlReport(*report, o.out_dir, viz);
+    // Perfetto timeline, written beside DIR and moved into place as a whole.
+    absl::Status st = WriteOutputDir(o.out_dir, "--out", [&](const std::string& dir) -> absl::Status {
+      RETURN_IF_ERROR(WriteTraceFile(report->lowered.trace, dir + "/trace.gpusim"));
+      RETURN_IF_ERROR(WriteFileAtomically(dir + "/result.json", json));
+      RETURN_IF_ERROR(WriteCharts(*report, dir, viz));
+      RETURN_IF_ERROR(WritePerfettoTimeline(*report, dir + "/timeline.json"));
+      return WriteHtmlReport(*report, dir, viz);
+    });
     if (!st.ok()) return Fail(st);
   }
   if (!o.charts_dir.empty()) {
-    absl::Status st = WriteCharts(*report, o.charts_dir, viz);
+    absl::Status st = WriteOutputDir(o.charts_dir, "--charts",
+                                     [&](const std::string& dir) { return WriteCharts(*report, dir, viz); });
     if (!st.ok()) return Fail(st);
   }
   if (!o.timeline.empty()) {
@@ -160,8 +182,23 @@ struct AdviseCli {
   std::string config;
   std::vector<std::string> sets, vary, merge;
   std::string budget, shard, format = "text";
-  int jobs = 0, top = 20;
+  int jobs = 0, top = 20;  // jobs 0: not given (all cores)
 };
+
+// An integer option's check: `min` to `max`, in words a user can act on
+// (CLI11's PositiveNumber said "not in range 0 to 1.79e308" for 0).
+CLI::Validator IntRange(int64_t min, int64_t max) {
+  return CLI::Validator(
+      [min, max](std::string& v) -> std::string {
+        int64_t x = 0;
+        const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
+        if (ec != std::errc() || ptr != v.data() + v.size() || x < min || x > max) {
+          return absl::StrCat("expected an integer from ", min, " to ", max, ", got '", v, "'");
+        }
+        return "";
+      },
+      absl::StrCat("INT in [", min, ", ", max, "]"));
+}
 
 int CmdAdvise(const AdviseCli& c) {
   absl::StatusOr<AdviceResult> result;
@@ -181,6 +218,10 @@ int CmdAdvise(const AdviseCli& c) {
     if (!c.budget.empty()) {
       auto b = ParseBytes(c.budget);
       if (!b.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat("--budget: ", b.status().message())));
+      if (b->value() <= 0) {
+        return Fail(absl::InvalidArgumentError(absl::StrCat(
+            "--budget: expected a positive size such as 80GiB, got '", c.budget, "' (omit it for the device's usable memory)")));
+      }
       o.budget = *b;
     }
     if (!c.shard.empty()) {
@@ -279,10 +320,11 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     report = ReportFromTrace(*trace, spec);
   }
   if (!report.ok()) return Fail(report.status());
-  absl::Status st = EnsureDir(out_dir);
-  if (st.ok()) st = WriteCharts(*report, out_dir, viz);
-  if (st.ok()) st = WritePerfettoTimeline(*report, out_dir + "/timeline.json");
-  if (st.ok()) st = WriteHtmlReport(*report, out_dir, viz);
+  absl::Status st = WriteOutputDir(out_dir, "--out", [&](const std::string& dir) -> absl::Status {
+    RETURN_IF_ERROR(WriteCharts(*report, dir, viz));
+    RETURN_IF_ERROR(WritePerfettoTimeline(*report, dir + "/timeline.json"));
+    return WriteHtmlReport(*report, dir, viz);
+  });
   if (!st.ok()) return Fail(st);
   std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
   return 0;
@@ -339,24 +381,71 @@ int CmdDevices() {
   return 0;
 }
 
-int CmdList(const std::string& what) {
-  if (what == "allocators") {
-    for (const AllocatorInfo& a : ListAllocators()) {
-      std::cout << absl::StrFormat("%-20s %s%s\n", a.name, a.doc,
-                                   a.parameters.empty() ? "" : absl::StrCat(" [", a.parameters, "]"));
+// One row of `gpusim list KIND`: name, one-line doc, its parameters or the
+// settings it models.
+struct ListRow {
+  std::string name, doc;
+  std::vector<std::pair<std::string, std::string>> fields;  // label, text
+};
+
+int PrintList(const std::string& kind, const std::vector<ListRow>& rows, const std::string& format, int width) {
+  if (format == "json") {
+    JsonWriter w;
+    w.BeginObject().BeginArray(kind);
+    for (const ListRow& r : rows) {
+      w.BeginObject().String("name", r.name).String("doc", r.doc);
+      for (const auto& [label, text] : r.fields) w.String(label, text);
+      w.EndObject();
     }
+    w.EndArray().EndObject();
+    std::cout << w.Finish() << "\n";
     return 0;
+  }
+  for (const ListRow& r : rows) {
+    std::cout << absl::StrFormat("%-*s %s\n", width, r.name, r.doc);
+    for (const auto& [label, text] : r.fields) {
+      if (!text.empty()) std::cout << absl::StrFormat("%-*s   %s: %s\n", width, "", label, text);
+    }
+  }
+  return 0;
+}
+
+int CmdList(const std::string& what, const std::string& format) {
+  if (format != "text" && format != "json") {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--format ", format, ": expected text or json")));
+  }
+  std::vector<ListRow> rows;
+  if (what == "allocators") {
+    for (const AllocatorInfo& a : ListAllocators()) rows.push_back({a.name, a.doc, {{"parameters", a.parameters}}});
+    return PrintList(what, rows, format, 20);
   }
   if (what == "remat") {
-    for (const RematPolicyInfo& p : ListRematPolicies()) {
-      std::cout << absl::StrFormat("%-36s %s%s\n", p.name, p.doc,
-                                   p.parameters.empty() ? "" : absl::StrCat(" [", p.parameters, "]"));
-    }
-    return 0;
+    for (const RematPolicyInfo& p : ListRematPolicies()) rows.push_back({p.name, p.doc, {{"parameters", p.parameters}}});
+    return PrintList(what, rows, format, 36);
   }
-  if (what == "devices") return CmdDevices();
+  if (what == "models") {
+    for (const ModelFamily& f : ModelFamilies()) {
+      std::string fixed;
+      for (const auto& [path, value] : f.fixed) absl::StrAppend(&fixed, fixed.empty() ? "" : ", ", path, " = ", value);
+      rows.push_back({f.name,
+                      f.doc,
+                      {{"models under jax", absl::StrJoin(f.jax_settings, ", ")},
+                       {"models under pytorch", absl::StrJoin(f.pytorch_settings, ", ")},
+                       {"runs as", fixed}}});
+    }
+    return PrintList(what, rows, format, 8);
+  }
+  if (what == "devices" && format == "text") return CmdDevices();
+  if (what == "devices") {
+    for (const std::string& n : ListDeviceNames()) {
+      auto d = LoadDeviceSpec(n, "");
+      if (!d.ok()) return Fail(d.status());
+      rows.push_back({d->name, d->description, {{"usable_bytes", absl::StrCat(d->usable().value())}}});
+    }
+    return PrintList(what, rows, format, 16);
+  }
   return Fail(absl::InvalidArgumentError(
-      absl::StrCat("list: unknown kind '", what, "'; expected allocators, remat or devices")));
+      absl::StrCat("list: ", UnknownNameMessage("kind", what, {"allocators", "remat", "devices", "models"}))));
 }
 
 int CmdCompareConfig(const RunOptions& o, const std::string& vary) {
@@ -374,6 +463,11 @@ int FailStatus(const absl::Status& st) { return Fail(st); }
 int RunCli(int argc, char** argv) {
   CLI::App app{"gpusim: trace-driven simulator of GPU memory and step time for deep-learning training"};
   app.require_subcommand(1);
+  app.footer(
+      "Exit codes: 0 ok; 1 bad input (config, trace, command line, an input too large to model), with a message "
+      "naming the input; 3 environment (I/O error, disk full, an output target that exists and is not a regular "
+      "file or directory as expected); 2 an internal error (a bug: please report it). Killed by SIGINT/SIGTERM, "
+      "gpusim removes its temporary files and stops its child processes first.");
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
 
   RunOptions run;
@@ -395,7 +489,7 @@ int RunCli(int argc, char** argv) {
       ->required();
   explain_cmd->add_option("--format", explain.format, "text or json (traces)")->check(CLI::IsMember({"text", "json"}));
   explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
-  explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(CLI::PositiveNumber);
+  explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));
 
   RunOptions diff;
   std::vector<std::string> diff_base;
@@ -406,7 +500,7 @@ int RunCli(int argc, char** argv) {
   diff_cmd->add_option("--set", diff.sets, "Override for B: path=value (repeatable)")->required();
   diff_cmd->add_option("--base-set", diff_base, "Override for both A and B (repeatable)");
   diff_cmd->add_option("--format", diff.format, "Output format")->check(CLI::IsMember({"text", "json"}));
-  diff_cmd->add_option("--top", diff_top, "How many lines per table")->check(CLI::PositiveNumber);
+  diff_cmd->add_option("--top", diff_top, "How many lines per table")->check(IntRange(1, 1000000));
 
   AdviseCli advise;
   CLI::App* advise_cmd = app.add_subcommand(
@@ -415,11 +509,12 @@ int RunCli(int argc, char** argv) {
   advise_cmd->add_option("--budget", advise.budget, "Memory budget, e.g. 80GiB (default: the device's usable memory)");
   advise_cmd->add_option("--vary", advise.vary, "A grid axis: path=v1,v2,... (repeatable; default: remat x loop x batch)");
   advise_cmd->add_option("--set", advise.sets, "Override for every point: path=value (repeatable)");
-  advise_cmd->add_option("--jobs", advise.jobs, "Worker threads (default: all cores)");
+  advise_cmd->add_option("--jobs", advise.jobs, "Worker threads (default: all cores; at most one per grid group)")
+      ->check(IntRange(1, 100000));
   advise_cmd->add_option("--shard", advise.shard, "Evaluate only shard I of N (I/N) and print JSON lines");
   advise_cmd->add_option("--merge", advise.merge, "Join JSON-lines shard files instead of simulating");
   advise_cmd->add_option("--format", advise.format, "Output format")->check(CLI::IsMember({"text", "json"}));
-  advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(CLI::PositiveNumber);
+  advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(IntRange(1, 1000000));
 
   std::string cal_file, cal_out, cal_format = "text";
   CLI::App* cal_cmd = app.add_subcommand(
@@ -482,9 +577,10 @@ int RunCli(int argc, char** argv) {
 
   CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
 
-  std::string list_what;
-  CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies");
-  list_cmd->add_option("kind", list_what, "allocators | remat | devices")->required();
+  std::string list_what, list_format = "text";
+  CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies and model families");
+  list_cmd->add_option("kind", list_what, "allocators | remat | devices | models")->required();
+  list_cmd->add_option("--format", list_format, "text | json");
 
   try {
     app.parse(argc, argv);
@@ -529,7 +625,10 @@ int RunCli(int argc, char** argv) {
       return CmdCompare(compare);
     }
     if (*dev_cmd) return CmdDevices();
-    if (*list_cmd) return CmdList(list_what);
+    if (*list_cmd) return CmdList(list_what, list_format);
+  } catch (const std::bad_alloc&) {
+    std::cerr << "gpusim: error: out of host memory: the input is too large to model\n";
+    return 1;
   } catch (const std::exception& e) {
     std::cerr << "gpusim: internal error: " << e.what() << "\n";
     return 2;

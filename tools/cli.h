@@ -1,5 +1,6 @@
 // The gpusim command line (CLI11): run, validate, devices, ...
-// Exit codes: 0 ok, 1 bad input (message on stderr), 2 internal error.
+// Exit codes (Note [Exit codes] in cli.cc): 0 ok, 1 bad input (message on
+// stderr), 3 environment (I/O, a target that cannot be replaced), 2 a bug.
 #ifndef GPUSIM_TOOLS_CLI_H_
 #define GPUSIM_TOOLS_CLI_H_
 

@@ -35,8 +35,25 @@ class RefusingUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("refusing a persistent id")
 
 
-def _plain(value, keep_frames):
+# A pickle can reference one object many times (its memo), so a few hundred
+# bytes of nested shared lists expand exponentially when written out as
+# JSON. Every value written counts against a budget proportional to the
+# file's size (a real snapshot's values each take at least a byte or two of
+# pickle); a file past it is refused (gpusim issue 17).
+class _Budget:
+    def __init__(self, file_bytes):
+        self.left = 4 * file_bytes + 100000
+
+    def take(self):
+        self.left -= 1
+        if self.left < 0:
+            raise ValueError("it expands to far more values than its size "
+                             "allows (shared references nested to blow up?)")
+
+
+def _plain(value, keep_frames, budget):
     """The value as JSON-ready plain data."""
+    budget.take()
     if isinstance(value, dict):
         out = {}
         for k, v in value.items():
@@ -46,12 +63,16 @@ def _plain(value, keep_frames):
                 k = json.dumps(k)
             elif not isinstance(k, str):
                 raise ValueError(f"unsupported dict key type {type(k).__name__}")
-            out[k] = _plain(v, keep_frames)
+            out[k] = _plain(v, keep_frames, budget)
         return out
     if isinstance(value, (list, tuple)):
-        return [_plain(v, keep_frames) for v in value]
+        return [_plain(v, keep_frames, budget) for v in value]
     if isinstance(value, float) and not math.isfinite(value):
         return None
+    if isinstance(value, int) and not isinstance(value, bool) and \
+            not -2**63 <= value < 2**63:
+        raise ValueError(f"an integer of {value.bit_length()} bits does not "
+                         "fit in 64 bits")
     if value is None or isinstance(value, (bool, int, float, str)):
         return value
     raise ValueError(f"unsupported value type {type(value).__name__}")
@@ -67,7 +88,8 @@ def main(argv):
     try:
         with open(path, "rb") as f:
             data = RefusingUnpickler(f).load()
-        plain = _plain(data, keep_frames)
+            budget = _Budget(f.tell())
+        plain = _plain(data, keep_frames, budget)
     except (pickle.UnpicklingError, ValueError, EOFError, TypeError,
             AttributeError, IndexError, KeyError, MemoryError,
             RecursionError) as e:

@@ -6,6 +6,11 @@
 #include <functional>
 #include <optional>
 #include <sstream>
+#include <map>
+#include <mutex>
+#include <new>
+#include <set>
+#include <system_error>
 #include <thread>
 
 #include "absl/container/flat_hash_map.h"
@@ -15,11 +20,13 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "sim/advise/json_lines.h"
+#include "sim/base/file_util.h"
 #include "sim/base/status.h"
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
-#include "sim/report/json_writer.h"
-#include "sim/report/step.h"
+#include "sim/base/json_writer.h"
+#include "sim/step/step.h"
+#include "sim/step/capabilities.h"
 
 namespace gpusim {
 namespace {
@@ -67,14 +74,14 @@ std::string GroupKey(const std::vector<std::string>& settings) {
 
 // Evaluates the points of one group (same GroupKey) in order; `prepared`
 // holds the group's prepared step once one point got that far.
-void EvaluateGroup(const AdviseOptions& o, const std::vector<int64_t>& indices, std::vector<AdvicePoint>& points,
-                   std::vector<Bytes>& budgets, const std::function<void()>& done) {
+void EvaluateGroup(const AdviseOptions& o, const RunConfig& config, const std::vector<int64_t>& indices,
+                   std::vector<AdvicePoint>& points, std::vector<Bytes>& budgets, const std::function<void()>& done) {
   std::optional<absl::StatusOr<StepReport>> prepared;
   for (int64_t i : indices) {
     AdvicePoint& p = points[static_cast<size_t>(i)];
     std::vector<std::string> sets = o.base_sets;
     sets.insert(sets.end(), p.settings.begin(), p.settings.end());
-    auto spec = LoadRunSpec(o.config, sets);
+    auto spec = config.Spec(sets);
     if (!spec.ok()) {
       p.error = std::string(spec.status().message());
       done();
@@ -95,6 +102,7 @@ void EvaluateGroup(const AdviseOptions& o, const std::vector<int64_t>& indices, 
       continue;
     }
     p.ok = true;
+    if (o.on_report) o.on_report(i, r);
     p.peak = r.peak;
     p.step_time_s = r.sim.step_time.seconds();
     p.tokens_per_s = p.step_time_s > 0 ? r.tokens_per_step / p.step_time_s : 0;
@@ -102,6 +110,27 @@ void EvaluateGroup(const AdviseOptions& o, const std::vector<int64_t>& indices, 
     if (budget.value() == 0) budget = spec->device.usable();
     done();
   }
+}
+
+// Note [Shard identity]: every JSON line of a shard names its grid (an
+// FNV-1a hash of the config file's bytes, the base --set overrides and the
+// axes, in order), the grid's point count and the shard (I of N), so a merge
+// can refuse shards of another grid, a shard given twice, an empty file (an
+// interrupted shard) and a missing point, instead of ranking part of a grid.
+absl::StatusOr<std::string> GridFingerprint(const AdviseOptions& o, const std::vector<GridAxis>& axes) {
+  ASSIGN_OR_RETURN(std::string config, ReadFileToString(o.config));
+  uint64_t h = 1469598103934665603ull;
+  auto mix = [&](std::string_view s) {
+    for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;  // separator
+  };
+  mix(config);
+  for (const std::string& s : o.base_sets) mix(s);
+  for (const GridAxis& a : axes) {
+    mix(a.path);
+    for (const std::string& v : a.values) mix(v);
+  }
+  return absl::StrFormat("%016x", h);
 }
 
 }  // namespace
@@ -123,8 +152,11 @@ absl::StatusOr<GridAxis> ParseAxis(const std::string& text) {
 
 absl::StatusOr<std::vector<GridAxis>> DefaultAxes(const std::string& config) {
   ASSIGN_OR_RETURN(RunSpec spec, LoadRunSpec(config, {}));
+  // Only axes the run's family models (sim/step/capabilities.h).
+  const std::vector<std::string> modelled = ModelledSettings(spec);
+  auto models = [&](const char* path) { return std::find(modelled.begin(), modelled.end(), path) != modelled.end(); };
   std::vector<GridAxis> axes;
-  if (!spec.program.present) {
+  if (models("remat.policy")) {
     GridAxis policies{"remat.policy", {}};
     for (const RematPolicyInfo& p : ListRematPolicies()) {
       // Policies that need names (save_only_these_names, ...) are left to
@@ -134,9 +166,25 @@ absl::StatusOr<std::vector<GridAxis>> DefaultAxes(const std::string& config) {
     }
     axes.push_back(std::move(policies));
   }
-  axes.push_back({"loop.mode", {"rolled", "unrolled"}});
-  if (!spec.program.present) axes.push_back({"batch.per_device", {"1", "2", "4", "8", "16", "32", "64"}});
+  if (models("loop.mode")) axes.push_back({"loop.mode", {"rolled", "unrolled"}});
+  if (models("batch.per_device")) axes.push_back({"batch.per_device", {"1", "2", "4", "8", "16", "32", "64"}});
   return axes;
+}
+
+// Every value of every axis loads and is modelled by the run's family: a
+// misspelt path or a refused value is the user's input, an error before any
+// point is simulated.
+absl::Status CheckAxes(const RunConfig& config, const std::vector<std::string>& base_sets,
+                       const std::vector<GridAxis>& axes) {
+  for (const GridAxis& a : axes) {
+    for (const std::string& v : a.values) {
+      std::vector<std::string> sets = base_sets;
+      sets.push_back(absl::StrCat(a.path, "=", v));
+      ASSIGN_OR_RETURN(RunSpec spec, config.Spec(sets));
+      RETURN_IF_ERROR(ApplyCapabilities(spec).status());
+    }
+  }
+  return absl::OkStatus();
 }
 
 void Rank(AdviceResult& r) {
@@ -173,8 +221,19 @@ absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
   if (axes.empty()) {
     ASSIGN_OR_RETURN(axes, DefaultAxes(o.config));
   }
+  ASSIGN_OR_RETURN(RunConfig config, RunConfig::Read(o.config));
+  RETURN_IF_ERROR(CheckAxes(config, o.base_sets, axes));
   int64_t total = 1;
-  for (const GridAxis& a : axes) total *= static_cast<int64_t>(a.values.size());
+  constexpr int64_t kMaxGridPoints = 1000000;
+  for (const GridAxis& a : axes) {
+    total *= static_cast<int64_t>(a.values.size());
+    if (total > kMaxGridPoints) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--vary: the grid has more than ", kMaxGridPoints, " points; split it into several runs"));
+    }
+  }
+  if (o.jobs < 0) return absl::InvalidArgumentError(absl::StrCat("--jobs: expected >= 1, got ", o.jobs));
+  if (o.budget < Bytes(0)) return absl::InvalidArgumentError("--budget: expected a positive size");
   if (o.num_shards < 1 || o.shard < 0 || o.shard >= o.num_shards) {
     return absl::InvalidArgumentError(absl::StrCat("--shard ", o.shard, "/", o.num_shards, ": expected I/N with 0 <= I < N"));
   }
@@ -182,6 +241,10 @@ absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
   for (int64_t k = o.shard; k < total; k += o.num_shards) mine.push_back(k);
   AdviceResult result;
   result.budget = o.budget;
+  ASSIGN_OR_RETURN(result.grid, GridFingerprint(o, axes));
+  result.grid_points = total;
+  result.shard = o.shard;
+  result.num_shards = o.num_shards;
   result.points.resize(mine.size());
   // Groups of points that share a prepared step, in grid order of their
   // first point (Note [Shared preparation]).
@@ -204,16 +267,41 @@ absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
     const int64_t d = ++done;
     if (o.progress) o.progress(d, points);
   };
-  const int jobs = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  // More threads than groups would idle; thread creation failing (e.g.
+  // --jobs 100000 past the process limit) just leaves fewer workers.
+  const int64_t want = o.jobs > 0 ? o.jobs : std::max(1u, std::thread::hardware_concurrency());
+  const int jobs = static_cast<int>(std::max<int64_t>(1, std::min<int64_t>(want, static_cast<int64_t>(groups.size()))));
+  // Every worker's failure reaches the caller as a Status (never
+  // std::terminate): the first one is kept and the others stop.
+  std::mutex failure_mu;
+  absl::Status failure;
+  std::atomic<bool> failed{false};
   auto worker = [&]() {
-    for (int64_t g = next++; g < static_cast<int64_t>(groups.size()); g = next++) {
-      EvaluateGroup(o, groups[static_cast<size_t>(g)], result.points, budgets, count_done);
+    try {
+      for (int64_t g = next++; g < static_cast<int64_t>(groups.size()) && !failed; g = next++) {
+        EvaluateGroup(o, config, groups[static_cast<size_t>(g)], result.points, budgets, count_done);
+      }
+    } catch (const std::bad_alloc&) {
+      std::lock_guard<std::mutex> l(failure_mu);
+      if (failure.ok()) failure = absl::ResourceExhaustedError("advise: out of host memory evaluating the grid");
+      failed = true;
+    } catch (const std::exception& e) {
+      std::lock_guard<std::mutex> l(failure_mu);
+      if (failure.ok()) failure = absl::InternalError(absl::StrCat("advise: worker failed: ", e.what()));
+      failed = true;
     }
   };
   std::vector<std::thread> pool;
-  for (int j = 1; j < jobs; ++j) pool.emplace_back(worker);
+  for (int j = 1; j < jobs; ++j) {
+    try {
+      pool.emplace_back(worker);
+    } catch (const std::system_error&) {
+      break;  // the threads made so far (and this one) do the work
+    }
+  }
   worker();
   for (std::thread& t : pool) t.join();
+  RETURN_IF_ERROR(failure);
   if (result.budget.value() == 0) {
     for (Bytes b : budgets) {
       if (b.value() > 0) {
@@ -293,7 +381,9 @@ std::string RenderAdviceJson(const AdviceResult& r) {
 std::string RenderAdviceJsonLines(const AdviceResult& r) {
   std::string o;
   for (const AdvicePoint& p : r.points) {
-    std::string line = absl::StrFormat("{\"index\":%d,\"settings\":[", p.index);
+    std::string line = absl::StrFormat("{\"grid\":\"%s\",\"grid_points\":%d,\"shard\":%d,\"num_shards\":%d,"
+                                       "\"index\":%d,\"settings\":[",
+                                       r.grid, r.grid_points, r.shard, r.num_shards, p.index);
     for (size_t i = 0; i < p.settings.size(); ++i) absl::StrAppend(&line, i ? "," : "", JsonEscape(p.settings[i]));
     absl::StrAppendFormat(&line,
                           "],\"ok\":%s,\"error\":%s,\"peak_bytes\":%d,\"step_time_s\":%.17g,"
@@ -307,11 +397,14 @@ std::string RenderAdviceJsonLines(const AdviceResult& r) {
 
 absl::StatusOr<AdviceResult> MergeAdviceJsonLines(const std::vector<std::string>& files) {
   AdviceResult r;
+  std::map<int, std::string> shard_file;  // shard → the file that held it
+  std::string first_file;
   for (const std::string& f : files) {
     std::ifstream in(f);
     if (!in) return absl::NotFoundError(absl::StrCat(f, ": cannot open"));
     std::string line;
-    int64_t n = 0;
+    int64_t n = 0, points_in_file = 0;
+    int file_shard = -1;
     while (std::getline(in, line)) {
       ++n;
       if (line.empty()) continue;
@@ -323,6 +416,34 @@ absl::StatusOr<AdviceResult> MergeAdviceJsonLines(const std::vector<std::string>
         if (it == obj->end()) return absl::InvalidArgumentError(absl::StrCat(f, ":", n, ": missing key '", key, "'"));
         return &it->second;
       };
+      ASSIGN_OR_RETURN(const JsonLineValue* grid, get("grid"));
+      ASSIGN_OR_RETURN(const JsonLineValue* grid_points, get("grid_points"));
+      ASSIGN_OR_RETURN(const JsonLineValue* shard, get("shard"));
+      ASSIGN_OR_RETURN(const JsonLineValue* num_shards, get("num_shards"));
+      const int64_t gp = static_cast<int64_t>(grid_points->number);
+      const int sh = static_cast<int>(shard->number), ns = static_cast<int>(num_shards->number);
+      if (first_file.empty()) {
+        first_file = f;
+        r.grid = grid->text;
+        r.grid_points = gp;
+        r.num_shards = ns;
+      } else if (grid->text != r.grid || gp != r.grid_points || ns != r.num_shards) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            f, ":", n, ": a shard of another grid (grid ", grid->text, ", ", gp, " points, ", ns, " shards; ",
+            first_file, " has grid ", r.grid, ", ", r.grid_points, " points, ", r.num_shards, " shards)"));
+      }
+      if (file_shard < 0) {
+        file_shard = sh;
+        auto [it, inserted] = shard_file.emplace(sh, f);
+        if (!inserted) {
+          return absl::InvalidArgumentError(
+              absl::StrCat(f, ": shard ", sh, "/", ns, " given twice (also ", it->second, ")"));
+        }
+      } else if (sh != file_shard) {
+        return absl::InvalidArgumentError(absl::StrCat(f, ":", n, ": line of shard ", sh, " in the file of shard ",
+                                                       file_shard));
+      }
+      ++points_in_file;
       ASSIGN_OR_RETURN(const JsonLineValue* index, get("index"));
       ASSIGN_OR_RETURN(const JsonLineValue* settings, get("settings"));
       ASSIGN_OR_RETURN(const JsonLineValue* ok, get("ok"));
@@ -332,6 +453,10 @@ absl::StatusOr<AdviceResult> MergeAdviceJsonLines(const std::vector<std::string>
       ASSIGN_OR_RETURN(const JsonLineValue* tok, get("tokens_per_s_per_device"));
       ASSIGN_OR_RETURN(const JsonLineValue* budget, get("budget_bytes"));
       p.index = static_cast<int64_t>(index->number);
+      if (p.index < 0 || p.index >= gp || p.index % ns != sh) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(f, ":", n, ": grid point ", p.index, " is not a point of shard ", sh, "/", ns));
+      }
       p.settings = settings->strings;
       p.ok = ok->boolean;
       p.error = error->text;
@@ -341,13 +466,30 @@ absl::StatusOr<AdviceResult> MergeAdviceJsonLines(const std::vector<std::string>
       r.budget = Bytes(static_cast<int64_t>(budget->number));
       r.points.push_back(std::move(p));
     }
+    if (in.bad()) return absl::UnavailableError(absl::StrCat(f, ": read error"));
+    if (points_in_file == 0) {
+      return absl::InvalidArgumentError(absl::StrCat(f, ": empty shard (no grid points; was it interrupted?)"));
+    }
   }
+  if (files.empty()) return absl::InvalidArgumentError("--merge: give the shard files");
   std::sort(r.points.begin(), r.points.end(),
             [](const AdvicePoint& a, const AdvicePoint& b) { return a.index < b.index; });
   for (size_t i = 1; i < r.points.size(); ++i) {
     if (r.points[i].index == r.points[i - 1].index) {
       return absl::InvalidArgumentError(absl::StrCat("--merge: grid point ", r.points[i].index, " appears twice"));
     }
+  }
+  std::vector<int64_t> missing;
+  for (int s = 0; s < r.num_shards; ++s) {
+    if (!shard_file.contains(s)) missing.push_back(s);
+  }
+  if (!missing.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--merge: missing shard(s) ", absl::StrJoin(missing, ", "), " of ",
+                                                   r.num_shards, " (grid ", r.grid, ")"));
+  }
+  if (static_cast<int64_t>(r.points.size()) != r.grid_points) {
+    return absl::InvalidArgumentError(absl::StrCat("--merge: the shards hold ", r.points.size(), " of the grid's ",
+                                                   r.grid_points, " points (a shard cut short?)"));
   }
   Rank(r);
   return r;

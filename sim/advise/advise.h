@@ -19,6 +19,8 @@
 
 namespace gpusim {
 
+struct StepReport;
+
 struct GridAxis {
   std::string path;                 // a config path, e.g. remat.policy
   std::vector<std::string> values;  // its values
@@ -39,6 +41,12 @@ struct AdvicePoint {
 
 struct AdviceResult {
   Bytes budget;
+  // The grid these points belong to (Note [Shard identity] in advise.cc):
+  // a fingerprint of the config bytes, the --set overrides and the axes,
+  // the number of points in the whole grid, and this part's shard.
+  std::string grid;
+  int64_t grid_points = 0;
+  int shard = 0, num_shards = 1;
   std::vector<AdvicePoint> points;  // grid order
   int64_t winner = -1;              // index into points: fastest that fits
 };
@@ -48,9 +56,13 @@ struct AdviseOptions {
   std::vector<std::string> base_sets;  // applied to every point
   std::vector<GridAxis> axes;          // empty: the default grid
   Bytes budget;                        // 0: the device's usable memory
-  int jobs = 0;                        // 0: all cores
+  int jobs = 0;                        // 0: all cores (the CLI refuses --jobs 0); capped at the groups to run
   int shard = 0, num_shards = 1;
   std::function<void(int64_t done, int64_t total)> progress;
+  // Called with each simulated point's index into AdviceResult::points and
+  // its report (compare's rows read it); from worker threads, one call per
+  // point.
+  std::function<void(int64_t point, const StepReport& report)> on_report;
 };
 
 // "path=v1,v2,..." → an axis.
@@ -67,6 +79,8 @@ std::string RenderAdviceText(const AdviceResult& r, int top);
 std::string RenderAdviceJson(const AdviceResult& r);
 // One JSON object per line, for --shard output and --merge input.
 std::string RenderAdviceJsonLines(const AdviceResult& r);
+// Refuses (InvalidArgument, naming the file) an empty file, lines of
+// another grid, a shard given twice, and a grid point missing or repeated.
 absl::StatusOr<AdviceResult> MergeAdviceJsonLines(const std::vector<std::string>& files);
 
 }  // namespace gpusim

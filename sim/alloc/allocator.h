@@ -23,11 +23,23 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sim/base/checked.h"
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
 #include "sim/trace/trace.h"
 
 namespace gpusim {
+
+// Note [Huge requests]: no device holds kMaxDeviceBytes (64 TiB), so every strategy
+// rounds min(request, kMaxRequestBytes) instead of the request itself: the
+// rounding (to 512 B, 2 MiB, a power of two, a power-2 division) then never
+// overflows int64 (nor the caching allocator's 48-bit size keys), and since MakeAllocator refuses a capacity of
+// kMaxRequestBytes or more, a clamped request cannot fit and runs the
+// strategy's ordinary out-of-memory path (a PyTorch caching allocator first
+// releases its cache, as cudaMalloc failing would make it). A 2^63-1 byte
+// request is therefore an OOM, never a CHECK or a wrapped size.
+inline constexpr int64_t kMaxRequestBytes = kMaxDeviceBytes;
+inline int64_t ClampRequest(int64_t bytes) { return bytes < kMaxRequestBytes ? bytes : kMaxRequestBytes; }
 
 // Current values and high-water marks, all in bytes except the counters.
 // Field names follow PyTorch's torch.cuda.memory_stats() where one exists.

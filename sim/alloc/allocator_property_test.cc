@@ -150,6 +150,31 @@ TEST(AllocatorPropertyTest, TightCapacityStillKeepsInvariants) {
   }
 }
 
+// Note [Huge requests] (issue 17): a request of up to 2^63-1 bytes is an OOM
+// in every strategy — no CHECK, no wrapped rounding that "fits" — and the
+// allocator keeps working after it.
+TEST(AllocatorPropertyTest, HugeRequestsAreOutOfMemory) {
+  for (const AllocatorSpec& spec : AllStrategies()) {
+    for (int64_t huge : {INT64_MAX, INT64_MAX - 511, kMaxRequestBytes, kMaxRequestBytes + 1, kMaxRequestBytes - 1,
+                         (int64_t{1} << 62) - 1, (int64_t{1} << 48) + 1, (int64_t{1} << 40)}) {
+      const std::string what = Describe(spec) + " request " + std::to_string(huge);
+      auto made = MakeAllocator(spec, Bytes(8LL << 30));
+      ASSERT_TRUE(made.ok()) << what;
+      Allocator& a = **made;
+      ASSERT_TRUE(a.Alloc(1, Bytes(3 << 20), 0)) << what;
+      EXPECT_FALSE(a.Alloc(2, Bytes(huge), 0)) << what;
+      EXPECT_LE(a.stats().reserved, Bytes(8LL << 30)) << what;
+      CheckLive(a, {{1, Bytes(3 << 20)}}, what);
+      a.Free(1);
+      // A composite drops members that ran out (the engine stops at an OOM).
+      if (spec.impl != "best_of") EXPECT_TRUE(a.Alloc(3, Bytes(1 << 20), 0)) << what;
+      EXPECT_TRUE(a.Finish().ok()) << what;
+    }
+  }
+  EXPECT_FALSE(MakeAllocator({"bfc", {}}, Bytes(kMaxRequestBytes)).ok());
+  EXPECT_FALSE(MakeAllocator({"ideal", {}}, Bytes(INT64_MAX)).ok());
+}
+
 TEST(AllocatorRegistryTest, ErrorsNameTheKey) {
   auto bad = MakeAllocator({"first_fit", {{"alignmnt", "256"}}}, Bytes(1 << 30));
   ASSERT_FALSE(bad.ok());

@@ -240,8 +240,10 @@ int64_t SubtractBestFit(const std::vector<std::pair<int64_t, int64_t>>& busy, in
     if (free.size() <= 8) {
       while (f < free.size() && free[f].second <= lo) ++f;
     } else {
-      f = static_cast<size_t>(std::partition_point(free.begin(), free.end(), [lo](const auto& c) {
-                                return c.second <= lo;
+      // A local copy: clang 14 cannot capture a structured binding (P1091).
+      const int64_t start = lo;
+      f = static_cast<size_t>(std::partition_point(free.begin(), free.end(), [start](const auto& c) {
+                                return c.second <= start;
                               }) - free.begin());
     }
     if (f == free.size() || free[f].first >= std::max(hi, lo + 1)) continue;

@@ -16,7 +16,8 @@ PlannedAllocator::PlannedAllocator(std::unique_ptr<OfflinePlanner> planner, Byte
 
 bool PlannedAllocator::Alloc(BufferId id, Bytes size, StreamId stream) {
   GPUSIM_CHECK(size.value() >= 0 && !live_.contains(id));
-  const int64_t rounded = (size.value() + alignment_ - 1) / alignment_ * alignment_;
+  const int64_t req = ClampRequest(size.value());  // Note [Huge requests]
+  const int64_t rounded = (req + alignment_ - 1) / alignment_ * alignment_;
   if (live_bytes_ + rounded > capacity_) {
     stats_.ooms++;
     Record(AllocatorAction::kOom, 0, Bytes(rounded), stream);

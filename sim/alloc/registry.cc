@@ -172,8 +172,9 @@ absl::StatusOr<std::unique_ptr<Allocator>> MakeAllocator(const AllocatorSpec& sp
     return absl::InvalidArgumentError(absl::StrCat("allocator.impl: unknown allocator '", spec.impl,
                                                    "'; expected one of ", absl::StrJoin(names, ", ")));
   }
-  if (capacity.value() <= 0) {
-    return absl::InvalidArgumentError(absl::StrCat("allocator: device capacity must be > 0, got ", capacity.value()));
+  if (capacity.value() <= 0 || capacity.value() >= kMaxRequestBytes) {
+    return absl::InvalidArgumentError(absl::StrCat("allocator: device capacity must be > 0 and below 2^46 bytes (64 TiB), got ",
+                                                   capacity.value()));
   }
   return it->second.make(spec, capacity);
 }

@@ -12,39 +12,68 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "sim/base/cleanup.h"
+#include "sim/base/status.h"
 
 namespace gpusim {
 
+absl::Status CheckReplaceableTarget(const std::string& path, mode_t* mode) {
+  struct stat st;
+  if (lstat(path.c_str(), &st) != 0) {
+    if (errno == ENOENT) return absl::OkStatus();
+    return absl::UnavailableError(absl::StrCat(path, ": cannot stat: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    const char* what = S_ISDIR(st.st_mode)   ? "a directory"
+                       : S_ISLNK(st.st_mode) ? "a symbolic link"
+                       : S_ISFIFO(st.st_mode) ? "a FIFO"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device node"
+                                                                     : "not a regular file";
+    return absl::PermissionDeniedError(
+        absl::StrCat(path, ": exists and is ", what, "; refusing to replace it (remove it or choose another path)"));
+  }
+  if (mode != nullptr) *mode = st.st_mode & 07777;
+  return absl::OkStatus();
+}
+
 absl::Status WriteFileAtomically(const std::string& path, std::string_view content) {
+  // Note [Replacing outputs]: only a regular file (or nothing) is replaced,
+  // keeping its permission bits; a symlink, FIFO, device node or directory
+  // at `path` is refused (exit 3), since rename(2) would silently replace
+  // the link or node itself.
+  mode_t mode = 0644;  // a new result is an ordinary file
+  RETURN_IF_ERROR(CheckReplaceableTarget(path, &mode));
   std::string tmpl = path + ".tmp-XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   const int fd = mkstemp(buf.data());
   if (fd < 0) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": cannot create file: ", std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat(path, ": cannot create file: ", std::strerror(errno)));
   }
   const std::string tmp(buf.data());
-  fchmod(fd, 0644);  // mkstemp creates 0600; results are ordinary files
+  ScopedTempPath cleanup(tmp);  // removed if a signal arrives before the rename
+  fchmod(fd, mode);
   size_t off = 0;
   while (off < content.size()) {
     const ssize_t n = write(fd, content.data() + off, content.size() - off);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) {
-      const int err = errno;
+      const int err = n < 0 ? errno : ENOSPC;
       close(fd);
       unlink(tmp.c_str());
-      return absl::InternalError(absl::StrCat(path, ": write failed: ", std::strerror(err)));
+      return absl::UnavailableError(absl::StrCat(path, ": write failed: ", std::strerror(err)));
     }
     off += static_cast<size_t>(n);
   }
   if (fsync(fd) != 0 || close(fd) != 0) {
+    const int err = errno;
     unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat(path, ": cannot flush: ", std::strerror(errno)));
+    return absl::UnavailableError(absl::StrCat(path, ": cannot flush: ", std::strerror(err)));
   }
   if (std::rename(tmp.c_str(), path.c_str()) != 0) {
     const int err = errno;
     unlink(tmp.c_str());
-    return absl::InternalError(absl::StrCat(path, ": cannot rename into place: ", std::strerror(err)));
+    return absl::UnavailableError(absl::StrCat(path, ": cannot rename into place: ", std::strerror(err)));
   }
   return absl::OkStatus();
 }

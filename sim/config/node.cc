@@ -1,13 +1,21 @@
 // ConfigNode and its construction from yaml-cpp; see node.h.
 #include "sim/config/node.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 #include <utility>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "sim/base/status.h"
+#include "yaml-cpp/eventhandler.h"
+#include "yaml-cpp/parser.h"
 #include "yaml-cpp/yaml.h"
 
 namespace gpusim {
@@ -51,6 +59,11 @@ std::string ConfigNode::Describe() const {
     case Kind::kNull:
       return "null";
     case Kind::kScalar:
+      // A long or multi-line scalar is what a non-YAML file (a binary, a
+      // password file) parses to: described, never echoed.
+      if (scalar_.size() > 80 || scalar_.find_first_of("\n\r") != std::string::npos) {
+        return absl::StrCat("a scalar of ", scalar_.size(), " characters");
+      }
       return absl::StrCat("'", scalar_, "'");
     case Kind::kMap:
       return "a mapping";
@@ -58,6 +71,10 @@ std::string ConfigNode::Describe() const {
       return "a sequence";
   }
   return "";
+}
+
+std::string ConfigNode::DescribeKind() const {
+  return kind_ == Kind::kScalar ? "a scalar" : Describe();
 }
 
 const ConfigEntry* ConfigNode::FindEntry(absl::string_view key) const {
@@ -121,6 +138,70 @@ SourceLocation LocationOf(const YAML::Mark& mark, const std::string& file,
   return loc;
 }
 
+// Note [Alias budget]: yaml-cpp loads an alias as a shared node, so a few
+// hundred bytes of nested anchors (`b: [*a, *a, ...]`, `c: [*b, *b, ...]`)
+// load quickly but expand exponentially when copied into ConfigNodes (a 342-
+// byte file grew past 6 GB, issue 17). Before loading, one pass over the
+// parser's events computes each anchored node's expanded size (nodes
+// counted, an alias adding its anchor's size) and refuses a document whose
+// expansion exceeds kMaxYamlNodes, naming the alias that crossed it. Sizes
+// saturate at the budget, so the count itself cannot overflow.
+constexpr int64_t kMaxYamlNodes = 100000;
+
+class ExpandedSizeCounter : public YAML::EventHandler {
+ public:
+  bool exceeded() const { return exceeded_; }
+  const YAML::Mark& where() const { return where_; }
+
+  void OnDocumentStart(const YAML::Mark& m) override { open_.push_back({0, YAML::NullAnchor, m}); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& m, YAML::anchor_t a) override { Done(m, 1, a); }
+  void OnAlias(const YAML::Mark& m, YAML::anchor_t a) override {
+    Done(m, a < sizes_.size() ? sizes_[a] : 1, YAML::NullAnchor);
+  }
+  void OnScalar(const YAML::Mark& m, const std::string&, YAML::anchor_t a, const std::string&) override {
+    Done(m, 1, a);
+  }
+  void OnSequenceStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a,
+                       YAML::EmitterStyle::value) override {
+    open_.push_back({1, a, m});
+  }
+  void OnSequenceEnd() override { Close(); }
+  void OnMapStart(const YAML::Mark& m, const std::string&, YAML::anchor_t a, YAML::EmitterStyle::value) override {
+    open_.push_back({1, a, m});
+  }
+  void OnMapEnd() override { Close(); }
+
+ private:
+  struct Open {
+    int64_t size;
+    YAML::anchor_t anchor;
+    YAML::Mark mark;
+  };
+  void Done(const YAML::Mark& m, int64_t size, YAML::anchor_t anchor) {
+    if (anchor != YAML::NullAnchor) {
+      if (sizes_.size() <= anchor) sizes_.resize(anchor + 1, 1);
+      sizes_[anchor] = size;
+    }
+    if (open_.empty()) return;
+    int64_t& parent = open_.back().size;
+    parent = std::min(parent + size, kMaxYamlNodes + 1);
+    if (parent > kMaxYamlNodes && !exceeded_) {
+      exceeded_ = true;
+      where_ = m;
+    }
+  }
+  void Close() {
+    const Open o = open_.back();
+    open_.pop_back();
+    Done(o.mark, o.size, o.anchor);
+  }
+  std::vector<Open> open_;
+  std::vector<int64_t> sizes_;  // by anchor id (yaml-cpp numbers them 1, 2, ...)
+  bool exceeded_ = false;
+  YAML::Mark where_ = YAML::Mark::null_mark();
+};
+
 absl::StatusOr<ConfigNode> Convert(const YAML::Node& y,
                                    const std::string& file,
                                    const std::string& label) {
@@ -176,6 +257,15 @@ absl::StatusOr<ConfigNode> ParseYamlString(absl::string_view text,
                                            const std::string& label) {
   YAML::Node root;
   try {
+    std::istringstream events{std::string(text)};
+    YAML::Parser parser(events);
+    ExpandedSizeCounter counter;
+    parser.HandleNextDocument(counter);
+    if (counter.exceeded()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          LocationOf(counter.where(), file, label).ToString(), ": the document expands to more than ",
+          kMaxYamlNodes, " YAML nodes once its aliases are expanded (nested anchors and aliases?)"));
+    }
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
@@ -185,10 +275,16 @@ absl::StatusOr<ConfigNode> ParseYamlString(absl::string_view text,
 }
 
 absl::StatusOr<ConfigNode> ParseYamlFile(const std::string& path) {
+  struct stat st;
+  if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": ", S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file", ", expected a YAML file"));
+  }
   std::ifstream in(path, std::ios::binary);
-  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file"));
+  if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file: ", std::strerror(errno)));
   std::stringstream buf;
   buf << in.rdbuf();
+  if (in.bad()) return absl::UnavailableError(absl::StrCat(path, ": read error: ", std::strerror(errno)));
   return ParseYamlString(buf.str(), path);
 }
 

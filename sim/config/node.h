@@ -49,6 +49,9 @@ class ConfigNode {
   // Short text for error messages: the scalar, "null", "a mapping" or
   // "a sequence".
   std::string Describe() const;
+  // "null", "a scalar", "a mapping", "a sequence": never the value itself
+  // (for a whole file that is not YAML, whose content must not be echoed).
+  std::string DescribeKind() const;
 
   // Mappings, in written order. REQUIRES: is_map() for the mutators.
   const std::vector<ConfigEntry>& entries() const { return entries_; }

@@ -48,7 +48,7 @@ TEST(ConfigNodeTest, LabelReplacesPositions) {
 TEST(ConfigNodeTest, MissingFileIsNotFound) {
   absl::StatusOr<ConfigNode> n = ParseYamlFile("/nonexistent/x.yaml");
   EXPECT_EQ(n.status().code(), absl::StatusCode::kNotFound);
-  EXPECT_EQ(n.status().message(), "/nonexistent/x.yaml: cannot open file");
+  EXPECT_EQ(n.status().message(), "/nonexistent/x.yaml: cannot open file: No such file or directory");
 }
 
 TEST(ConfigNodeTest, DeepMergeMergesMapsAndReplacesLeaves) {

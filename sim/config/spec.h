@@ -87,6 +87,7 @@ struct LoopSpec {
 
 struct RematSpec {
   std::string policy = "none";       // remat.policy
+  std::string policy_at;             // where remat.policy was written (FILE:LINE:COL), for messages; "" = default
   std::vector<std::string> names;    // remat.names: for save_only_these_names etc.
   std::vector<std::string> offload_names;  // remat.offload_names
   // save_from_both_policies: the two policies whose saved sets are joined.
@@ -167,6 +168,12 @@ struct RunSpec {
   ParallelismSpec parallelism;
   BatchSpec batch;
   AllocatorSpec allocator;
+  // Where each setting was written, by key path ("parallelism.tensor",
+  // "model.n_kv_heads", "allocator.expandable_segments"): "FILE:LINE:COL"
+  // of the value, or "--set PATH=VALUE". Settings left at their defaults are
+  // absent. Read by the capability check (sim/step/capabilities.h) to name
+  // where a setting the chosen combination does not model was given.
+  std::map<std::string, std::string> written;
 };
 
 }  // namespace gpusim

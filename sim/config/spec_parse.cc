@@ -12,6 +12,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sim/base/checked.h"
 #include "sim/base/status.h"
 #include "sim/config/schema.h"
 #include "sim/config/units_parse.h"
@@ -540,6 +541,19 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
   }
 }
 
+// Records where every leaf under `node` (a mapping at `path`) was written.
+void RecordWritten(const ConfigNode& node, const std::string& path,
+                   std::map<std::string, std::string>* out) {
+  for (const ConfigEntry& e : node.entries()) {
+    const std::string p = JoinPath(path, e.key);
+    if (e.value.is_map()) {
+      RecordWritten(e.value, p, out);
+    } else {
+      (*out)[p] = e.value.location().ToString();
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
@@ -565,6 +579,11 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
            /*positive=*/true);
   mem.Unit("context_reserve", &d.context_reserve, kRequired, ParseBytes,
            kBytesWhat);
+  if (status.ok() && d.cuda_total.value() >= kMaxDeviceBytes) {
+    mem.Fail(*mem.Get("cuda_total"), "cuda_total",
+             absl::StrCat("expected less than 2^46 bytes (64 TiB, the largest device modelled), got ",
+                          mem.Get("cuda_total")->Describe()));
+  }
   if (status.ok() && d.context_reserve >= d.cuda_total) {
     mem.Fail(*mem.Get("context_reserve"), "context_reserve",
              absl::StrCat("expected less than memory.cuda_total (",
@@ -670,6 +689,9 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
   }
   Reader remat = r.Map("remat");
   remat.String("policy", &run.remat.policy, kOptional);
+  if (const ConfigNode* rm = r.Get("remat"); rm != nullptr && rm->is_map()) {
+    if (const ConfigNode* p = rm->Find("policy"); p != nullptr) run.remat.policy_at = p->location().ToString();
+  }
   remat.StringList("names", &run.remat.names);
   remat.StringList("offload_names", &run.remat.offload_names);
   remat.StringList("policies", &run.remat.policies);
@@ -700,7 +722,57 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
     }
   }
   RETURN_IF_ERROR(status);
+  for (const ConfigEntry& e : root.entries()) {
+    if (e.key == "device" || e.key == "program" || !e.value.is_map()) continue;
+    RecordWritten(e.value, e.key, &run.written);
+  }
+  for (const char* key : {"framework", "device"}) {
+    if (const ConfigNode* n = root.Find(key)) run.written[key] = n->location().ToString();
+  }
+  if (has_model) {
+    absl::Status st = CheckModelMagnitudes(run);
+    if (!st.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.Get("model")->location().ToString(), ": model: ", st.message()));
+    }
+  }
   return run;
+}
+
+// Note [Magnitude checks]: the families compute tensor sizes, parameter
+// counts and FLOPs from these keys in int64 (and the engine sums live bytes
+// in int64), so a product that does not fit is refused here by name rather
+// than wrapping into a negative peak or a 0-byte buffer (issue 17). Every
+// figure is taken with 4 bytes per element (the widest dtype a family
+// uses for activations, logits and master weights) and 16 bytes per
+// parameter (f32 weight, gradient and two Adam moments), so every int64
+// product the builders form is smaller than one checked here; the IR's
+// CheckTensorSizes (sim/ir/program.h) is the backstop for any other shape.
+absl::Status CheckModelMagnitudes(const RunSpec& run) {
+  const ModelSpec& m = run.model;
+  if (m.n_layers > kMaxLayers) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "n_layers: expected at most ", kMaxLayers,
+        " (every layer's ops are built and simulated; a deeper model is not modelled), got ", m.n_layers));
+  }
+  const int64_t b = run.batch.per_device, s = run.batch.seq_len;
+  ASSIGN_OR_RETURN(int64_t qdim, CheckedProduct({{"model.n_heads", m.n_heads}, {"model.head_dim", m.head_dim}}));
+  for (const NamedInt& width : {NamedInt{"model.d_model", m.d_model}, NamedInt{"model.mlp_dim", m.mlp_dim},
+                                NamedInt{"model.vocab", m.vocab}, NamedInt{"model.n_heads × model.head_dim", qdim}}) {
+    RETURN_IF_ERROR(CheckedProduct({{"batch.per_device", b}, {"batch.seq_len", s}, width, {"4 bytes", 4}},
+                                   "bytes of one activation").status());
+    ASSIGN_OR_RETURN(int64_t w, CheckedProduct({{"model.d_model", m.d_model}, width, {"16 bytes", 16}},
+                                               "bytes of one weight matrix with its optimizer state"));
+    RETURN_IF_ERROR(CheckedProduct({{"model.n_layers", m.n_layers}, {"4 matrices", 4}, {"bytes of one", w}},
+                                   "bytes of every layer's weights with their optimizer state").status());
+  }
+  if (m.attention == "explicit") {
+    RETURN_IF_ERROR(CheckedProduct({{"batch.per_device", b}, {"model.n_heads", m.n_heads}, {"batch.seq_len", s},
+                                    {"batch.seq_len", s}, {"4 bytes", 4}},
+                                   "bytes of one layer's attention scores")
+                        .status());
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace internal

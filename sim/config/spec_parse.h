@@ -53,6 +53,12 @@ absl::StatusOr<ModelSpec> ParseModelNode(const ConfigNode& node,
 // loop.trip_count (>= 1) is required and `model` stays default.
 absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root);
 
+// The deepest model a family builds (Note [Magnitude checks]).
+inline constexpr int64_t kMaxLayers = 256;
+// Refuses a model whose sizes would overflow int64 (naming the keys and the
+// product) or whose depth exceeds kMaxLayers; messages start at the key.
+absl::Status CheckModelMagnitudes(const RunSpec& run);
+
 }  // namespace internal
 }  // namespace gpusim
 

@@ -4,6 +4,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "sim/base/checked.h"
 #include "sim/device/timing.h"
 
 namespace gpusim {
@@ -69,13 +70,29 @@ AllocCharge ChargeAllocatorActions(const std::vector<AllocatorEvent>& actions, S
 
 }  // namespace
 
+Bytes FragmentationBytes(const SimResult& r) {
+  if (r.allocator_name.empty()) return Bytes(0);  // no allocator: ideal tracking only
+  return r.oom.happened ? r.oom.reserved - (r.oom.live - r.preexisting)
+                        : r.allocator.peak_reserved - (r.peak_live - r.preexisting);
+}
+
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator) {
   SimResult r;
   const size_t n = trace.events.size();
   r.start.assign(n, SimTime(0));
   r.end.assign(n, SimTime(0));
+  // Per-stream arrays are indexed by stream id: refuse an id outside
+  // [0, kMaxStreamId] before sizing them (a negative id cast to size_t would
+  // index far out of bounds; 2^31-1 would allocate gigabytes).
   StreamId max_stream = 0;
-  for (const TraceEvent& e : trace.events) max_stream = std::max(max_stream, e.stream);
+  for (size_t i = 0; i < n; ++i) {
+    const StreamId s = trace.events[i].stream;
+    if (!IsValidStreamId(s)) {
+      return absl::InvalidArgumentError(absl::StrCat("event ", i, " (", std::string(EventTypeName(trace.events[i].type)),
+                                                     "): stream ", s, " is not in range 0 to ", kMaxStreamId));
+    }
+    max_stream = std::max(max_stream, s);
+  }
   std::vector<SimTime> stream_ready(static_cast<size_t>(max_stream) + 1, SimTime(0));
   std::vector<int64_t> stream_last(static_cast<size_t>(max_stream) + 1, -1);
   std::vector<int64_t> via(n, -1);  // the event whose end this one's start waited for
@@ -84,6 +101,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
   // Memory state (ideal tracker beside the allocator).
   absl::flat_hash_map<BufferId, std::pair<Bytes, Role>> live;
   Bytes cur = trace.preexisting;
+  r.preexisting = cur;
   r.peak_live = cur;
   std::array<Bytes, kNumRoles> by_role{};
   std::vector<AllocatorEvent> actions;
@@ -127,8 +145,14 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
           r.step_time = Max(r.step_time, c.end);
         }
       }
+      int64_t next_live = 0;
+      if (e.size < Bytes(0) || !CheckedAdd(cur.value(), e.size.value(), &next_live)) {
+        if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
+        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (alloc ", e.name, "): ", e.size.value(),
+                                                       " bytes: live bytes would be negative or exceed 2^63 - 1"));
+      }
       live[e.buffer] = {e.size, e.role};
-      cur += e.size;
+      cur = Bytes(next_live);
       by_role[static_cast<size_t>(e.role)] += e.size;
       if (cur > r.peak_live) {
         r.peak_live = cur;

@@ -70,6 +70,7 @@ struct AllocatorSample {
 
 struct SimResult {
   // Memory (ideal tracker).
+  Bytes preexisting;                   // the trace's preexisting bytes (in peak_live, never in the allocator)
   Bytes peak_live;
   int64_t peak_event = -1;
   std::array<Bytes, kNumRoles> live_by_role_at_peak{};
@@ -111,6 +112,17 @@ struct SimResult {
   double flops = 0;                    // all compute flops
   double model_flops = 0;              // flops excluding recompute
 };
+
+// Note [Fragmentation]: bytes the allocator holds beyond what is live.
+// Without an out-of-memory it is peak reserved - the no-fragmentation peak
+// (peak live). After an OOM the allocator stops (it never sees the later
+// allocations) while the ideal tracker counts on, so whole-run peaks are not
+// comparable (their difference went negative, issue 17); it is taken at the
+// OOM point instead: reserved then - live then, the bytes held that could
+// not serve the failing request. Live bytes here exclude the trace's
+// preexisting bytes, which never pass through the allocator (the replay
+// fuzzer found fragmentation of minus the preexisting bytes). Never negative.
+Bytes FragmentationBytes(const SimResult& r);
 
 // REQUIRES: trace passed ValidateTrace. `allocator` is consulted for every
 // memory event; it may be null (ideal tracking only, no allocator time).

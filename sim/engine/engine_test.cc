@@ -1,5 +1,6 @@
 #include "sim/engine/engine.h"
 
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "sim/alloc/impl/ideal.h"
 #include "sim/ir/builder.h"
@@ -57,6 +58,24 @@ TEST(EngineTest, PeakOfHandComputedTrace) {
   EXPECT_EQ(r->peak_event, 3);
   EXPECT_FALSE(r->oom.happened);
   EXPECT_EQ(r->allocator.peak_allocated.value(), 550);
+}
+
+// A stream id outside [0, kMaxStreamId] is an input error, never an index
+// (issue 17: -1 crashed, -2 spun, 2^31-1 was a bad_alloc).
+TEST(EngineTest, RefusesStreamIdsOutsideTheRange) {
+  for (StreamId s : {-1, -2, kMaxStreamId + 1, INT32_MAX, INT32_MIN}) {
+    Trace t;
+    t.events = {Compute(1, 1, 1), Compute(1, 1, 1, s)};
+    IdealAllocator a(Bytes(1000));
+    auto r = Simulate(t, RoundDevice(), &a);
+    ASSERT_FALSE(r.ok()) << s;
+    EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_EQ(r.status().message(),
+              absl::StrCat("event 1 (compute): stream ", s, " is not in range 0 to 32767"));
+  }
+  Trace ok;
+  ok.events = {Compute(1, 1, 1, kMaxStreamId)};
+  EXPECT_TRUE(Simulate(ok, RoundDevice(), nullptr).ok());
 }
 
 TEST(EngineTest, AllocatorCurveSamplesEveryChange) {

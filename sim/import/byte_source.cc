@@ -7,11 +7,11 @@
 #include <cstring>
 #include <limits>
 
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
-using trace_internal::Cat;
+using str_internal::Cat;
 
 namespace {
 
@@ -31,6 +31,9 @@ class GzFileSource : public ByteSource {
       int errnum = 0;
       const char* msg = gzerror(f_, &errnum);
       std::string what = errnum == Z_ERRNO ? std::strerror(errno) : StripPath(msg);
+      if (errnum == Z_ERRNO) {  // the file system failed, not the data (exit 3)
+        return absl::UnavailableError(Cat(path_, ": read error: ", what, " after ", delivered_, " bytes"));
+      }
       return absl::DataLossError(Cat(path_, ": ", gzip_ ? "gzip: " : "read: ", what,
                                      " after ", delivered_,
                                      gzip_ ? " decompressed bytes" : " bytes",

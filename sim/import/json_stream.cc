@@ -4,11 +4,11 @@
 #include <cctype>
 
 #include "sim/base/status.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim::import_internal {
 
-using trace_internal::Cat;
+using str_internal::Cat;
 
 namespace {
 
@@ -278,6 +278,7 @@ absl::Status ScanJsonStream(ByteSource& source, const std::string& label,
     std::string key;
     std::string text;
     bool first = true;
+    bool found_array = false;
     while (true) {
       ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
       if (first && c == '}') {
@@ -288,6 +289,7 @@ absl::Status ScanJsonStream(ByteSource& source, const std::string& label,
       RETURN_IF_ERROR(s.Key(&key));
       RETURN_IF_ERROR(s.Expect(':', Cat("after key \"", key, "\"")));
       if (key == array_key) {
+        found_array = true;
         RETURN_IF_ERROR(ScanArray(s, visitor, Cat("\"", array_key, "\"")));
       } else if (visitor.WantsTopLevelKey(key)) {
         ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
@@ -310,6 +312,12 @@ absl::Status ScanJsonStream(ByteSource& source, const std::string& label,
       return s.Error(s.offset(), Cat("expected ',' or '}' after the value of top-level key \"",
                                      key, "\", got ", Shown(c),
                                      c < 0 ? " (truncated file?)" : ""));
+    }
+    // A JSON object without the events array is some other JSON file, not
+    // an empty trace (it replayed as "0 memory events", issue 17).
+    if (!found_array) {
+      return absl::InvalidArgumentError(Cat(label, ": no \"", array_key,
+                                            "\" array at the top level: not a recorded trace gpusim reads"));
     }
   } else {
     return s.Error(s.offset(), Cat("expected '{' or '[' to start the JSON document, got ",

@@ -11,7 +11,7 @@
 #include "sim/base/status.h"
 #include "sim/import/json_stream.h"
 #include "sim/import/simdjson_util.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
@@ -20,7 +20,7 @@ using import_internal::OffsetIn;
 using import_internal::OffsetPrefix;
 using import_internal::ParseInteger;
 using import_internal::ParseMicrosToNanos;
-using trace_internal::Cat;
+using str_internal::Cat;
 namespace od = simdjson::ondemand;
 
 namespace {

@@ -9,11 +9,11 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
-using trace_internal::Cat;
+using str_internal::Cat;
 
 namespace {
 
@@ -168,14 +168,14 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
       device = *options.device;
       if (!devices.empty() && !devices.contains(device)) {
         std::string list;
-        for (const auto& [d, n] : devices) trace_internal::Append(list, list.empty() ? "" : ", ", d);
+        for (const auto& [d, n] : devices) str_internal::Append(list, list.empty() ? "" : ", ", d);
         return absl::InvalidArgumentError(
             Cat(recorded.metadata.source_file, ": no memory events on device ", device,
                 " (devices with memory events: ", list, ")"));
       }
     } else if (devices.size() > 1) {
       std::string list;
-      for (const auto& [d, n] : devices) trace_internal::Append(list, list.empty() ? "" : ", ", d);
+      for (const auto& [d, n] : devices) str_internal::Append(list, list.empty() ? "" : ", ", d);
       return absl::InvalidArgumentError(
           Cat(recorded.metadata.source_file, ": memory events on several devices (", list,
               "); choose one"));

@@ -11,11 +11,12 @@
 #include <map>
 #include <utility>
 
+#include "sim/base/cleanup.h"
 #include "absl/container/flat_hash_map.h"
 #include "sim/base/file_util.h"
 #include "sim/base/status.h"
 #include "sim/import/simdjson_util.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 extern char** environ;
 
@@ -24,7 +25,7 @@ namespace gpusim {
 using import_internal::NumberToken;
 using import_internal::OffsetIn;
 using import_internal::ParseInteger;
-using trace_internal::Cat;
+using str_internal::Cat;
 namespace od = simdjson::ondemand;
 
 namespace {
@@ -417,10 +418,18 @@ absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::st
   const std::string script = GPUSIM_SOURCE_DIR "/tools/snapshot_to_json.py";
   const std::string err_path = TempPath(".err");
   if (err_path.empty()) {
-    return absl::InternalError(Cat("cannot create a temporary file: ", std::strerror(errno)));
+    return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
   }
+  ScopedTempPath err_guard(err_path);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
+  // The converter runs in its own process group, registered with the
+  // signal cleanup (sim/base/cleanup.h): a SIGINT/SIGTERM to gpusim alone
+  // stops it too, and a terminal's Ctrl-C reaches it through gpusim.
+  posix_spawnattr_t attr;
+  posix_spawnattr_init(&attr);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setpgroup(&attr, 0);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_TRUNC, 0);
   std::string arg0 = "python3";
@@ -429,14 +438,16 @@ absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::st
                              const_cast<char*>(pickle_path.c_str()),
                              const_cast<char*>(json_path.c_str()), keep_frames.data(), nullptr};
   pid_t pid = 0;
-  const int rc = posix_spawnp(&pid, "python3", &actions, nullptr, argv.data(), environ);
+  const int rc = posix_spawnp(&pid, "python3", &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
+  posix_spawnattr_destroy(&attr);
   if (rc != 0) {
     std::remove(err_path.c_str());
     return absl::FailedPreconditionError(
         Cat(pickle_path, ": cannot run python3 to convert the snapshot pickle: ",
             std::strerror(rc)));
   }
+  ScopedChild child_guard(pid);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
@@ -456,8 +467,9 @@ absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path) {
   if (!pickle) return ParseSnapshotJson(content, path);
   const std::string json_path = TempPath(".json");
   if (json_path.empty()) {
-    return absl::InternalError(Cat("cannot create a temporary file: ", std::strerror(errno)));
+    return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
   }
+  ScopedTempPath json_guard(json_path);
   absl::Status st = ConvertSnapshotPickle(path, json_path);
   if (!st.ok()) {
     std::remove(json_path.c_str());

@@ -2,6 +2,10 @@
 
 #include <array>
 
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "sim/base/checked.h"
+
 namespace gpusim {
 namespace {
 
@@ -54,6 +58,30 @@ bool ParseOpKind(std::string_view s, OpKind* out) {
 
 bool IsCollective(OpKind k) {
   return k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllReduce;
+}
+
+absl::Status CheckTensorSizes(const Program& p) {
+  int64_t total = 0;
+  for (const Tensor& t : p.tensors) {
+    int64_t bytes = DTypeSize(t.dtype);
+    bool ok = true;
+    for (int64_t d : t.shape) {
+      if (d < 0) {
+        return absl::InvalidArgumentError(
+            absl::StrCat("tensor `", t.name, "` has a negative dimension: [", absl::StrJoin(t.shape, ", "), "]"));
+      }
+      ok = ok && CheckedMul(bytes, d, &bytes);
+    }
+    if (!ok) {
+      return absl::InvalidArgumentError(absl::StrCat("tensor `", t.name, "` of shape [", absl::StrJoin(t.shape, ", "),
+                                                     "] x ", DTypeSize(t.dtype), " bytes exceeds 2^63 - 1 bytes"));
+    }
+    if (!CheckedAdd(total, bytes, &total)) {
+      return absl::InvalidArgumentError(absl::StrCat("the program's tensors total more than 2^63 - 1 bytes (at `",
+                                                     t.name, "`, ", bytes, " bytes)"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 int64_t Tensor::elements() const {

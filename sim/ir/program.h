@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "sim/base/units.h"
 #include "sim/ir/dtype.h"
 
@@ -125,6 +126,12 @@ struct Program {
   const Tensor& tensor(TensorId id) const { return tensors[static_cast<size_t>(id)]; }
   const Op& op(OpId id) const { return ops[static_cast<size_t>(id)]; }
 };
+
+// Every tensor's bytes (elements x dtype size), and their sum, fit in
+// int64, and no dimension is negative; else InvalidArgument naming the
+// tensor and its shape. Lowering checks this first, so Tensor::bytes() and
+// every sum of tensor bytes below it cannot overflow (issue 17).
+absl::Status CheckTensorSizes(const Program& p);
 
 }  // namespace gpusim
 

@@ -52,6 +52,7 @@ absl::Status CheckAliasChains(const Program& p, const ComputeGraph& graph) {
 }  // namespace
 
 absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& options) {
+  RETURN_IF_ERROR(CheckTensorSizes(p));
   ASSIGN_OR_RETURN(ComputeGraph graph, ComputeGraph::Build(p));
   LoweredStep out;
   Trace& tr = out.trace;

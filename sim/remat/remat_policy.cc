@@ -204,7 +204,8 @@ absl::StatusOr<std::unique_ptr<RematPolicy>> MakeRematPolicy(const RematSpec& sp
   if (it == reg.end()) {
     std::vector<std::string> names;
     for (const auto& [n, e] : reg) names.push_back(n);
-    return absl::InvalidArgumentError(absl::StrCat("remat.policy: unknown policy '", spec.policy,
+    return absl::InvalidArgumentError(absl::StrCat(spec.policy_at.empty() ? "" : spec.policy_at + ": ",
+                                                   "remat.policy: unknown policy '", spec.policy,
                                                    "'; expected one of ", absl::StrJoin(names, ", ")));
   }
   if (spec.policy == "save_and_offload_only_these_names" || spec.policy == "custom") {

@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "sim/base/status.h"
 #include "sim/replay/replay.h"
-#include "sim/report/json_writer.h"
+#include "sim/base/json_writer.h"
 #include "sim/trace/validate.h"
 
 namespace gpusim {

@@ -4,6 +4,7 @@
 #include <cmath>
 #include <fstream>
 #include <map>
+#include <set>
 #include <optional>
 #include <utility>
 
@@ -14,8 +15,8 @@
 #include "sim/alloc/impl/pytorch_caching.h"
 #include "sim/alloc/options.h"
 #include "sim/import/import.h"
+#include "sim/base/json_writer.h"
 #include "sim/base/status.h"
-#include "sim/report/json_writer.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
 
@@ -771,6 +772,22 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
   ReplayOptions options = options_in;
   absl::Status cap = ResolveCapacity(snapshot.trace.metadata, &options);
   if (!cap.ok()) return cap;
+  // The caching allocator is built directly here (not through MakeAllocator):
+  // its capacity and stream ids must be in the ranges it packs (Note [Huge
+  // requests]; trace.h, kMaxStreamId).
+  if (options.capacity <= Bytes(0) || options.capacity.value() >= kMaxDeviceBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(snapshot.trace.metadata.source_file, ": device capacity ",
+                                                   options.capacity.value(), " is not in (0, 2^46) bytes"));
+  }
+  {
+    std::set<int64_t> streams;
+    for (const RecordedMemoryEvent& m : snapshot.trace.memory_events) streams.insert(m.stream);
+    for (const SnapshotSegment& s : snapshot.segments) streams.insert(s.stream);
+    if (streams.size() > static_cast<size_t>(kMaxStreamId) + 1) {
+      return absl::InvalidArgumentError(absl::StrCat(snapshot.trace.metadata.source_file, ": ", streams.size(),
+                                                     " streams; at most ", kMaxStreamId + 1, " are replayed"));
+    }
+  }
   if (options.allocator.impl != "pytorch_caching") {
     return absl::InvalidArgumentError(absl::StrCat("--check-addresses replays the snapshot through pytorch_caching, "
                                                    "whose addresses it can compare; got --allocator ",

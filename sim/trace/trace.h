@@ -21,6 +21,13 @@ namespace gpusim {
 using BufferId = int64_t;
 using StreamId = int32_t;
 
+// Stream ids are dense small non-negative integers: the engine keeps per-stream
+// arrays indexed by id, and the PyTorch caching allocator packs the id into 16
+// bits of its block key. Readers refuse any other id (sim/trace/trace_io.cc),
+// and Simulate refuses a trace that holds one (sim/engine/engine.cc).
+inline constexpr StreamId kMaxStreamId = 32767;
+inline bool IsValidStreamId(int64_t id) { return id >= 0 && id <= kMaxStreamId; }
+
 enum class EventType { kAlloc, kFree, kCompute, kCopy, kCollective, kMarker };
 
 struct TraceEvent {

@@ -20,13 +20,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "sim/base/status.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
-using trace_internal::Append;
-using trace_internal::Cat;
-using trace_internal::Join;
+using str_internal::Append;
+using str_internal::Cat;
+using str_internal::Join;
 namespace {
 
 // Keys an event line may carry, in the order the writer emits them. Any key
@@ -291,8 +291,8 @@ absl::Status Parser::ParseField(Key key, std::string_view v, TraceEvent& e) {
       }
       return absl::OkStatus();
     case Key::kStream:
-      if (!ParseInt64(v, &i) || i < INT32_MIN || i > INT32_MAX) {
-        return Expected("a stream id", v);
+      if (!ParseInt64(v, &i) || !IsValidStreamId(i)) {
+        return Expected(Cat("a stream id (0 to ", kMaxStreamId, ")"), v);
       }
       e.stream = static_cast<StreamId>(i);
       return absl::OkStatus();
@@ -418,9 +418,8 @@ absl::Status Parser::ParseLine(Trace& trace) {
   if (word == "stream") {
     StreamInfo& s = trace.streams.emplace_back();
     int64_t id;
-    if (!Token(1) || !ParseInt64(*Token(1), &id) || id < INT32_MIN ||
-        id > INT32_MAX) {
-      return Expected("a stream id", Token(1));
+    if (!Token(1) || !ParseInt64(*Token(1), &id) || !IsValidStreamId(id)) {
+      return Expected(Cat("a stream id (0 to ", kMaxStreamId, ")"), Token(1));
     }
     s.id = static_cast<StreamId>(id);
     RETURN_IF_ERROR(ParseName(Token(2), &s.name));
@@ -474,7 +473,7 @@ absl::StatusOr<Trace> Parser::Run(std::istream& in) {
     RETURN_IF_ERROR(ParseLine(trace));
   }
   if (in.bad()) {
-    return absl::DataLossError(Cat(source_, ":", line_no_,
+    return absl::UnavailableError(Cat(source_, ":", line_no_,
                                             ": read error"));
   }
   if (!have_header) {

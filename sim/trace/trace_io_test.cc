@@ -61,7 +61,7 @@ Trace FullTrace() {
   Trace t;
   t.name = "llama 7b step#1";
   t.preexisting = Bytes(40430575628);
-  t.streams = {{0, "compute"}, {1, "collective"}, {2, ""}, {-3, "-"}};
+  t.streams = {{0, "compute"}, {1, "collective"}, {2, ""}, {3, "-"}};
   TraceEvent a;
   a.type = EventType::kAlloc;
   a.buffer = 17;
@@ -110,7 +110,7 @@ Trace FullTrace() {
   TraceEvent f;
   f.type = EventType::kFree;
   f.buffer = 17;
-  f.stream = -3;
+  f.stream = 3;
   f.name = "freed\tbuffer";
   t.events.push_back(f);
   TraceEvent m;
@@ -324,6 +324,11 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       {h + "preexisting 5 6\n", "t.trace:2: preexisting: expected end of line, got '6'"},
       {h + "stream 0\n",
        "t.trace:2: stream: expected a name ('-' for none, %XX escapes), got end of line"},
+      // Stream ids index per-stream arrays in the engine (issue 17).
+      {h + "compute a stream=-1\n", "t.trace:2: compute: expected a stream id (0 to 32767), got '-1'"},
+      {h + "compute a stream=2147483647\n",
+       "t.trace:2: compute: expected a stream id (0 to 32767), got '2147483647'"},
+      {h + "stream -2 x\n", "t.trace:2: stream: expected a stream id (0 to 32767), got '-2'"},
       {h + "free 1\nend 2\n", "t.trace:3: end: expected the event count 1, got '2'"},
       {h + "end 0\nfree 1\n", "t.trace:3: expected nothing after 'end' (line 2), got 'free'"},
       // Version 1.1: frames.
@@ -433,13 +438,13 @@ TEST(TraceIo, FileWriteIsAtomicAndLeavesNoTempFile) {
   ASSERT_TRUE(back.ok());
   EXPECT_EQ(back->name, t.name);
 
-  // A failure after the temporary file exists (rename onto a directory)
-  // removes the temporary file.
+  // A directory at the target is refused (exit 3), never replaced, and no
+  // temporary file is left.
   const std::string sub = dir + "/sub";
   ASSERT_EQ(mkdir(sub.c_str(), 0755), 0);
   st = WriteTraceFile(t, sub);
-  EXPECT_FALSE(st.ok());
-  EXPECT_NE(st.message().find("cannot rename"), std::string::npos) << st;
+  EXPECT_EQ(st.code(), absl::StatusCode::kPermissionDenied) << st;
+  EXPECT_NE(st.message().find("exists and is a directory"), std::string::npos) << st;
   std::vector<std::string> names = ListDir(dir);
   std::sort(names.begin(), names.end());
   EXPECT_EQ(names, (std::vector<std::string>{"step.trace", "sub"}));

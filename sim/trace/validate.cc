@@ -4,13 +4,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
-using trace_internal::Append;
-using trace_internal::Cat;
-using trace_internal::Join;
+using str_internal::Append;
+using str_internal::Cat;
+using str_internal::Join;
 namespace {
 
 struct BufferState {
@@ -43,6 +43,9 @@ absl::Status ValidateTrace(const Trace& trace) {
   absl::flat_hash_set<StreamId> streams;
   std::vector<StreamId> declared;
   for (const StreamInfo& s : trace.streams) {
+    if (!IsValidStreamId(s.id)) {
+      return absl::InvalidArgumentError(Cat("stream ", s.id, ": not in range 0 to ", kMaxStreamId));
+    }
     if (!streams.insert(s.id).second) {
       return absl::InvalidArgumentError(
           Cat("stream ", s.id, ": declared twice"));
@@ -60,6 +63,9 @@ absl::Status ValidateTrace(const Trace& trace) {
   for (size_t i = 0; i < trace.events.size(); ++i) {
     const TraceEvent& e = trace.events[i];
     const int64_t idx = static_cast<int64_t>(i);
+    if (!IsValidStreamId(e.stream)) {
+      return EventError(i, e, Cat("stream ", e.stream, " is not in range 0 to ", kMaxStreamId));
+    }
     if (!streams.empty() && !streams.contains(e.stream)) {
       return EventError(i, e, Cat("stream ", e.stream,
                                            " is not declared (declared: ",

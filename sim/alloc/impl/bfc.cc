@@ -46,7 +46,7 @@ int64_t BfcAllocator::RoundedBytes(int64_t bytes) {
 }
 
 BfcAllocator::BfcAllocator(Bytes capacity, BfcOptions options) : capacity_(capacity.value()), opt_(options) {
-  GPUSIM_CHECK(capacity_ > 0);
+  GPUSIM_CHECK(capacity_ > 0 && capacity_ < kMaxRequestBytes);
   // CreateBFCAllocator: total_memory * memory_fraction (size_t).
   memory_limit_ = static_cast<int64_t>(static_cast<double>(capacity_) * opt_.mem_fraction);
   // Constructor: 2 MiB first region with allow_growth, else the whole limit.
@@ -162,7 +162,9 @@ bool BfcAllocator::Extend(int64_t rounded) {
     bytes = backpedal;
     if (bytes < rounded) return false;
   }
-  if (!increased_allocation) curr_region_allocation_bytes_ *= 2;
+  // TF doubles without bound (size_t); capped here below 2^63, which changes
+  // nothing since a region is min(curr_region_allocation_bytes_, available).
+  if (!increased_allocation) curr_region_allocation_bytes_ = std::min(curr_region_allocation_bytes_ * 2, kMaxRequestBytes);
   const uint64_t addr = va_.Reserve(static_cast<uint64_t>(bytes));
   pool_bytes_ += bytes;
   stats_.reserved = Bytes(pool_bytes_);
@@ -221,7 +223,7 @@ bool BfcAllocator::Alloc(BufferId id, Bytes size, StreamId stream) {
     live_[id] = -1;
     return true;
   }
-  const int64_t rounded = RoundedBytes(size.value());
+  const int64_t rounded = RoundedBytes(ClampRequest(size.value()));  // Note [Huge requests]
   const int bin = BinNumForSize(rounded);
   int h = FindChunk(bin, rounded, size.value());
   if (h == -1 && Extend(rounded)) h = FindChunk(bin, rounded, size.value());

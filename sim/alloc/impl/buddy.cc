@@ -46,7 +46,8 @@ int64_t BuddyAllocator::RootSizeAt(int64_t offset) const {
 
 bool BuddyAllocator::Alloc(BufferId id, Bytes size, StreamId stream) {
   GPUSIM_CHECK(size.value() >= 0 && !live_.contains(id));
-  const uint64_t want = std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(size.value(), 1)));
+  // Note [Huge requests]: bit_ceil of at most 2^62 stays in range.
+  const uint64_t want = std::bit_ceil(static_cast<uint64_t>(std::max<int64_t>(ClampRequest(size.value()), 1)));
   const int order = std::max(min_order_, std::countr_zero(want));
   int o = order;
   while (o < 63 && free_[o].empty()) ++o;

@@ -40,7 +40,8 @@ void FreeListAllocator::RemoveFree(std::map<int64_t, int64_t>::iterator it) {
 
 bool FreeListAllocator::Alloc(BufferId id, Bytes size, StreamId stream) {
   GPUSIM_CHECK(size.value() >= 0 && !live_.contains(id));
-  const int64_t want = std::max<int64_t>(alignment_, (size.value() + alignment_ - 1) / alignment_ * alignment_);
+  const int64_t req = ClampRequest(size.value());  // Note [Huge requests]
+  const int64_t want = std::max<int64_t>(alignment_, (req + alignment_ - 1) / alignment_ * alignment_);
   std::map<int64_t, int64_t>::iterator it = free_.end();
   if (policy_ == FitPolicy::kFirstFit) {
     for (it = free_.begin(); it != free_.end() && it->second < want; ++it) {

@@ -6,7 +6,7 @@ namespace gpusim {
 
 bool IdealAllocator::Alloc(BufferId id, Bytes size, StreamId) {
   GPUSIM_CHECK(!live_.contains(id));
-  if (stats_.allocated + size > capacity_) return false;
+  if (size > capacity_ - stats_.allocated) return false;  // no int64 overflow (Note [Huge requests])
   live_[id] = size;
   stats_.allocated += size;
   stats_.reserved = stats_.allocated;

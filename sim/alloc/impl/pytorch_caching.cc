@@ -885,7 +885,7 @@ Block* PyTorchCachingAllocator::Impl::TryAllocateExpandableBlock(StreamId stream
 
 PyTorchCachingAllocator::PyTorchCachingAllocator(Bytes capacity, PyTorchCachingOptions options)
     : impl_(std::make_unique<Impl>(this, capacity.value(), options)) {
-  GPUSIM_CHECK(capacity.value() > 0);
+  GPUSIM_CHECK(capacity.value() > 0 && capacity.value() < kMaxRequestBytes);
 }
 
 PyTorchCachingAllocator::~PyTorchCachingAllocator() = default;
@@ -897,7 +897,7 @@ bool PyTorchCachingAllocator::Alloc(BufferId id, Bytes size, StreamId stream) {
     impl_->live.Insert(id, nullptr);
     return true;
   }
-  return impl_->Malloc(id, size.value(), stream);
+  return impl_->Malloc(id, ClampRequest(size.value()), stream);  // Note [Huge requests]
 }
 
 // free.

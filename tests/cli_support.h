@@ -1,0 +1,41 @@
+// Helpers for the integration tests that run the gpusim binary.
+#ifndef GPUSIM_TESTS_CLI_SUPPORT_H_
+#define GPUSIM_TESTS_CLI_SUPPORT_H_
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+#include "gtest/gtest.h"
+
+namespace gpusim {
+
+struct Result {
+  int code = -1;
+  std::string out;  // stdout and stderr together
+};
+
+inline Result Gpusim(const std::string& args) {
+  const std::string cmd = std::string(GPUSIM_BINARY) + " " + args + " 2>&1";
+  Result r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (p == nullptr) return r;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, p)) > 0) r.out.append(buf, n);
+  const int st = pclose(p);
+  r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  return r;
+}
+
+inline std::string Write(const std::string& name, const std::string& text) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << text;
+  return path;
+}
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_TESTS_CLI_SUPPORT_H_
