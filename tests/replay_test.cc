@@ -428,6 +428,49 @@ TEST(ReplayTest, ReplaysANativeTrace) {
   std::remove(path.c_str());
 }
 
+// Note [CUDA graph private pools]: a 4 MiB block allocated and freed during a
+// capture stays in the graph's pool, so the 4 MiB request after the capture
+// needs a segment of its own: 40 MiB reserved instead of 20. The capture is
+// read from the runtime calls of a Kineto trace.
+TEST(ReplayTest, CaptureRegionAllocatesFromAPrivatePool) {
+  const std::string json = R"({"traceEvents": [
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamBeginCapture", "pid": 1, "tid": 1, "ts": 10, "dur": 1},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 12,
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 1048576000, "Bytes": 4194304}},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 13,
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 1048576000, "Bytes": -4194304}},
+    {"ph": "X", "cat": "cuda_runtime", "name": "cudaStreamEndCapture", "pid": 1, "tid": 1, "ts": 20, "dur": 2},
+    {"ph": "i", "name": "[memory]", "pid": 1, "tid": 1, "ts": 30,
+     "args": {"Device Type": 1, "Device Id": 0, "Addr": 1069547520, "Bytes": 4194304}}
+  ]})";
+  const std::string path = testing::TempDir() + "/capture.json";
+  {
+    std::FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fputs(json.c_str(), f);
+    std::fclose(f);
+  }
+  auto rec = ImportRecordedTrace(path);
+  ASSERT_TRUE(rec.ok()) << rec.status();
+  ASSERT_EQ(rec->captures.size(), 1u);
+  EXPECT_EQ(rec->captures[0].begin, SimTime(10000));
+  EXPECT_EQ(rec->captures[0].end, SimTime(22000));
+  auto r = ReplayRecorded(*rec, Options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->graph_pools, 1);
+  EXPECT_EQ(r->graph_pool_allocs, 1);
+  EXPECT_EQ(r->stats.peak_reserved, Bytes(40 * kMiB)) << RenderReplayText(*r);
+  EXPECT_EQ(r->stats.device_mallocs, 2);
+  EXPECT_NE(RenderReplayText(*r).find("1 CUDA graph captures"), std::string::npos);
+  // Without the capture the block is reused.
+  rec->captures.clear();
+  auto plain = ReplayRecorded(*rec, Options());
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(plain->stats.peak_reserved, Bytes(20 * kMiB));
+  EXPECT_EQ(plain->graph_pools, 0);
+  std::remove(path.c_str());
+}
+
 // RestoreSegment / Segments round trip, and the rules it enforces.
 TEST(ReplayTest, RestoreSegmentRoundTrip) {
   PyTorchCachingAllocator a(Bytes(1LL << 34));

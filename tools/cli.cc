@@ -321,11 +321,15 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     if (other.has_value()) viz.other_loop_mode = &*other;
   } else {
     absl::StatusOr<Trace> trace;
+    std::optional<RecordedDevice> recorded_device;  // the device the recording ran on
     if (first.rfind("gpusim-trace", 0) == 0) {
       trace = ReadTraceFile(file);
     } else {
       auto recorded = ImportRecordedTrace(file);
       if (!recorded.ok()) return Fail(recorded.status());
+      for (const RecordedDevice& d : recorded->metadata.devices) {
+        if (d.total_global_mem > Bytes(0) && !recorded_device.has_value()) recorded_device = d;
+      }
       ConversionStats stats;
       trace = ToNativeTrace(*recorded, {}, &stats);
       if (trace.ok()) {
@@ -341,9 +345,18 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     }
     if (!trace.ok()) return Fail(trace.status());
     RunSpec spec;
-    auto dev = LoadDeviceSpec(device, "");
+    // Capacity line and device name: --device, else the recorded device (its
+    // totalGlobalMem, as `replay` and `compare` use), else H100-SXM-80GB.
+    auto dev = LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, "");
     if (!dev.ok()) return Fail(dev.status());
     spec.device = *dev;
+    if (device.empty() && recorded_device.has_value()) {
+      spec.device.name = recorded_device->name.empty() ? "recorded device" : recorded_device->name;
+      spec.device.cuda_total = recorded_device->total_global_mem;
+      spec.device.context_reserve = Bytes(0);
+      spec.device.description = absl::StrCat(spec.device.name, " (recorded; memory from its totalGlobalMem; rates "
+                                             "of h100-sxm-80gb where the trace records no duration)");
+    }
     spec.allocator.impl = allocator.empty() ? "pytorch_caching" : allocator;
     for (const std::string& s : sets) {
       // A trace has no config: only allocator options apply.
@@ -567,14 +580,15 @@ int RunCli(int argc, char** argv) {
   cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
   cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
-  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb", viz_allocator, viz_snapshot, viz_format = "text";
+  std::string viz_file, viz_out, viz_device, viz_allocator, viz_snapshot, viz_format = "text";
   std::vector<std::string> viz_sets;
   CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
   viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
       ->required();
   viz_cmd->add_option("--out", viz_out, "Output directory")->required();
   viz_cmd->add_option("--set", viz_sets, "Override a config field: path=value (repeatable)");
-  viz_cmd->add_option("--device", viz_device, "Device for a trace (capacity line)");
+  viz_cmd->add_option("--device", viz_device,
+                      "Device for a trace (capacity line); default: the recorded device, else h100-sxm-80gb");
   viz_cmd->add_option("--allocator", viz_allocator,
                       "Allocator (gpusim list allocators): a trace is replayed through it (default pytorch_caching); "
                       "for a config = --set allocator.impl=NAME");

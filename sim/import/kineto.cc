@@ -34,7 +34,21 @@ struct Args {
   std::vector<std::string> input_types, concrete_inputs;
 };
 
-enum class Class { kUnknown, kMemory, kOp, kPython, kSkip };
+enum class Class { kUnknown, kMemory, kOp, kPython, kCapture, kSkip };
+
+// Runtime calls that open and close a CUDA/HIP graph capture.
+bool IsCaptureCall(std::string_view name, bool* begin) {
+  if (name == "cudaStreamBeginCapture" || name == "hipStreamBeginCapture" ||
+      name == "cudaStreamBeginCaptureToGraph") {
+    *begin = true;
+    return true;
+  }
+  if (name == "cudaStreamEndCapture" || name == "hipStreamEndCapture") {
+    *begin = false;
+    return true;
+  }
+  return false;
+}
 
 // Note [Kineto call stacks]
 // A trace recorded with torch.profiler.profile(with_stack=True) carries one
@@ -200,6 +214,21 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       }
       return absl::OkStatus();
     }
+    if (c == Class::kCapture) {
+      if (!ts.has_value()) return Error(offset, Cat("runtime event \"", name, "\" lacks ts"));
+      bool begin = false;
+      IsCaptureCall(name, &begin);
+      capture_calls_.push_back({*ts + (begin ? 0 : dur.value_or(0)), begin});
+      if (options_.keep_runtime) {
+        RecordedOp op;
+        op.kind = RecordedOpKind::kRuntime;
+        op.name = std::string(name);
+        op.start = SimTime(*ts);
+        op.duration = SimTime(dur.value_or(0));
+        out_.ops.push_back(std::move(op));
+      }
+      return absl::OkStatus();
+    }
     if (c == Class::kPython) {
       if (!ts.has_value() || !dur.has_value()) {
         return Error(offset, Cat("python_function event \"", name, "\" lacks ", ts ? "dur" : "ts"));
@@ -244,6 +273,10 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     if ((ph == "i" || ph == "I") && name == "[memory]") return Class::kMemory;
     if (ph == "X" && OpKindForCategory(cat, options_).has_value()) return Class::kOp;
     if (ph == "X" && cat == "python_function" && options_.keep_stacks) return Class::kPython;
+    bool begin = false;
+    if (ph == "X" && (cat == "cuda_runtime" || cat == "Runtime") && IsCaptureCall(name, &begin)) {
+      return Class::kCapture;
+    }
     return Class::kSkip;
   }
 
@@ -471,6 +504,25 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     return id;
   }
 
+  // Pairs capture begins and ends in time order into RecordedTrace::captures.
+ public:
+  void PairCaptures() {
+    std::stable_sort(capture_calls_.begin(), capture_calls_.end(),
+                     [](const auto& a, const auto& b) { return a.first < b.first; });
+    std::optional<int64_t> open;
+    for (const auto& [t, begin] : capture_calls_) {
+      if (begin) {
+        if (!open.has_value()) open = t;
+      } else {
+        out_.captures.push_back({SimTime(open.value_or(-1)), SimTime(t)});
+        open.reset();
+      }
+    }
+    if (open.has_value()) out_.captures.push_back({SimTime(*open), SimTime(-1)});
+  }
+
+ private:
+  std::vector<std::pair<int64_t, bool>> capture_calls_;  // time, begin?
   std::vector<PythonCall> python_calls_;
   std::vector<int32_t> memory_threads_;  // per kept memory event
   absl::flat_hash_map<std::string, int32_t> thread_ids_;
@@ -487,6 +539,7 @@ absl::StatusOr<RecordedTrace> ImportKinetoTrace(ByteSource& source, const std::s
   KinetoVisitor visitor(label, source.decompressed(), options, out);
   RETURN_IF_ERROR(import_internal::ScanJsonStream(source, label, "traceEvents", visitor));
   visitor.AttachStacks();
+  visitor.PairCaptures();
   std::stable_sort(out.memory_events.begin(), out.memory_events.end(),
                    [](const RecordedMemoryEvent& a, const RecordedMemoryEvent& b) {
                      if (a.time != b.time) return a.time < b.time;

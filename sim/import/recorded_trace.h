@@ -112,8 +112,19 @@ struct RecordedMetadata {
   int64_t memory_events_filtered_out = 0;
 };
 
+// A CUDA/HIP graph capture seen in the recording: between the runtime's
+// cudaStreamBeginCapture and cudaStreamEndCapture (hip*), allocations come
+// from the graph's private pool (Note [CUDA graph private pools] in
+// sim/replay/replay.cc). begin -1: begun before the recording; end -1: not
+// ended within it.
+struct CaptureWindow {
+  SimTime begin{-1};
+  SimTime end{-1};
+};
+
 struct RecordedTrace {
   RecordedMetadata metadata;
+  std::vector<CaptureWindow> captures;  // ascending, disjoint
   // In recorded order: Kineto sorted by (ts, Ev Idx); snapshot and timeline in
   // file order (already time-ordered by their recorders).
   std::vector<RecordedMemoryEvent> memory_events;

@@ -1,6 +1,7 @@
 #include "sim/import/snapshot.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -9,6 +10,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include "sim/base/cleanup.h"
@@ -427,10 +429,19 @@ absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::st
   // The converter runs in its own process group, registered with the
   // signal cleanup (sim/base/cleanup.h): a SIGINT/SIGTERM to gpusim alone
   // stops it too, and a terminal's Ctrl-C reaches it through gpusim.
+  // SIGINT/SIGTERM stay blocked from before the spawn until the child is
+  // registered (a signal in between would leave the converter running); the
+  // child starts with them unblocked.
+  sigset_t stop_signals, old_mask, child_mask;
+  sigemptyset(&stop_signals);
+  sigaddset(&stop_signals, SIGINT);
+  sigaddset(&stop_signals, SIGTERM);
+  sigemptyset(&child_mask);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
   posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &child_mask);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_TRUNC, 0);
   std::string arg0 = "python3";
@@ -439,7 +450,11 @@ absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::st
                              const_cast<char*>(pickle_path.c_str()),
                              const_cast<char*>(json_path.c_str()), keep_frames.data(), nullptr};
   pid_t pid = 0;
+  pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
   const int rc = posix_spawnp(&pid, "python3", &actions, &attr, argv.data(), environ);
+  std::optional<ScopedChild> child_guard;
+  if (rc == 0) child_guard.emplace(pid);
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {
@@ -448,7 +463,6 @@ absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::st
         Cat(pickle_path, ": cannot run python3 to convert the snapshot pickle: ",
             std::strerror(rc)));
   }
-  ScopedChild child_guard(pid);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }

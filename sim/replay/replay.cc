@@ -176,13 +176,59 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
     if (!a.Alloc(next_id++, trace->preexisting, 0)) oom_before_start(trace->preexisting);
   }
   absl::flat_hash_map<BufferId, Bytes> placed;  // buffers the allocator holds
+  // Note [CUDA graph private pools]: one allocator per capture window.
+  const std::vector<CaptureWindow> no_captures;
+  const std::vector<CaptureWindow>& captures =
+      recorded != nullptr && !offline ? recorded->captures : no_captures;
+  std::vector<std::unique_ptr<Allocator>> pools(captures.size());
+  absl::flat_hash_map<BufferId, Allocator*> pool_of;  // buffers in a private pool
+  auto usage = [&] {
+    AllocatorUsage u = a.usage();
+    for (const auto& p : pools) {
+      if (p == nullptr) continue;
+      const AllocatorUsage pu = p->usage();
+      u.allocated += pu.allocated;
+      u.reserved += pu.reserved;
+    }
+    return u;
+  };
+  auto capture_of = [&](size_t i) -> int64_t {  // the capture window native event i lies in, or -1
+    if (captures.empty() || source[i] < 0) return -1;
+    const SimTime t = memory_events[static_cast<size_t>(source[i])].time;
+    for (size_t w = 0; w < captures.size(); ++w) {
+      if ((captures[w].begin < SimTime(0) || captures[w].begin <= t) &&
+          (captures[w].end < SimTime(0) || t <= captures[w].end)) {
+        return static_cast<int64_t>(w);
+      }
+    }
+    return -1;
+  };
+  AllocatorUsage combined_peak;
   const std::vector<TraceEvent>& ev = trace->events;
   for (size_t i = 0; i < ev.size(); ++i) {
     const TraceEvent& e = ev[i];
     if (e.type == EventType::kAlloc) {
+      const int64_t w = restored.contains(e.buffer) ? -1 : capture_of(i);
+      bool ok = false;
+      if (w >= 0) {
+        std::unique_ptr<Allocator>& pool = pools[static_cast<size_t>(w)];
+        if (pool == nullptr) {
+          ASSIGN_OR_RETURN(pool, MakeAllocator(options.allocator, options.capacity));
+          ++r.graph_pools;
+        }
+        ok = pool->Alloc(e.buffer, e.size, e.stream);
+        if (ok && usage().reserved > options.capacity) {  // the pools share the device
+          pool->Free(e.buffer);
+          ok = false;
+        }
+        if (ok) {
+          pool_of[e.buffer] = pool.get();
+          ++r.graph_pool_allocs;
+        }
+      }
       if (restored.contains(e.buffer)) {
         placed[e.buffer] = e.size;
-      } else if (a.Alloc(e.buffer, e.size, e.stream)) {
+      } else if (w >= 0 ? ok : a.Alloc(e.buffer, e.size, e.stream)) {
         placed[e.buffer] = e.size;
       } else {
         ++r.ooms;
@@ -201,15 +247,25 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
     } else if (e.type == EventType::kFree) {
       auto it = placed.find(e.buffer);
       if (it != placed.end()) {
-        a.Free(e.buffer);
+        // A private pool keeps its freed blocks for the graph's later use.
+        if (auto p = pool_of.find(e.buffer); p != pool_of.end()) {
+          p->second->Free(e.buffer);
+          pool_of.erase(p);
+        } else {
+          a.Free(e.buffer);
+        }
         placed.erase(it);
       }
     } else {
       continue;
     }
     if (offline) continue;  // placed at Finish; see below
-    const AllocatorUsage s = a.usage();  // cheap: stats() may scan free lists
+    const AllocatorUsage s = pools.empty() ? a.usage() : usage();  // cheap: stats() may scan free lists
     peak.Observe(s);
+    if (!pools.empty()) {
+      combined_peak.allocated = std::max(combined_peak.allocated, s.allocated);
+      combined_peak.reserved = std::max(combined_peak.reserved, s.reserved);
+    }
     // Compare after the last native event of one recorded event.
     const int64_t src = source[i];
     if (src < 0 || (i + 1 < ev.size() && source[i + 1] == src)) continue;
@@ -242,6 +298,17 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   }
   RETURN_IF_ERROR(a.Finish());
   r.stats = a.stats();
+  for (const auto& p : pools) {
+    if (p == nullptr) continue;
+    const AllocatorStats ps = p->stats();
+    r.stats.allocated += ps.allocated;
+    r.stats.reserved += ps.reserved;
+    r.stats.device_mallocs += ps.device_mallocs;
+    r.stats.device_frees += ps.device_frees;
+    r.stats.segments += ps.segments;
+    r.stats.peak_allocated = std::max(r.stats.peak_allocated, combined_peak.allocated);
+    r.stats.peak_reserved = std::max(r.stats.peak_reserved, combined_peak.reserved);
+  }
   if (offline) {
     r.events = 0;
     for (size_t i = 0; i < ev.size(); ++i) {
@@ -670,6 +737,24 @@ struct AddressReplay {
 
 }  // namespace
 
+// Note [CUDA graph private pools]
+// While a CUDA/HIP graph is captured, the caching allocator serves the
+// capturing stream from the graph's private memory pool (PyTorch
+// CUDACachingAllocator.cpp Note [Interaction with CUDA graph capture]:
+// beginAllocateToPool / get_pool picks the PrivatePool of the capture's
+// MempoolId, with its own small and large BlockPools and segments). Blocks
+// freed into a private pool are reused only by that pool, and its segments
+// are not released (release_cached_blocks skips pools in use) while the
+// graph lives — which a recording does not show ending, so here it lives to
+// the end. A recording shows captures as the runtime calls
+// cudaStreamBeginCapture / cudaStreamEndCapture (hip*), paired in time order
+// (RecordedTrace::captures); every alloc recorded inside a window is served
+// by that window's pool — one allocator of the chosen kind per window (pools
+// shared between graphs through graph_pool_handle() are not recorded and not
+// modelled) — its frees go back to it, and reserved and allocated are the
+// sums over the main pool and the private ones, all bounded by the capacity.
+// Offline planners see no pools (they place the whole trace at once).
+
 // Note [One start state for snapshots]
 // Through pytorch_caching a snapshot is always replayed from the start state
 // rebuilt from its final segments (Note [Rebuilding the window's start]), with
@@ -899,6 +984,11 @@ std::string RenderReplayText(const ReplayResult& r) {
                                         "block %s\n",
                                         s.device_mallocs, s.device_frees, s.segments,
                                         FormatBytes(s.largest_free_block)));
+  if (r.graph_pools > 0) {
+    absl::StrAppend(&out, absl::StrFormat("  graphs    %d CUDA graph captures: %d allocations served by their private "
+                                          "pools, kept to the end (Note [CUDA graph private pools])\n",
+                                          r.graph_pools, r.graph_pool_allocs));
+  }
   if (r.offline) {
     absl::StrAppend(&out, "  offline planner: placed with the whole trace's lifetimes at the end; fragmentation is "
                           "peak heap - peak live\n");
@@ -953,6 +1043,8 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
       .Int("alloc_retries", s.alloc_retries)
       .Int("ooms", r.ooms)
       .Bool("offline", r.offline)
+      .Int("graph_pools", r.graph_pools)
+      .Int("graph_pool_allocs", r.graph_pool_allocs)
       .EndObject();
   w.BeginObject("replay").Int("events", r.events);
   if (r.allocated.has_value()) {

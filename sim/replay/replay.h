@@ -108,6 +108,8 @@ struct ReplayResult {
   Bytes preexisting;             // bytes live before recording, never freed
   std::string start_state;       // how the allocator state at event 0 was made
   std::optional<WarmStart> warm_start;  // when tried: what was inferred, or why not
+  int64_t graph_pools = 0;        // CUDA graph private pools (Note [CUDA graph private pools])
+  int64_t graph_pool_allocs = 0;  // allocations they served
   ConversionStats conversion;
   std::optional<TotalsComparison> allocated, reserved;
   std::optional<AddressCheck> addresses;
