@@ -315,7 +315,7 @@ absl::Status ScanJsonStream(ByteSource& source, const std::string& label,
     }
     // A JSON object without the events array is some other JSON file, not
     // an empty trace (it replayed as "0 memory events", issue 17).
-    if (!found_array) {
+    if (!found_array && !array_key.empty()) {
       return absl::InvalidArgumentError(Cat(label, ": no \"", array_key,
                                             "\" array at the top level: not a recorded trace gpusim reads"));
     }
