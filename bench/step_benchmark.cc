@@ -11,7 +11,7 @@
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/heap_planner.h"
 #include "sim/config/loader.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "sim/trace/trace_io.h"
 
 namespace gpusim {

@@ -6,7 +6,7 @@
 #include "sim/device/matmul_tiling.h"
 #include "sim/device/timing.h"
 #include "sim/engine/engine.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 namespace {

@@ -43,14 +43,16 @@ class GptBuilder {
     V_ = m_.vocab;
     L_ = m_.n_layers;
     t_ = s.parallelism.tensor;
+    K_ = m_.n_kv_heads > 0 ? m_.n_kv_heads : A_;
+    Dh_ = m_.head_dim > 0 ? m_.head_dim : H_ / A_;
     sp_ = s.parallelism.sequence_parallel && t_ > 1;
     cdt_ = m_.compute_dtype;
   }
 
   absl::StatusOr<Program> Build() {
-    if (H_ % t_ != 0 || A_ % t_ != 0 || F_ % t_ != 0 || (sp_ && S_ % t_ != 0)) {
-      return absl::InvalidArgumentError("parallelism.tensor: must divide d_model, n_heads, mlp_dim (and seq_len "
-                                        "with sequence_parallel)");
+    if (H_ % t_ != 0 || A_ % t_ != 0 || K_ % t_ != 0 || F_ % t_ != 0 || V_ % t_ != 0 || (sp_ && S_ % t_ != 0)) {
+      return absl::InvalidArgumentError("parallelism.tensor: must divide d_model, n_heads, n_kv_heads, mlp_dim, "
+                                        "vocab (and seq_len with sequence_parallel)");
     }
     if (s_.remat.num_layers < 1 || (s_.remat.method == "sequential" && s_.remat.num_layers > L_)) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -115,7 +117,15 @@ class GptBuilder {
   std::vector<Node> LayerNodes() const {
     const double s = static_cast<double>(S_), b = static_cast<double>(B_), h = static_cast<double>(H_);
     const double a = static_cast<double>(A_), f = static_cast<double>(F_), t = static_cast<double>(t_);
-    const int64_t At = A_ / t_, Ht = H_ / t_, Ft = F_ / t_;
+    // Grouped-query attention (Ainslie et al. 2023, arXiv 2305.13245;
+    // Megatron-LM --group-query-attention --num-query-groups K,
+    // megatron/core/transformer/attention.py SelfAttention.linear_qkv of
+    // width (A + 2K)·Dh, each TP rank holding A/t query heads and K/t
+    // groups): the fused QKV GEMM is (A + 2K)·Dh wide; scores and context
+    // run over the A/t query heads of a rank. K = A is multi-head attention.
+    const int64_t At = A_ / t_, Ft = F_ / t_;
+    const int64_t Wqkv = (A_ + 2 * K_) * Dh_, Wc = A_ * Dh_;
+    const double wqkv = static_cast<double>(Wqkv), wc = static_cast<double>(Wc), dh = static_cast<double>(Dh_);
     std::vector<Node> n;
     auto add = [&](Node x) { n.push_back(std::move(x)); };
     // Layer input x [s/t (SP) or s, b, h]; LayerNorm keeps its input.
@@ -128,14 +138,14 @@ class GptBuilder {
     }
     // Column-parallel QKV GEMM; its weight gradient reads the (sharded, with
     // SP re-gathered) input.
-    Node qkv{"qkv", {S_, B_, 3 * Ht}, cdt_, OpKind::kMatmul, {qkv_in}, "w_qkv", 2 * s * b * h * 3 * h / t, "qkv",
+    Node qkv{"qkv", {S_, B_, Wqkv / t_}, cdt_, OpKind::kMatmul, {qkv_in}, "w_qkv", 2 * s * b * h * wqkv / t, "qkv",
              true, false, {"ln1"}};
-    qkv.m = S_ * B_; qkv.n = 3 * Ht; qkv.k = H_;
+    qkv.m = S_ * B_; qkv.n = Wqkv / t_; qkv.k = H_;
     add(qkv);
     // QK^T (batch dims b, a/t), softmax, dropout, AV: the attention core.
-    Node sc{"scores", {B_, At, S_, S_}, cdt_, OpKind::kMatmul, {"qkv"}, "", 2 * b * a / t * s * s * (h / a),
+    Node sc{"scores", {B_, At, S_, S_}, cdt_, OpKind::kMatmul, {"qkv"}, "", 2 * b * a / t * s * s * dh,
             "attn_scores", true, true, {"qkv"}};
-    sc.m = S_; sc.n = S_; sc.k = H_ / A_; sc.batch = B_ * At;
+    sc.m = S_; sc.n = S_; sc.k = Dh_; sc.batch = B_ * At;
     add(sc);
     add({"probs", {B_, At, S_, S_}, cdt_, OpKind::kElementwise, {"scores"}, "", 5 * b * a / t * s * s, "attn_probs",
          false, false, {"probs"}});
@@ -143,13 +153,13 @@ class GptBuilder {
          "attn_dropout_mask", false, false, {}});
     add({"dropped", {B_, At, S_, S_}, cdt_, OpKind::kElementwise, {"probs", "attn_mask"}, "", b * a / t * s * s,
          "attn_dropped", false, false, {"attn_mask"}});
-    Node av{"context", {S_, B_, Ht}, cdt_, OpKind::kMatmul, {"dropped", "qkv"}, "", 2 * b * a / t * s * s * (h / a),
+    Node av{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kMatmul, {"dropped", "qkv"}, "", 2 * b * a / t * s * s * dh,
             "context", true, true, {"dropped", "qkv"}};
-    av.m = S_; av.n = H_ / A_; av.k = S_; av.batch = B_ * At;
+    av.m = S_; av.n = Dh_; av.k = S_; av.batch = B_ * At;
     add(av);
-    Node proj{"proj_partial", {S_, B_, H_}, cdt_, OpKind::kMatmul, {"context"}, "w_proj", 2 * s * b * h * h / t,
+    Node proj{"proj_partial", {S_, B_, H_}, cdt_, OpKind::kMatmul, {"context"}, "w_proj", 2 * s * b * wc * h / t,
               "out_proj", true, false, {"context"}};
-    proj.m = S_ * B_; proj.n = H_; proj.k = Ht;
+    proj.m = S_ * B_; proj.n = H_; proj.k = Wc / t_;
     add(proj);
     // Row-parallel output: all-reduce (g), or reduce-scatter with SP.
     add({"proj", {Ssp(), B_, H_}, cdt_, sp_ ? OpKind::kReduceScatter : OpKind::kAllReduce, {"proj_partial"}, "", 0,
@@ -266,13 +276,17 @@ class GptBuilder {
     param("embedding", {V_ / t_, H_}, -1);
     for (int l = 0; l < L_; ++l) {
       param("ln1", {2, H_}, l);
-      param("w_qkv", {H_, 3 * H_ / t_}, l);
-      param("w_proj", {H_ / t_, H_}, l);
+      param("w_qkv", {H_, (A_ + 2 * K_) * Dh_ / t_}, l);
+      param("w_proj", {A_ * Dh_ / t_, H_}, l);
       param("ln2", {2, H_}, l);
       param("w_fc1", {H_, F_ / t_}, l);
       param("w_fc2", {F_ / t_, H_}, l);
     }
     param("ln_f", {2, H_}, -1);
+    // Untied: Megatron's output_layer, a vocabulary-parallel
+    // ColumnParallelLinear of its own (megatron/core/models/gpt/gpt_model.py,
+    // share_embeddings_and_output_weights=False).
+    if (!m_.tied_embeddings) param("output", {V_ / t_, H_}, -1);
     tokens_ = b_.AddArgument("batch.tokens", {B_, S_}, DType::kI64, Role::kInputBatch, false, "token ids");
   }
 
@@ -346,15 +360,21 @@ class GptBuilder {
     // Final LN, vocabulary-parallel logits and cross-entropy (fp32).
     TensorId xf = b_.AddTensor("final_ln", {Ssp(), B_, H_}, cdt_, Role::kResidual, "final LayerNorm output");
     b_.AddOp("final_ln", OpKind::kElementwise, {x, params_.at("ln_f")}, {xf}, 8.0 * S_ * B_ * H_);
+    const TensorId w_out = params_.at(m_.tied_embeddings ? "embedding" : "output");
     TensorId logits = b_.AddTensor("logits", {S_, B_, V_ / t_}, DType::kF32, Role::kResidual, "logits (fp32)");
-    Op& op = b_.AddOp("logits", OpKind::kMatmul, {xf, params_.at("embedding")}, {logits},
-                      2.0 * S_ * B_ * H_ * V_ / t_);
+    Op& op = b_.AddOp("logits", OpKind::kMatmul, {xf, w_out}, {logits}, 2.0 * S_ * B_ * H_ * V_ / t_);
     op.m = S_ * B_; op.n = V_ / t_; op.k = H_;
     TensorId dlogits = b_.AddTensor("d_logits", {S_, B_, V_ / t_}, cdt_, Role::kTemporary, "cross-entropy gradient");
     b_.AddOp("cross_entropy", OpKind::kElementwise, {logits, tokens_}, {dlogits}, 5.0 * S_ * B_ * V_ / t_);
     TensorId dx = b_.AddTensor("d_final", {Ssp(), B_, H_}, cdt_, Role::kTemporary, "gradient into the last layer");
-    b_.AddOp("logits.backward", OpKind::kMatmul, {dlogits, params_.at("embedding"), xf}, {dx},
-             4.0 * S_ * B_ * H_ * V_ / t_);
+    if (m_.tied_embeddings) {
+      b_.AddOp("logits.backward", OpKind::kMatmul, {dlogits, w_out, xf}, {dx}, 4.0 * S_ * B_ * H_ * V_ / t_);
+    } else {
+      b_.AddOp("logits.backward", OpKind::kMatmul, {dlogits, w_out}, {dx}, 2.0 * S_ * B_ * H_ * V_ / t_);
+      TensorId dw = b_.AddTensor("grad.output", {V_ / t_, H_}, cdt_, Role::kGradient, "gradient of output");
+      b_.AddOp("logits.d_output", OpKind::kMatmul, {dlogits, xf}, {dw}, 2.0 * S_ * B_ * H_ * V_ / t_);
+      grads_["output"] = dw;
+    }
     return dx;
   }
 
@@ -463,12 +483,41 @@ class GptBuilder {
     return g.at("x");
   }
 
+  // Note [GPT gradient clipping]: Megatron-LM clips by the global norm
+  // (megatron/core/optimizer/clip_grads.py get_grad_norm_fp32 and
+  // clip_grad_by_total_norm_fp32; --clip-grad 1.0 by default): one
+  // multi_tensor_l2norm pass over every gradient, the squared norm
+  // all-reduced over the model-parallel (here tensor-parallel) group, then
+  // the gradients scaled in place only when clip_coeff = max_norm / norm < 1.
+  // Whether that happens depends on the values, which a simulator does not
+  // have; the steady-state step is modelled (norm computed, no rescale).
+  TensorId GradNorm() {
+    std::vector<TensorId> all;
+    double elems = 0;
+    for (const auto& [name, g] : grads_) {
+      all.push_back(g);
+      elems += static_cast<double>(b_.tensor(g).elements());
+    }
+    TensorId sq = b_.AddTensor("grad_norm.local", {}, DType::kF32, Role::kTemporary,
+                               "local sum of squares of the gradients");
+    b_.AddOp("grad_norm.l2norm", OpKind::kReduce, all, {sq}, 2.0 * elems);
+    TensorId norm = b_.AddTensor("grad_norm", {}, DType::kF32, Role::kScalar, "global gradient norm (clip)");
+    if (t_ > 1) {
+      b_.AddOp("grad_norm.all_reduce", OpKind::kAllReduce, {sq}, {norm}, 0).group = t_;
+    } else {
+      b_.AddOp("grad_norm.sqrt", OpKind::kElementwise, {sq}, {norm}, 1);
+    }
+    return norm;
+  }
+
   // torch.optim.AdamW (fused): in place into params and moments.
   void Optimizer() {
+    const TensorId norm = s_.optimizer.clip_grad_norm ? GradNorm() : kNoTensor;
     for (const auto& [name, p] : params_) {
       auto gi = grads_.find(name);
       std::vector<TensorId> ins = {p, moments_.at(name).first, moments_.at(name).second};
       if (gi != grads_.end()) ins.push_back(gi->second);
+      if (norm != kNoTensor) ins.push_back(norm);
       std::vector<TensorId> outs;
       for (TensorId src : {p, moments_.at(name).first, moments_.at(name).second}) {
         const Tensor& t = b_.tensor(src);
@@ -487,7 +536,7 @@ class GptBuilder {
   const ModelSpec& m_;
   const RematPolicy& policy_;
   ProgramBuilder b_;
-  int64_t S_, B_, H_, A_, F_, V_, L_, t_;
+  int64_t S_, B_, H_, A_, F_, V_, L_, t_, K_ = 0, Dh_ = 0;
   bool sp_;
   DType cdt_;
   std::vector<Node> nodes_;
@@ -501,8 +550,10 @@ class GptBuilder {
 }  // namespace
 
 int64_t GptParamCount(const ModelSpec& m) {
-  const int64_t h = m.d_model, f = m.mlp_dim;
-  return m.n_layers * (3 * h * h + h * h + 2 * h * f + 4 * h) + m.vocab * h + 2 * h;
+  const int64_t h = m.d_model, f = m.mlp_dim, a = m.n_heads;
+  const int64_t k = m.n_kv_heads > 0 ? m.n_kv_heads : a, dh = m.head_dim > 0 ? m.head_dim : h / a;
+  return m.n_layers * (h * (a + 2 * k) * dh + a * dh * h + 2 * h * f + 4 * h) +
+         m.vocab * h * (m.tied_embeddings ? 1 : 2) + 2 * h;
 }
 
 Bytes GptLayerActivationBytes(const Program& p, int layer) {

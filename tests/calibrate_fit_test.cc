@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "sim/calibrate/calibrate.h"
 #include "sim/config/loader.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 namespace {

@@ -116,3 +116,40 @@ TEST(CliTest, ReplayJsonKeysAndCompareRows) {
 
 }  // namespace
 }  // namespace gpusim
+
+namespace gpusim {
+namespace {
+
+// Issue 11: every setting the issue names changes the result or is refused
+// by name; grid commands refuse misspelt paths and unmodelled values.
+TEST(CliCapabilityTest, UnmodelledSettingsExitOneNamingTheKey) {
+  for (const char* set : {"parallelism.tensor=2", "parallelism.sequence_parallel=true", "loop.unroll=2",
+                          "loop.trip_count=16", "remat.method=block", "allocator.impl=pytorch_caching"}) {
+    Result r = Gpusim("run " + kConfig + " --set " + set);
+    EXPECT_EQ(r.code, 1) << set;
+    const std::string key = std::string(set).substr(0, std::string(set).find('='));
+    EXPECT_NE(r.out.find(std::string("--set ") + set + ": " + key + ":"), std::string::npos) << r.out;
+  }
+}
+
+TEST(CliCapabilityTest, GridCommandsRefuseMisspeltPathsAndUnmodelledValues) {
+  for (const char* cmd : {"advise", "compare"}) {
+    Result a = Gpusim(std::string(cmd) + " " + kConfig + " --vary batch.per_devise=1,2");
+    EXPECT_EQ(a.code, 1) << cmd << a.out;
+    EXPECT_NE(a.out.find("did you mean 'per_device'"), std::string::npos) << a.out;
+    Result b = Gpusim(std::string(cmd) + " " + kConfig + " --vary parallelism.tensor=1,2");
+    EXPECT_EQ(b.code, 1) << cmd << b.out;
+    EXPECT_NE(b.out.find("parallelism.tensor: not modelled for model family 'llama'"), std::string::npos) << b.out;
+  }
+}
+
+TEST(CliCapabilityTest, ListModelsNamesEachFamilysSettings) {
+  Result r = Gpusim("list models --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  for (const char* s : {"\"name\": \"llama\"", "\"name\": \"gpt\"", "parallelism.sequence_parallel"}) {
+    EXPECT_NE(r.out.find(s), std::string::npos) << s;
+  }
+}
+
+}  // namespace
+}  // namespace gpusim

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "models/gpt.h"
 #include "sim/config/loader.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 namespace {

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "sim/alloc/heap_planner.h"
 #include "sim/config/loader.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 namespace {

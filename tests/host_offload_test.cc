@@ -11,7 +11,7 @@
 #include "models/llama.h"
 #include "sim/config/loader.h"
 #include "sim/lower/lower.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 namespace {

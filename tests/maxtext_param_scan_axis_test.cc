@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "sim/config/calibration_spec.h"
 #include "sim/report/explain.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 namespace {

@@ -10,7 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "sim/config/loader.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "tests/fuzz/step_invariants.h"
 
 namespace gpusim {
@@ -27,18 +27,27 @@ std::string RandomConfig(std::mt19937_64& rng) {
   const int head_dim = Pick(rng, {16, 32, 64});
   const int kv = llama ? Pick(rng, {1, 2}) : heads;
   const int d_model = heads * head_dim;
-  std::string y = absl::StrCat("framework: ", Pick(rng, {"jax", "pytorch"}), "\n");
+  const bool jax = rng() % 2 == 0;
+  std::string y = absl::StrCat("framework: ", jax ? "jax" : "pytorch", "\n");
   absl::StrAppend(&y, "device: ", Pick(rng, {"h100-sxm-80gb", "a100-sxm-80gb"}), "\n");
   absl::StrAppend(&y, "model:\n  family: ", llama ? "llama" : "gpt", "\n  d_model: ", d_model,
                   "\n  n_layers: ", 1 + rng() % 3, "\n  n_heads: ", heads, "\n  n_kv_heads: ", kv,
                   "\n  head_dim: ", head_dim, "\n  mlp_dim: ", d_model * Pick(rng, {2, 4}),
-                  "\n  vocab: ", Pick(rng, {256, 1000, 32000}), "\n  attention: ", Pick(rng, {"flash", "explicit"}),
-                  "\n  scan_layers: ", Pick(rng, {"true", "false"}), "\n");
-  absl::StrAppend(&y, "loop: {mode: ", Pick(rng, {"rolled", "unrolled"}), "}\n");
+                  "\n  vocab: ", Pick(rng, {256, 1000, 32000}), "\n");
+  // Only settings the family models (sim/step/capabilities refuses the
+  // rest by name): attention kernel, layer scan and loop mode are Llama's.
+  if (llama) {
+    absl::StrAppend(&y, "  attention: ", Pick(rng, {"flash", "explicit"}),
+                    "\n  scan_layers: ", Pick(rng, {"true", "false"}), "\n");
+    absl::StrAppend(&y, "loop: {mode: ", Pick(rng, {"rolled", "unrolled"}), "}\n");
+  }
   absl::StrAppend(&y, "remat: {policy: ", Pick(rng, {"none", "full", "minimal"}), "}\n");
   absl::StrAppend(&y, "batch: {per_device: ", Pick(rng, {1, 2, 8, 512}), ", seq_len: ", Pick(rng, {16, 128, 2048}),
                   "}\n");
-  absl::StrAppend(&y, "allocator: {impl: ", Pick(rng, {"ideal", "pytorch_caching", "bfc", "best_fit", "buddy"}),
+  // A JAX step runs in JAX's BFC arena (or the ideal bound); runtime
+  // allocators are for eager steps (sim/step/capabilities).
+  absl::StrAppend(&y, "allocator: {impl: ",
+                  jax ? Pick(rng, {"ideal", "bfc"}) : Pick(rng, {"ideal", "pytorch_caching", "bfc", "best_fit", "buddy"}),
                   "}\n");
   return y;
 }

@@ -16,7 +16,7 @@
 #include "sim/base/units.h"
 #include "sim/config/loader.h"
 #include "sim/report/explain.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "viz/graphviz.h"
 #include "viz/viz.h"
 #include "viz/xml_check.h"

@@ -9,7 +9,7 @@
 #include "sim/import/import.h"
 #include "sim/import/recorded_trace.h"
 #include "sim/import/trace_path.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "viz/graphviz.h"
 #include "viz/step_view.h"
 #include "viz/viz.h"

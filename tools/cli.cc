@@ -14,11 +14,15 @@
 #include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include <unistd.h>
 
 #include "sim/advise/advise.h"
 #include "sim/calibrate/calibrate.h"
 #include "sim/alloc/allocator.h"
+#include "sim/base/json_writer.h"
+#include "sim/base/names.h"
+#include "models/family.h"
 #include "sim/config/units_parse.h"
 #include "sim/base/file_util.h"
 #include "sim/base/output_dir.h"
@@ -28,7 +32,7 @@
 #include "sim/report/compare.h"
 #include "sim/report/diff.h"
 #include "sim/report/explain.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
 #include "sim/import/import.h"
@@ -137,6 +141,13 @@ int CmdRun(const RunOptions& o) {
 }
 
 int CmdExplain(const RunOptions& o, int top) {
+  const std::string& f = o.config;
+  const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") || (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
+  if (!yaml) {  // a native or recorded trace (tools/cli_replay.cc)
+    if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
+    return CmdExplainTrace(f, top, o.format);
+  }
+  if (o.format != "text") return Fail(absl::InvalidArgumentError("explain CONFIG: --format json is for traces only"));
   auto spec = LoadRunSpec(o.config, o.sets);
   if (!spec.ok()) return Fail(spec.status());
   auto report = SimulateStep(*spec);
@@ -357,24 +368,71 @@ int CmdDevices() {
   return 0;
 }
 
-int CmdList(const std::string& what) {
-  if (what == "allocators") {
-    for (const AllocatorInfo& a : ListAllocators()) {
-      std::cout << absl::StrFormat("%-20s %s%s\n", a.name, a.doc,
-                                   a.parameters.empty() ? "" : absl::StrCat(" [", a.parameters, "]"));
+// One row of `gpusim list KIND`: name, one-line doc, its parameters or the
+// settings it models.
+struct ListRow {
+  std::string name, doc;
+  std::vector<std::pair<std::string, std::string>> fields;  // label, text
+};
+
+int PrintList(const std::string& kind, const std::vector<ListRow>& rows, const std::string& format, int width) {
+  if (format == "json") {
+    JsonWriter w;
+    w.BeginObject().BeginArray(kind);
+    for (const ListRow& r : rows) {
+      w.BeginObject().String("name", r.name).String("doc", r.doc);
+      for (const auto& [label, text] : r.fields) w.String(label, text);
+      w.EndObject();
     }
+    w.EndArray().EndObject();
+    std::cout << w.Finish() << "\n";
     return 0;
+  }
+  for (const ListRow& r : rows) {
+    std::cout << absl::StrFormat("%-*s %s\n", width, r.name, r.doc);
+    for (const auto& [label, text] : r.fields) {
+      if (!text.empty()) std::cout << absl::StrFormat("%-*s   %s: %s\n", width, "", label, text);
+    }
+  }
+  return 0;
+}
+
+int CmdList(const std::string& what, const std::string& format) {
+  if (format != "text" && format != "json") {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("--format ", format, ": expected text or json")));
+  }
+  std::vector<ListRow> rows;
+  if (what == "allocators") {
+    for (const AllocatorInfo& a : ListAllocators()) rows.push_back({a.name, a.doc, {{"parameters", a.parameters}}});
+    return PrintList(what, rows, format, 20);
   }
   if (what == "remat") {
-    for (const RematPolicyInfo& p : ListRematPolicies()) {
-      std::cout << absl::StrFormat("%-36s %s%s\n", p.name, p.doc,
-                                   p.parameters.empty() ? "" : absl::StrCat(" [", p.parameters, "]"));
-    }
-    return 0;
+    for (const RematPolicyInfo& p : ListRematPolicies()) rows.push_back({p.name, p.doc, {{"parameters", p.parameters}}});
+    return PrintList(what, rows, format, 36);
   }
-  if (what == "devices") return CmdDevices();
+  if (what == "models") {
+    for (const ModelFamily& f : ModelFamilies()) {
+      std::string fixed;
+      for (const auto& [path, value] : f.fixed) absl::StrAppend(&fixed, fixed.empty() ? "" : ", ", path, " = ", value);
+      rows.push_back({f.name,
+                      f.doc,
+                      {{"models under jax", absl::StrJoin(f.jax_settings, ", ")},
+                       {"models under pytorch", absl::StrJoin(f.pytorch_settings, ", ")},
+                       {"runs as", fixed}}});
+    }
+    return PrintList(what, rows, format, 8);
+  }
+  if (what == "devices" && format == "text") return CmdDevices();
+  if (what == "devices") {
+    for (const std::string& n : ListDeviceNames()) {
+      auto d = LoadDeviceSpec(n, "");
+      if (!d.ok()) return Fail(d.status());
+      rows.push_back({d->name, d->description, {{"usable_bytes", absl::StrCat(d->usable().value())}}});
+    }
+    return PrintList(what, rows, format, 16);
+  }
   return Fail(absl::InvalidArgumentError(
-      absl::StrCat("list: unknown kind '", what, "'; expected allocators, remat or devices")));
+      absl::StrCat("list: ", UnknownNameMessage("kind", what, {"allocators", "remat", "devices", "models"}))));
 }
 
 int CmdCompareConfig(const RunOptions& o, const std::string& vary) {
@@ -412,7 +470,11 @@ int RunCli(int argc, char** argv) {
   RunOptions explain;
   int explain_top = 15;
   CLI::App* explain_cmd = app.add_subcommand("explain", "List the buffers live at the peak, largest first");
-  explain_cmd->add_option("config", explain.config, "Run config (YAML)")->required();
+  explain_cmd->add_option("config", explain.config,
+                          "Run config (YAML), or a trace (native, Kineto, snapshot, memory timeline): its largest "
+                          "blocks at the peak with their stack frames")
+      ->required();
+  explain_cmd->add_option("--format", explain.format, "text or json (traces)")->check(CLI::IsMember({"text", "json"}));
   explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
   explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));
 
@@ -475,6 +537,8 @@ int RunCli(int argc, char** argv) {
   replay_cmd->add_option("--set", replay.sets, "Allocator option: allocator.OPTION=VALUE (repeatable)");
   replay_cmd->add_option("--device", replay.device, "Device whose usable memory is the capacity");
   replay_cmd->add_option("--device-index", replay.device_index, "Recorded device to replay (default: the only one)");
+  replay_cmd->add_flag("--cold-start", replay.cold_start,
+                       "Start pytorch_caching from an empty allocator even where a warm start can be inferred");
   replay_cmd->add_flag("--check-addresses", replay.check_addresses,
                        "Snapshot: rebuild the allocator state and check every allocation's address");
   replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));
@@ -499,9 +563,10 @@ int RunCli(int argc, char** argv) {
 
   CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
 
-  std::string list_what;
-  CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies");
-  list_cmd->add_option("kind", list_what, "allocators | remat | devices")->required();
+  std::string list_what, list_format = "text";
+  CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies and model families");
+  list_cmd->add_option("kind", list_what, "allocators | remat | devices | models")->required();
+  list_cmd->add_option("--format", list_format, "text | json");
 
   try {
     app.parse(argc, argv);
@@ -546,7 +611,7 @@ int RunCli(int argc, char** argv) {
       return CmdCompare(compare);
     }
     if (*dev_cmd) return CmdDevices();
-    if (*list_cmd) return CmdList(list_what);
+    if (*list_cmd) return CmdList(list_what, list_format);
   } catch (const std::bad_alloc&) {
     std::cerr << "gpusim: error: out of host memory: the input is too large to model\n";
     return 1;

@@ -21,6 +21,7 @@ struct ReplayCli {
   std::vector<std::string> sets;
   int device_index = -1;
   bool check_addresses = false;
+  bool cold_start = false;
 };
 int CmdReplay(const ReplayCli& c);
 struct CompareCli {
@@ -28,6 +29,8 @@ struct CompareCli {
   int device_index = -1;
 };
 int CmdCompare(const CompareCli& c);
+// `gpusim explain TRACE`: sim/replay/explain_trace.h.
+int CmdExplainTrace(const std::string& path, int top, const std::string& format);
 }  // namespace gpusim
 
 #endif  // GPUSIM_TOOLS_CLI_H_

@@ -9,6 +9,7 @@
 #include "absl/strings/str_split.h"
 #include "sim/config/loader.h"
 #include "sim/import/import.h"
+#include "sim/replay/explain_trace.h"
 #include "sim/replay/replay.h"
 #include "tools/cli.h"
 
@@ -54,6 +55,7 @@ int CmdReplay(const ReplayCli& c) {
   ReplayOptions o;
   o.allocator.impl = c.allocator;
   o.check_addresses = c.check_addresses;
+  o.infer_warm_start = !c.cold_start;
   if (c.device_index >= 0) o.device = c.device_index;
   absl::Status st = ApplySets(c.sets, &o.allocator);
   if (st.ok()) st = ResolveCapacity(c.device, &o);
@@ -71,27 +73,27 @@ int CmdCompare(const CompareCli& c) {
   if (c.device_index >= 0) o.device = c.device_index;
   absl::Status st = ResolveCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
-  // Import once, replay per allocator.
-  auto format = DetectRecordedFormat(c.trace);
-  if (!format.ok()) return FailStatus(format.status());
-  absl::StatusOr<RecordedTrace> recorded;
-  if (*format == "snapshot") {
-    auto snap = LoadSnapshot(c.trace);
-    if (!snap.ok()) return FailStatus(snap.status());
-    recorded = std::move(snap->trace);
-  } else {
-    recorded = ImportRecordedTrace(c.trace, *format);
-  }
-  if (!recorded.ok()) return FailStatus(recorded.status());
+  // Import once (the same import and start state as `replay`), replay per
+  // allocator.
+  auto loaded = LoadRecording(c.trace);
+  if (!loaded.ok()) return FailStatus(loaded.status());
   std::vector<ReplayResult> rows;
   for (const std::string& n : names) {
     ReplayOptions one = o;
     one.allocator.impl = n;
-    auto r = ReplayRecorded(*recorded, one);
+    auto r = ReplayLoaded(*loaded, one);
     if (!r.ok()) return FailStatus(absl::Status(r.status().code(), absl::StrCat(n, ": ", r.status().message())));
     rows.push_back(std::move(*r));
   }
   std::cout << (c.format == "json" ? RenderAllocatorCompareJson(rows) : RenderAllocatorCompareText(rows));
+  return 0;
+}
+
+int CmdExplainTrace(const std::string& path, int top, const std::string& format) {
+  auto trace = LoadTraceForExplain(path);
+  if (!trace.ok()) return FailStatus(trace.status());
+  const TracePeak p = ExplainTracePeak(*trace, path, top);
+  std::cout << (format == "json" ? RenderTracePeakJson(p) : RenderTracePeakText(p));
   return 0;
 }
 

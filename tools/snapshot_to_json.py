@@ -10,8 +10,8 @@ every persistent id: a file that needs any class is rejected, not executed.
 
 Usage: snapshot_to_json.py SNAPSHOT.pickle [OUT.json] [--keep-frames]
 Writes OUT.json (or stdout). Stack frames ("frames" lists) are dropped
-unless --keep-frames is given: gpusim does not read them and they can be
-most of the file. Tuples become lists; dict keys become strings; NaN and
+unless --keep-frames is given (they can be most of the file); gpusim's
+LoadSnapshot passes it and interns them (sim/import/snapshot.cc). Tuples become lists; dict keys become strings; NaN and
 infinities become null (JSON has no such numbers); bytes are rejected.
 Exit status: 0 on success, 1 on a refused or malformed pickle, 2 on usage.
 Stdlib only.

@@ -16,7 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/base/file_util.h"
-#include "sim/report/json_writer.h"
+#include "sim/base/json_writer.h"
 #include "viz/step_view.h"
 #include "viz/viz.h"
 

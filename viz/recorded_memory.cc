@@ -3,8 +3,9 @@
 // the simulation replays.
 //
 // Pairing. ToNativeTrace (sim/import/recorded_trace.cc) emits, in recorded
-// order: first one alloc per block freed but never allocated in the
-// recording (ConversionStats::allocs_before_recording, hoisted to the head),
+// order: first one alloc per block live through the whole recording
+// (ConversionStats::allocs_live_through) and one per block freed but never
+// allocated in it (ConversionStats::allocs_before_recording, hoisted to the head),
 // then for each recorded alloc an optional implicit free of the block still
 // live at its address followed by the alloc, and for each recorded free one
 // free, with timed events interleaved. Walking both in order therefore pairs
@@ -32,7 +33,7 @@ absl::StatusOr<std::vector<RecordedMemorySample>> RecordedMemoryCounters(const R
   const ToNativeOptions defaults;
   const auto& ev = native.events;
   size_t k = 0;
-  int64_t head = stats.allocs_before_recording;
+  int64_t head = stats.allocs_live_through + stats.allocs_before_recording;
   auto skip_timed = [&] {
     while (k < ev.size() && ev[k].type != EventType::kAlloc && ev[k].type != EventType::kFree) ++k;
   };

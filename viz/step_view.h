@@ -15,7 +15,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "viz/svg.h"
 
 namespace gpusim {

@@ -24,8 +24,9 @@
 #include "sim/base/status.h"
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
-#include "sim/report/json_writer.h"
-#include "sim/report/step.h"
+#include "sim/base/json_writer.h"
+#include "sim/step/step.h"
+#include "sim/step/capabilities.h"
 
 namespace gpusim {
 namespace {
@@ -73,14 +74,14 @@ std::string GroupKey(const std::vector<std::string>& settings) {
 
 // Evaluates the points of one group (same GroupKey) in order; `prepared`
 // holds the group's prepared step once one point got that far.
-void EvaluateGroup(const AdviseOptions& o, const std::vector<int64_t>& indices, std::vector<AdvicePoint>& points,
-                   std::vector<Bytes>& budgets, const std::function<void()>& done) {
+void EvaluateGroup(const AdviseOptions& o, const RunConfig& config, const std::vector<int64_t>& indices,
+                   std::vector<AdvicePoint>& points, std::vector<Bytes>& budgets, const std::function<void()>& done) {
   std::optional<absl::StatusOr<StepReport>> prepared;
   for (int64_t i : indices) {
     AdvicePoint& p = points[static_cast<size_t>(i)];
     std::vector<std::string> sets = o.base_sets;
     sets.insert(sets.end(), p.settings.begin(), p.settings.end());
-    auto spec = LoadRunSpec(o.config, sets);
+    auto spec = config.Spec(sets);
     if (!spec.ok()) {
       p.error = std::string(spec.status().message());
       done();
@@ -101,6 +102,7 @@ void EvaluateGroup(const AdviseOptions& o, const std::vector<int64_t>& indices, 
       continue;
     }
     p.ok = true;
+    if (o.on_report) o.on_report(i, r);
     p.peak = r.peak;
     p.step_time_s = r.sim.step_time.seconds();
     p.tokens_per_s = p.step_time_s > 0 ? r.tokens_per_step / p.step_time_s : 0;
@@ -150,8 +152,11 @@ absl::StatusOr<GridAxis> ParseAxis(const std::string& text) {
 
 absl::StatusOr<std::vector<GridAxis>> DefaultAxes(const std::string& config) {
   ASSIGN_OR_RETURN(RunSpec spec, LoadRunSpec(config, {}));
+  // Only axes the run's family models (sim/step/capabilities.h).
+  const std::vector<std::string> modelled = ModelledSettings(spec);
+  auto models = [&](const char* path) { return std::find(modelled.begin(), modelled.end(), path) != modelled.end(); };
   std::vector<GridAxis> axes;
-  if (!spec.program.present) {
+  if (models("remat.policy")) {
     GridAxis policies{"remat.policy", {}};
     for (const RematPolicyInfo& p : ListRematPolicies()) {
       // Policies that need names (save_only_these_names, ...) are left to
@@ -161,9 +166,25 @@ absl::StatusOr<std::vector<GridAxis>> DefaultAxes(const std::string& config) {
     }
     axes.push_back(std::move(policies));
   }
-  axes.push_back({"loop.mode", {"rolled", "unrolled"}});
-  if (!spec.program.present) axes.push_back({"batch.per_device", {"1", "2", "4", "8", "16", "32", "64"}});
+  if (models("loop.mode")) axes.push_back({"loop.mode", {"rolled", "unrolled"}});
+  if (models("batch.per_device")) axes.push_back({"batch.per_device", {"1", "2", "4", "8", "16", "32", "64"}});
   return axes;
+}
+
+// Every value of every axis loads and is modelled by the run's family: a
+// misspelt path or a refused value is the user's input, an error before any
+// point is simulated.
+absl::Status CheckAxes(const RunConfig& config, const std::vector<std::string>& base_sets,
+                       const std::vector<GridAxis>& axes) {
+  for (const GridAxis& a : axes) {
+    for (const std::string& v : a.values) {
+      std::vector<std::string> sets = base_sets;
+      sets.push_back(absl::StrCat(a.path, "=", v));
+      ASSIGN_OR_RETURN(RunSpec spec, config.Spec(sets));
+      RETURN_IF_ERROR(ApplyCapabilities(spec).status());
+    }
+  }
+  return absl::OkStatus();
 }
 
 void Rank(AdviceResult& r) {
@@ -200,6 +221,8 @@ absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
   if (axes.empty()) {
     ASSIGN_OR_RETURN(axes, DefaultAxes(o.config));
   }
+  ASSIGN_OR_RETURN(RunConfig config, RunConfig::Read(o.config));
+  RETURN_IF_ERROR(CheckAxes(config, o.base_sets, axes));
   int64_t total = 1;
   constexpr int64_t kMaxGridPoints = 1000000;
   for (const GridAxis& a : axes) {
@@ -256,7 +279,7 @@ absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
   auto worker = [&]() {
     try {
       for (int64_t g = next++; g < static_cast<int64_t>(groups.size()) && !failed; g = next++) {
-        EvaluateGroup(o, groups[static_cast<size_t>(g)], result.points, budgets, count_done);
+        EvaluateGroup(o, config, groups[static_cast<size_t>(g)], result.points, budgets, count_done);
       }
     } catch (const std::bad_alloc&) {
       std::lock_guard<std::mutex> l(failure_mu);

@@ -19,6 +19,8 @@
 
 namespace gpusim {
 
+struct StepReport;
+
 struct GridAxis {
   std::string path;                 // a config path, e.g. remat.policy
   std::vector<std::string> values;  // its values
@@ -57,6 +59,10 @@ struct AdviseOptions {
   int jobs = 0;                        // 0: all cores (the CLI refuses --jobs 0); capped at the groups to run
   int shard = 0, num_shards = 1;
   std::function<void(int64_t done, int64_t total)> progress;
+  // Called with each simulated point's index into AdviceResult::points and
+  // its report (compare's rows read it); from worker threads, one call per
+  // point.
+  std::function<void(int64_t point, const StepReport& report)> on_report;
 };
 
 // "path=v1,v2,..." → an axis.

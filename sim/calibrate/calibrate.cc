@@ -12,7 +12,7 @@
 #include "sim/calibrate/least_squares.h"
 #include "sim/device/timing.h"
 #include "sim/engine/engine.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 namespace {

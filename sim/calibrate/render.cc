@@ -6,7 +6,7 @@
 #include "absl/strings/str_format.h"
 #include "sim/base/file_util.h"
 #include "sim/calibrate/calibrate.h"
-#include "sim/report/json_writer.h"
+#include "sim/base/json_writer.h"
 
 namespace gpusim {
 namespace {

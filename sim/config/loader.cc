@@ -267,8 +267,8 @@ absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view yaml, const std::string& 
 
 namespace {
 
-absl::StatusOr<RunSpec> RunSpecFromNode(ConfigNode root, const std::string& path,
-                                        const std::vector<std::string>& overrides) {
+// `root` with device and model references resolved.
+absl::StatusOr<ConfigNode> Resolve(ConfigNode root, const std::string& path) {
   if (root.is_null()) root = ConfigNode::Map(root.location());
   if (!root.is_map()) {
     return Error(root.location(), "",
@@ -283,11 +283,24 @@ absl::StatusOr<RunSpec> RunSpecFromNode(ConfigNode root, const std::string& path
                                         std::string(kind->key), 0));
     }
   }
+  return root;
+}
+
+// A resolved `root` with `overrides` applied, validated and parsed.
+absl::StatusOr<RunSpec> SpecFromResolved(ConfigNode root, const std::string& path,
+                                         const std::vector<std::string>& overrides) {
+  const std::string dir = DirName(path);
   for (const std::string& text : overrides) {
     RETURN_IF_ERROR(ApplyOverride(root, text, dir));
   }
   RETURN_IF_ERROR(ValidateKeys(root, RunSchema(), ""));
   return internal::ParseRunNode(root);
+}
+
+absl::StatusOr<RunSpec> RunSpecFromNode(ConfigNode root, const std::string& path,
+                                        const std::vector<std::string>& overrides) {
+  ASSIGN_OR_RETURN(ConfigNode resolved, Resolve(std::move(root), path));
+  return SpecFromResolved(std::move(resolved), path, overrides);
 }
 
 }  // namespace
@@ -302,6 +315,19 @@ absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& name_or_path,
                                         const std::string& base_dir) {
   return LoadOne<ModelSpec>(name_or_path, base_dir, kModel, ModelSchema(),
                             internal::ParseModelNode);
+}
+
+absl::StatusOr<RunConfig> RunConfig::Read(const std::string& path) {
+  ASSIGN_OR_RETURN(ConfigNode root, ParseYamlFile(path));
+  ASSIGN_OR_RETURN(ConfigNode resolved, Resolve(std::move(root), path));
+  RunConfig c;
+  c.root_ = std::make_shared<const ConfigNode>(std::move(resolved));
+  c.path_ = path;
+  return c;
+}
+
+absl::StatusOr<RunSpec> RunConfig::Spec(const std::vector<std::string>& overrides) const {
+  return SpecFromResolved(*root_, path_, overrides);
 }
 
 std::vector<std::string> ListDeviceNames() {

@@ -40,6 +40,7 @@
 #ifndef GPUSIM_SIM_CONFIG_LOADER_H_
 #define GPUSIM_SIM_CONFIG_LOADER_H_
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -59,6 +60,23 @@ absl::StatusOr<RunSpec> LoadRunSpec(const std::string& path,
 // ("" = none: names from the source tree, paths from the working directory).
 absl::StatusOr<RunSpec> ParseRunSpec(absl::string_view yaml, const std::string& path,
                                      const std::vector<std::string>& overrides = {});
+
+class ConfigNode;
+
+// A run config read and resolved once (device and model files included);
+// Spec() derives the typed spec for a set of overrides without reading the
+// files again (the advisor's grid points). Cheap to copy; thread-safe.
+class RunConfig {
+ public:
+  static absl::StatusOr<RunConfig> Read(const std::string& path);
+  // As LoadRunSpec(path, overrides).
+  absl::StatusOr<RunSpec> Spec(const std::vector<std::string>& overrides) const;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::shared_ptr<const ConfigNode> root_;  // resolved, before overrides
+  std::string path_;
+};
 
 // A device or model by NAME or PATH. `base_dir` plays the part of the
 // including file's directory: names are searched under it as above and

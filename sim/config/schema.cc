@@ -1,6 +1,8 @@
 // Schema tables and key validation; see schema.h.
 #include "sim/config/schema.h"
 
+#include "sim/base/names.h"
+
 #include <algorithm>
 #include <cctype>
 #include <utility>
@@ -136,32 +138,12 @@ const Schema& RunSchema() {
 namespace internal {
 
 int EditDistance(absl::string_view a, absl::string_view b) {
-  std::vector<int> prev(b.size() + 1), cur(b.size() + 1);
-  for (size_t j = 0; j <= b.size(); ++j) prev[j] = static_cast<int>(j);
-  for (size_t i = 1; i <= a.size(); ++i) {
-    cur[0] = static_cast<int>(i);
-    for (size_t j = 1; j <= b.size(); ++j) {
-      int subst = prev[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1);
-      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, subst});
-    }
-    std::swap(prev, cur);
-  }
-  return prev[b.size()];
+  return gpusim::EditDistance(a, b);
 }
 
 std::string NearestKey(absl::string_view key,
                        const std::vector<std::string>& candidates) {
-  const int limit = std::max<int>(2, static_cast<int>(key.size()) / 2);
-  std::string best;
-  int best_distance = limit + 1;
-  for (const std::string& c : candidates) {
-    int d = EditDistance(key, c);
-    if (d < best_distance) {
-      best_distance = d;
-      best = c;
-    }
-  }
-  return best;
+  return NearestName(key, candidates);
 }
 
 std::string UnknownKeyMessage(absl::string_view key, const Schema& level) {

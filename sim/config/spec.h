@@ -168,6 +168,12 @@ struct RunSpec {
   ParallelismSpec parallelism;
   BatchSpec batch;
   AllocatorSpec allocator;
+  // Where each setting was written, by key path ("parallelism.tensor",
+  // "model.n_kv_heads", "allocator.expandable_segments"): "FILE:LINE:COL"
+  // of the value, or "--set PATH=VALUE". Settings left at their defaults are
+  // absent. Read by the capability check (sim/step/capabilities.h) to name
+  // where a setting the chosen combination does not model was given.
+  std::map<std::string, std::string> written;
 };
 
 }  // namespace gpusim

@@ -541,6 +541,19 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
   }
 }
 
+// Records where every leaf under `node` (a mapping at `path`) was written.
+void RecordWritten(const ConfigNode& node, const std::string& path,
+                   std::map<std::string, std::string>* out) {
+  for (const ConfigEntry& e : node.entries()) {
+    const std::string p = JoinPath(path, e.key);
+    if (e.value.is_map()) {
+      RecordWritten(e.value, p, out);
+    } else {
+      (*out)[p] = e.value.location().ToString();
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
@@ -709,6 +722,13 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
     }
   }
   RETURN_IF_ERROR(status);
+  for (const ConfigEntry& e : root.entries()) {
+    if (e.key == "device" || e.key == "program" || !e.value.is_map()) continue;
+    RecordWritten(e.value, e.key, &run.written);
+  }
+  for (const char* key : {"framework", "device"}) {
+    if (const ConfigNode* n = root.Find(key)) run.written[key] = n->location().ToString();
+  }
   if (has_model) {
     absl::Status st = CheckModelMagnitudes(run);
     if (!st.ok()) {

@@ -8,7 +8,7 @@
 #include <string>
 
 #include "sim/config/loader.h"
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tests/fuzz/step_invariants.h"
 

@@ -7,11 +7,11 @@
 #include <cstring>
 #include <limits>
 
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
-using trace_internal::Cat;
+using str_internal::Cat;
 
 namespace {
 

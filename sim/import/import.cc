@@ -5,11 +5,11 @@
 #include "sim/import/kineto.h"
 #include "sim/import/memory_timeline.h"
 #include "sim/import/snapshot.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
-using trace_internal::Cat;
+using str_internal::Cat;
 
 const std::vector<RecordedFormatInfo>& RecordedFormats() {
   static const auto* formats = new std::vector<RecordedFormatInfo>{

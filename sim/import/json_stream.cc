@@ -4,11 +4,11 @@
 #include <cctype>
 
 #include "sim/base/status.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim::import_internal {
 
-using trace_internal::Cat;
+using str_internal::Cat;
 
 namespace {
 

@@ -1,15 +1,17 @@
 #include "sim/import/kineto.h"
 
 #include <algorithm>
+#include <map>
 #include <limits>
 #include <optional>
 #include <string>
 #include <string_view>
 
+#include "absl/container/flat_hash_map.h"
 #include "sim/base/status.h"
 #include "sim/import/json_stream.h"
 #include "sim/import/simdjson_util.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
@@ -18,7 +20,7 @@ using import_internal::OffsetIn;
 using import_internal::OffsetPrefix;
 using import_internal::ParseInteger;
 using import_internal::ParseMicrosToNanos;
-using trace_internal::Cat;
+using str_internal::Cat;
 namespace od = simdjson::ondemand;
 
 namespace {
@@ -32,7 +34,39 @@ struct Args {
   std::vector<std::string> input_types, concrete_inputs;
 };
 
-enum class Class { kUnknown, kMemory, kOp, kSkip };
+enum class Class { kUnknown, kMemory, kOp, kPython, kSkip };
+
+// Note [Kineto call stacks]
+// A trace recorded with torch.profiler.profile(with_stack=True) carries one
+// complete event of category "python_function" per Python call (torch
+// profiler's python tracer, torch/csrc/profiler/python/init.cpp and
+// collection.cpp: name "FILE(LINE): FUNCTION", on the calling thread), and
+// every CPU-side [memory] event sits on the thread whose code allocated. The
+// call stack of a [memory] event is therefore the python_function events of
+// its thread (same pid and tid) open at its timestamp, innermost (latest
+// start) first. Frames are interned into RecordedTrace::frames, one per
+// distinct name.
+struct PythonCall {
+  int32_t thread = -1;  // interned (pid, tid) tokens
+  int64_t start = 0, end = 0;
+  std::string name;
+};
+
+// "FILE(LINE): FUNCTION" → a frame; any other name is the function alone.
+StackFrame ParsePythonFrame(std::string_view name) {
+  StackFrame f;
+  const size_t colon = name.find("): ");
+  const size_t open = colon == std::string_view::npos ? colon : name.rfind('(', colon);
+  int64_t line = 0;
+  if (open != std::string_view::npos && ParseInteger(name.substr(open + 1, colon - open - 1), &line) && line >= 0) {
+    f.file = std::string(name.substr(0, open));
+    f.line = line;
+    f.function = std::string(name.substr(colon + 3));
+  } else {
+    f.function = std::string(name);
+  }
+  return f;
+}
 
 bool FitsInt32(int64_t v) {
   return v >= std::numeric_limits<int32_t>::min() && v <= std::numeric_limits<int32_t>::max();
@@ -124,7 +158,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       if (err == simdjson::INCORRECT_TYPE) return Error(offset, "expected a trace event object");
       return JsonError(text, offset, doc, err);
     }
-    std::string_view ph, name, cat;
+    std::string_view ph, name, cat, pid, tid;
     std::optional<int64_t> ts, dur;
     Args args;
     bool have_args = false;
@@ -140,6 +174,8 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
         if (v.get_string().get(name) != simdjson::SUCCESS) name = {};
       } else if (key == "cat") {
         if (v.get_string().get(cat) != simdjson::SUCCESS) cat = {};
+      } else if (key == "pid" || key == "tid") {
+        (key == "pid" ? pid : tid) = v.raw_json_token();
       } else if (key == "ts" || key == "dur") {
         std::string_view tok;
         int64_t ns = 0;
@@ -155,7 +191,22 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       }
     }
     const Class c = Classify(ph, name, cat);
-    if (c == Class::kMemory) return AddMemoryEvent(offset, ts, args, have_args);
+    if (c == Class::kMemory) {
+      const size_t before = out_.memory_events.size();
+      RETURN_IF_ERROR(AddMemoryEvent(offset, ts, args, have_args));
+      if (options_.keep_stacks && out_.memory_events.size() > before) {
+        memory_threads_.resize(before, -1);
+        memory_threads_.push_back(ThreadId(pid, tid));
+      }
+      return absl::OkStatus();
+    }
+    if (c == Class::kPython) {
+      if (!ts.has_value() || !dur.has_value()) {
+        return Error(offset, Cat("python_function event \"", name, "\" lacks ", ts ? "dur" : "ts"));
+      }
+      python_calls_.push_back({ThreadId(pid, tid), *ts, *ts + *dur, std::string(name)});
+      return absl::OkStatus();
+    }
     if (c == Class::kOp) {
       if (!ts.has_value() || !dur.has_value()) {
         return Error(offset, Cat("complete event \"", name, "\" lacks ", ts ? "dur" : "ts"));
@@ -192,6 +243,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     if (ph.empty()) return Class::kUnknown;
     if ((ph == "i" || ph == "I") && name == "[memory]") return Class::kMemory;
     if (ph == "X" && OpKindForCategory(cat, options_).has_value()) return Class::kOp;
+    if (ph == "X" && cat == "python_function" && options_.keep_stacks) return Class::kPython;
     return Class::kSkip;
   }
 
@@ -362,6 +414,67 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   const KinetoImportOptions& options_;
   RecordedTrace& out_;
   od::parser parser_;
+
+ public:
+  // Note [Kineto call stacks]: fills RecordedMemoryEvent::stack and
+  // RecordedTrace::frames. Call after the scan, before any reordering.
+  void AttachStacks() {
+    if (python_calls_.empty()) return;
+    memory_threads_.resize(out_.memory_events.size(), -1);
+    std::map<int32_t, std::vector<size_t>> calls_of, events_of;  // thread → indices
+    for (size_t i = 0; i < python_calls_.size(); ++i) calls_of[python_calls_[i].thread].push_back(i);
+    for (size_t i = 0; i < memory_threads_.size(); ++i) events_of[memory_threads_[i]].push_back(i);
+    absl::flat_hash_map<std::string, int32_t> frame_of;  // name → frame index
+    for (auto& [thread, events] : events_of) {
+      auto it = calls_of.find(thread);
+      if (it == calls_of.end()) continue;
+      std::vector<size_t>& calls = it->second;
+      std::stable_sort(calls.begin(), calls.end(), [&](size_t a, size_t b) {
+        const PythonCall &x = python_calls_[a], &y = python_calls_[b];
+        return x.start != y.start ? x.start < y.start : x.end > y.end;  // outer first
+      });
+      std::stable_sort(events.begin(), events.end(), [&](size_t a, size_t b) {
+        return out_.memory_events[a].time < out_.memory_events[b].time;
+      });
+      std::vector<size_t> open;  // outermost first
+      size_t next = 0;
+      for (size_t e : events) {
+        const int64_t t = out_.memory_events[e].time.ns();
+        while (next < calls.size() && python_calls_[calls[next]].start <= t) {
+          const PythonCall& c = python_calls_[calls[next]];
+          while (!open.empty() && python_calls_[open.back()].end <= c.start) open.pop_back();
+          open.push_back(calls[next++]);
+        }
+        while (!open.empty() && python_calls_[open.back()].end <= t) open.pop_back();
+        std::vector<int32_t>& stack = out_.memory_events[e].stack;
+        for (size_t k = open.size(); k-- > 0;) {
+          const PythonCall& c = python_calls_[open[k]];
+          if (c.end <= t) continue;  // closed, under a still-open inner call
+          auto [f, inserted] = frame_of.try_emplace(c.name, static_cast<int32_t>(out_.frames.size()));
+          if (inserted) out_.frames.push_back(ParsePythonFrame(c.name));
+          stack.push_back(f->second);
+        }
+      }
+    }
+  }
+
+ private:
+  // (pid, tid) raw tokens → a small id, without allocating per event.
+  int32_t ThreadId(std::string_view pid, std::string_view tid) {
+    thread_key_.assign(pid);
+    thread_key_ += '/';
+    thread_key_.append(tid);
+    auto it = thread_ids_.find(thread_key_);
+    if (it != thread_ids_.end()) return it->second;
+    const int32_t id = static_cast<int32_t>(thread_ids_.size());
+    thread_ids_.emplace(thread_key_, id);
+    return id;
+  }
+
+  std::vector<PythonCall> python_calls_;
+  std::vector<int32_t> memory_threads_;  // per kept memory event
+  absl::flat_hash_map<std::string, int32_t> thread_ids_;
+  std::string thread_key_;
 };
 
 }  // namespace
@@ -373,6 +486,7 @@ absl::StatusOr<RecordedTrace> ImportKinetoTrace(ByteSource& source, const std::s
   out.metadata.format = "kineto";
   KinetoVisitor visitor(label, source.decompressed(), options, out);
   RETURN_IF_ERROR(import_internal::ScanJsonStream(source, label, "traceEvents", visitor));
+  visitor.AttachStacks();
   std::stable_sort(out.memory_events.begin(), out.memory_events.end(),
                    [](const RecordedMemoryEvent& a, const RecordedMemoryEvent& b) {
                      if (a.time != b.time) return a.time < b.time;

@@ -41,6 +41,10 @@ struct KinetoImportOptions {
   bool keep_runtime = false;   // cuda_runtime / cuda_driver (launch calls)
   // cpu_op "Input Dims" / "Input type" / "Concrete Inputs" (record_shapes=True).
   bool keep_shapes = false;
+  // with_stack=True: "python_function" events give each [memory] event the
+  // Python call stack open on its thread (Note [Kineto call stacks] in
+  // kineto.cc), as RecordedMemoryEvent::stack into RecordedTrace::frames.
+  bool keep_stacks = true;
 };
 
 absl::StatusOr<RecordedTrace> ImportKinetoTrace(const std::string& path,

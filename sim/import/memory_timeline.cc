@@ -6,12 +6,12 @@
 
 #include "sim/base/status.h"
 #include "sim/import/json_stream.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
 using import_internal::OffsetPrefix;
-using trace_internal::Cat;
+using str_internal::Cat;
 
 namespace {
 

@@ -58,6 +58,9 @@ struct RecordedMemoryEvent {
   std::optional<Bytes> total_reserved;   // Kineto "Total Reserved" after the event
   std::optional<Role> category;          // timeline category (new one on a version bump)
   std::optional<Role> previous_category; // timeline version bump: category before
+  // The call stack that made the event, innermost first, as indices into
+  // RecordedTrace::frames (snapshot `frames`); empty = not recorded.
+  std::vector<int32_t> stack;
 };
 
 enum class RecordedOpKind {
@@ -115,6 +118,15 @@ struct RecordedTrace {
   // file order (already time-ordered by their recorders).
   std::vector<RecordedMemoryEvent> memory_events;
   std::vector<RecordedOp> ops;  // sorted by (start, file order)
+  // Blocks allocated before the recording and still allocated at its end,
+  // which no event shows (snapshot: blocks of the final `segments` that no
+  // trace entry allocated; Note [Blocks live through the window] in
+  // snapshot.cc). Kind kPreexisting, with address, stream, device and the
+  // requested size; ascending by (device, address).
+  std::vector<RecordedMemoryEvent> live_through;
+  // Stack frames, each stored once (interned); RecordedMemoryEvent::stack
+  // refers to them by index. ToNativeTrace hands them on as Trace::frames.
+  std::vector<StackFrame> frames;
 };
 
 // --- Conversion to the native trace ------------------------------------------
@@ -158,6 +170,10 @@ struct ConversionStats {
   // the earlier buffer is freed just before.
   int64_t implicit_frees = 0;
   int64_t timed_events = 0;
+  // RecordedTrace::live_through blocks of this device: allocated at the
+  // start of the trace (before the allocs_before_recording ones), never freed.
+  int64_t allocs_live_through = 0;
+  Bytes bytes_live_through;
 };
 
 // Converts the memory events of one device (and, optionally, the GPU ops) to

@@ -8,12 +8,15 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <utility>
 
 #include "sim/base/cleanup.h"
+#include "absl/container/flat_hash_map.h"
 #include "sim/base/file_util.h"
 #include "sim/base/status.h"
 #include "sim/import/simdjson_util.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 extern char** environ;
 
@@ -22,10 +25,12 @@ namespace gpusim {
 using import_internal::NumberToken;
 using import_internal::OffsetIn;
 using import_internal::ParseInteger;
-using trace_internal::Cat;
+using str_internal::Cat;
 namespace od = simdjson::ondemand;
 
 namespace {
+
+std::vector<RecordedMemoryEvent> LiveThroughWindow(const RecordedSnapshot& snap);
 
 // Reads a snapshot document. Every accessor records the failing value's
 // position so errors can name a byte offset.
@@ -71,6 +76,8 @@ class SnapshotReader {
       return absl::InvalidArgumentError(
           Cat(label_, ": not a memory snapshot: no \"segments\" key"));
     }
+    out.trace.frames = std::move(frames_);
+    out.trace.live_through = LiveThroughWindow(out);
     return out;
   }
 
@@ -184,6 +191,8 @@ class SnapshotReader {
                 (bk == "size" ? b.size : b.requested_size) = Bytes(m);
               } else if (bk == "state") {
                 return Str(y, bk, &b.state);
+              } else if (bk == "frames") {
+                return Frames(doc, y, &b.stack);
               }
               return absl::OkStatus();
             }));
@@ -226,6 +235,8 @@ class SnapshotReader {
             m.size = Bytes(n);
           } else if (k == "stream") {
             return Int(x, k, &m.stream);
+          } else if (k == "frames") {
+            return Frames(doc, x, &m.stack);
           } else if (k == "time_us") {
             const char* at = x.raw_json_token().data();
             RETURN_IF_ERROR(Int(x, k, &n));
@@ -242,6 +253,34 @@ class SnapshotReader {
         return absl::OkStatus();
       }));
       ++device;
+      return absl::OkStatus();
+    });
+  }
+
+  // A `frames` list (torch/cuda/memory.py _Frame: filename, line, name),
+  // innermost first, interned into frames_ (Note [Interned stack frames]).
+  absl::Status Frames(od::document& doc, od::value& v, std::vector<int32_t>* stack) {
+    return ForEachElement(doc, v, "frames", [&](od::value& fv) -> absl::Status {
+      StackFrame f;
+      RETURN_IF_ERROR(ForEachField(doc, fv, "frame", [&](std::string_view k, od::value& x) {
+        if (k == "filename") return Str(x, k, &f.file);
+        if (k == "name") return Str(x, k, &f.function);
+        if (k == "line") {
+          const char* at = x.raw_json_token().data();
+          RETURN_IF_ERROR(Int(x, k, &f.line));
+          if (f.line < 0) return Error(at, Cat("\"line\": expected a non-negative line number, got ", f.line));
+        }
+        return absl::OkStatus();
+      }));
+      std::string key = Cat(f.function, std::string_view("\0", 1), f.file, std::string_view("\0", 1), f.line);
+      auto [it, inserted] = frame_index_.try_emplace(std::move(key), static_cast<int32_t>(frames_.size()));
+      if (inserted) {
+        if (frames_.size() >= static_cast<size_t>(INT32_MAX)) {
+          return Error(fv.raw_json_token().data(), "more than 2^31 - 1 distinct stack frames");
+        }
+        frames_.push_back(std::move(f));
+      }
+      stack->push_back(it->second);
       return absl::OkStatus();
     });
   }
@@ -291,7 +330,60 @@ class SnapshotReader {
   const std::string& json_;
   const std::string& label_;
   od::parser parser_;
+  std::vector<StackFrame> frames_;
+  absl::flat_hash_map<std::string, int32_t> frame_index_;  // function \0 file \0 line → index
 };
+
+// Note [Interned stack frames]
+// With _record_memory_history(context="all"/"alloc"), every trace entry and
+// every block carries `frames`, the Python (and C++) stack at the call
+// (CUDACachingAllocator.cpp records the CapturedTraceback of the malloc in
+// TraceEntry::context_ and Block::context_when_allocated; torch/cuda/memory.py
+// _snapshot turns them into {filename, line, name} lists). The same frames
+// repeat across thousands of entries, so the reader stores each distinct
+// (function, file, line) once in RecordedTrace::frames and keeps indices;
+// ToNativeTrace hands them on as Trace::frames (traces/FORMAT.md 1.1).
+
+// Note [Blocks live through the window]
+// A snapshot's trace is a window (the _record_memory_history ring buffer,
+// max_entries); its `segments` are the allocator state at the dump
+// (CUDACachingAllocator.cpp, DeviceCachingAllocator::snapshot). A block that
+// is allocated in the segments and that no trace entry allocated was
+// allocated before the window and lived through all of it (parameters,
+// optimizer state): no event shows it, yet it holds memory at every
+// instant. Walking the trace backwards from the end undoes the window's
+// allocs (an alloc at A means the block at A did not exist before it); what
+// stays allocated is live through the window. Those blocks become
+// RecordedTrace::live_through (requested size, as the trace's allocs carry
+// requested sizes), so that every consumer of the import — replay with any
+// allocator, compare, viz — counts them; without them the peaks come out low
+// by their size.
+std::vector<RecordedMemoryEvent> LiveThroughWindow(const RecordedSnapshot& snap) {
+  std::map<std::pair<int32_t, int64_t>, RecordedMemoryEvent> live;  // (device, address)
+  for (const SnapshotSegment& s : snap.segments) {
+    for (const SnapshotBlock& b : s.blocks) {
+      if (b.state == "inactive") continue;
+      RecordedMemoryEvent m;
+      m.kind = MemoryEventKind::kPreexisting;
+      m.address = b.address;
+      m.size = b.requested_size;
+      m.stream = s.stream;
+      m.device = s.device;
+      m.stack = b.stack;
+      live[{s.device, b.address}] = m;
+    }
+  }
+  const auto& ev = snap.trace.memory_events;
+  for (size_t k = ev.size(); k-- > 0;) {
+    if (ev[k].kind == MemoryEventKind::kAlloc && ev[k].address.has_value()) {
+      live.erase({ev[k].device, *ev[k].address});
+    }
+  }
+  std::vector<RecordedMemoryEvent> out;
+  out.reserve(live.size());
+  for (auto& [key, m] : live) out.push_back(m);
+  return out;
+}
 
 bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
@@ -341,9 +433,10 @@ absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::st
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_TRUNC, 0);
   std::string arg0 = "python3";
+  std::string keep_frames = "--keep-frames";  // interned by the reader
   std::vector<char*> argv = {arg0.data(), const_cast<char*>(script.c_str()),
                              const_cast<char*>(pickle_path.c_str()),
-                             const_cast<char*>(json_path.c_str()), nullptr};
+                             const_cast<char*>(json_path.c_str()), keep_frames.data(), nullptr};
   pid_t pid = 0;
   const int rc = posix_spawnp(&pid, "python3", &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);

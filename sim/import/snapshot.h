@@ -24,6 +24,7 @@ struct SnapshotBlock {
   Bytes size;            // bytes the block occupies in its segment
   Bytes requested_size;  // bytes the caller asked for
   std::string state;     // "active_allocated", "active_pending_free", "inactive"
+  std::vector<int32_t> stack;  // `frames`, innermost first, into trace.frames
 };
 
 struct SnapshotSegment {

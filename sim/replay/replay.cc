@@ -2,16 +2,23 @@
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <map>
 #include <set>
+#include <optional>
+#include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/alloc/impl/pytorch_caching.h"
 #include "sim/alloc/options.h"
 #include "sim/import/import.h"
-#include "sim/report/json_writer.h"
+#include "sim/base/json_writer.h"
+#include "sim/base/status.h"
+#include "sim/trace/trace_io.h"
+#include "sim/trace/validate.h"
 
 namespace gpusim {
 namespace {
@@ -72,31 +79,30 @@ absl::Status ResolveCapacity(const RecordedMetadata& meta, ReplayOptions* o) {
 
 // --- Replay of the recorded alloc/free stream --------------------------------
 
-absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const ReplayOptions& options_in) {
-  ReplayOptions options = options_in;
-  absl::Status cap = ResolveCapacity(recorded.metadata, &options);
-  if (!cap.ok()) return cap;
-  std::vector<int64_t> source;
-  ToNativeOptions to_native;
-  to_native.device = options.device;
-  to_native.include_gpu_ops = false;
-  to_native.source_index = &source;
-  ReplayResult r;
-  auto trace = ToNativeTrace(recorded, to_native, &r.conversion);
-  if (!trace.ok()) return trace.status();
+namespace {
+
+// The memory events of `trace` through options.allocator. `source[i]` is the
+// recorded memory event native event i came from (-1: none); `recorded`, when
+// set, supplies the recorded totals and times. Fills `r` (whose conversion,
+// source and format the caller set).
+absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& source,
+                             const RecordedTrace* recorded, const ReplayOptions& options, ReplayResult& r,
+                             bool warm = false) {
+  const Trace* trace = &trace_in;
   auto allocator = MakeAllocator(options.allocator, options.capacity);
   if (!allocator.ok()) return allocator.status();
   Allocator& a = **allocator;
-  r.source = recorded.metadata.source_file;
-  r.format = recorded.metadata.format;
   r.allocator = std::string(a.name());
   r.capacity = options.capacity;
   r.capacity_source = options.capacity_source;
   r.preexisting = trace->preexisting;
+  r.start_state = "cold (an empty allocator); blocks live before recording allocated first";
+  static const std::vector<RecordedMemoryEvent> kNoEvents;
+  const std::vector<RecordedMemoryEvent>& memory_events = recorded != nullptr ? recorded->memory_events : kNoEvents;
 
   // Which recorded events carry totals.
   bool any_allocated = false, any_reserved = false;
-  for (const RecordedMemoryEvent& m : recorded.memory_events) {
+  for (const RecordedMemoryEvent& m : memory_events) {
     any_allocated |= m.total_allocated.has_value();
     any_reserved |= m.total_reserved.has_value();
   }
@@ -121,27 +127,62 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
   for (const TraceEvent& e : trace->events) next_id = std::max(next_id, e.buffer + 1);
   auto* caching = dynamic_cast<PyTorchCachingAllocator*>(&a);
   constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSize
-  if (caching != nullptr && trace->preexisting > Bytes(kSmallRequest)) {
-    const int64_t size = (trace->preexisting.value() + 511) / 512 * 512;
-    CachingSegmentLayout seg;
-    seg.address = 0x600000000000;  // below the simulated space's first-fit base
-    seg.size = size;
-    seg.blocks = {{seg.address, size, trace->preexisting.value(), next_id++}};
-    absl::Status st = caching->RestoreSegment(seg);
-    if (!st.ok()) return st;
-  } else if (trace->preexisting > Bytes(0)) {
-    if (!a.Alloc(next_id++, trace->preexisting, 0)) {
-      return absl::InvalidArgumentError(absl::StrFormat(
-          "%s: the %s live before recording do not fit in the capacity (%s)", r.source,
-          FormatBytes(trace->preexisting), FormatBytes(options.capacity)));
+  // A warm start (Note [Warm start from recorded addresses]) restores the
+  // blocks live at the start, Trace::preexisting included.
+  absl::flat_hash_set<BufferId> restored;
+  if (warm && caching != nullptr && recorded != nullptr) {
+    AllocatorOptions ao(options.allocator.options);
+    ASSIGN_OR_RETURN(PyTorchCachingOptions copt, ParsePyTorchCachingOptions(ao));
+    int32_t device = 0;
+    if (options.device.has_value()) {
+      device = *options.device;
+    } else if (!recorded->memory_events.empty()) {
+      device = recorded->memory_events.front().device;
     }
+    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, *trace, copt, next_id, *caching, &restored));
+    if (ws.applied) {
+      ++next_id;
+      r.start_state = absl::StrFormat(
+          "warm, inferred from the recorded addresses and Total Reserved: %d small + %d large segments (%s), %s "
+          "where no recorded block lies; %d blocks live at the start",
+          ws.small_segments, ws.large_segments, FormatBytes(ws.inferred_bytes), FormatBytes(ws.untouched_bytes),
+          ws.restored_blocks);
+    }
+    r.warm_start = std::move(ws);
+  }
+  const bool warm_applied = r.warm_start.has_value() && r.warm_start->applied;
+  // Bytes that do not fit are an OOM before the first event (event -1), not
+  // an error, so that `compare` still prints the strategy's row.
+  auto oom_before_start = [&](Bytes requested) {
+    ++r.ooms;
+    const AllocatorStats s = a.stats();
+    if (!r.oom.has_value()) r.oom = ReplayOom{-1, SimTime(-1), requested, s.reserved, options.capacity - s.reserved};
+  };
+  if (warm_applied) {
+    // Trace::preexisting is in the restored state.
+  } else if (caching != nullptr && trace->preexisting > Bytes(kSmallRequest)) {
+    const int64_t size = (trace->preexisting.value() + 511) / 512 * 512;
+    if (Bytes(size) > options.capacity) {
+      oom_before_start(trace->preexisting);
+    } else {
+      CachingSegmentLayout seg;
+      seg.address = 0x600000000000;  // below the simulated space's first-fit base
+      seg.size = size;
+      seg.blocks = {{seg.address, size, trace->preexisting.value(), next_id++}};
+      absl::Status st = caching->RestoreSegment(seg);
+      if (!st.ok()) return st;
+    }
+  } else if (trace->preexisting > Bytes(0)) {
+    if (!a.Alloc(next_id++, trace->preexisting, 0)) oom_before_start(trace->preexisting);
   }
   absl::flat_hash_map<BufferId, Bytes> placed;  // buffers the allocator holds
   const std::vector<TraceEvent>& ev = trace->events;
   for (size_t i = 0; i < ev.size(); ++i) {
     const TraceEvent& e = ev[i];
     if (e.type == EventType::kAlloc) {
-      if (a.Alloc(e.buffer, e.size, e.stream)) {
+      if (restored.contains(e.buffer)) {
+        placed[e.buffer] = e.size;
+      } else if (a.Alloc(e.buffer, e.size, e.stream)) {
         placed[e.buffer] = e.size;
       } else {
         ++r.ooms;
@@ -149,7 +190,8 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
           const AllocatorStats s = a.stats();
           ReplayOom o;
           o.event = source[i];
-          o.time = o.event >= 0 ? recorded.memory_events[static_cast<size_t>(o.event)].time : SimTime(-1);
+          o.time = o.event >= 0 && recorded != nullptr ? memory_events[static_cast<size_t>(o.event)].time
+                                                       : SimTime(-1);
           o.requested = e.size;
           o.reserved = s.reserved;
           o.free = options.capacity - s.reserved;
@@ -172,7 +214,11 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
     const int64_t src = source[i];
     if (src < 0 || (i + 1 < ev.size() && source[i + 1] == src)) continue;
     ++r.events;
-    const RecordedMemoryEvent& m = recorded.memory_events[static_cast<size_t>(src)];
+    if (recorded == nullptr) {
+      if (options.keep_series) r.series.push_back({src, SimTime(-1), s.allocated, s.reserved, {}, {}});
+      continue;
+    }
+    const RecordedMemoryEvent& m = memory_events[static_cast<size_t>(src)];
     if (m.total_allocated.has_value()) Compare(*r.allocated, s.allocated, *m.total_allocated, src, alloc_abs);
     if (m.total_reserved.has_value()) Compare(*r.reserved, s.reserved, *m.total_reserved, src, reserved_abs);
     if (options.keep_series) {
@@ -194,8 +240,7 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
     }
     r.no_fragmentation_peak = best;
   }
-  absl::Status fin = a.Finish();
-  if (!fin.ok()) return fin;
+  RETURN_IF_ERROR(a.Finish());
   r.stats = a.stats();
   if (offline) {
     r.events = 0;
@@ -207,6 +252,66 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
   } else {
     r.fragmentation_at_peak = peak.fragmentation;
   }
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const ReplayOptions& options_in) {
+  ReplayOptions options = options_in;
+  RETURN_IF_ERROR(ResolveCapacity(recorded.metadata, &options));
+  std::vector<int64_t> source;
+  ToNativeOptions to_native;
+  to_native.device = options.device;
+  to_native.include_gpu_ops = false;
+  to_native.source_index = &source;
+  ReplayResult r;
+  r.source = recorded.metadata.source_file;
+  r.format = recorded.metadata.format;
+  ASSIGN_OR_RETURN(Trace trace, ToNativeTrace(recorded, to_native, &r.conversion));
+  RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, r));
+  // Does the cold start explain the first event's Total Reserved? If not,
+  // try the warm start (Note [Warm start from recorded addresses]).
+  if (options.infer_warm_start && r.allocator == "pytorch_caching" && r.reserved.has_value() &&
+      r.reserved->first_mismatch >= 0) {
+    int64_t first = -1;
+    for (size_t i = 0; i < recorded.memory_events.size() && first < 0; ++i) {
+      const RecordedMemoryEvent& m = recorded.memory_events[i];
+      if (m.total_reserved.has_value() && (!options.device.has_value() || m.device == *options.device) &&
+          (m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kFree)) {
+        first = static_cast<int64_t>(i);
+      }
+    }
+    if (first == r.reserved->first_mismatch) {
+      ReplayResult w;
+      w.source = r.source;
+      w.format = r.format;
+      w.conversion = r.conversion;
+      RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, w, /*warm=*/true));
+      if (w.warm_start.has_value() && w.warm_start->applied) return w;
+      r.warm_start = std::move(w.warm_start);
+    }
+  }
+  return r;
+}
+
+absl::StatusOr<ReplayResult> ReplayNativeTrace(const Trace& trace, const std::string& source_name,
+                                               const ReplayOptions& options_in) {
+  RETURN_IF_ERROR(ValidateTrace(trace));
+  ReplayOptions options = options_in;
+  RecordedMetadata meta;
+  meta.source_file = source_name;
+  RETURN_IF_ERROR(ResolveCapacity(meta, &options));
+  std::vector<int64_t> source(trace.events.size(), -1);
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const EventType t = trace.events[i].type;
+    if (t == EventType::kAlloc || t == EventType::kFree) source[i] = static_cast<int64_t>(i);
+  }
+  ReplayResult r;
+  r.source = source_name;
+  r.format = "gpusim-trace";
+  RETURN_IF_ERROR(ReplayTraceInto(trace, source, nullptr, options, r));
+  r.start_state = "cold (an empty allocator); Trace::preexisting allocated first";
   return r;
 }
 
@@ -228,15 +333,33 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
 // only its requested size in the trace, so its block size is inferred: the
 // rounded request (round_size), which is the block size unless the block
 // kept an unsplit remainder (large pool, remainder ≤ 1 MiB; should_split).
-// A guess that would overlap the next known block is cut at it. A replay
-// that then places an allocation at the end of such a guessed block, where
-// the recording put it elsewhere, reveals that the block was larger: the
-// guess grows to end at the recorded address (when that is ≤ 1 MiB higher)
-// and the replay starts again.
+// A guess that would overlap the next known block is cut at it. How a
+// wrong guess shows, and is corrected, is Note [Growing guessed blocks to a
+// fixed point].
 // Frees are routed by allocation identity (recorded address at alloc time →
 // our buffer id), so one misplaced block does not misroute later frees.
 // A block is reusable at free_completed (free_requested only marks it
 // pending: the stream may still use it).
+
+// Note [Growing guessed blocks to a fixed point]
+// PyTorch's allocator always hands out the *front* of the free block it
+// picks (CUDACachingAllocator.cpp, DeviceCachingAllocator::malloc →
+// alloc_found_block: the split remainder is the block's tail), and in the
+// large pool it leaves a remainder ≤ kSmallSize (1 MiB) unsplit
+// (should_split), so a block can be up to 1 MiB larger than its rounded
+// request. A guessed block that is too small leaves a free block after it
+// that starts too early and is too big; best fit (get_free_block: the
+// smallest block ≥ the request, lower_bound on the size-ordered pool) can
+// then pick a different free block — often in another segment — and the
+// layouts diverge. The recording tells: when an allocation's recorded
+// address lies inside one of the model's free blocks (as it was before the
+// model placed that allocation), at most 1 MiB past the end of a guessed
+// block that the free block follows, the real block ended at the recorded
+// address (the allocation was carved from the front of the real free
+// block). Every such growth found in a pass is kept (a block only ever
+// grows), and the replay runs again until a pass finds none: a fixed point
+// (bounded by kMaxPasses). AddressCheck::grown_block_sizes counts the sizes
+// inferred this way.
 namespace {
 
 constexpr int64_t kSmallSegment = 2097152;  // kSmallBuffer
@@ -354,11 +477,40 @@ struct AddressReplay {
   struct Pass {
     AddressCheck check;
     ReplayResult result;
-    // First misplacement explained by a guessed block: its free event and
-    // the size it grows to.
-    int64_t grow_event = -1;
-    int64_t grow_size = 0;
+    // Misplacements explained by a guessed block (Note [Growing guessed
+    // blocks to a fixed point]): its free event → the size it grows to.
+    std::map<int64_t, int64_t> growths;
   };
+
+  // Note [Growing guessed blocks to a fixed point]: the model just placed
+  // buffer `placed` elsewhere than the recorded address `addr`. If, before
+  // that placement, `addr` lay inside a free block that directly follows a
+  // guessed block and starts at most kSmallSize below `addr`, returns the
+  // guessed block's address and the size that makes it end at `addr`.
+  static std::optional<std::pair<uint64_t, int64_t>> GrowthFor(
+      const PyTorchCachingAllocator& a, const absl::flat_hash_map<BufferId, uint64_t>& guessed_at,
+      BufferId placed, uint64_t addr) {
+    for (const CachingSegmentLayout& seg : a.Segments()) {
+      if (addr < seg.address || addr >= seg.address + static_cast<uint64_t>(seg.size)) continue;
+      if (seg.small) return std::nullopt;  // small-pool blocks are always split
+      const auto& b = seg.blocks;
+      for (size_t i = 0; i < b.size(); ++i) {
+        auto is_free = [&](size_t j) { return b[j].buffer < 0 || b[j].buffer == placed; };
+        if (!is_free(i) || (i > 0 && is_free(i - 1))) continue;  // i starts a free run
+        size_t j = i;
+        while (j + 1 < b.size() && is_free(j + 1)) ++j;
+        const uint64_t run_start = b[i].address;
+        const uint64_t run_end = b[j].address + static_cast<uint64_t>(b[j].size);
+        if (addr <= run_start || addr >= run_end) continue;
+        if (i == 0 || addr - run_start > static_cast<uint64_t>(kSmallSize)) return std::nullopt;
+        auto g = guessed_at.find(b[i - 1].buffer);
+        if (g == guessed_at.end()) return std::nullopt;
+        return std::make_pair(g->second, static_cast<int64_t>(addr - g->second));
+      }
+      return std::nullopt;
+    }
+    return std::nullopt;
+  }
 
   absl::StatusOr<Pass> Run(const std::map<int64_t, int64_t>& grown) {
     std::map<uint64_t, InitSegment> segs;
@@ -396,6 +548,12 @@ struct AddressReplay {
       st = a.RestoreSegment(layout);
       if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat(snap.trace.metadata.source_file, ": ", st.message()));
       ++pass.check.restored_segments;
+    }
+    if (const AllocatorUsage u = a.usage(); u.reserved > options.capacity) {
+      // The recorded segments exceed the capacity: an OOM before the first
+      // event; the replay goes on from the recorded state.
+      ++pass.result.ooms;
+      pass.result.oom = ReplayOom{-1, SimTime(-1), u.reserved, Bytes(0), options.capacity};
     }
     PeakTracker peak;
     peak.Observe(a.usage());
@@ -435,21 +593,11 @@ struct AddressReplay {
               pass.check.misses.push_back(absl::StrFormat(
                   "entry %d: alloc of %d bytes at 0x%x, recorded at 0x%x", idx, m.size.value(), got, addr));
             }
-            // Explained by a guessed block that ends where we placed it?
-            if (pass.grow_event < 0) {
-              for (const auto& [gid, gaddr] : guessed_at) {
-                auto sz = a.BlockSizeOf(gid);
-                if (!sz.has_value() || gaddr + static_cast<uint64_t>(sz->value()) != got) continue;
-                // The recording put it up to 1 MiB higher: the guessed
-                // block really ended there (an unsplit remainder, which
-                // should_split leaves when it is ≤ kSmallSize).
-                const int64_t gap = addr > got ? static_cast<int64_t>(addr - got) : 0;
-                auto it = blocks.find(gaddr);
-                if (gap > 0 && gap <= kSmallSize && it != blocks.end() && it->second.free_event >= 0) {
-                  pass.grow_event = it->second.free_event;
-                  pass.grow_size = sz->value() + gap;
-                }
-                break;
+            // Explained by a guessed block that was really larger?
+            if (auto g = GrowthFor(a, guessed_at, id, addr)) {
+              auto it = blocks.find(g->first);
+              if (it != blocks.end() && it->second.free_event >= 0 && g->second > it->second.size) {
+                pass.growths.try_emplace(it->second.free_event, g->second);
               }
             }
           }
@@ -522,8 +670,20 @@ struct AddressReplay {
 
 }  // namespace
 
+// Note [One start state for snapshots]
+// Through pytorch_caching a snapshot is always replayed from the start state
+// rebuilt from its final segments (Note [Rebuilding the window's start]), with
+// or without --check-addresses: that state is what the real allocator held,
+// so the reserved bytes start at the recorded segments' total and, when no
+// segment was freed, peak there too. Other allocators have no such state to
+// start from; they replay the import (sim/import/recorded_trace.h
+// ToNativeTrace) cold, with the blocks live through the window (Note [Blocks
+// live through the window] in snapshot.cc) and those freed in it allocated
+// first. --check-addresses only adds the address report.
 absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, const ReplayOptions& options_in) {
-  if (!options_in.check_addresses) return ReplayRecorded(snapshot.trace, options_in);
+  if (!options_in.check_addresses && options_in.allocator.impl != "pytorch_caching") {
+    return ReplayRecorded(snapshot.trace, options_in);
+  }
   ReplayOptions options = options_in;
   absl::Status cap = ResolveCapacity(snapshot.trace.metadata, &options);
   if (!cap.ok()) return cap;
@@ -569,22 +729,44 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
     ar.window.events.push_back(&m);
     ar.window.index.push_back(static_cast<int64_t>(i));
   }
-  // Replay; while a misplacement is explained by a guessed block size, grow
-  // that guess and replay again (bounded).
+  // Replay; grow the guesses that misplacements explain and replay again,
+  // to a fixed point (Note [Growing guessed blocks to a fixed point]).
   std::map<int64_t, int64_t> grown;
   absl::StatusOr<AddressReplay::Pass> pass;
   int64_t passes = 0;
   constexpr int64_t kMaxPasses = 64;
-  while (true) {
+  bool fixed_point = false;
+  while (passes < kMaxPasses) {
     pass = ar.Run(grown);
     ++passes;
     if (!pass.ok()) return pass.status();
-    if (pass->grow_event < 0 || passes >= kMaxPasses || grown.contains(pass->grow_event)) break;
-    grown[pass->grow_event] = pass->grow_size;
+    bool changed = false;
+    for (const auto& [event, size] : pass->growths) {
+      int64_t& g = grown[event];
+      if (size > g) {
+        g = size;
+        changed = true;
+      }
+    }
+    if (!changed) {
+      fixed_point = true;
+      break;
+    }
   }
   ReplayResult r = std::move(pass->result);
   r.addresses = pass->check;
   r.addresses->passes = passes;
+  r.addresses->grown_block_sizes = static_cast<int64_t>(grown.size());
+  r.addresses->fixed_point = fixed_point;
+  r.start_state = absl::StrFormat("rebuilt from the snapshot's final segments: %d segments, %d live blocks",
+                                  r.addresses->restored_segments, r.addresses->restored_blocks);
+  {
+    ToNativeOptions to_native;
+    to_native.device = ar.device;
+    to_native.include_gpu_ops = false;
+    if (auto t = ToNativeTrace(snapshot.trace, to_native, &r.conversion); !t.ok()) return t.status();
+  }
+  if (!options.check_addresses) r.addresses.reset();
   r.source = snapshot.trace.metadata.source_file;
   r.format = "snapshot";
   r.allocator = "pytorch_caching";
@@ -593,22 +775,50 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
   return r;
 }
 
-absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options) {
-  auto format = DetectRecordedFormat(path);
-  if (!format.ok()) return format.status();
-  if (*format == "snapshot") {
-    auto snap = LoadSnapshot(path);
-    if (!snap.ok()) return snap.status();
-    return ReplaySnapshot(*snap, options);
+absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path) {
+  LoadedRecording out;
+  out.path = path;
+  {
+    std::ifstream in(path);
+    if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
+    std::string first;
+    while (std::getline(in, first)) {  // the native format's header, after blank and comment lines
+      const size_t b = first.find_first_not_of(" \t\r");
+      if (b == std::string::npos || first[b] == '#') continue;
+      if (first.compare(b, 12, "gpusim-trace") == 0) out.format = "gpusim-trace";
+      break;
+    }
   }
+  if (out.format == "gpusim-trace") {
+    ASSIGN_OR_RETURN(Trace t, ReadTraceFile(path));
+    out.native = std::move(t);
+    return out;
+  }
+  ASSIGN_OR_RETURN(out.format, DetectRecordedFormat(path));
+  if (out.format == "snapshot") {
+    ASSIGN_OR_RETURN(RecordedSnapshot snap, LoadSnapshot(path));
+    out.snapshot = std::move(snap);
+    return out;
+  }
+  ASSIGN_OR_RETURN(RecordedTrace t, ImportRecordedTrace(path, out.format));
+  out.recorded = std::move(t);
+  return out;
+}
+
+absl::StatusOr<ReplayResult> ReplayLoaded(const LoadedRecording& loaded, const ReplayOptions& options) {
+  if (loaded.snapshot.has_value()) return ReplaySnapshot(*loaded.snapshot, options);
   if (options.check_addresses) {
     return absl::InvalidArgumentError(absl::StrCat(
-        path, ": --check-addresses needs a memory snapshot (its segments give the allocator state); this is a ",
-        *format, " trace"));
+        loaded.path, ": --check-addresses needs a memory snapshot (its segments give the allocator state); this is a ",
+        loaded.format, " trace"));
   }
-  auto recorded = ImportRecordedTrace(path, *format);
-  if (!recorded.ok()) return recorded.status();
-  return ReplayRecorded(*recorded, options);
+  if (loaded.native.has_value()) return ReplayNativeTrace(*loaded.native, loaded.path, options);
+  return ReplayRecorded(loaded.recorded, options);
+}
+
+absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options) {
+  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
+  return ReplayLoaded(loaded, options);
 }
 
 // --- Rendering ------------------------------------------------------------------
@@ -616,6 +826,11 @@ absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOpt
 namespace {
 
 std::string Share(double v) { return absl::StrFormat("%.4f%%", 100.0 * v); }
+
+std::string OomWhere(const ReplayOom& o) {
+  if (o.event < 0) return "at the first event (the memory live before the recording does not fit)";
+  return absl::StrCat("at recorded event ", o.event);
+}
 
 void TotalsText(std::string& out, const char* what, const std::optional<TotalsComparison>& c) {
   if (!c.has_value()) {
@@ -654,13 +869,24 @@ std::string RenderReplayText(const ReplayResult& r) {
   absl::StrAppend(&out, "replay of ", r.source, " (", r.format, ") through ", r.allocator, "\n");
   absl::StrAppend(&out, absl::StrFormat("  capacity  %s (%s)\n", FormatBytes(r.capacity), r.capacity_source));
   absl::StrAppend(&out, absl::StrFormat("  events    %d memory events", r.events));
-  if (r.conversion.allocs_before_recording > 0 || r.preexisting > Bytes(0)) {
+  if (r.conversion.allocs_before_recording > 0 || r.preexisting > Bytes(0) ||
+      r.conversion.allocs_live_through > 0) {
     absl::StrAppend(&out, absl::StrFormat("; live before recording: %d freed blocks (%s) + %s never freed",
                                           r.conversion.allocs_before_recording,
                                           FormatBytes(r.conversion.bytes_before_recording),
-                                          FormatBytes(r.preexisting)));
+                                          FormatBytes(r.preexisting + r.conversion.bytes_live_through)));
+    if (r.conversion.allocs_live_through > 0) {
+      absl::StrAppend(&out, absl::StrFormat(" (%d blocks live through the window)", r.conversion.allocs_live_through));
+    }
   }
   absl::StrAppend(&out, "\n");
+  if (!r.start_state.empty()) absl::StrAppend(&out, "  start     ", r.start_state, "\n");
+  if (r.warm_start.has_value()) {
+    if (!r.warm_start->applied) {
+      absl::StrAppend(&out, "            a warm start could not be inferred: ", r.warm_start->why_not, "\n");
+    }
+    for (const std::string& u : r.warm_start->undetermined) absl::StrAppend(&out, "            not recorded: ", u, "\n");
+  }
   const AllocatorStats& s = r.stats;
   absl::StrAppend(&out, absl::StrFormat("  peak      allocated %s, reserved %s, no-fragmentation bound %s\n",
                                         FormatBytes(s.peak_allocated), FormatBytes(s.peak_reserved),
@@ -678,9 +904,9 @@ std::string RenderReplayText(const ReplayResult& r) {
                           "peak heap - peak live\n");
   }
   if (r.oom.has_value()) {
-    absl::StrAppend(&out, absl::StrFormat("  OOM       at recorded event %d: %s requested, %s reserved, %s free "
+    absl::StrAppend(&out, absl::StrFormat("  OOM       %s: %s requested, %s reserved, %s free "
                                           "(%d allocations failed)\n",
-                                          r.oom->event, FormatBytes(r.oom->requested), FormatBytes(r.oom->reserved),
+                                          OomWhere(*r.oom), FormatBytes(r.oom->requested), FormatBytes(r.oom->reserved),
                                           FormatBytes(r.oom->free), r.ooms));
   } else {
     absl::StrAppend(&out, "  OOM       none\n");
@@ -696,11 +922,12 @@ std::string RenderReplayText(const ReplayResult& r) {
     const AddressCheck& c = *r.addresses;
     absl::StrAppend(&out, absl::StrFormat(
                               "addresses: %d of %d allocations at the recorded address (%s)\n"
-                              "  start state rebuilt: %d segments, %d live blocks (%d sizes inferred; %d "
-                              "replay passes)\n"
+                              "  start state rebuilt: %d segments, %d live blocks (%d sizes inferred, %d of "
+                              "them grown from misplacements; %d replay passes%s)\n"
                               "  final segments %s the snapshot's (%d differ)\n",
                               c.at_recorded_address, c.allocations, Share(c.share()), c.restored_segments,
-                              c.restored_blocks, c.inferred_block_sizes, c.passes,
+                              c.restored_blocks, c.inferred_block_sizes, c.grown_block_sizes, c.passes,
+                              c.fixed_point ? "" : ", stopped before a fixed point",
                               c.final_segments_match ? "match" : "do not match", c.final_segment_differences));
     for (const std::string& m : c.misses) absl::StrAppend(&out, "  miss: ", m, "\n");
   }
@@ -754,6 +981,8 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
         .Int("restored_blocks", c.restored_blocks)
         .Int("inferred_block_sizes", c.inferred_block_sizes)
         .Int("passes", c.passes)
+        .Int("grown_block_sizes", c.grown_block_sizes)
+        .Bool("fixed_point", c.fixed_point)
         .Bool("final_segments_match", c.final_segments_match)
         .Int("final_segment_differences", c.final_segment_differences);
     w.BeginArray("misses");
@@ -762,7 +991,27 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
   } else {
     w.Null("addresses");
   }
-  w.Int("allocs_before_recording", r.conversion.allocs_before_recording)
+  if (r.warm_start.has_value()) {
+    const WarmStart& ws = *r.warm_start;
+    w.BeginObject("warm_start")
+        .Bool("applied", ws.applied)
+        .String("why_not", ws.why_not)
+        .Int("recorded_reserved_bytes", ws.recorded_reserved.value())
+        .Int("small_segments", ws.small_segments)
+        .Int("large_segments", ws.large_segments)
+        .Int("inferred_bytes", ws.inferred_bytes.value())
+        .Int("untouched_bytes", ws.untouched_bytes.value())
+        .Int("restored_blocks", ws.restored_blocks);
+    w.BeginArray("undetermined");
+    for (const std::string& u : ws.undetermined) w.String({}, u);
+    w.EndArray().EndObject();
+  } else {
+    w.Null("warm_start");
+  }
+  w.String("start_state", r.start_state)
+      .Int("allocs_live_through", r.conversion.allocs_live_through)
+      .Int("bytes_live_through", r.conversion.bytes_live_through.value())
+      .Int("allocs_before_recording", r.conversion.allocs_before_recording)
       .Int("bytes_before_recording", r.conversion.bytes_before_recording.value())
       .Int("preexisting_bytes", r.preexisting.value())
       .EndObject();
@@ -802,7 +1051,10 @@ std::string RenderAllocatorCompareText(const std::vector<ReplayResult>& rows) {
                                           gib(s.peak_allocated), gib(s.peak_reserved), gib(r.fragmentation_at_peak),
                                           gib(s.peak_reserved - r.no_fragmentation_peak), s.device_mallocs,
                                           gib(s.largest_free_block),
-                                          r.oom.has_value() ? absl::StrCat("yes, at event ", r.oom->event) : "no"));
+                                          !r.oom.has_value()  ? std::string("no")
+                                          : r.oom->event < 0 ? std::string("yes, at the first event (live before "
+                                                                           "recording does not fit)")
+                                                             : absl::StrCat("yes, at event ", r.oom->event)));
   }
   absl::StrAppend(&out, "no-fragmentation bound (peak live requested bytes): ",
                   FormatBytes(rows[0].no_fragmentation_peak),

@@ -27,6 +27,7 @@
 #include "sim/config/spec.h"
 #include "sim/import/recorded_trace.h"
 #include "sim/import/snapshot.h"
+#include "sim/replay/warm_start.h"
 
 namespace gpusim {
 
@@ -42,6 +43,10 @@ struct ReplayOptions {
   std::optional<int32_t> device;   // recorded device; unset: the only one
   bool check_addresses = false;    // snapshots only; needs pytorch_caching
   bool keep_series = false;        // fill ReplayResult::series
+  // pytorch_caching on a recording with addresses and Total Reserved whose
+  // first event a cold start does not explain: start from the inferred warm
+  // segment set (sim/replay/warm_start.h). false: always start cold.
+  bool infer_warm_start = true;
 };
 
 // Predicted vs recorded totals over the events that recorded one.
@@ -63,6 +68,8 @@ struct AddressCheck {
   int64_t restored_blocks = 0;      // blocks allocated at the window's start
   int64_t inferred_block_sizes = 0; // of those, blocks whose size was inferred
   int64_t passes = 0;               // replays run while inferring sizes
+  int64_t grown_block_sizes = 0;    // inferred sizes grown from misplacements
+  bool fixed_point = true;          // the last pass found no further growth
   bool final_segments_match = false;
   int64_t final_segment_differences = 0;
   std::vector<std::string> misses;  // the first few misplaced allocations
@@ -97,6 +104,8 @@ struct ReplayResult {
   Bytes no_fragmentation_peak;   // peak of live requested bytes (ideal packing)
   Bytes fragmentation_at_peak;   // reserved - allocated at the reserved peak
   Bytes preexisting;             // bytes live before recording, never freed
+  std::string start_state;       // how the allocator state at event 0 was made
+  std::optional<WarmStart> warm_start;  // when tried: what was inferred, or why not
   ConversionStats conversion;
   std::optional<TotalsComparison> allocated, reserved;
   std::optional<AddressCheck> addresses;
@@ -110,7 +119,29 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
 // Without check_addresses this is ReplayRecorded of the snapshot's trace.
 absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, const ReplayOptions& options);
 
-// Loads `path` (any recorded format) and replays it.
+// A native trace (sim/trace/trace_io.h, `gpusim-trace` files): its alloc/free
+// events through the allocator, from Trace::preexisting; nothing recorded to
+// compare with. ValidateTrace runs first.
+absl::StatusOr<ReplayResult> ReplayNativeTrace(const Trace& trace, const std::string& source_name,
+                                               const ReplayOptions& options);
+
+// A file loaded once for `replay`, `compare` (one replay per allocator) and
+// anything else that replays it: exactly one of native, snapshot, recorded.
+struct LoadedRecording {
+  std::string path;
+  std::string format;  // "gpusim-trace", "snapshot", "kineto", "memory_timeline"
+  std::optional<Trace> native;
+  std::optional<RecordedSnapshot> snapshot;
+  RecordedTrace recorded;  // kineto, memory_timeline
+};
+// A native trace is recognised by its `gpusim-trace` header line; anything
+// else goes through DetectRecordedFormat (sim/import/import.h).
+absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path);
+// Snapshots through ReplaySnapshot (Note [One start state for snapshots]),
+// native traces through ReplayNativeTrace, the rest through ReplayRecorded.
+absl::StatusOr<ReplayResult> ReplayLoaded(const LoadedRecording& loaded, const ReplayOptions& options);
+
+// Loads `path` (a native trace or any recorded format) and replays it.
 absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options);
 
 std::string RenderReplayText(const ReplayResult& r);

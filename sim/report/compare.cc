@@ -3,57 +3,9 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_split.h"
-#include "sim/config/loader.h"
-#include "sim/report/json_writer.h"
+#include "sim/base/json_writer.h"
 
 namespace gpusim {
-
-absl::StatusOr<std::vector<CompareRow>> Compare(const std::string& config, const std::vector<std::string>& sets,
-                                                const std::string& vary) {
-  const size_t eq = vary.find('=');
-  if (eq == std::string::npos || eq == 0 || eq + 1 == vary.size()) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("--vary ", vary, ": expected path=v1,v2,... such as remat.policy=full,minimal"));
-  }
-  const std::string path = vary.substr(0, eq);
-  std::vector<CompareRow> rows;
-  const std::vector<std::string> values = absl::StrSplit(vary.substr(eq + 1), ',');
-  for (const std::string& v : values) {
-    CompareRow row;
-    row.setting = absl::StrCat(path, "=", v);
-    std::vector<std::string> s = sets;
-    s.push_back(row.setting);
-    absl::StatusOr<RunSpec> spec = LoadRunSpec(config, s);
-    if (!spec.ok()) return spec.status();  // a bad path or value: the user's input
-    absl::StatusOr<StepReport> r = SimulateStep(*spec);
-    if (!r.ok()) {
-      row.error = std::string(r.status().message());
-      rows.push_back(std::move(row));
-      continue;
-    }
-    row.ok = true;
-    row.peak = r->peak;
-    row.temp = r->temp;
-    row.host = r->lowered.host_bytes;
-    row.fits = r->fits;
-    const int64_t e = spec->framework == "jax" ? r->temp_peak_event : r->sim.peak_event;
-    row.peak_phase = e < 0 ? "start" : std::string(PhaseName(r->lowered.event_phase[static_cast<size_t>(e)]));
-    row.step_s = r->sim.step_time.seconds();
-    row.recompute_s = r->sim.recompute_busy.seconds();
-    row.host_transfer_s = r->sim.copy_busy.seconds();
-    row.host_exposed_s = r->sim.exposed_copy.seconds();
-    if (!r->layer_times.empty()) {
-      for (const LayerTime& t : r->layer_times) {
-        row.layer_forward_ms += t.forward.seconds() * 1e3;
-        row.layer_backward_ms += t.backward.seconds() * 1e3;
-      }
-      row.layer_forward_ms /= static_cast<double>(r->layer_times.size());
-      row.layer_backward_ms /= static_cast<double>(r->layer_times.size());
-    }
-    rows.push_back(std::move(row));
-  }
-  return rows;
-}
 
 std::string RenderCompareText(const std::vector<CompareRow>& rows) {
   std::string o = absl::StrFormat("%-50s %10s %10s %9s %5s %9s %12s %10s %9s %11s %11s\n", "setting",

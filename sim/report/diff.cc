@@ -7,7 +7,7 @@
 #include "absl/strings/str_format.h"
 #include "sim/device/timing.h"
 #include "sim/report/explain.h"
-#include "sim/report/json_writer.h"
+#include "sim/base/json_writer.h"
 
 namespace gpusim {
 namespace {

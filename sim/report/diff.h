@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 

@@ -4,8 +4,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sim/report/json_writer.h"
-#include "sim/report/step.h"
+#include "sim/base/json_writer.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 namespace {
@@ -36,12 +36,28 @@ std::string RenderText(const StepReport& r) {
     absl::StrAppendFormat(&o, "  scan %s, trip count %d; jax.grad w.r.t. %d parameters; XLA (jax) semantics\n",
                           s.loop.mode, s.loop.trip_count, r.param_count);
   } else {
+    // Only settings the family models (StepReport::modelled).
+    auto modelled = [&](const char* path) {
+      return std::find(r.modelled.begin(), r.modelled.end(), path) != r.modelled.end();
+    };
+    std::string parallel;
+    if (modelled("parallelism.fsdp")) absl::StrAppend(&parallel, "FSDP ", s.parallelism.fsdp, "; ");
+    if (modelled("parallelism.tensor")) {
+      absl::StrAppend(&parallel, "TP ", s.parallelism.tensor,
+                      s.parallelism.sequence_parallel && s.parallelism.tensor > 1 ? " + SP" : "", "; ");
+    }
     absl::StrAppendFormat(&o, "gpusim: %s on %s (%s)\n", s.model.name, s.device.name, s.device.description);
-    absl::StrAppendFormat(&o, "  parameters %s; batch %d x %d per device; FSDP %d; %s semantics\n",
-                          WithCommas(r.param_count), s.batch.per_device, s.batch.seq_len, s.parallelism.fsdp,
+    absl::StrAppendFormat(&o, "  parameters %s; batch %d x %d per device; %s%s semantics\n",
+                          WithCommas(r.param_count), s.batch.per_device, s.batch.seq_len, parallel,
                           s.framework == "jax" ? "XLA (jax)" : "eager (pytorch)");
-    absl::StrAppendFormat(&o, "  layers %s, param_scan_axis %d, remat %s, attention %s\n", s.loop.mode,
-                          s.model.param_scan_axis, s.remat.policy, s.model.attention);
+    std::string layers = absl::StrCat("layers ", s.loop.mode);
+    if (modelled("model.param_scan_axis")) absl::StrAppend(&layers, ", param_scan_axis ", s.model.param_scan_axis);
+    absl::StrAppend(&layers, ", remat ", s.remat.policy);
+    if (modelled("remat.method") && s.remat.policy == "full") {
+      absl::StrAppend(&layers, " (", s.remat.method, " ", s.remat.num_layers, ")");
+    }
+    absl::StrAppend(&layers, ", attention ", s.model.attention);
+    absl::StrAppendFormat(&o, "  %s\n", layers);
   }
   o += "\nMemory per device (bytes; GiB = 2^30)\n";
   absl::StrAppendFormat(&o, "  argument   %s\n", FormatBytes(r.argument));

@@ -20,13 +20,13 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "sim/base/status.h"
-#include "sim/trace/str_cat.h"
+#include "sim/base/str_cat.h"
 
 namespace gpusim {
 
-using trace_internal::Append;
-using trace_internal::Cat;
-using trace_internal::Join;
+using str_internal::Append;
+using str_internal::Cat;
+using str_internal::Join;
 namespace {
 
 // Keys an event line may carry, in the order the writer emits them. Any key

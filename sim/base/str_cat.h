@@ -1,14 +1,14 @@
-// Cat(): string concatenation for the trace code. Debian's Abseil is built
+// Cat(): string concatenation for the trace and import code. Debian's Abseil is built
 // with its own absl::string_view, so absl::StrCat rejects std::string_view
 // arguments; this helper takes std::string_view, strings, chars and integers.
-#ifndef GPUSIM_SIM_TRACE_STR_CAT_H_
-#define GPUSIM_SIM_TRACE_STR_CAT_H_
+#ifndef GPUSIM_SIM_BASE_STR_CAT_H_
+#define GPUSIM_SIM_BASE_STR_CAT_H_
 
 #include <string>
 #include <string_view>
 #include <type_traits>
 
-namespace gpusim::trace_internal {
+namespace gpusim::str_internal {
 
 inline void AppendPiece(std::string& out, std::string_view s) { out += s; }
 inline void AppendPiece(std::string& out, char c) { out += c; }
@@ -44,6 +44,6 @@ std::string Join(const Container& items, std::string_view sep) {
   return out;
 }
 
-}  // namespace gpusim::trace_internal
+}  // namespace gpusim::str_internal
 
-#endif  // GPUSIM_SIM_TRACE_STR_CAT_H_
+#endif  // GPUSIM_SIM_BASE_STR_CAT_H_

@@ -1,4 +1,4 @@
-#include "sim/report/step.h"
+#include "sim/step/step.h"
 
 #include "sim/alloc/impl/bfc.h"
 #include "sim/alloc/options.h"
@@ -14,9 +14,8 @@
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/heap_planner.h"
 #include "sim/base/status.h"
-#include "models/gpt.h"
-#include "models/jax_program.h"
-#include "models/llama.h"
+#include "sim/step/capabilities.h"
+#include "models/family.h"
 
 namespace gpusim {
 namespace {
@@ -100,20 +99,19 @@ std::vector<LayerTime> LayerTimes(const StepReport& r) {
   return out;
 }
 
-absl::StatusOr<StepReport> PrepareStep(const RunSpec& spec) {
+absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
   StepReport r;
-  r.spec = spec;
-  if (spec.program.present) {
-    ASSIGN_OR_RETURN(r.program, BuildJaxProgram(spec));
+  ASSIGN_OR_RETURN(r.spec, ApplyCapabilities(given));
+  const RunSpec& spec = r.spec;
+  r.modelled = ModelledSettings(spec);
+  ASSIGN_OR_RETURN(const ModelFamily* family, FamilyOf(spec));
+  ASSIGN_OR_RETURN(r.program, family->build(spec));
+  if (family->param_count != nullptr) {
+    r.param_count = family->param_count(spec.model);
+  } else {
     for (const Tensor& t : r.program.tensors) {
       if (t.entry_parameter && t.role == Role::kParameter) r.param_count += t.elements();
     }
-  } else if (spec.model.family == "gpt") {
-    r.param_count = GptParamCount(spec.model);
-    ASSIGN_OR_RETURN(r.program, BuildGptTrainStep(spec));
-  } else {
-    r.param_count = LlamaParamCount(spec.model);
-    ASSIGN_OR_RETURN(r.program, BuildLlamaTrainStep(spec));
   }
   LowerOptions lower_options;
   lower_options.reuse_operand_buffers = spec.framework == "jax";
@@ -184,6 +182,8 @@ absl::Status CheckJaxArena(StepReport& r) {
 }
 
 absl::Status ReplayStep(StepReport& r) {
+  // The advisor changes device and allocator between replays.
+  ASSIGN_OR_RETURN(r.spec, ApplyCapabilities(r.spec));
   const RunSpec& spec = r.spec;
   r.capacity = spec.device.usable();
   AllocatorSpec engine_alloc = spec.allocator;

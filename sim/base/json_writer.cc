@@ -1,4 +1,4 @@
-#include "sim/report/json_writer.h"
+#include "sim/base/json_writer.h"
 
 #include <cmath>
 

@@ -1,8 +1,8 @@
 // One simulated training step, end to end: build the Program from the
 // model, lower it, replay it on the device, and account its memory the way
 // the framework reports it. Reports (text, JSON) render a StepReport.
-#ifndef GPUSIM_SIM_REPORT_STEP_H_
-#define GPUSIM_SIM_REPORT_STEP_H_
+#ifndef GPUSIM_SIM_STEP_STEP_H_
+#define GPUSIM_SIM_STEP_STEP_H_
 
 #include <array>
 #include <string>
@@ -26,7 +26,10 @@ struct LayerTime {
 };
 
 struct StepReport {
-  RunSpec spec;
+  RunSpec spec;  // as simulated (sim/step/capabilities.h ApplyCapabilities)
+  // Setting paths the run's family models under its framework: what the
+  // header may print.
+  std::vector<std::string> modelled;
   int64_t param_count = 0;
   Program program;
   LoweredStep lowered;
@@ -86,4 +89,4 @@ std::string RenderJson(const StepReport& r);
 
 }  // namespace gpusim
 
-#endif  // GPUSIM_SIM_REPORT_STEP_H_
+#endif  // GPUSIM_SIM_STEP_STEP_H_

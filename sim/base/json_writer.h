@@ -1,7 +1,7 @@
 // A minimal, deterministic JSON writer: keys in insertion order, integers
 // exact, doubles with %.17g (round-trippable), strings escaped per RFC 8259.
-#ifndef GPUSIM_SIM_REPORT_JSON_WRITER_H_
-#define GPUSIM_SIM_REPORT_JSON_WRITER_H_
+#ifndef GPUSIM_SIM_BASE_JSON_WRITER_H_
+#define GPUSIM_SIM_BASE_JSON_WRITER_H_
 
 #include <cstdint>
 #include <string>
@@ -38,4 +38,4 @@ std::string JsonEscape(std::string_view s);
 
 }  // namespace gpusim
 
-#endif  // GPUSIM_SIM_REPORT_JSON_WRITER_H_
+#endif  // GPUSIM_SIM_BASE_JSON_WRITER_H_

@@ -1,0 +1,84 @@
+// The model-family registry; see family.h.
+#include "models/family.h"
+
+#include "sim/base/names.h"
+#include "models/gpt.h"
+#include "models/jax_program.h"
+#include "models/llama.h"
+
+namespace gpusim {
+namespace {
+
+using Settings = std::vector<std::string>;
+
+Settings Join(std::initializer_list<Settings> parts) {
+  Settings out;
+  for (const Settings& p : parts) out.insert(out.end(), p.begin(), p.end());
+  return out;
+}
+
+// What every transformer family reads.
+const Settings kTransformerCore = {
+    "framework", "model.d_model", "model.n_layers", "model.n_heads", "model.mlp_dim", "model.vocab",
+    "model.weight_dtype", "model.compute_dtype", "optimizer.moment_dtype", "remat.policy", "remat.names",
+    "remat.offload_names", "remat.policies", "batch.per_device", "batch.seq_len"};
+
+std::vector<ModelFamily>* MakeFamilies() {
+  auto* f = new std::vector<ModelFamily>;
+  // models/llama.h: MaxText layers/llama2.py (jax), FSDP Llama (pytorch).
+  const Settings llama = Join({kTransformerCore,
+                               {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "model.logits_dtype",
+                                "model.attention", "model.param_scan_axis", "model.scan_layers", "optimizer.kind",
+                                "optimizer.clip_grad_norm", "loop.mode", "parallelism.fsdp",
+                                "parallelism.gather_dtype"}});
+  f->push_back({"llama",
+                "Llama decoder (RMSNorm, RoPE, GQA, SwiGLU) as MaxText layers/llama2.py builds it; FSDP; scanned "
+                "or unrolled layers; MaxText remat policies",
+                llama,
+                llama,
+                {},
+                BuildLlamaTrainStep,
+                LlamaParamCount});
+  // models/gpt.h: Megatron-LM GPT as Korthikanti et al. 2022 count it.
+  const Settings gpt = Join({kTransformerCore,
+                             {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "optimizer.clip_grad_norm", "remat.method", "remat.num_layers", "parallelism.tensor",
+                              "parallelism.sequence_parallel"}});
+  f->push_back({"gpt",
+                "Megatron-LM GPT (LayerNorm, fused QKV with grouped-query heads, tied or untied output layer, explicit softmax attention with dropout, GeLU MLP), tensor "
+                "and sequence parallelism, Megatron recompute (Korthikanti et al. 2022, arXiv 2205.05198)",
+                gpt,
+                gpt,
+                {{"model.attention", "explicit"},
+                 {"model.scan_layers", "false"},
+                 {"loop.mode", "unrolled"}},
+                BuildGptTrainStep,
+                GptParamCount});
+  // models/jax_program.h: a program file's lax.scan under jax.grad.
+  f->push_back({"program",
+                "a run config's program: section: one lax.scan under jax.grad with donation (models/jax_program.h)",
+                {"framework", "loop.mode", "loop.trip_count"},
+                {"framework", "loop.mode", "loop.trip_count"},
+                {},
+                BuildJaxProgram,
+                nullptr});
+  return f;
+}
+
+}  // namespace
+
+const std::vector<ModelFamily>& ModelFamilies() {
+  static const std::vector<ModelFamily>* const kFamilies = MakeFamilies();
+  return *kFamilies;
+}
+
+absl::StatusOr<const ModelFamily*> FamilyOf(const RunSpec& spec) {
+  const std::string name = spec.program.present ? "program" : spec.model.family;
+  std::vector<std::string> names;
+  for (const ModelFamily& f : ModelFamilies()) {
+    if (f.name == name) return &f;
+    if (f.name != "program") names.push_back(f.name);
+  }
+  return absl::InvalidArgumentError(absl::StrCat("model.family: ", UnknownNameMessage("model family", name, names)));
+}
+
+}  // namespace gpusim

@@ -1,0 +1,53 @@
+// Model families: the front-ends that turn a model config into Program IR,
+// picked by `model.family` (or, for a `program:` section, the "program"
+// front-end). Each entry declares the settings it models, per framework;
+// the capability check (sim/step/capabilities.h) refuses any other setting
+// given a value that differs from what the family does (`fixed`).
+//
+// To add a family: a builder under models/ (NAME.h/.cc), an entry in
+// family.cc, and the name in the `model.family` enum of
+// sim/config/spec_parse.cc.
+#ifndef GPUSIM_MODELS_FAMILY_H_
+#define GPUSIM_MODELS_FAMILY_H_
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/config/spec.h"
+#include "sim/ir/program.h"
+
+namespace gpusim {
+
+struct ModelFamily {
+  std::string name;  // model.family, or "program"
+  std::string doc;   // one line, with its sources
+  // Setting paths (sim/config/settings.h) the family models under
+  // framework jax and under framework pytorch.
+  std::vector<std::string> jax_settings, pytorch_settings;
+  // For settings it does not model whose default is not what it does: the
+  // value it behaves as ("loop.mode" → "unrolled": layers are emitted
+  // straight-line). A run may give exactly this value; the pipeline writes
+  // it into the spec so reports show what was simulated.
+  std::map<std::string, std::string> fixed;
+  absl::StatusOr<Program> (*build)(const RunSpec& spec);
+  // Parameters of the whole model (the header's count); null for programs.
+  int64_t (*param_count)(const ModelSpec& m);
+
+  const std::vector<std::string>& settings(const std::string& framework) const {
+    return framework == "pytorch" ? pytorch_settings : jax_settings;
+  }
+};
+
+// Every family, by name.
+const std::vector<ModelFamily>& ModelFamilies();
+// The family a run uses: "program" when spec.program.present, otherwise
+// spec.model.family. Unknown: "model.family: unknown family 'x' (did you
+// mean 'y'?)".
+absl::StatusOr<const ModelFamily*> FamilyOf(const RunSpec& spec);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_MODELS_FAMILY_H_

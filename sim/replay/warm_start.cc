@@ -1,0 +1,243 @@
+#include "sim/replay/warm_start.h"
+
+#include <algorithm>
+#include <map>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+
+namespace gpusim {
+
+// Note [Warm start from recorded addresses]
+// Most Kineto recordings start warm: the caching allocator already holds its
+// segments (Total Reserved is constant), and a replay from an empty
+// allocator gets reserved wrong at every event and splits blocks that were
+// not split. The recording gives every block's address and requested size
+// and the total reserved, and the caching rules constrain the rest
+// (PyTorch CUDACachingAllocator.cpp):
+//  - a block is its request rounded up to 512 bytes (round_size), carved
+//    from the front of a free block, and never crosses a segment;
+//  - requests ≤ kSmallSize (1 MiB) live in the small pool, whose segments
+//    are kSmallBuffer (2 MiB) each (get_allocation_size); cudaMalloc hands
+//    out 2 MiB-aligned ranges at this size, so the small segment holding a
+//    block is the aligned 2 MiB window around it;
+//  - large-pool segments are multiples of kRoundLarge (2 MiB), 2 MiB aligned:
+//    the blocks whose ranges overlap or touch form one cluster, and a
+//    segment spans at least its clusters, widened to 2 MiB boundaries.
+// The inferred segments must fit in the first event's Total Reserved; what
+// is left (reserved memory where no recorded block ever lay) holds the
+// bytes live before recording at unknown addresses (Trace::preexisting) and
+// is otherwise free: it is restored as one segment, since neither the
+// number nor the sizes of such segments are recorded. The blocks freed in
+// the recording but never allocated in it are live at the start, at their
+// recorded addresses. What the data leave open is listed in
+// WarmStart::undetermined: adjacent large clusters (one segment or two?),
+// and the untouched reserved bytes' segmentation. When a rule is violated
+// (a small block straddling a 2 MiB boundary, segments over the recorded
+// total, addresses missing) the inference is not applied and the reason is
+// reported; the replay then starts cold.
+namespace {
+
+constexpr int64_t kSmallSize = 1048576;   // kSmallSize
+constexpr int64_t kSegmentAlign = 2097152; // kSmallBuffer / kRoundLarge
+constexpr int64_t kLargeBuffer = 20971520;  // kLargeBuffer
+constexpr int64_t kMinLargeAlloc = 10485760; // kMinLargeAlloc
+constexpr uint64_t kUntouchedAddress = 0x600000000000;  // below the simulated space's base
+
+int64_t AlignDown(int64_t v) { return v / kSegmentAlign * kSegmentAlign; }
+int64_t AlignUp(int64_t v) { return (v + kSegmentAlign - 1) / kSegmentAlign * kSegmentAlign; }
+
+struct Span {
+  int64_t begin = 0, end = 0;
+};
+
+}  // namespace
+
+absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const Trace& trace,
+                                           const PyTorchCachingOptions& opt, BufferId preexisting_id,
+                                           PyTorchCachingAllocator& a, absl::flat_hash_set<BufferId>* restored) {
+  WarmStart w;
+  // The blocks, and those live at the start (frees with no earlier alloc,
+  // in order: ToNativeTrace's head allocs).
+  struct StartBlock {
+    int64_t address, size, requested;
+  };
+  std::vector<StartBlock> start_blocks;
+  std::vector<Span> small, large;
+  absl::flat_hash_map<int64_t, int64_t> live;  // address → requested
+  bool have_reserved = false;
+  for (const RecordedMemoryEvent& m : recorded.memory_events) {
+    if (m.device != device) continue;
+    const bool is_alloc = m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kPreexisting;
+    const bool is_free = m.kind == MemoryEventKind::kFree || m.kind == MemoryEventKind::kFreeCompleted;
+    if (!is_alloc && !is_free) continue;
+    if (!have_reserved) {
+      if (!m.total_reserved.has_value()) {
+        w.why_not = "the first memory event records no Total Reserved";
+        return w;
+      }
+      w.recorded_reserved = *m.total_reserved;
+      have_reserved = true;
+    }
+    if (!m.address.has_value()) {
+      w.why_not = "memory events without addresses";
+      return w;
+    }
+    const int64_t addr = *m.address;
+    const int64_t block = PyTorchCachingAllocator::RoundSize(m.size.value(), opt);
+    (block <= kSmallSize ? small : large).push_back({addr, addr + block});
+    if (is_alloc) {
+      live[addr] = m.size.value();
+    } else if (!live.erase(addr)) {
+      start_blocks.push_back({addr, block, m.size.value()});
+    }
+  }
+  if (!have_reserved) {
+    w.why_not = "no memory events";
+    return w;
+  }
+  // Small-pool segments: the aligned 2 MiB windows.
+  std::map<int64_t, bool> segments_small;  // start → small (size 2 MiB)
+  std::map<int64_t, int64_t> segments;     // start → end, both pools
+  for (const Span& s : small) {
+    const int64_t start = AlignDown(s.begin);
+    if (s.end > start + kSegmentAlign) {
+      w.why_not = absl::StrFormat("a small-pool block at 0x%x (%d bytes) crosses a 2 MiB boundary", s.begin,
+                                  s.end - s.begin);
+      return w;
+    }
+    segments[start] = start + kSegmentAlign;
+    segments_small[start] = true;
+  }
+  // Large-pool clusters, widened to 2 MiB boundaries and merged.
+  std::sort(large.begin(), large.end(), [](const Span& x, const Span& y) { return x.begin < y.begin; });
+  std::vector<Span> clusters;
+  for (const Span& s : large) {
+    if (!clusters.empty() && s.begin <= clusters.back().end) {
+      clusters.back().end = std::max(clusters.back().end, s.end);
+    } else {
+      clusters.push_back(s);
+    }
+  }
+  // get_allocation_size: a segment made for a request < kMinLargeAlloc
+  // (10 MiB) is kLargeBuffer (20 MiB); larger requests get their own size
+  // rounded to kRoundLarge. A cluster smaller than 20 MiB whose blocks are
+  // all < 10 MiB therefore lies in a 20 MiB segment: widen it upwards to
+  // 20 MiB where the next cluster leaves room (the low end is where best fit
+  // carved the first block).
+  std::vector<int64_t> largest_in(clusters.size(), 0);
+  {
+    size_t c = 0;
+    for (const Span& s : large) {
+      while (s.begin >= clusters[c].end) ++c;
+      largest_in[c] = std::max(largest_in[c], s.end - s.begin);
+    }
+  }
+  std::vector<Span> widened;
+  for (size_t c = 0; c < clusters.size(); ++c) {
+    Span s{AlignDown(clusters[c].begin), AlignUp(clusters[c].end)};
+    if (largest_in[c] < kMinLargeAlloc && s.end - s.begin < kLargeBuffer) {
+      int64_t limit = s.begin + kLargeBuffer;
+      if (c + 1 < clusters.size()) limit = std::min(limit, AlignDown(clusters[c + 1].begin));
+      auto next_small = segments.lower_bound(s.begin);
+      if (next_small != segments.end()) limit = std::min(limit, next_small->first);
+      s.end = std::max(s.end, limit);
+    }
+    if (!widened.empty() && s.begin < widened.back().end) {
+      widened.back().end = std::max(widened.back().end, s.end);
+    } else {
+      widened.push_back(s);
+    }
+  }
+  int64_t adjacent = 0;
+  for (size_t i = 0; i < widened.size(); ++i) {
+    const Span& s = widened[i];
+    if (i > 0 && widened[i - 1].end == s.begin) ++adjacent;
+    auto next = segments.lower_bound(s.begin);
+    bool overlaps = next != segments.end() && next->first < s.end;
+    if (next != segments.begin() && std::prev(next)->second > s.begin) overlaps = true;
+    if (overlaps) {
+      w.why_not = absl::StrFormat("large-pool blocks at 0x%x..0x%x share a 2 MiB window with small-pool blocks",
+                                  s.begin, s.end);
+      return w;
+    }
+  }
+  for (const Span& s : widened) segments[s.begin] = s.end;
+  for (const auto& [start, end] : segments) w.inferred_bytes += Bytes(end - start);
+  w.small_segments = static_cast<int64_t>(segments_small.size());
+  w.large_segments = static_cast<int64_t>(widened.size());
+  if (w.inferred_bytes > w.recorded_reserved) {
+    w.why_not = absl::StrFormat("the recorded addresses span %d bytes of segments, more than the %d bytes reserved",
+                                w.inferred_bytes.value(), w.recorded_reserved.value());
+    return w;
+  }
+  w.untouched_bytes = w.recorded_reserved - w.inferred_bytes;
+  const int64_t pre = trace.preexisting.value();
+  const int64_t pre_block = pre == 0 ? 0 : PyTorchCachingAllocator::RoundSize(pre, opt);
+  if (pre_block > w.untouched_bytes.value() || w.untouched_bytes.value() % 512 != 0) {
+    w.why_not = absl::StrFormat("the %d bytes live before recording at unknown addresses do not fit in the %d "
+                                "reserved bytes where no recorded block lies",
+                                pre, w.untouched_bytes.value());
+    return w;
+  }
+  // The head allocs of the native trace, in order, are the start blocks.
+  std::vector<BufferId> head_ids;
+  for (const TraceEvent& e : trace.events) {
+    if (head_ids.size() == start_blocks.size()) break;
+    if (e.type == EventType::kAlloc) head_ids.push_back(e.buffer);
+  }
+  if (head_ids.size() != start_blocks.size()) return absl::InternalError("warm start: head allocs do not pair");
+  std::map<int64_t, std::pair<const StartBlock*, BufferId>> at_start;
+  for (size_t i = 0; i < start_blocks.size(); ++i) at_start[start_blocks[i].address] = {&start_blocks[i], head_ids[i]};
+
+  // Restore.
+  for (const auto& [start, end] : segments) {
+    CachingSegmentLayout seg;
+    seg.address = static_cast<uint64_t>(start);
+    seg.size = end - start;
+    seg.small = segments_small.contains(start);
+    int64_t at = start;
+    for (auto it = at_start.lower_bound(start); it != at_start.end() && it->first < end; ++it) {
+      const StartBlock& b = *it->second.first;
+      if (b.address < at) return absl::InternalError("warm start: start blocks overlap");
+      if (b.address > at) seg.blocks.push_back({static_cast<uint64_t>(at), b.address - at, 0, -1});
+      seg.blocks.push_back({static_cast<uint64_t>(b.address), b.size, b.requested, it->second.second});
+      restored->insert(it->second.second);
+      ++w.restored_blocks;
+      at = b.address + b.size;
+    }
+    if (at < end) seg.blocks.push_back({static_cast<uint64_t>(at), end - at, 0, -1});
+    absl::Status st = a.RestoreSegment(seg);
+    if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat("warm start: ", st.message()));
+  }
+  if (w.untouched_bytes > Bytes(0)) {
+    CachingSegmentLayout seg;
+    seg.address = kUntouchedAddress;
+    seg.size = w.untouched_bytes.value();
+    seg.small = seg.size == kSegmentAlign && pre <= kSmallSize && pre > 0;
+    if (pre_block > 0) {
+      seg.blocks.push_back({seg.address, pre_block, pre, preexisting_id});
+      restored->insert(preexisting_id);
+    }
+    if (seg.size > pre_block) {
+      seg.blocks.push_back({seg.address + static_cast<uint64_t>(pre_block), seg.size - pre_block, 0, -1});
+    }
+    absl::Status st = a.RestoreSegment(seg);
+    if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat("warm start: ", st.message()));
+    w.undetermined.push_back(absl::StrFormat(
+        "%d reserved bytes hold no recorded block: how they are split into segments is not recorded (restored as "
+        "one segment%s)",
+        w.untouched_bytes.value(), pre > 0 ? ", holding the bytes live before recording at unknown addresses" : ""));
+  }
+  if (adjacent > 0) {
+    w.undetermined.push_back(absl::StrFormat(
+        "%d pairs of large-pool segments touch: whether each pair is one segment or two is not recorded (kept "
+        "as two)",
+        adjacent));
+  }
+  w.applied = true;
+  return w;
+}
+
+}  // namespace gpusim

@@ -1,0 +1,46 @@
+// Warm-start inference for recorded traces that carry every address and the
+// total reserved (Kineto [memory] events): the caching allocator's segment
+// set at the first event, reconstructed so that replay can start from it
+// (Note [Warm start from recorded addresses] in warm_start.cc).
+#ifndef GPUSIM_SIM_REPLAY_WARM_START_H_
+#define GPUSIM_SIM_REPLAY_WARM_START_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "sim/alloc/impl/pytorch_caching.h"
+#include "sim/import/recorded_trace.h"
+#include "sim/trace/trace.h"
+
+namespace gpusim {
+
+struct WarmStart {
+  bool applied = false;
+  std::string why_not;          // when not applied: the fact that rules it out
+  Bytes recorded_reserved;      // Total Reserved at the first event
+  int64_t small_segments = 0;   // 2 MiB small-pool segments inferred
+  int64_t large_segments = 0;   // large-pool segments inferred
+  Bytes inferred_bytes;         // their total size
+  Bytes untouched_bytes;        // reserved in segments no recorded address lies in
+  int64_t restored_blocks = 0;  // blocks live at the start placed in them
+  // What the data do not determine (each a sentence), empty when nothing.
+  std::vector<std::string> undetermined;
+};
+
+// Restores into `a` the segment set inferred from `recorded` (device
+// `device`) and the blocks live at its start: the head allocs of `trace`
+// (ToNativeTrace's allocs of blocks freed but never allocated in the
+// recording, in order) at their recorded addresses, and Trace::preexisting
+// as one block of buffer `preexisting_id` in the segment no address lies in.
+// Buffers restored are added to `restored`. When the data rule the
+// inference out, returns applied = false and why, and leaves `a` untouched.
+absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const Trace& trace,
+                                           const PyTorchCachingOptions& opt, BufferId preexisting_id,
+                                           PyTorchCachingAllocator& a, absl::flat_hash_set<BufferId>* restored);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_REPLAY_WARM_START_H_

@@ -1,0 +1,98 @@
+// See capabilities.h.
+#include "sim/step/capabilities.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "sim/base/status.h"
+#include "sim/config/settings.h"
+#include "models/family.h"
+
+namespace gpusim {
+namespace {
+
+bool Contains(const std::vector<std::string>& v, const std::string& x) {
+  return std::find(v.begin(), v.end(), x) != v.end();
+}
+
+std::string Where(const RunSpec& spec, const std::string& path) {
+  auto it = spec.written.find(path);
+  if (it == spec.written.end() || it->second.empty()) return "";
+  return it->second + ": ";
+}
+
+// Writes a family's fixed value for `path` into `s`.
+void SetFixed(RunSpec& s, const std::string& path, const std::string& value) {
+  if (path == "loop.mode") {
+    s.loop.mode = value;
+  } else if (path == "model.attention") {
+    s.model.attention = value;
+  } else if (path == "model.tied_embeddings") {
+    s.model.tied_embeddings = value == "true";
+  } else if (path == "model.scan_layers") {
+    s.model.scan_layers = value == "true";
+  } else {
+    GPUSIM_CHECK(false && "ModelFamily::fixed names a setting SetFixed does not write");
+  }
+}
+
+}  // namespace
+
+std::vector<std::string> ModelledSettings(const RunSpec& spec) {
+  absl::StatusOr<const ModelFamily*> f = FamilyOf(spec);
+  GPUSIM_CHECK(f.ok());
+  std::vector<std::string> out = (*f)->settings(spec.framework);
+  out.push_back("allocator.impl");
+  return out;
+}
+
+absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& spec) {
+  ASSIGN_OR_RETURN(const ModelFamily* family, FamilyOf(spec));
+  const std::vector<std::string>& modelled = family->settings(spec.framework);
+  const std::string who = family->name == "program"
+                              ? absl::StrCat("a program file under framework '", spec.framework, "'")
+                              : absl::StrCat("model family '", family->name, "' under framework '", spec.framework,
+                                             "'");
+  RunSpec out = spec;
+  for (const SettingInfo& s : RunSettings()) {
+    if (s.path == "allocator.impl" || Contains(modelled, s.path)) continue;
+    const std::string value = s.value(spec);
+    auto fixed = family->fixed.find(s.path);
+    const bool written = spec.written.count(s.path) > 0;
+    if (fixed != family->fixed.end()) {
+      if (value == fixed->second) continue;
+      if (!written) {
+        SetFixed(out, s.path, fixed->second);
+        continue;
+      }
+    } else if (value == s.default_value(spec)) {
+      continue;
+    }
+    return absl::InvalidArgumentError(absl::StrCat(
+        Where(spec, s.path), s.path, ": not modelled for ", who, " (this family models: ",
+        absl::StrJoin(modelled, ", "), fixed != family->fixed.end() ? absl::StrCat("; it runs ", s.path, " = ", fixed->second) : "",
+        ")"));
+  }
+  // Allocator options of an XLA step: its footprint is buffer assignment,
+  // checked against JAX's BFC arena; another runtime allocator would not be
+  // what JAX runs. Program files replay their buffers through the allocator.
+  if (spec.framework == "jax" && family->name != "program") {
+    const bool known = std::any_of(std::begin(kJaxAllocators), std::end(kJaxAllocators),
+                                   [&](const char* a) { return spec.allocator.impl == a; });
+    if (!known) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(spec, "allocator.impl"), "allocator.impl: '", spec.allocator.impl, "' not modelled for ", who,
+          " (an XLA step's footprint is its buffer assignment, checked against JAX's BFC arena: this combination "
+          "models allocator.impl ideal or bfc)"));
+    }
+    if (spec.allocator.impl == "ideal" && !spec.allocator.options.empty()) {
+      const std::string key = spec.allocator.options.begin()->first;
+      return absl::InvalidArgumentError(
+          absl::StrCat(Where(spec, "allocator." + key), "allocator.", key, ": allocator 'ideal' takes no options"));
+    }
+  }
+  return out;
+}
+
+}  // namespace gpusim

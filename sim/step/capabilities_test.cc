@@ -1,0 +1,76 @@
+// The capability contract: settings a family does not model are refused
+// where they were written; unwritten ones take the family's behaviour.
+#include "sim/step/capabilities.h"
+
+#include <string>
+
+#include "gtest/gtest.h"
+#include "sim/config/loader.h"
+
+namespace gpusim {
+namespace {
+
+constexpr char kLlama[] =
+    "framework: jax\n"
+    "device: h100-sxm-80gb\n"
+    "model: llama2-7b\n"
+    "parallelism:\n"
+    "  fsdp: 2\n";
+
+std::string Refusal(const std::string& yaml, const std::vector<std::string>& sets = {}) {
+  absl::StatusOr<RunSpec> spec = ParseRunSpec(yaml, "run.yaml", sets);
+  if (!spec.ok()) return "parse: " + std::string(spec.status().message());
+  absl::StatusOr<RunSpec> out = ApplyCapabilities(*spec);
+  return out.ok() ? "" : std::string(out.status().message());
+}
+
+TEST(CapabilitiesTest, WrittenUnmodelledSettingNamesFileLineAndFamily) {
+  const std::string msg = Refusal(std::string(kLlama) + "  tensor: 2\n");
+  EXPECT_EQ(msg.rfind("run.yaml:6:11: parallelism.tensor: not modelled for model family 'llama' under framework "
+                      "'jax' (this family models: framework, model.d_model",
+                      0),
+            0u)
+      << msg;
+}
+
+TEST(CapabilitiesTest, SetIsRefusedByItsFlag) {
+  for (const char* set : {"loop.unroll=2", "loop.trip_count=16", "remat.method=block", "remat.num_layers=3",
+                          "parallelism.sequence_parallel=true"}) {
+    const std::string msg = Refusal(kLlama, {set});
+    const std::string key = std::string(set).substr(0, std::string(set).find('='));
+    EXPECT_EQ(msg.rfind(std::string("--set ") + set + ": " + key + ": not modelled for model family 'llama'", 0), 0u)
+        << msg;
+  }
+}
+
+TEST(CapabilitiesTest, DefaultValuesWrittenOutAreAccepted) {
+  EXPECT_EQ(Refusal(std::string(kLlama) + "  tensor: 1\nloop:\n  unroll: 1\n"), "");
+}
+
+TEST(CapabilitiesTest, GptRefusesWhatItDoesNotModelAndRunsAsItsFixedValues) {
+  const std::string gpt = "framework: pytorch\ndevice: a100-sxm-80gb\nmodel: gpt-22b\n";
+  EXPECT_NE(Refusal(gpt, {"parallelism.fsdp=8"}).find("parallelism.fsdp: not modelled for model family 'gpt'"),
+            std::string::npos);
+  EXPECT_NE(Refusal(gpt, {"model.attention=flash"}).find("it runs model.attention = explicit"), std::string::npos);
+  EXPECT_EQ(Refusal(gpt, {"model.tied_embeddings=false", "model.n_kv_heads=8"}), "");
+  EXPECT_NE(Refusal(gpt, {"loop.mode=rolled"}).find("loop.mode: not modelled"), std::string::npos);
+  absl::StatusOr<RunSpec> spec = ParseRunSpec(gpt, "run.yaml");
+  ASSERT_TRUE(spec.ok());
+  absl::StatusOr<RunSpec> out = ApplyCapabilities(*spec);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(out->loop.mode, "unrolled");  // not written: what gpt does
+  EXPECT_EQ(out->model.attention, "explicit");
+}
+
+TEST(CapabilitiesTest, JaxStepRefusesARuntimeAllocatorJaxDoesNotRun) {
+  EXPECT_NE(Refusal(kLlama, {"allocator.impl=pytorch_caching"})
+                .find("allocator.impl: 'pytorch_caching' not modelled for model family 'llama' under framework 'jax'"),
+            std::string::npos);
+  EXPECT_EQ(Refusal(kLlama, {"allocator.impl=bfc", "allocator.mem_fraction=0.9"}), "");
+  EXPECT_NE(Refusal(kLlama, {"allocator.mem_fraction=0.9"}).find("allocator 'ideal' takes no options"),
+            std::string::npos);
+  EXPECT_EQ(Refusal(kLlama, {"framework=pytorch", "allocator.impl=pytorch_caching"}), "");
+}
+
+}  // namespace
+}  // namespace gpusim
