@@ -1,11 +1,14 @@
 #include "sim/import/snapshot.h"
 
 #include <fcntl.h>
+#include <pthread.h>
+#include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <optional>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -428,8 +431,18 @@ absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::st
   // stops it too, and a terminal's Ctrl-C reaches it through gpusim.
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP);
+  // A signal between the spawn and the child's registration would orphan
+  // it: they are blocked here until ScopedChild holds the pid, and the
+  // child starts with an empty mask and default dispositions.
+  sigset_t stop, old_mask, none;
+  sigemptyset(&stop);
+  sigemptyset(&none);
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attr, 0);
+  posix_spawnattr_setsigmask(&attr, &none);
+  posix_spawnattr_setsigdefault(&attr, &stop);
+  pthread_sigmask(SIG_BLOCK, &stop, &old_mask);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_TRUNC, 0);
   std::string arg0 = "python3";
@@ -441,13 +454,15 @@ absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::st
   const int rc = posix_spawnp(&pid, "python3", &actions, &attr, argv.data(), environ);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
+  std::optional<ScopedChild> child_guard;
+  if (rc == 0) child_guard.emplace(pid);
+  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   if (rc != 0) {
     std::remove(err_path.c_str());
     return absl::FailedPreconditionError(
         Cat(pickle_path, ": cannot run python3 to convert the snapshot pickle: ",
             std::strerror(rc)));
   }
-  ScopedChild child_guard(pid);
   int status = 0;
   while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
   }
