@@ -1,13 +1,18 @@
 # The two commands of the README's quick start, plus the sanitizer suite CI runs.
-.PHONY: run test build test-sanitize test-fuzz-build
+.PHONY: run test build test-sanitize test-fuzz-build install
 build:
 	@tools/setup.sh
 run: build
 	build/gpusim run configs/llama7b.yaml
+# The binary to $(PREFIX)/bin, its data (configs, snapshot converter) to
+# $(PREFIX)/share/gpusim, where the installed binary finds them.
+PREFIX ?= /usr/local
+install: build
+	cmake --install build --prefix $(PREFIX)
 # The tests also need chromium (setup.sh --test); the browser test must run.
 test:
 	@tools/setup.sh --test
-	cd build && GPUSIM_REQUIRE_BROWSER=1 ctest --output-on-failure --parallel $$(nproc) -LE heavy
+	cd build && GPUSIM_REQUIRE_BROWSER=1 GPUSIM_REQUIRE_TORCH=1 ctest --output-on-failure --parallel $$(nproc) -LE heavy
 
 # ASan + UBSan (any UB aborts) build of the same suite in build-asan/; see
 # tests/fuzz/README.md. -O1 -g1: quicker to build than -O2 -g, still

@@ -11,6 +11,7 @@
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/heap_planner.h"
 #include "sim/config/loader.h"
+#include "sim/report/render.h"
 #include "sim/step/step.h"
 #include "sim/trace/trace_io.h"
 

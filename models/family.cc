@@ -5,6 +5,7 @@
 #include "models/gpt.h"
 #include "models/jax_program.h"
 #include "models/llama.h"
+#include "sim/import/hlo/hlo_front_end.h"
 
 namespace gpusim {
 namespace {
@@ -34,7 +35,7 @@ std::vector<ModelFamily>* MakeFamilies() {
   f->push_back({"llama",
                 "Llama decoder (RMSNorm, RoPE, GQA, SwiGLU) as MaxText layers/llama2.py builds it; FSDP; scanned "
                 "or unrolled layers; MaxText remat policies",
-                llama,
+                Join({llama, {"xla.dynamic_slice_fusion"}}),
                 llama,
                 {},
                 BuildLlamaTrainStep,
@@ -56,10 +57,19 @@ std::vector<ModelFamily>* MakeFamilies() {
   // models/jax_program.h: a program file's lax.scan under jax.grad.
   f->push_back({"program",
                 "a run config's program: section: one lax.scan under jax.grad with donation (models/jax_program.h)",
-                {"framework", "loop.mode", "loop.trip_count"},
+                {"framework", "loop.mode", "loop.trip_count", "xla.dynamic_slice_fusion"},
                 {"framework", "loop.mode", "loop.trip_count"},
                 {},
                 BuildJaxProgram,
+                nullptr});
+  // sim/import/hlo/hlo_front_end.h: an HLO module jax.jit(...).lower() printed.
+  f->push_back({"hlo",
+                "an imported HLO module (program_hlo: FILE, gpusim run STEP.hlo): XLA-GPU fusion, while-loop state, "
+                "donation (sim/import/hlo, sim/lower/xla/fusion.cc)",
+                {"framework", "loop.trip_count"},
+                {},
+                {},
+                BuildHloProgram,
                 nullptr});
   return f;
 }
@@ -72,11 +82,11 @@ const std::vector<ModelFamily>& ModelFamilies() {
 }
 
 absl::StatusOr<const ModelFamily*> FamilyOf(const RunSpec& spec) {
-  const std::string name = spec.program.present ? "program" : spec.model.family;
+  const std::string name = !spec.program_hlo.empty() ? "hlo" : spec.program.present ? "program" : spec.model.family;
   std::vector<std::string> names;
   for (const ModelFamily& f : ModelFamilies()) {
     if (f.name == name) return &f;
-    if (f.name != "program") names.push_back(f.name);
+    if (f.name != "program" && f.name != "hlo") names.push_back(f.name);
   }
   return absl::InvalidArgumentError(absl::StrCat("model.family: ", UnknownNameMessage("model family", name, names)));
 }

@@ -43,7 +43,8 @@ struct ModelFamily {
 
 // Every family, by name.
 const std::vector<ModelFamily>& ModelFamilies();
-// The family a run uses: "program" when spec.program.present, otherwise
+// The family a run uses: "hlo" for program_hlo, "program" when
+// spec.program.present, otherwise
 // spec.model.family. Unknown: "model.family: unknown family 'x' (did you
 // mean 'y'?)".
 absl::StatusOr<const ModelFamily*> FamilyOf(const RunSpec& spec);

@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "sim/base/status.h"
 #include "sim/ir/builder.h"
+#include "sim/lower/xla/loop_slices.h"
 
 namespace gpusim {
 namespace {
@@ -52,13 +53,9 @@ class JaxProgramBuilder {
     RETURN_IF_ERROR(InferTypes());
     Analyse();
     b_.set_phase(Phase::kForward);
-    b_.BeginRegion(rolled_ ? "forward while loop" : "forward (unrolled)", "loop");
     Forward();
-    b_.EndRegion();
     b_.set_phase(Phase::kBackward);
-    b_.BeginRegion(rolled_ ? "backward while loop" : "backward (unrolled)", "loop");
     Backward();
-    b_.EndRegion();
     RETURN_IF_ERROR(Outputs());
     return b_.Finish();
   }
@@ -338,12 +335,35 @@ class JaxProgramBuilder {
     }
     vals_hoisted_ = hoisted;
     vals_.assign(static_cast<size_t>(T_), {});
+    // The loop: the initial carries and stacks above are set up before the
+    // XLA while (entry computation), the iterations are its body.
+    b_.BeginRegion(rolled_ ? "forward while loop" : "forward (unrolled)", "loop", rolled_);
     for (int64_t t = 0; t < T_; ++t) {
       b_.set_layer(static_cast<int>(t));
       std::map<std::string, Ref>& v = vals_[static_cast<size_t>(t)];
       v.insert(hoisted.begin(), hoisted.end());
       for (const std::string& c : carries_) v[c] = cur[c];
-      for (const auto& [x, src] : p_.xs) v[x] = {input_.at(src), SizeOf(x)};
+      for (const auto& [x, src] : p_.xs) {
+        v[x] = {input_.at(src), SizeOf(x)};
+        // Note [Materialised loop slices]: the forward body's read of a
+        // scanned input by a GEMM is a buffer of its own.
+        std::vector<SliceReader> readers;
+        for (const ProgramOpSpec& op : p_.body) {
+          if (invariant_.count(op.out)) continue;
+          for (size_t i = 0; i < op.in.size(); ++i) {
+            if (op.in[i] != x) continue;
+            readers.push_back(op.op == "matmul" && GemmOf(op, false) ? SliceReader::kGemm : SliceReader::kFused);
+          }
+        }
+        if (rolled_ && SliceMaterialises(readers, s_.xla)) {
+          const SliceReader why = *std::find_if(readers.begin(), readers.end(),
+                                                [&](SliceReader r) { return SliceMaterialises(r, s_.xla); });
+          const ValueType& xt = type_.at(x);
+          v[x] = Whole(MaterialiseSlice(b_, input_.at(src), xt.shape, xt.dtype, Role::kActivation,
+                                        absl::StrCat("iter", t, ".slice_", x),
+                                        absl::StrCat("scanned input `", x, "`"), why));
+        }
+      }
       const std::string it = absl::StrCat("iter", t, ".");
       if (rolled_) {
         for (const std::string& c : carries_) {
@@ -383,6 +403,7 @@ class JaxProgramBuilder {
         if (v.count(CarryOut(c))) cur[c] = v.at(CarryOut(c));
       }
     }
+    b_.EndRegion();
     b_.set_layer(-1);
   }
 
@@ -410,10 +431,65 @@ class JaxProgramBuilder {
   // --- backward -----------------------------------------------------------------
 
   // The residual `name` of iteration t as the backward pass reads it.
+  // Rolled, a stacked residual (or a scanned input) is a dynamic-slice of
+  // its stack, made a buffer of its own at its first read in the iteration
+  // when a reader does not fuse it (Note [Materialised loop slices]).
   Ref Residual(int64_t t, const std::string& name) {
+    const bool sliced = rolled_ && t >= 0 && (stack_.count(name) || xs_.count(name));
+    if (sliced && SliceMaterialises(BackwardReaders(name), s_.xla)) {
+      auto it = slice_.find({t, name});
+      if (it == slice_.end()) {
+        const ValueType& v = type_.at(name);
+        const std::vector<SliceReader> readers = BackwardReaders(name);
+        const SliceReader why = *std::find_if(readers.begin(), readers.end(),
+                                              [&](SliceReader r) { return SliceMaterialises(r, s_.xla); });
+        const TensorId src = stack_.count(name) ? stack_.at(name) : input_.at(XsSource(name));
+        const TensorId sl = MaterialiseSlice(
+            b_, src, v.shape, v.dtype, Role::kResidual, absl::StrCat("iter", t, ".slice_", name),
+            absl::StrCat(stack_.count(name) ? "stacked residual `" : "scanned input `", name, "`"), why);
+        it = slice_.emplace(std::make_pair(t, name), sl).first;
+      }
+      return Whole(it->second);
+    }
     if (rolled_ && stack_.count(name)) return {stack_.at(name), SizeOf(name)};
     if (t < 0) return vals_hoisted_.at(name);
     return vals_[static_cast<size_t>(t)].at(name);
+  }
+
+  std::string XsSource(const std::string& x) const {
+    for (const auto& [k, src] : p_.xs) {
+      if (k == x) return src;
+    }
+    return x;
+  }
+
+  // A dot a @ w as XLA keeps it: a GEMM, or strength-reduced (DotStaysGemm).
+  // `transpose_a`: the weight gradient aᵀ·dc (contracting over a's rows).
+  bool GemmOf(const ProgramOpSpec& op, bool weight_grad) const {
+    const ValueType &a = type_.at(op.in[0]), &w = type_.at(op.in[1]);
+    const int64_t k = a.shape.back(), n = w.shape[1];
+    const int64_t m = a.elements() / std::max<int64_t>(k, 1);
+    const bool a_vector = a.shape.size() == 1;
+    if (weight_grad) return DotStaysGemm(k, n, m, false, false) && !a_vector;  // a vector: an outer product
+    return DotStaysGemm(m, k, n, a_vector, false);
+  }
+
+  // What reads residual `name` in a backward iteration.
+  std::vector<SliceReader> BackwardReaders(const std::string& name) const {
+    std::vector<SliceReader> r;
+    for (const ProgramOpSpec& op : p_.body) {
+      if (!useful_.count(op.out) || invariant_.count(op.out)) continue;
+      const std::string& a = op.in[0];
+      const std::string b = op.in.size() > 1 ? op.in[1] : "";
+      const bool da = useful_.count(a) > 0, db = !b.empty() && useful_.count(b) > 0;
+      if (op.op == "matmul") {
+        if (da && b == name) r.push_back(GemmOf(op, false) ? SliceReader::kGemm : SliceReader::kFused);
+        if (db && a == name) r.push_back(GemmOf(op, true) ? SliceReader::kGemm : SliceReader::kFused);
+      } else if (op.op == "mul" || op.op == "scale") {
+        if ((da && b == name) || (db && a == name)) r.push_back(SliceReader::kFused);
+      }
+    }
+    return r;
   }
 
   // The carry whose gradient output will be written into a donated input:
@@ -492,6 +568,7 @@ class JaxProgramBuilder {
         ct_inv[k] = Whole(z);
       }
     }
+    b_.BeginRegion(rolled_ ? "backward while loop" : "backward (unrolled)", "loop", rolled_);
     for (int64_t t = T_ - 1; t >= 0; --t) {
       b_.set_layer(static_cast<int>(t));
       std::map<std::string, Ref> ct = ct_inv;
@@ -518,6 +595,7 @@ class JaxProgramBuilder {
         if (ct.count(c)) ct_carry[c] = ct.at(c);
       }
     }
+    b_.EndRegion();
     b_.set_layer(-1);
     for (auto op = p_.body.rbegin(); op != p_.body.rend(); ++op) {
       if (invariant_.count(op->out)) EmitVjp(*op, -1, ct_inv);
@@ -641,6 +719,7 @@ class JaxProgramBuilder {
   std::map<std::string, Ref> final_ct_;
   std::map<std::string, Ref> final_const_ct_;
   std::map<std::string, Ref> vals_hoisted_;
+  std::map<std::pair<int64_t, std::string>, TensorId> slice_;  // materialised (iteration, residual) slices
   std::set<std::string> invariant_;   // consts and ops on them only
 };
 

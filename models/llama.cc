@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "sim/base/status.h"
 #include "sim/ir/builder.h"
+#include "sim/lower/xla/loop_slices.h"
 #include "sim/remat/remat_policy.h"
 
 namespace gpusim {
@@ -81,7 +82,7 @@ class LlamaBuilder {
     if (rolled_) AllocResidualStacks();
     std::vector<TensorId> layer_inputs;
     std::vector<std::map<std::string, TensorId>> saved(static_cast<size_t>(L_));
-    b_.BeginRegion("forward_scan", "loop");
+    b_.BeginRegion("forward_scan", "loop", rolled_);
     // Weights are all-gathered one layer ahead (XLA's latency-hiding
     // scheduler / --xla_gpu_enable_pipelined_all_gather; PyTorch FSDP
     // forward_prefetch): two layers' gathered weights are live at a time.
@@ -111,7 +112,7 @@ class LlamaBuilder {
     b_.set_phase(Phase::kBackward);
     TensorId dx = HeadBackward(head);
     if (rolled_) AllocGradStacks();
-    b_.BeginRegion("backward_scan", "loop");
+    b_.BeginRegion("backward_scan", "loop", rolled_);
     next = GatherLayer(static_cast<int>(L_) - 1, "backward");
     for (int l = static_cast<int>(L_) - 1; l >= 0; --l) {
       b_.set_layer(l);
@@ -568,6 +569,19 @@ class LlamaBuilder {
     if (b_.phase() == Phase::kBackward && p.residual_stack != kNoTensor) src = p.residual_stack;
     const Bytes slice = Bytes(b_.tensor(src).bytes().value() / (p.per_layer ? L_ : 1));
     TensorId cur = src;
+    // Note [Materialised loop slices]: a rolled loop's per-layer slice of a
+    // stacked weight that no cast fuses is a buffer of its own when an
+    // all-gather (FSDP) or a GEMM (no FSDP, weights already in the compute
+    // dtype) reads it; a cast reads it in place and its output is the buffer.
+    if (rolled_ && p.per_layer && layer >= 0 && p.full.size() > 1 && gdt_ == b_.tensor(src).dtype &&
+        (N_ > 1 || b_.tensor(src).dtype == cdt_)) {
+      const SliceReader reader = N_ > 1 ? SliceReader::kAllGather : SliceReader::kGemm;
+      if (SliceMaterialises(reader, s_.xla)) {
+        cur = MaterialiseSlice(b_, src, shard, b_.tensor(src).dtype, Role::kTemporary, base + ".slice",
+                               absl::StrCat("stacked weights `", name, "`"), reader);
+        src = cur;
+      }
+    }
     if (gdt_ != b_.tensor(src).dtype) {
       cur = b_.AddTensor(base + ".cast", shard, gdt_, Role::kTemporary, "weight shard cast for gather");
       Op& op = b_.AddOp(base + ".cast", OpKind::kConvert, {src}, {cur}, 0);
@@ -730,6 +744,7 @@ class LlamaBuilder {
     const std::set<std::string>& need = recompute_names_;
     std::map<std::string, TensorId> v;
     for (const std::string& r : saved_names_) v[r] = fwd.at(r);
+    if (rolled_) MaterialiseResidualSlices(l, v);
     for (const std::string& r : offload_names_) v[r] = fwd.at(r);
     for (const auto& [k, t] : weights) v[k] = t;  // the backward's own gather
     if (!need.empty()) {
@@ -737,6 +752,28 @@ class LlamaBuilder {
       for (const std::string& k : need) v[k] = re.at(k);
     }
     return LayerBackwardOps(l, x, v, dy);
+  }
+
+  // Note [Materialised loop slices] (sim/lower/xla/loop_slices.h): in the
+  // rolled backward body a saved value that a GEMM (a dW = Xᵀ·dY, a
+  // recomputed dot) or the attention backward (cuDNN custom call, or its
+  // batched dots) reads is a dynamic-slice of its stack written to a buffer
+  // of its own each iteration; values only elementwise ops read (the norms'
+  // inputs, the SwiGLU operands) are read in place.
+  void MaterialiseResidualSlices(int l, std::map<std::string, TensorId>& v) {
+    static const std::set<std::string> kGemmRead = {"act", "h2", "attn_out", "h1", "probs"};
+    static const std::set<std::string> kAttentionRead = {"query_proj", "key_proj", "value_proj", "attn_out",
+                                                         "attn_lse"};
+    for (const std::string& r : saved_names_) {
+      const bool attention = kAttentionRead.count(r) > 0;
+      if (!kGemmRead.count(r) && !attention) continue;
+      const SliceReader reader =
+          attention && m_.attention == "flash" ? SliceReader::kCustomCall : SliceReader::kGemm;
+      if (!SliceMaterialises(reader, s_.xla)) continue;
+      auto [shape, dt] = ResidualShape(r);
+      v[r] = MaterialiseSlice(b_, stacks_.at(r), shape, dt, Role::kResidual, absl::StrCat("layer", l, ".slice_", r),
+                              absl::StrCat("stacked residual `", r, "`"), reader);
+    }
   }
 
   TensorId Grad(const std::string& name, std::vector<int64_t> shape, DType dt = DType::kBF16) {

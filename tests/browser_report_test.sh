@@ -1,11 +1,17 @@
 #!/usr/bin/env bash
 # report.html in a real browser: headless Chromium (Debian's `chromium`)
-# loads two reports — a config (examples/scan_carry.yaml, both loop
-# lowerings) and a replayed recorded trace (a small Kineto trace) — and the
-# test passes when, for each,
+# loads three reports — a config (examples/scan_carry.yaml, both loop
+# lowerings), a replayed recorded trace (a small Kineto trace) and a
+# replayed memory snapshot — each opened at #selftest, and the test passes
+# when, for each,
 #   - the report's own check (viz/charts.cc kRenderCheck) wrote
 #     "render-check: ok, N charts" into the DOM: every figure drew an SVG
 #     with a non-empty bounding box (or decoded its image), as many as written;
+#   - its interaction self-test (viz/report_script.h) wrote
+#     "interaction-check: ok, ...": hovering a memory-map block lit the same
+#     buffer in the lifetimes chart and the table and filled the hover box,
+#     and on the memory map and the timeline the wheel zoomed, a drag panned
+#     and a double click reset the view;
 #   - the browser logged no console message and no "Uncaught" error.
 # ctest label `browser`. Without chromium it exits 77 (ctest: skipped), unless
 # GPUSIM_REQUIRE_BROWSER=1 (`make test` sets it; tools/setup.sh --test
@@ -35,25 +41,29 @@ trap 'rm -rf "$tmp"' EXIT
 
 "$gpusim" run "$src/examples/scan_carry.yaml" --set loop.trip_count=2 --out "$tmp/config" >/dev/null
 "$gpusim" viz "$src/traces/recorded/tracelens_h100_bert-small_inference.pt.trace.json.gz" --out "$tmp/trace" >/dev/null
+"$gpusim" viz "$src/traces/recorded/cs336_gpt_training_snapshot.pickle" --out "$tmp/snapshot" >/dev/null
 
 status=0
-for report in "$tmp/config/report.html" "$tmp/trace/report.html"; do
+for report in "$tmp/config/report.html" "$tmp/trace/report.html" "$tmp/snapshot/report.html"; do
   dom=$tmp/dom.html
   log=$tmp/browser.log
   rc=0
   timeout 90 "$browser" --headless --no-sandbox --disable-gpu --disable-background-networking \
       --disable-dev-shm-usage --disable-extensions --no-first-run --user-data-dir="$tmp/profile" \
-      --enable-logging=stderr --v=0 --dump-dom "file://$report" >"$dom" 2>"$log" || rc=$?
+      --enable-logging=stderr --v=0 --dump-dom "file://$report#selftest" >"$dom" 2>"$log" || rc=$?
   verdict=$(grep -o 'id="render-check"[^>]*>[^<]*' "$dom" | sed 's/^[^>]*>//' | head -1 || true)
+  interaction=$(grep -o 'id="interaction-check"[^>]*>[^<]*' "$dom" | sed 's/^[^>]*>//' | head -1 || true)
   console=$(grep -E ':CONSOLE|Uncaught' "$log" || true)
   if [ "$rc" -ne 0 ]; then
     echo "FAIL: $report: chromium exited $rc"; tail -5 "$log"; status=1
   elif [[ "$verdict" != "render-check: ok, "* ]]; then
     echo "FAIL: $report: ${verdict:-no render-check in the DOM}"; status=1
+  elif [[ "$interaction" != "interaction-check: ok, "* ]]; then
+    echo "FAIL: $report: ${interaction:-no interaction-check in the DOM}"; status=1
   elif [ -n "$console" ]; then
     echo "FAIL: $report: the browser logged:"; echo "$console"; status=1
   else
-    echo "ok: ${report#"$tmp"/}: $verdict"
+    echo "ok: ${report#"$tmp"/}: $verdict; $interaction"
   fi
 done
 exit $status

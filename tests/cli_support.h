@@ -17,8 +17,8 @@ struct Result {
   std::string out;  // stdout and stderr together
 };
 
-inline Result Gpusim(const std::string& args) {
-  const std::string cmd = std::string(GPUSIM_BINARY) + " " + args + " 2>&1";
+// `cmd` through the shell: its exit code and stdout.
+inline Result RunShell(const std::string& cmd) {
   Result r;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return r;
@@ -28,6 +28,13 @@ inline Result Gpusim(const std::string& args) {
   const int st = pclose(p);
   r.code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return r;
+}
+
+inline Result Gpusim(const std::string& args) { return RunShell(std::string(GPUSIM_BINARY) + " " + args + " 2>&1"); }
+
+// stdout alone (stderr dropped), e.g. to parse a JSON document.
+inline Result GpusimStdout(const std::string& args) {
+  return RunShell(std::string(GPUSIM_BINARY) + " " + args + " 2>/dev/null");
 }
 
 inline std::string Write(const std::string& name, const std::string& text) {

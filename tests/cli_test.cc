@@ -114,6 +114,46 @@ TEST(CliTest, ReplayJsonKeysAndCompareRows) {
   EXPECT_NE(addr.out.find("needs a memory snapshot"), std::string::npos);
 }
 
+// `gpusim run STEP.hlo --device NAME` and `program_hlo:` in a run config:
+// the 7B module of traces/hlo/ gives memory_analysis()'s argument, output
+// and alias bytes (tests/hlo_jax/llama_check.py checks them against JAX).
+TEST(CliTest, RunsAnHloModule) {
+  const std::string hlo = std::string(GPUSIM_SOURCE_DIR) + "/traces/hlo/llama7b_axis0_rolled.hlo.gz";
+  Result r = Gpusim("run " + hlo + " --device h100-sxm-80gb --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(JsonInt(r.out, "argument_bytes"), 80861028364);
+  EXPECT_EQ(JsonInt(r.out, "output_bytes"), 80860987764);
+  EXPECT_EQ(JsonInt(r.out, "alias_bytes"), 80860987404);
+  const std::string config = Write("hlo_run.yaml", "framework: jax\ndevice: h100-sxm-80gb\nprogram_hlo: " + hlo + "\n");
+  Result c = Gpusim("run " + config + " --format json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  EXPECT_EQ(JsonInt(c.out, "temp_bytes"), JsonInt(r.out, "temp_bytes"));
+  Result e = Gpusim("explain " + hlo + " --device h100-sxm-80gb --top 3");
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("while while."), std::string::npos) << e.out;
+
+  Result no_device = Gpusim("run " + hlo);
+  EXPECT_EQ(no_device.code, 1);
+  EXPECT_NE(no_device.out.find("give the device with --device NAME"), std::string::npos) << no_device.out;
+  Result yaml_device = Gpusim("run " + kConfig + " --device h100-sxm-80gb");
+  EXPECT_EQ(yaml_device.code, 1);
+  EXPECT_NE(yaml_device.out.find("use --set device=NAME"), std::string::npos) << yaml_device.out;
+  Result trips = Gpusim("run " + hlo + " --device h100-sxm-80gb --set loop.trip_count=4");
+  EXPECT_EQ(trips.code, 1);
+  EXPECT_NE(trips.out.find("no while loop needs it"), std::string::npos) << trips.out;
+  Result remat = Gpusim("run " + hlo + " --device h100-sxm-80gb --set remat.policy=full");
+  EXPECT_EQ(remat.code, 1);
+  EXPECT_NE(remat.out.find("remat.policy: not modelled for model family 'hlo'"), std::string::npos) << remat.out;
+  const std::string both = Write("hlo_both.yaml", "device: h100-sxm-80gb\nmodel: llama2-7b\nprogram_hlo: x.hlo\n");
+  Result b = Gpusim("run " + both);
+  EXPECT_EQ(b.code, 1);
+  EXPECT_NE(b.out.find("expected exactly one of 'model', 'program' or 'program_hlo'"), std::string::npos) << b.out;
+  const std::string bad = Write("bad.hlo", "HloModule m\nENTRY main {\n  a = f32[2] parameter(0\n}\n");
+  Result parse = Gpusim("run " + bad + " --device h100-sxm-80gb");
+  EXPECT_EQ(parse.code, 1);
+  EXPECT_NE(parse.out.find("bad.hlo:3:"), std::string::npos) << parse.out;
+}
+
 }  // namespace
 }  // namespace gpusim
 

@@ -68,7 +68,9 @@ TEST(HostileInput, UncheckedMagnitudesAreRefusedByName) {
 TEST(HostileInput, FragmentationIsNeverNegative) {
   for (const char* alloc : {"ideal", "bfc"}) {
     for (const char* b : {"1", "4", "8", "16"}) {
-      Result r = Gpusim("run " + kConfig + " --format json --set batch.per_device=" + b +
+      // Eager semantics: a jax step is checked against JAX's arena and
+      // refuses runtime allocators other than ideal and bfc.
+      Result r = Gpusim("run " + kConfig + " --format json --set framework=pytorch --set batch.per_device=" + b +
                         " --set allocator.impl=" + alloc);
       ASSERT_EQ(r.code, 0) << r.out;
       const size_t at = r.out.find("\"fragmentation_bytes\": ");

@@ -4,6 +4,7 @@
 
 #include "gtest/gtest.h"
 #include "sim/config/loader.h"
+#include "sim/report/render.h"
 #include "sim/step/step.h"
 
 namespace gpusim {
@@ -21,7 +22,13 @@ TEST(ReportPeakTest, Llama7bDefaultBatchPeakPhaseAndWhy) {
   EXPECT_NE(text.find("why: the temp peak is reached in the backward phase"), std::string::npos) << text;
   ASSERT_FALSE(r->peak_holders.empty());
   const BufferInfo& top = r->lowered.buffers[static_cast<size_t>(r->peak_holders[0])];
-  EXPECT_NE(top.name.find("layers_first"), std::string::npos) << top.name;
+  // Among the largest (2.69 GiB, tied with the MLP residual stacks).
+  bool transposed = false;
+  for (BufferId b : r->peak_holders) {
+    const BufferInfo& h = r->lowered.buffers[static_cast<size_t>(b)];
+    transposed = transposed || (h.name.find("layers_first") != std::string::npos && h.bytes == top.bytes);
+  }
+  EXPECT_TRUE(transposed) << top.name;
   for (size_t i = 1; i < r->peak_holders.size(); ++i) {
     EXPECT_GE(top.bytes, r->lowered.buffers[static_cast<size_t>(r->peak_holders[i])].bytes);
   }

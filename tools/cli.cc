@@ -32,6 +32,7 @@
 #include "sim/report/compare.h"
 #include "sim/report/diff.h"
 #include "sim/report/explain.h"
+#include "sim/report/render.h"
 #include "sim/step/step.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
@@ -85,12 +86,46 @@ absl::Status WriteOutputDir(const std::string& target, const std::string& flag, 
 
 struct RunOptions {
   std::string config;
+  std::string device;  // for an .hlo module
   std::vector<std::string> sets;
   std::string format = "text";
   std::string out_dir;
   std::string charts_dir;
   std::string timeline;
+  std::string snapshot;  // --snapshot FILE.pickle
 };
+
+bool IsHloFile(const std::string& f) {
+  return (f.size() > 4 && f.substr(f.size() - 4) == ".hlo") || (f.size() > 7 && f.substr(f.size() - 7) == ".hlo.gz");
+}
+
+std::string YamlQuoted(const std::string& s) {
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') q += '\\';
+    q += c;
+  }
+  return q + "\"";
+}
+
+// A run config file, or an HLO module (STEP.hlo) run on `device`: the
+// config `{framework: jax, device: NAME, program_hlo: STEP.hlo}`.
+absl::StatusOr<RunSpec> LoadSpec(const std::string& config, const std::vector<std::string>& sets,
+                                 const std::string& device) {
+  if (!IsHloFile(config)) {
+    if (!device.empty()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--device is for an HLO module (STEP.hlo); for ", config, " use --set device=NAME"));
+    }
+    return LoadRunSpec(config, sets);
+  }
+  if (device.empty()) return absl::InvalidArgumentError(absl::StrCat(config, ": give the device with --device NAME"));
+  const std::string yaml = absl::StrCat("framework: jax\ndevice: ", YamlQuoted(device),
+                                        "\nprogram_hlo: ", YamlQuoted(config), "\n");
+  auto spec = ParseRunSpec(yaml, "", sets);
+  if (spec.ok()) spec->source_file = config;
+  return spec;
+}
 
 // The step lowered with the other loop mode (rolled ↔ unrolled), for the
 // dataflow graph's side-by-side view; nullopt when that lowering fails (the
@@ -104,7 +139,7 @@ std::optional<StepReport> OtherLoopMode(const RunSpec& spec) {
 }
 
 int CmdRun(const RunOptions& o) {
-  auto spec = LoadRunSpec(o.config, o.sets);
+  auto spec = LoadSpec(o.config, o.sets, o.device);
   if (!spec.ok()) return Fail(spec.status());
   auto report = SimulateStep(*spec);
   if (!report.ok()) return Fail(report.status());
@@ -136,6 +171,10 @@ int CmdRun(const RunOptions& o) {
     absl::Status st = WritePerfettoTimeline(*report, o.timeline);
     if (!st.ok()) return Fail(st);
   }
+  if (!o.snapshot.empty()) {
+    absl::Status st = WriteMemorySnapshot(*report, o.snapshot);
+    if (!st.ok()) return Fail(st);
+  }
   std::cout << (o.format == "json" ? json : RenderText(*report));
   return 0;
 }
@@ -143,27 +182,26 @@ int CmdRun(const RunOptions& o) {
 int CmdExplain(const RunOptions& o, int top) {
   const std::string& f = o.config;
   const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") || (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
-  if (!yaml) {  // a native or recorded trace (tools/cli_replay.cc)
+  if (!yaml && !IsHloFile(f)) {  // a native or recorded trace (tools/cli_replay.cc)
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
     return CmdExplainTrace(f, top, o.format);
   }
-  if (o.format != "text") return Fail(absl::InvalidArgumentError("explain CONFIG: --format json is for traces only"));
-  auto spec = LoadRunSpec(o.config, o.sets);
+  auto spec = LoadSpec(o.config, o.sets, o.device);
   if (!spec.ok()) return Fail(spec.status());
   auto report = SimulateStep(*spec);
   if (!report.ok()) return Fail(report.status());
-  std::cout << RenderExplain(*report, top);
+  std::cout << (o.format == "json" ? RenderExplainJson(*report, top) : RenderExplain(*report, top));
   return 0;
 }
 
 // A = CONFIG with --base-set overrides; B = A plus the --set overrides.
 int CmdDiff(const RunOptions& o, const std::vector<std::string>& base_sets, int top) {
   if (o.sets.empty()) return Fail(absl::InvalidArgumentError("diff: give at least one --set path=value for B"));
-  auto spec_a = LoadRunSpec(o.config, base_sets);
+  auto spec_a = LoadSpec(o.config, base_sets, o.device);
   if (!spec_a.ok()) return Fail(spec_a.status());
   std::vector<std::string> b_sets = base_sets;
   b_sets.insert(b_sets.end(), o.sets.begin(), o.sets.end());
-  auto spec_b = LoadRunSpec(o.config, b_sets);
+  auto spec_b = LoadSpec(o.config, b_sets, o.device);
   if (!spec_b.ok()) return Fail(spec_b.status());
   auto a = SimulateStep(*spec_a);
   if (!a.ok()) return Fail(a.status());
@@ -261,7 +299,8 @@ int CmdAdvise(const AdviseCli& c) {
 // timeline) is replayed through `allocator`, its recorded memory counters
 // kept for the timeline; then the charts, timeline and report are written.
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
-           const std::string& allocator, const std::string& out_dir) {
+           const std::string& allocator, const std::string& out_dir, const std::string& snapshot,
+           const std::string& format) {
   std::ifstream in(file);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
   std::string first;
@@ -272,8 +311,10 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   std::vector<RecordedMemorySample> recorded_counters;
   VizOptions viz;
   const bool yaml = file.size() > 5 && (file.substr(file.size() - 5) == ".yaml" || file.substr(file.size() - 4) == ".yml");
-  if (yaml) {
-    auto spec = LoadRunSpec(file, sets);
+  if (yaml || IsHloFile(file)) {
+    std::vector<std::string> config_sets = sets;
+    if (!allocator.empty()) config_sets.push_back("allocator.impl=" + allocator);
+    auto spec = LoadSpec(file, config_sets, yaml ? "" : device);
     if (!spec.ok()) return Fail(spec.status());
     report = SimulateStep(*spec);
     other = OtherLoopMode(*spec);
@@ -303,17 +344,36 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     auto dev = LoadDeviceSpec(device, "");
     if (!dev.ok()) return Fail(dev.status());
     spec.device = *dev;
-    spec.allocator.impl = allocator;
+    spec.allocator.impl = allocator.empty() ? "pytorch_caching" : allocator;
+    for (const std::string& s : sets) {
+      // A trace has no config: only allocator options apply.
+      const size_t eq = s.find('=');
+      if (s.rfind("allocator.", 0) != 0 || eq == std::string::npos || eq <= 10) {
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("viz TRACE: --set ", s, ": only allocator.OPTION=VALUE applies to a trace")));
+      }
+      const std::string key = s.substr(10, eq - 10);
+      if (key == "impl") {
+        spec.allocator.impl = s.substr(eq + 1);
+      } else {
+        spec.allocator.options[key] = s.substr(eq + 1);
+      }
+    }
     report = ReportFromTrace(*trace, spec);
   }
   if (!report.ok()) return Fail(report.status());
   absl::Status st = WriteOutputDir(out_dir, "--out", [&](const std::string& dir) -> absl::Status {
     RETURN_IF_ERROR(WriteCharts(*report, dir, viz));
-    RETURN_IF_ERROR(WritePerfettoTimeline(*report, dir + "/timeline.json"));
+    RETURN_IF_ERROR(WritePerfettoTimeline(*report, dir + "/timeline.json", viz));
     return WriteHtmlReport(*report, dir, viz);
   });
+  if (st.ok() && !snapshot.empty()) st = WriteMemorySnapshot(*report, snapshot);
   if (!st.ok()) return Fail(st);
-  std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
+  if (format == "json") {
+    std::cout << RenderVizJson(out_dir, snapshot);
+  } else {
+    std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
+  }
   return 0;
 }
 
@@ -325,30 +385,6 @@ int CmdCalibrate(const std::string& file, const std::string& out, const std::str
     if (!st.ok()) return Fail(st);
   }
   std::cout << (format == "json" ? RenderCalibrationJson(*r) : RenderCalibrationText(*r));
-  return 0;
-}
-
-int CmdValidate(const std::string& file, const std::vector<std::string>& sets) {
-  std::ifstream in(file);
-  if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
-  std::string first;
-  std::getline(in, first);
-  in.close();
-  if (first.rfind("gpusim-trace", 0) == 0) {
-    auto trace = ReadTraceFile(file);
-    if (!trace.ok()) return Fail(trace.status());
-    absl::Status st = ValidateTrace(*trace);
-    if (!st.ok()) return Fail(absl::InvalidArgumentError(absl::StrCat(file, ": ", st.message())));
-    TraceStats s = ComputeTraceStats(*trace);
-    std::cout << absl::StrFormat("%s: valid trace: %d events (%d allocs, %d frees, %d timed), peak live %s\n",
-                                 file, s.events, s.allocs, s.frees, s.timed, FormatBytes(s.peak_live));
-    return 0;
-  }
-  auto spec = LoadRunSpec(file, sets);
-  if (!spec.ok()) return Fail(spec.status());
-  std::cout << file << ": valid run config ("
-            << (spec->program.present ? "program " + spec->program.name : spec->model.name) << " on "
-            << spec->device.name << ")\n";
   return 0;
 }
 
@@ -456,38 +492,56 @@ int RunCli(int argc, char** argv) {
       "file or directory as expected); 2 an internal error (a bug: please report it). Killed by SIGINT/SIGTERM, "
       "gpusim removes its temporary files and stops its child processes first.");
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", std::string("gpusim ") + GPUSIM_VERSION);
+  // `--allocator NAME` on every subcommand that simulates: the same as
+  // `--set allocator.impl=NAME` (the config's `allocator:` block is the
+  // default), appended after the --set overrides once parsing is done.
+  constexpr char kAllocatorHelp[] =
+      "Allocator strategy (gpusim list allocators); = --set allocator.impl=NAME; options: --set allocator.x=y";
+  constexpr char kFormatHelp[] = "Output format (json: documented keys, README \"JSON output\")";
 
   RunOptions run;
   CLI::App* run_cmd = app.add_subcommand("run", "Simulate one training step of a run config");
-  run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml")->required();
+  run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml, or an HLO module STEP.hlo")->required();
+  run_cmd->add_option("--device", run.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
   run_cmd->add_option("--set", run.sets, "Override a config field: path=value (repeatable)");
   run_cmd->add_option("--format", run.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   run_cmd->add_option("--out", run.out_dir,
                       "Also write result.json, trace.gpusim, report.html, charts and timeline.json into DIR");
   run_cmd->add_option("--charts", run.charts_dir, "Write the charts (SVG + PNG) into DIR");
   run_cmd->add_option("--timeline", run.timeline, "Write the simulated step as Chrome/Perfetto trace JSON");
+  std::string run_allocator;
+  run_cmd->add_option("--allocator", run_allocator, kAllocatorHelp);
+  run_cmd->add_option("--snapshot", run.snapshot,
+                      "Write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
 
   RunOptions explain;
   int explain_top = 15;
   CLI::App* explain_cmd = app.add_subcommand("explain", "List the buffers live at the peak, largest first");
   explain_cmd->add_option("config", explain.config,
-                          "Run config (YAML), or a trace (native, Kineto, snapshot, memory timeline): its largest "
-                          "blocks at the peak with their stack frames")
+                          "Run config (YAML), HLO module (STEP.hlo, with --device), or a trace (native, Kineto, "
+                          "snapshot, memory timeline): its largest blocks at the peak with their stack frames")
       ->required();
-  explain_cmd->add_option("--format", explain.format, "text or json (traces)")->check(CLI::IsMember({"text", "json"}));
+  explain_cmd->add_option("--device", explain.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
+  explain_cmd->add_option("--format", explain.format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
   explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
   explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));
+  std::string explain_allocator;
+  explain_cmd->add_option("--allocator", explain_allocator, kAllocatorHelp);
 
   RunOptions diff;
   std::vector<std::string> diff_base;
   int diff_top = 12;
   CLI::App* diff_cmd = app.add_subcommand(
       "diff", "Attribute the memory and step-time difference between CONFIG (A) and CONFIG --set ... (B)");
-  diff_cmd->add_option("config", diff.config, "Run config (YAML)")->required();
+  diff_cmd->add_option("config", diff.config, "Run config (YAML) or HLO module (STEP.hlo)")->required();
+  diff_cmd->add_option("--device", diff.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
   diff_cmd->add_option("--set", diff.sets, "Override for B: path=value (repeatable)")->required();
   diff_cmd->add_option("--base-set", diff_base, "Override for both A and B (repeatable)");
   diff_cmd->add_option("--format", diff.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   diff_cmd->add_option("--top", diff_top, "How many lines per table")->check(IntRange(1, 1000000));
+  std::string diff_allocator;
+  diff_cmd->add_option("--allocator", diff_allocator, std::string(kAllocatorHelp) + " (for both A and B)");
 
   AdviseCli advise;
   CLI::App* advise_cmd = app.add_subcommand(
@@ -502,6 +556,8 @@ int RunCli(int argc, char** argv) {
   advise_cmd->add_option("--merge", advise.merge, "Join JSON-lines shard files instead of simulating");
   advise_cmd->add_option("--format", advise.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(IntRange(1, 1000000));
+  std::string advise_allocator;
+  advise_cmd->add_option("--allocator", advise_allocator, std::string(kAllocatorHelp) + " (every point)");
 
   std::string cal_file, cal_out, cal_format = "text";
   CLI::App* cal_cmd = app.add_subcommand(
@@ -511,7 +567,7 @@ int RunCli(int argc, char** argv) {
   cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
   cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
-  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb", viz_allocator = "pytorch_caching";
+  std::string viz_file, viz_out, viz_device = "h100-sxm-80gb", viz_allocator, viz_snapshot, viz_format = "text";
   std::vector<std::string> viz_sets;
   CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
   viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
@@ -520,13 +576,25 @@ int RunCli(int argc, char** argv) {
   viz_cmd->add_option("--set", viz_sets, "Override a config field: path=value (repeatable)");
   viz_cmd->add_option("--device", viz_device, "Device for a trace (capacity line)");
   viz_cmd->add_option("--allocator", viz_allocator,
-                      "Allocator a trace is replayed through (gpusim list allocators); default pytorch_caching");
+                      "Allocator (gpusim list allocators): a trace is replayed through it (default pytorch_caching); "
+                      "for a config = --set allocator.impl=NAME");
+  viz_cmd->add_option("--format", viz_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
+
+  viz_cmd->add_option("--snapshot", viz_snapshot,
+                      "Also write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
 
   std::string validate_file;
   std::vector<std::string> validate_sets;
-  CLI::App* val_cmd = app.add_subcommand("validate", "Check a run config or a native trace file");
-  val_cmd->add_option("file", validate_file, "Config (YAML) or trace (gpusim-trace)")->required();
+  std::string validate_format = "text", validate_allocator;
+  CLI::App* val_cmd = app.add_subcommand(
+      "validate", "Check any input: a run config, a native trace, or a recorded trace (Kineto, snapshot, memory timeline)");
+  val_cmd->add_option("file", validate_file,
+                      "Config (YAML), native trace (gpusim-trace), Kineto JSON(.gz), memory snapshot (.pickle/JSON) "
+                      "or memory timeline")
+      ->required();
   val_cmd->add_option("--set", validate_sets, "Override a config field: path=value (repeatable)");
+  val_cmd->add_option("--allocator", validate_allocator, kAllocatorHelp);
+  val_cmd->add_option("--format", validate_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
 
   ReplayCli replay;
   CLI::App* replay_cmd = app.add_subcommand(
@@ -541,6 +609,8 @@ int RunCli(int argc, char** argv) {
                        "Start pytorch_caching from an empty allocator even where a warm start can be inferred");
   replay_cmd->add_flag("--check-addresses", replay.check_addresses,
                        "Snapshot: rebuild the allocator state and check every allocation's address");
+  replay_cmd->add_option("--snapshot", replay.snapshot,
+                         "Write the replayed step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
   replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
   // compare: a run config with --vary (one row per value), or a recorded
@@ -559,9 +629,14 @@ int RunCli(int argc, char** argv) {
                           "Trace: comma-separated strategies (default: every registered one but composites)");
   compare_cmd->add_option("--device", compare.device, "Trace: device whose usable memory is the capacity");
   compare_cmd->add_option("--device-index", compare.device_index, "Trace: recorded device to replay");
+  std::string compare_allocator;
+  compare_cmd->add_option("--allocator", compare_allocator,
+                          std::string(kAllocatorHelp) + "; a trace: the same as --allocators NAME");
   compare_cmd->add_option("--format", compare.format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
   CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
+  std::string dev_format = "text";
+  dev_cmd->add_option("--format", dev_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
 
   std::string list_what, list_format = "text";
   CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies and model families");
@@ -574,14 +649,23 @@ int RunCli(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 1;
   }
+  auto with_allocator = [](std::vector<std::string>& sets, const std::string& name) {
+    if (!name.empty()) sets.push_back("allocator.impl=" + name);
+  };
+  with_allocator(run.sets, run_allocator);
+  with_allocator(explain.sets, explain_allocator);
+  with_allocator(diff_base, diff_allocator);
+  with_allocator(advise.sets, advise_allocator);
+  with_allocator(validate_sets, validate_allocator);
+  with_allocator(compare_config.sets, compare_allocator);
   try {
     if (*run_cmd) return CmdRun(run);
     if (*explain_cmd) return CmdExplain(explain, explain_top);
     if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
     if (*advise_cmd) return CmdAdvise(advise);
-    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out);
+    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot, viz_format);
     if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
-    if (*val_cmd) return CmdValidate(validate_file, validate_sets);
+    if (*val_cmd) return CmdValidateAny(validate_file, validate_sets, validate_format);
     if (*replay_cmd) return CmdReplay(replay);
     if (*compare_cmd) {
       const std::string& f = compare.trace;
@@ -598,6 +682,13 @@ int RunCli(int argc, char** argv) {
         compare_config.format = compare.format;
         return CmdCompareConfig(compare_config, compare_vary);
       }
+      if (!compare_allocator.empty()) {
+        if (!compare.allocators.empty()) {
+          return Fail(absl::InvalidArgumentError("compare TRACE: give --allocator NAME or --allocators a,b,..., not both"));
+        }
+        compare.allocators = compare_allocator;
+        compare_config.sets.pop_back();  // with_allocator's entry: a trace has no config
+      }
       if (!compare_vary.empty() || !compare_config.sets.empty()) {
         return Fail(absl::InvalidArgumentError(
             "compare TRACE: --vary and --set are for run configs; use --allocators a,b,... for a trace"));
@@ -610,7 +701,7 @@ int RunCli(int argc, char** argv) {
       }
       return CmdCompare(compare);
     }
-    if (*dev_cmd) return CmdDevices();
+    if (*dev_cmd) return dev_format == "json" ? CmdDevicesJson() : CmdDevices();
     if (*list_cmd) return CmdList(list_what, list_format);
   } catch (const std::bad_alloc&) {
     std::cerr << "gpusim: error: out of host memory: the input is too large to model\n";

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 int RunCli(int argc, char** argv);
@@ -18,6 +19,7 @@ int FailStatus(const absl::Status& st);
 // tools/cli_replay.cc.
 struct ReplayCli {
   std::string trace, allocator = "pytorch_caching", device, format = "text";
+  std::string snapshot;  // --snapshot FILE.pickle
   std::vector<std::string> sets;
   int device_index = -1;
   bool check_addresses = false;
@@ -29,6 +31,12 @@ struct CompareCli {
   int device_index = -1;
 };
 int CmdCompare(const CompareCli& c);
+
+// tools/cli_inputs.cc: validate for every input kind; JSON forms.
+int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets, const std::string& format);
+std::string RenderExplainJson(const StepReport& r, int top);
+int CmdDevicesJson();
+std::string RenderVizJson(const std::string& out_dir, const std::string& snapshot);
 // `gpusim explain TRACE`: sim/replay/explain_trace.h.
 int CmdExplainTrace(const std::string& path, int top, const std::string& format);
 }  // namespace gpusim

@@ -11,42 +11,28 @@
 #include "sim/import/import.h"
 #include "sim/replay/explain_trace.h"
 #include "sim/replay/replay.h"
+#include "sim/base/status.h"
+#include "sim/step/step.h"
 #include "tools/cli.h"
+#include "tools/replay_options.h"
+#include "viz/viz.h"
 
 namespace gpusim {
 namespace {
 
-// The capacity cudaMalloc may reserve: --device's usable memory; else the
-// device the trace recorded (Kineto deviceProperties totalGlobalMem); else
-// the default device's usable memory (sim/replay/replay.h ReplayOptions).
-absl::Status ResolveCapacity(const std::string& device, ReplayOptions* o) {
-  auto d = LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, "");
-  if (!d.ok()) return d.status();
-  if (!device.empty()) {
-    o->capacity = d->usable();
-    o->capacity_source = absl::StrCat(d->name, " usable memory");
-  }
-  o->default_capacity = d->usable();
-  o->default_capacity_source =
-      absl::StrCat(d->name, " usable memory (default: the trace records no device memory; use --device)");
-  return absl::OkStatus();
-}
-
-absl::Status ApplySets(const std::vector<std::string>& sets, AllocatorSpec* spec) {
-  for (const std::string& s : sets) {
-    const size_t eq = s.find('=');
-    if (eq == std::string::npos || s.rfind("allocator.", 0) != 0 || eq <= 10) {
-      return absl::InvalidArgumentError(
-          absl::StrCat("--set ", s, ": expected allocator.OPTION=VALUE (see `gpusim list allocators`)"));
-    }
-    const std::string key = s.substr(10, eq - 10);
-    if (key == "impl") {
-      spec->impl = s.substr(eq + 1);
-    } else {
-      spec->options[key] = s.substr(eq + 1);
-    }
-  }
-  return absl::OkStatus();
+// The trace replayed forward (ToNativeTrace, default options) through
+// `allocator` at `capacity`, as a memory snapshot (viz/memory_snapshot.cc).
+absl::Status WriteReplayedSnapshot(const std::string& path, const AllocatorSpec& allocator, Bytes capacity,
+                                   const std::string& out) {
+  ASSIGN_OR_RETURN(RecordedTrace recorded, ImportRecordedTrace(path));
+  ASSIGN_OR_RETURN(Trace trace, ToNativeTrace(recorded, {}));
+  RunSpec spec;
+  ASSIGN_OR_RETURN(spec.device, LoadDeviceSpec("h100-sxm-80gb", ""));
+  spec.device.cuda_total = capacity;  // usable() = the replay's capacity
+  spec.device.context_reserve = Bytes(0);
+  spec.allocator = allocator;
+  ASSIGN_OR_RETURN(StepReport report, ReportFromTrace(trace, spec));
+  return WriteMemorySnapshot(report, out);
 }
 
 }  // namespace
@@ -57,11 +43,15 @@ int CmdReplay(const ReplayCli& c) {
   o.check_addresses = c.check_addresses;
   o.infer_warm_start = !c.cold_start;
   if (c.device_index >= 0) o.device = c.device_index;
-  absl::Status st = ApplySets(c.sets, &o.allocator);
-  if (st.ok()) st = ResolveCapacity(c.device, &o);
+  absl::Status st = ApplyAllocatorSets(c.sets, &o.allocator);
+  if (st.ok()) st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
   auto r = ReplayFile(c.trace, o);
   if (!r.ok()) return FailStatus(r.status());
+  if (!c.snapshot.empty()) {
+    st = WriteReplayedSnapshot(c.trace, o.allocator, r->capacity, c.snapshot);
+    if (!st.ok()) return FailStatus(st);
+  }
   std::cout << (c.format == "json" ? RenderReplayJson(*r) : RenderReplayText(*r));
   return 0;
 }
@@ -71,7 +61,7 @@ int CmdCompare(const CompareCli& c) {
   if (names.empty()) return FailStatus(absl::InvalidArgumentError("--allocators: give at least one name"));
   ReplayOptions o;
   if (c.device_index >= 0) o.device = c.device_index;
-  absl::Status st = ResolveCapacity(c.device, &o);
+  absl::Status st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
   // Import once (the same import and start state as `replay`), replay per
   // allocator.

@@ -2,18 +2,20 @@
 # Installs the Debian packages gpusim builds with (idempotent, quiet when all
 # are present), then configures and builds into build/.
 #   --test  also what only the tests need: chromium, for the headless-browser
-#           check of report.html (tests/browser_report_test.sh), and clang 14
+#           check of report.html (tests/browser_report_test.sh), clang 14
 #           with its sanitizer/libFuzzer runtimes for the fuzz build
-#           (`make test-fuzz-build`); `make test` passes it, `make run` does not.
+#           (`make test-fuzz-build`), and python3-torch, whose
+#           torch.cuda._memory_viz opens the --snapshot pickles
+#           (tests/memory_viz_test.sh); `make test` passes it, `make run` does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TEST=0
 PKGS=(cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev libcli11-dev
-      libboost-graph-dev libgtest-dev libgmock-dev libbenchmark-dev libgraphviz-dev graphviz
+      libgtest-dev libgmock-dev libbenchmark-dev libgraphviz-dev graphviz
       libsimdjson-dev zlib1g-dev python3)
 for arg in "$@"; do
   case "$arg" in
-    --test) PKGS+=(chromium python3-venv clang-14 libclang-rt-14-dev); TEST=1 ;;
+    --test) PKGS+=(chromium python3-venv clang-14 libclang-rt-14-dev python3-torch); TEST=1 ;;
     *) echo "setup: unknown option $arg (expected --test)" >&2; exit 1 ;;
   esac
 done

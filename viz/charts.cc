@@ -12,6 +12,7 @@
 #include "sim/base/status.h"
 #include "sim/report/explain.h"
 #include "viz/graphviz.h"
+#include "viz/report_script.h"
 #include "viz/step_view.h"
 #include "viz/svg.h"
 #include "viz/viz.h"
@@ -69,6 +70,25 @@ std::string CapSize(const std::string& dot, int width_inches, int height_inches)
   if (eol == std::string::npos) return dot;
   return absl::StrCat(dot.substr(0, eol + 1), "  graph [size=\"", width_inches, ",", height_inches, "\"];\n",
                       dot.substr(eol + 1));
+}
+
+// The call stack the buffer's alloc recorded (native trace 1.1 `stack=`),
+// innermost first, as a small list under its origin; "" when none.
+std::string StackHtml(const StepReport& r, BufferId id) {
+  if (id < 0 || static_cast<size_t>(id) >= r.lowered.buffers.size()) return "";
+  const int64_t e = r.lowered.buffers[static_cast<size_t>(id)].alloc_event;
+  const Trace& tr = r.lowered.trace;
+  if (e < 0 || static_cast<size_t>(e) >= tr.events.size() || tr.events[static_cast<size_t>(e)].stack.empty()) return "";
+  std::string out = "<div class=\"note\">";
+  constexpr size_t kFrames = 6;
+  const std::vector<int32_t>& stack = tr.events[static_cast<size_t>(e)].stack;
+  for (size_t k = 0; k < stack.size() && k < kFrames; ++k) {
+    if (stack[k] < 0 || static_cast<size_t>(stack[k]) >= tr.frames.size()) continue;
+    const StackFrame& f = tr.frames[static_cast<size_t>(stack[k])];
+    absl::StrAppend(&out, k ? "<br>" : "", XmlEscape(absl::StrCat(f.function, " (", f.file, ":", f.line, ")")));
+  }
+  if (stack.size() > kFrames) absl::StrAppend(&out, "<br>… ", stack.size() - kFrames, " more frames");
+  return out + "</div>";
 }
 
 constexpr char kStyle[] = R"(
@@ -133,7 +153,7 @@ absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& o)
   const double s = r.sim.step_time.seconds();
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   absl::StrAppend(&h, "<title>gpusim — ", XmlEscape(r.program.name), "</title>\n<style>", kStyle,
-                  "</style>\n</head>\n<body>\n");
+                  viz_internal::kReportStyle, "</style>\n</head>\n<body>\n");
   absl::StrAppend(&h, "<h1>", XmlEscape(r.program.name), " on ", XmlEscape(r.spec.device.name), "</h1>\n",
                   "<p class=\"note\">", XmlEscape(r.spec.device.description), "; ",
                   xla ? "XLA (jax) static buffer assignment" : "eager (PyTorch-like) semantics", "; ",
@@ -152,13 +172,42 @@ absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& o)
   }
   bytes_row(xla ? "peak = argument + output − alias + temp" : "peak (live)", r.peak);
   bytes_row("capacity", r.capacity);
-  const std::string fit = r.fits ? absl::StrCat("yes, margin ", HumanBytes(r.capacity - r.peak))
-                                 : absl::StrCat("NO, short by ", HumanBytes(r.peak - r.capacity));
-  absl::StrAppend(&h, "<tr><th>fits</th><td class=\"", r.fits ? "fits" : "oom", "\">", XmlEscape(fit),
-                  "</td><td></td></tr>\n");
+  // The verdict: the device, and for an XLA step JAX's arena too (Note
+  // [JAX arena] in sim/report/step.cc), as `gpusim run` prints them.
+  const StepReport::JaxArena& arena = r.jax_arena;
+  const bool arena_short = arena.checked && !arena.fits;
+  std::string fit = r.fits ? absl::StrCat("yes, margin ", HumanBytes(r.capacity - r.peak))
+                           : absl::StrCat("NO, short by ", HumanBytes(r.peak - r.capacity));
+  if (r.fits && arena_short) absl::StrAppend(&fit, " on the device, but NOT in JAX's arena (below)");
+  absl::StrAppend(&h, "<tr><th>fits</th><td class=\"", !r.fits ? "oom" : arena_short ? "warn" : "fits", "\">",
+                  XmlEscape(fit), "</td><td></td></tr>\n");
+  if (arena.checked) {
+    absl::StrAppend(
+        &h, "<tr><th>JAX arena</th><td class=\"", arena.fits ? "fits" : "oom", "\">",
+        XmlEscape(absl::StrFormat("%s: %s, %s mem_fraction %.2f of usable = %s; needs "
+                                  "XLA_PYTHON_CLIENT_MEM_FRACTION ≥ %.3f",
+                                  arena.fits ? "the step fits" : "the step does NOT fit", arena.allocator,
+                                  arena.preallocate ? "preallocated," : "growing to", arena.mem_fraction,
+                                  HumanBytes(arena.arena), arena.needed_fraction)),
+        "</td><td class=\"exact\">", XmlEscape(absl::StrCat(WithCommas(arena.arena.value()), " B")), "</td></tr>\n");
+  }
   if (r.sim.oom.happened) {
-    h += Row("out of memory", absl::StrCat("allocating ", r.sim.oom.buffer, " (", HumanBytes(r.sim.oom.requested),
-                                           ") at ", HumanTime(r.sim.oom.time)));
+    // Why it failed: the request against what the allocator still had.
+    const OomInfo& oom = r.sim.oom;
+    const Bytes room = oom.capacity - oom.reserved;
+    std::string why = absl::StrCat("allocating ", oom.buffer, " (", HumanBytes(oom.requested), ") at ",
+                                   HumanTime(oom.time), " with ", HumanBytes(oom.live), " live and ",
+                                   HumanBytes(oom.reserved), " reserved of ", HumanBytes(oom.capacity), ": ");
+    if (oom.live + oom.requested > oom.capacity) {
+      absl::StrAppend(&why, "the live bytes alone would exceed the capacity by ",
+                      HumanBytes(oom.live + oom.requested - oom.capacity));
+    } else {
+      absl::StrAppend(&why, "no cached block holds it and a new segment does not fit in the ", HumanBytes(room),
+                      " not yet reserved (", HumanBytes(oom.reserved - oom.live),
+                      " reserved but not live: fragmentation)");
+    }
+    absl::StrAppend(&h, "<tr><th>out of memory</th><td class=\"oom\">", XmlEscape(why), "</td><td class=\"exact\">",
+                    XmlEscape(absl::StrCat(WithCommas(oom.requested.value()), " B requested")), "</td></tr>\n");
   }
   h += Row("allocator peak allocated / reserved",
            absl::StrCat(HumanBytes(r.sim.allocator.peak_allocated), " / ", HumanBytes(r.sim.allocator.peak_reserved)));
@@ -174,12 +223,16 @@ absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& o)
   }
   h += "</table>\n";
 
-  h += "<h2>Memory timeline</h2>\n<figure>" + InlineSvg(TimelineSvg(r, o)) + "</figure>\n";
+  h += "<p id=\"hover-info\">hover a buffer to find it in every chart</p>\n";
+  h += "<h2>Memory timeline</h2>\n<p class=\"note\">Wheel to zoom, drag to pan, double-click to reset.</p>\n"
+       "<figure class=\"zoomable\" id=\"timeline\">" + InlineSvg(TimelineSvg(r, o)) + "</figure>\n";
   h += "<h2>Memory map</h2>\n<p class=\"note\">Each buffer is a rectangle over its lifetime (x) and address (y)";
   h += xla ? "; temps at their packed heap offsets above the arguments and outputs."
            : "; addresses as the replayed allocator placed them (first fit, for display, with the ideal one).";
-  h += " Hover for details.</p>\n<figure>" + InlineSvg(MemoryMapSvg(r, o)) + "</figure>\n";
-  h += "<h2>Buffer lifetimes</h2>\n<figure>" + InlineSvg(LifetimesSvg(r, o)) + "</figure>\n";
+  h += " Hover a block to find its buffer in the other charts and the table; wheel to zoom, drag to pan, "
+       "double-click to reset.</p>\n<figure class=\"zoomable\" id=\"memory-map\">" + InlineSvg(MemoryMapSvg(r, o)) +
+       "</figure>\n";
+  h += "<h2>Buffer lifetimes</h2>\n<figure id=\"lifetimes\">" + InlineSvg(LifetimesSvg(r, o)) + "</figure>\n";
   h += o.other_loop_mode != nullptr ? "<h2>Dataflow of one loop iteration, rolled and unrolled</h2>\n"
                                     : "<h2>Dataflow of one loop iteration</h2>\n";
   auto dataflow = RenderDot(DataflowDot(r, o), "svg");
@@ -203,10 +256,11 @@ absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& o)
       rest += b.bytes;
       continue;
     }
-    absl::StrAppend(&h, "<tr><td class=\"num\">", i + 1, "</td><td class=\"num\" title=\"", WithCommas(b.bytes.value()),
+    absl::StrAppend(&h, "<tr data-b=\"", b.buffer, "\"><td class=\"num\">", i + 1, "</td><td class=\"num\" title=\"", WithCommas(b.bytes.value()),
                     " B\">", XmlEscape(HumanBytes(b.bytes)), "</td><td><span class=\"swatch\" style=\"background:",
                     std::string(viz_internal::RoleColor(b.role)), "\"></span>", XmlEscape(RoleName(b.role)), "</td><td>",
-                    XmlEscape(b.name), "</td><td>", XmlEscape(b.origin), "</td><td>", XmlEscape(b.from), " → ",
+                    XmlEscape(b.name), "</td><td>", XmlEscape(b.origin), StackHtml(r, b.buffer), "</td><td>",
+                    XmlEscape(b.from), " → ",
                     XmlEscape(b.to), "</td></tr>\n");
   }
   if (top.size() > kTop) {
@@ -214,11 +268,12 @@ absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& o)
                     WithCommas(static_cast<int64_t>(top.size() - kTop)), " smaller buffers</td></tr>\n");
   }
   int figures = 0;
-  for (size_t at = h.find("<figure>"); at != std::string::npos; at = h.find("<figure>", at + 1)) ++figures;
+  for (size_t at = h.find("<figure"); at != std::string::npos; at = h.find("<figure", at + 1)) ++figures;
   absl::StrAppend(&h, "</table>\n<p class=\"note\">Generated by gpusim. Self-contained: no network; the one script "
-                  "below only checks that the charts rendered.</p>\n<p class=\"note\" id=\"render-check\" "
-                  "data-expected=\"", figures, "\">render-check: pending</p>\n<script>", kRenderCheck,
-                  "</script>\n</body>\n</html>\n");
+                  "below checks that the charts rendered and adds zoom, pan and hover.</p>\n<p class=\"note\" "
+                  "id=\"render-check\" data-expected=\"", figures, "\">render-check: pending</p>\n"
+                  "<p class=\"note\" id=\"interaction-check\">interaction-check: not run (open with #selftest)</p>\n"
+                  "<script>", kRenderCheck, viz_internal::kReportScript, "</script>\n</body>\n</html>\n");
   return h;
 }
 

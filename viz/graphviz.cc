@@ -2,6 +2,9 @@
 
 #include <gvc.h>
 
+#include <cstring>
+#include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 
@@ -33,6 +36,78 @@ GVC_t* Context() {
   return gvc;
 }
 
+// Note [Deterministic Graphviz IDs]
+// cgraph's default ID discipline (lib/cgraph/id.c, idmap) makes a named
+// object's ID the address of its interned name string (agstrdup), and an
+// anonymous one's a process-wide static counter; a graph's subgraphs are
+// kept ordered by ID (lib/cgraph/graph.c, Ag_subgraph_id_disc), and dot's
+// layout walks them in that order (agfstsubg/agnxtsubg when it ranks and
+// positions clusters). So the clusters' order, and with it the layout, went
+// with the heap: `dataflow.svg` came out in 2-3 variants over 8 identical
+// runs. This discipline numbers names in the order the parser first sees
+// them (even IDs) and anonymous objects per graph (odd IDs), so the same DOT
+// text always gives the same IDs, the same subgraph order and the same
+// layout, in any process and on any call.
+struct IdState {
+  std::map<std::string, IDTYPE, std::less<>> ids;
+  std::map<IDTYPE, char*> names;  // into `storage`
+  std::deque<std::string> storage;
+  IDTYPE next_named = 2, next_anonymous = 1;
+};
+
+void* IdOpen(Agraph_t*, Agdisc_t*) { return new IdState; }
+
+long IdMap(void* state, int, char* str, IDTYPE* id, int createflag) {
+  auto* s = static_cast<IdState*>(state);
+  if (str == nullptr) {
+    *id = s->next_anonymous;
+    s->next_anonymous += 2;
+    return 1;
+  }
+  auto it = s->ids.find(std::string_view(str));
+  if (it != s->ids.end()) {
+    *id = it->second;
+    return 1;
+  }
+  if (!createflag) return 0;
+  *id = s->next_named;
+  s->next_named += 2;
+  s->storage.emplace_back(str);
+  s->ids.emplace(s->storage.back(), *id);
+  s->names.emplace(*id, s->storage.back().data());
+  return 1;
+}
+
+long IdAlloc(void*, int, IDTYPE) { return 0; }  // no caller-chosen IDs, as the default
+void IdFree(void*, int, IDTYPE) {}                // names live until the graph closes
+char* IdPrint(void* state, int, IDTYPE id) {
+  auto* s = static_cast<IdState*>(state);
+  auto it = s->names.find(id);
+  return it == s->names.end() ? nullptr : it->second;
+}
+void IdClose(void* state) { delete static_cast<IdState*>(state); }
+void IdRegister(void*, int, void*) {}
+
+Agiddisc_t kSequentialIds = {IdOpen, IdMap, IdAlloc, IdFree, IdPrint, IdClose, IdRegister};
+
+// Reads DOT text from memory a line at a time (what agmemread does).
+struct MemReader {
+  const char* data;
+  size_t len, cur;
+};
+
+int MemRead(void* chan, char* buf, int bufsize) {
+  auto* r = static_cast<MemReader*>(chan);
+  if (bufsize <= 0 || r->cur >= r->len) return 0;
+  int n = 0;
+  char c;
+  do {
+    c = r->data[r->cur++];
+    buf[n++] = c;
+  } while (c != '\n' && n < bufsize && r->cur < r->len);
+  return n;
+}
+
 struct GraphCloser {
   void operator()(Agraph_t* g) const { agclose(g); }
 };
@@ -43,8 +118,10 @@ absl::StatusOr<GraphPtr> Parse(std::string_view dot) {
   ErrorText().clear();
   agseterrf(&CollectError);
   agseterr(AGWARN);  // collect warnings too (kept off stderr); only a null graph fails
-  const std::string text(dot);
-  Agraph_t* g = agmemread(text.c_str());
+  static Agiodisc_t io = {MemRead, AgIoDisc.putstr, AgIoDisc.flush};
+  static Agdisc_t disc = {&AgMemDisc, &kSequentialIds, &io};
+  MemReader reader{dot.data(), dot.size(), 0};
+  Agraph_t* g = agread(&reader, &disc);
   if (g == nullptr) {
     return absl::InvalidArgumentError(absl::StrCat("DOT does not parse: ", ErrorText()));
   }

@@ -16,7 +16,8 @@
 
 namespace gpusim {
 
-// Parses `dot` with Graphviz's own parser (agmemread). InvalidArgument with
+// Parses `dot` with Graphviz's own parser (agread, with the
+// deterministic ID discipline of Note [Deterministic Graphviz IDs] in graphviz.cc). InvalidArgument with
 // Graphviz's message when it does not parse.
 absl::Status CheckDot(std::string_view dot);
 

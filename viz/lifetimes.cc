@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <numeric>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "viz/step_view.h"
@@ -26,7 +27,7 @@ using viz_internal::StepView;
 using viz_internal::Svg;
 
 constexpr double kWidth = 1400;
-constexpr double kLabel = 330, kRight = 20, kTop = 78, kBottom = 40, kRow = 15;
+constexpr double kLabel = 330, kRight = 20, kTop = 78, kBottom = 56, kRow = 15;
 
 }  // namespace
 
@@ -34,7 +35,28 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
   const StepView v = viz_internal::BuildStepView(r);
   const auto& bufs = r.lowered.buffers;
   const size_t nb = bufs.size();
-  const int64_t nops = std::max<int64_t>(v.num_ops, 1);
+  // The x axis: op ordinals, or for a trace with no ops (a memory snapshot)
+  // memory-event ordinals in trace order, so each block's bar spans its
+  // alloc to its free.
+  const bool by_events = v.num_ops == 0;
+  std::vector<int64_t> x0 = v.op0, x1 = v.op1;
+  int64_t peak_x = v.peak_op;
+  int64_t nx = v.num_ops;
+  if (by_events) {
+    const auto& events = r.lowered.trace.events;
+    std::vector<int64_t> ord(events.size(), 0);
+    nx = 0;
+    for (size_t e = 0; e < events.size(); ++e) {
+      ord[e] = nx;
+      if (events[e].type == EventType::kAlloc || events[e].type == EventType::kFree) ++nx;
+    }
+    for (size_t i = 0; i < nb; ++i) {
+      x0[i] = bufs[i].alloc_event >= 0 ? ord[static_cast<size_t>(bufs[i].alloc_event)] : 0;
+      x1[i] = bufs[i].free_event >= 0 ? ord[static_cast<size_t>(bufs[i].free_event)] + 1 : nx;
+    }
+    peak_x = v.peak_event >= 0 ? ord[static_cast<size_t>(v.peak_event)] : 0;
+  }
+  const int64_t nops = std::max<int64_t>(nx, 1);
 
   // The largest max_bars buffers get bars.
   std::vector<size_t> idx(nb);
@@ -64,10 +86,14 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
     }
     if (g.bars.empty() && g.rest.empty()) continue;
     std::stable_sort(g.bars.begin(), g.bars.end(), [&](size_t a, size_t b) {
-      if (v.op0[a] != v.op0[b]) return v.op0[a] < v.op0[b];
+      if (x0[a] != x0[b]) return x0[a] < x0[b];
       return a < b;
     });
     groups.push_back(std::move(g));
+  }
+  absl::flat_hash_map<std::string, int> name_count;  // among the bars
+  for (size_t i = 0; i < nb; ++i) {
+    if (barred[i]) ++name_count[bufs[i].name];
   }
   size_t rows = 0;
   for (const Group& g : groups) rows += 1 + g.bars.size() + (g.rest.empty() ? 0 : 1);
@@ -79,7 +105,7 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
   Svg svg(kWidth, height);
   svg.Text(10, 20,
            absl::StrCat("Buffer lifetimes — ", r.program.name, " (", WithCommas(static_cast<int64_t>(nb)),
-                        " buffers, ", WithCommas(v.num_ops), " ops)"),
+                        " buffers, ", WithCommas(nx), by_events ? " memory events)" : " ops)"),
            "font-size=\"16\" font-weight=\"bold\"");
   svg.Text(10, 38, absl::StrCat("largest ", std::min<size_t>(nb, static_cast<size_t>(std::max(o.max_bars, 0))),
                                 " buffers as bars, grouped by role; the rest merged per role (live bytes)"),
@@ -88,7 +114,9 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
   // Phases, loops, iterations.
   for (const auto& s : v.phases) {
     svg.Rect(X(s.op0), kTop, std::max(X(s.op1) - X(s.op0), 0.5), ph, viz_internal::PhaseColor(s.phase));
-    if (X(s.op1) - X(s.op0) > 40) svg.Text(X(s.op0) + 3, kTop - 4, s.label, "fill=\"#666\" font-size=\"10\"");
+    if (X(s.op1) - X(s.op0) > 40) {
+      svg.Text(X(s.op0) + 3, kTop - 4, FitText(s.label, X(s.op1) - X(s.op0) - 6, 10), "fill=\"#666\" font-size=\"10\"");
+    }
   }
   for (const auto& s : v.loops) {
     svg.Rect(X(s.op0), 44, std::max(X(s.op1) - X(s.op0), 1.0), 10, "#d9d9d9", "stroke=\"#999\" stroke-width=\"0.5\"");
@@ -119,12 +147,19 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
     y += kRow;
     for (size_t i : g.bars) {
       const BufferInfo& b = bufs[i];
-      svg.Text(10, y + 11, FitText(b.name, 245, 11));
+      // A recorded trace names blocks by address, which repeats: such
+      // labels also say where the bar lies, so every row reads apart.
+      const bool repeated = name_count[b.name] > 1;
+      svg.Text(10, y + 11,
+               FitText(repeated ? absl::StrCat(b.name, by_events ? " @ events " : " @ ops ", x0[i], "–", x1[i]) : b.name,
+                       245, 11));
       svg.Text(kLabel - 8, y + 11, HumanBytes(b.bytes), "text-anchor=\"end\" fill=\"#444\"");
-      const double x0 = X(v.op0[i]), w = std::max(X(v.op1[i]) - x0, 1.0);
-      svg.RectWithTitle(x0, y + 2, w, kRow - 4, color,
-                        absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B); ops ", v.op0[i],
-                                     "–", v.op1[i], b.origin.empty() ? "" : "; ", b.origin));
+      const double left = X(x0[i]), w = std::max(X(x1[i]) - left, 1.0);
+      svg.RectWithTitle(left, y + 2, w, kRow - 4, color,
+                        absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B); ",
+                                     by_events ? "memory events " : "ops ", x0[i], "–", x1[i],
+                                     b.origin.empty() ? "" : "; ", b.origin),
+                        absl::StrCat("data-b=\"", i, "\""));  // report.html's cross-chart hover
       y += kRow;
     }
     if (!g.rest.empty()) {
@@ -136,8 +171,8 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
       // Live bytes of the merged buffers per op, then per 2 px bin (max).
       std::vector<int64_t> delta(static_cast<size_t>(nops) + 1, 0);
       for (size_t i : g.rest) {
-        delta[static_cast<size_t>(std::clamp<int64_t>(v.op0[i], 0, nops))] += bufs[i].bytes.value();
-        delta[static_cast<size_t>(std::clamp<int64_t>(v.op1[i], 0, nops))] -= bufs[i].bytes.value();
+        delta[static_cast<size_t>(std::clamp<int64_t>(x0[i], 0, nops))] += bufs[i].bytes.value();
+        delta[static_cast<size_t>(std::clamp<int64_t>(x1[i], 0, nops))] -= bufs[i].bytes.value();
       }
       const int bins = static_cast<int>(pw / 2);
       std::vector<int64_t> bin(static_cast<size_t>(bins), 0);
@@ -166,10 +201,14 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
 
   // Peak, frame, axis.
   if (v.peak_event >= 0) {
-    const double xp = X(v.peak_op);
+    // On its own row under the axis title, so the two never overprint.
+    const double xp = X(peak_x);
     svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.2\" stroke-dasharray=\"5,3\"");
-    svg.Text(xp + 3, kTop + ph + 28, FitText(absl::StrCat("peak (", v.peak_op_name, ")"), kWidth - xp - 10, 11),
-             "fill=\"#c00000\"");
+    const bool right = xp > kLabel + pw * 0.6;
+    svg.Text(right ? xp - 3 : xp + 3, kTop + ph + 48,
+             FitText(v.peak_op_name.empty() ? "peak" : absl::StrCat("peak (", v.peak_op_name, ")"),
+                     right ? xp - 10 : kWidth - xp - 10, 11),
+             right ? "fill=\"#c00000\" text-anchor=\"end\"" : "fill=\"#c00000\"");
   }
   svg.Rect(kLabel, kTop, pw, ph, "none", "stroke=\"#333\"");
   const double step = viz_internal::NiceStep(static_cast<double>(nops), 10);
@@ -178,7 +217,8 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
     svg.Line(x, kTop + ph, x, kTop + ph + 4, "#333");
     svg.Text(x, kTop + ph + 15, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
   }
-  svg.Text(kLabel + pw / 2, kTop + ph + 32, "op (program order)", "text-anchor=\"middle\"");
+  svg.Text(kLabel + pw / 2, kTop + ph + 32, by_events ? "memory event (trace order)" : "op (program order)",
+           "text-anchor=\"middle\"");
   return svg.Finish();
 }
 

@@ -159,6 +159,25 @@ struct Box {
   }
 };
 
+// The boxes of the text placed so far: a label that would overprint one is
+// dropped rather than drawn (FitText's width estimate: 0.6 em per code point).
+struct LabelLayer {
+  std::vector<Box> taken;
+  static Box Of(double x, double baseline, std::string_view text, double font_px, std::string_view anchor) {
+    double chars = 0;
+    for (unsigned char c : text) chars += (c & 0xC0) != 0x80 ? 1 : 0;
+    const double w = chars * font_px * 0.6;
+    const double left = anchor == "end" ? x - w : anchor == "middle" ? x - w / 2 : x;
+    return Box{left, baseline - font_px, w, font_px * 1.25};
+  }
+  // Takes `b` and returns true when it overlaps nothing taken.
+  bool Take(const Box& b) {
+    if (std::any_of(taken.begin(), taken.end(), [&](const Box& t) { return t.Overlaps(b); })) return false;
+    taken.push_back(b);
+    return true;
+  }
+};
+
 }  // namespace
 
 std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
@@ -223,8 +242,37 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   for (const auto& s : v.phases) {
     svg.Rect(X(s.t0), kTop, std::max(X(s.t1) - X(s.t0), 0.5), ph, viz_internal::PhaseColor(s.phase));
   }
+  // Text that must stay readable, in priority order: the capacity line's and
+  // the XLA sections' labels (drawn over the blocks below), then the phase
+  // names, then the blocks' own labels; whatever would overprint is dropped.
+  LabelLayer layer;
+  struct Fixed {
+    double x, y;
+    std::string text;
+    bool draw = false;
+  };
+  std::vector<Fixed> fixed;  // capacity, then ▲ outputs, ▼ arguments, temp heap
+  if (show_capacity) {
+    fixed.push_back({kLeft + pw - 4, Y(static_cast<double>(r.capacity.value())) - 4,
+                     absl::StrCat("capacity ", HumanBytes(r.capacity))});
+  }
+  if (xla_offsets) {
+    const double base = static_cast<double>(args.value() + outs.value());
+    fixed.push_back({kLeft + pw - 4, Y(static_cast<double>(args.value())) + 11,
+                     absl::StrCat("▲ outputs not aliased: ", HumanBytes(outs))});
+    fixed.push_back({kLeft + pw - 4, Y(static_cast<double>(args.value())) - 3,
+                     absl::StrCat("▼ arguments: ", HumanBytes(args))});
+    fixed.push_back({kLeft + pw - 4, Y(base + static_cast<double>(r.temp.value())) - 3,
+                     absl::StrCat("temp heap ", HumanBytes(r.temp), " (packed ", r.heap_algorithm, "; live peak ",
+                                  HumanBytes(r.temp_live_peak), ")")});
+  }
+  for (Fixed& f : fixed) f.draw = layer.Take(LabelLayer::Of(f.x, f.y, f.text, 11, "end"));
   for (const auto& s : v.phases) {
-    if (X(s.t1) - X(s.t0) > 50) svg.Text(X(s.t0) + 3, kTop + 11, s.label, "fill=\"#777\" font-size=\"10\"");
+    if (X(s.t1) - X(s.t0) <= 50) continue;
+    const std::string label = FitText(s.label, X(s.t1) - X(s.t0) - 6, 10);
+    if (layer.Take(LabelLayer::Of(X(s.t0) + 3, kTop + 11, label, 10, "start"))) {
+      svg.Text(X(s.t0) + 3, kTop + 11, label, "fill=\"#777\" font-size=\"10\"");
+    }
   }
 
   if (!xla_offsets && r.lowered.trace.preexisting.value() > 0) {
@@ -300,13 +348,14 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     const std::string title = absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B), ",
                                            std::string(RoleName(b.role)), "; live ", viz_internal::WhenLabel(v, v.t0[q.i]), " → ",
                                            viz_internal::WhenLabel(v, v.t1[q.i]), b.origin.empty() ? "" : "; ", b.origin);
+    // data-b: the buffer, for report.html's cross-chart hover.
     svg.RectWithTitle(q.x, q.y, q.w, q.h, RoleColor(b.role), title,
-                      q.h >= 3 && q.w >= 3 ? "stroke=\"#ffffff\" stroke-width=\"0.5\"" : "");
+                      absl::StrCat("data-b=\"", q.i, "\"",
+                                   q.h >= 3 && q.w >= 3 ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : ""));
   }
 
   // Labels: the largest rectangles that hold a line of text; buffers the
   // step creates first (they explain the peak), then arguments.
-  std::vector<Box> placed;
   int labels = 0;
   std::vector<size_t> order;
   for (int pass = 0; pass < 2; ++pass) {
@@ -321,8 +370,7 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     const BufferInfo& b = bufs[q.i];
     const bool two = q.h >= 24 && !b.origin.empty();
     const Box box{q.x, q.y + q.h / 2 - (two ? 12 : 6), q.w, two ? 24.0 : 12.0};
-    if (std::any_of(placed.begin(), placed.end(), [&](const Box& p) { return p.Overlaps(box); })) continue;
-    placed.push_back(box);
+    if (!layer.Take(box)) continue;
     ++labels;
     const std::string color(viz_internal::TextColorOn(RoleColor(b.role)));
     const std::string fill = absl::StrCat("fill=\"", color, "\" font-size=\"10.5\"");
@@ -346,20 +394,16 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     svg.Line(kLeft, Y(base + static_cast<double>(r.temp.value())), kLeft + pw,
              Y(base + static_cast<double>(r.temp.value())), "#333", "stroke-dasharray=\"2,3\"");
     const std::string a = "fill=\"#333\" font-size=\"10\" text-anchor=\"end\"";
-    svg.Text(kLeft + pw - 4, Y(static_cast<double>(args.value())) + 11, absl::StrCat("▲ outputs not aliased: ", HumanBytes(outs)), a);
-    svg.Text(kLeft + pw - 4, Y(static_cast<double>(args.value())) - 3, absl::StrCat("▼ arguments: ", HumanBytes(args)), a);
-    svg.Text(kLeft + pw - 4, Y(base + static_cast<double>(r.temp.value())) - 3,
-             absl::StrCat("temp heap ", HumanBytes(r.temp), " (packed ", r.heap_algorithm, "; live peak ",
-                          HumanBytes(r.temp_live_peak), ")"),
-             a);
+    for (size_t k = show_capacity ? 1 : 0; k < fixed.size(); ++k) {
+      if (fixed[k].draw) svg.Text(fixed[k].x, fixed[k].y, fixed[k].text, a);
+    }
   }
 
   // Capacity and peak.
   if (show_capacity) {
     const double yc = Y(static_cast<double>(r.capacity.value()));
     svg.Line(kLeft, yc, kLeft + pw, yc, "#c00000", "stroke-width=\"1.5\"");
-    svg.Text(kLeft + pw - 4, yc - 4, absl::StrCat("capacity ", HumanBytes(r.capacity)),
-             "fill=\"#c00000\" text-anchor=\"end\"");
+    if (fixed[0].draw) svg.Text(fixed[0].x, fixed[0].y, fixed[0].text, "fill=\"#c00000\" text-anchor=\"end\"");
   }
   if (v.peak_event >= 0) {
     const double xp = X(v.peak_time);

@@ -1,17 +1,35 @@
 // Chrome-trace JSON (the "Trace Event Format", read by ui.perfetto.dev and
 // chrome://tracing) of one simulated step.
 //
-//   pid 1, tid 1 + stream   ops as complete ("X") slices, one track per stream
-//   tid 100 / 101 / 102     phases / loops / loop iterations as slices
-//   counters ("C")          "live bytes" (total) and "live bytes by role"
-//   instant ("i")           the peak
+//   pid 1 = the device          process_name "<device>: <program>"
+//   tid 1 + stream              ops as complete ("X") slices, one named thread per stream
+//   tid 100 / 101 / 102         phases / loops / loop iterations as slices
+//   counters ("C")              one track each, in time order: "live bytes",
+//                               "live bytes by role", "allocated bytes" and
+//                               "reserved bytes" (the replayed allocator), and a
+//                               recorded trace's "recorded allocated bytes" /
+//                               "recorded reserved bytes"
+//   async ("b"/"e", cat buffer) one slice per buffer over its lifetime, args
+//                               bytes, role, origin, alloc/free event
+//   instants ("i")              the peak (global), the out-of-memory point (process)
 //
 // Timestamps are µs printed from integer ns ("12.345"), so nothing is
-// rounded. Counters are coalesced per timestamp: the maximum reached at that
-// instant, then (1 ns later) the value it settles at, so transient peaks of
-// alloc-then-free at one instant stay visible. One event per line, in a
-// fixed order: deterministic.
+// rounded. One event per line, in a fixed order: deterministic.
+//
+// Note [Memory counters in time order]
+// Memory events are issued on their streams, so their simulated issue times
+// are not monotonic in trace order (944 of llama7b's 4,585 went back in
+// time), while the allocator and the live-bytes tracker see them in trace
+// order, which is the order the reported peak and the PNG timeline use. A
+// viewer sorts each counter track by time, and re-sorting trace-order values
+// made a 61 GiB spike that never happened. So each memory sample is stamped
+// with the running maximum of the issue times up to its event: values stay
+// the ones the allocator saw, in its order, and every track is
+// non-decreasing in time. Several samples at one timestamp are coalesced:
+// the maximum reached there, then (1 ns later) the value it settles at, so
+// an alloc-then-free at one instant stays visible.
 #include <algorithm>
+#include <array>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -34,14 +52,72 @@ std::string Us(SimTime t) {
 // JsonEscape quotes too.
 std::string Str(std::string_view s) { return JsonEscape(s); }
 
+// One counter track: samples (time, values) appended in non-decreasing time,
+// coalesced per timestamp as Note [Memory counters in time order] says.
+class CounterTrack {
+ public:
+  // `series` names values[1...] when `keyed` (values[0] then only decides
+  // the maximum and is not written), else values[0...].
+  CounterTrack(std::string name, std::vector<std::string> series, bool keyed = false)
+      : name_(std::move(name)), series_(std::move(series)), skip_(keyed ? 1 : 0) {}
+
+  // REQUIRES: t ≥ the previous call's t; values.size() == series.size() (+1
+  // when keyed). values[0] decides which sample of one instant is its maximum.
+  void Add(SimTime t, const std::vector<int64_t>& values) {
+    if (have_ && t == t_) {
+      if (values[0] > max_[0]) max_ = values;
+      last_ = values;
+      return;
+    }
+    Flush();
+    have_ = true;
+    t_ = t;
+    max_ = last_ = values;
+  }
+
+  void Flush() {
+    if (!have_) return;
+    Emit(t_, max_);
+    if (last_ != max_) Emit(t_ + SimTime(1), last_);
+    have_ = false;
+  }
+
+  std::vector<std::string> TakeEvents() {
+    Flush();
+    return std::move(events_);
+  }
+
+ private:
+  void Emit(SimTime t, const std::vector<int64_t>& values) {
+    if (t < emitted_) t = emitted_;  // a settle point 1 ns later may meet the next instant
+    emitted_ = t;
+    std::string a;
+    for (size_t k = 0; k < series_.size(); ++k) {
+      absl::StrAppend(&a, k ? "," : "", Str(series_[k]), ":", values[k + skip_]);
+    }
+    events_.push_back(absl::StrCat("{\"ph\":\"C\",\"pid\":1,\"ts\":", Us(t), ",\"name\":", Str(name_), ",\"args\":{",
+                                   a, "}}"));
+  }
+
+  std::string name_;
+  std::vector<std::string> series_;
+  size_t skip_;
+  bool have_ = false;
+  SimTime t_, emitted_{0};
+  std::vector<int64_t> max_, last_;
+  std::vector<std::string> events_;
+};
+
 }  // namespace
 
-std::string PerfettoJson(const StepReport& r) {
+std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
   const viz_internal::StepView v = viz_internal::BuildStepView(r);
   const Trace& tr = r.lowered.trace;
+  const size_t n = tr.events.size();
   std::vector<std::string> ev;
   ev.push_back(absl::StrCat("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":",
-                            Str(absl::StrCat("gpusim: ", r.program.name, " on ", r.spec.device.name)), "}}"));
+                            Str(absl::StrCat(r.spec.device.name, ": ", r.program.name)), "}}"));
+  ev.push_back("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":1}}");
   auto thread = [&](int tid, std::string_view name) {
     ev.push_back(absl::StrCat("{\"ph\":\"M\",\"pid\":1,\"tid\":", tid, ",\"name\":\"thread_name\",\"args\":{\"name\":",
                               Str(name), "}}"));
@@ -53,11 +129,11 @@ std::string PerfettoJson(const StepReport& r) {
   thread(kIterationTid, "loop iterations");
   std::vector<StreamId> streams;
   for (const StreamInfo& s : tr.streams) {
-    thread(1 + s.id, s.name);
+    thread(1 + s.id, absl::StrCat("stream ", s.id, ": ", s.name));
     streams.push_back(s.id);
   }
   for (const TraceEvent& e : tr.events) {
-    if (IsTimed(e.type) && std::find(streams.begin(), streams.end(), e.stream) == streams.end()) {
+    if (std::find(streams.begin(), streams.end(), e.stream) == streams.end()) {
       streams.push_back(e.stream);
       thread(1 + e.stream, absl::StrCat("stream ", e.stream));
     }
@@ -75,7 +151,7 @@ std::string PerfettoJson(const StepReport& r) {
     slice(kIterationTid, s.label, "iteration", s.t0, s.t1,
           absl::StrCat("\"first_op\":", s.op0, ",\"last_op\":", s.op1 - 1));
   }
-  for (size_t i = 0; i < tr.events.size(); ++i) {
+  for (size_t i = 0; i < n; ++i) {
     const TraceEvent& e = tr.events[i];
     if (!IsTimed(e.type)) continue;
     std::string args = absl::StrCat("\"event\":", i, ",\"kind\":", Str(OpKindName(e.kind)),
@@ -83,68 +159,139 @@ std::string PerfettoJson(const StepReport& r) {
                                     absl::StrFormat("%.17g", e.flops), ",\"bytes_read\":", e.bytes_read.value(),
                                     ",\"bytes_written\":", e.bytes_written.value());
     if (e.recompute) absl::StrAppend(&args, ",\"recompute\":true");
-    slice(1 + e.stream, e.name, EventTypeName(e.type), r.sim.start[i], r.sim.end[i], args);
+    slice(1 + e.stream, e.name, EventTypeName(e.type), v.start[i], v.end[i], args);
   }
 
-  // Counters, coalesced per timestamp.
-  std::array<int64_t, kNumRoles> by_role{}, by_role_at_max{};
-  int64_t cur = tr.preexisting.value();
-  auto counters = [&](SimTime t, int64_t total, const std::array<int64_t, kNumRoles>& roles) {
-    ev.push_back(absl::StrCat("{\"ph\":\"C\",\"pid\":1,\"ts\":", Us(t), ",\"name\":\"live bytes\",\"args\":{\"live\":",
-                              total, "}}"));
-    std::string a;
-    for (Role role : viz_internal::LegendRoles()) {
-      absl::StrAppend(&a, a.empty() ? "" : ",", Str(RoleName(role)), ":", roles[static_cast<size_t>(role)]);
+  // The memory clock: per event, the running maximum of issue times.
+  std::vector<SimTime> mt(n);
+  SimTime clock(0);
+  for (size_t i = 0; i < n; ++i) {
+    if (tr.events[i].type == EventType::kAlloc || tr.events[i].type == EventType::kFree) {
+      clock = std::max(clock, v.start[i]);
     }
-    ev.push_back(absl::StrCat("{\"ph\":\"C\",\"pid\":1,\"ts\":", Us(t), ",\"name\":\"live bytes by role\",\"args\":{",
-                              a, "}}"));
-  };
-  counters(SimTime(0), cur, by_role);
-  size_t i = 0;
-  const size_t n = tr.events.size();
-  while (i < n) {
-    if (tr.events[i].type != EventType::kAlloc && tr.events[i].type != EventType::kFree) {
-      ++i;
-      continue;
-    }
-    const SimTime t = r.sim.start[i];
-    int64_t mx = -1;
-    bool changed = false;
-    for (; i < n && (IsTimed(tr.events[i].type) || r.sim.start[i] == t); ++i) {
-      const TraceEvent& e = tr.events[i];
-      if (e.type != EventType::kAlloc && e.type != EventType::kFree) continue;
-      const BufferInfo& b = r.lowered.buffers[static_cast<size_t>(e.buffer)];
-      const int64_t d = e.type == EventType::kAlloc ? b.bytes.value() : -b.bytes.value();
-      cur += d;
-      by_role[static_cast<size_t>(b.role)] += d;
-      changed = true;
-      if (cur > mx) {
-        mx = cur;
-        by_role_at_max = by_role;
-      }
-    }
-    if (!changed) continue;
-    counters(t, mx, by_role_at_max);
-    if (cur != mx) counters(t + SimTime(1), cur, by_role);
+    mt[i] = clock;
   }
+
+  // ",\"frames\":[...]" of the call stack `b`'s alloc recorded (innermost
+  // first, "function (file:line)"), or "" when none was.
+  auto Frames = [&](const BufferInfo& b) -> std::string {
+    if (b.alloc_event < 0 || static_cast<size_t>(b.alloc_event) >= n) return "";
+    const std::vector<int32_t>& stack = tr.events[static_cast<size_t>(b.alloc_event)].stack;
+    if (stack.empty()) return "";
+    std::string out = ",\"frames\":[";
+    for (size_t k = 0; k < stack.size(); ++k) {
+      if (stack[k] < 0 || static_cast<size_t>(stack[k]) >= tr.frames.size()) continue;
+      const StackFrame& f = tr.frames[static_cast<size_t>(stack[k])];
+      absl::StrAppend(&out, out.back() == '[' ? "" : ",", Str(absl::StrCat(f.function, " (", f.file, ":", f.line, ")")));
+    }
+    return out + "]";
+  };
+  // Buffer lifetimes as async slices (matched by cat, id and name).
+  for (const BufferInfo& b : r.lowered.buffers) {
+    if (b.bytes.value() <= 0) continue;
+    const SimTime t0 = b.alloc_event >= 0 ? mt[static_cast<size_t>(b.alloc_event)] : SimTime(0);
+    const SimTime t1 = b.free_event >= 0 ? std::max(t0, mt[static_cast<size_t>(b.free_event)])
+                                         : std::max(t0, v.step_time);
+    const int tid = b.alloc_event >= 0 ? 1 + tr.events[static_cast<size_t>(b.alloc_event)].stream : 1;
+    const std::string head = absl::StrCat("\"cat\":\"buffer\",\"id\":\"0x", absl::Hex(b.id), "\",\"name\":",
+                                          Str(b.name), ",\"pid\":1,\"tid\":", tid);
+    ev.push_back(absl::StrCat("{\"ph\":\"b\",", head, ",\"ts\":", Us(t0), ",\"args\":{\"bytes\":", b.bytes.value(),
+                              ",\"role\":", Str(RoleName(b.role)), ",\"origin\":", Str(b.origin),
+                              ",\"alloc_event\":", b.alloc_event, ",\"free_event\":", b.free_event, Frames(b),
+                              "}}"));
+    ev.push_back(absl::StrCat("{\"ph\":\"e\",", head, ",\"ts\":", Us(t1), "}"));
+  }
+
+  // Counter tracks.
+  std::vector<std::string> role_names;
+  for (Role role : viz_internal::LegendRoles()) role_names.emplace_back(RoleName(role));
+  CounterTrack live("live bytes", {"live"});
+  CounterTrack by_role("live bytes by role", role_names, /*keyed=*/true);
+  std::array<int64_t, kNumRoles> roles{};
+  int64_t cur = tr.preexisting.value();
+  auto role_values = [&] {
+    std::vector<int64_t> out{cur};  // the key: the instant's maximum is the total's
+    for (Role role : viz_internal::LegendRoles()) out.push_back(roles[static_cast<size_t>(role)]);
+    return out;
+  };
+  live.Add(SimTime(0), {cur});
+  by_role.Add(SimTime(0), role_values());
+  for (size_t i = 0; i < n; ++i) {
+    const TraceEvent& e = tr.events[i];
+    if (e.type != EventType::kAlloc && e.type != EventType::kFree) continue;
+    const BufferInfo& b = r.lowered.buffers[static_cast<size_t>(e.buffer)];
+    const int64_t d = e.type == EventType::kAlloc ? b.bytes.value() : -b.bytes.value();
+    cur += d;
+    roles[static_cast<size_t>(b.role)] += d;
+    live.Add(mt[i], {cur});
+    by_role.Add(mt[i], role_values());
+  }
+  std::vector<std::vector<std::string>> tracks;
+  tracks.push_back(live.TakeEvents());
+  tracks.push_back(by_role.TakeEvents());
+  const bool ideal = r.sim.allocator_name.empty() || r.sim.allocator_name == "ideal";
+  if (!ideal && !r.sim.allocator_curve.empty()) {
+    // Bytes live before the trace never passed through the allocator; they
+    // count as allocated and reserved (as the PNG timeline draws them).
+    const int64_t pre = tr.preexisting.value();
+    CounterTrack alloc("allocated bytes", {"allocated"}), resv("reserved bytes", {"reserved"});
+    alloc.Add(SimTime(0), {pre});
+    resv.Add(SimTime(0), {pre});
+    for (const AllocatorSample& s : r.sim.allocator_curve) {
+      if (s.event < 0 || s.event >= static_cast<int64_t>(n)) continue;
+      alloc.Add(mt[static_cast<size_t>(s.event)], {pre + s.allocated.value()});
+      resv.Add(mt[static_cast<size_t>(s.event)], {pre + s.reserved.value()});
+    }
+    tracks.push_back(alloc.TakeEvents());
+    tracks.push_back(resv.TakeEvents());
+  }
+  if (o.recorded_memory != nullptr && !o.recorded_memory->empty()) {
+    CounterTrack alloc("recorded allocated bytes", {"allocated"}), resv("recorded reserved bytes", {"reserved"});
+    for (const RecordedMemorySample& s : *o.recorded_memory) {
+      if (s.event < 0 || s.event >= static_cast<int64_t>(n)) continue;
+      if (s.allocated.has_value()) alloc.Add(mt[static_cast<size_t>(s.event)], {s.allocated->value()});
+      if (s.reserved.has_value()) resv.Add(mt[static_cast<size_t>(s.event)], {s.reserved->value()});
+    }
+    tracks.push_back(alloc.TakeEvents());
+    tracks.push_back(resv.TakeEvents());
+  }
+  for (auto& t : tracks) {
+    for (std::string& e : t) ev.push_back(std::move(e));
+  }
+
   if (v.peak_event >= 0) {
-    ev.push_back(absl::StrCat("{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":", kPhaseTid, ",\"ts\":", Us(v.peak_time),
-                              ",\"name\":", Str(absl::StrCat("peak ", viz_internal::HumanBytes(r.peak))),
+    ev.push_back(absl::StrCat("{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":", kPhaseTid, ",\"ts\":",
+                              Us(mt[static_cast<size_t>(v.peak_event)]), ",\"name\":",
+                              Str(absl::StrCat("peak ", viz_internal::HumanBytes(r.peak))),
                               ",\"args\":{\"peak_bytes\":", r.peak.value(), ",\"op\":", Str(v.peak_op_name), "}}"));
+  }
+  if (r.sim.oom.happened) {
+    const SimTime t = r.sim.oom.event >= 0 && r.sim.oom.event < static_cast<int64_t>(n)
+                          ? mt[static_cast<size_t>(r.sim.oom.event)]
+                          : r.sim.oom.time;
+    ev.push_back(absl::StrCat(
+        "{\"ph\":\"i\",\"s\":\"p\",\"pid\":1,\"tid\":", kPhaseTid, ",\"ts\":", Us(t), ",\"name\":",
+        Str(absl::StrCat("out of memory: ", r.sim.oom.buffer, " (", viz_internal::HumanBytes(r.sim.oom.requested),
+                         ")")),
+        ",\"args\":{\"event\":", r.sim.oom.event, ",\"requested_bytes\":", r.sim.oom.requested.value(),
+        ",\"live_bytes\":", r.sim.oom.live.value(), ",\"reserved_bytes\":", r.sim.oom.reserved.value(),
+        ",\"capacity_bytes\":", r.sim.oom.capacity.value(), ",\"buffer\":", Str(r.sim.oom.buffer), "}}"));
   }
 
   std::string out = "{\"displayTimeUnit\":\"ns\",\n\"otherData\":{";
   absl::StrAppend(&out, "\"program\":", Str(r.program.name), ",\"device\":", Str(r.spec.device.name),
-                  ",\"framework\":", Str(r.spec.framework), ",\"peak_bytes\":", r.peak.value(),
-                  ",\"capacity_bytes\":", r.capacity.value(), ",\"step_time_ns\":", r.sim.step_time.ns(), "},\n");
+                  ",\"framework\":", Str(r.spec.framework), ",\"allocator\":", Str(r.sim.allocator_name),
+                  ",\"peak_bytes\":", r.peak.value(), ",\"capacity_bytes\":", r.capacity.value(),
+                  ",\"step_time_ns\":", r.sim.step_time.ns(), ",\"clock\":",
+                  Str(v.event_clock ? "memory events (1 ns each)" : "simulated"), "},\n");
   out += "\"traceEvents\":[\n";
   for (size_t k = 0; k < ev.size(); ++k) absl::StrAppend(&out, ev[k], k + 1 < ev.size() ? ",\n" : "\n");
   out += "]}\n";
   return out;
 }
 
-absl::Status WritePerfettoTimeline(const StepReport& r, const std::string& path) {
-  return WriteFileAtomically(path, PerfettoJson(r));
+absl::Status WritePerfettoTimeline(const StepReport& r, const std::string& path, const VizOptions& o) {
+  return WriteFileAtomically(path, PerfettoJson(r, o));
 }
 
 }  // namespace gpusim

@@ -66,14 +66,27 @@ struct VizOptions {
 // atomically.
 absl::Status WriteCharts(const StepReport& r, const std::string& dir, const VizOptions& options = {});
 
-// Chrome-trace JSON (Perfetto, chrome://tracing): ops as complete slices on
-// one track per stream, phases, loops and iterations on their own tracks,
-// live-bytes counters (total and by role). Timestamps in µs with ns
-// precision. Written atomically.
-absl::Status WritePerfettoTimeline(const StepReport& r, const std::string& path);
+// Chrome-trace JSON (Perfetto, chrome://tracing), viz/perfetto.cc: the
+// device as one process, one named thread per stream with its ops as
+// complete slices, phases, loops and iterations on their own threads,
+// counter tracks in time order (live bytes, by role, the allocator's
+// allocated and reserved, options.recorded_memory's recorded ones), buffer
+// lifetimes as async slices (bytes, role, origin), the peak and the
+// out-of-memory point as instants. Timestamps in µs with ns precision.
+// Written atomically.
+absl::Status WritePerfettoTimeline(const StepReport& r, const std::string& path, const VizOptions& options = {});
 
 // `dir`/report.html: one self-contained page (no network, SVGs inline).
 absl::Status WriteHtmlReport(const StepReport& r, const std::string& dir, const VizOptions& options = {});
+
+// The step as a PyTorch memory snapshot (the dict torch.cuda.memory.
+// _snapshot() returns: segments with blocks, device_traces, allocator_settings)
+// pickled with plain types, for pytorch.org/memory_viz and
+// torch.cuda._memory_viz (viz/memory_snapshot.cc, Note [Snapshot from a
+// simulation]). InvalidArgument when the step's allocator places no blocks
+// (ideal, an XLA step) or logs no segments.
+absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r);
+absl::Status WriteMemorySnapshot(const StepReport& r, const std::string& path);
 
 // The counters `recorded` carried, placed on the events of `native`, the
 // trace ToNativeTrace(recorded) (default options) made, which reported
@@ -88,7 +101,7 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& options = {});
 std::string LifetimesSvg(const StepReport& r, const VizOptions& options = {});
 std::string TimelineSvg(const StepReport& r, const VizOptions& options = {});
 std::string DataflowDot(const StepReport& r, const VizOptions& options = {});
-std::string PerfettoJson(const StepReport& r);
+std::string PerfettoJson(const StepReport& r, const VizOptions& options = {});
 absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& options = {});
 
 }  // namespace gpusim

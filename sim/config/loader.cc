@@ -13,6 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
+#include "sim/base/data_dir.h"
 #include "sim/base/status.h"
 #include "sim/config/node.h"
 #include "sim/config/schema.h"
@@ -74,7 +75,7 @@ std::vector<std::string> SearchDirs(const RefKind& kind,
     dirs.push_back(Join(base_dir, kind.subdir));
     dirs.push_back(Join(base_dir, absl::StrCat("../configs/", kind.subdir)));
   }
-  dirs.push_back(Join(GPUSIM_SOURCE_DIR, absl::StrCat("configs/", kind.subdir)));
+  dirs.push_back(Join(DataDir(), absl::StrCat("configs/", kind.subdir)));  // installed or source tree
   return dirs;
 }
 

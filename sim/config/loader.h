@@ -31,7 +31,7 @@
 //   LOC: PATH: unknown key 'x' (did you mean 'y'?)  suggestion when close
 //   LOC: PATH: expected an integer, got 'abc'     wrong type (see spec_parse.h)
 //   LOC: PATH: missing required key               LOC = the enclosing mapping
-//   FILE:1:1: expected exactly one of 'model' or 'program'
+//   FILE:1:1: expected exactly one of 'model', 'program' or 'program_hlo'
 //   LOC: program.scan.body[1].in: ...             program checks (spec_parse.h)
 //   LOC: device: unknown device 'x'; available: a, b (searched D1, D2, D3)
 //   LOC: device: no such file 'dir/x.yaml'

@@ -125,12 +125,14 @@ const Schema& RunSchema() {
        {"device", Schema::Map(Schema::Kind::kRef, DeviceFields())},
        {"model", Schema::Map(Schema::Kind::kRef, ModelFields())},
        M("program", ProgramFields()),
+       L("program_hlo"),
        M("optimizer", {L("kind"), L("moment_dtype"), L("clip_grad_norm")}),
        M("loop", {L("mode"), L("trip_count"), L("unroll")}),
        M("remat", {L("policy"), L("names"), L("offload_names"), L("policies"), L("method"), L("num_layers")}),
        M("parallelism", {L("fsdp"), L("tensor"), L("sequence_parallel"),
                          L("gather_dtype")}),
        M("batch", {L("per_device"), L("seq_len")}),
+       M("xla", {L("dynamic_slice_fusion")}),
        {"allocator", Schema::Map(Schema::Kind::kOpenMap, {L("impl")})}}));
   return *s;
 }

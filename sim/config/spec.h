@@ -156,18 +156,32 @@ struct ProgramSpec {
 };
 
 // A whole run: what `gpusim run CONFIG` simulates.
+// xla: compiler options of the XLA lowering (framework jax), named after the
+// XLA debug options they stand for.
+struct XlaSpec {
+  // xla.dynamic_slice_fusion: --xla_gpu_enable_dynamic_slice_fusion (XLA's
+  // default false): library calls read loop slices in place (Note
+  // [Materialised loop slices] in sim/lower/xla/loop_slices.h).
+  bool dynamic_slice_fusion = false;
+};
+
 struct RunSpec {
   std::string source_file;
   std::string framework = "jax";   // framework: jax (XLA static) | pytorch (eager)
   DeviceSpec device;
   ModelSpec model;              // absent (name empty) when `program` is given
   ProgramSpec program;          // a program file instead of a model
+  // program_hlo: an HLO module's text (jax.jit(f).lower(...).as_text(
+  // dialect="hlo"); tools/collect/export_hlo.py) instead of a model; the
+  // path as written, resolved against the run config's directory.
+  std::string program_hlo;
   OptimizerSpec optimizer;
   LoopSpec loop;
   RematSpec remat;
   ParallelismSpec parallelism;
   BatchSpec batch;
   AllocatorSpec allocator;
+  XlaSpec xla;
   // Where each setting was written, by key path ("parallelism.tensor",
   // "model.n_kv_heads", "allocator.expandable_segments"): "FILE:LINE:COL"
   // of the value, or "--set PATH=VALUE". Settings left at their defaults are

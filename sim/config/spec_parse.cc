@@ -5,11 +5,13 @@
 #include <charconv>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <initializer_list>
 #include <limits>
 #include <utility>
 
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/checked.h"
@@ -662,9 +664,10 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
     r.Fail(root.location(), "device", "missing required key");
   }
   const bool has_model = r.Get("model") != nullptr;
-  if (has_model == (r.Get("program") != nullptr)) {
+  const bool has_hlo = r.Get("program_hlo") != nullptr;
+  if ((has_model ? 1 : 0) + (r.Get("program") != nullptr ? 1 : 0) + (has_hlo ? 1 : 0) != 1) {
     r.Fail(root.location(), "",
-           "expected exactly one of 'model' or 'program'");
+           "expected exactly one of 'model', 'program' or 'program_hlo'");
   }
   RETURN_IF_ERROR(status);
   ASSIGN_OR_RETURN(run.device, ParseDeviceNode(*r.Get("device"), "device"));
@@ -680,7 +683,16 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
   loop.Enum("mode", &run.loop.mode, {"rolled", "unrolled"});
   loop.Int("trip_count", &run.loop.trip_count, kOptional, 0);
   loop.Int("unroll", &run.loop.unroll, kOptional, 1);
-  if (!has_model) {
+  if (has_hlo) {
+    // Relative to the file the key was written in (a --set value: to the
+    // working directory).
+    r.String("program_hlo", &run.program_hlo, kOptional);
+    const std::string& from = r.Get("program_hlo")->location().file;
+    if (!run.program_hlo.empty() && run.program_hlo[0] != '/' && !absl::StartsWith(from, "--set")) {
+      const std::string dir = std::filesystem::path(from).parent_path().string();
+      if (!dir.empty()) run.program_hlo = (std::filesystem::path(dir) / run.program_hlo).lexically_normal().string();
+    }
+  } else if (!has_model) {
     // A program's scan runs loop.trip_count times; there is no model to
     // take the count from.
     loop.Int("trip_count", &run.loop.trip_count, kRequired, 0);
@@ -706,6 +718,8 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
   Reader batch = r.Map("batch");
   batch.Int("per_device", &run.batch.per_device, kOptional, 1);
   batch.Int("seq_len", &run.batch.seq_len, kOptional, 1);
+  Reader xla = r.Map("xla");
+  xla.Bool("dynamic_slice_fusion", &run.xla.dynamic_slice_fusion);
   Reader alloc = r.Map("allocator");
   alloc.String("impl", &run.allocator.impl, kOptional);
   // Every other allocator key is an option for the allocator registry.

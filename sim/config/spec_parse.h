@@ -13,7 +13,7 @@
 //   LOC: PATH: expected a dtype (f32, bf16, f16, f8, i32, i64, u8, pred), got 'x'
 //   LOC: PATH: expected a byte size such as 80GiB, ...; got 'x'
 //   LOC: PATH: missing required key      (LOC: the enclosing mapping)
-//   FILE:1:1: expected exactly one of 'model' or 'program'
+//   FILE:1:1: expected exactly one of 'model', 'program' or 'program_hlo'
 // The `program:` section (PATH such as program.inputs.w1.shape or
 // program.scan.body[2].in; LOC the offending name where one is written):
 //   LOC: PATH: expected a dim (an integer >= 1 or trip_count), got '0'

@@ -1,8 +1,9 @@
 #include "sim/engine/engine.h"
 
+#include <memory>
+
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
-#include "sim/alloc/impl/ideal.h"
 #include "sim/ir/builder.h"
 #include "sim/lower/lower.h"
 
@@ -51,7 +52,8 @@ TraceEvent Compute(double flops, int64_t read, int64_t write, StreamId s = 0, Op
 TEST(EngineTest, PeakOfHandComputedTrace) {
   Trace t;
   t.events = {Alloc(0, 100), Alloc(1, 300), Free(0), Alloc(2, 250), Free(1), Alloc(3, 50), Free(2), Free(3)};
-  IdealAllocator a(Bytes(1000));
+  std::unique_ptr<Allocator> ideal = *MakeAllocator({"ideal", {}}, Bytes(1000));
+  Allocator& a = *ideal;
   auto r = Simulate(t, RoundDevice(), &a);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->peak_live.value(), 550);  // 300 + 250 after event 3
@@ -66,7 +68,8 @@ TEST(EngineTest, RefusesStreamIdsOutsideTheRange) {
   for (StreamId s : {-1, -2, kMaxStreamId + 1, INT32_MAX, INT32_MIN}) {
     Trace t;
     t.events = {Compute(1, 1, 1), Compute(1, 1, 1, s)};
-    IdealAllocator a(Bytes(1000));
+    std::unique_ptr<Allocator> ideal = *MakeAllocator({"ideal", {}}, Bytes(1000));
+    Allocator& a = *ideal;
     auto r = Simulate(t, RoundDevice(), &a);
     ASSERT_FALSE(r.ok()) << s;
     EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
@@ -82,7 +85,8 @@ TEST(EngineTest, AllocatorCurveSamplesEveryChange) {
   Trace t;
   // One sample per memory event; the compute event adds none.
   t.events = {Alloc(0, 100), Alloc(1, 300), Compute(1, 1, 1), Free(0), Alloc(2, 100), Free(1), Free(2)};
-  IdealAllocator a(Bytes(1000));
+  std::unique_ptr<Allocator> ideal = *MakeAllocator({"ideal", {}}, Bytes(1000));
+  Allocator& a = *ideal;
   auto r = Simulate(t, RoundDevice(), &a);
   ASSERT_TRUE(r.ok());
   std::vector<std::pair<int64_t, int64_t>> got;
@@ -117,7 +121,8 @@ TEST(EngineTest, AllocatorCurveKeepsCachedSegmentsReserved) {
 TEST(EngineTest, OutOfMemoryIsAResult) {
   Trace t;
   t.events = {Alloc(0, 600), Alloc(1, 500), Free(0), Free(1)};
-  IdealAllocator a(Bytes(1000));
+  std::unique_ptr<Allocator> ideal = *MakeAllocator({"ideal", {}}, Bytes(1000));
+  Allocator& a = *ideal;
   auto r = Simulate(t, RoundDevice(), &a);
   ASSERT_TRUE(r.ok());
   EXPECT_TRUE(r->oom.happened);
@@ -203,7 +208,8 @@ TEST(LowerTest, EagerLoweringFreesAfterLastUseAndAccountsAliases) {
   EXPECT_EQ(hb.name, "h");
   ASSERT_GE(hb.free_event, 0);
   EXPECT_EQ(l->trace.events[static_cast<size_t>(hb.free_event) - 1].name, "y");
-  IdealAllocator a(Bytes(1 << 20));
+  std::unique_ptr<Allocator> ideal = *MakeAllocator({"ideal", {}}, Bytes(1 << 20));
+  Allocator& a = *ideal;
   auto r = Simulate(l->trace, RoundDevice(), &a);
   ASSERT_TRUE(r.ok());
   EXPECT_EQ(r->peak_live.value(), 60 + 80 + 4);

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "sim/config/loader.h"
+#include "sim/report/render.h"
 #include "sim/step/step.h"
 #include "tests/fuzz/fuzz_support.h"
 #include "tests/fuzz/step_invariants.h"

@@ -15,6 +15,7 @@
 #include <utility>
 
 #include "sim/base/cleanup.h"
+#include "sim/base/data_dir.h"
 #include "absl/container/flat_hash_map.h"
 #include "sim/base/file_util.h"
 #include "sim/base/status.h"
@@ -418,7 +419,7 @@ absl::StatusOr<RecordedSnapshot> ParseSnapshotJson(const std::string& json,
 }
 
 absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::string& json_path) {
-  const std::string script = GPUSIM_SOURCE_DIR "/tools/snapshot_to_json.py";
+  const std::string script = DataDir() + "/tools/snapshot_to_json.py";  // installed or source tree
   const std::string err_path = TempPath(".err");
   if (err_path.empty()) {
     return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));

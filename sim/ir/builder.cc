@@ -46,10 +46,11 @@ Op& ProgramBuilder::AddOp(std::string name, OpKind kind, std::vector<TensorId> i
   return program_.ops.back();
 }
 
-void ProgramBuilder::BeginRegion(std::string name, std::string kind) {
+void ProgramBuilder::BeginRegion(std::string name, std::string kind, bool while_loop) {
   Region r;
   r.name = std::move(name);
   r.kind = std::move(kind);
+  r.while_loop = while_loop;
   r.first = next_op();
   open_regions_.push_back(program_.regions.size());
   program_.regions.push_back(std::move(r));

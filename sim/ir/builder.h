@@ -39,7 +39,8 @@ class ProgramBuilder {
   Phase phase() const { return phase_; }
 
   // Marks the ops appended between BeginRegion and EndRegion.
-  void BeginRegion(std::string name, std::string kind);
+  // `while_loop`: a rolled loop, one XLA while (Region::while_loop).
+  void BeginRegion(std::string name, std::string kind, bool while_loop = false);
   void EndRegion();
 
   OpId next_op() const { return static_cast<OpId>(program_.ops.size()); }

@@ -115,6 +115,9 @@ struct Region {
   std::string kind;  // "layer", "loop", "phase"
   OpId first = 0;    // first op (inclusive)
   OpId last = 0;     // last op (inclusive)
+  // A rolled loop lowered to one XLA `while`: the entry schedule moves it
+  // as one instruction and keeps its body's order (sim/lower/xla/entry_schedule.h).
+  bool while_loop = false;
 };
 
 struct Program {

@@ -1,6 +1,7 @@
 // `gpusim explain`: the buffers live at the peak, largest first, each with
 // its origin in words and its live range.
 #include <algorithm>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -17,6 +18,33 @@ std::string OpAt(const StepReport& r, int64_t e) {
     if (IsTimed(ev.type)) return ev.name;
   }
   return "start";
+}
+
+// Note [Materialised loop slices] (sim/lower/xla/loop_slices.h): the
+// per-iteration slices that are buffers of their own, one line per kind.
+std::string MaterialisedSlices(const StepReport& r) {
+  struct Group {
+    int64_t count = 0, in_donated = 0;
+    Bytes bytes;
+  };
+  std::map<std::string, Group> groups;
+  for (const Op& op : r.program.ops) {
+    if (op.kind != OpKind::kDynamicSlice || op.outputs.size() != 1) continue;
+    const Tensor& t = r.program.tensor(op.outputs[0]);
+    std::string what = t.origin.substr(0, t.origin.find(" (a buffer of its own"));
+    Group& g = groups[what];
+    ++g.count;
+    g.bytes = t.bytes();
+    if (t.aliases != kNoTensor) ++g.in_donated;
+  }
+  std::string o;
+  for (const auto& [what, g] : groups) {
+    absl::StrAppendFormat(&o, "materialised: %d x %s, %s each%s\n", g.count, what, FormatBytes(g.bytes),
+                          g.in_donated > 0 ? absl::StrFormat(" (%d in a donated parameter's idle allocation)",
+                                                             g.in_donated)
+                                           : "");
+  }
+  return o;
 }
 
 }  // namespace
@@ -61,6 +89,9 @@ std::string RenderExplain(const StepReport& r, int top) {
   if (xla) {
     absl::StrAppendFormat(&o, "(arguments %s and outputs %s are not temps; temp heap %s packed %s)\n",
                           FormatBytes(r.argument), FormatBytes(r.output), FormatBytes(r.temp), r.heap_algorithm);
+    absl::StrAppendFormat(&o, "%s\n", r.entry_schedule.Describe());
+    for (const std::string& d : r.entry_schedule.decisions) absl::StrAppendFormat(&o, "  %s\n", d);
+    o += MaterialisedSlices(r);
   }
   Bytes rest(0);
   int64_t rest_n = 0;

@@ -1,5 +1,7 @@
 // Text and JSON renderings of a StepReport. JSON keys are a contract (see
 // DESIGN.md "Outputs users rely on"): add keys, never rename them.
+#include "sim/report/render.h"
+
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
@@ -30,7 +32,14 @@ std::string PhaseOfEvent(const StepReport& r, int64_t e) {
 std::string RenderText(const StepReport& r) {
   const RunSpec& s = r.spec;
   std::string o;
-  if (s.program.present) {
+  if (!s.program_hlo.empty()) {
+    int loops = 0;
+    for (const Region& reg : r.program.regions) loops += reg.kind == "loop";
+    absl::StrAppendFormat(&o, "gpusim: HLO module %s (%s) on %s (%s)\n", r.program.name, s.program_hlo, s.device.name,
+                          s.device.description);
+    absl::StrAppendFormat(&o, "  %d ops, %d rolled while loops; donated parameters %s elements; XLA (jax) semantics\n",
+                          r.program.ops.size(), loops, WithCommas(r.param_count));
+  } else if (s.program.present) {
     absl::StrAppendFormat(&o, "gpusim: program %s on %s (%s)\n", s.program.name, s.device.name,
                           s.device.description);
     absl::StrAppendFormat(&o, "  scan %s, trip count %d; jax.grad w.r.t. %d parameters; XLA (jax) semantics\n",
@@ -75,6 +84,10 @@ std::string RenderText(const StepReport& r) {
   }
   absl::StrAppendFormat(&o, "  peak       %s%s\n", FormatBytes(r.peak),
                         s.framework == "jax" ? "  = argument + output - alias + temp" : "");
+  if (s.framework == "jax") {
+    absl::StrAppendFormat(&o, "  %s\n", r.entry_schedule.Describe());
+    for (const std::string& d : r.entry_schedule.decisions) absl::StrAppendFormat(&o, "    %s\n", d);
+  }
   if (r.lowered.host_bytes.value() > 0) {
     absl::StrAppendFormat(&o, "  host       %s  pinned host memory (offloaded residuals; not device memory)\n",
                           FormatBytes(r.lowered.host_bytes));
@@ -174,7 +187,7 @@ std::string RenderJson(const StepReport& r) {
       .String("framework", s.framework)
       .String("device", s.device.name)
       .String("model", s.program.present ? "" : s.model.name)
-      .String("program", s.program.present ? s.program.name : "")
+      .String("program", s.program.present ? s.program.name : (s.program_hlo.empty() ? "" : r.program.name))
       .Int("trip_count", s.loop.trip_count)
       .Int("param_count", r.param_count)
       .String("loop_mode", s.loop.mode)
@@ -257,6 +270,19 @@ std::string RenderJson(const StepReport& r) {
         .EndObject();
   }
   w.EndArray();
+  if (s.framework == "jax") {
+    // Note [Entry schedule] and Note [Donated allocation] (sim/lower/xla/entry_schedule.h).
+    w.BeginObject("xla")
+        .Bool("dynamic_slice_fusion", s.xla.dynamic_slice_fusion)
+        .String("entry_schedule", r.entry_schedule.chosen)
+        .Int("entry_schedule_list_peak_bytes", r.entry_schedule.list_peak.value())
+        .Int("entry_schedule_dfs_peak_bytes", r.entry_schedule.dfs_peak.value())
+        .Int("entry_schedule_post_order_peak_bytes", r.entry_schedule.post_order_peak.value());
+    w.BeginArray("donated_allocation_decisions");
+    for (const std::string& d : r.entry_schedule.decisions) w.String({}, d);
+    w.EndArray();
+    w.EndObject();
+  }
   w.BeginObject("breakdown");
   for (int i = 0; i < kNumRoles; ++i) {
     w.Int(RoleName(static_cast<Role>(i)), r.sim.live_by_role_at_peak[static_cast<size_t>(i)].value());

@@ -1,6 +1,6 @@
 #include "sim/step/step.h"
 
-#include "sim/alloc/impl/bfc.h"
+#include "sim/alloc/bfc_options.h"
 #include "sim/alloc/options.h"
 
 #include <algorithm>
@@ -113,6 +113,9 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
       if (t.entry_parameter && t.role == Role::kParameter) r.param_count += t.elements();
     }
   }
+  if (spec.framework == "jax") {
+    ASSIGN_OR_RETURN(r.entry_schedule, ScheduleEntry(r.program));  // Note [Entry schedule]
+  }
   LowerOptions lower_options;
   lower_options.reuse_operand_buffers = spec.framework == "jax";
   ASSIGN_OR_RETURN(r.lowered, LowerEager(r.program, lower_options));
@@ -139,7 +142,7 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
     r.peak = r.argument + r.output - r.alias + r.temp;
   }
   r.tokens_per_step =
-      spec.program.present ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
+      spec.program.present || !spec.program_hlo.empty() ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
   return r;
 }
 

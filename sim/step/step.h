@@ -1,6 +1,6 @@
 // One simulated training step, end to end: build the Program from the
 // model, lower it, replay it on the device, and account its memory the way
-// the framework reports it. Reports (text, JSON) render a StepReport.
+// the framework reports it. sim/report/render.h renders a StepReport.
 #ifndef GPUSIM_SIM_STEP_STEP_H_
 #define GPUSIM_SIM_STEP_STEP_H_
 
@@ -13,6 +13,7 @@
 #include "sim/engine/engine.h"
 #include "sim/ir/program.h"
 #include "sim/lower/lower.h"
+#include "sim/lower/xla/entry_schedule.h"
 
 namespace gpusim {
 
@@ -39,6 +40,8 @@ struct StepReport {
   Bytes temp_live_peak;        // the no-fragmentation lower bound of temp
   int64_t temp_peak_event = -1;
   std::string heap_algorithm;  // XLA heap packing that gave `temp`
+  // jax: XLA's entry schedule and its copy elision (sim/lower/xla/entry_schedule.h).
+  EntrySchedule entry_schedule;
   std::vector<Bytes> temp_offsets;  // per buffer: heap offset, -1 if not a temp
   // Peak device footprint: argument + output − alias + temp under XLA;
   // the replayed live peak under eager semantics.
@@ -84,8 +87,6 @@ absl::Status ReplayStep(StepReport& r);
 // semantics: the peak is the live peak).
 absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& spec);
 
-std::string RenderText(const StepReport& r);
-std::string RenderJson(const StepReport& r);
 
 }  // namespace gpusim
 

@@ -25,17 +25,11 @@
 #include "absl/container/flat_hash_map.h"
 #include "sim/alloc/address_space.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/bfc_options.h"
 #include "sim/alloc/options.h"
 
 namespace gpusim {
 
-struct BfcOptions {
-  bool preallocate = true;             // XLA_PYTHON_CLIENT_PREALLOCATE (allow_growth = !preallocate)
-  double mem_fraction = 0.75;          // XLA_PYTHON_CLIENT_MEM_FRACTION
-  bool garbage_collection = false;     // Options::garbage_collection: free whole free regions before OOM
-  double fragmentation_fraction = 0;   // Options::fragmentation_fraction; 0: 128 MiB cap
-};
-absl::StatusOr<BfcOptions> ParseBfcOptions(const AllocatorOptions& options);
 extern const char kBfcParameters[];
 
 class BfcAllocator : public Allocator {

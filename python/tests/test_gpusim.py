@@ -1,0 +1,108 @@
+"""The Python package against the CLI: the same dicts as --format json, the
+same error messages, the GIL released while simulating, the HTML repr.
+
+Run by ctest (python.pytest, `make test`) with PYTHONPATH=build/python and
+GPUSIM_BINARY / GPUSIM_SOURCE_DIR set.
+"""
+import json
+import os
+import subprocess
+import threading
+import time
+
+import pytest
+
+import gpusim
+
+SRC = os.environ.get("GPUSIM_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+BIN = os.environ.get("GPUSIM_BINARY", os.path.join(SRC, "build", "gpusim"))
+LLAMA = os.path.join(SRC, "configs", "llama7b.yaml")
+SCAN = os.path.join(SRC, "examples", "scan_carry.yaml")
+KINETO = os.path.join(SRC, "traces", "recorded", "tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz")
+
+
+def cli(*args):
+    p = subprocess.run([BIN, *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def test_run_is_the_cli_json():
+    r = gpusim.run(LLAMA)
+    rc, out, _ = cli("run", LLAMA, "--format", "json")
+    assert rc == 0
+    assert dict(r) == json.loads(out)
+    assert r["memory"]["peak_bytes"] == json.loads(out)["memory"]["peak_bytes"] > 0
+
+
+def test_sets_as_keywords_and_dict():
+    a = gpusim.run(LLAMA, batch__per_device=2, allocator="bfc", framework="pytorch")
+    b = gpusim.run(LLAMA, sets={"batch.per_device": 2, "allocator.impl": "bfc", "framework": "pytorch"})
+    rc, out, _ = cli("run", LLAMA, "--set", "batch.per_device=2", "--allocator", "bfc", "--set", "framework=pytorch",
+                     "--format", "json")
+    assert rc == 0
+    assert dict(a) == dict(b) == json.loads(out)
+    assert a["allocator"]["name"] == "bfc"
+
+
+def test_errors_raise_gpusim_error_with_the_cli_message():
+    with pytest.raises(gpusim.Error) as e:
+        gpusim.run(LLAMA, sets={"batch.per_devise": 2})
+    rc, _, err = cli("run", LLAMA, "--set", "batch.per_devise=2")
+    assert rc == 1
+    assert err.strip() == "gpusim: error: " + str(e.value)
+    with pytest.raises(gpusim.Error):
+        gpusim.run("/nonexistent.yaml")
+    with pytest.raises(TypeError):
+        gpusim.run(42)
+
+
+def test_replay_is_the_cli_json():
+    r = gpusim.replay(KINETO)
+    rc, out, _ = cli("replay", KINETO, "--format", "json")
+    assert rc == 0
+    assert r == json.loads(out)
+    assert r["allocator"]["peak_reserved_bytes"] == 8388608
+    r2 = gpusim.replay(KINETO, allocator="pytorch_caching", expandable_segments=True)
+    rc, out, _ = cli("replay", KINETO, "--set", "allocator.expandable_segments=true", "--format", "json")
+    assert r2 == json.loads(out)
+
+
+def test_advise_is_the_cli_json():
+    a = gpusim.advise(SCAN, vary={"loop.mode": ["rolled", "unrolled"]}, loop__trip_count=2)
+    rc, out, _ = cli("advise", SCAN, "--vary", "loop.mode=rolled,unrolled", "--set", "loop.trip_count=2",
+                     "--format", "json")
+    assert rc == 0
+    assert a == json.loads(out)
+
+
+def test_gil_is_released_while_simulating():
+    ticks = []
+    stop = threading.Event()
+
+    def tick():
+        while not stop.is_set():
+            ticks.append(time.monotonic())
+            time.sleep(0.0005)
+
+    t = threading.Thread(target=tick)
+    t.start()
+    time.sleep(0.01)
+    start = time.monotonic()
+    gpusim.run(LLAMA, remat__policy="full")  # one call of ~0.1-1 s
+    end = time.monotonic()
+    stop.set()
+    t.join()
+    during = [x for x in ticks if start < x < end]
+    # With the GIL held for the whole call the ticker could not run inside it
+    # (no tick after the first few µs); released, it ticks all along.
+    assert len(during) >= 5, (len(during), end - start)
+    assert max(during) - min(during) > 0.5 * (end - start), (min(during) - start, end - max(during))
+
+
+def test_html_repr_shows_summary_and_timeline():
+    r = gpusim.run(LLAMA)
+    h = r._repr_html_()
+    assert "<svg" in h and "Memory timeline" in h or "memory" in h.lower()
+    assert f"{r['memory']['peak_bytes']:,} B" in h
+    assert "JAX arena" in h
+    assert r.plot() is not None

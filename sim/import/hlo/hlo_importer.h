@@ -1,0 +1,417 @@
+// Internal to the HLO importer (hlo_to_program.h): the walk over a module
+// that builds Program IR, shared by hlo_to_program.cc (values, fusion,
+// kernels, in-place updates) and hlo_loops.cc (while loops, outputs).
+#ifndef GPUSIM_SIM_IMPORT_HLO_HLO_IMPORTER_H_
+#define GPUSIM_SIM_IMPORT_HLO_HLO_IMPORTER_H_
+
+#include <algorithm>
+#include <functional>
+#include <set>
+#include <map>
+#include <memory>
+#include <utility>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "sim/base/status.h"
+#include "sim/import/hlo/hlo_op_cost.h"
+#include "sim/import/hlo/hlo_parser.h"
+#include "sim/ir/builder.h"
+#include "sim/lower/xla/fusion.h"
+
+#include "sim/import/hlo/hlo_to_program.h"
+
+namespace gpusim {
+namespace hlo_internal {
+
+// Note [Imported buffers]
+// The importer walks the module in its text (post) order, inlining calls
+// and expanding every while loop iteration by iteration, and keeps for each
+// instruction a Node: an array value or a tuple of them. An array value is
+// either materialised (a Program tensor: a buffer) or virtual: a chain of
+// fusible instructions not yet written anywhere, with the materialised
+// tensors it reads (Note [What materialises] in sim/lower/xla/fusion.cc).
+// A virtual value becomes one loop-fusion op and one buffer where a
+// consumer needs a buffer; memoised, so a chain with several such consumers
+// is written once.
+//
+// Buffers written in place — a dynamic-update-slice's operand, a while
+// loop's state — follow XLA's copy insertion (xla/service/copy_insertion.cc
+// AddCopiesForWhile, AddCopiesForInPlaceOperation): the write goes into the
+// old value's buffer when nothing still live reads the old value, and into a
+// copy otherwise. Liveness is a reference count per tensor over the values
+// the walk still holds (an instruction's value is held until its last user
+// has run). In the Program, a write into a temp buffer is an op with the
+// buffer among its inputs and no output (the tensor lives until its last
+// reader, as one buffer); a write into an entry parameter's buffer (a
+// donated parameter, or an output aliased to one) produces a new tensor
+// that `aliases` the parameter.
+//
+// While loops (N = the trip count): N = 0 returns the init; N = 1 is
+// inlined (xla/service/while_loop_simplifier.cc); otherwise each tuple
+// element of the loop state is one buffer for the whole loop (the init's
+// buffer when the init dies at the loop and may be written, else a copy of
+// it), each iteration's body temporaries are the body's own, and the body's
+// results are written into the state (in place when their fusion may, else
+// through a copy). The condition computation is not emitted: a scalar
+// compare whose pred buffer is negligible.
+//
+// Outputs: input_output_alias entries, then buffer donors matched to outputs
+// of equal shape in order (xla/service/optimize_input_output_buffer_alias.cc),
+// write outputs into parameter buffers; the value flowing to such an output
+// (through while results) is written into the parameter's buffer from its
+// definition when the parameter is dead by then. The entry's tuple result
+// has an index table of 8 bytes per element (ShapeUtil::ByteSizeOf with
+// pointer size 8), part of memory_analysis()'s output size.
+
+struct Virtual {
+  std::string name;
+  HloShape shape;
+  std::vector<std::pair<TensorId, Bytes>> inputs;  // materialised tensors read, bytes read of each
+  double flops = 0;
+  Phase phase = Phase::kForward;
+  TensorId materialised = kNoTensor;
+};
+
+struct Node {
+  TensorId t = kNoTensor;          // materialised array
+  std::shared_ptr<Virtual> v;      // virtual array
+  bool tuple = false;
+  std::vector<Node> elements;
+  bool empty() const { return !tuple && t == kNoTensor && !v; }
+};
+
+inline void Leaves(const Node& n, std::vector<const Node*>* out) {
+  if (n.tuple) {
+    for (const Node& e : n.elements) Leaves(e, out);
+  } else {
+    out->push_back(&n);
+  }
+}
+
+class Importer {
+ public:
+  Importer(const HloModule& m, const HloImportOptions& o)
+      : m_(m), o_(o), b_(m.name.empty() ? "hlo" : m.name) {}
+
+  absl::StatusOr<Program> Run(HloImportStats* stats);
+
+ private:
+  static constexpr int64_t kMaxOps = int64_t{1} << 24;
+
+  absl::Status Error(const HloInstruction& ins, const std::string& what) const {
+    return absl::InvalidArgumentError(
+        absl::StrCat(m_.file, ":", ins.location.line, ":", ins.location.column, ": ", ins.name, ": ", what));
+  }
+
+  absl::StatusOr<DType> DTypeOf(const HloInstruction& ins, const HloShape& s) const {
+    auto d = HloElementDType(s.element);
+    if (!d.ok()) return Error(ins, std::string(d.status().message()));
+    return *d;
+  }
+
+  // --- donation and aliasing ---------------------------------------------------
+
+  absl::Status FindAliases(const HloComputation& entry);
+
+  // The donated parameter whose buffer `t` is (a version of), or kNoTensor.
+  TensorId ChainRoot(TensorId t) const {
+    auto it = chain_.find(t);
+    return it == chain_.end() ? kNoTensor : it->second;
+  }
+
+  // Whether the buffer of `t` may be written now: no held value reads it,
+  // and it is not a read-only (non-donated) parameter or an output.
+  bool Writable(TensorId t) const {
+    const Tensor& x = b_.program().tensor(t);
+    const TensorId root = ChainRoot(t);
+    if (root != kNoTensor && !b_.program().tensor(root).donated) return false;
+    if (root != kNoTensor) {
+      auto cur = current_.find(root);
+      if ((cur == current_.end() ? root : cur->second) != t) return false;
+    }
+    if (x.live_out) return false;
+    auto it = refs_.find(t);
+    return it == refs_.end() || it->second == 0;
+  }
+
+  // --- reference counts ----------------------------------------------------------
+
+  void Refs(const Node& n, std::vector<TensorId>* out) const {
+    if (n.tuple) {
+      for (const Node& e : n.elements) Refs(e, out);
+    } else if (n.t != kNoTensor) {
+      out->push_back(n.t);
+    } else if (n.v) {
+      if (n.v->materialised != kNoTensor) out->push_back(n.v->materialised);
+      for (const auto& [t, bytes] : n.v->inputs) out->push_back(t);
+    }
+  }
+
+  struct Held {
+    Node node;
+    int uses = 0;
+    std::vector<TensorId> refs;
+  };
+
+  // `count_refs` false: every user only extracts elements (get-tuple-
+  // element), whose own values hold what they read.
+  void Hold(Held& h, Node n, int uses, bool count_refs = true) {
+    h.node = std::move(n);
+    h.uses = uses;
+    if (uses <= 0 || !count_refs) return;
+    Refs(h.node, &h.refs);
+    for (TensorId t : h.refs) ++refs_[t];
+  }
+
+  void Release(Held& h) {
+    if (--h.uses > 0) return;
+    for (TensorId t : h.refs) --refs_[t];
+    h.refs.clear();
+  }
+
+  // --- emission --------------------------------------------------------------------
+
+  absl::Status CheckSize() const {
+    if (static_cast<int64_t>(b_.program().ops.size()) > kMaxOps) {
+      return absl::InvalidArgumentError(absl::StrCat(m_.file, ": more than ", kMaxOps,
+                                                     " ops once while loops are expanded; the IR is built per iteration"));
+    }
+    return absl::OkStatus();
+  }
+
+  Phase PhaseOf(const HloInstruction& ins) const {
+    // JAX names the transposed (backward) jaxpr's ops "transpose(jvp(...))"
+    // in op_name metadata (jax/_src/interpreters/ad.py backward_pass).
+    const std::string& md = ins.attr("metadata");
+    if (absl::StrContains(md, "transpose(")) return Phase::kBackward;
+    return Phase::kForward;
+  }
+
+  Op& Emit(const std::string& name, OpKind kind, Phase phase, std::vector<TensorId> inputs,
+           std::vector<TensorId> outputs, double flops) {
+    b_.set_phase(phase);
+    return b_.AddOp(name, kind, std::move(inputs), std::move(outputs), flops);
+  }
+
+  // A new tensor for an array result; in parameter `home`'s buffer when given.
+  TensorId NewTensor(const std::string& name, const HloShape& s, DType dt, Role role, const std::string& origin,
+                     TensorId home = kNoTensor) {
+    TensorId t = b_.AddTensor(name, s.dims, dt, role, origin);
+    if (s.memory_space == 5) b_.tensor(t).host = true;
+    if (home != kNoTensor) {
+      b_.tensor(t).aliases = home;
+      b_.tensor(t).origin = absl::StrCat(origin, ", in the buffer of parameter ", b_.program().tensor(home).name);
+      chain_[t] = home;
+      current_[home] = t;
+    }
+    return t;
+  }
+
+  // Writes virtual `v` as one loop fusion: into `into` (a temp buffer
+  // written in place, or a parameter chain's next version), else a new
+  // buffer. Returns the tensor holding the value.
+  // `memo`: later readers of the virtual read this buffer (not for loop
+  // state, which the loop overwrites).
+  absl::StatusOr<TensorId> Materialise(const std::shared_ptr<Virtual>& v, Role role = Role::kTemporary,
+                                       TensorId into = kNoTensor, const std::string& why = "", bool memo = true) {
+    if (v->materialised != kNoTensor && into == kNoTensor) return v->materialised;
+    auto dt = HloElementDType(v->shape.element);
+    if (!dt.ok()) return absl::InvalidArgumentError(absl::StrCat(m_.file, ": ", v->name, ": ", dt.status().message()));
+    std::vector<TensorId> ins;
+    Bytes read(0);
+    for (const auto& [t, bytes] : v->inputs) {
+      ins.push_back(t);
+      read += bytes;
+    }
+    TensorId out = kNoTensor;
+    std::vector<TensorId> outs;
+    if (into != kNoTensor && ChainRoot(into) != kNoTensor) {
+      out = NewTensor(v->name, v->shape, *dt, role, why.empty() ? absl::StrCat("fusion ", v->name) : why, ChainRoot(into));
+      outs.push_back(out);
+    } else if (into != kNoTensor) {
+      out = into;
+      if (std::find(ins.begin(), ins.end(), into) == ins.end()) ins.push_back(into);
+    } else {
+      out = NewTensor(v->name, v->shape, *dt, role, why.empty() ? absl::StrCat("fusion ", v->name) : why);
+      outs.push_back(out);
+    }
+    Op& op = Emit(absl::StrCat("fusion.", v->name), OpKind::kElementwise, v->phase, ins, outs, v->flops);
+    op.bytes_read = read;
+    op.bytes_written = Bytes(v->shape.ArrayBytes());
+    op.dtype = *dt;
+    if (into == kNoTensor && memo) v->materialised = out;
+    RETURN_IF_ERROR(CheckSize());
+    return out;
+  }
+
+  absl::StatusOr<TensorId> Buffer(const Node& n) {
+    if (n.t != kNoTensor) return n.t;
+    if (n.v) return Materialise(n.v);
+    return absl::InternalError("a tuple or empty value where an array was expected");
+  }
+
+  // Copies `src` into `into` (a temp written in place or a parameter
+  // chain), or into a new buffer. Returns the destination tensor.
+  TensorId Copy(const std::string& name, TensorId src, Phase phase, Role role, const std::string& origin,
+                TensorId into = kNoTensor) {
+    const Tensor s = b_.program().tensor(src);
+    HloShape sh;
+    sh.dims = s.shape;
+    TensorId dst = into;
+    std::vector<TensorId> ins = {src}, outs;
+    if (into == kNoTensor || ChainRoot(into) != kNoTensor) {
+      dst = b_.AddTensor(name, s.shape, s.dtype, role, origin);
+      if (into != kNoTensor) {
+        const TensorId root = ChainRoot(into);
+        b_.tensor(dst).aliases = root;
+        chain_[dst] = root;
+        current_[root] = dst;
+      }
+      outs.push_back(dst);
+    } else {
+      ins.push_back(into);
+    }
+    Op& op = Emit("copy." + name, OpKind::kCopy, phase, ins, outs, 0);
+    op.bytes_read = s.bytes();
+    op.bytes_written = s.bytes();
+    op.dtype = s.dtype;
+    return dst;
+  }
+
+  // --- the walk -----------------------------------------------------------------------
+
+  absl::StatusOr<Node> Eval(const HloComputation& comp, const std::vector<Node>& args, bool is_entry = false) {
+    if (++depth_ > 64) return absl::InvalidArgumentError(absl::StrCat(m_.file, ": calls nested more than 64 deep"));
+    const size_t n = comp.instructions.size();
+    // Dead code (hlo_dce.cc): what the root does not reach is not run.
+    std::vector<bool> live(n, false);
+    live[static_cast<size_t>(comp.root)] = true;
+    for (size_t i = n; i-- > 0;) {
+      if (!live[i]) continue;
+      for (int o : comp.instructions[i].operands) live[static_cast<size_t>(o)] = true;
+    }
+    std::vector<int> users(n, 0);
+    std::vector<bool> extracted_only(n, true);
+    for (size_t i = 0; i < n; ++i) {
+      if (!live[i]) continue;
+      const HloInstruction& ins = comp.instructions[i];
+      for (int o : ins.operands) {
+        ++users[static_cast<size_t>(o)];
+        if (ins.opcode != "get-tuple-element") extracted_only[static_cast<size_t>(o)] = false;
+      }
+    }
+    ++users[static_cast<size_t>(comp.root)];
+    extracted_only[static_cast<size_t>(comp.root)] = false;
+    std::vector<Held> held(n);
+    for (size_t i = 0; i < n; ++i) {
+      const HloInstruction& ins = comp.instructions[i];
+      if (!live[i]) continue;
+      std::vector<Node> ops;
+      ops.reserve(ins.operands.size());
+      for (int o : ins.operands) ops.push_back(held[static_cast<size_t>(o)].node);
+      for (int o : ins.operands) Release(held[static_cast<size_t>(o)]);
+      current_home_ = kNoTensor;
+      if (is_entry) {
+        auto h = home_.find({static_cast<int>(i), -1});
+        if (h != home_.end()) current_home_ = ParamTensor(comp, h->second);
+      }
+      ASSIGN_OR_RETURN(Node r, Instruction(comp, static_cast<int>(i), ins, ops, args, is_entry));
+      const bool count_refs = !(r.tuple && extracted_only[i]);
+      Hold(held[i], std::move(r), users[i], count_refs);
+    }
+    Node root = held[static_cast<size_t>(comp.root)].node;
+    Release(held[static_cast<size_t>(comp.root)]);
+    --depth_;
+    return root;
+  }
+
+  TensorId ParamTensor(const HloComputation& entry, int64_t p) const {
+    (void)entry;
+    return static_cast<TensorId>(p);  // entry parameters are the first tensors, in order
+  }
+
+  // The current version of donated parameter `home`'s buffer when it may be
+  // written now, else kNoTensor.
+  TensorId HomeIfFree(TensorId home) const {
+    if (home == kNoTensor) return kNoTensor;
+    const TensorId cur = current_.count(home) ? current_.at(home) : home;
+    return Writable(cur) ? cur : kNoTensor;
+  }
+
+  absl::StatusOr<Node> Instruction(const HloComputation& comp, int index, const HloInstruction& ins,
+                                   const std::vector<Node>& ops, const std::vector<Node>& args, bool is_entry);
+
+  absl::StatusOr<Node> View(const HloInstruction& ins, const std::vector<Node>& ops);
+
+  // A fusible instruction: a virtual value reading its operands' buffers.
+  absl::StatusOr<Node> Fuse(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase);
+
+  absl::StatusOr<Node> Kernel(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase, HloOpClass cls);
+
+  // The reduction's operand fusion, as an elementwise instruction of the
+  // reduction's name (its own FLOPs come from KernelCost).
+  static HloInstruction FakeElementwise(const HloInstruction& ins) {
+    HloInstruction e;
+    e.name = ins.name;
+    e.opcode = "copy";
+    e.shape = ins.shape.tuple && !ins.shape.elements.empty() ? ins.shape.elements[0] : ins.shape;
+    return e;
+  }
+
+  HloShape ShapeOf(const Node& n) const {
+    HloShape s;
+    if (n.tuple) {
+      s.tuple = true;
+      for (const Node& e : n.elements) s.elements.push_back(ShapeOf(e));
+      return s;
+    }
+    if (n.v) return n.v->shape;
+    if (n.t != kNoTensor) {
+      const Tensor& t = b_.program().tensor(n.t);
+      s.dims = t.shape;
+      s.element = std::string(DTypeName(t.dtype));
+      if (s.element == "i32") s.element = "s32";
+      if (s.element == "i64") s.element = "s64";
+      if (s.element == "f8") s.element = "f8e4m3fn";
+    }
+    return s;
+  }
+
+  // dynamic-update-slice / scatter: into operand 0's buffer when it may be
+  // written, else into a copy of it.
+  absl::StatusOr<Node> InPlace(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase);
+
+  // conditional: the branch taken is not known statically; every branch's
+  // result is written into one result buffer, and the first branch's body
+  // (branch 0, or true_computation) is costed.
+  absl::StatusOr<Node> Conditional(const HloInstruction& ins, const std::vector<Node>& ops);
+
+  absl::StatusOr<Node> While(const HloComputation& comp, int index, const HloInstruction& ins, const Node& init,
+                             bool is_entry);
+  absl::StatusOr<int64_t> TripCount(const HloComputation& comp, const HloInstruction& ins);
+  absl::Status Outputs(const HloComputation& entry, const Node& root);
+
+  const HloModule& m_;
+  const HloImportOptions& o_;
+  ProgramBuilder b_;
+  int depth_ = 0;
+  std::set<int64_t> donated_;
+  std::vector<int64_t> output_alias_;                 // per output: parameter or -1
+  std::map<std::pair<int, int>, int64_t> home_;       // (entry instruction, tuple index) -> parameter
+  TensorId current_home_ = kNoTensor;
+  absl::flat_hash_map<TensorId, TensorId> chain_;     // tensor -> donated parameter whose buffer it is
+  absl::flat_hash_map<TensorId, TensorId> current_;   // parameter -> latest version of its buffer
+  absl::flat_hash_map<TensorId, int> refs_;           // tensor -> held values reading it
+  bool trip_count_used_ = false;
+  std::vector<int64_t> trip_counts_;
+};
+
+
+
+}  // namespace hlo_internal
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_IMPORT_HLO_HLO_IMPORTER_H_

@@ -1,0 +1,412 @@
+#include "sim/import/hlo/hlo_to_program.h"
+
+#include <algorithm>
+#include <functional>
+#include <map>
+#include <memory>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "sim/import/hlo/hlo_op_cost.h"
+#include "sim/lower/xla/fusion.h"
+#include "sim/base/status.h"
+#include "sim/import/hlo/hlo_importer.h"
+#include "sim/import/hlo/hlo_parser.h"
+
+namespace gpusim {
+namespace hlo_internal {
+
+absl::StatusOr<Program> Importer::Run(HloImportStats* stats) {
+  const HloComputation& entry = m_.entry_computation();
+  RETURN_IF_ERROR(FindAliases(entry));
+  std::vector<Node> args;
+  for (size_t p = 0; p < entry.parameters.size(); ++p) {
+    const HloInstruction& ins = entry.instructions[static_cast<size_t>(entry.parameters[p])];
+    if (ins.shape.tuple) return Error(ins, "a tuple-shaped entry parameter (expected one array per parameter, as JAX lowers)");
+    // An unpartitioned SPMD module has global shapes: one device's bytes
+    // are only known after the partitioner (spmd_partitioner.cc) ran.
+    if (m_.num_partitions > 1 && absl::StrContains(ins.attr("sharding"), "devices=")) {
+      return Error(ins, absl::StrCat("sharding=", ins.attr("sharding"), " with num_partitions=", m_.num_partitions,
+                                     ": the module is not partitioned yet; give the partitioned module "
+                                     "(jax.jit(...).lower(...).compile().as_text()) or lower for one device"));
+    }
+    const bool donated = donated_.count(static_cast<int64_t>(p)) > 0;
+    ASSIGN_OR_RETURN(DType dt, DTypeOf(ins, ins.shape));
+    Node n;
+    n.t = b_.AddArgument(ins.name, ins.shape.dims, dt, donated ? Role::kParameter : Role::kInputBatch, donated,
+                         absl::StrCat("entry parameter ", p, " ", ins.shape.ToString(), donated ? " (donated)" : ""));
+    b_.tensor(n.t).host = ins.shape.memory_space == 5;
+    chain_[n.t] = n.t;
+    args.push_back(n);
+  }
+  ASSIGN_OR_RETURN(Node root, Eval(entry, args, /*is_entry=*/true));
+  RETURN_IF_ERROR(Outputs(entry, root));
+  if (o_.trip_count > 0 && !trip_count_used_) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        m_.file, ": loop.trip_count=", o_.trip_count,
+        " is set, but no while loop needs it (every loop's trip count is known from the module)"));
+  }
+  if (stats != nullptr) {
+    stats->instructions = static_cast<int64_t>(m_.InstructionCount());
+    stats->trip_counts = trip_counts_;
+  }
+  return b_.Finish();
+
+}
+
+absl::Status Importer::FindAliases(const HloComputation& entry) {
+  const HloInstruction& root = entry.instructions[static_cast<size_t>(entry.root)];
+  const size_t outputs = root.shape.tuple ? root.shape.elements.size() : 1;
+  output_alias_.assign(outputs, -1);
+  for (const HloAlias& a : m_.aliases) {
+    if (a.output_index.size() > 1 || !a.parameter_index.empty()) {
+      return absl::UnimplementedError(absl::StrCat(m_.file, ": input_output_alias into nested tuples is not modelled"));
+    }
+    const size_t out = a.output_index.empty() ? 0 : static_cast<size_t>(a.output_index[0]);
+    if (out >= outputs || a.parameter < 0 || static_cast<size_t>(a.parameter) >= entry.parameters.size()) {
+      return absl::InvalidArgumentError(absl::StrCat(m_.file, ": input_output_alias {", out, "}: (", a.parameter,
+                                                     ") names an output or parameter the entry does not have"));
+    }
+    output_alias_[out] = a.parameter;
+    donated_.insert(a.parameter);
+  }
+  // Buffer donors: each unaliased output takes the first unused donor of
+  // its shape (OptimizeInputOutputBufferAlias::Build).
+  std::set<int64_t> used(donated_.begin(), donated_.end());
+  for (size_t out = 0; out < outputs; ++out) {
+    if (output_alias_[out] >= 0) continue;
+    const HloShape& os = root.shape.tuple ? root.shape.elements[out] : root.shape;
+    for (int64_t d : m_.buffer_donors) {
+      if (d < 0 || static_cast<size_t>(d) >= entry.parameters.size() || used.count(d)) continue;
+      const HloShape& ps = entry.instructions[static_cast<size_t>(entry.parameters[static_cast<size_t>(d)])].shape;
+      if (ps.element != os.element || ps.dims != os.dims) continue;
+      output_alias_[out] = d;
+      used.insert(d);
+      break;
+    }
+  }
+  for (int64_t d : m_.buffer_donors) donated_.insert(d);
+  // Homes: the definition an aliased output's value flows from.
+  for (size_t out = 0; out < outputs; ++out) {
+    if (output_alias_[out] < 0) continue;
+    int def = root.shape.tuple && root.opcode == "tuple" ? root.operands[out] : entry.root;
+    int index = -1;
+    if (!root.shape.tuple || root.opcode == "tuple") {
+      const HloInstruction& d = entry.instructions[static_cast<size_t>(def)];
+      if (d.opcode == "get-tuple-element") {
+        int64_t k = 0;
+        if (absl::SimpleAtoi(d.attr("index"), &k)) {
+          index = static_cast<int>(k);
+          def = d.operands[0];
+        }
+      }
+      home_[{def, index}] = output_alias_[out];
+    }
+  }
+  return absl::OkStatus();
+
+}
+
+absl::StatusOr<Node> Importer::Instruction(const HloComputation& comp, int index, const HloInstruction& ins, const std::vector<Node>& ops, const std::vector<Node>& args, bool is_entry) {
+  HloOpClass cls = ClassifyHloOpcode(ins.opcode);
+  if (ins.opcode == "dot" && ops.size() == 2) {  // Note [Dot strength reduction] in fusion.cc
+    const HloKernelCost d = DotKernelCost(ins, ShapeOf(ops[0]), ShapeOf(ops[1]));
+    cls = ClassifyDot(d.m, d.n, d.k);
+  }
+  const Phase phase = PhaseOf(ins);
+  Node out;
+  switch (cls) {
+    case HloOpClass::kParameter:
+      if (static_cast<size_t>(ins.parameter_number) >= args.size()) {
+        return Error(ins, absl::StrCat("parameter(", ins.parameter_number, ") of a computation called with ",
+                                       args.size(), " operands"));
+      }
+      return args[static_cast<size_t>(ins.parameter_number)];
+    case HloOpClass::kConstant: {
+      if (ins.shape.tuple) return Error(ins, "a tuple constant is not modelled");
+      auto v = std::make_shared<Virtual>();
+      v->name = ins.name;
+      v->shape = ins.shape;
+      v->phase = phase;
+      out.v = v;
+      return out;
+    }
+    case HloOpClass::kView:
+      return View(ins, ops);
+    case HloOpClass::kFusible:
+      // algebraic_simplifier.cc HandleDynamicSlice / HandleSlice: a slice
+      // of the whole operand is the operand.
+      if ((ins.opcode == "dynamic-slice" || ins.opcode == "slice") && !ops.empty() && !ops[0].tuple &&
+          ShapeOf(ops[0]).ElementCount() == ins.shape.ElementCount()) {
+        return ops[0];
+      }
+      return Fuse(ins, ops, phase);
+    case HloOpClass::kNoOp:
+      if (ins.opcode == "opt-barrier" && !ops.empty()) return ops[0];
+      if (ins.opcode == "add-dependency" && !ops.empty()) return ops[0];
+      if (!ins.shape.tuple && ins.shape.element != "token") return Fuse(ins, {}, phase);
+      return out;
+    case HloOpClass::kReduction:
+    case HloOpClass::kKernel:
+    case HloOpClass::kFusion:
+      return Kernel(ins, ops, phase, cls);
+    case HloOpClass::kInPlace:
+      // HandleDynamicUpdateSlice: an update of the operand's whole shape
+      // is the update.
+      if (ins.opcode == "dynamic-update-slice" && ops.size() >= 2 && !ops[1].tuple &&
+          ShapeOf(ops[1]).ElementCount() == ins.shape.ElementCount()) {
+        return ops[1];
+      }
+      return InPlace(ins, ops, phase);
+    case HloOpClass::kControl:
+      if (ins.opcode == "call") {
+        auto it = ins.called.find("to_apply");
+        if (it == ins.called.end() || it->second.size() != 1) return Error(ins, "call without to_apply=");
+        return Eval(m_.computation(it->second[0]), ops);
+      }
+      if (ins.opcode == "conditional") return Conditional(ins, ops);
+      return While(comp, index, ins, ops.empty() ? Node{} : ops[0], is_entry);
+    case HloOpClass::kUnknown:
+      break;
+  }
+  return absl::UnimplementedError(absl::StrCat(m_.file, ":", ins.location.line, ":", ins.location.column, ": ",
+                                               ins.name, ": opcode '", ins.opcode, "' is not modelled"));
+
+}
+
+absl::StatusOr<Node> Importer::View(const HloInstruction& ins, const std::vector<Node>& ops) {
+  if (ins.opcode == "tuple") {
+    Node t;
+    t.tuple = true;
+    t.elements = ops;
+    return t;
+  }
+  if (ops.size() != 1) return Error(ins, "expected one operand");
+  if (ins.opcode == "get-tuple-element") {
+    int64_t k = -1;
+    if (!absl::SimpleAtoi(ins.attr("index"), &k) || !ops[0].tuple || k < 0 ||
+        static_cast<size_t>(k) >= ops[0].elements.size()) {
+      return Error(ins, absl::StrCat("index=", ins.attr("index"), " is not an element of the operand tuple"));
+    }
+    return ops[0].elements[static_cast<size_t>(k)];
+  }
+  // bitcast / reshape: the operand's buffer, or a virtual of the new shape.
+  if (ops[0].t != kNoTensor) return ops[0];
+  if (!ops[0].v) return Error(ins, "reshape of a tuple");
+  if (ops[0].v->materialised != kNoTensor) {
+    Node n;
+    n.t = ops[0].v->materialised;
+    return n;
+  }
+  auto v = std::make_shared<Virtual>(*ops[0].v);
+  v->shape = ins.shape;
+  v->name = ins.name;
+  v->materialised = kNoTensor;
+  Node n;
+  n.v = v;
+  return n;
+
+}
+
+absl::StatusOr<Node> Importer::Fuse(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase) {
+  if (ins.shape.tuple) return Error(ins, "a tuple-shaped elementwise result is not modelled");
+  auto v = std::make_shared<Virtual>();
+  v->name = ins.name;
+  v->shape = ins.shape;
+  v->phase = phase;
+  v->flops = ElementwiseFlops(ins);
+  const bool slicing = ins.opcode == "slice" || ins.opcode == "dynamic-slice" || ins.opcode == "gather";
+  auto add = [&](TensorId t, Bytes bytes) {
+    for (auto& [u, b] : v->inputs) {
+      if (u == t) {
+        b = Max(b, bytes);
+        return;
+      }
+    }
+    v->inputs.push_back({t, bytes});
+  };
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const Node& o = ops[i];
+    if (o.tuple) return Error(ins, "a tuple operand of an elementwise instruction");
+    const Bytes slice(slicing && i == 0 ? ins.shape.ArrayBytes() : -1);
+    TensorId t = o.t != kNoTensor ? o.t : (o.v && o.v->materialised != kNoTensor ? o.v->materialised : kNoTensor);
+    if (t != kNoTensor) {
+      add(t, slice.value() >= 0 ? Min(slice, b_.program().tensor(t).bytes()) : b_.program().tensor(t).bytes());
+    } else if (o.v) {
+      for (const auto& [u, b] : o.v->inputs) add(u, slice.value() >= 0 ? Min(slice, b) : b);
+      v->flops += o.v->flops;
+      if (o.v->phase == Phase::kBackward) v->phase = Phase::kBackward;
+    }
+  }
+  Node n;
+  n.v = v;
+  return n;
+
+}
+
+absl::StatusOr<Node> Importer::Kernel(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase, HloOpClass cls) {
+  std::vector<const HloShape*> shapes;
+  std::vector<HloShape> op_shapes;
+  op_shapes.reserve(ops.size());
+  for (const Node& o : ops) op_shapes.push_back(ShapeOf(o));
+  for (const HloShape& s : op_shapes) shapes.push_back(&s);
+  ASSIGN_OR_RETURN(HloKernelCost cost, [&]() -> absl::StatusOr<HloKernelCost> {
+    auto c = KernelCost(m_, ins, shapes);
+    if (!c.ok()) return Error(ins, std::string(c.status().message()));
+    return c;
+  }());
+  if (cost.pass_through) {
+    if (ops.size() != 1) return Error(ins, "an annotation custom-call with other than one operand");
+    return ops[0];
+  }
+  std::vector<TensorId> inputs;
+  Bytes read(0);
+  if (cls == HloOpClass::kReduction) {
+    cost.kind = OpKind::kReduce;
+    ASSIGN_OR_RETURN(Node fused, Fuse(FakeElementwise(ins), ops, phase));
+    for (const auto& [t, b] : fused.v->inputs) {
+      inputs.push_back(t);
+      read += b;
+    }
+    cost.flops += fused.v->flops;
+  } else {
+    for (const Node& o : ops) {
+      std::vector<const Node*> leaves;
+      Leaves(o, &leaves);
+      for (const Node* l : leaves) {
+        if (l->empty()) continue;
+        ASSIGN_OR_RETURN(TensorId t, Buffer(*l));
+        if (std::find(inputs.begin(), inputs.end(), t) == inputs.end()) {
+          inputs.push_back(t);
+          read += b_.program().tensor(t).bytes();
+        }
+      }
+    }
+  }
+  // Results: one buffer per array element of the result shape.
+  Node out;
+  Bytes written(0);
+  std::vector<TensorId> outputs;
+  std::function<absl::StatusOr<Node>(const HloShape&, const std::string&)> make =
+      [&](const HloShape& s, const std::string& name) -> absl::StatusOr<Node> {
+    Node n;
+    if (s.tuple) {
+      n.tuple = true;
+      for (size_t i = 0; i < s.elements.size(); ++i) {
+        ASSIGN_OR_RETURN(Node e, make(s.elements[i], absl::StrCat(name, ".", i)));
+        n.elements.push_back(std::move(e));
+      }
+      return n;
+    }
+    if (s.element == "token") return n;
+    ASSIGN_OR_RETURN(DType dt, DTypeOf(ins, s));
+    const TensorId home = outputs.empty() && !ins.shape.tuple ? HomeIfFree(current_home_) : kNoTensor;
+    n.t = NewTensor(name, s, dt, Role::kTemporary, absl::StrCat(ins.opcode, " ", s.ToString()), home);
+    outputs.push_back(n.t);
+    written += Bytes(s.ArrayBytes());
+    return n;
+  };
+  ASSIGN_OR_RETURN(out, make(ins.shape, ins.name));
+  Op& op = Emit(ins.name, cost.kind, phase, inputs, outputs, cost.flops);
+  op.bytes_read = read;
+  op.bytes_written = written;
+  op.dtype = cost.dtype;
+  op.m = cost.m;
+  op.n = cost.n;
+  op.k = cost.k;
+  op.batch = cost.batch;
+  op.group = cost.group;
+  if (ins.opcode == "collective-permute" || ins.opcode == "collective-permute-start") {
+    op.bytes_written = written + written;
+  }
+  RETURN_IF_ERROR(CheckSize());
+  return out;
+
+}
+
+absl::StatusOr<Node> Importer::InPlace(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase) {
+  if (ops.size() < 2 || ops[0].tuple) return Error(ins, "expected an array operand 0 and an update");
+  TensorId target = kNoTensor;
+  const HloShape& s = ins.shape;
+  ASSIGN_OR_RETURN(DType dt, DTypeOf(ins, s));
+  if (ops[0].t != kNoTensor && Writable(ops[0].t)) {
+    target = ops[0].t;
+  } else if (ops[0].v && ops[0].v->materialised == kNoTensor && ops[0].v->inputs.empty()) {
+    // A broadcast constant (the zeros JAX starts a stack from) is written
+    // straight into the updated buffer.
+    ASSIGN_OR_RETURN(target, Materialise(ops[0].v, Role::kTemporary, kNoTensor,
+                                         absl::StrCat(ins.name, ": buffer updated in place")));
+  } else {
+    ASSIGN_OR_RETURN(TensorId src, Buffer(ops[0]));
+    if (Writable(src)) {
+      target = src;
+    } else {
+      target = Copy(ins.name, src, phase, Role::kTemporary,
+                    absl::StrCat("copy of ", b_.program().tensor(src).name, " for ", ins.opcode, " ", ins.name,
+                                 " (the old value is still read)"));
+    }
+  }
+  // The update (and indices) fuse into the in-place kernel.
+  std::vector<Node> rest(ops.begin() + 1, ops.end());
+  ASSIGN_OR_RETURN(Node upd, Fuse(FakeElementwise(ins), rest, phase));
+  std::vector<TensorId> inputs;
+  Bytes read(0);
+  for (const auto& [t, b] : upd.v->inputs) {
+    inputs.push_back(t);
+    read += b;
+  }
+  const HloShape update = ShapeOf(ops[ins.opcode == "scatter" ? ops.size() - 1 : 1]);
+  const Bytes update_bytes(update.ArrayBytes());
+  Node out;
+  std::vector<TensorId> outs;
+  if (ChainRoot(target) != kNoTensor) {
+    out.t = NewTensor(ins.name, s, dt, b_.program().tensor(target).role, absl::StrCat(ins.opcode, " ", ins.name),
+                      ChainRoot(target));
+    outs.push_back(out.t);
+  } else {
+    out.t = target;
+    if (std::find(inputs.begin(), inputs.end(), target) == inputs.end()) inputs.push_back(target);
+  }
+  Op& op = Emit(ins.name, ins.opcode == "scatter" ? OpKind::kScatter : OpKind::kDynamicUpdateSlice, phase, inputs,
+                outs, ins.opcode == "scatter" ? static_cast<double>(update.ElementCount()) : 0);
+  op.bytes_read = read + (ins.opcode == "scatter" ? update_bytes : Bytes(0));
+  op.bytes_written = update_bytes;
+  op.dtype = dt;
+  RETURN_IF_ERROR(CheckSize());
+  return out;
+
+}
+
+absl::StatusOr<Node> Importer::Conditional(const HloInstruction& ins, const std::vector<Node>& ops) {
+  std::string branch;
+  if (auto it = ins.called.find("branch_computations"); it != ins.called.end() && !it->second.empty()) {
+    branch = it->second[0];
+  } else if (auto t = ins.called.find("true_computation"); t != ins.called.end() && !t->second.empty()) {
+    branch = t->second[0];
+  } else {
+    return Error(ins, "conditional without branch_computations= or true_computation=");
+  }
+  if (ops.size() < 2) return Error(ins, "conditional without branch operands");
+  return Eval(m_.computation(branch), {ops[1]});
+
+}
+
+}  // namespace hlo_internal
+
+absl::StatusOr<Program> HloToProgram(const HloModule& m, const HloImportOptions& options, HloImportStats* stats) {
+  hlo_internal::Importer imp(m, options);
+  return imp.Run(stats);
+}
+
+absl::StatusOr<Program> ImportHloProgram(const std::string& path, const HloImportOptions& options,
+                                         HloImportStats* stats) {
+  ASSIGN_OR_RETURN(HloModule m, ReadHloModule(path));
+  return HloToProgram(m, options, stats);
+}
+
+}  // namespace gpusim

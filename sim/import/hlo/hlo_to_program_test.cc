@@ -1,0 +1,240 @@
+#include "sim/import/hlo/hlo_to_program.h"
+
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "sim/import/hlo/hlo_parser.h"
+#include "sim/lower/lower.h"
+
+namespace gpusim {
+namespace {
+
+using ::testing::HasSubstr;
+
+absl::StatusOr<Program> Import(const std::string& text, HloImportOptions o = {}, HloImportStats* stats = nullptr) {
+  auto m = ParseHloModule(text, "t.hlo");
+  if (!m.ok()) return m.status();
+  return HloToProgram(*m, o, stats);
+}
+
+int CountOps(const Program& p, OpKind k) {
+  int n = 0;
+  for (const Op& op : p.ops) n += op.kind == k;
+  return n;
+}
+
+TEST(HloToProgramTest, ElementwiseChainsFuseIntoOneKernel) {
+  auto p = Import(R"(HloModule m
+ENTRY main {
+  a = f32[256]{0} parameter(0)
+  b = f32[256]{0} parameter(1)
+  e = f32[256]{0} exponential(a)
+  c = f32[] constant(2)
+  bc = f32[256]{0} broadcast(c), dimensions={}
+  m = f32[256]{0} multiply(e, bc)
+  ROOT s = f32[256]{0} add(m, b)
+}
+)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->ops.size(), 1u);  // one loop fusion; the root array has no tuple table
+  EXPECT_EQ(p->ops[0].kind, OpKind::kElementwise);
+  EXPECT_EQ(p->ops[0].bytes_read.value(), 2 * 1024);
+  EXPECT_DOUBLE_EQ(p->ops[0].flops, 3 * 256);  // exp, multiply, add
+  ASSERT_EQ(p->ops[0].outputs.size(), 1u);
+  EXPECT_TRUE(p->tensor(p->ops[0].outputs[0]).live_out);
+}
+
+TEST(HloToProgramTest, GemmOperandsMaterialiseAndDotsAreSized) {
+  auto p = Import(R"(HloModule m
+ENTRY main {
+  a = bf16[4,64,32]{2,1,0} parameter(0)
+  w = bf16[4,32,16]{2,1,0} parameter(1)
+  n = bf16[4,64,32]{2,1,0} negate(a)
+  ROOT d = bf16[4,64,16]{2,1,0} dot(n, w), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}
+}
+)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(p->ops.size(), 2u);
+  EXPECT_EQ(p->ops[0].kind, OpKind::kElementwise);  // the negate, written for cuBLAS
+  const Op& dot = p->ops[1];
+  EXPECT_EQ(dot.kind, OpKind::kMatmul);
+  EXPECT_EQ(dot.batch, 4);
+  EXPECT_EQ(dot.m, 64);
+  EXPECT_EQ(dot.k, 32);
+  EXPECT_EQ(dot.n, 16);
+  EXPECT_DOUBLE_EQ(dot.flops, 2.0 * 4 * 64 * 32 * 16);
+  EXPECT_EQ(dot.dtype, DType::kBF16);
+}
+
+// A fori_loop as JAX lowers it: (i, acc) with i < 5.
+constexpr char kLoop[] = R"(HloModule loop, input_output_alias={ {0}: (0, {}, may-alias) }
+body {
+  p = (s32[], f32[1024]{0}, f32[1024]{0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  acc = f32[1024]{0} get-tuple-element(p), index=1
+  x = f32[1024]{0} get-tuple-element(p), index=2
+  e = f32[1024]{0} exponential(x)
+  s = f32[1024]{0} add(acc, e)
+  ROOT t = (s32[], f32[1024]{0}, f32[1024]{0}) tuple(next, s, x)
+}
+cond {
+  p = (s32[], f32[1024]{0}, f32[1024]{0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(LIMIT)
+  ROOT lt = pred[] compare(i, n), direction=LT
+}
+ENTRY main {
+  acc0 = f32[1024]{0} parameter(0)
+  x = f32[1024]{0} parameter(1)
+  zero = s32[] constant(0)
+  init = (s32[], f32[1024]{0}, f32[1024]{0}) tuple(zero, acc0, x)
+  w = (s32[], f32[1024]{0}, f32[1024]{0}) while(init), condition=cond, body=body
+  ROOT r = f32[1024]{0} get-tuple-element(w), index=1
+}
+)";
+
+std::string LoopWithLimit(const std::string& limit) {
+  std::string s = kLoop;
+  s.replace(s.find("LIMIT"), 5, limit);
+  return s;
+}
+
+TEST(HloToProgramTest, WhileStateIsOneBufferPerElement) {
+  HloImportStats stats;
+  auto p = Import(LoopWithLimit("5"), {}, &stats);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(stats.trip_counts, std::vector<int64_t>{5});
+  // The donated acc0 holds the accumulator for the whole loop, x is read
+  // in place (never written), the counter gets one buffer.
+  EXPECT_EQ(CountOps(*p, OpKind::kCopy), 0);
+  auto lowered = LowerEager(*p, {.reuse_operand_buffers = true});
+  ASSERT_TRUE(lowered.ok()) << lowered.status();
+  int temps = 0;
+  for (const BufferInfo& b : lowered->buffers) temps += !b.argument && !b.output;
+  EXPECT_EQ(temps, 1);  // the s32 induction variable
+  EXPECT_EQ(lowered->alias_bytes.value(), 4096);
+  EXPECT_EQ(lowered->output_bytes.value(), 4096);
+  // Five iterations, each one fusion for the accumulator and one for i.
+  EXPECT_EQ(CountOps(*p, OpKind::kElementwise), 1 + 5 * 2);
+}
+
+TEST(HloToProgramTest, TripCounts) {
+  auto unknown = LoopWithLimit("5");
+  unknown.replace(unknown.find("direction=LT"), 12, "direction=NE");
+  auto p = Import(unknown);
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("t.hlo:"));
+  EXPECT_THAT(p.status().message(), HasSubstr("--set loop.trip_count=N"));
+  HloImportStats stats;
+  auto given = Import(unknown, {.trip_count = 7}, &stats);
+  ASSERT_TRUE(given.ok()) << given.status();
+  EXPECT_EQ(stats.trip_counts, std::vector<int64_t>{7});
+  auto unused = Import(LoopWithLimit("5"), {.trip_count = 7});
+  ASSERT_FALSE(unused.ok());
+  EXPECT_THAT(unused.status().message(), HasSubstr("no while loop needs it"));
+  // One trip is inlined: no loop state of its own.
+  auto once = Import(LoopWithLimit("1"), {}, &stats);
+  ASSERT_TRUE(once.ok()) << once.status();
+  EXPECT_TRUE(once->regions.empty());
+  auto known = LoopWithLimit("5");
+  known.replace(known.find("body=body"), 9, "body=body, backend_config={\"known_trip_count\":{\"n\":\"3\"}}");
+  ASSERT_TRUE(Import(known, {}, &stats).ok());
+  EXPECT_EQ(stats.trip_counts, std::vector<int64_t>{3});
+}
+
+TEST(HloToProgramTest, DynamicUpdateSliceIsInPlaceUnlessTheOldValueIsRead) {
+  const std::string base = R"(HloModule m
+ENTRY main {
+  s = f32[8,128]{1,0} parameter(0)
+  u = f32[1,128]{1,0} parameter(1)
+  i = s32[] parameter(2)
+  z = s32[] constant(0)
+  e = f32[8,128]{1,0} exponential(s)
+  d = f32[8,128]{1,0} dynamic-update-slice(e, u, i, z)
+  ROOT t = (f32[8,128]{1,0}, f32[8,128]{1,0}) tuple(d, EXTRA)
+}
+)";
+  std::string in_place = base, copied = base;
+  in_place.replace(in_place.find("EXTRA"), 5, "s");
+  copied.replace(copied.find("EXTRA"), 5, "e");
+  auto a = Import(in_place);
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ(CountOps(*a, OpKind::kDynamicUpdateSlice), 1);
+  int copies = 0;
+  for (const Op& op : a->ops) copies += op.kind == OpKind::kCopy && !op.inputs.empty();
+  EXPECT_EQ(copies, 1);  // output 1 returns a parameter: copied into its own buffer
+  auto b = Import(copied);
+  ASSERT_TRUE(b.ok()) << b.status();
+  int b_copies = 0;
+  for (const Op& op : b->ops) b_copies += op.kind == OpKind::kCopy && !op.inputs.empty();
+  EXPECT_EQ(b_copies, 1);  // the exp is still returned: the update goes into a copy
+}
+
+TEST(HloToProgramTest, RefusesWhatItDoesNotModelByName) {
+  auto p = Import(R"(HloModule m
+ENTRY main {
+  a = f32[8]{0} parameter(0)
+  ROOT b = f32[8]{0} custom-call(a), custom_call_target="my_kernel"
+}
+)");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("t.hlo:4:3: b: custom-call target 'my_kernel' is not modelled"));
+  auto q = Import(R"(HloModule m
+ENTRY main {
+  a = f32[8]{0} parameter(0)
+  ROOT b = f32[8]{0} frobnicate(a)
+}
+)");
+  ASSERT_FALSE(q.ok());
+  EXPECT_THAT(q.status().message(), HasSubstr("opcode 'frobnicate' is not modelled"));
+}
+
+TEST(HloToProgramTest, CollectivesAndAttention) {
+  auto p = Import(R"(HloModule m, num_partitions=8
+add {
+  x = f32[] parameter(0)
+  y = f32[] parameter(1)
+  ROOT s = f32[] add(x, y)
+}
+ENTRY main {
+  g = f32[1024]{0} parameter(0)
+  q = bf16[2,128,8,64]{3,2,1,0} parameter(1)
+  k = bf16[2,256,8,64]{3,2,1,0} parameter(2)
+  ar = f32[1024]{0} all-reduce(g), replica_groups=[2,4]<=[8], to_apply=add
+  ag = f32[8192]{0} all-gather(ar), dimensions={0}, replica_groups={}
+  o = (bf16[2,128,8,64]{3,2,1,0}, u8[0]{0}) custom-call(q, k, k), custom_call_target="__cudnn$fmhaSoftmax"
+  o0 = bf16[2,128,8,64]{3,2,1,0} get-tuple-element(o), index=0
+  ROOT t = (f32[8192]{0}, bf16[2,128,8,64]{3,2,1,0}) tuple(ag, o0)
+}
+)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  const Op* ar = nullptr;
+  const Op* ag = nullptr;
+  const Op* att = nullptr;
+  for (const Op& op : p->ops) {
+    if (op.kind == OpKind::kAllReduce) ar = &op;
+    if (op.kind == OpKind::kAllGather) ag = &op;
+    if (op.kind == OpKind::kAttention) att = &op;
+  }
+  ASSERT_TRUE(ar && ag && att);
+  EXPECT_EQ(ar->group, 4);
+  EXPECT_EQ(ag->group, 8);
+  EXPECT_DOUBLE_EQ(att->flops, 4.0 * 2 * 8 * 128 * 256 * 64);
+}
+
+TEST(HloToProgramTest, RefusesAnUnpartitionedShardedModule) {
+  auto p = Import(R"(HloModule m, num_partitions=2
+ENTRY main {
+  a = f32[8]{0} parameter(0), sharding={devices=[2]<=[2]}
+  ROOT b = f32[8]{0} negate(a)
+}
+)");
+  ASSERT_FALSE(p.ok());
+  EXPECT_THAT(p.status().message(), HasSubstr("t.hlo:3:3: a: sharding={devices=[2]<=[2]} with num_partitions=2"));
+}
+
+}  // namespace
+}  // namespace gpusim

@@ -1,0 +1,87 @@
+// Materialised loop slices: which per-iteration slices of a stacked or
+// loop-carried operand XLA's GPU compiler writes to a buffer of their own,
+// and the helper the builders call to emit that buffer.
+//
+// Note [Materialised loop slices]
+// A rolled loop reads one slice of a stacked operand per iteration: the
+// backward `while` of grad(scan) reads each residual with
+// dynamic-slice(stack, i) (jax v0.5.0 jax/_src/lax/control_flow/loops.py:
+// _scan_transpose, line 741, binds scan_p with the residual stacks as xs;
+// _scan_impl's body_fun, line 468, reads xs with
+// slicing.dynamic_index_in_dim), and a scan over stacked parameters reads
+// each layer's slice the same way in both directions. Whether that slice is
+// a buffer depends on its consumers (openxla/xla a91d9c30, 2025-01-17):
+//  - elementwise ops and reductions take the dynamic-slice into their loop
+//    fusion and read the stack in place (no buffer);
+//  - a dot stays a GEMM unless GpuAlgebraicSimplifierVisitor::
+//    ShouldStrengthReduceDotToReduce (xla/service/gpu/transforms/
+//    algebraic_simplifier.cc:119) rewrites it: both operands vectors, or
+//    (lhs_non_contracting + rhs_non_contracting) x contracting < 10,000,000
+//    (IsMatrixMultiplicationTooSmallForRewriting, xla/service/gpu/
+//    matmul_utils.cc:810) — DotStaysGemm below;
+//  - GemmFusion does not pull the slice into a Triton GEMM at the default
+//    xla_gpu_triton_fusion_level 2 (xla/debug_options_flags.cc:224):
+//    IsInputWorthFusing (xla/service/gpu/triton_tiling_propagation.cc:949)
+//    refuses an input whose operands exceed its output by more than 1 KiB
+//    unless it has one user and only parameter/constant operands — a slice
+//    of a loop-state get-tuple-element has neither; the cuBLAS path needs a
+//    real operand buffer too;
+//  - custom calls (cuDNN attention) and collectives take buffer operands;
+//  - DynamicSliceFusionRewriter, which would let a cuBLAS GEMM
+//    (IsLegacyCublasMatmul), a library custom call or a reduce-scatter read
+//    the slice at an offset of the stack, runs only under
+//    xla_gpu_enable_dynamic_slice_fusion (RunDynamicSliceFusionPasses,
+//    xla/service/gpu/gpu_compiler.cc:1303), default false
+//    (xla/debug_options_flags.cc:158); it does not match all-gathers
+//    (dynamic_slice_fusion_rewriter.cc:532).
+// So, unless every consumer fuses it, the slice is written to a fresh
+// buffer each iteration, live from the slice to its last use in that
+// iteration, and the fusing consumers read that buffer too. The run config
+// key `xla.dynamic_slice_fusion: true` stands for the debug option.
+#ifndef GPUSIM_SIM_LOWER_XLA_LOOP_SLICES_H_
+#define GPUSIM_SIM_LOWER_XLA_LOOP_SLICES_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/config/spec.h"
+#include "sim/ir/builder.h"
+
+namespace gpusim {
+
+// What reads a loop slice.
+enum class SliceReader {
+  kFused,          // elementwise / reduce: the slice fuses into its loop fusion
+  kGemm,           // a dot that stays a GEMM (DotStaysGemm)
+  kCustomCall,     // cuDNN attention and other library calls
+  kAllGather,
+  kReduceScatter,
+};
+
+std::string_view SliceReaderName(SliceReader r);  // "a GEMM", "a custom call", ...
+
+// A dot [lhs_nc x k] @ [k x rhs_nc] (sizes of the non-contracting and
+// contracting dimensions; `*_vector`: that operand has no non-contracting
+// dimension) stays a GEMM rather than a reduce / multiply.
+bool DotStaysGemm(int64_t lhs_non_contracting, int64_t rhs_non_contracting, int64_t contracting,
+                  bool lhs_vector, bool rhs_vector);
+
+// Whether a slice read by `reader` is its own buffer under `xla`.
+bool SliceMaterialises(SliceReader reader, const XlaSpec& xla);
+
+// Whether a slice read by all of `readers` is its own buffer.
+bool SliceMaterialises(const std::vector<SliceReader>& readers, const XlaSpec& xla);
+
+// Emits the dynamic-slice that writes one slice of `source` (a stack, or a
+// loop-carried operand) to a buffer of its own: a new tensor of `shape` and
+// `dtype`, read from `source` at `name`. `what` names the source in words
+// ("stacked residual `w2`"); the origin reads "per-iteration slice of
+// stacked residual `w2`, read by a GEMM".
+// REQUIRES: source is a tensor of b.
+TensorId MaterialiseSlice(ProgramBuilder& b, TensorId source, const std::vector<int64_t>& shape, DType dtype,
+                          Role role, const std::string& name, const std::string& what, SliceReader reader);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_LOWER_XLA_LOOP_SLICES_H_

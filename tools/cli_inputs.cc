@@ -1,0 +1,191 @@
+// `gpusim validate` for every input kind gpusim reads, and the JSON forms of
+// `explain`, `validate`, `devices` and `viz` (tools/cli.h).
+//
+//   validate FILE  a run config (.yaml/.yml, or anything that is not a
+//                  trace), a native trace (first line `gpusim-trace`), or a
+//                  recorded trace: Kineto JSON(.gz), a memory snapshot
+//                  (.pickle or JSON), a memory-timeline raw file — imported,
+//                  converted to the native trace and checked as one.
+//                  (No HLO importer exists yet, so there is no HLO kind.)
+#include <fstream>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "sim/alloc/allocator.h"
+#include "sim/config/loader.h"
+#include "sim/import/import.h"
+#include "sim/import/recorded_trace.h"
+#include "sim/report/explain.h"
+#include "sim/base/json_writer.h"
+#include "sim/trace/trace_io.h"
+#include "sim/trace/validate.h"
+#include "tools/cli.h"
+
+namespace gpusim {
+namespace {
+
+bool EndsWith(const std::string& s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// What validate found, for both formats.
+struct Validated {
+  std::string kind;  // "run_config", "native_trace", "kineto", "snapshot", "memory_timeline"
+  std::string summary;
+  JsonWriter json;
+};
+
+void TraceJson(JsonWriter& j, const TraceStats& s) {
+  j.Int("events", s.events).Int("allocs", s.allocs).Int("frees", s.frees).Int("timed", s.timed);
+  j.Int("peak_live_bytes", s.peak_live.value());
+}
+
+}  // namespace
+
+int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets, const std::string& format) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) return FailStatus(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
+  std::string first;
+  std::getline(in, first);
+  in.close();
+  Validated v;
+  v.json.BeginObject().String("file", file);
+  const bool yaml = EndsWith(file, ".yaml") || EndsWith(file, ".yml");
+  absl::StatusOr<std::string> recorded_format = absl::NotFoundError("");
+  if (!yaml && first.rfind("gpusim-trace", 0) != 0) recorded_format = DetectRecordedFormat(file);
+  if (!sets.empty() && (first.rfind("gpusim-trace", 0) == 0 || recorded_format.ok())) {
+    return FailStatus(absl::InvalidArgumentError(
+        absl::StrCat("validate ", file, ": --set applies to run configs; this is a trace")));
+  }
+  if (first.rfind("gpusim-trace", 0) == 0) {
+    auto trace = ReadTraceFile(file);
+    if (!trace.ok()) return FailStatus(trace.status());
+    absl::Status st = ValidateTrace(*trace);
+    if (!st.ok()) return FailStatus(absl::InvalidArgumentError(absl::StrCat(file, ": ", st.message())));
+    const TraceStats s = ComputeTraceStats(*trace);
+    v.kind = "native_trace";
+    v.summary = absl::StrFormat("%s: valid trace: %d events (%d allocs, %d frees, %d timed), peak live %s", file,
+                                s.events, s.allocs, s.frees, s.timed, FormatBytes(s.peak_live));
+    v.json.String("kind", v.kind);
+    TraceJson(v.json, s);
+  } else if (recorded_format.ok()) {
+    auto recorded = ImportRecordedTrace(file, *recorded_format);
+    if (!recorded.ok()) return FailStatus(recorded.status());
+    ConversionStats cs;
+    auto trace = ToNativeTrace(*recorded, {}, &cs);
+    if (!trace.ok()) return FailStatus(trace.status());
+    absl::Status st = ValidateTrace(*trace);
+    if (!st.ok()) {
+      return FailStatus(absl::InvalidArgumentError(absl::StrCat(file, ": converted trace: ", st.message())));
+    }
+    const TraceStats s = ComputeTraceStats(*trace);
+    v.kind = *recorded_format;
+    v.summary = absl::StrFormat(
+        "%s: valid %s trace: %d recorded memory events, %d kernels/ops; as a native trace %d events (%d allocs, "
+        "%d frees), %d blocks live before recording (%s), peak live %s",
+        file, *recorded_format, recorded->memory_events.size(), recorded->ops.size(), s.events, s.allocs, s.frees,
+        cs.allocs_before_recording, FormatBytes(cs.bytes_before_recording), FormatBytes(s.peak_live));
+    v.json.String("kind", v.kind)
+        .Int("recorded_memory_events", static_cast<int64_t>(recorded->memory_events.size()))
+        .Int("recorded_ops", static_cast<int64_t>(recorded->ops.size()))
+        .Int("allocs_before_recording", cs.allocs_before_recording)
+        .Int("bytes_before_recording", cs.bytes_before_recording.value());
+    TraceJson(v.json, s);
+  } else {
+    auto spec = LoadRunSpec(file, sets);
+    if (!spec.ok()) return FailStatus(spec.status());
+    // The allocator's name and options are checked where it is made.
+    auto allocator = MakeAllocator(spec->allocator, spec->device.usable());
+    if (!allocator.ok()) return FailStatus(allocator.status());
+    v.kind = "run_config";
+    const std::string what = spec->program.present ? "program " + spec->program.name : spec->model.name;
+    v.summary = absl::StrCat(file, ": valid run config (", what, " on ", spec->device.name, ")");
+    v.json.String("kind", v.kind)
+        .String(spec->program.present ? "program" : "model", spec->program.present ? spec->program.name : spec->model.name)
+        .String("device", spec->device.name)
+        .String("framework", spec->framework)
+        .String("allocator", spec->allocator.impl);
+  }
+  v.json.Bool("valid", true).EndObject();
+  std::cout << (format == "json" ? v.json.Finish() : v.summary + "\n");
+  return 0;
+}
+
+std::string RenderExplainJson(const StepReport& r, int top) {
+  const std::vector<PeakBuffer> bufs = BuffersAtPeak(r);
+  JsonWriter j;
+  j.BeginObject()
+      .String("program", r.program.name)
+      .String("device", r.spec.device.name)
+      .String("framework", r.spec.framework)
+      .String("peak_kind", r.spec.framework == "jax" && !r.spec.program.present ? "temp" : "live")
+      .Int("peak_bytes", r.peak.value())
+      .Int("buffers_at_peak", static_cast<int64_t>(bufs.size()));
+  j.BeginArray("buffers");
+  Bytes rest(0);
+  for (size_t i = 0; i < bufs.size(); ++i) {
+    const PeakBuffer& b = bufs[i];
+    if (static_cast<int>(i) >= top) {
+      rest += b.bytes;
+      continue;
+    }
+    j.BeginObject()
+        .String("name", b.name)
+        .Int("bytes", b.bytes.value())
+        .String("role", RoleName(b.role))
+        .String("origin", b.origin)
+        .String("from", b.from)
+        .String("to", b.to)
+        .EndObject();
+  }
+  j.EndArray().Int("rest_bytes", rest.value()).EndObject();
+  return j.Finish();
+}
+
+int CmdDevicesJson() {
+  JsonWriter j;
+  j.BeginObject().BeginArray("devices");
+  for (const std::string& n : ListDeviceNames()) {
+    auto d = LoadDeviceSpec(n, "");
+    if (!d.ok()) return FailStatus(d.status());
+    j.BeginObject()
+        .String("name", d->name)
+        .String("description", d->description)
+        .Int("sms", d->sms)
+        .Int("cuda_total_bytes", d->cuda_total.value())
+        .Int("context_reserve_bytes", d->context_reserve.value())
+        .Int("usable_bytes", d->usable().value())
+        .Double("hbm_bandwidth_bytes_per_s", d->hbm_bandwidth)
+        .Double("bf16_flops_per_s", d->peak_bf16)
+        .Double("tf32_flops_per_s", d->peak_tf32)
+        .Double("fp32_flops_per_s", d->peak_fp32)
+        .Double("nvlink_bytes_per_s", d->nvlink_bandwidth)
+        .Double("pcie_bytes_per_s", d->pcie_bandwidth)
+        .EndObject();
+  }
+  j.EndArray().EndObject();
+  std::cout << j.Finish();
+  return 0;
+}
+
+std::string RenderVizJson(const std::string& out_dir, const std::string& snapshot) {
+  JsonWriter j;
+  j.BeginObject().String("out", out_dir).BeginArray("files");
+  for (const char* f : {"memory_map.svg", "memory_map.png", "lifetimes.svg", "lifetimes.png", "timeline.svg",
+                        "timeline.png", "dataflow.dot", "dataflow.svg", "dataflow.png", "timeline.json", "report.html"}) {
+    j.String("", absl::StrCat(out_dir, "/", f));
+  }
+  j.EndArray();
+  if (snapshot.empty()) {
+    j.Null("snapshot");
+  } else {
+    j.String("snapshot", snapshot);
+  }
+  j.EndObject();
+  return j.Finish();
+}
+
+}  // namespace gpusim

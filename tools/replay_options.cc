@@ -1,0 +1,41 @@
+#include "tools/replay_options.h"
+
+#include "absl/strings/str_cat.h"
+#include "sim/config/loader.h"
+
+namespace gpusim {
+
+// The capacity cudaMalloc may reserve: --device's usable memory; else the
+// device the trace recorded (Kineto deviceProperties totalGlobalMem); else
+// the default device's usable memory (sim/replay/replay.h ReplayOptions).
+absl::Status ResolveReplayCapacity(const std::string& device, ReplayOptions* o) {
+  auto d = LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, "");
+  if (!d.ok()) return d.status();
+  if (!device.empty()) {
+    o->capacity = d->usable();
+    o->capacity_source = absl::StrCat(d->name, " usable memory");
+  }
+  o->default_capacity = d->usable();
+  o->default_capacity_source =
+      absl::StrCat(d->name, " usable memory (default: the trace records no device memory; use --device)");
+  return absl::OkStatus();
+}
+
+absl::Status ApplyAllocatorSets(const std::vector<std::string>& sets, AllocatorSpec* spec) {
+  for (const std::string& s : sets) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || s.rfind("allocator.", 0) != 0 || eq <= 10) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--set ", s, ": expected allocator.OPTION=VALUE (see `gpusim list allocators`)"));
+    }
+    const std::string key = s.substr(10, eq - 10);
+    if (key == "impl") {
+      spec->impl = s.substr(eq + 1);
+    } else {
+      spec->options[key] = s.substr(eq + 1);
+    }
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace gpusim
