@@ -277,11 +277,17 @@ TEST(HostileInput, SignalLeavesNoTempFilesNorChild) {
   int status = 0;
   ASSERT_EQ(waitpid(pid, &status, 0), pid);
   EXPECT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM);
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
   EXPECT_TRUE(fs::is_empty(tmp));
+  // The converter got SIGTERM with gpusim's death; give a loaded machine up
+  // to 10 s to end it.
   // "[.]": the pattern does not match the shell running pgrep itself.
   const std::string pattern = "snapshot_to_json[.]py " + slow.substr(0, slow.size() - 7) + "[.]pickle";
-  const int running = std::system(("pgrep -f '" + pattern + "' > /dev/null").c_str());
+  int running = 0;
+  for (int i = 0; i < 100; ++i) {
+    running = std::system(("pgrep -f '" + pattern + "' > /dev/null").c_str());
+    if (WEXITSTATUS(running) != 0) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
   EXPECT_NE(WEXITSTATUS(running), 0) << "the converter outlived gpusim";
 }
 
