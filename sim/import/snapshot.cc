@@ -1,17 +1,13 @@
 #include "sim/import/snapshot.h"
 
 #include <fcntl.h>
-<<<<<<< HEAD
-=======
 #include <pthread.h>
->>>>>>> hostile
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
-#include <optional>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -444,24 +440,12 @@ absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::st
   sigemptyset(&child_mask);
   posix_spawnattr_t attr;
   posix_spawnattr_init(&attr);
-<<<<<<< HEAD
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &child_mask);
-=======
-  // A signal between the spawn and the child's registration would orphan
-  // it: they are blocked here until ScopedChild holds the pid, and the
-  // child starts with an empty mask and default dispositions.
-  sigset_t stop, old_mask, none;
-  sigemptyset(&stop);
-  sigemptyset(&none);
-  for (int sig : {SIGINT, SIGTERM, SIGHUP}) sigaddset(&stop, sig);
+  sigaddset(&stop_signals, SIGHUP);
+  // The child also starts with default dispositions for them.
   posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
   posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &none);
-  posix_spawnattr_setsigdefault(&attr, &stop);
-  pthread_sigmask(SIG_BLOCK, &stop, &old_mask);
->>>>>>> hostile
+  posix_spawnattr_setsigmask(&attr, &child_mask);
+  posix_spawnattr_setsigdefault(&attr, &stop_signals);
   posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
   posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_TRUNC, 0);
   std::string arg0 = "python3";
@@ -477,9 +461,6 @@ absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::st
   pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
-  std::optional<ScopedChild> child_guard;
-  if (rc == 0) child_guard.emplace(pid);
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
   if (rc != 0) {
     std::remove(err_path.c_str());
     return absl::FailedPreconditionError(
