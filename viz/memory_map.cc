@@ -224,7 +224,9 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     }
   }
   height = std::max<int64_t>(height, 1);
-  const bool show_capacity = r.capacity.value() > 0 && r.capacity.value() <= height * 5 / 4;
+  // capacity <= 1.25 x height, written so that a height near INT64_MAX (a
+  // huge recorded request) cannot overflow.
+  const bool show_capacity = r.capacity.value() > 0 && r.capacity.value() / 5 <= height / 4;
   const double ymax = static_cast<double>(show_capacity ? std::max(height, r.capacity.value()) : height) * 1.03;
 
   const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
