@@ -37,7 +37,9 @@ void ElideDonatedCopies(Program& p, std::vector<std::string>* decisions) {
       loop_state.insert(t.id);
     }
   }
-  for (auto& [param, members] : chains) {
+  for (auto& [param_key, members] : chains) {
+    // A copy: clang 14 lambdas cannot capture a structured binding.
+    const TensorId param = param_key;
     const Ranges r(p);
     std::sort(members.begin(), members.end(), [&](TensorId a, TensorId b) {
       return r.producer[static_cast<size_t>(a)] < r.producer[static_cast<size_t>(b)];
