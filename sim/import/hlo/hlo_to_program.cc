@@ -115,7 +115,8 @@ absl::Status Importer::FindAliases(const HloComputation& entry) {
 absl::StatusOr<Node> Importer::Instruction(const HloComputation& comp, int index, const HloInstruction& ins, const std::vector<Node>& ops, const std::vector<Node>& args, bool is_entry) {
   HloOpClass cls = ClassifyHloOpcode(ins.opcode);
   if (ins.opcode == "dot" && ops.size() == 2) {  // Note [Dot strength reduction] in fusion.cc
-    const HloKernelCost d = DotKernelCost(ins, ShapeOf(ops[0]), ShapeOf(ops[1]));
+    const HloKernelCost d =
+        DotKernelCost(ins, DeclaredOperandShape(comp, ins, 0), DeclaredOperandShape(comp, ins, 1));
     cls = ClassifyDot(d.m, d.n, d.k);
   }
   const Phase phase = PhaseOf(ins);
@@ -154,7 +155,7 @@ absl::StatusOr<Node> Importer::Instruction(const HloComputation& comp, int index
     case HloOpClass::kReduction:
     case HloOpClass::kKernel:
     case HloOpClass::kFusion:
-      return Kernel(ins, ops, phase, cls);
+      return Kernel(comp, ins, ops, phase, cls);
     case HloOpClass::kInPlace:
       // HandleDynamicUpdateSlice: an update of the operand's whole shape
       // is the update.
@@ -249,12 +250,14 @@ absl::StatusOr<Node> Importer::Fuse(const HloInstruction& ins, const std::vector
 
 }
 
-absl::StatusOr<Node> Importer::Kernel(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase, HloOpClass cls) {
+absl::StatusOr<Node> Importer::Kernel(const HloComputation& comp, const HloInstruction& ins,
+                                      const std::vector<Node>& ops, Phase phase, HloOpClass cls) {
+  // Costs from the declared operand shapes: a dot of reshape(materialised
+  // buffer) contracts the reshape's dims, not the buffer's.
   std::vector<const HloShape*> shapes;
-  std::vector<HloShape> op_shapes;
-  op_shapes.reserve(ops.size());
-  for (const Node& o : ops) op_shapes.push_back(ShapeOf(o));
-  for (const HloShape& s : op_shapes) shapes.push_back(&s);
+  for (size_t i = 0; i < ops.size() && i < ins.operands.size(); ++i) {
+    shapes.push_back(&DeclaredOperandShape(comp, ins, i));
+  }
   ASSIGN_OR_RETURN(HloKernelCost cost, [&]() -> absl::StatusOr<HloKernelCost> {
     auto c = KernelCost(m_, ins, shapes);
     if (!c.ok()) return Error(ins, std::string(c.status().message()));
