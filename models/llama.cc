@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "sim/base/status.h"
 #include "sim/ir/builder.h"
+#include "sim/lower/xla/entry_tuple.h"
 #include "sim/lower/xla/loop_slices.h"
 #include "sim/remat/remat_policy.h"
 
@@ -133,6 +134,7 @@ class LlamaBuilder {
 
     b_.set_phase(Phase::kOptimizer);
     Optimizer(head.loss);
+    if (s_.framework == "jax") AddEntryTupleTable(b_);  // Note [Entry result tuple]
     return b_.Finish();
   }
 
@@ -904,6 +906,19 @@ class LlamaBuilder {
     b_.AddOp("ce.loss", OpKind::kReduce, {r.log_softmax, r.onehot, batch_.at("targets_segmentation")}, {r.loss},
              2 * tv);
     b_.tensor(r.loss).live_out = true;
+    if (s_.framework == "jax") {
+      // MaxText train.py train_step's other scalar metrics (4bf3beaa):
+      // learning/total_weights = sum(targets_segmentation != 0) (int32) and
+      // learning/moe_lb_loss (0.0 for a dense model), outputs like loss.
+      TensorId tw = b_.AddTensor("total_weights", {}, DType::kI32, Role::kScalar, "total_weights (metric output)");
+      b_.AddOp("total_weights.reduce", OpKind::kReduce, {batch_.at("targets_segmentation")}, {tw},
+               static_cast<double>(T_));
+      b_.tensor(tw).live_out = true;
+      TensorId lb = b_.AddTensor("moe_lb_loss", {}, DType::kF32, Role::kScalar,
+                                 "moe_lb_loss (metric output; 0 for a dense model)");
+      b_.AddOp("moe_lb_loss.zero", OpKind::kElementwise, {}, {lb}, 0);
+      b_.tensor(lb).live_out = true;
+    }
     for (TensorId t : {r.logits_f32, r.onehot, r.exp_shifted, r.log_softmax}) b_.tensor(t).role = Role::kResidual;
     b_.EndRegion();
     return r;
