@@ -168,7 +168,7 @@ std::string RenderText(const StepReport& r) {
   if (s.maxtext.present) {
     // Note [MaxText TFLOP/s] (sim/config/maxtext.cc): MaxText's own count.
     absl::StrAppendFormat(&o,
-                          "  %.1f TFLOP/s/device as MaxText logs it (calculate_tflops_training_per_device, MaxText "
+                          "  %.1f TFLOP/s/device by MaxText's formula (calculate_tflops_training_per_device, MaxText "
                           "%s: %.2f TFLOP per device step, %.2f learnable weights + %.2f attention), %.0f "
                           "tokens/s/device\n",
                           MaxTextTflopsPerSecond(r), s.maxtext.commit, s.maxtext.tflops_per_device_step,

@@ -349,7 +349,9 @@ class Importer {
   // value still read) it is left to Outputs() as before.
   absl::Status MaterialiseLiveOut(const std::shared_ptr<Virtual>& v) {
     if (current_home_ == kNoTensor) {
-      return Materialise(v, Role::kActivation, kNoTensor, "entry output").status();
+      RETURN_IF_ERROR(Materialise(v, Role::kActivation, kNoTensor, "entry output").status());
+      live_out_fusions_.insert(b_.next_op() - 1);
+      return absl::OkStatus();
     }
     const TensorId home = HomeIfFree(current_home_);
     if (home == kNoTensor) return absl::OkStatus();
@@ -357,6 +359,7 @@ class Importer {
                                              absl::StrCat("entry output (aliased with parameter ",
                                                           b_.program().tensor(current_home_).name, ")")));
     v->materialised = t;
+    live_out_fusions_.insert(b_.next_op() - 1);  // Note [Multi-output fusion of live-out values]
     return absl::OkStatus();
   }
 
@@ -446,6 +449,7 @@ class Importer {
   absl::flat_hash_map<TensorId, TensorId> current_;   // parameter -> latest version of its buffer
   absl::flat_hash_map<TensorId, int> refs_;           // tensor -> held values reading it
   bool trip_count_used_ = false;
+  std::set<OpId> live_out_fusions_;                  // loop fusions MaterialiseLiveOut wrote
   std::vector<int64_t> trip_counts_;
 };
 

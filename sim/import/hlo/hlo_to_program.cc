@@ -1,5 +1,7 @@
 #include "sim/import/hlo/hlo_to_program.h"
 
+#include "sim/import/hlo/hlo_multi_output.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -55,7 +57,9 @@ absl::StatusOr<Program> Importer::Run(HloImportStats* stats) {
     stats->instructions = static_cast<int64_t>(m_.InstructionCount());
     stats->trip_counts = trip_counts_;
   }
-  return b_.Finish();
+  Program program = b_.Finish();
+  FuseLiveOutProducers(&program, live_out_fusions_);  // Note [Multi-output fusion of live-out values]
+  return program;
 
 }
 
