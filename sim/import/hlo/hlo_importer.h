@@ -427,9 +427,8 @@ class Importer {
   // written, else into a copy of it.
   absl::StatusOr<Node> InPlace(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase);
 
-  // conditional: the branch taken is not known statically; every branch's
-  // result is written into one result buffer, and the first branch's body
-  // (branch 0, or true_computation) is costed.
+  // conditional: every branch in order, into one result buffer; branch 0
+  // (or true_computation) is timed (Note [Conditional branches]).
   absl::StatusOr<Node> Conditional(const HloInstruction& ins, const std::vector<Node>& ops);
 
   absl::StatusOr<Node> While(const HloComputation& comp, int index, const HloInstruction& ins, const Node& init,

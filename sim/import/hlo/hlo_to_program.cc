@@ -389,18 +389,81 @@ absl::StatusOr<Node> Importer::InPlace(const HloInstruction& ins, const std::vec
 
 }
 
+// Note [Conditional branches]
+// XLA's buffer assignment orders a conditional's branch computations, branch
+// 0 before 1 before 2 ..., so their values have disjoint live ranges and
+// share buffers (xla/hlo/analysis/hlo_ordering.cc, "we define the 0th branch
+// computation to be ordered before the 1st one ... buffers can still be
+// shared among branch computations"), and the conditional's result is one
+// buffer every branch root writes (a phi value, HloDataflowAnalysis). So
+// every branch is emitted, in order, each reading its own operand; a
+// branch's temps die before the next branch starts, so the heap holds the
+// largest branch's, beside the result buffer, which later branches write
+// into (materialised values; a kernel result of its own stays its own).
+// Which branch runs is data-dependent: branch 0 (or true_computation) is
+// timed; the other branches' kernels keep their buffers and launches but
+// no FLOPs or bytes.
 absl::StatusOr<Node> Importer::Conditional(const HloInstruction& ins, const std::vector<Node>& ops) {
-  std::string branch;
+  std::vector<std::string> branches;
   if (auto it = ins.called.find("branch_computations"); it != ins.called.end() && !it->second.empty()) {
-    branch = it->second[0];
+    branches = it->second;
   } else if (auto t = ins.called.find("true_computation"); t != ins.called.end() && !t->second.empty()) {
-    branch = t->second[0];
+    branches.push_back(t->second[0]);
+    if (auto f = ins.called.find("false_computation"); f != ins.called.end() && !f->second.empty()) {
+      branches.push_back(f->second[0]);
+    }
   } else {
     return Error(ins, "conditional without branch_computations= or true_computation=");
   }
-  if (ops.size() < 2) return Error(ins, "conditional without branch operands");
-  return Eval(m_.computation(branch), {ops[1]});
-
+  if (ops.size() < branches.size() + 1) {
+    return Error(ins, absl::StrCat("conditional with ", branches.size(), " branches and ", ops.size() - 1,
+                                   " branch operands"));
+  }
+  ASSIGN_OR_RETURN(Node result, Eval(m_.computation(branches[0]), {ops[1]}));
+  std::vector<Node*> result_leaves;
+  std::function<void(Node&)> leaves = [&](Node& n) {
+    if (n.tuple) {
+      for (Node& e : n.elements) leaves(e);
+    } else {
+      result_leaves.push_back(&n);
+    }
+  };
+  leaves(result);
+  for (size_t k = 1; k < branches.size(); ++k) {
+    const OpId first = b_.next_op();
+    ASSIGN_OR_RETURN(Node r, Eval(m_.computation(branches[k]), {ops[k + 1]}));
+    std::vector<Node*> rl;
+    std::function<void(Node&)> lv = [&](Node& n) {
+      if (n.tuple) {
+        for (Node& e : n.elements) lv(e);
+      } else {
+        rl.push_back(&n);
+      }
+    };
+    lv(r);
+    // Written into the shared result buffer (branch 0's result, once it is
+    // a buffer of this conditional's own).
+    for (size_t i = 0; i < rl.size() && i < result_leaves.size(); ++i) {
+      Node& res = *result_leaves[i];
+      if (res.empty() || rl[i]->empty()) continue;
+      if (res.v && res.v->materialised == kNoTensor) {
+        ASSIGN_OR_RETURN(res.t, Materialise(res.v));
+        res.v.reset();
+      }
+      const TensorId into = res.t != kNoTensor ? res.t : res.v->materialised;
+      if (rl[i]->v && rl[i]->v->materialised == kNoTensor && !b_.program().tensor(into).entry_parameter &&
+          ChainRoot(into) == kNoTensor) {
+        RETURN_IF_ERROR(Materialise(rl[i]->v, Role::kTemporary, into).status());
+      }
+    }
+    for (OpId o = first; o < b_.next_op(); ++o) {
+      Op& op = b_.op(o);
+      op.flops = 0;
+      op.bytes_read = Bytes(0);
+      op.bytes_written = Bytes(0);
+    }
+  }
+  return result;
 }
 
 }  // namespace hlo_internal

@@ -242,6 +242,56 @@ add_f32 {
   EXPECT_EQ(fused->bytes_read.value(), 3 * 4 * 1024 * 1024);  // pp, mm, g once each
 }
 
+// Note [Conditional branches]: every branch's buffers, in order, whichever
+// comes first (the heap holds the largest branch's temps); branch 0 timed.
+TEST(HloToProgramTest, ConditionalHoldsEveryBranchAndTimesTheFirst) {
+  const std::string base = R"(HloModule m
+small {
+  a = f32[1024]{0} parameter(0)
+  ROOT r = f32[1024]{0} exponential(a)
+}
+big {
+  b = f32[1024]{0} parameter(0)
+  w = f32[1024,4096]{1,0} broadcast(b), dimensions={0}
+  e = f32[1024,4096]{1,0} exponential(w)
+  d = f32[1024,1024]{1,0} dot(e, e), lhs_contracting_dims={1}, rhs_contracting_dims={1}
+  z = f32[] constant(0)
+  s = f32[1024]{0} reduce(d, z), dimensions={1}, to_apply=add_f32
+  ROOT r2 = f32[1024]{0} add(s, b)
+}
+add_f32 {
+  p = f32[] parameter(0)
+  q = f32[] parameter(1)
+  ROOT t = f32[] add(p, q)
+}
+ENTRY main {
+  i = s32[] parameter(0)
+  v = f32[1024]{0} parameter(1)
+  ROOT c = f32[1024]{0} conditional(i, v, v), branch_computations={ORDER}
+}
+)";
+  for (const char* order : {"small, big", "big, small"}) {
+    SCOPED_TRACE(order);
+    std::string text = base;
+    text.replace(text.find("ORDER"), 5, order);
+    auto p = Import(text);
+    ASSERT_TRUE(p.ok()) << p.status();
+    // The big branch's GEMM operand (16 MiB) and result (4 MiB) are in the program either way.
+    int64_t gemm_flops = 0, dots = 0;
+    bool operand = false;
+    for (const Op& op : p->ops) {
+      if (op.kind != OpKind::kMatmul) continue;
+      ++dots;
+      gemm_flops += static_cast<int64_t>(op.flops);
+      for (TensorId t : op.inputs) operand = operand || p->tensor(t).bytes().value() == 16 << 20;
+    }
+    EXPECT_EQ(dots, 1);
+    EXPECT_TRUE(operand);
+    // Timed only when it is branch 0.
+    EXPECT_EQ(gemm_flops > 0, std::string(order) == "big, small");
+  }
+}
+
 TEST(HloToProgramTest, RefusesWhatItDoesNotModelByName) {
   auto p = Import(R"(HloModule m
 ENTRY main {
