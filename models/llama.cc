@@ -87,13 +87,17 @@ class LlamaBuilder {
     // Weights are all-gathered one layer ahead (XLA's latency-hiding
     // scheduler / --xla_gpu_enable_pipelined_all_gather; PyTorch FSDP
     // forward_prefetch): two layers' gathered weights are live at a time.
-    std::map<std::string, TensorId> next = GatherLayer(0, "forward");
+    // Without FSDP there is no gather to hide: each layer's weight casts are
+    // made in its own iteration (XLA fuses nothing across a while body's
+    // iterations), one layer's at a time.
+    const bool prefetch = N_ > 1;
+    std::map<std::string, TensorId> next = prefetch ? GatherLayer(0, "forward") : std::map<std::string, TensorId>{};
     for (int l = 0; l < L_; ++l) {
       layer_inputs.push_back(x);
       b_.set_layer(l);
       b_.BeginRegion(absl::StrCat("layer", l, ".forward"), "layer");
-      std::map<std::string, TensorId> weights = std::move(next);
-      if (l + 1 < L_) next = GatherLayer(l + 1, "forward");
+      std::map<std::string, TensorId> weights = prefetch ? std::move(next) : GatherLayer(l, "forward");
+      if (prefetch && l + 1 < L_) next = GatherLayer(l + 1, "forward");
       auto vals = EmitLayerForward(l, x, weights, /*recompute=*/false, {});
       if (rolled_) StoreResiduals(l, vals);
       OffloadResiduals(l, vals);
@@ -114,13 +118,13 @@ class LlamaBuilder {
     TensorId dx = HeadBackward(head);
     if (rolled_) AllocGradStacks();
     b_.BeginRegion("backward_scan", "loop", rolled_);
-    next = GatherLayer(static_cast<int>(L_) - 1, "backward");
+    if (prefetch) next = GatherLayer(static_cast<int>(L_) - 1, "backward");
     for (int l = static_cast<int>(L_) - 1; l >= 0; --l) {
       b_.set_layer(l);
       b_.BeginRegion(absl::StrCat("layer", l, ".backward"), "layer");
-      std::map<std::string, TensorId> weights = std::move(next);
+      std::map<std::string, TensorId> weights = prefetch ? std::move(next) : GatherLayer(l, "backward");
       std::map<std::string, TensorId> reloaded = ReloadResiduals(l);
-      if (l > 0) next = GatherLayer(l - 1, "backward");
+      if (prefetch && l > 0) next = GatherLayer(l - 1, "backward");
       std::map<std::string, TensorId> fwd = rolled_ ? LoadResiduals(l) : saved[static_cast<size_t>(l)];
       for (const auto& [name, t] : reloaded) fwd[name] = t;
       TensorId xin = rolled_ ? fwd.at("x") : layer_inputs[static_cast<size_t>(l)];
@@ -624,6 +628,17 @@ class LlamaBuilder {
       Op& op = b_.AddOp(base + ".grad_to_stack", OpKind::kDynamicUpdateSlice, {p.grad_stack, cur}, {}, 0);
       op.bytes_read = b_.tensor(cur).bytes();
       op.bytes_written = Bytes(b_.tensor(cur).elements() * DTypeSize(wdt_));
+      return;
+    }
+    if (s_.framework == "jax" && b_.tensor(cur).dtype != wdt_) {
+      // XLA: the convert to the weight dtype is fusible and every user of
+      // it (the global-norm reduces and the AdamW update) fuses it
+      // (priority_fusion.cc CanFuseWithAllNonBitcastUsers), so the gradient
+      // buffer is the compute-dtype one; no weight-dtype copy is held.
+      b_.tensor(cur).role = Role::kGradient;
+      b_.tensor(cur).origin = absl::StrCat("gradient of ", name, " (", std::string(DTypeName(b_.tensor(cur).dtype)),
+                                           "; its cast to ", std::string(DTypeName(wdt_)), " fuses into its readers)");
+      p.grads.push_back(cur);
       return;
     }
     TensorId g = b_.AddTensor(base + ".grad", Shard(p), wdt_, Role::kGradient,
