@@ -128,6 +128,14 @@ TEST(MaxTextConfig, KeysRefusedByName) {
   EXPECT_NE(ErrorWith("", {"maxtext.ici_fsdp_parallelism=-1"}).find("needs the number of devices"),
             std::string::npos);
   EXPECT_NE(ErrorWith("", {"maxtext.per_device_batch_size=0.5"}).find("fractional"), std::string::npos);
+  // Magnitudes a config can write are refused, not overflowed (issue 17).
+  EXPECT_NE(ErrorWith("", {"maxtext.per_device_batch_size=1e300"}).find("per_device_batch_size"), std::string::npos);
+  EXPECT_NE(ErrorWith("", {"maxtext.model_name=default", "maxtext.global_parameter_scale=1099511627776"})
+                .find("at most 2^30"),
+            std::string::npos);
+  EXPECT_NE(ErrorWith("", {"maxtext.model_name=default", "maxtext.base_emb_dim=999999999999999"}).find("model:"),
+            std::string::npos);
+  EXPECT_NE(ErrorWith("", {"maxtext.num_slices=1e300"}).find("maxtext.num_slices"), std::string::npos);
   EXPECT_NE(ErrorWith("  remat_polcy: full\n").find("unknown key 'remat_polcy' (did you mean 'remat_policy'?)"),
             std::string::npos);
   EXPECT_NE(ErrorWith("  opt_type: adam_pax\n").find("maxtext.opt_type: 'adam_pax' is not modelled"),

@@ -342,8 +342,9 @@ void Lowerer::ReadModel() {
   const int64_t scale = Int("global_parameter_scale", 1);
   if (!status_.ok()) return;
   const int log2 = static_cast<int>(std::floor(std::log2(static_cast<double>(scale))));
-  if ((int64_t{1} << log2) != scale) {
-    Fail("global_parameter_scale", absl::StrCat("expected a power of 2 (pyconfig.get_individual_scales), got ", scale));
+  if ((int64_t{1} << log2) != scale || log2 > 30) {
+    Fail("global_parameter_scale",
+         absl::StrCat("expected a power of 2 (pyconfig.get_individual_scales) of at most 2^30, got ", scale));
     return;
   }
   const int base = log2 / 3, rem = log2 % 3;
@@ -419,7 +420,8 @@ void Lowerer::ReadStep() {
   // per_device_batch_size is a float in MaxText (a global batch smaller
   // than the device count); gpusim simulates whole sequences per device.
   per_device_batch_ = Number("per_device_batch_size");
-  if (status_.ok() && (per_device_batch_ < 1 || per_device_batch_ != std::floor(per_device_batch_))) {
+  if (status_.ok() && (per_device_batch_ < 1 || per_device_batch_ != std::floor(per_device_batch_) ||
+                       per_device_batch_ > 1e15)) {
     Fail("per_device_batch_size", absl::StrCat("expected a whole number of sequences >= 1 per device (a fractional "
                                                "batch is not modelled), got '",
                                                values_.at("per_device_batch_size").text, "'"));
@@ -436,7 +438,7 @@ void Lowerer::ReadStep() {
   }
   fsdp_ = Int("ici_fsdp_parallelism", 1);
   for (const char* key : {"dcn_data_parallelism", "num_slices"}) {
-    const int64_t n = static_cast<int64_t>(Number(key));
+    const double n = Number(key);
     if (status_.ok() && n != -1 && n != 1) {
       Fail(key, absl::StrCat("'", values_.at(key).text, "' is not modelled (one slice: multi-slice data parallelism "
                                                         "is not modelled)"));
