@@ -419,28 +419,22 @@ absl::StatusOr<Node> Importer::Conditional(const HloInstruction& ins, const std:
     return Error(ins, absl::StrCat("conditional with ", branches.size(), " branches and ", ops.size() - 1,
                                    " branch operands"));
   }
+  // The array leaves of a (possibly tuple) value, in order.
+  std::function<void(Node&, std::vector<Node*>*)> leaves = [&](Node& n, std::vector<Node*>* out) {
+    if (!n.tuple) {
+      out->push_back(&n);
+      return;
+    }
+    for (Node& e : n.elements) leaves(e, out);
+  };
   ASSIGN_OR_RETURN(Node result, Eval(m_.computation(branches[0]), {ops[1]}));
   std::vector<Node*> result_leaves;
-  std::function<void(Node&)> leaves = [&](Node& n) {
-    if (n.tuple) {
-      for (Node& e : n.elements) leaves(e);
-    } else {
-      result_leaves.push_back(&n);
-    }
-  };
-  leaves(result);
+  leaves(result, &result_leaves);
   for (size_t k = 1; k < branches.size(); ++k) {
     const OpId first = b_.next_op();
     ASSIGN_OR_RETURN(Node r, Eval(m_.computation(branches[k]), {ops[k + 1]}));
     std::vector<Node*> rl;
-    std::function<void(Node&)> lv = [&](Node& n) {
-      if (n.tuple) {
-        for (Node& e : n.elements) lv(e);
-      } else {
-        rl.push_back(&n);
-      }
-    };
-    lv(r);
+    leaves(r, &rl);
     // Written into the shared result buffer (branch 0's result, once it is
     // a buffer of this conditional's own).
     for (size_t i = 0; i < rl.size() && i < result_leaves.size(); ++i) {
