@@ -81,13 +81,20 @@ absl::Status ResolveCapacity(const RecordedMetadata& meta, ReplayOptions* o) {
 
 namespace {
 
+// One warm-start replay (Note [Growing inferred segments]): the segment
+// growths earlier passes found, and those this pass finds.
+struct WarmPass {
+  std::map<int64_t, int64_t> grown_ends;  // segment begin → end
+  std::map<int64_t, int64_t> found;
+};
+
 // The memory events of `trace` through options.allocator. `source[i]` is the
 // recorded memory event native event i came from (-1: none); `recorded`, when
 // set, supplies the recorded totals and times. Fills `r` (whose conversion,
 // source and format the caller set).
 absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& source,
                              const RecordedTrace* recorded, const ReplayOptions& options, ReplayResult& r,
-                             bool warm = false) {
+                             WarmPass* warm = nullptr) {
   const Trace* trace = &trace_in;
   auto allocator = MakeAllocator(options.allocator, options.capacity);
   if (!allocator.ok()) return allocator.status();
@@ -130,7 +137,7 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   // A warm start (Note [Warm start from recorded addresses]) restores the
   // blocks live at the start, Trace::preexisting included.
   absl::flat_hash_set<BufferId> restored;
-  if (warm && caching != nullptr && recorded != nullptr) {
+  if (warm != nullptr && caching != nullptr && recorded != nullptr) {
     AllocatorOptions ao(options.allocator.options);
     ASSIGN_OR_RETURN(PyTorchCachingOptions copt, ParsePyTorchCachingOptions(ao));
     int32_t device = 0;
@@ -139,14 +146,18 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
     } else if (!recorded->memory_events.empty()) {
       device = recorded->memory_events.front().device;
     }
-    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, *trace, copt, next_id, *caching, &restored));
+    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, *trace, copt, next_id, warm->grown_ends,
+                                                    *caching, &restored));
     if (ws.applied) {
       ++next_id;
       r.start_state = absl::StrFormat(
           "warm, inferred from the recorded addresses and Total Reserved: %d small + %d large segments (%s), %s "
-          "where no recorded block lies; %d blocks live at the start",
+          "where no recorded block lies; %d blocks live at the start%s",
           ws.small_segments, ws.large_segments, FormatBytes(ws.inferred_bytes), FormatBytes(ws.untouched_bytes),
-          ws.restored_blocks);
+          ws.restored_blocks,
+          ws.grown_segments == 0 ? ""
+                                 : absl::StrFormat("; %d segments grown past their blocks by the recorded block sizes",
+                                                   ws.grown_segments));
     }
     r.warm_start = std::move(ws);
   }
@@ -230,6 +241,18 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
         placed[e.buffer] = e.size;
       } else if (w >= 0 ? ok : a.Alloc(e.buffer, e.size, e.stream)) {
         placed[e.buffer] = e.size;
+        // Note [Growing inferred segments]: Kineto records block sizes.
+        if (warm_applied && w < 0 && source[i] >= 0 && recorded->metadata.format == "kineto") {
+          const RecordedMemoryEvent& m = memory_events[static_cast<size_t>(source[i])];
+          const std::optional<uint64_t> at = a.AddressOf(e.buffer);
+          if (m.address.has_value() && at.has_value() && static_cast<int64_t>(*at) == *m.address) {
+            const int64_t recorded_block = (e.size.value() + 511) / 512 * 512;
+            if (auto g = SegmentGrowthFor(*r.warm_start, *m.address, recorded_block, a.BlockSizeOf(e.buffer)->value())) {
+              int64_t& end = warm->found[g->first];
+              end = std::max(end, g->second);
+            }
+          }
+        }
       } else {
         ++r.ooms;
         if (!r.oom.has_value()) {
@@ -350,13 +373,37 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
       }
     }
     if (first == r.reserved->first_mismatch) {
-      ReplayResult w;
-      w.source = r.source;
-      w.format = r.format;
-      w.conversion = r.conversion;
-      RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, w, /*warm=*/true));
-      if (w.warm_start.has_value() && w.warm_start->applied) return w;
-      r.warm_start = std::move(w.warm_start);
+      // Replay from the inferred state, growing its segments to a fixed
+      // point (Note [Growing inferred segments]).
+      WarmPass pass;
+      constexpr int64_t kMaxPasses = 64;
+      for (int64_t n = 1;; ++n) {
+        ReplayResult w;
+        w.source = r.source;
+        w.format = r.format;
+        w.conversion = r.conversion;
+        pass.found.clear();
+        RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, w, &pass));
+        if (!w.warm_start.has_value() || !w.warm_start->applied) {
+          r.warm_start = std::move(w.warm_start);
+          break;
+        }
+        // Keep the growths that fit in the spare reserved bytes together.
+        Bytes spare = w.warm_start->spare_bytes;
+        bool changed = false;
+        std::map<int64_t, int64_t> ends;  // this pass's segments
+        for (const InferredSegment& s : w.warm_start->segments) ends[s.begin] = s.end;
+        for (const auto& [begin, end] : pass.found) {
+          const int64_t now = ends[begin];
+          if (end > now && Bytes(end - now) <= spare) {
+            spare -= Bytes(end - now);
+            pass.grown_ends[begin] = end;
+            changed = true;
+          }
+        }
+        w.warm_start->passes = n;
+        if (!changed || n == kMaxPasses) return w;
+      }
     }
   }
   return r;
@@ -1093,7 +1140,9 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
         .Int("large_segments", ws.large_segments)
         .Int("inferred_bytes", ws.inferred_bytes.value())
         .Int("untouched_bytes", ws.untouched_bytes.value())
-        .Int("restored_blocks", ws.restored_blocks);
+        .Int("restored_blocks", ws.restored_blocks)
+        .Int("grown_segments", ws.grown_segments)
+        .Int("passes", ws.passes);
     w.BeginArray("undetermined");
     for (const std::string& u : ws.undetermined) w.String({}, u);
     w.EndArray().EndObject();
