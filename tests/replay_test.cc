@@ -519,7 +519,7 @@ TEST(ReplayTest, CaptureRegionAllocatesFromAPrivatePool) {
 // RestoreSegment / Segments round trip, and the rules it enforces.
 TEST(ReplayTest, RestoreSegmentRoundTrip) {
   PyTorchCachingAllocator a(Bytes(1LL << 34));
-  CachingSegmentLayout seg;
+  SegmentLayout seg;
   seg.address = 0x10000000;
   seg.size = 20 * kMiB;
   seg.blocks = {{0x10000000, kMiB * 2, kMiB * 2 - 100, 7},
@@ -544,7 +544,7 @@ TEST(ReplayTest, RestoreSegmentRoundTrip) {
   EXPECT_EQ(a.Segments()[0].blocks.size(), 1u);
   // Errors: a second segment over the same range, blocks that do not tile.
   EXPECT_FALSE(a.RestoreSegment(seg).ok());
-  CachingSegmentLayout bad = seg;
+  SegmentLayout bad = seg;
   bad.address = 0x20000000;
   bad.blocks = {{0x20000000, kMiB, 0, -1}};
   EXPECT_FALSE(a.RestoreSegment(bad).ok());

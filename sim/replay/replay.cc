@@ -12,7 +12,6 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sim/alloc/impl/pytorch_caching.h"
 #include "sim/alloc/options.h"
 #include "sim/import/import.h"
 #include "sim/base/json_writer.h"
@@ -132,22 +131,19 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   // unknown.
   BufferId next_id = 0;
   for (const TraceEvent& e : trace->events) next_id = std::max(next_id, e.buffer + 1);
-  auto* caching = dynamic_cast<PyTorchCachingAllocator*>(&a);
+  const bool caching = a.ModelsSegments();
   constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSize
   // A warm start (Note [Warm start from recorded addresses]) restores the
   // blocks live at the start, Trace::preexisting included.
   absl::flat_hash_set<BufferId> restored;
-  if (warm != nullptr && caching != nullptr && recorded != nullptr) {
-    AllocatorOptions ao(options.allocator.options);
-    ASSIGN_OR_RETURN(PyTorchCachingOptions copt, ParsePyTorchCachingOptions(ao));
+  if (warm != nullptr && caching && recorded != nullptr) {
     int32_t device = 0;
     if (options.device.has_value()) {
       device = *options.device;
     } else if (!recorded->memory_events.empty()) {
       device = recorded->memory_events.front().device;
     }
-    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, *trace, copt, next_id, warm->grown_ends,
-                                                    *caching, &restored));
+    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, *trace, next_id, warm->grown_ends, a, &restored));
     if (ws.applied) {
       ++next_id;
       r.start_state = absl::StrFormat(
@@ -171,16 +167,16 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   };
   if (warm_applied) {
     // Trace::preexisting is in the restored state.
-  } else if (caching != nullptr && trace->preexisting > Bytes(kSmallRequest)) {
+  } else if (caching && trace->preexisting > Bytes(kSmallRequest)) {
     const int64_t size = (trace->preexisting.value() + 511) / 512 * 512;
     if (Bytes(size) > options.capacity) {
       oom_before_start(trace->preexisting);
     } else {
-      CachingSegmentLayout seg;
+      SegmentLayout seg;
       seg.address = 0x600000000000;  // below the simulated space's first-fit base
       seg.size = size;
       seg.blocks = {{seg.address, size, trace->preexisting.value(), next_id++}};
-      absl::Status st = caching->RestoreSegment(seg);
+      absl::Status st = a.RestoreSegment(seg);
       if (!st.ok()) return st;
     }
   } else if (trace->preexisting > Bytes(0)) {
@@ -496,20 +492,10 @@ struct SnapshotWindow {
   std::vector<int64_t> index;                      // into trace.memory_events
 };
 
-PyTorchCachingOptions OptionsFromSpec(const AllocatorSpec& spec, absl::Status* st) {
-  AllocatorOptions o(spec.options);
-  auto parsed = ParsePyTorchCachingOptions(o);
-  if (!parsed.ok()) {
-    *st = parsed.status();
-    return {};
-  }
-  return *parsed;
-}
-
 struct AddressReplay {
   const RecordedSnapshot& snap;
   const ReplayOptions& options;
-  PyTorchCachingOptions opt;
+  const Allocator& rounding;  // round_size under the options (Allocator::RoundedBlockSize)
   int32_t device = 0;
   SnapshotWindow window;
   std::map<int64_t, StreamId> streams;  // recorded stream → dense id
@@ -547,7 +533,7 @@ struct AddressReplay {
           break;
         case MemoryEventKind::kFreeCompleted: {
           auto g = grown.find(window.index[k]);
-          const int64_t size = g != grown.end() ? g->second : PyTorchCachingAllocator::RoundSize(m.size.value(), opt);
+          const int64_t size = g != grown.end() ? g->second : rounding.RoundedBlockSize(m.size).value();
           (*blocks)[addr] = {size, m.size.value(), false, window.index[k]};
           break;
         }
@@ -602,9 +588,9 @@ struct AddressReplay {
   // guessed block and starts at most kSmallSize below `addr`, returns the
   // guessed block's address and the size that makes it end at `addr`.
   static std::optional<std::pair<uint64_t, int64_t>> GrowthFor(
-      const PyTorchCachingAllocator& a, const absl::flat_hash_map<BufferId, uint64_t>& guessed_at,
+      const Allocator& a, const absl::flat_hash_map<BufferId, uint64_t>& guessed_at,
       BufferId placed, uint64_t addr) {
-    for (const CachingSegmentLayout& seg : a.Segments()) {
+    for (const SegmentLayout& seg : a.Segments()) {
       if (addr < seg.address || addr >= seg.address + static_cast<uint64_t>(seg.size)) continue;
       if (seg.small) return std::nullopt;  // small-pool blocks are always split
       const auto& b = seg.blocks;
@@ -634,14 +620,15 @@ struct AddressReplay {
     if (!st.ok()) return st;
     Pass pass;
     pass.check.inferred_block_sizes = inferred;
-    PyTorchCachingAllocator a(options.capacity, opt);
+    ASSIGN_OR_RETURN(std::unique_ptr<Allocator> made, MakeAllocator(options.allocator, options.capacity));
+    Allocator& a = *made;
     // Restore.
     absl::flat_hash_map<uint64_t, BufferId> live;  // recorded address → id
     absl::flat_hash_map<BufferId, int64_t> requested_of;
     absl::flat_hash_map<BufferId, uint64_t> guessed_at;  // inexact restored blocks
     BufferId next_id = 0;
     for (const auto& [addr, seg] : segs) {
-      CachingSegmentLayout layout;
+      SegmentLayout layout;
       layout.address = addr;
       layout.size = seg.size;
       layout.stream = Stream(seg.stream);
@@ -740,8 +727,8 @@ struct AddressReplay {
         case MemoryEventKind::kSegmentFree: {
           // A release our model has not made itself: torch.cuda.empty_cache().
           bool held = false;
-          for (const CachingSegmentLayout& s : a.Segments()) held |= s.address == addr;
-          if (held) a.EmptyCache();
+          for (const SegmentLayout& s : a.Segments()) held |= s.address == addr;
+          if (held) a.ReleaseCache();
           break;
         }
         default:
@@ -760,10 +747,10 @@ struct AddressReplay {
         if (b.state != "inactive") v.push_back({static_cast<uint64_t>(b.address), b.size.value()});
       }
     }
-    for (const CachingSegmentLayout& s : a.Segments()) {
+    for (const SegmentLayout& s : a.Segments()) {
       got_size[s.address] = s.size;
       auto& v = got[s.address];
-      for (const CachingSegmentLayout::Block& b : s.blocks) {
+      for (const SegmentLayout::Block& b : s.blocks) {
         if (b.buffer >= 0) v.push_back({b.address, b.size});
       }
     }
@@ -819,9 +806,9 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
   ReplayOptions options = options_in;
   absl::Status cap = ResolveCapacity(snapshot.trace.metadata, &options);
   if (!cap.ok()) return cap;
-  // The caching allocator is built directly here (not through MakeAllocator):
-  // its capacity and stream ids must be in the ranges it packs (Note [Huge
-  // requests]; trace.h, kMaxStreamId).
+  // The capacity and stream ids must be in the ranges the caching
+  // allocator packs (Note [Huge requests]; trace.h, kMaxStreamId): say so
+  // here, naming the file.
   if (options.capacity <= Bytes(0) || options.capacity.value() >= kMaxDeviceBytes) {
     return absl::InvalidArgumentError(absl::StrCat(snapshot.trace.metadata.source_file, ": device capacity ",
                                                    options.capacity.value(), " is not in (0, 2^46) bytes"));
@@ -840,9 +827,9 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
                                                    "whose addresses it can compare; got --allocator ",
                                                    options.allocator.impl));
   }
-  absl::Status st;
-  AddressReplay ar{snapshot, options, OptionsFromSpec(options.allocator, &st), 0, {}, {}};
-  if (!st.ok()) return st;
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> rounding, MakeAllocator(options.allocator, options.capacity));
+  GPUSIM_CHECK(rounding->ModelsSegments());
+  AddressReplay ar{snapshot, options, *rounding, 0, {}, {}};
   // The device.
   std::map<int32_t, int64_t> devices;
   for (const RecordedMemoryEvent& m : snapshot.trace.memory_events) ++devices[m.device];

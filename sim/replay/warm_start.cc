@@ -55,9 +55,8 @@ struct Span {
 }  // namespace
 
 absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const Trace& trace,
-                                           const PyTorchCachingOptions& opt, BufferId preexisting_id,
-                                           const std::map<int64_t, int64_t>& grown_ends, PyTorchCachingAllocator& a,
-                                           absl::flat_hash_set<BufferId>* restored) {
+                                           BufferId preexisting_id, const std::map<int64_t, int64_t>& grown_ends,
+                                           Allocator& a, absl::flat_hash_set<BufferId>* restored) {
   WarmStart w;
   // The blocks, and those live at the start (frees with no earlier alloc,
   // in order: ToNativeTrace's head allocs).
@@ -86,7 +85,7 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
       return w;
     }
     const int64_t addr = *m.address;
-    const int64_t block = PyTorchCachingAllocator::RoundSize(m.size.value(), opt);
+    const int64_t block = a.RoundedBlockSize(m.size).value();
     (block <= kSmallSize ? small : large).push_back({addr, addr + block});
     if (is_alloc) {
       live[addr] = m.size.value();
@@ -180,7 +179,7 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
   }
   w.untouched_bytes = w.recorded_reserved - w.inferred_bytes;
   const int64_t pre = trace.preexisting.value();
-  const int64_t pre_block = pre == 0 ? 0 : PyTorchCachingAllocator::RoundSize(pre, opt);
+  const int64_t pre_block = pre == 0 ? 0 : a.RoundedBlockSize(trace.preexisting).value();
   if (pre_block > w.untouched_bytes.value() || w.untouched_bytes.value() % 512 != 0) {
     w.why_not = absl::StrFormat("the %d bytes live before recording at unknown addresses do not fit in the %d "
                                 "reserved bytes where no recorded block lies",
@@ -205,7 +204,7 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
 
   // Restore.
   for (const auto& [start, end] : segments) {
-    CachingSegmentLayout seg;
+    SegmentLayout seg;
     seg.address = static_cast<uint64_t>(start);
     seg.size = end - start;
     seg.small = segments_small.contains(start);
@@ -224,7 +223,7 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
     if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat("warm start: ", st.message()));
   }
   if (w.untouched_bytes > Bytes(0)) {
-    CachingSegmentLayout seg;
+    SegmentLayout seg;
     seg.address = kUntouchedAddress;
     seg.size = w.untouched_bytes.value();
     seg.small = seg.size == kSegmentAlign && pre <= kSmallSize && pre > 0;
