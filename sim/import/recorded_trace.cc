@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <string>
 #include <utility>
@@ -227,7 +228,10 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
   absl::flat_hash_map<int64_t, std::vector<BufferId>> by_size;  // LIFO stacks
   std::vector<TraceEvent> head;  // allocs of blocks live before recording
   std::vector<TraceEvent> body;
-  body.reserve(recorded.memory_events.size() + ops.size());
+  // Room for the head too (at most one alloc per free and per block live
+  // through), so that it can be moved in front without a second copy of
+  // the events.
+  body.reserve(recorded.memory_events.size() + ops.size() + recorded.live_through.size());
   BufferId next_id = 0;
   std::optional<Bytes> initial_allocated;
   size_t next_op = 0;
@@ -388,8 +392,8 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
   emit_ops_before(SimTime(INT64_MAX));
   note_sources();
   if (options.source_index != nullptr) {
-    options.source_index->assign(head_source.begin(), head_source.end());
-    options.source_index->insert(options.source_index->end(), body_source.begin(), body_source.end());
+    head_source.insert(head_source.end(), body_source.begin(), body_source.end());
+    *options.source_index = std::move(head_source);
   }
 
   if (initial_allocated.has_value() && *initial_allocated > stats.bytes_before_recording) {
@@ -404,9 +408,20 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
         Cat(recorded.metadata.source_file, ": live bytes (before recording, ",
             stats.bytes_before_recording.value(), ", plus the peak inside it) exceed 2^63 - 1"));
   }
-  trace.events = std::move(head);
-  trace.events.reserve(trace.events.size() + body.size());
-  for (TraceEvent& e : body) trace.events.push_back(std::move(e));
+  // head, then body, in body's buffer when it has room (it was reserved
+  // for that: the events are the bulk of the conversion's memory).
+  if (!head.empty()) {
+    const size_t body_size = body.size();
+    if (body.capacity() >= body_size + head.size()) {
+      std::move(head.begin(), head.end(), std::back_inserter(body));
+      std::rotate(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(body_size), body.end());
+    } else {
+      head.reserve(head.size() + body.size());
+      std::move(body.begin(), body.end(), std::back_inserter(head));
+      body = std::move(head);
+    }
+  }
+  trace.events = std::move(body);
   if (stats_out != nullptr) *stats_out = stats;
   return trace;
 }
