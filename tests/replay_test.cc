@@ -29,6 +29,22 @@ ReplayOptions Options(const std::string& allocator = "pytorch_caching") {
   return o;
 }
 
+// A built warm stream: after every event its Total Allocated and a constant
+// Total Reserved, as Kineto records them.
+struct WarmStream {
+  int64_t reserved = 0;
+  int64_t allocated = 0;
+  RecordedTrace t;
+  explicit WarmStream(int64_t r) : reserved(r) { t.metadata.source_file = "built"; }
+  void Add(MemoryEventKind kind, int64_t addr, int64_t size) {
+    RecordedMemoryEvent m = Entry(kind, addr, size);
+    allocated += kind == MemoryEventKind::kAlloc ? size : -size;
+    m.total_allocated = Bytes(allocated);
+    m.total_reserved = Bytes(reserved);
+    t.memory_events.push_back(m);
+  }
+};
+
 TEST(ReplayTest, Owlv2RecordedTotalAllocatedAtEveryEvent) {
   const std::string path = RecordedTracePath("tracelens_h100_owlv2-large_inference.pt.trace.json.gz");
   if (path.empty()) GTEST_SKIP() << "trace not shipped";
@@ -74,17 +90,10 @@ TEST(ReplayTest, GrowsAnInferredSegmentThatEndsInsideAnUnsplitTail) {
   const int64_t l = 0x7f0010000000;
   const int64_t block = 13 * kMiB + kMiB / 2;
   for (const int64_t reserved : {18 * kMiB, 15 * kMiB}) {
-    RecordedTrace t;
-    t.metadata.source_file = "built";
+    WarmStream ws{reserved};
+    RecordedTrace& t = ws.t;
     t.metadata.format = "kineto";
-    int64_t allocated = 0;
-    auto add = [&](MemoryEventKind kind, int64_t addr, int64_t size) {
-      RecordedMemoryEvent m = Entry(kind, addr, size);
-      allocated += kind == MemoryEventKind::kAlloc ? size : -size;
-      m.total_allocated = Bytes(allocated);
-      m.total_reserved = Bytes(reserved);
-      t.memory_events.push_back(m);
-    };
+    auto add = [&](MemoryEventKind kind, int64_t addr, int64_t size) { ws.Add(kind, addr, size); };
     add(MemoryEventKind::kAlloc, l, block);
     add(MemoryEventKind::kFree, l, block);
     add(MemoryEventKind::kAlloc, l, block);
@@ -127,16 +136,9 @@ TEST(ReplayTest, WarmH100AndV100TracesReservedExactAtEveryEvent) {
 TEST(ReplayTest, InfersAWarmStartFromAddressesAndTotalReserved) {
   const int64_t s = 0x7f0000000000, l = 0x7f0010000000;
   const int64_t reserved = 2 * kMiB + 20 * kMiB + 2 * kMiB;
-  RecordedTrace t;
-  t.metadata.source_file = "built";
-  int64_t allocated = 0;
-  auto add = [&](MemoryEventKind kind, int64_t addr, int64_t size) {
-    RecordedMemoryEvent m = Entry(kind, addr, size);
-    allocated += kind == MemoryEventKind::kAlloc ? size : -size;
-    m.total_allocated = Bytes(allocated);
-    m.total_reserved = Bytes(reserved);
-    t.memory_events.push_back(m);
-  };
+  WarmStream ws{reserved};
+  RecordedTrace& t = ws.t;
+  auto add = [&](MemoryEventKind kind, int64_t addr, int64_t size) { ws.Add(kind, addr, size); };
   add(MemoryEventKind::kAlloc, s, 4096);
   add(MemoryEventKind::kAlloc, l, 4 * kMiB);
   add(MemoryEventKind::kAlloc, s + 4096, 8192);
