@@ -74,17 +74,16 @@ struct WarmPass {
 // recorded memory event native event i came from (-1: none); `recorded`, when
 // set, supplies the recorded totals and times. Fills `r` (whose conversion,
 // source and format the caller set).
-absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& source,
+absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int64_t>& source,
                              const RecordedTrace* recorded, const ReplayOptions& options, ReplayResult& r,
                              WarmPass* warm = nullptr) {
-  const Trace* trace = &trace_in;
   auto allocator = MakeAllocator(options.allocator, options.capacity);
   if (!allocator.ok()) return allocator.status();
   Allocator& a = **allocator;
   r.allocator = std::string(a.name());
   r.capacity = options.capacity;
   r.capacity_source = options.capacity_source;
-  r.preexisting = trace->preexisting;
+  r.preexisting = stream.preexisting;
   r.start_state = "cold (an empty allocator); blocks live before recording allocated first";
   static const std::vector<RecordedMemoryEvent> kNoEvents;
   const std::vector<RecordedMemoryEvent>& memory_events = recorded != nullptr ? recorded->memory_events : kNoEvents;
@@ -113,7 +112,7 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   // would keep an unsplit remainder); how those bytes lay in segments is
   // unknown.
   BufferId next_id = 0;
-  for (const TraceEvent& e : trace->events) next_id = std::max(next_id, e.buffer + 1);
+  for (const MemoryOp& e : stream.ops) next_id = std::max(next_id, e.buffer + 1);
   const bool caching = a.ModelsSegments();
   constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSize
   // A warm start (Note [Warm start from recorded addresses]) restores the
@@ -126,7 +125,7 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
     } else if (!recorded->memory_events.empty()) {
       device = recorded->memory_events.front().device;
     }
-    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, *trace, next_id, warm->grown_ends, a, &restored));
+    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, stream, next_id, warm->grown_ends, a, &restored));
     if (ws.applied) {
       ++next_id;
       r.start_state = absl::StrFormat(
@@ -150,20 +149,20 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   };
   if (warm_applied) {
     // Trace::preexisting is in the restored state.
-  } else if (caching && trace->preexisting > Bytes(kSmallRequest)) {
-    const int64_t size = (trace->preexisting.value() + 511) / 512 * 512;
+  } else if (caching && stream.preexisting > Bytes(kSmallRequest)) {
+    const int64_t size = (stream.preexisting.value() + 511) / 512 * 512;
     if (Bytes(size) > options.capacity) {
-      oom_before_start(trace->preexisting);
+      oom_before_start(stream.preexisting);
     } else {
       SegmentLayout seg;
       seg.address = 0x600000000000;  // below the simulated space's first-fit base
       seg.size = size;
-      seg.blocks = {{seg.address, size, trace->preexisting.value(), next_id++}};
+      seg.blocks = {{seg.address, size, stream.preexisting.value(), next_id++}};
       absl::Status st = a.RestoreSegment(seg);
       if (!st.ok()) return st;
     }
-  } else if (trace->preexisting > Bytes(0)) {
-    if (!a.Alloc(next_id++, trace->preexisting, 0)) oom_before_start(trace->preexisting);
+  } else if (stream.preexisting > Bytes(0)) {
+    if (!a.Alloc(next_id++, stream.preexisting, 0)) oom_before_start(stream.preexisting);
   }
   absl::flat_hash_map<BufferId, Bytes> placed;  // buffers the allocator holds
   // Note [CUDA graph private pools]: one allocator per capture window.
@@ -194,9 +193,9 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
     return -1;
   };
   AllocatorUsage combined_peak;
-  const std::vector<TraceEvent>& ev = trace->events;
+  const std::vector<MemoryOp>& ev = stream.ops;
   for (size_t i = 0; i < ev.size(); ++i) {
-    const TraceEvent& e = ev[i];
+    const MemoryOp& e = ev[i];
     if (e.type == EventType::kAlloc) {
       const int64_t w = restored.contains(e.buffer) ? -1 : capture_of(i);
       bool ok = false;
@@ -286,8 +285,8 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   // Live requested bytes for the no-fragmentation bound: recompute exactly.
   {
     absl::flat_hash_map<BufferId, Bytes> sizes;
-    Bytes cur = trace->preexisting, best = cur;
-    for (const TraceEvent& e : ev) {
+    Bytes cur = stream.preexisting, best = cur;
+    for (const MemoryOp& e : ev) {
       if (e.type == EventType::kAlloc) {
         sizes[e.buffer] = e.size;
         cur += e.size;
@@ -337,7 +336,7 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
   ReplayResult r;
   r.source = recorded.metadata.source_file;
   r.format = recorded.metadata.format;
-  ASSIGN_OR_RETURN(Trace trace, ToNativeTrace(recorded, to_native, &r.conversion));
+  ASSIGN_OR_RETURN(MemoryOpStream trace, ToMemoryOps(recorded, to_native, &r.conversion));
   RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, r));
   // Does the cold start explain the first event's Total Reserved? If not,
   // try the warm start (Note [Warm start from recorded addresses]).
@@ -395,15 +394,12 @@ absl::StatusOr<ReplayResult> ReplayNativeTrace(const Trace& trace, const std::st
   RecordedMetadata meta;
   meta.source_file = source_name;
   RETURN_IF_ERROR(ResolveCapacity(meta, &options));
-  std::vector<int64_t> source(trace.events.size(), -1);
-  for (size_t i = 0; i < trace.events.size(); ++i) {
-    const EventType t = trace.events[i].type;
-    if (t == EventType::kAlloc || t == EventType::kFree) source[i] = static_cast<int64_t>(i);
-  }
+  std::vector<int64_t> source;
+  const MemoryOpStream ops = MemoryOpsOf(trace, &source);
   ReplayResult r;
   r.source = source_name;
   r.format = "gpusim-trace";
-  RETURN_IF_ERROR(ReplayTraceInto(trace, source, nullptr, options, r));
+  RETURN_IF_ERROR(ReplayTraceInto(ops, source, nullptr, options, r));
   r.start_state = "cold (an empty allocator); Trace::preexisting allocated first";
   return r;
 }

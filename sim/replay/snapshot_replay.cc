@@ -460,7 +460,7 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
     ToNativeOptions to_native;
     to_native.device = ar.device;
     to_native.include_gpu_ops = false;
-    if (auto t = ToNativeTrace(snapshot.trace, to_native, &r.conversion); !t.ok()) return t.status();
+    if (auto t = ToMemoryOps(snapshot.trace, to_native, &r.conversion); !t.ok()) return t.status();
   }
   if (!options.check_addresses) r.addresses.reset();
   r.source = snapshot.trace.metadata.source_file;

@@ -54,7 +54,7 @@ struct Span {
 
 }  // namespace
 
-absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const Trace& trace,
+absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const MemoryOpStream& trace,
                                            BufferId preexisting_id, const std::map<int64_t, int64_t>& grown_ends,
                                            Allocator& a, absl::flat_hash_set<BufferId>* restored) {
   WarmStart w;
@@ -194,7 +194,7 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
   }
   // The head allocs of the native trace, in order, are the start blocks.
   std::vector<BufferId> head_ids;
-  for (const TraceEvent& e : trace.events) {
+  for (const MemoryOp& e : trace.ops) {
     if (head_ids.size() == start_blocks.size()) break;
     if (e.type == EventType::kAlloc) head_ids.push_back(e.buffer);
   }

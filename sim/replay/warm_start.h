@@ -52,16 +52,16 @@ struct WarmStart {
 std::optional<std::pair<int64_t, int64_t>> SegmentGrowthFor(const WarmStart& w, int64_t addr, int64_t recorded_block,
                                                             int64_t model_block);
 
-// Restores into `a` (a caching allocator: Allocator::ModelsSegments) the segment set inferred from `recorded` (device
-// `device`) and the blocks live at its start: the head allocs of `trace`
-// (ToNativeTrace's allocs of blocks freed but never allocated in the
-// recording, in order) at their recorded addresses, and Trace::preexisting
-// as one block of buffer `preexisting_id` in the segment no address lies in.
+// Restores into `a` (a caching allocator: Allocator::ModelsSegments) the
+// segment set inferred from `recorded` (device `device`) and the blocks live
+// at its start: the head allocs of `trace` (ToMemoryOps' allocs of blocks
+// freed but never allocated in the recording, in order) at their recorded
+// addresses, and trace.preexisting as one block of buffer `preexisting_id` in the segment no address lies in.
 // Buffers restored are added to `restored`. When the data rule the
 // inference out, returns applied = false and why, and leaves `a` untouched.
 // `grown_ends` (segment begin → end) are the growths earlier passes found.
 // REQUIRES: a.ModelsSegments().
-absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const Trace& trace,
+absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const MemoryOpStream& trace,
                                            BufferId preexisting_id, const std::map<int64_t, int64_t>& grown_ends,
                                            Allocator& a, absl::flat_hash_set<BufferId>* restored);
 
