@@ -31,15 +31,17 @@ std::vector<ModelFamily>* MakeFamilies() {
                                {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "model.logits_dtype",
                                 "model.attention", "model.param_scan_axis", "model.scan_layers", "optimizer.kind",
                                 "optimizer.clip_grad_norm", "loop.mode", "parallelism.fsdp",
-                                "parallelism.gather_dtype"}});
+                                "parallelism.gather_dtype", "parallelism.tensor", "parallelism.sequence_parallel"}});
   f->push_back({"llama",
-                "Llama decoder (RMSNorm, RoPE, GQA, SwiGLU) as MaxText layers/llama2.py builds it; FSDP; scanned "
-                "or unrolled layers; MaxText remat policies",
+                "Llama decoder (RMSNorm, RoPE, GQA, SwiGLU) as MaxText layers/llama2.py builds it; FSDP; tensor and "
+                "sequence parallelism (jax: MaxText logical-axis rules, pytorch: Megatron-LM); scanned or unrolled "
+                "layers; MaxText remat policies",
                 Join({llama, {"xla.dynamic_slice_fusion"}}),
                 llama,
                 {},
                 BuildLlamaTrainStep,
-                LlamaParamCount});
+                LlamaParamCount,
+                CheckLlamaParallelism});
   // models/gpt.h: Megatron-LM GPT as Korthikanti et al. 2022 count it.
   const Settings gpt = Join({kTransformerCore,
                              {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "optimizer.clip_grad_norm", "remat.method", "remat.num_layers", "parallelism.tensor",

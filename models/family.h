@@ -35,6 +35,10 @@ struct ModelFamily {
   absl::StatusOr<Program> (*build)(const RunSpec& spec);
   // Parameters of the whole model (the header's count); null for programs.
   int64_t (*param_count)(const ModelSpec& m);
+  // Checks the values of settings it models that it cannot run (a split
+  // that does not divide); null when every value runs. The capability
+  // check calls it, so `--vary` values are checked before any point runs.
+  absl::Status (*check)(const RunSpec& spec) = nullptr;
 
   const std::vector<std::string>& settings(const std::string& framework) const {
     return framework == "pytorch" ? pytorch_settings : jax_settings;

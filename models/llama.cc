@@ -26,6 +26,7 @@ struct Param {
   std::string name;
   std::vector<int64_t> full;   // unsharded shape of one layer's (or the global) weight
   int shard_axis = 0;          // the embed axis FSDP shards
+  int tp_axis = -1;            // the axis tensor parallelism splits; -1: replicated over the group
   bool per_layer = false;
   TensorId value = kNoTensor, mu = kNoTensor, nu = kNoTensor;  // arguments
   std::vector<TensorId> grads;  // fp32 sharded gradient(s), one per layer when per_layer
@@ -67,12 +68,22 @@ class LlamaBuilder {
     cdt_ = m_.compute_dtype;
     wdt_ = m_.weight_dtype;
     gdt_ = s.parallelism.gather_dtype == "weight" ? wdt_ : cdt_;
+    // Note [Llama tensor parallelism]: per-rank widths.
+    t_ = s.parallelism.tensor;
+    sp_ = s.parallelism.sequence_parallel && t_ > 1;
+    jax_ = s.framework == "jax";
+    embed_sharded_ = jax_ && t_ > 1 && !sp_;
+    Ht_ = H_ / t_;
+    Kt_ = K_ / t_;
+    Mt_ = M_ / t_;
+    Vt_ = V_ / t_;
     // A scanned layer stack with trip count 1 is inlined (XLA
     // WhileLoopSimplifier), which is the unrolled form.
     rolled_ = m_.scan_layers && s.loop.mode == "rolled" && L_ > 1;
   }
 
   absl::StatusOr<Program> Build() {
+    RETURN_IF_ERROR(CheckLlamaParallelism(s_));
     DeclareState();
     RETURN_IF_ERROR(DecideSavedSet());
     PlanZeroStacks();
@@ -293,7 +304,7 @@ class LlamaBuilder {
     for (const FwdNode& f : LayerNodes()) {
       if (f.out == r) return {f.shape, f.dtype};
     }
-    return {{B_, S_, D_}, cdt_};  // "x", the carry
+    return {Rs(), cdt_};  // "x", the carry
   }
 
   // Rolled scan: every saved value is an extensive residual, stacked [L, ...]
@@ -491,11 +502,21 @@ class LlamaBuilder {
     }
   }
 
-  std::vector<int64_t> Shard(const Param& p) const {
+  // This rank's part of the tensor-parallel split (the shape FSDP gathers to).
+  std::vector<int64_t> Local(const Param& p) const {
     std::vector<int64_t> s = p.full;
+    if (p.tp_axis >= 0) s[static_cast<size_t>(p.tp_axis)] /= t_;
+    return s;
+  }
+  std::vector<int64_t> Shard(const Param& p) const {
+    std::vector<int64_t> s = Local(p);
     s[static_cast<size_t>(p.shard_axis)] = CeilDiv(s[static_cast<size_t>(p.shard_axis)], N_);
     return s;
   }
+  // jax with sequence parallelism: a norm scale is sharded over
+  // tensor_sequence but applied to full-embed activations, so it is
+  // all-gathered for use (Note [Llama tensor parallelism]).
+  bool GatheredOverTp(const Param& p) const { return jax_ && sp_ && p.tp_axis >= 0 && p.full.size() == 1; }
   // Stacked shape: the layer axis inserted at model.param_scan_axis.
   std::vector<int64_t> Stacked(std::vector<int64_t> shard) const {
     size_t axis = std::min<size_t>(static_cast<size_t>(m_.param_scan_axis), shard.size());
@@ -503,15 +524,17 @@ class LlamaBuilder {
     return shard;
   }
 
-  void AddParam(std::string name, std::vector<int64_t> full, int shard_axis, bool per_layer) {
+  void AddParam(std::string name, std::vector<int64_t> full, int shard_axis, bool per_layer, int tp_axis) {
     Param p;
     p.name = std::move(name);
     p.full = std::move(full);
     p.shard_axis = shard_axis;
     p.per_layer = per_layer;
+    p.tp_axis = t_ > 1 ? tp_axis : -1;
     std::vector<int64_t> shape = Shard(p);
     if (per_layer) shape = Stacked(shape);
-    const std::string sharding = N_ > 1 ? absl::StrFormat(", FSDP shard 1/%d", N_) : "";
+    std::string sharding = N_ > 1 ? absl::StrFormat(", FSDP shard 1/%d", N_) : "";
+    if (p.tp_axis >= 0) absl::StrAppend(&sharding, absl::StrFormat(", tensor-parallel 1/%d", t_));
     const std::string what = per_layer ? absl::StrFormat("stacked [L=%d] layer parameter", L_) : "parameter";
     p.value = b_.AddArgument("params." + p.name, shape, wdt_, Role::kParameter, true,
                              absl::StrCat(what, " ", p.name, sharding));
@@ -530,19 +553,22 @@ class LlamaBuilder {
   // `targets_position` is not an argument.
   void DeclareState() {
     step_ = b_.AddArgument("state.step", {}, DType::kI32, Role::kScalar, true, "train-state step counter");
-    AddParam("token_embedder", {V_, D_}, 1, false);
+    // The last argument: the axis tensor parallelism splits (Note [Llama
+    // tensor parallelism]); norm scales only under jax (MaxText `norm`).
+    const int norm_tp = jax_ ? 0 : -1;
+    AddParam("token_embedder", {V_, D_}, 1, false, 0);
     const int64_t q = H_ * Dh_, kv = K_ * Dh_;
-    AddParam("attn_norm", {D_}, 0, true);
-    AddParam("wq", {D_, q}, 0, true);
-    AddParam("wk", {D_, kv}, 0, true);
-    AddParam("wv", {D_, kv}, 0, true);
-    AddParam("wo", {q, D_}, 1, true);
-    AddParam("mlp_norm", {D_}, 0, true);
-    AddParam("wi_0", {D_, M_}, 0, true);
-    AddParam("wi_1", {D_, M_}, 0, true);
-    AddParam("wo_mlp", {M_, D_}, 1, true);
-    AddParam("final_norm", {D_}, 0, false);
-    if (!m_.tied_embeddings) AddParam("logits_dense", {D_, V_}, 0, false);
+    AddParam("attn_norm", {D_}, 0, true, norm_tp);
+    AddParam("wq", {D_, q}, 0, true, 1);
+    AddParam("wk", {D_, kv}, 0, true, 1);
+    AddParam("wv", {D_, kv}, 0, true, 1);
+    AddParam("wo", {q, D_}, 1, true, 0);
+    AddParam("mlp_norm", {D_}, 0, true, norm_tp);
+    AddParam("wi_0", {D_, M_}, 0, true, 1);
+    AddParam("wi_1", {D_, M_}, 0, true, 1);
+    AddParam("wo_mlp", {M_, D_}, 1, true, 0);
+    AddParam("final_norm", {D_}, 0, false, norm_tp);
+    if (!m_.tied_embeddings) AddParam("logits_dense", {D_, V_}, 0, false, 1);
     if (s_.optimizer.kind == "adamw") {
       // optax.chain(scale_by_adam, add_decayed_weights, scale_by_schedule):
       // ScaleByAdamState.count and ScaleByScheduleState.count, both int32.
@@ -588,15 +614,22 @@ class LlamaBuilder {
       op.bytes_read = slice;
     }
     if (N_ > 1) {
-      TensorId full = b_.AddTensor(base + ".gathered", p.full, gdt_, Role::kTemporary,
+      TensorId full = b_.AddTensor(base + ".gathered", Local(p), gdt_, Role::kTemporary,
                                    absl::StrCat("all-gathered weight ", name, " (", why, ")"));
       Op& op = b_.AddOp(base + ".all_gather", OpKind::kAllGather, {cur}, {full}, 0);
       op.group = N_;
       if (cur == src) op.bytes_read = slice;
       cur = full;
     }
+    if (GatheredOverTp(p)) {
+      TensorId full = TpCollective(base + ".tp_all_gather", OpKind::kAllGather, cur, p.full, b_.tensor(cur).dtype,
+                                   absl::StrCat("norm scale ", name, " all-gathered over tensor_sequence"));
+      if (cur == src) b_.op(b_.next_op() - 1).bytes_read = slice;
+      cur = full;
+    }
     if (b_.tensor(cur).dtype != cdt_) {
-      TensorId c = b_.AddTensor(base + ".compute", p.full, cdt_, Role::kTemporary, "weight cast to compute dtype");
+      TensorId c = b_.AddTensor(base + ".compute", GatheredOverTp(p) ? p.full : Local(p), cdt_, Role::kTemporary,
+                                "weight cast to compute dtype");
       Op& op = b_.AddOp(base + ".to_compute", OpKind::kConvert, {cur}, {c}, 0);
       if (cur == src) op.bytes_read = slice;
       cur = c;
@@ -611,6 +644,15 @@ class LlamaBuilder {
     Param& p = P(name);
     const std::string base = absl::StrCat(layer >= 0 ? absl::StrCat("layer", layer, ".") : "", name);
     TensorId cur = full_grad;
+    if (GatheredOverTp(p)) {
+      cur = TpCollective(base + ".tp_reduce_scatter", OpKind::kReduceScatter, cur, Local(p), b_.tensor(cur).dtype,
+                         "norm-scale gradient reduce-scattered over tensor_sequence");
+    } else if (sp_ && !jax_ && p.full.size() == 1) {
+      // Megatron SP: each rank's norm saw S/t tokens; the replicated scale's
+      // gradient is all-reduced over the group (Note [Llama tensor parallelism]).
+      cur = TpCollective(base + ".tp_all_reduce", OpKind::kAllReduce, cur, p.full, b_.tensor(cur).dtype,
+                         "norm-scale gradient all-reduced over the tensor-parallel group (sequence parallel)");
+    }
     if (N_ > 1) {
       TensorId sh = b_.AddTensor(base + ".grad_shard", Shard(p), b_.tensor(full_grad).dtype,
                                  Role::kTemporary, "reduce-scattered gradient shard");
@@ -630,6 +672,89 @@ class LlamaBuilder {
     p.grads.push_back(g);
   }
 
+  // --- tensor parallelism ----------------------------------------------------
+
+  // Note [Llama tensor parallelism]
+  // parallelism.tensor = t splits each layer over a group of t devices that
+  // process the same batch (batch.per_device is a model replica's batch).
+  // Weights: the heads, KV heads, MLP and vocabulary axes are split over t,
+  // the embed axis stays the FSDP axis.
+  //  - pytorch follows Megatron-LM (Korthikanti et al. 2022, arXiv
+  //    2205.05198, Sec. 4 and Table 2; megatron/core/tensor_parallel/
+  //    layers.py at d98e8a64): wq/wk/wv and wi_0/wi_1 are ColumnParallelLinear
+  //    (output dim split), wo and wo_mlp RowParallelLinear (input dim split),
+  //    the embedding VocabParallelEmbedding and the output layer a
+  //    vocab-split ColumnParallelLinear; RMSNorm scales are replicated. The
+  //    residual stream (x, the norm outputs, x1) is replicated [B,S,D]
+  //    without SP: the row-parallel output is all-reduced (g), and the
+  //    column-parallel input gradient all-reduced in backward (f,
+  //    LinearWithGradAccumulationAndAsyncCommunication.backward). With
+  //    sequence parallelism it is [B,S/t,D]: all-gather before each
+  //    column-parallel GEMM, reduce-scatter after each row-parallel one, the
+  //    conjugates in backward; the saved input is the sharded one and is
+  //    all-gathered again for dW (the same backward); the norm-scale
+  //    gradients are all-reduced over the group
+  //    (finalize_model_grads.py _allreduce_non_tensor_model_parallel_grads).
+  //    Megatron turns SP off when t = 1 (training/arguments.py); here that
+  //    combination is refused by name.
+  //  - jax follows MaxText's logical-axis rules (MaxText/configs/base.yml
+  //    logical_axis_rules at 4bf3beaa): vocab, heads, kv_heads, mlp and norm
+  //    map to the mesh axes `tensor` and `tensor_sequence`, embed to fsdp; the
+  //    decoder layer (layers/llama2.py) constrains its input, norm outputs,
+  //    attention and MLP outputs to (activation_batch,
+  //    activation_norm_length, activation_embed). With ici_tensor_parallelism
+  //    = t (sequence_parallel false) activation_embed -> tensor shards the
+  //    residual stream on embed, [B,S,D/t]: the RMSNorm's sum of squares is
+  //    all-reduced ([B,S] f32), the norm output all-gathered on embed before
+  //    each projection and the projections' outputs reduce-scattered back.
+  //    With ici_tensor_sequence_parallelism = t (sequence_parallel true)
+  //    activation_norm_length -> tensor_sequence shards it on length,
+  //    [B,S/t,D], as Megatron's SP does; the norm scales (sharded over
+  //    tensor_sequence) are all-gathered for use, their gradients
+  //    reduce-scattered. Attention activations are [B,S,H/t,Dh]
+  //    (activation_heads, activation_kv_heads), MLP ones [B,S,M/t]
+  //    (activation_mlp), logits [B,S,V/t] (activation_vocab).
+  // Both: the vocab-split cross-entropy all-reduces its max and sum of
+  // exponentials over the group (Megatron cross_entropy.py
+  // _VocabParallelCrossEntropy also all-reduces the target logit), and the
+  // global gradient norm is all-reduced over all FSDP x TP devices.
+  // The residual stream of one rank: x, the norm outputs, x1, y.
+  std::vector<int64_t> Rs() const { return {B_, sp_ ? S_ / t_ : S_, embed_sharded_ ? D_ / t_ : D_}; }
+  bool ResidualSharded() const { return sp_ || embed_sharded_; }
+  int64_t RsElements() const { return Elements(Rs()); }
+
+  // A collective over the tensor-parallel group.
+  TensorId TpCollective(const std::string& name, OpKind kind, TensorId in, std::vector<int64_t> shape,
+                        DType dt, const std::string& origin) {
+    TensorId out = b_.AddTensor(name, std::move(shape), dt, Role::kTemporary, origin);
+    b_.AddOp(name, kind, {in}, {out}, 0).group = t_;
+    return out;
+  }
+  // The residual-stream value `in` gathered to [B,S,D] for a column-parallel
+  // GEMM (or the logits); `in` itself when the stream is not sharded.
+  TensorId GatherResidual(const std::string& name, TensorId in) {
+    if (!ResidualSharded()) return in;
+    return TpCollective(name, OpKind::kAllGather, in, {B_, S_, D_}, b_.tensor(in).dtype,
+                        "residual stream all-gathered over the tensor-parallel group");
+  }
+  // A [B,S,D] partial sum (a row-parallel output, or the input gradient of
+  // column-parallel GEMMs) reduced over the group to the residual stream.
+  TensorId ReducePartial(const std::string& name, TensorId partial) {
+    if (t_ == 1) return partial;
+    return TpCollective(name, ResidualSharded() ? OpKind::kReduceScatter : OpKind::kAllReduce, partial, Rs(),
+                        b_.tensor(partial).dtype, "partial sums reduced over the tensor-parallel group");
+  }
+  // jax, embed-sharded stream: RMSNorm's per-token sum of squares (forward)
+  // or of dy·g·x (backward) is a partial sum over the local embed slice,
+  // all-reduced over the group.
+  TensorId NormStatistic(const std::string& name, std::vector<TensorId> ins) {
+    TensorId local = b_.AddTensor(name + ".local", {B_, Rs()[1]}, DType::kF32, Role::kTemporary,
+                                  "RMSNorm partial sum over the local embed slice");
+    b_.AddOp(name + ".local", OpKind::kReduce, std::move(ins), {local}, 2.0 * static_cast<double>(RsElements()));
+    return TpCollective(name, OpKind::kAllReduce, local, {B_, Rs()[1]}, DType::kF32,
+                        "RMSNorm statistic all-reduced over the tensor-parallel group");
+  }
+
   // --- decoder layer ---------------------------------------------------------
 
   static const std::vector<std::string>& LayerWeights() {
@@ -645,8 +770,12 @@ class LlamaBuilder {
   }
 
   std::vector<FwdNode> LayerNodes() const {
-    const int64_t q = H_ * Dh_, kv = K_ * Dh_;
-    const double T = static_cast<double>(T_), D = static_cast<double>(D_), M = static_cast<double>(M_);
+    // Per-rank widths under tensor parallelism (Note [Llama tensor
+    // parallelism]); at t = 1 the whole layer.
+    const int64_t q = Ht_ * Dh_, kv = Kt_ * Dh_;
+    const double T = static_cast<double>(T_), M = static_cast<double>(Mt_);
+    const double R = static_cast<double>(RsElements());  // one residual-stream value
+    const std::vector<int64_t> rs = Rs();
     std::vector<FwdNode> n;
     auto dot = [&](std::string out, std::vector<int64_t> shape, std::string in, std::string w, int64_t kdim,
                    int64_t ndim, std::string tag) {
@@ -655,42 +784,76 @@ class LlamaBuilder {
       f.m = T_; f.n = ndim; f.k = kdim;
       n.push_back(std::move(f));
     };
+    auto collective = [&](std::string out, OpKind kind, std::vector<int64_t> shape, std::string in) {
+      n.push_back({std::move(out), std::move(shape), cdt_, kind, {std::move(in)}, 0, ""});
+    };
     // RMSNorm computes in fp32 and casts its output (MaxText normalizations.py).
-    n.push_back({"h1", {B_, S_, D_}, cdt_, OpKind::kElementwise, {"x", "W:attn_norm"}, 4 * T * D, ""});
-    dot("q_lin", {B_, S_, H_, Dh_}, "h1", "W:wq", D_, q, "");
-    dot("k_lin", {B_, S_, K_, Dh_}, "h1", "W:wk", D_, kv, "");
-    dot("value_proj", {B_, S_, K_, Dh_}, "h1", "W:wv", D_, kv, "value_proj");
+    auto norm = [&](const std::string& out, const std::string& in, const std::string& w) {
+      std::vector<std::string> ins = {in, w};
+      if (embed_sharded_) {
+        // The per-token sum of squares over the sharded embed axis.
+        n.push_back({out + "_ss", {B_, rs[1]}, DType::kF32, OpKind::kReduce, {in}, 2 * R, ""});
+        n.push_back({out + "_rms", {B_, rs[1]}, DType::kF32, OpKind::kAllReduce, {out + "_ss"}, 0, ""});
+        ins.push_back(out + "_rms");
+      }
+      n.push_back({out, rs, cdt_, OpKind::kElementwise, ins, 4 * R, ""});
+    };
+    // A column-parallel GEMM's input: the norm output, gathered when the
+    // stream is sharded (transient; the backward gathers it again).
+    auto column_input = [&](const std::string& in) {
+      if (!ResidualSharded()) return in;
+      collective(in + "_full", OpKind::kAllGather, {B_, S_, D_}, in);
+      return in + "_full";
+    };
+    // A row-parallel GEMM: the partial sums, then all-reduce (g) or
+    // reduce-scatter; the policy sees the reduced value as the dot's output
+    // (checkpoint_name and the dot are on the logical value).
+    auto row_dot = [&](const std::string& out, const std::string& in, const std::string& w, int64_t kdim,
+                       const std::string& tag) {
+      if (t_ == 1) return dot(out, rs, in, w, kdim, D_, tag);
+      dot(out + "_partial", {B_, S_, D_}, in, w, kdim, D_, "");
+      n.back().is_dot = false;
+      collective(out, ResidualSharded() ? OpKind::kReduceScatter : OpKind::kAllReduce, rs, out + "_partial");
+      n.back().tag = tag;
+      n.back().is_dot = true;
+    };
+    norm("h1", "x", "W:attn_norm");
+    const std::string h1 = column_input("h1");
+    dot("q_lin", {B_, S_, Ht_, Dh_}, h1, "W:wq", D_, q, "");
+    dot("k_lin", {B_, S_, Kt_, Dh_}, h1, "W:wk", D_, kv, "");
+    dot("value_proj", {B_, S_, Kt_, Dh_}, h1, "W:wv", D_, kv, "value_proj");
     // RoPE (embeddings.py); MaxText tags query_proj/key_proj after it.
-    n.push_back({"query_proj", {B_, S_, H_, Dh_}, cdt_, OpKind::kElementwise, {"q_lin"}, 6 * T * q, "query_proj"});
-    n.push_back({"key_proj", {B_, S_, K_, Dh_}, cdt_, OpKind::kElementwise, {"k_lin"}, 6 * T * kv, "key_proj"});
+    n.push_back({"query_proj", {B_, S_, Ht_, Dh_}, cdt_, OpKind::kElementwise, {"q_lin"}, 6 * T * q, "query_proj"});
+    n.push_back({"key_proj", {B_, S_, Kt_, Dh_}, cdt_, OpKind::kElementwise, {"k_lin"}, 6 * T * kv, "key_proj"});
     // Causal attention: QKᵀ and AV, half the score matrix computed.
-    const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * H_ * Dh_) * static_cast<double>(S_) *
+    const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * Ht_ * Dh_) * static_cast<double>(S_) *
                               static_cast<double>(S_) * 0.5;
     if (m_.attention == "flash") {
-      n.push_back({"attn_out", {B_, S_, H_, Dh_}, cdt_, OpKind::kAttention, {"query_proj", "key_proj", "value_proj"},
+      n.push_back({"attn_out", {B_, S_, Ht_, Dh_}, cdt_, OpKind::kAttention, {"query_proj", "key_proj", "value_proj"},
                    attn_flops, "context"});
-      n.push_back({"attn_lse", {B_, H_, S_}, DType::kF32, OpKind::kAttention, {"query_proj", "key_proj"}, 0,
+      n.push_back({"attn_lse", {B_, Ht_, S_}, DType::kF32, OpKind::kAttention, {"query_proj", "key_proj"}, 0,
                    "context"});
     } else {
-      FwdNode sc{"scores", {B_, H_, S_, S_}, cdt_, OpKind::kMatmul, {"query_proj", "key_proj"}, attn_flops / 2, "",
+      FwdNode sc{"scores", {B_, Ht_, S_, S_}, cdt_, OpKind::kMatmul, {"query_proj", "key_proj"}, attn_flops / 2, "",
                  true, true};
-      sc.m = S_; sc.n = S_; sc.k = Dh_; sc.batch = B_ * H_;
+      sc.m = S_; sc.n = S_; sc.k = Dh_; sc.batch = B_ * Ht_;
       n.push_back(sc);
-      n.push_back({"probs", {B_, H_, S_, S_}, cdt_, OpKind::kElementwise, {"scores"},
-                   5.0 * static_cast<double>(B_ * H_ * S_ * S_), ""});
-      FwdNode av{"attn_out", {B_, S_, H_, Dh_}, cdt_, OpKind::kMatmul, {"probs", "value_proj"}, attn_flops / 2,
+      n.push_back({"probs", {B_, Ht_, S_, S_}, cdt_, OpKind::kElementwise, {"scores"},
+                   5.0 * static_cast<double>(B_ * Ht_ * S_ * S_), ""});
+      FwdNode av{"attn_out", {B_, S_, Ht_, Dh_}, cdt_, OpKind::kMatmul, {"probs", "value_proj"}, attn_flops / 2,
                  "context", true, true};
-      av.m = S_; av.n = Dh_; av.k = S_; av.batch = B_ * H_;
+      av.m = S_; av.n = Dh_; av.k = S_; av.batch = B_ * Ht_;
       n.push_back(av);
     }
-    dot("out_proj", {B_, S_, D_}, "attn_out", "W:wo", q, D_, "out_proj");
-    n.push_back({"x1", {B_, S_, D_}, cdt_, OpKind::kElementwise, {"x", "out_proj"}, T * D, ""});
-    n.push_back({"h2", {B_, S_, D_}, cdt_, OpKind::kElementwise, {"x1", "W:mlp_norm"}, 4 * T * D, ""});
-    dot("mlpwi_0", {B_, S_, M_}, "h2", "W:wi_0", D_, M_, "mlpwi_0");
-    dot("mlpwi_1", {B_, S_, M_}, "h2", "W:wi_1", D_, M_, "mlpwi_1");
-    n.push_back({"act", {B_, S_, M_}, cdt_, OpKind::kElementwise, {"mlpwi_0", "mlpwi_1"}, 5 * T * M, ""});
-    dot("mlpwo", {B_, S_, D_}, "act", "W:wo_mlp", M_, D_, "mlpwo");
-    n.push_back({"y", {B_, S_, D_}, cdt_, OpKind::kElementwise, {"x1", "mlpwo"}, T * D, "decoder_layer_input"});
+    row_dot("out_proj", "attn_out", "W:wo", q, "out_proj");
+    n.push_back({"x1", rs, cdt_, OpKind::kElementwise, {"x", "out_proj"}, R, ""});
+    norm("h2", "x1", "W:mlp_norm");
+    const std::string h2 = column_input("h2");
+    dot("mlpwi_0", {B_, S_, Mt_}, h2, "W:wi_0", D_, Mt_, "mlpwi_0");
+    dot("mlpwi_1", {B_, S_, Mt_}, h2, "W:wi_1", D_, Mt_, "mlpwi_1");
+    n.push_back({"act", {B_, S_, Mt_}, cdt_, OpKind::kElementwise, {"mlpwi_0", "mlpwi_1"}, 5 * T * M, ""});
+    row_dot("mlpwo", "act", "W:wo_mlp", Mt_, "mlpwo");
+    n.push_back({"y", rs, cdt_, OpKind::kElementwise, {"x1", "mlpwo"}, R, "decoder_layer_input"});
     return n;
   }
 
@@ -715,6 +878,7 @@ class LlamaBuilder {
       Op& op = b_.AddOp(pre + f.out, f.kind, ins, {out}, f.flops);
       op.dtype = cdt_;
       op.m = f.m; op.n = f.n; op.k = f.k; op.batch = f.batch;
+      if (IsCollective(f.kind)) op.group = t_;
       if (!recompute) WaitForPending(op);
       v[f.out] = out;
     }
@@ -808,92 +972,136 @@ class LlamaBuilder {
 
   TensorId NormBackward(int l, const std::string& w, TensorId x_in, TensorId d_out, TensorId scale) {
     const std::string pre = absl::StrCat("layer", l, ".d_", w);
-    TensorId dx = Elementwise(pre + ".dx", {x_in, d_out, scale}, {B_, S_, D_}, 8.0 * T_ * D_, cdt_);
-    TensorId ds = Grad(pre + ".dscale", {D_}, DType::kF32);
-    b_.AddOp(pre + ".dscale", OpKind::kReduce, {x_in, d_out}, {ds}, 3.0 * T_ * D_);
+    std::vector<TensorId> ins = {x_in, d_out, scale};
+    if (embed_sharded_) ins.push_back(NormStatistic(pre + ".stat", {x_in, d_out, scale}));
+    const double r = static_cast<double>(RsElements());
+    TensorId dx = Elementwise(pre + ".dx", std::move(ins), Rs(), 8.0 * r, cdt_);
+    TensorId ds = Grad(pre + ".dscale", {Rs()[2]}, DType::kF32);
+    b_.AddOp(pre + ".dscale", OpKind::kReduce, {x_in, d_out}, {ds}, 3.0 * r);
     ReduceGrad(w, l, ds);
     return dx;
   }
 
   TensorId LayerBackwardOps(int l, TensorId x, std::map<std::string, TensorId>& v, TensorId dy) {
-    const int64_t q = H_ * Dh_, kv = K_ * Dh_;
+    const int64_t q = Ht_ * Dh_, kv = Kt_ * Dh_;
     const std::string pre = absl::StrCat("layer", l, ".");
-    // MLP: y = x1 + wo_mlp(silu(wi_0) * wi_1)
-    TensorId d_act = DenseBackward(l, "wo_mlp", v.at("act"), dy, v.at("W:wo_mlp"), M_, D_, {B_, S_, M_});
-    TensorId d_wi = Elementwise(pre + "d_swiglu", {d_act, v.at("mlpwi_0"), v.at("mlpwi_1")}, {B_, S_, 2, M_},
-                                8.0 * T_ * M_, cdt_);
-    TensorId d_h2a = DenseBackward(l, "wi_0", v.at("h2"), d_wi, v.at("W:wi_0"), D_, M_, {B_, S_, D_});
-    TensorId d_h2b = DenseBackward(l, "wi_1", v.at("h2"), d_wi, v.at("W:wi_1"), D_, M_, {B_, S_, D_});
+    const std::vector<int64_t> rs = Rs();
+    const double r = static_cast<double>(RsElements());
+    // MLP: y = x1 + wo_mlp(silu(wi_0) * wi_1). Under tensor parallelism the
+    // row-parallel backward reads dy gathered (the conjugate of its
+    // reduce-scatter; identity after an all-reduce), the column-parallel
+    // dW the norm output gathered again, and their input gradients are
+    // partial sums reduced over the group (Note [Llama tensor parallelism]).
+    TensorId dy_full = GatherResidual(pre + "d_mlpwo.all_gather", dy);
+    TensorId d_act = DenseBackward(l, "wo_mlp", v.at("act"), dy_full, v.at("W:wo_mlp"), Mt_, D_, {B_, S_, Mt_});
+    TensorId d_wi = Elementwise(pre + "d_swiglu", {d_act, v.at("mlpwi_0"), v.at("mlpwi_1")}, {B_, S_, 2, Mt_},
+                                8.0 * T_ * Mt_, cdt_);
+    TensorId h2 = GatherResidual(pre + "d_mlpwi.regather", v.at("h2"));
+    TensorId d_h2a = DenseBackward(l, "wi_0", h2, d_wi, v.at("W:wi_0"), D_, Mt_, {B_, S_, D_});
+    TensorId d_h2b = DenseBackward(l, "wi_1", h2, d_wi, v.at("W:wi_1"), D_, Mt_, {B_, S_, D_});
     TensorId d_h2 = Elementwise(pre + "d_h2", {d_h2a, d_h2b}, {B_, S_, D_}, 1.0 * T_ * D_, cdt_);
+    d_h2 = ReducePartial(pre + "d_h2.reduce", d_h2);
     TensorId d_x1n = NormBackward(l, "mlp_norm", v.at("x1"), d_h2, v.at("W:mlp_norm"));
-    TensorId d_x1 = Elementwise(pre + "d_x1", {dy, d_x1n}, {B_, S_, D_}, 1.0 * T_ * D_, cdt_);
+    TensorId d_x1 = Elementwise(pre + "d_x1", {dy, d_x1n}, rs, r, cdt_);
     // Attention: x1 = x + wo(attn(q, k, v))
-    TensorId d_attn = DenseBackward(l, "wo", v.at("attn_out"), d_x1, v.at("W:wo"), q, D_, {B_, S_, H_, Dh_});
-    const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * H_ * Dh_) * S_ * S_ * 0.5;
-    TensorId dq = Grad(pre + "d_query", {B_, S_, H_, Dh_}, cdt_);
-    TensorId dk = Grad(pre + "d_key", {B_, S_, K_, Dh_}, cdt_);
-    TensorId dvv = Grad(pre + "d_value", {B_, S_, K_, Dh_}, cdt_);
+    TensorId d_x1_full = GatherResidual(pre + "d_out_proj.all_gather", d_x1);
+    TensorId d_attn = DenseBackward(l, "wo", v.at("attn_out"), d_x1_full, v.at("W:wo"), q, D_, {B_, S_, Ht_, Dh_});
+    const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * Ht_ * Dh_) * S_ * S_ * 0.5;
+    TensorId dq = Grad(pre + "d_query", {B_, S_, Ht_, Dh_}, cdt_);
+    TensorId dk = Grad(pre + "d_key", {B_, S_, Kt_, Dh_}, cdt_);
+    TensorId dvv = Grad(pre + "d_value", {B_, S_, Kt_, Dh_}, cdt_);
     if (m_.attention == "flash") {
       // Flash backward recomputes the scores: 5 S×S matmuls vs 2 forward.
       b_.AddOp(pre + "flash_bwd", OpKind::kAttention,
                {v.at("query_proj"), v.at("key_proj"), v.at("value_proj"), v.at("attn_out"), v.at("attn_lse"), d_attn},
                {dq, dk, dvv}, attn_flops * 2.5).dtype = cdt_;
     } else {
-      TensorId dp = Grad(pre + "d_probs", {B_, H_, S_, S_}, cdt_);
+      TensorId dp = Grad(pre + "d_probs", {B_, Ht_, S_, S_}, cdt_);
       Op& a = b_.AddOp(pre + "d_probs", OpKind::kMatmul, {d_attn, v.at("value_proj")}, {dp}, attn_flops / 2);
-      a.m = S_; a.n = S_; a.k = Dh_; a.batch = B_ * H_;
+      a.m = S_; a.n = S_; a.k = Dh_; a.batch = B_ * Ht_;
       Op& b = b_.AddOp(pre + "d_value", OpKind::kMatmul, {v.at("probs"), d_attn}, {dvv}, attn_flops / 2);
-      b.m = S_; b.n = Dh_; b.k = S_; b.batch = B_ * H_;
-      TensorId ds = Elementwise(pre + "d_scores", {dp, v.at("probs")}, {B_, H_, S_, S_}, 4.0 * B_ * H_ * S_ * S_,
-                                cdt_);
+      b.m = S_; b.n = Dh_; b.k = S_; b.batch = B_ * Ht_;
+      TensorId ds = Elementwise(pre + "d_scores", {dp, v.at("probs")}, {B_, Ht_, S_, S_},
+                                4.0 * B_ * Ht_ * S_ * S_, cdt_);
       Op& c = b_.AddOp(pre + "d_qk", OpKind::kMatmul, {ds, v.at("query_proj"), v.at("key_proj")}, {dq, dk},
                        attn_flops);
-      c.m = S_; c.n = Dh_; c.k = S_; c.batch = B_ * H_;
+      c.m = S_; c.n = Dh_; c.k = S_; c.batch = B_ * Ht_;
     }
-    TensorId dq_lin = Elementwise(pre + "d_rope_q", {dq}, {B_, S_, H_, Dh_}, 6.0 * T_ * q, cdt_);
-    TensorId dk_lin = Elementwise(pre + "d_rope_k", {dk}, {B_, S_, K_, Dh_}, 6.0 * T_ * kv, cdt_);
-    TensorId d_h1q = DenseBackward(l, "wq", v.at("h1"), dq_lin, v.at("W:wq"), D_, q, {B_, S_, D_});
-    TensorId d_h1k = DenseBackward(l, "wk", v.at("h1"), dk_lin, v.at("W:wk"), D_, kv, {B_, S_, D_});
-    TensorId d_h1v = DenseBackward(l, "wv", v.at("h1"), dvv, v.at("W:wv"), D_, kv, {B_, S_, D_});
+    TensorId dq_lin = Elementwise(pre + "d_rope_q", {dq}, {B_, S_, Ht_, Dh_}, 6.0 * T_ * q, cdt_);
+    TensorId dk_lin = Elementwise(pre + "d_rope_k", {dk}, {B_, S_, Kt_, Dh_}, 6.0 * T_ * kv, cdt_);
+    TensorId h1 = GatherResidual(pre + "d_qkv.regather", v.at("h1"));
+    TensorId d_h1q = DenseBackward(l, "wq", h1, dq_lin, v.at("W:wq"), D_, q, {B_, S_, D_});
+    TensorId d_h1k = DenseBackward(l, "wk", h1, dk_lin, v.at("W:wk"), D_, kv, {B_, S_, D_});
+    TensorId d_h1v = DenseBackward(l, "wv", h1, dvv, v.at("W:wv"), D_, kv, {B_, S_, D_});
     TensorId d_h1 = Elementwise(pre + "d_h1", {d_h1q, d_h1k, d_h1v}, {B_, S_, D_}, 2.0 * T_ * D_, cdt_);
+    d_h1 = ReducePartial(pre + "d_h1.reduce", d_h1);
     TensorId d_xn = NormBackward(l, "attn_norm", x, d_h1, v.at("W:attn_norm"));
-    return Elementwise(pre + "d_x", {d_x1, d_xn}, {B_, S_, D_}, 1.0 * T_ * D_, cdt_);
+    return Elementwise(pre + "d_x", {d_x1, d_xn}, rs, r, cdt_);
   }
 
   // --- embedding, head, loss ---------------------------------------------------
 
+  // Under tensor parallelism the table is split by vocabulary
+  // (VocabParallelEmbedding; MaxText `vocab` -> tensor): each rank looks up
+  // its rows, zeros elsewhere, and the partial sums are reduced to the
+  // residual stream.
   TensorId Embedding() {
     TensorId table = Gather("token_embedder", -1, "forward");
-    TensorId x = b_.AddTensor("embed.out", {B_, S_, D_}, cdt_, Role::kActivation, "embedding lookup output");
-    b_.AddOp("embed.lookup", OpKind::kGather, {table, batch_.at("inputs")}, {x}, 0);
+    TensorId x = b_.AddTensor(t_ > 1 ? "embed.partial" : "embed.out", {B_, S_, D_}, cdt_, Role::kActivation,
+                              t_ > 1 ? "embedding lookup of this rank's vocabulary rows" : "embedding lookup output");
+    b_.AddOp(t_ > 1 ? "embed.partial" : "embed.lookup", OpKind::kGather, {table, batch_.at("inputs")}, {x}, 0);
+    if (t_ == 1) return x;
+    x = ReducePartial("embed.out", x);
+    b_.tensor(x).role = Role::kActivation;
     return x;
   }
 
   struct HeadResult {
-    TensorId h_final, logits_f32, onehot, exp_shifted, log_softmax, loss, w_out;
+    TensorId h_final, h_full, logits_f32, onehot, exp_shifted, log_softmax, loss, w_out;
   };
+
+  // The vocab-split cross-entropy's statistic `name` ([B,S] f32): a local
+  // reduction over this rank's vocabulary slice, all-reduced over the group.
+  TensorId VocabStatistic(const std::string& name, TensorId logits) {
+    TensorId local = b_.AddTensor(name + ".local", {B_, S_}, DType::kF32, Role::kTemporary,
+                                  "cross-entropy partial over this rank's vocabulary slice");
+    b_.AddOp(name + ".local", OpKind::kReduce, {logits}, {local}, static_cast<double>(T_) * Vt_);
+    return TpCollective(name, OpKind::kAllReduce, local, {B_, S_}, DType::kF32,
+                        "cross-entropy statistic all-reduced over the tensor-parallel group");
+  }
 
   HeadResult HeadAndLoss(TensorId x) {
     HeadResult r{};
     b_.BeginRegion("head.forward", "phase");
     TensorId scale = Gather("final_norm", -1, "forward");
-    r.h_final = Elementwise("final_norm", {x, scale}, {B_, S_, D_}, 4.0 * T_ * D_, cdt_);
+    std::vector<TensorId> norm_ins = {x, scale};
+    if (embed_sharded_) norm_ins.push_back(NormStatistic("final_norm.stat", {x}));
+    r.h_final = Elementwise("final_norm", std::move(norm_ins), Rs(), 4.0 * static_cast<double>(RsElements()), cdt_);
     b_.tensor(r.h_final).role = Role::kActivation;
+    r.h_full = GatherResidual("final_norm.all_gather", r.h_final);
     r.w_out = Gather(m_.tied_embeddings ? "token_embedder" : "logits_dense", -1, "forward");
     // logits_dot_in_fp32 False: a bf16 dot, then cast_logits_to_fp32.
-    TensorId logits = MatmulOp("logits", r.h_final, r.w_out, {B_, S_, V_}, T_, V_, D_);
+    TensorId logits = MatmulOp("logits", r.h_full, r.w_out, {B_, S_, Vt_}, T_, Vt_, D_);
     auto f32 = [&](const std::string& n, std::vector<TensorId> ins, double flops) {
-      TensorId t = Elementwise(n, std::move(ins), {B_, S_, V_}, flops, m_.logits_dtype);
+      TensorId t = Elementwise(n, std::move(ins), {B_, S_, Vt_}, flops, m_.logits_dtype);
       b_.tensor(t).role = Role::kActivation;
       return t;
     };
-    const double tv = static_cast<double>(T_) * V_;
+    const double tv = static_cast<double>(T_) * Vt_;
     r.logits_f32 = f32("logits_f32", {logits}, tv);
     r.onehot = f32("onehot_targets", {batch_.at("targets")}, tv);
     // cross_entropy_with_logits (MaxText max_utils.py) is a custom VJP whose
     // residuals are fp32 [B,S,V] arrays: logits, targets, exp_shifted, log_softmax.
-    r.exp_shifted = f32("ce.exp_shifted", {r.logits_f32}, 3 * tv);
-    r.log_softmax = f32("ce.log_softmax", {r.logits_f32, r.exp_shifted}, 3 * tv);
+    std::vector<TensorId> exp_ins = {r.logits_f32}, lsm_ins = {r.logits_f32};
+    if (t_ > 1) {
+      exp_ins.push_back(VocabStatistic("ce.max", r.logits_f32));
+      // Megatron's _VocabParallelCrossEntropy all-reduces the target logit too.
+      if (!jax_) lsm_ins.push_back(VocabStatistic("ce.target_logit", r.logits_f32));
+    }
+    r.exp_shifted = f32("ce.exp_shifted", std::move(exp_ins), 3 * tv);
+    lsm_ins.push_back(r.exp_shifted);
+    if (t_ > 1) lsm_ins.push_back(VocabStatistic("ce.sum_exp", r.exp_shifted));
+    r.log_softmax = f32("ce.log_softmax", std::move(lsm_ins), 3 * tv);
     r.loss = b_.AddTensor("loss", {}, DType::kF32, Role::kScalar, "loss (metric output)");
     b_.AddOp("ce.loss", OpKind::kReduce, {r.log_softmax, r.onehot, batch_.at("targets_segmentation")}, {r.loss},
              2 * tv);
@@ -905,25 +1113,33 @@ class LlamaBuilder {
 
   TensorId HeadBackward(const HeadResult& r) {
     b_.BeginRegion("head.backward", "phase");
-    const double tv = static_cast<double>(T_) * V_;
-    TensorId d_logits = Elementwise("ce.d_logits", {r.exp_shifted, r.onehot, r.log_softmax}, {B_, S_, V_}, 3 * tv,
+    const double tv = static_cast<double>(T_) * Vt_;
+    TensorId d_logits = Elementwise("ce.d_logits", {r.exp_shifted, r.onehot, r.log_softmax}, {B_, S_, Vt_}, 3 * tv,
                                     m_.logits_dtype);
-    TensorId d_logits_c = Elementwise("ce.d_logits_cast", {d_logits}, {B_, S_, V_}, 0, cdt_);
+    TensorId d_logits_c = Elementwise("ce.d_logits_cast", {d_logits}, {B_, S_, Vt_}, 0, cdt_);
     TensorId w_out = Gather(m_.tied_embeddings ? "token_embedder" : "logits_dense", -1, "backward");
-    TensorId dh = MatmulOp("d_logits.dx", d_logits_c, w_out, {B_, S_, D_}, T_, D_, V_);
-    TensorId dw = MatmulOp("d_logits.dw", r.h_final, d_logits_c, {D_, V_}, D_, V_, T_);
+    TensorId dh = MatmulOp("d_logits.dx", d_logits_c, w_out, {B_, S_, D_}, T_, D_, Vt_);
+    // Megatron's output layer saves its sharded input and gathers it again
+    // for dW; XLA reuses the forward's gathered value.
+    const TensorId h_full = jax_ ? r.h_full : GatherResidual("d_logits.regather", r.h_final);
+    TensorId dw = MatmulOp("d_logits.dw", h_full, d_logits_c, {D_, Vt_}, D_, Vt_, T_);
     ReduceGrad(m_.tied_embeddings ? "token_embedder" : "logits_dense", -1, dw);
+    dh = ReducePartial("d_logits.dx.reduce", dh);
     TensorId scale = Gather("final_norm", -1, "backward");
-    TensorId dx = Elementwise("d_final_norm.dx", {dh, scale}, {B_, S_, D_}, 8.0 * T_ * D_, cdt_);
-    TensorId ds = Grad("d_final_norm.dscale", {D_}, DType::kF32);
-    b_.AddOp("d_final_norm.dscale", OpKind::kReduce, {dh}, {ds}, 3.0 * T_ * D_);
+    const double rn = static_cast<double>(RsElements());
+    std::vector<TensorId> ins = {dh, scale};
+    if (embed_sharded_) ins.push_back(NormStatistic("d_final_norm.stat", {dh, scale}));
+    TensorId dx = Elementwise("d_final_norm.dx", std::move(ins), Rs(), 8.0 * rn, cdt_);
+    TensorId ds = Grad("d_final_norm.dscale", {Rs()[2]}, DType::kF32);
+    b_.AddOp("d_final_norm.dscale", OpKind::kReduce, {dh}, {ds}, 3.0 * rn);
     ReduceGrad("final_norm", -1, ds);
     b_.EndRegion();
     return dx;
   }
 
   void EmbeddingBackward(TensorId dx) {
-    TensorId dt = Grad("d_embed.table", {V_, D_}, cdt_);
+    dx = GatherResidual("d_embed.all_gather", dx);
+    TensorId dt = Grad("d_embed.table", {Vt_, D_}, cdt_);
     b_.AddOp("d_embed.scatter", OpKind::kScatter, {dx, batch_.at("inputs")}, {dt}, 1.0 * T_ * D_);
     ReduceGrad("token_embedder", -1, dt);
   }
@@ -958,13 +1174,14 @@ class LlamaBuilder {
     std::vector<TensorId> all_grads;
     for (const Param& p : params_) all_grads.insert(all_grads.end(), p.grads.begin(), p.grads.end());
     // A scalar metric from per-device partial sums: summed, then all-reduced
-    // over the FSDP group.
+    // over the FSDP (x tensor-parallel) group.
     auto norm = [&](const std::string& name, const std::vector<TensorId>& partials, const std::string& what) {
       TensorId sq = b_.AddTensor(name + ".local", {}, DType::kF32, Role::kTemporary, "local sum of squares");
       b_.AddOp(name + ".sum", OpKind::kReduce, partials, {sq}, static_cast<double>(partials.size()));
       TensorId n = b_.AddTensor(name, {}, DType::kF32, Role::kScalar, what);
-      if (N_ > 1) {
-        b_.AddOp(name + ".all_reduce", OpKind::kAllReduce, {sq}, {n}, 0).group = N_;
+      if (N_ * t_ > 1) {
+        // Over every FSDP x TP device (Note [Llama tensor parallelism]).
+        b_.AddOp(name + ".all_reduce", OpKind::kAllReduce, {sq}, {n}, 0).group = N_ * t_;
       } else {
         b_.AddOp(name + ".sqrt", OpKind::kElementwise, {sq}, {n}, 1);
       }
@@ -1035,6 +1252,12 @@ class LlamaBuilder {
   const RematPolicy& policy_;
   ProgramBuilder b_;
   int64_t B_, S_, T_, D_, H_, K_, Dh_, M_, V_, L_, N_;
+  // Tensor parallelism (Note [Llama tensor parallelism]): the group size, the
+  // per-rank query heads, KV heads, MLP width and vocabulary.
+  int64_t t_ = 1, Ht_ = 0, Kt_ = 0, Mt_ = 0, Vt_ = 0;
+  bool sp_ = false;             // sequence parallelism (t_ > 1)
+  bool jax_ = true;             // framework jax (MaxText sharding) or pytorch (Megatron-LM)
+  bool embed_sharded_ = false;  // jax, t_ > 1, no SP: the residual stream is sharded on embed
   DType cdt_, wdt_, gdt_;
   bool rolled_ = true;
   std::set<std::string> saved_names_;           // per-layer saved set (names of FwdNodes, "x")
@@ -1054,6 +1277,32 @@ class LlamaBuilder {
 };
 
 }  // namespace
+
+// Note [Llama tensor parallelism]: what the split needs.
+absl::Status CheckLlamaParallelism(const RunSpec& s) {
+  auto at = [&](const std::string& path) {
+    auto it = s.written.find(path);
+    return it == s.written.end() || it->second.empty() ? std::string() : it->second + ": ";
+  };
+  const ModelSpec& m = s.model;
+  const int64_t t = s.parallelism.tensor;
+  if (s.parallelism.sequence_parallel && t == 1) {
+    return absl::InvalidArgumentError(
+        absl::StrCat(at("parallelism.sequence_parallel"),
+                     "parallelism.sequence_parallel: true needs parallelism.tensor > 1 (it shards the "
+                     "tensor-parallel group's activations; Megatron-LM turns it off at tensor 1)"));
+  }
+  const bool jax = s.framework == "jax", sp = s.parallelism.sequence_parallel;
+  if (t < 1 || m.n_heads % t != 0 || m.n_kv_heads % t != 0 || m.mlp_dim % t != 0 || m.vocab % t != 0 ||
+      (jax && m.d_model % t != 0) || (sp && s.batch.seq_len % t != 0)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        at("parallelism.tensor"), "parallelism.tensor: ", t, " must divide model.n_heads (", m.n_heads,
+        "), model.n_kv_heads (", m.n_kv_heads, "), model.mlp_dim (", m.mlp_dim, "), model.vocab (", m.vocab, ")",
+        jax ? absl::StrCat(", model.d_model (", m.d_model, ")") : "",
+        sp ? absl::StrCat(" and batch.seq_len (", s.batch.seq_len, ") with sequence_parallel") : ""));
+  }
+  return absl::OkStatus();
+}
 
 int64_t LlamaLayerParamCount(const ModelSpec& m) {
   const int64_t q = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;

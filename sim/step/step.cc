@@ -141,8 +141,14 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
     for (size_t i = 0; i < temps.size(); ++i) r.temp_offsets[static_cast<size_t>(temps[i].id)] = plan.offsets[i];
     r.peak = r.argument + r.output - r.alias + r.temp;
   }
-  r.tokens_per_step =
-      spec.program.present || !spec.program_hlo.empty() ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
+  // A tensor-parallel group of parallelism.tensor devices processes one
+  // replica's batch.per_device sequences together: each device's share of
+  // the tokens is 1/tensor of them (Megatron-LM: data-parallel size =
+  // world / tensor).
+  r.tokens_per_step = spec.program.present || !spec.program_hlo.empty()
+                          ? 0
+                          : static_cast<double>(spec.batch.per_device * spec.batch.seq_len) /
+                                static_cast<double>(spec.parallelism.tensor);
   return r;
 }
 
