@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sim/base/registry.h"
 #include "sim/config/spec.h"
 #include "sim/ir/program.h"
 
@@ -47,6 +48,11 @@ struct ModelFamily {
 
 // Every family, by name.
 const std::vector<ModelFamily>& ModelFamilies();
+// Their registry entries (sim/base/registry.h) for `gpusim list models`:
+// the settings each models as parameters (with the setting table's doc and
+// default), and notes naming the settings per framework and the values it
+// runs unmodelled settings at.
+std::vector<RegistryEntry> ListModelFamilies();
 // The family a run uses: "hlo" for program_hlo, "program" when
 // spec.program.present, otherwise
 // spec.model.family. Unknown: "model.family: unknown family 'x' (did you

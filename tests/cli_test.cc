@@ -202,6 +202,35 @@ TEST(CliCapabilityTest, TensorAndSequenceParallelismChangeALlamaResult) {
   EXPECT_NE(tp.out, sp.out);
 }
 
+// Issue 11 Deliver 4: every registry lists itself in one shape, with typed
+// parameters, and an unknown name gets a did-you-mean.
+TEST(CliRegistryTest, EveryKindListsTypedParametersInTextAndJson) {
+  for (const char* kind : {"allocators", "remat", "devices", "kernels", "importers", "models"}) {
+    Result text = Gpusim(std::string("list ") + kind);
+    EXPECT_EQ(text.code, 0) << kind << text.out;
+    Result json = Gpusim(std::string("list ") + kind + " --format json");
+    ASSERT_EQ(json.code, 0) << kind << json.out;
+    EXPECT_NE(json.out.find(std::string("\"") + kind + "\": ["), std::string::npos) << json.out;
+    EXPECT_NE(json.out.find("\"parameters\": ["), std::string::npos) << kind;
+  }
+  Result a = Gpusim("list allocators --format json");
+  EXPECT_NE(a.out.find("\"name\": \"allocator.mem_fraction\""), std::string::npos) << a.out;
+  EXPECT_NE(a.out.find("\"range\": \"(0, 1]\""), std::string::npos) << a.out;
+  Result k = Gpusim("list kernels");
+  EXPECT_NE(k.out.find("tiled"), std::string::npos) << k.out;
+  EXPECT_NE(k.out.find("sms (int"), std::string::npos) << k.out;
+  Result i = Gpusim("list importers");
+  EXPECT_NE(i.out.find("memory_timeline"), std::string::npos) << i.out;
+  Result bad = Gpusim("run " + kConfig + " --set framework=pytorch --set allocator.impl=pytorch_cachng");
+  EXPECT_EQ(bad.code, 1);
+  EXPECT_NE(bad.out.find("allocator.impl: unknown allocator 'pytorch_cachng' (did you mean 'pytorch_caching'?)"),
+            std::string::npos)
+      << bad.out;
+  Result kind = Gpusim("list kernel");
+  EXPECT_EQ(kind.code, 1);
+  EXPECT_NE(kind.out.find("did you mean 'kernels'"), std::string::npos) << kind.out;
+}
+
 TEST(CliCapabilityTest, ListModelsNamesEachFamilysSettings) {
   Result r = Gpusim("list models --format json");
   ASSERT_EQ(r.code, 0) << r.out;

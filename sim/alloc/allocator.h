@@ -23,6 +23,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sim/base/registry.h"
 #include "sim/base/checked.h"
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
@@ -141,11 +142,8 @@ class Allocator {
   std::vector<AllocatorEvent>* events_ = nullptr;
 };
 
-struct AllocatorInfo {
-  std::string name;
-  std::string doc;
-  std::string parameters;
-};
+// A registry entry (sim/base/registry.h): name, doc, typed options.
+using AllocatorInfo = RegistryEntry;
 
 // REQUIRES: capacity > 0. Unknown names or options are errors naming the key
 // (`allocator.<key>`) and listing the valid keys.

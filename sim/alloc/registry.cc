@@ -1,8 +1,8 @@
-// The allocator registry: name → factory, with one-line docs and the
-// parameters each takes (`gpusim list allocators`). Options arrive as
-// strings (AllocatorSpec::options); each factory parses and validates its
-// own, and an unknown key is an error naming `allocator.<key>` and the
-// valid keys.
+// The allocator registry: name → factory, with one-line docs and the typed
+// parameters each takes, declared beside each implementation
+// (`gpusim list allocators`). Options arrive as strings
+// (AllocatorSpec::options); each factory parses and validates its own, and
+// an unknown key is an error naming `allocator.<key>` and the valid keys.
 #include <functional>
 #include <map>
 
@@ -28,7 +28,7 @@ using Made = absl::StatusOr<std::unique_ptr<Allocator>>;
 
 struct Entry {
   std::string doc;
-  std::string parameters;
+  std::vector<ParamDoc> parameters;
   std::function<Made(const AllocatorSpec&, Bytes)> make;
 };
 
@@ -61,6 +61,11 @@ absl::StatusOr<std::vector<std::unique_ptr<Allocator>>> MakeMembers(const Alloca
   return out;
 }
 
+const ParamDoc kMembers = {"allocator.members", "string", "", "", "\"a,b{key=value;...},...\"; one or more",
+                           "the member allocators, each with its options"};
+const ParamDoc kPlannerAlignment = {"allocator.alignment", "int", "bytes", "1", ">= 1",
+                                    "offsets rounded up to a multiple of it"};
+
 absl::StatusOr<int64_t> PlannerAlignment(const AllocatorOptions& o) {
   int64_t a = 1;
   if (absl::Status s = ReadIntOption(o, "alignment", &a); !s.ok()) return s;
@@ -71,14 +76,14 @@ absl::StatusOr<int64_t> PlannerAlignment(const AllocatorOptions& o) {
 const std::map<std::string, Entry>& Registry() {
   static const auto* kRegistry = new std::map<std::string, Entry>{
       {"ideal",
-       {"no fragmentation: allocated = reserved = live bytes (the lower bound)", "",
+       {"no fragmentation: allocated = reserved = live bytes (the lower bound)", {},
         [](const AllocatorSpec& spec, Bytes cap) -> Made {
           if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {}); !s.ok()) return s;
           return Wrap(new IdealAllocator(cap));
         }}},
       {"pytorch_caching",
        {"PyTorch v2.5.1 CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp), exact to the byte and address",
-        kPyTorchCachingParameters,
+        PyTorchCachingParameters(),
         [](const AllocatorSpec& spec, Bytes cap) -> Made {
           absl::StatusOr<PyTorchCachingOptions> o = ParsePyTorchCachingOptions(spec.options);
           if (!o.ok()) return o.status();
@@ -86,28 +91,28 @@ const std::map<std::string, Entry>& Registry() {
         }}},
       {"bfc",
        {"TF/XLA best-fit-with-coalescing allocator (xla/tsl/framework/bfc_allocator.cc) as JAX configures it",
-        kBfcParameters,
+        BfcParameters(),
         [](const AllocatorSpec& spec, Bytes cap) -> Made {
           absl::StatusOr<BfcOptions> o = ParseBfcOptions(spec.options);
           if (!o.ok()) return o.status();
           return Wrap(new BfcAllocator(cap, *o));
         }}},
       {"first_fit",
-       {"address-ordered first fit over one device-sized arena", kArenaParameters,
+       {"address-ordered first fit over one device-sized arena", ArenaParameters(),
         [](const AllocatorSpec& spec, Bytes cap) -> Made {
           absl::StatusOr<int64_t> a = ParseArenaAlignment(spec.impl, spec.options);
           if (!a.ok()) return a.status();
           return Wrap(new FreeListAllocator(cap, FitPolicy::kFirstFit, *a));
         }}},
       {"best_fit",
-       {"best fit (smallest hole, lowest address) over one device-sized arena", kArenaParameters,
+       {"best fit (smallest hole, lowest address) over one device-sized arena", ArenaParameters(),
         [](const AllocatorSpec& spec, Bytes cap) -> Made {
           absl::StatusOr<int64_t> a = ParseArenaAlignment(spec.impl, spec.options);
           if (!a.ok()) return a.status();
           return Wrap(new FreeListAllocator(cap, FitPolicy::kBestFit, *a));
         }}},
       {"buddy",
-       {"binary buddy system (power-of-two blocks) over one device-sized arena", kBuddyParameters,
+       {"binary buddy system (power-of-two blocks) over one device-sized arena", BuddyParameters(),
         [](const AllocatorSpec& spec, Bytes cap) -> Made {
           absl::StatusOr<int64_t> m = ParseBuddyMinBlock(spec.options);
           if (!m.ok()) return m.status();
@@ -115,7 +120,7 @@ const std::map<std::string, Entry>& Registry() {
         }}},
       {"best_of",
        {"runs every member on the same calls; reports the one with the smallest peak reserved",
-        "members (\"a,b{key=value;...},...\"; required)",
+        {kMembers},
         [](const AllocatorSpec& spec, Bytes cap) -> Made {
           auto m = MakeMembers(spec, cap, 1, SIZE_MAX);
           if (!m.ok()) return m.status();
@@ -123,7 +128,8 @@ const std::map<std::string, Entry>& Registry() {
         }}},
       {"fallback",
        {"runs the first member; on its OOM replays the recorded calls into the second and continues there",
-        "members (\"primary,secondary\", each as in best_of; required)",
+        {{"allocator.members", "string", "", "", "two members: primary,secondary (each as in best_of)",
+          "the allocator run first and the one its calls replay into on OOM"}},
         [](const AllocatorSpec& spec, Bytes cap) -> Made {
           auto m = MakeMembers(spec, cap, 2, 2);
           if (!m.ok()) return m.status();
@@ -131,7 +137,9 @@ const std::map<std::string, Entry>& Registry() {
         }}},
       {"xla_best_fit",
        {"offline: XLA GlobalDecreasingSizeBestFitHeap over whole lifetimes (planned at the end)",
-        "order (spatial | temporal | best; default best), alignment (bytes; default 1)",
+        {{"allocator.order", "enum", "", "best", "spatial | temporal | best",
+          "XLA's sort order (GlobalDecreasingSizeBestFitHeap), best = the smaller heap of both"},
+         kPlannerAlignment},
         [](const AllocatorSpec& spec, Bytes cap) -> Made {
           if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {"order", "alignment"}); !s.ok()) return s;
           XlaBestFitOrder order = XlaBestFitOrder::kBest;
@@ -151,7 +159,7 @@ const std::map<std::string, Entry>& Registry() {
         }}},
       {"greedy_by_size",
        {"offline: greedy by size for offset calculation (Pisarchyk & Lee 2020), planned at the end",
-        "alignment (bytes; default 1)",
+        {kPlannerAlignment},
         [](const AllocatorSpec& spec, Bytes cap) -> Made {
           if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {"alignment"}); !s.ok()) return s;
           absl::StatusOr<int64_t> a = PlannerAlignment(spec.options);
@@ -167,10 +175,7 @@ const std::map<std::string, Entry>& Registry() {
 absl::StatusOr<std::unique_ptr<Allocator>> MakeAllocator(const AllocatorSpec& spec, Bytes capacity) {
   auto it = Registry().find(spec.impl);
   if (it == Registry().end()) {
-    std::vector<std::string> names;
-    for (const auto& [n, e] : Registry()) names.push_back(n);
-    return absl::InvalidArgumentError(absl::StrCat("allocator.impl: unknown allocator '", spec.impl,
-                                                   "'; expected one of ", absl::StrJoin(names, ", ")));
+    return absl::InvalidArgumentError(UnknownEntryMessage("allocator.impl", "allocator", spec.impl, ListAllocators()));
   }
   if (capacity.value() <= 0 || capacity.value() >= kMaxRequestBytes) {
     return absl::InvalidArgumentError(absl::StrCat("allocator: device capacity must be > 0 and below 2^46 bytes (64 TiB), got ",
