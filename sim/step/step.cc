@@ -168,8 +168,10 @@ absl::Status CheckJaxArena(StepReport& r) {
   const RunSpec& spec = r.spec;
   AllocatorSpec bfc{"bfc", {}};
   if (spec.allocator.impl == "bfc") bfc.options = spec.allocator.options;
-  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> a, MakeAllocator(bfc, r.capacity));
-  ASSIGN_OR_RETURN(BfcOptions o, ParseBfcOptions(AllocatorOptions(bfc.options)));
+  // Parsed once: the arena's options and the allocator come from one read.
+  ASSIGN_OR_RETURN(AllocatorConfig config, ParseAllocator(bfc));
+  const BfcOptions& o = *config.options_as<BfcOptions>();
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> a, BuildAllocator(config, r.capacity));
   StepReport::JaxArena& j = r.jax_arena;
   j.checked = true;
   j.mem_fraction = o.mem_fraction;
