@@ -11,6 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/llama_builder.h"
 #include "sim/base/status.h"
+#include "sim/lower/xla/entry_tuple.h"
 
 namespace gpusim {
 namespace llama_internal {
@@ -60,13 +61,17 @@ absl::StatusOr<Program> LlamaBuilder::Build() {
   // Weights are all-gathered one layer ahead (XLA's latency-hiding
   // scheduler / --xla_gpu_enable_pipelined_all_gather; PyTorch FSDP
   // forward_prefetch): two layers' gathered weights are live at a time.
-  std::map<std::string, TensorId> next = GatherLayer(0, "forward");
+  // Without FSDP there is no gather to hide: each layer's weight casts are
+  // made in its own iteration (XLA fuses nothing across a while body's
+  // iterations), one layer's at a time.
+  const bool prefetch = N_ > 1;
+  std::map<std::string, TensorId> next = prefetch ? GatherLayer(0, "forward") : std::map<std::string, TensorId>{};
   for (int l = 0; l < L_; ++l) {
     layer_inputs.push_back(x);
     b_.set_layer(l);
     b_.BeginRegion(absl::StrCat("layer", l, ".forward"), "layer");
-    std::map<std::string, TensorId> weights = std::move(next);
-    if (l + 1 < L_) next = GatherLayer(l + 1, "forward");
+    std::map<std::string, TensorId> weights = prefetch ? std::move(next) : GatherLayer(l, "forward");
+    if (prefetch && l + 1 < L_) next = GatherLayer(l + 1, "forward");
     auto vals = EmitLayerForward(l, x, weights, /*recompute=*/false, {});
     if (rolled_) StoreResiduals(l, vals);
     OffloadResiduals(l, vals);
@@ -87,13 +92,13 @@ absl::StatusOr<Program> LlamaBuilder::Build() {
   TensorId dx = HeadBackward(head);
   if (rolled_) AllocGradStacks();
   b_.BeginRegion("backward_scan", "loop", rolled_);
-  next = GatherLayer(static_cast<int>(L_) - 1, "backward");
+  if (prefetch) next = GatherLayer(static_cast<int>(L_) - 1, "backward");
   for (int l = static_cast<int>(L_) - 1; l >= 0; --l) {
     b_.set_layer(l);
     b_.BeginRegion(absl::StrCat("layer", l, ".backward"), "layer");
-    std::map<std::string, TensorId> weights = std::move(next);
+    std::map<std::string, TensorId> weights = prefetch ? std::move(next) : GatherLayer(l, "backward");
     std::map<std::string, TensorId> reloaded = ReloadResiduals(l);
-    if (l > 0) next = GatherLayer(l - 1, "backward");
+    if (prefetch && l > 0) next = GatherLayer(l - 1, "backward");
     std::map<std::string, TensorId> fwd = rolled_ ? LoadResiduals(l) : saved[static_cast<size_t>(l)];
     for (const auto& [name, t] : reloaded) fwd[name] = t;
     TensorId xin = rolled_ ? fwd.at("x") : layer_inputs[static_cast<size_t>(l)];
@@ -107,6 +112,7 @@ absl::StatusOr<Program> LlamaBuilder::Build() {
 
   b_.set_phase(Phase::kOptimizer);
   Optimizer(head.loss);
+  if (s_.framework == "jax") AddEntryTupleTable(b_);  // Note [Entry result tuple]
   return b_.Finish();
 }
 

@@ -165,6 +165,9 @@ class LlamaBuilder {
 
   std::map<std::string, TensorId> GatherLayer(int l, const char* why);
 
+  // The part of the causal S x S score matrix the attention kernels compute.
+  double CausalFraction() const { return m_.attention == "flash" ? 0.5 : 1.0; }
+
   std::vector<FwdNode> LayerNodes() const;
 
   std::map<std::string, TensorId> EmitLayerForward(int l, TensorId x,

@@ -161,9 +161,12 @@ std::vector<FwdNode> LlamaBuilder::LayerNodes() const {
   // RoPE (embeddings.py); MaxText tags query_proj/key_proj after it.
   n.push_back({"query_proj", {B_, S_, Ht_, Dh_}, cdt_, OpKind::kElementwise, {"q_lin"}, 6 * T * q, "query_proj"});
   n.push_back({"key_proj", {B_, S_, Kt_, Dh_}, cdt_, OpKind::kElementwise, {"k_lin"}, 6 * T * kv, "key_proj"});
-  // Causal attention: QKᵀ and AV, half the score matrix computed.
+  // Causal attention: QKᵀ and AV. cuDNN's causal flash kernel skips the
+  // masked tiles, half the score matrix; the explicit form (MaxText
+  // dot_product: attentions.py apply_attention_dot, einsum then mask)
+  // computes all of it, as the imported HLO's dots do.
   const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * Ht_ * Dh_) * static_cast<double>(S_) *
-                            static_cast<double>(S_) * 0.5;
+                            static_cast<double>(S_) * CausalFraction();
   if (m_.attention == "flash") {
     n.push_back({"attn_out", {B_, S_, Ht_, Dh_}, cdt_, OpKind::kAttention, {"query_proj", "key_proj", "value_proj"},
                  attn_flops, "context"});
@@ -320,7 +323,7 @@ TensorId LlamaBuilder::LayerBackwardOps(int l, TensorId x, std::map<std::string,
   // Attention: x1 = x + wo(attn(q, k, v))
   TensorId d_x1_full = GatherResidual(pre + "d_out_proj.all_gather", d_x1);
   TensorId d_attn = DenseBackward(l, "wo", v.at("attn_out"), d_x1_full, v.at("W:wo"), q, D_, {B_, S_, Ht_, Dh_});
-  const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * Ht_ * Dh_) * S_ * S_ * 0.5;
+  const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * Ht_ * Dh_) * S_ * S_ * CausalFraction();
   TensorId dq = Grad(pre + "d_query", {B_, S_, Ht_, Dh_}, cdt_);
   TensorId dk = Grad(pre + "d_key", {B_, S_, Kt_, Dh_}, cdt_);
   TensorId dvv = Grad(pre + "d_value", {B_, S_, Kt_, Dh_}, cdt_);

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "sim/lower/xla/loop_slices.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/llama_builder.h"
+#include "sim/lower/xla/loop_slices.h"
 
 namespace gpusim {
 namespace llama_internal {

@@ -6,10 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "sim/lower/xla/loop_slices.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/llama_builder.h"
+#include "sim/lower/xla/loop_slices.h"
 
 namespace gpusim {
 namespace llama_internal {
@@ -167,6 +167,17 @@ void LlamaBuilder::ReduceGrad(const std::string& name, int layer, TensorId full_
     op.bytes_written = Bytes(b_.tensor(cur).elements() * DTypeSize(wdt_));
     return;
   }
+  if (s_.framework == "jax" && b_.tensor(cur).dtype != wdt_) {
+    // XLA: the convert to the weight dtype is fusible and every user of
+    // it (the global-norm reduces and the AdamW update) fuses it
+    // (priority_fusion.cc CanFuseWithAllNonBitcastUsers), so the gradient
+    // buffer is the compute-dtype one; no weight-dtype copy is held.
+    b_.tensor(cur).role = Role::kGradient;
+    b_.tensor(cur).origin = absl::StrCat("gradient of ", name, " (", std::string(DTypeName(b_.tensor(cur).dtype)),
+                                         "; its cast to ", std::string(DTypeName(wdt_)), " fuses into its readers)");
+    p.grads.push_back(cur);
+    return;
+  }
   TensorId g = b_.AddTensor(base + ".grad", Shard(p), wdt_, Role::kGradient,
                             absl::StrCat("gradient of ", name, " (", std::string(DTypeName(wdt_)), ")"));
   b_.AddOp(base + ".grad_cast", OpKind::kConvert, {cur}, {g}, 0);
@@ -234,6 +245,19 @@ LlamaBuilder::HeadResult LlamaBuilder::HeadAndLoss(TensorId x) {
   b_.AddOp("ce.loss", OpKind::kReduce, {r.log_softmax, r.onehot, batch_.at("targets_segmentation")}, {r.loss},
            2 * tv);
   b_.tensor(r.loss).live_out = true;
+  if (s_.framework == "jax") {
+    // MaxText train.py train_step's other scalar metrics (4bf3beaa):
+    // learning/total_weights = sum(targets_segmentation != 0) (int32) and
+    // learning/moe_lb_loss (0.0 for a dense model), outputs like loss.
+    TensorId tw = b_.AddTensor("total_weights", {}, DType::kI32, Role::kScalar, "total_weights (metric output)");
+    b_.AddOp("total_weights.reduce", OpKind::kReduce, {batch_.at("targets_segmentation")}, {tw},
+             static_cast<double>(T_));
+    b_.tensor(tw).live_out = true;
+    TensorId lb = b_.AddTensor("moe_lb_loss", {}, DType::kF32, Role::kScalar,
+                               "moe_lb_loss (metric output; 0 for a dense model)");
+    b_.AddOp("moe_lb_loss.zero", OpKind::kElementwise, {}, {lb}, 0);
+    b_.tensor(lb).live_out = true;
+  }
   for (TensorId t : {r.logits_f32, r.onehot, r.exp_shifted, r.log_softmax}) b_.tensor(t).role = Role::kResidual;
   b_.EndRegion();
   return r;
