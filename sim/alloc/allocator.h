@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <any>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sim/base/registry.h"
 #include "sim/base/checked.h"
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
@@ -183,14 +185,30 @@ class Allocator {
   std::vector<AllocatorEvent>* events_ = nullptr;
 };
 
-struct AllocatorInfo {
-  std::string name;
-  std::string doc;
-  std::string parameters;
+// A registry entry (sim/base/registry.h): name, doc, typed options.
+using AllocatorInfo = RegistryEntry;
+
+// An allocator choice with its options read and checked once: the spec as
+// written and the implementation's typed options (BfcOptions,
+// PyTorchCachingOptions, an alignment, parsed members, ...).
+struct AllocatorConfig {
+  AllocatorSpec spec;
+  std::any options;
+  // The typed options when they are a T (e.g. BfcOptions for impl bfc),
+  // else nullptr.
+  template <typename T>
+  const T* options_as() const {
+    return std::any_cast<T>(&options);
+  }
 };
 
-// REQUIRES: capacity > 0. Unknown names or options are errors naming the key
-// (`allocator.<key>`) and listing the valid keys.
+// Unknown names or options are errors naming the key (`allocator.<key>`),
+// the unknown name with a did-you-mean and the valid keys.
+absl::StatusOr<AllocatorConfig> ParseAllocator(const AllocatorSpec& spec);
+// REQUIRES: config from ParseAllocator. Errors only for a capacity outside
+// (0, 2^46).
+absl::StatusOr<std::unique_ptr<Allocator>> BuildAllocator(const AllocatorConfig& config, Bytes capacity);
+// ParseAllocator, then BuildAllocator.
 absl::StatusOr<std::unique_ptr<Allocator>> MakeAllocator(const AllocatorSpec& spec, Bytes capacity);
 std::vector<AllocatorInfo> ListAllocators();
 

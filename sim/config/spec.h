@@ -15,6 +15,10 @@
 
 namespace gpusim {
 
+// The kernel models sim/device/kernel_model.cc registers (the config layer
+// sits below sim/device; sim/device/timing_test.cc checks the two agree).
+inline constexpr const char* kKernelModelNames[] = {"roofline", "tiled"};
+
 // configs/devices/*.yaml. Rates are peak datasheet values; the *_efficiency
 // fields are the achievable fractions that calibration fits.
 struct DeviceSpec {
@@ -45,6 +49,9 @@ struct DeviceSpec {
   SimTime free_cost;           // allocator_cost.free: one cudaFree, after the device drains
   SimTime map_page_cost;       // allocator_cost.map_page: one expandable-segment page mapped
   SimTime unmap_page_cost;     // allocator_cost.unmap_page: one page unmapped, after its stream drains
+  // kernel_model: the KernelModel (sim/device/kernel_model.h) that times
+  // this device's events; one of kKernelModelNames.
+  std::string kernel_model = "tiled";
   std::string source_file;          // where it was read from
 
   // Bytes an allocator may use: CUDA total minus the context reserve.

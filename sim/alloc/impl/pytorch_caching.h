@@ -44,10 +44,10 @@ struct PyTorchCachingOptions {
   double per_process_memory_fraction = -1;      // [0, 1]; < 0: not set
 };
 
-// Parses the options listed in kPyTorchCachingParameters, validating them
+// Parses the options listed in PyTorchCachingParameters(), validating them
 // as CUDAAllocatorConfig does.
 absl::StatusOr<PyTorchCachingOptions> ParsePyTorchCachingOptions(const AllocatorOptions& options);
-extern const char kPyTorchCachingParameters[];
+const std::vector<ParamDoc>& PyTorchCachingParameters();
 
 // torch.cuda.memory_stats(): each stat per pool (aggregate, small, large).
 struct PyTorchStat {
