@@ -10,6 +10,7 @@
 #include "sim/alloc/allocator.h"
 #include "sim/config/loader.h"
 #include "sim/import/import.h"
+#include "sim/lower/eager/device_memory.h"
 #include "sim/replay/explain_trace.h"
 #include "sim/step/native_step.h"
 #include "sim/replay/replay.h"
@@ -38,16 +39,31 @@ absl::Status WriteReplayedSnapshot(const std::string& path, const AllocatorSpec&
   return WriteMemorySnapshot(report, out);
 }
 
+// The device a native trace is replayed on: --device, else H100-SXM-80GB.
+absl::StatusOr<DeviceSpec> ReplayDevice(const std::string& device) {
+  return LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, "");
+}
+
+// A native trace recorded from PyTorch (python/gpusim_torch) gets what the
+// device's CUDA libraries add (sim/lower/eager/device_memory.h) before any
+// allocator sees it; other recordings are left as they are.
+absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, EagerDeviceMemory* report) {
+  if (!loaded.native.has_value()) return absl::OkStatus();
+  auto t = AddEagerDeviceMemory(*loaded.native, device, report);
+  if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(loaded.path, ": ", t.status().message()));
+  loaded.native = std::move(*t);
+  return absl::OkStatus();
+}
+
 // A native trace (a step recorded by python/gpusim_torch): its timed events
 // through the engine on the device, and the largest buffers at the peak.
-absl::StatusOr<NativeStepReport> NativeStep(const ReplayCli& c, const ReplayOptions& o) {
-  auto trace = ReadTraceFile(c.trace);
-  if (!trace.ok()) return trace.status();
-  auto device = LoadDeviceSpec(c.device.empty() ? "h100-sxm-80gb" : c.device, "");
-  if (!device.ok()) return device.status();
+absl::StatusOr<NativeStepReport> NativeStep(const LoadedRecording& loaded, const DeviceSpec& device,
+                                            const ReplayOptions& o, const EagerDeviceMemory& added) {
   auto allocator = MakeAllocator(o.allocator, o.capacity > Bytes(0) ? o.capacity : o.default_capacity);
   if (!allocator.ok()) return allocator.status();
-  return SimulateNativeStep(*trace, c.trace, *device, allocator->get(), 10);
+  auto r = SimulateNativeStep(*loaded.native, loaded.path, device, allocator->get(), 10);
+  if (r.ok()) r->device_memory = added;
+  return r;
 }
 
 }  // namespace
@@ -61,7 +77,17 @@ int CmdReplay(const ReplayCli& c) {
   absl::Status st = ApplyAllocatorSets(c.sets, &o.allocator);
   if (st.ok()) st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
-  auto r = ReplayFile(c.trace, o);
+  auto loaded = LoadRecording(c.trace);
+  if (!loaded.ok()) return FailStatus(loaded.status());
+  EagerDeviceMemory added;
+  absl::StatusOr<DeviceSpec> device;
+  if (loaded->native.has_value()) {
+    device = ReplayDevice(c.device);
+    if (!device.ok()) return FailStatus(device.status());
+    st = AddDeviceMemory(*loaded, *device, &added);
+    if (!st.ok()) return FailStatus(st);
+  }
+  auto r = ReplayLoaded(*loaded, o);
   if (!r.ok()) return FailStatus(r.status());
   if (!c.snapshot.empty()) {
     st = WriteReplayedSnapshot(c.trace, o.allocator, r->capacity, c.snapshot);
@@ -71,7 +97,7 @@ int CmdReplay(const ReplayCli& c) {
     std::cout << (c.format == "json" ? RenderReplayJson(*r) : RenderReplayText(*r));
     return 0;
   }
-  auto step = NativeStep(c, o);
+  auto step = NativeStep(*loaded, *device, o, added);
   if (!step.ok()) return FailStatus(step.status());
   if (c.format == "json") {
     std::cout << RenderReplayJson(*r, [&](JsonWriter& w) { NativeStepJson(w, *step); });
@@ -92,6 +118,13 @@ int CmdCompare(const CompareCli& c) {
   // allocator.
   auto loaded = LoadRecording(c.trace);
   if (!loaded.ok()) return FailStatus(loaded.status());
+  if (loaded->native.has_value()) {
+    auto device = ReplayDevice(c.device);
+    if (!device.ok()) return FailStatus(device.status());
+    EagerDeviceMemory added;
+    st = AddDeviceMemory(*loaded, *device, &added);
+    if (!st.ok()) return FailStatus(st);
+  }
   std::vector<ReplayResult> rows;
   for (const std::string& n : names) {
     ReplayOptions one = o;

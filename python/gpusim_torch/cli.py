@@ -2,7 +2,6 @@
 
 import argparse
 import os
-import re
 import runpy
 import sys
 
@@ -23,9 +22,6 @@ def _parser():
                    help="write no Python frames (format version 1 instead of 1.1)")
     r.add_argument("--bound", action="append", default=[], metavar="OP=N",
                    help="result rows for a data-dependent op, e.g. nonzero=4096")
-    r.add_argument("--cuda-arch", default="9.0", metavar="MAJOR.MINOR",
-                   help="compute capability of the modelled GPU, for sizes the device adds "
-                        "(cuBLAS workspaces; default 9.0, H100/H200)")
     r.add_argument("--name", help="the trace's name (default: STEP.py's base name)")
     return p
 
@@ -40,10 +36,6 @@ def main(argv):
                   file=sys.stderr)
             return 1
         bounds[op] = int(n)
-    if not re.fullmatch(r"[0-9]+\.[0-9]+", args.cuda_arch):
-        print("gpusim_torch: --cuda-arch %s: expected MAJOR.MINOR, e.g. 9.0" % args.cuda_arch,
-              file=sys.stderr)
-        return 1
     if not os.path.isfile(args.step_file):
         print("gpusim_torch: %s: no such file" % args.step_file, file=sys.stderr)
         return 1
@@ -58,7 +50,7 @@ def main(argv):
     try:
         rec = record_step(setup, args.out, steps=args.steps, autocast=args.autocast,
                           device_type=args.device_type, mode=args.mode, frames=not args.no_frames,
-                          bounds=bounds, name=name, cuda_arch=args.cuda_arch)
+                          bounds=bounds, name=name)
     except RecordError as e:
         print("gpusim_torch: %s: %s" % (args.step_file, e), file=sys.stderr)
         return 1

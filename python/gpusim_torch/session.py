@@ -118,7 +118,7 @@ def _default_step(loss_fn, autocast_ctx):
 
 def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None, loss_fn=None,
                 step=None, steps=3, autocast=None, device_type="cuda", mode="auto",
-                frames=True, bounds=None, name=None, cuda_arch="9.0"):
+                frames=True, bounds=None, name=None):
     """Records the last of `steps` training steps and writes it to `out`
     (a gpusim native trace). Either `setup(device) -> dict(model=, batch=,
     optimizer=, loss_fn= | step=)`, or those objects directly (built on the
@@ -134,11 +134,11 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
         from torch._subclasses.fake_tensor import FakeTensorMode
         outer = FakeTensorMode()
         device = torch.device("cuda")
-        rec = Recorder("cuda", frames=frames, bounds=bounds, cuda_arch=cuda_arch)
+        rec = Recorder("cuda", frames=frames, bounds=bounds)
     else:
         outer = contextlib.nullcontext()
         device = torch.device("meta")
-        rec = Recorder("meta", frames=frames, bounds=bounds, cuda_arch=cuda_arch)
+        rec = Recorder("meta", frames=frames, bounds=bounds)
     notes = []
     hooks = []
     gc_was = gc.isenabled()
@@ -182,6 +182,7 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
                         gc.collect()
                         gc.disable()
                         if i == steps - 1:
+                            rec.warmup_steps = steps - 1
                             rec.begin_window()
                             rec.classify(roles_of(model, optimizer, batch))
                         # The previous step's result stays alive until this
@@ -201,8 +202,9 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
     comments = ["torch %s, %s mode (%s); device type %s; %d step(s) run, the last recorded "
                 "with what was live before it as the start state" % (
                     torch.__version__, chosen, why, device_type, steps),
-                "cuBLAS workspace %d B per handle (compute capability %s)" % (
-                    rec.cublas_bytes, cuda_arch)]
+                "what the CUDA libraries add (cuBLAS and cuDNN workspaces, reduction staging, "
+                "sort temporaries) is sized by gpusim for the replay's --device from the op "
+                "facts (op=, dims=) and meta lines"]
     if autocast:
         comments.append("loss_fn under autocast(%s)" % autocast)
     comments += notes
