@@ -31,6 +31,9 @@ _NO_KERNEL = {
     "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
     "lift_fresh", "lift", "lift_fresh_copy_", "detach", "alias", "_local_scalar_dense",
     "resize_", "set_", "_has_compatible_shallow_copy_type", "is_same_size",
+    # metadata queries (FakeTensorMode dispatches prim.device and friends)
+    "device", "dim", "size", "stride", "numel", "sym_size", "sym_stride", "sym_numel",
+    "sym_storage_offset", "storage_offset", "is_contiguous", "layout",
 }
 
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "_scaled_mm", "addmv", "mv", "dot",
