@@ -244,6 +244,7 @@ int CmdAdvise(const AdviseCli& c) {
     result = MergeAdviceJsonLines(c.merge);
   } else {
     if (c.config.empty()) return Fail(absl::InvalidArgumentError("advise: give CONFIG, or --merge FILES"));
+    if (absl::Status st = RefuseTraceGrid("advise", c.config); !st.ok()) return Fail(st);
     AdviseOptions o;
     o.config = c.config;
     o.base_sets = c.sets;
@@ -704,6 +705,7 @@ int RunCli(int argc, char** argv) {
         compare_config.sets.pop_back();  // with_allocator's entry: a trace has no config
       }
       if (!compare_vary.empty() || !compare_config.sets.empty()) {
+        if (absl::Status st = RefuseTraceGrid("compare --vary", compare.trace); !st.ok()) return Fail(st);
         return Fail(absl::InvalidArgumentError(
             "compare TRACE: --vary and --set are for run configs; use --allocators a,b,... for a trace"));
       }

@@ -38,6 +38,10 @@ std::string RenderExplainJson(const StepReport& r, int top);
 int CmdDevicesJson();
 std::string RenderVizJson(const std::string& out_dir, const std::string& snapshot);
 // `gpusim explain TRACE`: sim/replay/explain_trace.h.
+// OK unless `path` is a native trace: then InvalidArgument saying that
+// `command` cannot vary a recorded step and how to re-record it per batch
+// size (python/gpusim_torch sweep), naming the trace's meta step_file.
+absl::Status RefuseTraceGrid(const std::string& command, const std::string& path);
 int CmdExplainTrace(const std::string& path, int top, const std::string& format);
 }  // namespace gpusim
 

@@ -1,5 +1,6 @@
 // `gpusim replay` and `gpusim compare`: recorded traces through allocator
 // models (sim/replay/replay.h).
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -135,6 +136,30 @@ int CmdCompare(const CompareCli& c) {
   }
   std::cout << (c.format == "json" ? RenderAllocatorCompareJson(rows) : RenderAllocatorCompareText(rows));
   return 0;
+}
+
+absl::Status RefuseTraceGrid(const std::string& command, const std::string& path) {
+  std::ifstream in(path);
+  std::string first;
+  while (in && std::getline(in, first)) {
+    const size_t b = first.find_first_not_of(" \t\r");
+    if (b != std::string::npos && first[b] != '#') break;
+  }
+  if (first.rfind("gpusim-trace", 0) != 0) return absl::OkStatus();
+  std::string how = "re-record it at each batch size: python3 -m gpusim_torch sweep STEP.py --batch-sizes N,N,... "
+                    "--device NAME (STEP.py's setup(device, batch_size=N) names the batch dimension)";
+  auto trace = ReadTraceFile(path);
+  if (trace.ok()) {
+    const std::string* step = FindMeta(*trace, "step_file");
+    const std::string* batch = FindMeta(*trace, "batch_size");
+    if (step != nullptr) {
+      absl::StrAppend(&how, "; this trace was recorded from ", *step,
+                      batch != nullptr ? absl::StrCat(" at batch_size ", *batch) : std::string(" at its own batch"));
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      command, " ", path, ": a recorded step has the shapes it was recorded with, so its batch size (or any "
+      "other setting) cannot be varied here; ", how));
 }
 
 int CmdExplainTrace(const std::string& path, int top, const std::string& format) {

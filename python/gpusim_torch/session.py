@@ -151,11 +151,12 @@ def _default_step(loss_fn, autocast_ctx):
 
 def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None, loss_fn=None,
                 step=None, steps=3, autocast=None, device_type="cuda", mode="auto",
-                frames=True, bounds=None, name=None):
+                frames=True, bounds=None, name=None, extra_meta=()):
     """Records the last of `steps` training steps and writes it to `out`
     (a gpusim native trace). Either `setup(device) -> dict(model=, batch=,
     optimizer=, loss_fn= | step=)`, or those objects directly (built on the
-    meta device). Returns the Recording."""
+    meta device). `extra_meta`: (key, value) pairs added to the trace's meta
+    lines (the CLI adds step_file and batch_size). Returns the Recording."""
     if device_type not in DEVICE_TYPES:
         raise RecordError("--device-type: expected one of %s, got '%s'" % (", ".join(DEVICE_TYPES), device_type))
     if autocast is not None and autocast not in AUTOCAST:
@@ -256,6 +257,7 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
         comments.append("loss_fn under autocast(%s)" % autocast)
     comments += notes
     recording = rec.finish(name or "gpusim_torch-step", comments)
+    recording.meta.extend(extra_meta)
     rec.release()
     if out is not None:
         write_trace(out, recording, frames=frames)

@@ -449,6 +449,63 @@ class CliTest(unittest.TestCase):
             self.assertIn("unknown key(s) junk", r.stderr)
 
 
+SWEEP_STEP = """
+import torch
+from torch import nn
+
+def setup(device, batch_size=4):
+    model = nn.Sequential(nn.Linear(256, 1024, device=device), nn.ReLU(), nn.Linear(1024, 256, device=device))
+    return dict(model=model, batch=torch.empty(batch_size, 256, device=device),
+                optimizer=torch.optim.AdamW(model.parameters(), lr=1e-3),
+                loss_fn=lambda m, b: m(b).square().mean())
+"""
+
+
+@unittest.skipUnless(GPUSIM, "needs GPUSIM_BINARY for the replays")
+class SweepTest(unittest.TestCase):
+    """advise over a batch-size axis: re-record per batch size (the user
+    names the dimension as setup(device, batch_size=N))."""
+
+    def run_cli(self, *args):
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+        return subprocess.run([sys.executable, "-W", "ignore", "-m", "gpusim_torch"] + list(args),
+                              capture_output=True, text=True, env=env)
+
+    def test_sweep_rerecords_each_batch_size(self):
+        import json
+        with tempfile.TemporaryDirectory() as d:
+            step = os.path.join(d, "step.py")
+            open(step, "w").write(SWEEP_STEP)
+            r = self.run_cli("sweep", step, "--batch-sizes", "64,4096", "--gpusim", GPUSIM, "--steps", "2",
+                             "--format", "json", "--keep", d, "--mode", "meta")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            rows = json.loads(r.stdout)["rows"]
+            self.assertEqual([row["batch_size"] for row in rows], [64, 4096])
+            self.assertLess(rows[0]["peak_allocated_bytes"], rows[1]["peak_allocated_bytes"])
+            self.assertLess(rows[0]["step_time_s"], rows[1]["step_time_s"])
+            text = open(os.path.join(d, "batch4096.gpusim")).read()
+            self.assertIn("meta batch_size 4096\n", text)
+            self.assertIn("meta step_file %s\n" % step.replace(" ", "%20"), text)
+            # gpusim cannot vary the recorded step itself, and says how.
+            g = subprocess.run([GPUSIM, "advise", os.path.join(d, "batch64.gpusim"), "--vary",
+                                "batch.per_device=1,2"], capture_output=True, text=True)
+            self.assertEqual(g.returncode, 1)
+            self.assertIn("gpusim_torch sweep STEP.py", g.stderr)
+            self.assertIn("recorded from %s at batch_size 64" % step, g.stderr)
+
+    def test_setup_without_batch_size_is_refused_by_name(self):
+        with tempfile.TemporaryDirectory() as d:
+            step = os.path.join(d, "step.py")
+            open(step, "w").write(SWEEP_STEP.replace("def setup(device, batch_size=4):",
+                                                     "def setup(device):\n    batch_size = 4"))
+            r = self.run_cli("sweep", step, "--batch-sizes", "2,4", "--gpusim", GPUSIM)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("takes no batch_size parameter", r.stderr)
+            r = self.run_cli("record", step, "--out", os.path.join(d, "o.gpusim"), "--batch-size", "8")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("setup(device, batch_size=...)", r.stderr)
+
+
 def file_peak(path):
     """Peak live requested bytes of a trace file (allocs and frees only)."""
     sizes, cur, peak = {}, 0, 0
