@@ -184,7 +184,7 @@ int CmdExplain(const RunOptions& o, int top) {
   const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") || (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
   if (!yaml && !IsHloFile(f)) {  // a native or recorded trace (tools/cli_replay.cc)
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
-    return CmdExplainTrace(f, top, o.format);
+    return CmdExplainTrace(f, top, o.format, o.device);
   }
   auto spec = LoadSpec(o.config, o.sets, o.device);
   if (!spec.ok()) return Fail(spec.status());
@@ -536,7 +536,9 @@ int RunCli(int argc, char** argv) {
                           "Run config (YAML), HLO module (STEP.hlo, with --device), or a trace (native, Kineto, "
                           "snapshot, memory timeline): its largest blocks at the peak with their stack frames")
       ->required();
-  explain_cmd->add_option("--device", explain.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
+  explain_cmd->add_option("--device", explain.device,
+                          "Device NAME or PATH for an HLO module (STEP.hlo), or for a PyTorch trace (what its CUDA "
+                          "libraries add; default h100-sxm-80gb)");
   explain_cmd->add_option("--format", explain.format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
   explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
   explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));

@@ -42,7 +42,9 @@ std::string RenderVizJson(const std::string& out_dir, const std::string& snapsho
 // `command` cannot vary a recorded step and how to re-record it per batch
 // size (python/gpusim_torch sweep), naming the trace's meta step_file.
 absl::Status RefuseTraceGrid(const std::string& command, const std::string& path);
-int CmdExplainTrace(const std::string& path, int top, const std::string& format);
+// `device`: for a PyTorch recording, the device whose CUDA libraries'
+// allocations are added (sim/lower/eager/device_memory.h); default H100.
+int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device);
 }  // namespace gpusim
 
 #endif  // GPUSIM_TOOLS_CLI_H_

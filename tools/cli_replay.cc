@@ -40,22 +40,6 @@ absl::Status WriteReplayedSnapshot(const std::string& path, const AllocatorSpec&
   return WriteMemorySnapshot(report, out);
 }
 
-// The device a native trace is replayed on: --device, else H100-SXM-80GB.
-absl::StatusOr<DeviceSpec> ReplayDevice(const std::string& device) {
-  return LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, "");
-}
-
-// A native trace recorded from PyTorch (python/gpusim_torch) gets what the
-// device's CUDA libraries add (sim/lower/eager/device_memory.h) before any
-// allocator sees it; other recordings are left as they are.
-absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, EagerDeviceMemory* report) {
-  if (!loaded.native.has_value()) return absl::OkStatus();
-  auto t = AddEagerDeviceMemory(*loaded.native, device, report);
-  if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(loaded.path, ": ", t.status().message()));
-  loaded.native = std::move(*t);
-  return absl::OkStatus();
-}
-
 // A native trace (a step recorded by python/gpusim_torch): its timed events
 // through the engine on the device, and the largest buffers at the peak.
 absl::StatusOr<NativeStepReport> NativeStep(const LoadedRecording& loaded, const DeviceSpec& device,
@@ -162,9 +146,18 @@ absl::Status RefuseTraceGrid(const std::string& command, const std::string& path
       "other setting) cannot be varied here; ", how));
 }
 
-int CmdExplainTrace(const std::string& path, int top, const std::string& format) {
+int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device) {
   auto trace = LoadTraceForExplain(path);
   if (!trace.ok()) return FailStatus(trace.status());
+  if (const std::string* fw = FindMeta(*trace, "framework"); fw != nullptr && *fw == "pytorch") {
+    // As replay does: the device's CUDA libraries' allocations join the trace.
+    auto d = ReplayDevice(device);
+    if (!d.ok()) return FailStatus(d.status());
+    EagerDeviceMemory added;
+    auto t = AddEagerDeviceMemory(*trace, *d, &added);
+    if (!t.ok()) return FailStatus(absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message())));
+    trace = std::move(*t);
+  }
   const TracePeak p = ExplainTracePeak(*trace, path, top);
   std::cout << (format == "json" ? RenderTracePeakJson(p) : RenderTracePeakText(p));
   return 0;
