@@ -428,23 +428,25 @@ class ApiTest(unittest.TestCase):
         self.assertIn("marker backward phase=backward", text)
 
 
-class CliTest(unittest.TestCase):
-    def run_cli(self, *args):
-        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-        return subprocess.run([sys.executable, "-W", "ignore", "-m", "gpusim_torch"] + list(args),
-                              capture_output=True, text=True, env=env)
+def run_cli(*args):
+    """python3 -m gpusim_torch ARGS with the repo's python/ on the path."""
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    return subprocess.run([sys.executable, "-W", "ignore", "-m", "gpusim_torch"] + list(args),
+                          capture_output=True, text=True, env=env)
 
+
+class CliTest(unittest.TestCase):
     def test_errors_exit_1(self):
         with tempfile.TemporaryDirectory() as d:
             bad = os.path.join(d, "bad.py")
             open(bad, "w").write("x = 1\n")
-            r = self.run_cli("record", bad, "--out", os.path.join(d, "o.gpusim"))
+            r = run_cli("record", bad, "--out", os.path.join(d, "o.gpusim"))
             self.assertEqual(r.returncode, 1)
             self.assertIn("defines no setup(device)", r.stderr)
-            r = self.run_cli("record", os.path.join(d, "missing.py"), "--out", "o")
+            r = run_cli("record", os.path.join(d, "missing.py"), "--out", "o")
             self.assertEqual(r.returncode, 1)
             open(bad, "w").write("def setup(device):\n    return dict(model=None, junk=1)\n")
-            r = self.run_cli("record", bad, "--out", os.path.join(d, "o.gpusim"))
+            r = run_cli("record", bad, "--out", os.path.join(d, "o.gpusim"))
             self.assertEqual(r.returncode, 1)
             self.assertIn("unknown key(s) junk", r.stderr)
 
@@ -466,17 +468,12 @@ class SweepTest(unittest.TestCase):
     """advise over a batch-size axis: re-record per batch size (the user
     names the dimension as setup(device, batch_size=N))."""
 
-    def run_cli(self, *args):
-        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-        return subprocess.run([sys.executable, "-W", "ignore", "-m", "gpusim_torch"] + list(args),
-                              capture_output=True, text=True, env=env)
-
     def test_sweep_rerecords_each_batch_size(self):
         import json
         with tempfile.TemporaryDirectory() as d:
             step = os.path.join(d, "step.py")
             open(step, "w").write(SWEEP_STEP)
-            r = self.run_cli("sweep", step, "--batch-sizes", "64,4096", "--gpusim", GPUSIM, "--steps", "2",
+            r = run_cli("sweep", step, "--batch-sizes", "64,4096", "--gpusim", GPUSIM, "--steps", "2",
                              "--format", "json", "--keep", d, "--mode", "meta")
             self.assertEqual(r.returncode, 0, r.stderr)
             rows = json.loads(r.stdout)["rows"]
@@ -498,10 +495,10 @@ class SweepTest(unittest.TestCase):
             step = os.path.join(d, "step.py")
             open(step, "w").write(SWEEP_STEP.replace("def setup(device, batch_size=4):",
                                                      "def setup(device):\n    batch_size = 4"))
-            r = self.run_cli("sweep", step, "--batch-sizes", "2,4", "--gpusim", GPUSIM)
+            r = run_cli("sweep", step, "--batch-sizes", "2,4", "--gpusim", GPUSIM)
             self.assertEqual(r.returncode, 1)
             self.assertIn("takes no batch_size parameter", r.stderr)
-            r = self.run_cli("record", step, "--out", os.path.join(d, "o.gpusim"), "--batch-size", "8")
+            r = run_cli("record", step, "--out", os.path.join(d, "o.gpusim"), "--batch-size", "8")
             self.assertEqual(r.returncode, 1)
             self.assertIn("setup(device, batch_size=...)", r.stderr)
 

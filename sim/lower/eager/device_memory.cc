@@ -77,6 +77,10 @@ absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, con
       if (ec != std::errc() || p == b || p == e || *p != ':') continue;
       auto [q, ec2] = std::from_chars(p + 1, e, count);
       if (ec2 != std::errc() || q == p + 1) continue;
+      if (size > (int64_t{1} << 30) || count > (int64_t{1} << 16) || total > (int64_t{1} << 50)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "meta CUBLAS_WORKSPACE_CONFIG '", config, "': a workspace above 2^46 bytes is not a device's"));
+      }
       total += size * 1024 * count;
       any = true;
       i = static_cast<size_t>(q - config.data()) - 1;
@@ -111,8 +115,9 @@ absl::StatusOr<ReduceStaging> ReduceConfigFor(const std::vector<int64_t>& dims, 
   const int64_t n_red = dims[3], ndim = dims[4];
   bool unit = dims[5] != 0;
   const int64_t out_vec = dims[6], arg_size = dims[7];
-  if (num_outputs < 1 || num_inputs < 1 || n_red > ndim || (out_vec != 1 && out_vec != 2 && out_vec != 4) ||
-      arg_size < 1 || arg_size > 64) {
+  constexpr int64_t kMaxElements = int64_t{1} << 40;  // beyond any device; keeps the products in int64
+  if (num_outputs < 1 || num_inputs < 1 || num_outputs > kMaxElements || num_inputs > kMaxElements ||
+      n_red > ndim || (out_vec != 1 && out_vec != 2 && out_vec != 4) || arg_size < 1 || arg_size > 64) {
     return absl::InvalidArgumentError(absl::StrCat("reduction facts out of range: ", absl::StrJoin(dims, ",")));
   }
   int64_t dim0 = 1, dim1 = 1;

@@ -33,6 +33,8 @@ TEST(EagerDeviceMemory, CublasWorkspaceByVersionDeviceAndConfig) {
   EXPECT_NE(CublasWorkspaceBytes("2.15.0", unknown, "").status().message().find("gives no compute_capability"),
             std::string::npos);
   EXPECT_FALSE(CublasWorkspaceBytes("two", h100, "").ok());
+  EXPECT_FALSE(CublasWorkspaceBytes("2.15.0", h100, ":9223372036854775807:9223372036854775807").ok());
+  EXPECT_EQ(*CublasWorkspaceBytes("2.15.0", h100, "junk"), Bytes(33554432));  // unparsable: the default
 }
 
 // The RMSNorm weight gradient of the CS336 LM: sum of a (32, 256, 768) f32
@@ -65,6 +67,8 @@ TEST(EagerDeviceMemory, ReduceStagingMatchesTheRecordedSnapshot) {
   EXPECT_EQ(h->ctas_per_output, 128);  // capped by values per thread / 16
   EXPECT_FALSE(ReduceConfigFor({768, 8192}, a100).ok());
   EXPECT_FALSE(ReduceConfigFor({0, 8192, 0, 1, 2, 1, 4, 4, 4}, a100).ok());
+  // Hostile sizes are refused, never overflowed.
+  EXPECT_FALSE(ReduceConfigFor({int64_t{1} << 62, int64_t{1} << 62, 0, 1, 2, 1, 4, 4, 4}, a100).ok());
 }
 
 TraceEvent Compute(std::string name, std::string op, Phase phase, std::vector<int64_t> dims = {}) {
