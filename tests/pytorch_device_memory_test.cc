@@ -1,6 +1,8 @@
 // What the device adds to a PyTorch recording (sim/lower/eager/
-// device_memory.h), through the gpusim binary: replay, compare, explain and
-// advise see the same trace.
+// device_memory.h), through the gpusim binary: replay, compare, explain, viz
+// and advise see the same trace.
+#include <fstream>
+#include <iterator>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -62,6 +64,12 @@ TEST(PyTorchDeviceMemory, ExplainAndCompareSeeTheSameTrace) {
   r = GpusimStdout("compare " + path + " --allocators ideal --device a100-sxm-80gb --format json");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_NE(r.out.find("88214552"), std::string::npos) << r.out;
+  const std::string out = ::testing::TempDir() + "/pt_viz";
+  r = Gpusim("viz " + path + " --device a100-sxm-80gb --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream svg(out + "/memory_map.svg");
+  const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("cublas_workspace (main thread, stream 0)"), std::string::npos);
 }
 
 TEST(PyTorchDeviceMemory, BadFactsAndGridsAreRefusedByName) {

@@ -38,6 +38,7 @@
 #include "sim/trace/validate.h"
 #include "sim/import/import.h"
 #include "sim/import/recorded_trace.h"
+#include "sim/lower/eager/device_memory.h"
 #include "viz/viz.h"
 
 namespace gpusim {
@@ -351,6 +352,15 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     auto dev = LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, "");
     if (!dev.ok()) return Fail(dev.status());
     spec.device = *dev;
+    if (const std::string* fw = FindMeta(*trace, "framework"); fw != nullptr && *fw == "pytorch") {
+      // As replay: what the device's CUDA libraries add joins the trace.
+      EagerDeviceMemory added;
+      auto with = AddEagerDeviceMemory(*trace, spec.device, &added);
+      if (!with.ok()) {
+        return Fail(absl::Status(with.status().code(), absl::StrCat(file, ": ", with.status().message())));
+      }
+      trace = std::move(*with);
+    }
     if (device.empty() && recorded_device.has_value()) {
       spec.device.name = recorded_device->name.empty() ? "recorded device" : recorded_device->name;
       spec.device.cuda_total = recorded_device->total_global_mem;
