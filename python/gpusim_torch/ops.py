@@ -330,6 +330,18 @@ def device_facts(name, args, kwargs, outs):
     if name in ("convolution", "_convolution", "convolution_backward"):
         d = conv_facts(name, args)
         return (name, d) if d is not None else None
+    if name in ("index_put", "index_put_", "_index_put_impl", "_index_put_impl_"):
+        # accumulate=True runs index_put_with_sort_kernel on CUDA
+        # (aten/src/ATen/native/cuda/Indexing.cu): sorted and original
+        # indices, a range and CUB radix-sort scratch per call.
+        accumulate = bool(args[3]) if len(args) > 3 else bool(kwargs.get("accumulate", False))
+        idx = [t for t in (args[1] if len(args) > 1 else []) if t is not None]
+        if not accumulate or not idx:
+            return None
+        n = 1
+        for d in idx[0].shape:
+            n *= int(d)
+        return name, [n, len(idx)]
     if name == "embedding_dense_backward":
         grad, idx, num_weights = args[0], args[1], args[2]
         scale = bool(args[4]) if len(args) > 4 else False

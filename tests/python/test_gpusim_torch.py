@@ -305,6 +305,14 @@ class OpFactsTest(unittest.TestCase):
             ("mm", []),
         ])
 
+    def test_index_backward_facts(self):
+        w = torch.empty(100, 16, device="meta", requires_grad=True)
+        ids = torch.empty(4, 8, dtype=torch.long, device="meta")
+        rec = record(lambda m, b, o: w[ids].sum().backward(), batch=[w, ids])
+        facts = [(e["op"], e["dims"]) for e in window(rec) if e["type"] == "compute"
+                 and e.get("op", "").lstrip("_").startswith("index_put")]
+        self.assertEqual([d for _, d in facts], [[32, 1]])
+
     def test_conv_facts(self):
         conv = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False).to("meta")
         x = torch.empty(2, 3, 16, 16, device="meta")
@@ -564,6 +572,10 @@ class ValidationTest(unittest.TestCase):
                 self.assertEqual(added["reduction staging buffer"]["count"], 25)
                 self.assertEqual(added["reduction staging buffer"]["largest_bytes"], 50331648)
                 self.assertEqual(added["reduction semaphores"]["largest_bytes"], 24)
+                # The embedding's weight[ids] backward sorts its indices on
+                # the GPU (after the peak); named, not sized.
+                self.assertTrue(any(n.startswith("index_put(accumulate) sort temporaries (1 ops")
+                                    for n in full["step"]["device_memory"]["not_modelled"]))
                 self.assertGreater(full["step"]["step_time_s"], 0)
                 self.assertEqual(full["step"]["largest"][0]["bytes"], 327680000)  # logits-sized
                 j = full["allocator"]

@@ -260,7 +260,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   auto workspace_name = [](const std::pair<std::string, StreamId>& p) {
     return absl::StrCat("cublas_workspace (", p.first, " thread, stream ", p.second, ")");
   };
-  int64_t convs = 0, embeddings = 0, collectives = 0;
+  int64_t convs = 0, embeddings = 0, index_sorts = 0, collectives = 0;
   for (size_t i = 0; i < recorded.events.size(); ++i) {
     const TraceEvent& e = recorded.events[i];
     if (warm && static_cast<int64_t>(i) == step_marker) {
@@ -312,6 +312,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     }
     convs += e.op == "convolution" || e.op == "_convolution" || e.op == "convolution_backward" ? 1 : 0;
     embeddings += e.op == "embedding_dense_backward" ? 1 : 0;
+    index_sorts += e.op.rfind("index_put", 0) == 0 || e.op.rfind("_index_put_impl", 0) == 0 ? 1 : 0;
     out.events.push_back(e);
   }
   for (auto& [what, a] : added) report->added.push_back(std::move(a));
@@ -325,6 +326,12 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
         "embedding backward sort and scan temporaries (", embeddings,
         " embedding_dense_backward ops; CUB radix sort and unique_by_key, aten/src/ATen/native/cuda/"
         "Embedding.cu, EmbeddingBackwardKernel.cu)"));
+  }
+  if (index_sorts > 0) {
+    report->not_modelled.push_back(absl::StrCat(
+        "index_put(accumulate) sort temporaries (", index_sorts,
+        " ops, e.g. the backward of weight[ids]; linear, sorted and original indices, a range and CUB radix-sort "
+        "scratch per call, aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel)"));
   }
   if (collectives > 0) {
     report->not_modelled.push_back(absl::StrCat("NCCL buffers (", collectives, " collectives)"));

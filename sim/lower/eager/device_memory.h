@@ -34,7 +34,8 @@
 // Not modelled, and named in the report when the step has such ops: cuDNN
 // convolution workspaces (their size is chosen inside cuDNN by algorithm and
 // benchmark mode), the sort and scan temporaries of embedding backward (CUB
-// radix sort, unique_by_key; sizes vary by version), the cuBLASLt workspace
+// radix sort, unique_by_key; sizes vary by version) and of index_put with
+// accumulate (Indexing.cu index_put_with_sort_kernel), the cuBLASLt workspace
 // (addmm with a bias through cublasLt), NCCL buffers (the recorder does not
 // record collectives).
 #ifndef GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_H_
