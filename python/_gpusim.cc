@@ -58,7 +58,7 @@ std::string Replay(const std::string& trace, const std::vector<std::string>& set
   if (device_index >= 0) o.device = device_index;
   Check(ApplyAllocatorSets(sets, &o.allocator));
   Check(ResolveReplayCapacity(device, &o));
-  return RenderReplayJson(Take(ReplayFile(trace, o)));
+  return RenderReplayJson(Take(ReplayWithDeviceMemory(trace, device, o)));
 }
 
 std::string AdviseJson(const std::string& config, const std::vector<std::string>& sets,

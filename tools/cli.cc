@@ -40,6 +40,7 @@
 #include "sim/trace/validate.h"
 #include "sim/import/import.h"
 #include "sim/import/recorded_trace.h"
+#include "sim/lower/eager/device_memory.h"
 #include "viz/viz.h"
 
 namespace gpusim {
@@ -186,7 +187,7 @@ int CmdExplain(const RunOptions& o, int top) {
   const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") || (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
   if (!yaml && !IsHloFile(f)) {  // a native or recorded trace (tools/cli_replay.cc)
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
-    return CmdExplainTrace(f, top, o.format);
+    return CmdExplainTrace(f, top, o.format, o.device);
   }
   auto spec = LoadSpec(o.config, o.sets, o.device);
   if (!spec.ok()) return Fail(spec.status());
@@ -246,6 +247,7 @@ int CmdAdvise(const AdviseCli& c) {
     result = MergeAdviceJsonLines(c.merge);
   } else {
     if (c.config.empty()) return Fail(absl::InvalidArgumentError("advise: give CONFIG, or --merge FILES"));
+    if (absl::Status st = RefuseTraceGrid("advise", c.config); !st.ok()) return Fail(st);
     AdviseOptions o;
     o.config = c.config;
     o.base_sets = c.sets;
@@ -352,6 +354,15 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     auto dev = LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, "");
     if (!dev.ok()) return Fail(dev.status());
     spec.device = *dev;
+    if (const std::string* fw = FindMeta(*trace, "framework"); fw != nullptr && *fw == "pytorch") {
+      // As replay: what the device's CUDA libraries add joins the trace.
+      EagerDeviceMemory added;
+      auto with = AddEagerDeviceMemory(*trace, spec.device, &added);
+      if (!with.ok()) {
+        return Fail(absl::Status(with.status().code(), absl::StrCat(file, ": ", with.status().message())));
+      }
+      trace = std::move(*with);
+    }
     if (device.empty() && recorded_device.has_value()) {
       spec.device.name = recorded_device->name.empty() ? "recorded device" : recorded_device->name;
       spec.device.cuda_total = recorded_device->total_global_mem;
@@ -542,7 +553,9 @@ int RunCli(int argc, char** argv) {
                           "Run config (YAML), HLO module (STEP.hlo, with --device), or a trace (native, Kineto, "
                           "snapshot, memory timeline): its largest blocks at the peak with their stack frames")
       ->required();
-  explain_cmd->add_option("--device", explain.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
+  explain_cmd->add_option("--device", explain.device,
+                          "Device NAME or PATH for an HLO module (STEP.hlo), or for a PyTorch trace (what its CUDA "
+                          "libraries add; default h100-sxm-80gb)");
   explain_cmd->add_option("--format", explain.format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
   explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
   explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));
@@ -711,6 +724,7 @@ int RunCli(int argc, char** argv) {
         compare_config.sets.pop_back();  // with_allocator's entry: a trace has no config
       }
       if (!compare_vary.empty() || !compare_config.sets.empty()) {
+        if (absl::Status st = RefuseTraceGrid("compare --vary", compare.trace); !st.ok()) return Fail(st);
         return Fail(absl::InvalidArgumentError(
             "compare TRACE: --vary and --set are for run configs; use --allocators a,b,... for a trace"));
       }

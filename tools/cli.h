@@ -38,7 +38,13 @@ std::string RenderExplainJson(const StepReport& r, int top);
 int CmdDevicesJson();
 std::string RenderVizJson(const std::string& out_dir, const std::string& snapshot);
 // `gpusim explain TRACE`: sim/replay/explain_trace.h.
-int CmdExplainTrace(const std::string& path, int top, const std::string& format);
+// OK unless `path` is a native trace: then InvalidArgument saying that
+// `command` cannot vary a recorded step and how to re-record it per batch
+// size (python/gpusim_torch sweep), naming the trace's meta step_file.
+absl::Status RefuseTraceGrid(const std::string& command, const std::string& path);
+// `device`: for a PyTorch recording, the device whose CUDA libraries'
+// allocations are added (sim/lower/eager/device_memory.h); default H100.
+int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device);
 }  // namespace gpusim
 
 #endif  // GPUSIM_TOOLS_CLI_H_

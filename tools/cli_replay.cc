@@ -1,5 +1,6 @@
 // `gpusim replay` and `gpusim compare`: recorded traces through allocator
 // models (sim/replay/replay.h).
+#include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -10,6 +11,7 @@
 #include "sim/alloc/allocator.h"
 #include "sim/config/loader.h"
 #include "sim/import/import.h"
+#include "sim/lower/eager/device_memory.h"
 #include "sim/replay/explain_trace.h"
 #include "sim/step/native_step.h"
 #include "sim/replay/replay.h"
@@ -40,14 +42,13 @@ absl::Status WriteReplayedSnapshot(const std::string& path, const AllocatorSpec&
 
 // A native trace (a step recorded by python/gpusim_torch): its timed events
 // through the engine on the device, and the largest buffers at the peak.
-absl::StatusOr<NativeStepReport> NativeStep(const ReplayCli& c, const ReplayOptions& o) {
-  auto trace = ReadTraceFile(c.trace);
-  if (!trace.ok()) return trace.status();
-  auto device = LoadDeviceSpec(c.device.empty() ? "h100-sxm-80gb" : c.device, "");
-  if (!device.ok()) return device.status();
+absl::StatusOr<NativeStepReport> NativeStep(const LoadedRecording& loaded, const DeviceSpec& device,
+                                            const ReplayOptions& o, const EagerDeviceMemory& added) {
   auto allocator = MakeAllocator(o.allocator, o.capacity > Bytes(0) ? o.capacity : o.default_capacity);
   if (!allocator.ok()) return allocator.status();
-  return SimulateNativeStep(*trace, c.trace, *device, allocator->get(), 10);
+  auto r = SimulateNativeStep(*loaded.native, loaded.path, device, allocator->get(), 10);
+  if (r.ok()) r->device_memory = added;
+  return r;
 }
 
 }  // namespace
@@ -61,7 +62,17 @@ int CmdReplay(const ReplayCli& c) {
   absl::Status st = ApplyAllocatorSets(c.sets, &o.allocator);
   if (st.ok()) st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
-  auto r = ReplayFile(c.trace, o);
+  auto loaded = LoadRecording(c.trace);
+  if (!loaded.ok()) return FailStatus(loaded.status());
+  EagerDeviceMemory added;
+  absl::StatusOr<DeviceSpec> device;
+  if (loaded->native.has_value()) {
+    device = ReplayDevice(c.device);
+    if (!device.ok()) return FailStatus(device.status());
+    st = AddDeviceMemory(*loaded, *device, &added);
+    if (!st.ok()) return FailStatus(st);
+  }
+  auto r = ReplayLoaded(*loaded, o);
   if (!r.ok()) return FailStatus(r.status());
   if (!c.snapshot.empty()) {
     st = WriteReplayedSnapshot(c.trace, o.allocator, r->capacity, c.snapshot);
@@ -71,7 +82,7 @@ int CmdReplay(const ReplayCli& c) {
     std::cout << (c.format == "json" ? RenderReplayJson(*r) : RenderReplayText(*r));
     return 0;
   }
-  auto step = NativeStep(c, o);
+  auto step = NativeStep(*loaded, *device, o, added);
   if (!step.ok()) return FailStatus(step.status());
   if (c.format == "json") {
     std::cout << RenderReplayJson(*r, [&](JsonWriter& w) { NativeStepJson(w, *step); });
@@ -92,6 +103,13 @@ int CmdCompare(const CompareCli& c) {
   // allocator.
   auto loaded = LoadRecording(c.trace);
   if (!loaded.ok()) return FailStatus(loaded.status());
+  if (loaded->native.has_value()) {
+    auto device = ReplayDevice(c.device);
+    if (!device.ok()) return FailStatus(device.status());
+    EagerDeviceMemory added;
+    st = AddDeviceMemory(*loaded, *device, &added);
+    if (!st.ok()) return FailStatus(st);
+  }
   std::vector<ReplayResult> rows;
   for (const std::string& n : names) {
     ReplayOptions one = o;
@@ -104,9 +122,42 @@ int CmdCompare(const CompareCli& c) {
   return 0;
 }
 
-int CmdExplainTrace(const std::string& path, int top, const std::string& format) {
+absl::Status RefuseTraceGrid(const std::string& command, const std::string& path) {
+  std::ifstream in(path);
+  std::string first;
+  while (in && std::getline(in, first)) {
+    const size_t b = first.find_first_not_of(" \t\r");
+    if (b != std::string::npos && first[b] != '#') break;
+  }
+  if (first.rfind("gpusim-trace", 0) != 0) return absl::OkStatus();
+  std::string how = "re-record it at each batch size: python3 -m gpusim_torch sweep STEP.py --batch-sizes N,N,... "
+                    "--device NAME (STEP.py's setup(device, batch_size=N) names the batch dimension)";
+  auto trace = ReadTraceFile(path);
+  if (trace.ok()) {
+    const std::string* step = FindMeta(*trace, "step_file");
+    const std::string* batch = FindMeta(*trace, "batch_size");
+    if (step != nullptr) {
+      absl::StrAppend(&how, "; this trace was recorded from ", *step,
+                      batch != nullptr ? absl::StrCat(" at batch_size ", *batch) : std::string(" at its own batch"));
+    }
+  }
+  return absl::InvalidArgumentError(absl::StrCat(
+      command, " ", path, ": a recorded step has the shapes it was recorded with, so its batch size (or any "
+      "other setting) cannot be varied here; ", how));
+}
+
+int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device) {
   auto trace = LoadTraceForExplain(path);
   if (!trace.ok()) return FailStatus(trace.status());
+  if (const std::string* fw = FindMeta(*trace, "framework"); fw != nullptr && *fw == "pytorch") {
+    // As replay does: the device's CUDA libraries' allocations join the trace.
+    auto d = ReplayDevice(device);
+    if (!d.ok()) return FailStatus(d.status());
+    EagerDeviceMemory added;
+    auto t = AddEagerDeviceMemory(*trace, *d, &added);
+    if (!t.ok()) return FailStatus(absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message())));
+    trace = std::move(*t);
+  }
   const TracePeak p = ExplainTracePeak(*trace, path, top);
   std::cout << (format == "json" ? RenderTracePeakJson(p) : RenderTracePeakText(p));
   return 0;

@@ -38,4 +38,29 @@ absl::Status ApplyAllocatorSets(const std::vector<std::string>& sets, AllocatorS
   return absl::OkStatus();
 }
 
+absl::StatusOr<DeviceSpec> ReplayDevice(const std::string& device) {
+  return LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, "");
+}
+
+absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, EagerDeviceMemory* report) {
+  if (!loaded.native.has_value()) return absl::OkStatus();
+  auto t = AddEagerDeviceMemory(*loaded.native, device, report);
+  if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(loaded.path, ": ", t.status().message()));
+  loaded.native = std::move(*t);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ReplayResult> ReplayWithDeviceMemory(const std::string& path, const std::string& device,
+                                                    const ReplayOptions& o) {
+  absl::StatusOr<LoadedRecording> loaded = LoadRecording(path);
+  if (!loaded.ok()) return loaded.status();
+  if (loaded->native.has_value()) {
+    absl::StatusOr<DeviceSpec> d = ReplayDevice(device);
+    if (!d.ok()) return d.status();
+    EagerDeviceMemory report;
+    if (absl::Status st = AddDeviceMemory(*loaded, *d, &report); !st.ok()) return st;
+  }
+  return ReplayLoaded(*loaded, o);
+}
+
 }  // namespace gpusim

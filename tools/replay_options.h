@@ -8,7 +8,9 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "sim/config/spec.h"
+#include "sim/lower/eager/device_memory.h"
 #include "sim/replay/replay.h"
 
 namespace gpusim {
@@ -19,6 +21,19 @@ absl::Status ResolveReplayCapacity(const std::string& device, ReplayOptions* o);
 // Each of `sets` is allocator.OPTION=VALUE (allocator.impl=NAME chooses the
 // strategy); anything else is an error naming it.
 absl::Status ApplyAllocatorSets(const std::vector<std::string>& sets, AllocatorSpec* spec);
+
+// The device a native trace is modelled on: `device` (NAME or PATH), else
+// H100-SXM-80GB.
+absl::StatusOr<DeviceSpec> ReplayDevice(const std::string& device);
+// A native trace recorded from PyTorch (python/gpusim_torch) gets what the
+// device's CUDA libraries add (sim/lower/eager/device_memory.h) before any
+// allocator sees it; other recordings are left as they are. Errors name
+// loaded.path.
+absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, EagerDeviceMemory* report);
+// LoadRecording + AddDeviceMemory on ReplayDevice(device) + ReplayLoaded:
+// what `gpusim replay` and the Python package's replay() report.
+absl::StatusOr<ReplayResult> ReplayWithDeviceMemory(const std::string& path, const std::string& device,
+                                                    const ReplayOptions& o);
 
 }  // namespace gpusim
 

@@ -24,7 +24,7 @@ def __getattr__(name):
 
 @contextlib.contextmanager
 def record(out, *, model=None, optimizer=None, batch=None, frames=True, bounds=None,
-           name="gpusim_torch-step", cuda_arch="9.0"):
+           name="gpusim_torch-step"):
     """Records the code inside the block (tensors on the meta device) to
     `out`. The start state is what `model`, `optimizer` and `batch` hold when
     the block starts (parameters, buffers, gradients, optimizer state, batch
@@ -34,7 +34,7 @@ def record(out, *, model=None, optimizer=None, batch=None, frames=True, bounds=N
     from gpusim_torch.recorder import Recorder, roles_of
     from gpusim_torch.session import _patched_phases, _tensors_of
     from gpusim_torch.trace_writer import write_trace
-    rec = Recorder("meta", frames=frames, bounds=bounds, cuda_arch=cuda_arch)
+    rec = Recorder("meta", frames=frames, bounds=bounds)
     for t in _tensors_of(model, optimizer, batch):
         rec.adopt(t)
     hooks = rec.install_module_hooks(model) if model is not None else []

@@ -113,8 +113,17 @@ def _cast(a, dtype):
 
 
 def _cast_all(args, kwargs, dtype):
-    from torch.utils._pytree import tree_map
-    return tree_map(lambda a: _cast(a, dtype), args), tree_map(lambda a: _cast(a, dtype), kwargs)
+    """Casts every floating argument, the last first: autocast's
+    WrapFunction_ casts them in one call's argument list
+    (`Redispatch(cached_cast(to_type, args, device_type)...)`,
+    aten/src/ATen/autocast_mode.h), which GCC, PyTorch's Linux compiler,
+    evaluates right to left. Checked against CUDA autocast itself under
+    FakeTensorMode (tests/python/test_gpusim_torch.py FakeModeTest)."""
+    from torch.utils._pytree import tree_flatten, tree_unflatten
+    leaves, spec = tree_flatten((args, kwargs))
+    for i in reversed(range(len(leaves))):
+        leaves[i] = _cast(leaves[i], dtype)
+    return tree_unflatten(leaves, spec)
 
 
 class AutocastCuda:

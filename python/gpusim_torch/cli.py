@@ -1,10 +1,36 @@
-"""The collector's command line."""
+"""The collector's command line: `record` one step, or `sweep` a batch-size
+axis by re-recording the step at each size and replaying it with gpusim.
+
+The batch dimension is the user's to name: STEP.py's setup takes it as a
+keyword, `setup(device, batch_size=N)`, and builds its batch (and anything
+else shaped by it) from N. `record --batch-size N` passes it and writes
+`meta batch_size N` and `meta step_file STEP.py`; `sweep` re-records at
+each size. A setup without a batch_size parameter cannot be swept: refused
+by name.
+"""
 
 import argparse
+import inspect
+import json
 import os
-import re
 import runpy
+import subprocess
 import sys
+import tempfile
+
+
+def _record_options(r):
+    r.add_argument("step_file", metavar="STEP.py")
+    r.add_argument("--steps", type=int, default=3, help="steps to run; the last is recorded (default 3)")
+    r.add_argument("--autocast", choices=["bf16", "fp16"], help="run loss_fn under CUDA autocast")
+    r.add_argument("--device-type", default="cuda", help="the device type modelled (cuda)")
+    r.add_argument("--mode", default="auto", choices=["auto", "meta", "fake"],
+                   help="meta device, or FakeTensorMode with a fake CUDA device (auto: fake when it works)")
+    r.add_argument("--no-frames", action="store_true",
+                   help="write no Python frames (format version 1.2 without frame lines)")
+    r.add_argument("--bound", action="append", default=[], metavar="OP=N",
+                   help="result rows for a data-dependent op, e.g. nonzero=4096")
+    r.add_argument("--name", help="the trace's name (default: STEP.py's base name)")
 
 
 def _parser():
@@ -12,56 +38,124 @@ def _parser():
                                 description="Record a PyTorch training step on the CPU as a gpusim trace.")
     sub = p.add_subparsers(dest="command", required=True)
     r = sub.add_parser("record", help="run STEP.py's setup(device) and record its last step")
-    r.add_argument("step_file", metavar="STEP.py")
+    _record_options(r)
     r.add_argument("--out", required=True, help="the trace to write (gpusim native format)")
-    r.add_argument("--steps", type=int, default=3, help="steps to run; the last is recorded (default 3)")
-    r.add_argument("--autocast", choices=["bf16", "fp16"], help="run loss_fn under CUDA autocast")
-    r.add_argument("--device-type", default="cuda", help="the device type modelled (cuda)")
-    r.add_argument("--mode", default="auto", choices=["auto", "meta", "fake"],
-                   help="meta device, or FakeTensorMode with a fake CUDA device (auto: fake when it works)")
-    r.add_argument("--no-frames", action="store_true",
-                   help="write no Python frames (format version 1 instead of 1.1)")
-    r.add_argument("--bound", action="append", default=[], metavar="OP=N",
-                   help="result rows for a data-dependent op, e.g. nonzero=4096")
-    r.add_argument("--cuda-arch", default="9.0", metavar="MAJOR.MINOR",
-                   help="compute capability of the modelled GPU, for sizes the device adds "
-                        "(cuBLAS workspaces; default 9.0, H100/H200)")
-    r.add_argument("--name", help="the trace's name (default: STEP.py's base name)")
+    r.add_argument("--batch-size", type=int, metavar="N",
+                   help="call setup(device, batch_size=N) (STEP.py names its batch dimension so)")
+    s = sub.add_parser("sweep", help="re-record STEP.py at each batch size and replay each with gpusim")
+    _record_options(s)
+    s.add_argument("--batch-sizes", required=True, metavar="N,N,...", help="the batch sizes, e.g. 8,16,32")
+    s.add_argument("--gpusim", default="gpusim", help="the gpusim binary (default: gpusim on PATH)")
+    s.add_argument("--device", default="h100-sxm-80gb", help="the modelled device for gpusim replay")
+    s.add_argument("--allocator", default="pytorch_caching", help="the allocator model for gpusim replay")
+    s.add_argument("--keep", metavar="DIR", help="keep the recorded traces in DIR")
+    s.add_argument("--format", default="text", choices=["text", "json"])
     return p
 
 
-def main(argv):
-    args = _parser().parse_args(argv)
+def _fail(msg):
+    print("gpusim_torch: " + msg, file=sys.stderr)
+    return 1
+
+
+def _load_setup(step_file):
+    if not os.path.isfile(step_file):
+        raise ValueError("%s: no such file" % step_file)
+    ns = runpy.run_path(step_file, run_name="__gpusim_step__")
+    setup = ns.get("setup")
+    if not callable(setup):
+        raise ValueError("%s: defines no setup(device) function" % step_file)
+    return setup
+
+
+def _takes_batch_size(setup):
+    try:
+        params = inspect.signature(setup).parameters
+    except (TypeError, ValueError):
+        return False
+    return "batch_size" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
+
+
+def _record(args, setup, out, batch_size):
+    """Records STEP.py once; the Recording, or raises RecordError."""
+    from gpusim_torch.session import record_step
     bounds = {}
     for b in args.bound:
         op, eq, n = b.partition("=")
         if not eq or not n.isdigit():
-            print("gpusim_torch: --bound %s: expected OP=N with N a non-negative integer" % b,
-                  file=sys.stderr)
-            return 1
+            raise ValueError("--bound %s: expected OP=N with N a non-negative integer" % b)
         bounds[op] = int(n)
-    if not re.fullmatch(r"[0-9]+\.[0-9]+", args.cuda_arch):
-        print("gpusim_torch: --cuda-arch %s: expected MAJOR.MINOR, e.g. 9.0" % args.cuda_arch,
-              file=sys.stderr)
-        return 1
-    if not os.path.isfile(args.step_file):
-        print("gpusim_torch: %s: no such file" % args.step_file, file=sys.stderr)
-        return 1
-    ns = runpy.run_path(args.step_file, run_name="__gpusim_step__")
-    setup = ns.get("setup")
-    if not callable(setup):
-        print("gpusim_torch: %s: defines no setup(device) function" % args.step_file, file=sys.stderr)
-        return 1
-    from gpusim_torch.recorder import RecordError  # imports torch
-    from gpusim_torch.session import record_step
+    if batch_size is not None:
+        if batch_size < 1:
+            raise ValueError("--batch-size: expected a positive integer, got %d" % batch_size)
+        if not _takes_batch_size(setup):
+            raise ValueError("%s: setup(device) takes no batch_size parameter, so the batch size cannot "
+                             "be set; name the batch dimension as setup(device, batch_size=...)" % args.step_file)
+        call = lambda device: setup(device, batch_size=batch_size)  # noqa: E731
+    else:
+        call = setup
     name = args.name or os.path.splitext(os.path.basename(args.step_file))[0]
+    extra = [("step_file", args.step_file)]
+    if batch_size is not None:
+        extra.append(("batch_size", str(batch_size)))
+    return record_step(call, out, steps=args.steps, autocast=args.autocast, device_type=args.device_type,
+                       mode=args.mode, frames=not args.no_frames, bounds=bounds, name=name,
+                       extra_meta=extra)
+
+
+def _sweep(args, setup):
+    sizes = []
+    for tok in args.batch_sizes.split(","):
+        if not tok.isdigit() or int(tok) < 1:
+            raise ValueError("--batch-sizes %s: expected positive integers separated by commas" % args.batch_sizes)
+        sizes.append(int(tok))
+    if not _takes_batch_size(setup):
+        raise ValueError("%s: setup(device) takes no batch_size parameter, so a recorded step cannot be "
+                         "re-recorded at another batch size; name the batch dimension as "
+                         "setup(device, batch_size=...)" % args.step_file)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        where = args.keep or tmp
+        os.makedirs(where, exist_ok=True)
+        for n in sizes:
+            out = os.path.join(where, "batch%d.gpusim" % n)
+            _record(args, setup, out, n)
+            r = subprocess.run([args.gpusim, "replay", out, "--device", args.device, "--allocator",
+                                args.allocator, "--format", "json"], capture_output=True, text=True)
+            if r.returncode != 0:
+                raise ValueError("gpusim replay %s: %s" % (out, r.stderr.strip()))
+            j = json.loads(r.stdout)
+            oom = j["step"]["oom"]
+            rows.append(dict(batch_size=n, trace=out if args.keep else None,
+                             peak_allocated_bytes=j["allocator"]["peak_allocated_bytes"],
+                             peak_reserved_bytes=j["allocator"]["peak_reserved_bytes"],
+                             oom=oom is not None, step_time_s=j["step"]["step_time_s"]))
+    if args.format == "json":
+        print(json.dumps(dict(device=args.device, allocator=args.allocator, rows=rows), indent=2))
+    else:
+        print("%s on %s (%s), re-recorded per batch size:" % (args.step_file, args.device, args.allocator))
+        print("  %10s  %22s  %22s  %5s  %10s" % ("batch", "peak allocated B", "peak reserved B", "OOM",
+                                                 "step s"))
+        for r in rows:
+            print("  %10d  %22s  %22s  %5s  %10.4f" % (r["batch_size"], "{:,}".format(r["peak_allocated_bytes"]),
+                                                       "{:,}".format(r["peak_reserved_bytes"]),
+                                                       "yes" if r["oom"] else "no", r["step_time_s"]))
+    return 0
+
+
+def main(argv):
+    args = _parser().parse_args(argv)
     try:
-        rec = record_step(setup, args.out, steps=args.steps, autocast=args.autocast,
-                          device_type=args.device_type, mode=args.mode, frames=not args.no_frames,
-                          bounds=bounds, name=name, cuda_arch=args.cuda_arch)
-    except RecordError as e:
-        print("gpusim_torch: %s: %s" % (args.step_file, e), file=sys.stderr)
-        return 1
+        setup = _load_setup(args.step_file)
+    except ValueError as e:
+        return _fail(str(e))
+    from gpusim_torch.recorder import RecordError  # imports torch
+    try:
+        if args.command == "sweep":
+            return _sweep(args, setup)
+        rec = _record(args, setup, args.out, args.batch_size)
+    except (RecordError, ValueError) as e:
+        return _fail("%s: %s" % (args.step_file, e) if isinstance(e, RecordError) else str(e))
     allocs = sum(1 for e in rec.events if e["type"] == "alloc")
     print("gpusim_torch: wrote %s (%d events, %d allocations)" % (args.out, len(rec.events), allocs))
     return 0

@@ -31,6 +31,9 @@ _NO_KERNEL = {
     "empty", "empty_strided", "empty_like", "new_empty", "new_empty_strided",
     "lift_fresh", "lift", "lift_fresh_copy_", "detach", "alias", "_local_scalar_dense",
     "resize_", "set_", "_has_compatible_shallow_copy_type", "is_same_size",
+    # metadata queries (FakeTensorMode dispatches prim.device and friends)
+    "device", "dim", "size", "stride", "numel", "sym_size", "sym_stride", "sym_numel",
+    "sym_storage_offset", "storage_offset", "is_contiguous", "layout",
 }
 
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "_scaled_mm", "addmv", "mv", "dot",
@@ -199,3 +202,149 @@ def _conv_gemm(args):
     n = int(w.shape[0])
     k = _numel(w.shape[1:])
     return m, n, k
+
+
+# Note [Op facts for the device model]
+# What the CUDA backend allocates beside an op's results (cuBLAS workspaces,
+# reduction staging, cuDNN workspaces, sort temporaries) is sized by gpusim
+# (sim/lower/eager/device_memory.h) from facts the recorder writes on the
+# op's compute event: `op=` (the aten op) and `dims=` (integers, op by op as
+# traces/FORMAT.md *Op facts* lists). The facts are what PyTorch's kernels
+# read from their arguments (shapes, strides, dtypes); the device's part (SM
+# count, threads per SM, compute capability) is gpusim's.
+
+# Ops that run through a cuBLAS handle (aten/src/ATen/native/cuda/Blas.cpp).
+CUBLAS_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "addr",
+              "_scaled_mm", "vdot"}
+# Reductions through aten/src/ATen/native/cuda/Reduce.cuh gpu_reduce_kernel
+# whose accumulator (arg_t) is the input's accumulate type.
+REDUCE_OPS = {"sum", "mean", "prod", "amax", "amin", "nansum", "linalg_vector_norm", "norm",
+              "any", "all"}
+
+
+def _acc_bytes(t):
+    """sizeof(acc_type<scalar_t, /*is_cuda=*/true>) (ATen/AccumulateType.h)
+    for tensor t's dtype: float for half, bfloat16 and float, double for
+    double, int64 for integers, bool for bool."""
+    if t.dtype.is_floating_point:
+        return 8 if t.element_size() == 8 else 4
+    if str(t.dtype) == "torch.bool":
+        return 1
+    return 8
+
+
+def _reduce_dims(name, args, kwargs):
+    """The reduced dimensions of a reduction call, or None for all."""
+    x = args[0]
+    nd = x.dim()
+    dim = kwargs.get("dim")
+    if dim is None and len(args) > 1:
+        dim = args[1]
+        if name in ("linalg_vector_norm", "norm"):  # (self, ord, dim, ...)
+            dim = args[2] if len(args) > 2 else kwargs.get("dim")
+    if dim is None or (isinstance(dim, (list, tuple)) and len(dim) == 0):
+        return set(range(nd))
+    if isinstance(dim, int):
+        dim = [dim]
+    if not all(isinstance(d, int) for d in dim):
+        return set(range(nd))  # e.g. a dtype in the dim position: a full reduction
+    return {d % nd for d in dim} if nd else set()
+
+
+def reduce_facts(name, args, kwargs, outs):
+    """TensorIterator's view of a reduction (aten/src/ATen/TensorIterator.cpp
+    reorder_dimensions puts reduced dimensions first, then coalesces):
+    [num_outputs, inputs_per_output, reduction on the fastest-striding
+    dimension (0/1), reduced dims after coalescing, dims after coalescing,
+    fastest moving stride == element size (0/1), output vector size (1, 2,
+    4: Reduce.cuh get_output_vec_size), sizeof(arg_t), element size]."""
+    x = args[0]
+    if not isinstance(x, __import__("torch").Tensor) or x.numel() == 0 or not outs:
+        return None
+    reduced = _reduce_dims(name, args, kwargs)
+    dims = [(int(s), int(st), d in reduced) for d, (s, st) in enumerate(zip(x.shape, x.stride()))
+            if int(s) != 1]
+    # Reduced dims first, each group by ascending input stride.
+    dims.sort(key=lambda t: (not t[2], t[1]))
+    merged = []
+    for size, stride, red in dims:
+        if merged and merged[-1][2] == red and merged[-1][1] * merged[-1][0] == stride:
+            merged[-1] = (merged[-1][0] * size, merged[-1][1], red)
+        else:
+            merged.append((size, stride, red))
+    n_red = sum(1 for m in merged if m[2])
+    num_outputs = 1
+    for size, _, red in merged:
+        if not red:
+            num_outputs *= size
+    inputs_per_output = x.numel() // num_outputs
+    ndim = len(merged)
+    if ndim == 0:
+        fastest, unit = True, True
+    else:
+        fastest = n_red == ndim or merged[0][1] < merged[n_red][1]
+        moving = merged[0][1] if fastest else merged[n_red][1]
+        unit = moving == 1
+    vec = 1
+    if unit and not fastest:
+        vec = 4
+        for n in [merged[n_red][0]] + [m[1] for i, m in enumerate(merged) if i != n_red]:
+            while vec > 1 and n % vec:
+                vec //= 2
+    elem = x.element_size()
+    return [num_outputs, inputs_per_output, int(fastest), n_red, ndim, int(unit), vec,
+            _acc_bytes(x), elem]
+
+
+def conv_facts(name, args):
+    """2-D convolution geometry: [N, C, H, W, K, C/groups, R, S, stride h, w,
+    padding h, w, dilation h, w, groups, transposed, element size] and, for
+    convolution_backward, the output mask (grad input, weight, bias)."""
+    if name == "convolution_backward":
+        go, x, w = args[0], args[1], args[2]
+        stride, padding, dilation, transposed, groups = args[4], args[5], args[6], args[7], args[9]
+        mask = list(args[10])
+    elif name in ("convolution", "_convolution"):
+        x, w = args[0], args[1]
+        stride, padding, dilation, transposed, groups = args[3], args[4], args[5], args[6], args[8]
+        mask = []
+    else:
+        return None
+    if x.dim() != 4 or w.dim() != 4:
+        return None
+    n, c, h, wd = (int(v) for v in x.shape)
+    k, cg, r, s = (int(v) for v in w.shape)
+    return [n, c, h, wd, k, cg, r, s, int(stride[0]), int(stride[-1]), int(padding[0]),
+            int(padding[-1]), int(dilation[0]), int(dilation[-1]), int(groups), int(bool(transposed)),
+            x.element_size()] + [int(bool(b)) for b in mask]
+
+
+def device_facts(name, args, kwargs, outs):
+    """(op, dims) for the compute event of an op whose kernel library adds
+    device memory (Note [Op facts for the device model]), else None."""
+    if name in CUBLAS_OPS:
+        return name, []
+    if name in REDUCE_OPS:
+        d = reduce_facts(name, args, kwargs, outs)
+        return (name, d) if d is not None else None
+    if name in ("convolution", "_convolution", "convolution_backward"):
+        d = conv_facts(name, args)
+        return (name, d) if d is not None else None
+    if name in ("index_put", "index_put_", "_index_put_impl", "_index_put_impl_"):
+        # accumulate=True runs index_put_with_sort_kernel on CUDA
+        # (aten/src/ATen/native/cuda/Indexing.cu): sorted and original
+        # indices, a range and CUB radix-sort scratch per call.
+        accumulate = bool(args[3]) if len(args) > 3 else bool(kwargs.get("accumulate", False))
+        idx = [t for t in (args[1] if len(args) > 1 else []) if t is not None]
+        if not accumulate or not idx:
+            return None
+        n = 1
+        for d in idx[0].shape:
+            n *= int(d)
+        return name, [n, len(idx)]
+    if name == "embedding_dense_backward":
+        grad, idx, num_weights = args[0], args[1], args[2]
+        scale = bool(args[4]) if len(args) > 4 else False
+        return name, [int(idx.numel()), int(num_weights), int(grad.shape[-1]), idx.element_size(),
+                      grad.element_size(), int(scale)]
+    return None

@@ -61,6 +61,7 @@ class Recording:
     def __init__(self):
         self.name = ""
         self.comments = []
+        self.meta = []      # (key, value): traces/FORMAT.md `meta` lines
         self.events = []
         self.frames = {}  # id -> (function, file, line)
 
@@ -100,27 +101,6 @@ _ZERO_FILL_INTO = {"scatter_add", "scatter", "index_put", "_index_put_impl", "in
                    "select_scatter", "diagonal_scatter", "as_strided_scatter", "index_reduce",
                    "scatter_reduce"}
 
-# Ops that run through a cuBLAS handle (aten/src/ATen/native/cuda/Blas.cpp).
-_CUBLAS_OPS = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "addr",
-               "_scaled_mm", "vdot"}
-
-
-def cublas_workspace_bytes(torch_version, cuda_arch):
-    """The workspace PyTorch gives each (cuBLAS handle, stream) on first use,
-    from the caching allocator, never freed (aten/src/ATen/cuda/
-    CublasHandlePool.cpp parseChosenWorkspaceSize and getCurrentCUDABlasHandle:
-    cublas_handle_stream_to_workspace). Default CUBLAS_WORKSPACE_CONFIG
-    ":4096:2:16:8" = 4096 KiB * 2 + 16 KiB * 8; 32 MiB (":4096:8") on compute
-    capability 9.x, and in current releases also 10.x and 12.x. The 32 MiB
-    rule is taken to start at 2.1 (the first release whose source has it that
-    we read); 1.13 uses the default on every device."""
-    major = int(str(cuda_arch).split(".")[0])
-    ver = tuple(int(x) for x in torch_version.split("+")[0].split(".")[:2] if x.isdigit())
-    if ver >= (2, 1) and major in (9, 10, 12):
-        return 4096 * 8 * 1024
-    return 4096 * 1024 * 2 + 16 * 1024 * 8
-
-
 class Recorder(TorchDispatchMode):
     """Records device allocations, frees and ops of the code run inside it.
 
@@ -128,10 +108,8 @@ class Recorder(TorchDispatchMode):
     ("meta"). frames: capture Python frames for each event. bounds: {op name:
     int} sizes for data-dependent results (fallbacks.py)."""
 
-    def __init__(self, device_type="meta", frames=True, bounds=None, cuda_arch="9.0"):
+    def __init__(self, device_type="meta", frames=True, bounds=None):
         super().__init__()
-        self.cublas_bytes = cublas_workspace_bytes(torch.__version__, cuda_arch)
-        self.cublas = {}        # thread ("main", "autograd") -> its workspace tensor
         self.device_type = device_type
         self.frames = frames
         self.bounds = dict(bounds or {})
@@ -145,6 +123,7 @@ class Recorder(TorchDispatchMode):
         self._frame_ids = {}
         self.notes = {}         # message -> count (fallbacks, item() calls)
         self.window_start = []  # bufs live when the window began
+        self.warmup_steps = 0   # steps run before the recorded one (record_step sets it)
 
     # -- op boundary ---------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -214,8 +193,6 @@ class Recorder(TorchDispatchMode):
                 buf.phase = phase
                 self._emit_alloc(buf)
             uses.append(buf.id)
-        if name in _CUBLAS_OPS and self.device_type == "meta":
-            self._cublas_workspace(phase)
         if not self.in_window:
             return
         c = ops.cost(func, name, args, kwargs, outs, ins)
@@ -233,24 +210,10 @@ class Recorder(TorchDispatchMode):
         dt = ops.DTYPE_NAMES.get((outs or ins)[0].dtype)
         if dt is not None:
             ev["dtype"] = dt
+        facts = ops.device_facts(name, args, kwargs, outs)
+        if facts is not None:
+            ev["op"], ev["dims"] = facts
         self._emit(ev)
-
-    def _cublas_workspace(self, phase):
-        """The first cuBLAS call on a thread allocates that handle's workspace.
-        CUDA backward runs on the autograd engine's device thread, with its own
-        handle (torch/csrc/autograd/engine.cpp: one thread per device), so a
-        training step holds two."""
-        thread = "autograd" if phase == "backward" else "main"
-        if thread in self.cublas:
-            return
-        t = torch.empty((self.cublas_bytes,), dtype=torch.uint8, device="meta")
-        self.cublas[thread] = t  # held for the process's life, as PyTorch does
-        st = _storage(t)
-        buf = _Buf(self.next_id, st._weak_ref(), st.nbytes(),
-                   "cublas_workspace (%s thread)" % thread, phase, role="workspace")
-        self.next_id += 1
-        self.live[st._cdata] = buf
-        self._emit_alloc(buf)
 
     def _sweep(self):
         dead = [(b.id, key) for key, b in self.live.items() if _expired(b.handle)]
@@ -367,6 +330,7 @@ class Recorder(TorchDispatchMode):
             if ev["type"] == "alloc" and ev["role"] is None:
                 ev["role"] = "activation" if ev["phase"] == "forward" else "temporary"
         self.rec.name = name
+        self.rec.meta = recording_meta(self.device_type, self.warmup_steps)
         self.rec.comments = list(comments) + [
             "note: %s (x%d)" % (msg, n) for msg, n in sorted(self.notes.items())]
         return self.rec
@@ -410,6 +374,26 @@ class Recorder(TorchDispatchMode):
                 if nxt is not None and type(nxt).__name__ != "AccumulateGrad":
                     todo.append(nxt)
         return None
+
+
+def recording_meta(device_type, warmup_steps):
+    """The `meta` lines gpusim's device model reads (traces/FORMAT.md, *Op
+    facts*): the framework and its version and the library settings of this
+    process that change what the CUDA backend allocates."""
+    cudnn = torch.backends.cudnn
+    det = getattr(torch, "are_deterministic_algorithms_enabled", lambda: False)()
+    meta = [("framework", "pytorch"),
+            ("torch_version", torch.__version__),
+            ("torch_cuda", str(torch.version.cuda or "none")),
+            ("recorded_on", "fake_cuda" if device_type == "cuda" else "meta"),
+            ("warmup_steps", str(warmup_steps)),
+            ("cudnn_benchmark", "1" if cudnn.benchmark else "0"),
+            ("cudnn_deterministic", "1" if cudnn.deterministic else "0"),
+            ("deterministic_algorithms", "1" if det else "0")]
+    for env in ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE"):
+        if os.environ.get(env):
+            meta.append((env, os.environ[env]))
+    return meta
 
 
 def storage_key(t):

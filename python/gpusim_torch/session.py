@@ -17,39 +17,49 @@ AUTOCAST = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def probe_fake_cuda():
-    """(ok, reason): whether FakeTensorMode with a fake CUDA device can run a
-    forward and backward in this process. It needs a CUDA build, and the
-    autograd engine asks the CUDA driver for a primary context, so it fails
-    without a driver ("hasPrimaryContext expects a valid device index")."""
+    """(forward, backward, reason): whether FakeTensorMode with a fake CUDA
+    device can run a forward, and a backward, in this process. It needs a
+    CUDA build; the backward also needs a CUDA driver, because the autograd
+    engine's CUDA device thread asks the driver for the device's primary
+    context (c10/cuda hasPrimaryContext: "hasPrimaryContext expects a valid
+    device index" without one)."""
     if not (hasattr(torch.backends, "cuda") and getattr(torch.backends.cuda, "is_built", lambda: False)()):
-        return False, "torch %s is not a CUDA build" % torch.__version__
+        return False, False, "torch %s is not a CUDA build" % torch.__version__
     try:
         from torch._subclasses.fake_tensor import FakeTensorMode
     except ImportError:
-        return False, "torch %s has no FakeTensorMode" % torch.__version__
+        return False, False, "torch %s has no FakeTensorMode" % torch.__version__
+    try:
+        with FakeTensorMode():
+            a = torch.empty(2, 2, device="cuda", requires_grad=True)
+            b = (a * a).sum()
+    except Exception as e:  # the probe's only purpose is to find out
+        return False, False, "fake CUDA tensors fail here: %s" % str(e).splitlines()[0]
     try:
         with FakeTensorMode():
             a = torch.empty(2, 2, device="cuda", requires_grad=True)
             (a * a).sum().backward()
-    except Exception as e:  # the probe's only purpose is to find out
-        return False, "fake CUDA backward fails here: %s" % str(e).splitlines()[0]
-    return True, ""
+    except Exception as e:
+        return True, False, "fake CUDA backward fails here: %s" % str(e).splitlines()[0]
+    return True, True, ""
 
 
 def choose_mode(mode):
-    """The recording mode for `mode` in auto|meta|fake, and why."""
+    """(mode, why, backward_ok) for `mode` in auto|meta|fake. auto takes fake
+    only where a fake CUDA backward works; fake needs a fake CUDA forward
+    (a step without backward records; a backward fails by name)."""
     if mode not in ("auto", "meta", "fake"):
         raise RecordError("--mode: expected auto, meta or fake, got '%s'" % mode)
     if mode == "meta":
-        return "meta", "asked for"
-    ok, why = probe_fake_cuda()
+        return "meta", "asked for", True
+    fwd, bwd, why = probe_fake_cuda()
     if mode == "fake":
-        if not ok:
+        if not fwd:
             raise RecordError("--mode fake: " + why)
-        return "fake", "asked for"
-    if ok:
-        return "fake", "CUDA build with a working fake CUDA device"
-    return "meta", why
+        return "fake", "asked for" + ("" if bwd else "; " + why), bwd
+    if bwd:
+        return "fake", "CUDA build with a working fake CUDA device", True
+    return "meta", why, True
 
 
 def _cuda_optimizer_defaults(optimizer, notes):
@@ -71,6 +81,27 @@ def _cuda_optimizer_defaults(optimizer, notes):
 
 
 @contextlib.contextmanager
+def _cuda_reported_available():
+    """torch.autocast("cuda") disables itself where torch.cuda.is_available()
+    is False (torch/amp/autocast_mode.py: "CUDA is not available.
+    Disabling"), and its bf16 check asks the device. Under FakeTensorMode the
+    step runs as on a CUDA device, so report one while recording; then the
+    CUDA autocast kernels of this PyTorch (AutocastCUDA) apply themselves."""
+    patched = {"is_available": lambda: True, "is_bf16_supported": lambda *a, **k: True}
+    saved = {k: getattr(torch.cuda, k) for k in patched if hasattr(torch.cuda, k)}
+    for k, v in patched.items():
+        setattr(torch.cuda, k, v)
+    try:
+        yield
+    finally:
+        for k in patched:
+            if k in saved:
+                setattr(torch.cuda, k, saved[k])
+            else:
+                delattr(torch.cuda, k)
+
+
+@contextlib.contextmanager
 def _patched_phases(rec, optimizer):
     """Phase markers for code the recorder does not drive: backward() and
     autograd.grad run as 'backward', optimizer step/zero_grad as 'optimizer'."""
@@ -79,6 +110,8 @@ def _patched_phases(rec, optimizer):
 
     def wrap(fn, phase):
         def inner(*a, **k):
+            if phase == "backward" and getattr(rec, "backward_refusal", None):
+                raise RecordError(rec.backward_refusal)
             prev = rec.phase
             rec.set_phase(phase)
             try:
@@ -118,34 +151,45 @@ def _default_step(loss_fn, autocast_ctx):
 
 def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None, loss_fn=None,
                 step=None, steps=3, autocast=None, device_type="cuda", mode="auto",
-                frames=True, bounds=None, name=None, cuda_arch="9.0"):
+                frames=True, bounds=None, name=None, extra_meta=()):
     """Records the last of `steps` training steps and writes it to `out`
     (a gpusim native trace). Either `setup(device) -> dict(model=, batch=,
     optimizer=, loss_fn= | step=)`, or those objects directly (built on the
-    meta device). Returns the Recording."""
+    meta device). `extra_meta`: (key, value) pairs added to the trace's meta
+    lines (the CLI adds step_file and batch_size). Returns the Recording."""
     if device_type not in DEVICE_TYPES:
         raise RecordError("--device-type: expected one of %s, got '%s'" % (", ".join(DEVICE_TYPES), device_type))
     if autocast is not None and autocast not in AUTOCAST:
         raise RecordError("--autocast: expected bf16 or fp16, got '%s'" % autocast)
     if steps < 1:
         raise RecordError("--steps: expected at least 1, got %d" % steps)
-    chosen, why = choose_mode(mode)
+    chosen, why, backward_ok = choose_mode(mode)
     if chosen == "fake":
         from torch._subclasses.fake_tensor import FakeTensorMode
-        outer = FakeTensorMode()
+        outer = contextlib.ExitStack()
+        outer.enter_context(_cuda_reported_available())
+        outer.enter_context(FakeTensorMode())
         device = torch.device("cuda")
-        rec = Recorder("cuda", frames=frames, bounds=bounds, cuda_arch=cuda_arch)
+        rec = Recorder("cuda", frames=frames, bounds=bounds)
     else:
         outer = contextlib.nullcontext()
         device = torch.device("meta")
-        rec = Recorder("meta", frames=frames, bounds=bounds, cuda_arch=cuda_arch)
+        rec = Recorder("meta", frames=frames, bounds=bounds)
     notes = []
     hooks = []
     gc_was = gc.isenabled()
     with outer, autocast_emul.cuda_autocast(chosen == "meta", rec):
         with rec:
             if setup is not None:
-                spec = setup(device)
+                try:
+                    spec = setup(device)
+                except RuntimeError as e:
+                    if chosen != "fake" or "Couldn't swap" not in str(e):
+                        raise
+                    raise RecordError(
+                        "--mode fake: setup(device) moved a module built on the CPU with .to(device), "
+                        "which FakeTensorMode cannot swap (%s); build it on the device "
+                        "(nn.Linear(..., device=device)) or record with --mode meta" % str(e).splitlines()[0])
                 if not isinstance(spec, dict):
                     raise RecordError("setup(device) must return a dict(model=..., batch=..., "
                                       "optimizer=..., loss_fn=... or step=...), got %s" % type(spec).__name__)
@@ -176,12 +220,17 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
                 ctx = (lambda: torch.autocast("cuda", dtype=dtype)) if dtype else contextlib.nullcontext
                 step = _default_step(loss_fn, ctx)
             try:
+                if not backward_ok:
+                    rec.backward_refusal = (
+                        "--mode fake: this step runs a backward, and %s; record it with --mode meta "
+                        "(CUDA autocast emulated) or on a machine with a CUDA driver" % why.split("; ", 1)[1])
                 with _patched_phases(rec, optimizer):
                     prev = None
                     for i in range(steps):
                         gc.collect()
                         gc.disable()
                         if i == steps - 1:
+                            rec.warmup_steps = steps - 1
                             rec.begin_window()
                             rec.classify(roles_of(model, optimizer, batch))
                         # The previous step's result stays alive until this
@@ -201,12 +250,14 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
     comments = ["torch %s, %s mode (%s); device type %s; %d step(s) run, the last recorded "
                 "with what was live before it as the start state" % (
                     torch.__version__, chosen, why, device_type, steps),
-                "cuBLAS workspace %d B per handle (compute capability %s)" % (
-                    rec.cublas_bytes, cuda_arch)]
+                "what the CUDA libraries add (cuBLAS and cuDNN workspaces, reduction staging, "
+                "sort temporaries) is sized by gpusim for the replay's --device from the op "
+                "facts (op=, dims=) and meta lines"]
     if autocast:
         comments.append("loss_fn under autocast(%s)" % autocast)
     comments += notes
     recording = rec.finish(name or "gpusim_torch-step", comments)
+    recording.meta.extend(extra_meta)
     rec.release()
     if out is not None:
         write_trace(out, recording, frames=frames)

@@ -1,9 +1,11 @@
 """Writes a recorded step as a gpusim native trace (traces/FORMAT.md).
 
-Version 1.1 when frames are written: `frame ID FUNCTION FILE LINE` lines
-(interned, each defined before the first event that uses it) and the event
-key `stack=ID,ID,...` (innermost first). With frames off the file is
-version 1 and reads with any 1.x reader.
+Version 1.2 when the recording carries `meta` lines or op facts (`op=`,
+`dims=`; Note [Op facts for the device model] in ops.py), which a
+recording by the collector always does; frames (1.1): `frame ID FUNCTION
+FILE LINE` lines (interned, each defined before the first event that uses
+it) and the event key `stack=ID,ID,...` (innermost first). A recording
+without any of them is version 1 and reads with any 1.x reader.
 """
 
 _ESCAPE = set(range(0x00, 0x21)) | {0x7F} | {ord(c) for c in "%=,#"}
@@ -60,11 +62,15 @@ def render_trace(rec, frames=True):
     """The trace file's bytes. A pure function of the recording."""
     lines = []
     add = lines.append
-    add(b"gpusim-trace 1.1" if frames else b"gpusim-trace 1")
+    meta = getattr(rec, "meta", [])
+    facts = bool(meta) or any("op" in e or "dims" in e for e in rec.events)
+    add(b"gpusim-trace 1.2" if facts else b"gpusim-trace 1.1" if frames else b"gpusim-trace 1")
     add(b"# format: traces/FORMAT.md; recorded by python/gpusim_torch")
     for c in rec.comments:
         add(("# " + c).encode("utf-8", "surrogateescape"))
     add(b"name " + _token_bytes(rec.name))
+    for k, v in meta:
+        add(b"meta " + _token_bytes(k) + b" " + _token_bytes(v))
     add(b"stream 0 compute")
     defined = set()
     count = 0
@@ -83,7 +89,7 @@ def render_trace(rec, frames=True):
 
 
 _KEY_ORDER = ("role", "name", "kind", "stream", "phase", "dtype", "flops", "read", "write",
-              "group", "m", "n", "k", "batch", "recompute", "after", "uses", "dur_ns")
+              "group", "m", "n", "k", "batch", "recompute", "after", "uses", "dur_ns", "op", "dims")
 
 
 def _event_line(ev, stack):
@@ -113,9 +119,12 @@ def _event_line(ev, stack):
             if v == 0:
                 continue
             parts.append(b"flops=" + format_flops(v).encode())
-        elif key == "uses":
+        elif key in ("uses", "dims"):
             if v:
-                parts.append(b"uses=" + ",".join(str(u) for u in v).encode())
+                parts.append(key.encode() + b"=" + ",".join(str(u) for u in v).encode())
+        elif key == "op":
+            if v:
+                parts.append(b"op=" + _token_bytes(v))
         elif key in ("read", "write", "m", "n", "k"):
             if v:
                 parts.append(b"%s=%d" % (key.encode(), v))

@@ -68,6 +68,8 @@ std::vector<SchemaField> DeviceFields() {
   return {L("name"),
           L("description"),
           L("sms"),
+          L("compute_capability"),
+          L("max_threads_per_sm"),
           M("memory", {L("cuda_total"), L("context_reserve")}),
           L("hbm_bandwidth"),
           L("l2"),

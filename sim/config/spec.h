@@ -27,6 +27,11 @@ struct DeviceSpec {
   Bytes cuda_total;            // memory.cuda_total: cudaMemGetInfo total
   Bytes context_reserve;       // memory.context_reserve: CUDA context + libs
   int sms = 0;                 // sms
+  // compute_capability: "MAJOR.MINOR" (CUDA's cudaDeviceProp major/minor);
+  // 0.0 when the device file gives none. The PyTorch device model reads it
+  // (sim/lower/eager/device_memory.h: cuBLAS workspace size).
+  int cc_major = 0, cc_minor = 0;
+  int max_threads_per_sm = 2048;  // max_threads_per_sm: cudaDeviceProp maxThreadsPerMultiProcessor
   double hbm_bandwidth = 0;    // hbm_bandwidth: bytes/s, peak
   double peak_bf16 = 0;        // flops.bf16: FLOP/s, dense tensor core
   double peak_fp16 = 0;        // flops.fp16

@@ -578,6 +578,22 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   r.String("name", &d.name, kRequired);
   r.String("description", &d.description, kOptional, /*allow_empty=*/true);
   r.Int("sms", &d.sms, kRequired, /*min=*/1);
+  std::string cc;
+  r.String("compute_capability", &cc, kOptional);
+  if (status.ok() && !cc.empty()) {
+    const size_t dot = cc.find('.');
+    const bool good = dot != std::string::npos && dot > 0 && dot + 1 < cc.size() &&
+                      cc.find_first_not_of("0123456789.") == std::string::npos &&
+                      cc.find('.', dot + 1) == std::string::npos && dot <= 3 && cc.size() - dot <= 4;
+    if (good) {
+      d.cc_major = std::stoi(cc.substr(0, dot));
+      d.cc_minor = std::stoi(cc.substr(dot + 1));
+    } else {
+      r.Fail(*r.Get("compute_capability"), "compute_capability",
+             absl::StrCat("expected MAJOR.MINOR such as 9.0, got ", r.Get("compute_capability")->Describe()));
+    }
+  }
+  r.Int("max_threads_per_sm", &d.max_threads_per_sm, kOptional, /*min=*/32);
   Reader mem = r.Map("memory");
   mem.Unit("cuda_total", &d.cuda_total, kRequired, ParseBytes, kBytesWhat,
            /*positive=*/true);

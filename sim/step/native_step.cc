@@ -62,6 +62,20 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
     absl::StrAppend(&out, absl::StrFormat("  OOM at event %d: %s requested for %s, %s live\n", r.oom.event,
                                           FormatBytes(r.oom.requested), r.oom.buffer, FormatBytes(r.oom.live)));
   }
+  const EagerDeviceMemory& dm = r.device_memory;
+  if (dm.applied) {
+    absl::StrAppend(&out, absl::StrFormat("  what the device adds (torch %s on %s; sim/lower/eager/device_memory.h):\n",
+                                          dm.torch_version, dm.device));
+    for (const DeviceAddition& a : dm.added) {
+      absl::StrAppend(&out, absl::StrFormat("    %-26s %5d x, largest %s%s  (%s)\n", a.what, a.count,
+                                            FormatBytes(a.largest), a.kept ? ", never freed" : "", a.source));
+    }
+    absl::StrAppend(&out, absl::StrFormat(
+                              "    outside the allocator: CUDA context + library handles %s (memory.context_reserve, "
+                              "taken off the capacity)\n",
+                              FormatBytes(dm.context_reserve)));
+    for (const std::string& n : dm.not_modelled) absl::StrAppend(&out, "    not modelled: ", n, "\n");
+  }
   absl::StrAppend(&out, "  largest buffers live at the peak (gpusim explain TRACE: whole stacks):\n");
   for (const StepPeakBuffer& b : r.largest) {
     absl::StrAppend(&out, absl::StrFormat("    %14s  %-15s %s%s\n", FormatBytes(b.size), RoleName(b.role),
@@ -98,6 +112,29 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
     w.EndObject();
   } else {
     w.Null("oom");
+  }
+  const EagerDeviceMemory& dm = r.device_memory;
+  if (dm.applied) {
+    w.BeginObject("device_memory");
+    w.String("torch_version", dm.torch_version);
+    w.Int("context_reserve_bytes", dm.context_reserve.value());
+    w.BeginArray("added");
+    for (const DeviceAddition& a : dm.added) {
+      w.BeginObject();
+      w.String("what", a.what);
+      w.String("source", a.source);
+      w.Int("count", a.count);
+      w.Int("largest_bytes", a.largest.value());
+      w.Bool("kept", a.kept);
+      w.EndObject();
+    }
+    w.EndArray();
+    w.BeginArray("not_modelled");
+    for (const std::string& n : dm.not_modelled) w.String("", n);
+    w.EndArray();
+    w.EndObject();
+  } else {
+    w.Null("device_memory");
   }
   w.EndObject();
 }

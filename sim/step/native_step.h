@@ -14,6 +14,7 @@
 #include "sim/base/json_writer.h"
 #include "sim/config/spec.h"
 #include "sim/engine/engine.h"
+#include "sim/lower/eager/device_memory.h"
 #include "sim/trace/trace.h"
 
 namespace gpusim {
@@ -33,6 +34,9 @@ struct NativeStepReport {
   OomInfo oom;
   Bytes peak_live;
   std::vector<StepPeakBuffer> largest;  // live at the peak, largest first (ties: alloc order)
+  // What the device model added to a PyTorch recording (applied false:
+  // not one); the caller ran AddEagerDeviceMemory on the trace.
+  EagerDeviceMemory device_memory;
 };
 
 // REQUIRES: `trace` passed ValidateTrace. `allocator` may be null.
@@ -43,7 +47,9 @@ std::string RenderNativeStepText(const NativeStepReport& r);
 // Key "step": {device, step_time_s, compute_s, timed_events, flops,
 // peak_live_bytes, largest: [{name, role, bytes, where}] (where: the
 // innermost frame "function file:line", or ""), oom (null or {event,
-// requested_bytes, live_bytes, buffer})}.
+// requested_bytes, live_bytes, buffer}), device_memory (null, or {torch_version,
+// context_reserve_bytes, added: [{what, source, count, largest_bytes, kept}],
+// not_modelled: [text]})}.
 void NativeStepJson(JsonWriter& w, const NativeStepReport& r);
 
 }  // namespace gpusim

@@ -18,4 +18,11 @@ std::string_view EventTypeName(EventType t) {
   return "?";
 }
 
+const std::string* FindMeta(const Trace& trace, std::string_view key) {
+  for (const auto& [k, v] : trace.meta) {
+    if (k == key) return &v;
+  }
+  return nullptr;
+}
+
 }  // namespace gpusim

@@ -11,6 +11,8 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "sim/base/units.h"
@@ -56,6 +58,12 @@ struct TraceEvent {
   // The call stack that made this event (mostly allocs), innermost frame
   // first, as indices into Trace::frames. Empty = not recorded.
   std::vector<int32_t> stack;
+  // (1.2) The framework op a recorder saw run (e.g. an aten op name) and its
+  // facts as integers, op by op as traces/FORMAT.md *Op facts* says: what a
+  // device model needs to size the memory the op's kernel library adds
+  // (sim/lower/eager/device_memory.h). Empty = not recorded.
+  std::string op;
+  std::vector<int64_t> dims;
 };
 
 // One interned call-stack frame (traces/FORMAT.md, version 1.1 `frame`).
@@ -80,7 +88,13 @@ struct Trace {
   // Bytes live before the first event and never freed (e.g. an XLA program's
   // arguments when replayed alone). Reported, counted in peaks.
   Bytes preexisting;
+  // (1.2) `meta KEY VALUE` lines: facts about the recording (framework and
+  // version, library settings), in file order.
+  std::vector<std::pair<std::string, std::string>> meta;
 };
+
+// The value of meta key `key`, or nullptr.
+const std::string* FindMeta(const Trace& trace, std::string_view key);
 
 bool IsTimed(EventType t);
 std::string_view EventTypeName(EventType t);

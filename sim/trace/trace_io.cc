@@ -35,19 +35,22 @@ namespace {
 enum class Key {
   kBuffer, kSize, kRole, kName, kKind, kStream, kPhase, kDtype, kFlops,
   kRead, kWrite, kGroup, kM, kN, kK, kBatch, kRecompute, kAfter, kUses,
-  kDurNs, kStack,
+  kDurNs, kStack, kOp, kDims,
 };
-constexpr std::array<std::string_view, 21> kKeyNames = {
+constexpr std::array<std::string_view, 23> kKeyNames = {
     "buffer", "size",  "role",  "name", "kind",      "stream", "phase",
     "dtype",  "flops", "read",  "write", "group",    "m",      "n",
-    "k",      "batch", "recompute", "after", "uses", "dur_ns", "stack"};
+    "k",      "batch", "recompute", "after", "uses", "dur_ns", "stack",
+    "op",     "dims"};
 
-constexpr std::array<std::string_view, 11> kLineWords = {
+constexpr std::array<std::string_view, 12> kLineWords = {
     "alloc", "free", "compute", "copy", "collective", "marker",
-    "name",  "preexisting", "stream", "frame", "end"};
+    "name",  "preexisting", "stream", "frame", "end", "meta"};
 
 // The minor version that introduced `frame` lines and `stack=` keys.
 constexpr int kFramesMinor = 1;
+// The minor version that introduced `meta` lines and `op=` / `dims=` keys.
+constexpr int kOpFactsMinor = 2;
 
 constexpr std::array<EventType, 6> kEventTypes = {
     EventType::kAlloc, EventType::kFree,       EventType::kCompute,
@@ -168,6 +171,8 @@ class Parser {
   absl::Status ParseFrame(Trace& trace);
   absl::Status ParseStack(std::string_view v, TraceEvent& e) const;
   absl::Status NeedsFramesVersion(std::string_view what) const;
+  absl::Status NeedsMinor(int minor, std::string_view what) const;
+  absl::Status ParseMeta(Trace& trace);
 
   std::string_view source_;
   int64_t line_no_ = 0;
@@ -180,10 +185,28 @@ class Parser {
 };
 
 absl::Status Parser::NeedsFramesVersion(std::string_view what) const {
-  if (minor_ >= kFramesMinor) return absl::OkStatus();
+  return NeedsMinor(kFramesMinor, what);
+}
+
+absl::Status Parser::NeedsMinor(int minor, std::string_view what) const {
+  if (minor_ >= minor) return absl::OkStatus();
   return Err(Cat(what, " needs format version ", kTraceFormatMajor, ".",
-                 kFramesMinor, " (the header says ", kTraceFormatMajor, ".",
+                 minor, " (the header says ", kTraceFormatMajor, ".",
                  minor_, ")"));
+}
+
+absl::Status Parser::ParseMeta(Trace& trace) {
+  RETURN_IF_ERROR(NeedsMinor(kOpFactsMinor, "line type 'meta'"));
+  std::string key, value;
+  RETURN_IF_ERROR(ParseName(Token(1), &key));
+  if (key.empty()) return Expected("a meta key", Token(1));
+  for (const auto& [k, v] : trace.meta) {
+    if (k == key) return Err(Cat("duplicate meta key '", key, "'"));
+  }
+  RETURN_IF_ERROR(ParseName(Token(2), &value));
+  RETURN_IF_ERROR(ExpectEndOfLine(3));
+  trace.meta.emplace_back(std::move(key), std::move(value));
+  return absl::OkStatus();
 }
 
 absl::Status Parser::ParseFrame(Trace& trace) {
@@ -329,6 +352,12 @@ absl::Status Parser::ParseField(Key key, std::string_view v, TraceEvent& e) {
       return absl::OkStatus();
     case Key::kStack:
       return ParseStack(v, e);
+    case Key::kOp:
+      RETURN_IF_ERROR(NeedsMinor(kOpFactsMinor, "key 'op'"));
+      return ParseName(v, &e.op);
+    case Key::kDims:
+      RETURN_IF_ERROR(NeedsMinor(kOpFactsMinor, "key 'dims'"));
+      return ParseList(v, "a comma-separated list of non-negative integers", &e.dims);
   }
   return Err("internal: unhandled key");
 }
@@ -426,6 +455,7 @@ absl::Status Parser::ParseLine(Trace& trace) {
     return ExpectEndOfLine(3);
   }
   if (word == "frame") return ParseFrame(trace);
+  if (word == "meta") return ParseMeta(trace);
   if (word == "name" || word == "preexisting") {
     int64_t& first = word == "name" ? name_line_ : preexisting_line_;
     if (first != 0) {
@@ -517,6 +547,8 @@ std::string FieldText(Key key, const TraceEvent& e) {
     case Key::kDurNs:
       return num(e.recorded_duration.ns(), d.recorded_duration.ns());
     case Key::kStack: return Join(e.stack, ",");
+    case Key::kOp: return e.op.empty() ? "" : EscapeTraceName(e.op);
+    case Key::kDims: return Join(e.dims, ",");
   }
   return "";
 }
@@ -566,7 +598,8 @@ absl::Status CheckWritable(const Trace& trace) {
     bool bad_list = false;
     for (int64_t a : e.after) bad_list |= a < 0;
     for (int64_t u : e.uses) bad_list |= u < 0;
-    if (bad_list) bad = "negative index in after= or uses=";
+    for (int64_t d : e.dims) bad_list |= d < 0;
+    if (bad_list) bad = "negative value in after=, uses= or dims=";
     for (int32_t f : e.stack) {
       if (f < 0 || static_cast<size_t>(f) >= trace.frames.size()) {
         bad = "stack= names a frame index outside Trace::frames";
@@ -640,14 +673,24 @@ absl::StatusOr<Trace> ReadTraceFile(const std::string& path) {
 
 absl::Status WriteTrace(const Trace& trace, std::ostream& out) {
   RETURN_IF_ERROR(CheckWritable(trace));
-  // Version 1.1 only when the trace uses frames, so that frame-less traces
-  // stay readable by 1.0 readers byte for byte as before.
+  // Version 1.1 only when the trace uses frames, 1.2 only when it uses meta
+  // lines or op facts, so that traces without them stay readable by older
+  // readers byte for byte as before.
+  bool op_facts = !trace.meta.empty();
+  for (const TraceEvent& e : trace.events) op_facts |= !e.op.empty() || !e.dims.empty();
   std::string buf = Cat("gpusim-trace ", kTraceFormatMajor);
-  if (!trace.frames.empty()) Append(buf, ".", kFramesMinor);
+  if (op_facts) {
+    Append(buf, ".", kOpFactsMinor);
+  } else if (!trace.frames.empty()) {
+    Append(buf, ".", kFramesMinor);
+  }
   Append(buf, "\n# format: traces/FORMAT.md\n");
   if (!trace.name.empty()) Append(buf, "name ", EscapeTraceName(trace.name), "\n");
   if (trace.preexisting != Bytes(0)) {
     Append(buf, "preexisting ", trace.preexisting.value(), "\n");
+  }
+  for (const auto& [k, v] : trace.meta) {
+    Append(buf, "meta ", EscapeTraceName(k), " ", EscapeTraceName(v), "\n");
   }
   for (const StreamInfo& s : trace.streams) {
     Append(buf, "stream ", s.id, " ", EscapeTraceName(s.name), "\n");

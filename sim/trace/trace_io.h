@@ -21,7 +21,7 @@ namespace gpusim {
 // The format version this code writes; readers accept any minor version of
 // this major (see traces/FORMAT.md, "Versioning").
 constexpr int kTraceFormatMajor = 1;
-constexpr int kTraceFormatMinor = 1;  // 1.1: `frame` lines, `stack=` keys
+constexpr int kTraceFormatMinor = 2;  // 1.1: `frame` lines, `stack=` keys; 1.2: `meta` lines, `op=`, `dims=`
 
 // Parses a trace from `in`. `source_name` prefixes error messages
 // ("t.trace:7: ..."). Syntax only: semantic checks (double frees, undeclared

@@ -40,6 +40,8 @@ void ExpectEqualEvent(const TraceEvent& a, const TraceEvent& b, size_t i) {
   EXPECT_EQ(a.uses, b.uses);
   EXPECT_EQ(a.recorded_duration, b.recorded_duration);
   EXPECT_EQ(a.stack, b.stack);
+  EXPECT_EQ(a.op, b.op);
+  EXPECT_EQ(a.dims, b.dims);
 }
 
 void ExpectEqualTrace(const Trace& a, const Trace& b) {
@@ -51,6 +53,7 @@ void ExpectEqualTrace(const Trace& a, const Trace& b) {
     EXPECT_EQ(a.streams[i].name, b.streams[i].name);
   }
   EXPECT_EQ(a.frames, b.frames);
+  EXPECT_EQ(a.meta, b.meta);
   ASSERT_EQ(a.events.size(), b.events.size());
   for (size_t i = 0; i < a.events.size(); ++i) ExpectEqualEvent(a.events[i], b.events[i], i);
 }
@@ -224,6 +227,36 @@ TEST(TraceIo, WritesFramesOnlyWhenUsedAsVersion11) {
   EXPECT_EQ(Write(t).substr(0, 15), "gpusim-trace 1\n");
 }
 
+TEST(TraceIo, WritesOpFactsOnlyWhenUsedAsVersion12) {
+  Trace t;
+  t.meta = {{"framework", "pytorch"}, {"torch_version", "2.5.1+cu124"}};
+  TraceEvent c;
+  c.type = EventType::kCompute;
+  c.name = "layer:sum";
+  c.kind = OpKind::kReduce;
+  c.op = "sum";
+  c.dims = {768, 8192, 0, 1, 4};
+  t.events.push_back(c);
+  const std::string text = Write(t);
+  EXPECT_EQ(text,
+            "gpusim-trace 1.2\n"
+            "# format: traces/FORMAT.md\n"
+            "meta framework pytorch\n"
+            "meta torch_version 2.5.1+cu124\n"
+            "compute layer:sum kind=reduce op=sum dims=768,8192,0,1,4\n"
+            "end 1\n");
+  absl::StatusOr<Trace> back = Read(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectEqualTrace(*back, t);
+  ASSERT_NE(FindMeta(*back, "torch_version"), nullptr);
+  EXPECT_EQ(*FindMeta(*back, "torch_version"), "2.5.1+cu124");
+  EXPECT_EQ(FindMeta(*back, "cudnn_benchmark"), nullptr);
+  t.meta.clear();
+  t.events[0].op.clear();
+  t.events[0].dims.clear();
+  EXPECT_EQ(Write(t).substr(0, 15), "gpusim-trace 1\n");
+}
+
 TEST(TraceIo, ReadsFramesByIdInAnyOrder) {
   // Ids are the file's own (any non-negative, unique); the reader interns
   // them as indices in definition order. Frames may be defined between events.
@@ -295,7 +328,7 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       {h + "compute a =3\n", "t.trace:2: compute: unknown key ''"},
       {"gpusim-trace 1.9\ncompute a flop=3\n",
        "t.trace:2: compute: unknown key 'flop' (did you mean 'flops'?) (the file "
-       "is version 1.9; this reader knows 1.1)"},
+       "is version 1.9; this reader knows 1.2)"},
       {h + "compute a flops=1 flops=2\n", "t.trace:2: compute: duplicate key 'flops'"},
       {h + "compute a flops=-1\n",
        "t.trace:2: compute: expected a non-negative number of flops, got '-1'"},
@@ -331,6 +364,19 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       {h + "stream -2 x\n", "t.trace:2: stream: expected a stream id (0 to 32767), got '-2'"},
       {h + "free 1\nend 2\n", "t.trace:3: end: expected the event count 1, got '2'"},
       {h + "end 0\nfree 1\n", "t.trace:3: expected nothing after 'end' (line 2), got 'free'"},
+      // Version 1.2: meta lines and op facts.
+      {f + "meta torch_version 2.5\n",
+       "t.trace:2: meta: line type 'meta' needs format version 1.2 (the header says 1.1)"},
+      {f + "compute mm op=mm\n",
+       "t.trace:2: compute: key 'op' needs format version 1.2 (the header says 1.1)"},
+      {h + "compute mm dims=1,2\n",
+       "t.trace:2: compute: key 'dims' needs format version 1.2 (the header says 1.0)"},
+      {"gpusim-trace 1.2\ncompute mm dims=1,-2\n",
+       "t.trace:2: compute: expected a comma-separated list of non-negative integers, got '1,-2'"},
+      {"gpusim-trace 1.2\nmeta a 1\nmeta a 2\n", "t.trace:3: meta: duplicate meta key 'a'"},
+      {"gpusim-trace 1.2\nmeta a\n",
+       "t.trace:2: meta: expected a name ('-' for none, %XX escapes), got end of line"},
+      {"gpusim-trace 1.2\nmeta a b c\n", "t.trace:2: meta: expected end of line, got 'c'"},
       // Version 1.1: frames.
       {h + "frame 0 f a.py 1\n",
        "t.trace:2: frame: line type 'frame' needs format version 1.1 (the header says 1.0)"},

@@ -19,10 +19,10 @@ CONFIG = dict(vocab_size=10000, context_length=256, d_model=768, num_layers=12,
 BATCH = 32
 
 
-def setup(device):
+def setup(device, batch_size=BATCH):
     model = TransformerLM(**CONFIG, device=device)
-    x = torch.randint(0, CONFIG["vocab_size"], (BATCH, CONFIG["context_length"]), device=device)
-    y = torch.randint(0, CONFIG["vocab_size"], (BATCH, CONFIG["context_length"]), device=device)
+    x = torch.randint(0, CONFIG["vocab_size"], (batch_size, CONFIG["context_length"]), device=device)
+    y = torch.randint(0, CONFIG["vocab_size"], (batch_size, CONFIG["context_length"]), device=device)
     held = {}
 
     def step(model, batch, optimizer):

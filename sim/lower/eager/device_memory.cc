@@ -1,0 +1,342 @@
+#include "sim/lower/eager/device_memory.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <optional>
+#include <set>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "sim/base/status.h"
+
+namespace gpusim {
+namespace {
+
+constexpr std::string_view kCublasSource =
+    "aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize, setWorkspaceForHandle";
+constexpr std::string_view kReduceSource =
+    "aten/src/ATen/native/cuda/Reduce.cuh setReduceConfig, ReduceConfig::global_memory_size";
+
+// Ops that run through a cuBLAS handle (aten/src/ATen/native/cuda/Blas.cpp;
+// python/gpusim_torch/ops.py CUBLAS_OPS tags them).
+const std::set<std::string, std::less<>>& CublasOps() {
+  static const auto* ops = new std::set<std::string, std::less<>>{
+      "mm", "addmm", "bmm", "baddbmm", "addbmm", "addmv", "mv", "dot", "addr", "_scaled_mm", "vdot"};
+  return *ops;
+}
+
+// Reductions through gpu_reduce_kernel with recorded facts (ops.py REDUCE_OPS).
+const std::set<std::string, std::less<>>& ReduceOps() {
+  static const auto* ops = new std::set<std::string, std::less<>>{
+      "sum", "mean", "prod", "amax", "amin", "nansum", "linalg_vector_norm", "norm", "any", "all"};
+  return *ops;
+}
+
+int64_t DivUp(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Reduce.cuh last_pow2: the largest power of two <= n (at least 1).
+int64_t LastPow2(int64_t n) {
+  int64_t p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+// (major, minor) of "2.15.0+cu132", "1.13.0a0"; nullopt when unreadable.
+std::optional<std::pair<int, int>> ParseVersion(std::string_view v) {
+  int major = 0, minor = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), major);
+  if (ec != std::errc() || p == v.data() + v.size() || *p != '.') return std::nullopt;
+  ++p;
+  auto [q, ec2] = std::from_chars(p, v.data() + v.size(), minor);
+  if (ec2 != std::errc() || q == p) return std::nullopt;
+  return std::make_pair(major, minor);
+}
+
+struct Inserted {
+  std::string what;
+  std::string source;
+  bool kept = false;
+};
+
+}  // namespace
+
+absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, const DeviceSpec& device,
+                                           const std::string& config) {
+  if (!config.empty()) {
+    // ":SIZE:COUNT" pairs (the regex ":([0-9]+):([0-9]+)"), SIZE KiB each.
+    int64_t total = 0;
+    bool any = false;
+    for (size_t i = 0; i < config.size(); ++i) {
+      if (config[i] != ':') continue;
+      int64_t size = 0, count = 0;
+      const char* b = config.data() + i + 1;
+      const char* e = config.data() + config.size();
+      auto [p, ec] = std::from_chars(b, e, size);
+      if (ec != std::errc() || p == b || p == e || *p != ':') continue;
+      auto [q, ec2] = std::from_chars(p + 1, e, count);
+      if (ec2 != std::errc() || q == p + 1) continue;
+      if (size > (int64_t{1} << 30) || count > (int64_t{1} << 16) || total > (int64_t{1} << 50)) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            "meta CUBLAS_WORKSPACE_CONFIG '", config, "': a workspace above 2^46 bytes is not a device's"));
+      }
+      total += size * 1024 * count;
+      any = true;
+      i = static_cast<size_t>(q - config.data()) - 1;
+    }
+    if (any) return Bytes(total);
+    // PyTorch warns "Could not parse CUBLAS_WORKSPACE_CONFIG" and uses the default.
+  }
+  if (device.cc_major == 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "device '", device.name, "' (", device.source_file,
+        ") gives no compute_capability; the cuBLAS workspace of a PyTorch step depends on it "
+        "(CublasHandlePool.cpp parseChosenWorkspaceSize)"));
+  }
+  const std::optional<std::pair<int, int>> v = ParseVersion(torch_version);
+  if (!v.has_value()) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("meta torch_version: expected MAJOR.MINOR..., got '", torch_version, "'"));
+  }
+  const bool hopper = device.cc_major == 9 && device.cc_minor == 0 && *v >= std::make_pair(2, 1);
+  const bool newer = (device.cc_major == 9 || device.cc_major == 10 || device.cc_major == 12) &&
+                     *v >= std::make_pair(2, 7);
+  if (hopper || newer) return Bytes(int64_t{4096} * 8 * 1024);
+  return Bytes(int64_t{4096} * 1024 * 2 + 16 * 1024 * 8);
+}
+
+absl::StatusOr<ReduceStaging> ReduceConfigFor(const std::vector<int64_t>& dims, const DeviceSpec& device) {
+  if (dims.size() != 9) {
+    return absl::InvalidArgumentError(absl::StrCat("expected 9 reduction facts, got ", dims.size()));
+  }
+  const int64_t num_outputs = dims[0], num_inputs = dims[1];
+  bool fastest = dims[2] != 0;
+  const int64_t n_red = dims[3], ndim = dims[4];
+  bool unit = dims[5] != 0;
+  const int64_t out_vec = dims[6], arg_size = dims[7];
+  constexpr int64_t kMaxElements = int64_t{1} << 40;  // beyond any device; keeps the products in int64
+  if (num_outputs < 1 || num_inputs < 1 || num_outputs > kMaxElements || num_inputs > kMaxElements ||
+      n_red > ndim || (out_vec != 1 && out_vec != 2 && out_vec != 4) || arg_size < 1 || arg_size > 64) {
+    return absl::InvalidArgumentError(absl::StrCat("reduction facts out of range: ", absl::StrJoin(dims, ",")));
+  }
+  int64_t dim0 = 1, dim1 = 1;
+  if (ndim > 0) {
+    dim0 = fastest ? num_inputs : num_outputs;
+    dim1 = fastest ? num_outputs : num_inputs;
+  } else {
+    fastest = unit = true;
+  }
+  int64_t output_vec_size = 1;
+  constexpr int64_t kInputVecSize = 4, kVt0 = 4;
+  if (unit) {
+    if (fastest && dim0 > 128 && n_red == 1 && kVt0 >= kInputVecSize) {
+      dim0 /= kInputVecSize;  // vectorize along input
+    } else if (!fastest) {
+      output_vec_size = out_vec;  // vectorize along output
+      dim0 /= output_vec_size;
+    }
+  }
+  // set_block_dimension (MAX_NUM_THREADS 512; 256 only for complex double).
+  const int64_t max_threads = 512 / output_vec_size;
+  const int64_t dim0_pow2 = dim0 < max_threads ? LastPow2(dim0) : max_threads;
+  const int64_t dim1_pow2 = dim1 < max_threads ? LastPow2(dim1) : max_threads;
+  int64_t block_width = std::min<int64_t>(dim0_pow2, 32);  // warp size
+  const int64_t block_height = std::min(dim1_pow2, max_threads / block_width);
+  block_width = std::min(dim0_pow2, max_threads / block_height);
+  const int64_t num_threads = block_width * block_height;
+  int64_t step_input = 1, step_output = 1;
+  bool block_x_reduce = false, block_y_reduce = false;
+  if (ndim == 0 || fastest) {
+    block_x_reduce = true;
+    step_input *= block_width;
+  } else {
+    step_output *= block_width;
+  }
+  auto values_per_thread = [&] { return DivUp(num_inputs, step_input); };
+  if (values_per_thread() >= block_height * 16 || values_per_thread() >= 256) {
+    block_y_reduce = true;
+    step_input *= block_height;
+  } else {
+    step_output *= block_height;
+  }
+  const int64_t blocks_per_sm = device.max_threads_per_sm / num_threads;
+  const int64_t target_grid = static_cast<int64_t>(device.sms) * blocks_per_sm;
+  const int64_t grid_x = DivUp(num_outputs / output_vec_size, step_output);
+  ReduceStaging r;
+  if (block_y_reduce && values_per_thread() >= 256 && grid_x <= target_grid) {
+    const int64_t c1 = DivUp(target_grid, grid_x);
+    const int64_t c2 = DivUp(values_per_thread(), 16);
+    const int64_t c3 = DivUp(values_per_thread(), 256);
+    r.ctas_per_output = std::max(std::min(c1, c2), c3);
+    r.global = r.ctas_per_output > 1;
+  }
+  if (!r.global) return r;
+  int64_t size = arg_size * num_outputs * r.ctas_per_output;
+  if (!block_x_reduce) size *= block_width * output_vec_size;
+  r.buffer = Bytes(size);
+  r.semaphores = Bytes(4 * grid_x);  // sizeof(int) * grid().x
+  return r;
+}
+
+absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSpec& device,
+                                           EagerDeviceMemory* report) {
+  *report = EagerDeviceMemory{};
+  report->device = device.name;
+  report->context_reserve = device.context_reserve;
+  const std::string* framework = FindMeta(recorded, "framework");
+  if (framework == nullptr || *framework != "pytorch") return recorded;
+  report->applied = true;
+  const std::string* version = FindMeta(recorded, "torch_version");
+  if (version == nullptr) {
+    return absl::InvalidArgumentError("a PyTorch recording (meta framework pytorch) without meta torch_version");
+  }
+  report->torch_version = *version;
+  const std::string* config = FindMeta(recorded, "CUBLAS_WORKSPACE_CONFIG");
+  const std::string* warmup = FindMeta(recorded, "warmup_steps");
+  const bool warm = warmup != nullptr && *warmup != "0";
+
+  BufferId next_id = 0;
+  for (const TraceEvent& e : recorded.events) next_id = std::max(next_id, e.buffer + 1);
+  // Where the start state ends (the `step` marker after `start_state`).
+  int64_t step_marker = -1;
+  bool in_start = false;
+  for (size_t i = 0; i < recorded.events.size(); ++i) {
+    const TraceEvent& e = recorded.events[i];
+    if (e.type != EventType::kMarker) continue;
+    if (e.name == "start_state") in_start = true;
+    if (e.name == "step" && in_start) {
+      step_marker = static_cast<int64_t>(i);
+      break;
+    }
+  }
+  auto thread_of = [](const TraceEvent& e) { return e.phase == Phase::kBackward ? "autograd" : "main"; };
+  std::vector<std::pair<std::string, StreamId>> pairs;  // (thread, stream), first use order
+  for (const TraceEvent& e : recorded.events) {
+    if (e.type != EventType::kCompute || !CublasOps().contains(e.op)) continue;
+    std::pair<std::string, StreamId> key{thread_of(e), e.stream};
+    if (std::find(pairs.begin(), pairs.end(), key) == pairs.end()) pairs.push_back(key);
+  }
+  Bytes cublas;
+  if (!pairs.empty()) {
+    ASSIGN_OR_RETURN(cublas, CublasWorkspaceBytes(*version, device, config ? *config : ""));
+  }
+
+  std::map<std::string, DeviceAddition> added;  // by `what`
+  auto note = [&](const std::string& what, std::string_view source, Bytes size, bool kept) {
+    DeviceAddition& a = added[what];
+    a.what = what;
+    a.source = std::string(source);
+    a.kept = kept;
+    ++a.count;
+    a.largest = std::max(a.largest, size);
+  };
+  Trace out = recorded;
+  out.events.clear();
+  out.events.reserve(recorded.events.size() + 8);
+  auto alloc = [&](Bytes size, std::string name, Phase phase, const std::vector<int32_t>& stack,
+                   StreamId stream) {
+    TraceEvent a;
+    a.type = EventType::kAlloc;
+    a.buffer = next_id++;
+    a.size = size;
+    a.role = Role::kWorkspace;
+    a.name = std::move(name);
+    a.phase = phase;
+    a.stack = stack;
+    a.stream = stream;
+    out.events.push_back(a);
+    return a.buffer;
+  };
+  auto free_buffer = [&](BufferId id, Phase phase, StreamId stream) {
+    TraceEvent f;
+    f.type = EventType::kFree;
+    f.buffer = id;
+    f.phase = phase;
+    f.stream = stream;
+    out.events.push_back(f);
+  };
+  std::set<std::pair<std::string, StreamId>> have;
+  auto workspace_name = [](const std::pair<std::string, StreamId>& p) {
+    return absl::StrCat("cublas_workspace (", p.first, " thread, stream ", p.second, ")");
+  };
+  int64_t convs = 0, embeddings = 0, index_sorts = 0, collectives = 0;
+  for (size_t i = 0; i < recorded.events.size(); ++i) {
+    const TraceEvent& e = recorded.events[i];
+    if (warm && static_cast<int64_t>(i) == step_marker) {
+      for (const auto& p : pairs) {
+        alloc(cublas, workspace_name(p), Phase::kOther, {}, p.second);
+        note("cuBLAS workspace", kCublasSource, cublas, true);
+        have.insert(p);
+      }
+    }
+    collectives += e.type == EventType::kCollective ? 1 : 0;
+    if (e.type != EventType::kCompute || e.op.empty()) {
+      out.events.push_back(e);
+      continue;
+    }
+    if (CublasOps().contains(e.op)) {
+      std::pair<std::string, StreamId> key{thread_of(e), e.stream};
+      if (have.insert(key).second) {
+        alloc(cublas, workspace_name(key), e.phase, e.stack, e.stream);
+        note("cuBLAS workspace", kCublasSource, cublas, true);
+      }
+      out.events.push_back(e);
+      continue;
+    }
+    if (ReduceOps().contains(e.op)) {
+      absl::StatusOr<ReduceStaging> cfg = ReduceConfigFor(e.dims, device);
+      if (!cfg.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (compute ", e.name, ", op=", e.op,
+                                                       "): dims=", absl::StrJoin(e.dims, ","), ": ",
+                                                       cfg.status().message()));
+      }
+      if (!cfg->global) {
+        out.events.push_back(e);
+        continue;
+      }
+      const BufferId buf = alloc(cfg->buffer, absl::StrCat(e.name, " reduction staging"), e.phase, e.stack, e.stream);
+      const BufferId sem = alloc(cfg->semaphores, absl::StrCat(e.name, " reduction semaphores"), e.phase, e.stack,
+                                 e.stream);
+      note("reduction staging buffer", kReduceSource, cfg->buffer, false);
+      note("reduction semaphores", kReduceSource, cfg->semaphores, false);
+      TraceEvent c = e;
+      if (!c.uses.empty()) {
+        c.uses.push_back(buf);
+        c.uses.push_back(sem);
+      }
+      out.events.push_back(std::move(c));
+      free_buffer(sem, e.phase, e.stream);  // DataPtrs die in reverse order
+      free_buffer(buf, e.phase, e.stream);
+      continue;
+    }
+    convs += e.op == "convolution" || e.op == "_convolution" || e.op == "convolution_backward" ? 1 : 0;
+    embeddings += e.op == "embedding_dense_backward" ? 1 : 0;
+    index_sorts += e.op.rfind("index_put", 0) == 0 || e.op.rfind("_index_put_impl", 0) == 0 ? 1 : 0;
+    out.events.push_back(e);
+  }
+  for (auto& [what, a] : added) report->added.push_back(std::move(a));
+  if (convs > 0) {
+    report->not_modelled.push_back(absl::StrCat(
+        "cuDNN convolution workspaces (", convs, " convolution ops; sized inside cuDNN by algorithm and "
+        "benchmark mode, aten/src/ATen/native/cudnn/Conv_v7.cpp / Conv_v8.cpp)"));
+  }
+  if (embeddings > 0) {
+    report->not_modelled.push_back(absl::StrCat(
+        "embedding backward sort and scan temporaries (", embeddings,
+        " embedding_dense_backward ops; CUB radix sort and unique_by_key, aten/src/ATen/native/cuda/"
+        "Embedding.cu, EmbeddingBackwardKernel.cu)"));
+  }
+  if (index_sorts > 0) {
+    report->not_modelled.push_back(absl::StrCat(
+        "index_put(accumulate) sort temporaries (", index_sorts,
+        " ops, e.g. the backward of weight[ids]; linear, sorted and original indices, a range and CUB radix-sort "
+        "scratch per call, aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel)"));
+  }
+  if (collectives > 0) {
+    report->not_modelled.push_back(absl::StrCat("NCCL buffers (", collectives, " collectives)"));
+  }
+  return out;
+}
+
+}  // namespace gpusim

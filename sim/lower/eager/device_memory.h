@@ -1,0 +1,103 @@
+// What a PyTorch step's CUDA libraries allocate beside the op results a
+// recorder sees on the meta device (python/gpusim_torch): sized for a
+// modelled device from the op facts the recorder writes (traces/FORMAT.md
+// 1.2 `op=`, `dims=`, `meta` lines) and inserted into the trace as
+// workspace allocations, so that replay, the engine and the OOM decision
+// all see them.
+//
+// Note [What the device adds to a recorded PyTorch step]
+// - cuBLAS workspace: one per (cuBLAS handle, stream), allocated from the
+//   caching allocator on the first cuBLAS call of that pair and never freed
+//   (aten/src/ATen/cuda/CublasHandlePool.cpp: getCurrentCUDABlasHandle ->
+//   setWorkspaceForHandle, cublas_handle_stream_to_workspace; handles are per
+//   thread, DeviceThreadHandlePool). Backward runs on the autograd engine's
+//   device thread (torch/csrc/autograd/engine.cpp: one thread per device),
+//   so a training step holds two: the main thread's (forward, optimizer) and
+//   the autograd thread's. Size: parseChosenWorkspaceSize:
+//   CUBLAS_WORKSPACE_CONFIG ":SIZE:COUNT..." sums SIZE KiB x COUNT; by
+//   default ":4096:2:16:8" = 8,519,680 B, and 32 MiB (":4096:8") on compute
+//   capability 9.0 from torch 2.1, also on 10.x and 12.x from torch 2.7 (the
+//   "Hopper and Blackwell" rule; 2.7 is the first release with Blackwell
+//   builds, taken as the rule's start, not read from a tag). After a warm-up
+//   step the workspaces of every pair the step uses exist already: they join
+//   the start state (meta warmup_steps >= 1).
+// - Reduction staging: gpu_reduce_kernel (aten/src/ATen/native/cuda/
+//   Reduce.cuh) allocates a staging buffer of
+//   ReduceConfig::global_memory_size() and semaphore_size() bytes when
+//   setReduceConfig splits each output across thread blocks
+//   (should_global_reduce), for the kernel's duration. ReduceConfigFor
+//   re-derives setReduceConfig from the recorded TensorIterator facts and the
+//   device's SM count and threads per SM.
+// - The CUDA context and library handles are outside the caching allocator:
+//   the device's memory.context_reserve, taken off the capacity (the OOM
+//   decision uses cuda_total - context_reserve).
+// Not modelled, and named in the report when the step has such ops: cuDNN
+// convolution workspaces (their size is chosen inside cuDNN by algorithm and
+// benchmark mode), the sort and scan temporaries of embedding backward (CUB
+// radix sort, unique_by_key; sizes vary by version) and of index_put with
+// accumulate (Indexing.cu index_put_with_sort_kernel), the cuBLASLt workspace
+// (addmm with a bias through cublasLt), NCCL buffers (the recorder does not
+// record collectives).
+#ifndef GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_H_
+#define GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/base/units.h"
+#include "sim/config/spec.h"
+#include "sim/trace/trace.h"
+
+namespace gpusim {
+
+// One kind of allocation the device model added.
+struct DeviceAddition {
+  std::string what;    // "cuBLAS workspace", "reduction staging buffer", ...
+  std::string source;  // the PyTorch source it follows
+  int64_t count = 0;   // allocations inserted
+  Bytes largest;       // the largest of them
+  bool kept = false;   // never freed (held for the process's life)
+};
+
+struct EagerDeviceMemory {
+  bool applied = false;       // the trace is a PyTorch recording (meta framework=pytorch)
+  std::string torch_version;  // meta torch_version
+  std::string device;
+  Bytes context_reserve;      // outside the allocator: CUDA context + library handles
+  std::vector<DeviceAddition> added;
+  std::vector<std::string> not_modelled;  // each with the op count that would need it
+};
+
+// Reduce.cuh's ReduceConfig, as far as its memory goes.
+struct ReduceStaging {
+  bool global = false;  // should_global_reduce
+  int64_t ctas_per_output = 1;
+  Bytes buffer;         // global_memory_size()
+  Bytes semaphores;     // semaphore_size()
+};
+
+// setReduceConfig for the recorded facts `dims` of a reduction (traces/
+// FORMAT.md *Op facts*: num_outputs, inputs_per_output, reduction on the
+// fastest-striding dimension, reduced dims, dims, fastest stride is the
+// element size, output vector size, sizeof(arg_t), element size) on
+// `device`. InvalidArgument when the facts are malformed.
+absl::StatusOr<ReduceStaging> ReduceConfigFor(const std::vector<int64_t>& dims, const DeviceSpec& device);
+
+// cuBLAS workspace bytes per (handle, stream) for `torch_version` on
+// `device`, or `config` (CUBLAS_WORKSPACE_CONFIG) when non-empty.
+absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, const DeviceSpec& device,
+                                           const std::string& config);
+
+// `recorded` with the device's allocations inserted (role workspace, named
+// after the op that needs them, its stack), or unchanged with
+// report->applied false when it is not a PyTorch recording.
+// InvalidArgument naming the event when an op's facts are malformed, or
+// naming the device file when it lacks compute_capability.
+absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSpec& device,
+                                           EagerDeviceMemory* report);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_H_

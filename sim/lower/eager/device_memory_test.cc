@@ -1,0 +1,156 @@
+#include "sim/lower/eager/device_memory.h"
+
+#include <gtest/gtest.h>
+
+#include "absl/strings/str_cat.h"
+
+#include "sim/config/loader.h"
+
+namespace gpusim {
+namespace {
+
+DeviceSpec Device(const std::string& name) {
+  absl::StatusOr<DeviceSpec> d = LoadDeviceSpec(name, "");
+  EXPECT_TRUE(d.ok()) << d.status();
+  return *d;
+}
+
+TEST(EagerDeviceMemory, CublasWorkspaceByVersionDeviceAndConfig) {
+  const DeviceSpec a100 = Device("a100-sxm-80gb");
+  const DeviceSpec h100 = Device("h100-sxm-80gb");
+  EXPECT_EQ(*CublasWorkspaceBytes("2.15.0+cu132", a100, ""), Bytes(8519680));
+  EXPECT_EQ(*CublasWorkspaceBytes("2.15.0+cu132", h100, ""), Bytes(33554432));
+  EXPECT_EQ(*CublasWorkspaceBytes("2.0.1", h100, ""), Bytes(8519680));  // before the Hopper rule
+  EXPECT_EQ(*CublasWorkspaceBytes("1.13.0a0", h100, ""), Bytes(8519680));
+  EXPECT_EQ(*CublasWorkspaceBytes("2.15.0", h100, ":4096:8"), Bytes(33554432));
+  EXPECT_EQ(*CublasWorkspaceBytes("2.15.0", h100, ":16:8"), Bytes(16 * 1024 * 8));
+  DeviceSpec blackwell = h100;
+  blackwell.cc_major = 10;
+  EXPECT_EQ(*CublasWorkspaceBytes("2.6.0", blackwell, ""), Bytes(8519680));
+  EXPECT_EQ(*CublasWorkspaceBytes("2.7.0", blackwell, ""), Bytes(33554432));
+  DeviceSpec unknown = h100;
+  unknown.cc_major = 0;
+  EXPECT_NE(CublasWorkspaceBytes("2.15.0", unknown, "").status().message().find("gives no compute_capability"),
+            std::string::npos);
+  EXPECT_FALSE(CublasWorkspaceBytes("two", h100, "").ok());
+  EXPECT_FALSE(CublasWorkspaceBytes("2.15.0", h100, ":9223372036854775807:9223372036854775807").ok());
+  EXPECT_EQ(*CublasWorkspaceBytes("2.15.0", h100, "junk"), Bytes(33554432));  // unparsable: the default
+}
+
+// The RMSNorm weight gradient of the CS336 LM: sum of a (32, 256, 768) f32
+// over dims 0 and 1. On an A100 (108 SMs) the recorded snapshot holds a
+// 50,331,648 B staging buffer and 24 B of semaphores for it.
+TEST(EagerDeviceMemory, ReduceStagingMatchesTheRecordedSnapshot) {
+  const DeviceSpec a100 = Device("a100-sxm-80gb");
+  absl::StatusOr<ReduceStaging> r = ReduceConfigFor({768, 8192, 0, 1, 2, 1, 4, 4, 4}, a100);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(r->global);
+  EXPECT_EQ(r->ctas_per_output, 128);
+  EXPECT_EQ(r->buffer, Bytes(50331648));
+  EXPECT_EQ(r->semaphores, Bytes(24));
+  // A row reduction over the last dimension (softmax-like sums) stays in
+  // one block per output: no staging.
+  r = ReduceConfigFor({98304, 256, 1, 1, 2, 1, 1, 4, 4}, a100);
+  ASSERT_TRUE(r.ok());
+  EXPECT_FALSE(r->global);
+  EXPECT_EQ(r->buffer, Bytes(0));
+  // A full reduction of 2^24 floats: split across blocks, block_x reduced.
+  r = ReduceConfigFor({1, 1 << 24, 1, 1, 1, 1, 1, 4, 4}, a100);
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->global);
+  EXPECT_EQ(r->semaphores, Bytes(4));
+  EXPECT_EQ(r->buffer, Bytes(4 * r->ctas_per_output));
+  // The SM count matters: more SMs, more blocks per output.
+  const DeviceSpec h100 = Device("h100-sxm-80gb");
+  absl::StatusOr<ReduceStaging> h = ReduceConfigFor({768, 8192, 0, 1, 2, 1, 4, 4, 4}, h100);
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(h->ctas_per_output, 128);  // capped by values per thread / 16
+  EXPECT_FALSE(ReduceConfigFor({768, 8192}, a100).ok());
+  EXPECT_FALSE(ReduceConfigFor({0, 8192, 0, 1, 2, 1, 4, 4, 4}, a100).ok());
+  // Hostile sizes are refused, never overflowed.
+  EXPECT_FALSE(ReduceConfigFor({int64_t{1} << 62, int64_t{1} << 62, 0, 1, 2, 1, 4, 4, 4}, a100).ok());
+}
+
+TraceEvent Compute(std::string name, std::string op, Phase phase, std::vector<int64_t> dims = {}) {
+  TraceEvent e;
+  e.type = EventType::kCompute;
+  e.name = std::move(name);
+  e.op = std::move(op);
+  e.phase = phase;
+  e.dims = std::move(dims);
+  return e;
+}
+
+TraceEvent Marker(std::string name) {
+  TraceEvent e;
+  e.type = EventType::kMarker;
+  e.name = std::move(name);
+  return e;
+}
+
+TEST(EagerDeviceMemory, InsertsWorkspacesAndStagingIntoAPyTorchRecording) {
+  Trace t;
+  t.meta = {{"framework", "pytorch"}, {"torch_version", "2.15.0"}, {"warmup_steps", "0"}};
+  TraceEvent a;
+  a.type = EventType::kAlloc;
+  a.buffer = 4;
+  a.size = Bytes(3072);
+  t.events = {Marker("start_state"), Marker("step"), Compute("fc:mm", "mm", Phase::kForward),
+              Compute("fc:mm", "mm", Phase::kForward), a,
+              Compute("ln:sum", "sum", Phase::kBackward, {768, 8192, 0, 1, 2, 1, 4, 4, 4}),
+              Compute("fc:mm", "mm", Phase::kBackward), Compute("conv", "convolution", Phase::kForward)};
+  EagerDeviceMemory report;
+  absl::StatusOr<Trace> out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_TRUE(report.applied);
+  std::vector<std::string> seen;
+  for (const TraceEvent& e : out->events) {
+    if (e.type == EventType::kAlloc) seen.push_back(absl::StrCat("alloc ", e.buffer, " ", e.size.value(), " ", e.name));
+    if (e.type == EventType::kFree) seen.push_back(absl::StrCat("free ", e.buffer));
+    if (e.type == EventType::kCompute) seen.push_back(e.name);
+  }
+  EXPECT_EQ(seen, (std::vector<std::string>{
+                      "alloc 5 8519680 cublas_workspace (main thread, stream 0)", "fc:mm", "fc:mm",
+                      "alloc 4 3072 ", "alloc 6 50331648 ln:sum reduction staging",
+                      "alloc 7 24 ln:sum reduction semaphores", "ln:sum", "free 7", "free 6",
+                      "alloc 8 8519680 cublas_workspace (autograd thread, stream 0)", "fc:mm", "conv"}));
+  for (const TraceEvent& e : out->events) {
+    if (e.type == EventType::kAlloc && e.buffer != 4) EXPECT_EQ(e.role, Role::kWorkspace);
+  }
+  ASSERT_EQ(report.added.size(), 3u);
+  EXPECT_EQ(report.added[0].what, "cuBLAS workspace");
+  EXPECT_EQ(report.added[0].count, 2);
+  EXPECT_TRUE(report.added[0].kept);
+  ASSERT_EQ(report.not_modelled.size(), 1u);
+  EXPECT_NE(report.not_modelled[0].find("cuDNN convolution workspaces (1 convolution ops"), std::string::npos);
+
+  // After a warm-up step both workspaces are in the start state.
+  t.meta[2].second = "2";
+  out = AddEagerDeviceMemory(t, Device("h100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok());
+  ASSERT_GE(out->events.size(), 4u);
+  EXPECT_EQ(out->events[1].type, EventType::kAlloc);
+  EXPECT_EQ(out->events[1].size, Bytes(33554432));
+  EXPECT_EQ(out->events[1].phase, Phase::kOther);
+  EXPECT_EQ(out->events[2].name, "cublas_workspace (autograd thread, stream 0)");
+  EXPECT_EQ(out->events[3].name, "step");
+}
+
+TEST(EagerDeviceMemory, LeavesOtherTracesAloneAndNamesBadFacts) {
+  Trace t;
+  t.events = {Compute("x:sum", "sum", Phase::kForward, {1})};
+  EagerDeviceMemory report;
+  absl::StatusOr<Trace> out = AddEagerDeviceMemory(t, Device("h100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok());
+  EXPECT_FALSE(report.applied);
+  EXPECT_EQ(out->events.size(), 1u);
+  t.meta = {{"framework", "pytorch"}, {"torch_version", "2.15.0"}};
+  out = AddEagerDeviceMemory(t, Device("h100-sxm-80gb"), &report);
+  ASSERT_FALSE(out.ok());
+  EXPECT_EQ(out.status().message(), "event 0 (compute x:sum, op=sum): dims=1: expected 9 reduction facts, got 1");
+  t.meta = {{"framework", "pytorch"}};
+  EXPECT_FALSE(AddEagerDeviceMemory(t, Device("h100-sxm-80gb"), &report).ok());
+}
+
+}  // namespace
+}  // namespace gpusim

@@ -1,0 +1,96 @@
+// What the device adds to a PyTorch recording (sim/lower/eager/
+// device_memory.h), through the gpusim binary: replay, compare, explain, viz
+// and advise see the same trace.
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/cli_support.h"
+
+namespace gpusim {
+namespace {
+
+// A recorded step as python/gpusim_torch writes it (format 1.2): a matmul in
+// forward and in backward (two cuBLAS handles), and the column sum of a
+// (8192, 768) f32 gradient that Reduce.cuh splits across blocks.
+constexpr char kStep[] =
+    "gpusim-trace 1.2\n"
+    "name step\n"
+    "meta framework pytorch\n"
+    "meta torch_version 2.15.0+cu132\n"
+    "meta warmup_steps 0\n"
+    "meta step_file /src/step.py\n"
+    "stream 0 compute\n"
+    "marker start_state phase=other\n"
+    "alloc 0 4194304 role=parameter name=w phase=other\n"
+    "marker step\n"
+    "alloc 1 25165824 role=activation name=fc:mm\n"
+    "compute fc:mm kind=matmul flops=8 uses=0,1 op=mm\n"
+    "marker backward phase=backward\n"
+    "alloc 2 3072 role=gradient name=ln.weight.grad phase=backward\n"
+    "compute ln:sum kind=reduce phase=backward uses=1,2 op=sum dims=768,8192,0,1,2,1,4,4,4\n"
+    "compute fc:mm kind=matmul phase=backward flops=8 uses=0,1 op=mm\n"
+    "free 1 phase=backward\n"
+    "end 10\n";
+
+TEST(PyTorchDeviceMemory, ReplayAddsWorkspacesAndStaging) {
+  const std::string path = Write("pt_step.gpusim", kStep);
+  Result r = GpusimStdout("replay " + path + " --device a100-sxm-80gb --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  // At the sum: parameter 4,194,304 + activation 25,165,824 + gradient 3,072
+  // + the main thread's 8,519,680 B cuBLAS workspace + the 50,331,648 B
+  // staging buffer and 24 B of semaphores (the autograd thread's workspace
+  // comes at the backward matmul, after the staging is freed).
+  EXPECT_NE(r.out.find("\"peak_live_bytes\": 88214552"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"what\": \"cuBLAS workspace\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"largest_bytes\": 50331648"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"context_reserve_bytes\": 536870912"), std::string::npos) << r.out;
+  // On an H100 (compute capability 9.0, torch >= 2.1) the workspaces are 32 MiB.
+  r = GpusimStdout("replay " + path + " --device h100-sxm-80gb --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"peak_live_bytes\": " + std::to_string(88214552 - 8519680 + 33554432)), std::string::npos)
+      << r.out;
+  r = Gpusim("replay " + path + " --device a100-sxm-80gb");
+  EXPECT_NE(r.out.find("what the device adds (torch 2.15.0+cu132 on a100-sxm-80gb"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("cublas_workspace (main thread, stream 0)"), std::string::npos) << r.out;
+}
+
+TEST(PyTorchDeviceMemory, ExplainAndCompareSeeTheSameTrace) {
+  const std::string path = Write("pt_step2.gpusim", kStep);
+  Result r = Gpusim("explain " + path + " --device a100-sxm-80gb");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("ln:sum reduction staging"), std::string::npos) << r.out;
+  r = GpusimStdout("compare " + path + " --allocators ideal --device a100-sxm-80gb --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("88214552"), std::string::npos) << r.out;
+  const std::string out = ::testing::TempDir() + "/pt_viz";
+  r = Gpusim("viz " + path + " --device a100-sxm-80gb --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  std::ifstream svg(out + "/memory_map.svg");
+  const std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("cublas_workspace (main thread, stream 0)"), std::string::npos);
+}
+
+TEST(PyTorchDeviceMemory, BadFactsAndGridsAreRefusedByName) {
+  std::string bad = kStep;
+  bad.replace(bad.find("dims=768,8192,0,1,2,1,4,4,4"), 27, "dims=768,8192");
+  const std::string path = Write("pt_bad.gpusim", bad);
+  Result r = Gpusim("replay " + path);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("event 7 (compute ln:sum, op=sum): dims=768,8192: expected 9 reduction facts, got 2"),
+            std::string::npos)
+      << r.out;
+  const std::string good = Write("pt_step3.gpusim", kStep);
+  r = Gpusim("advise " + good + " --vary batch.per_device=1,2");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("a recorded step has the shapes it was recorded with"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("python3 -m gpusim_torch sweep STEP.py"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("recorded from /src/step.py at its own batch"), std::string::npos) << r.out;
+  r = Gpusim("compare " + good + " --vary batch.per_device=1,2");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("compare --vary " + good + ": a recorded step"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace gpusim
