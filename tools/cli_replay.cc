@@ -38,18 +38,6 @@ absl::Status WriteReplayedSnapshot(const std::string& path, const AllocatorSpec&
   return WriteMemorySnapshot(report, out);
 }
 
-// A native trace (a step recorded by python/gpusim_torch): its timed events
-// through the engine on the device, and the largest buffers at the peak.
-absl::StatusOr<NativeStepReport> NativeStep(const ReplayCli& c, const ReplayOptions& o) {
-  auto trace = ReadTraceFile(c.trace);
-  if (!trace.ok()) return trace.status();
-  auto device = LoadDeviceSpec(c.device.empty() ? "h100-sxm-80gb" : c.device, "");
-  if (!device.ok()) return device.status();
-  auto allocator = MakeAllocator(o.allocator, o.capacity > Bytes(0) ? o.capacity : o.default_capacity);
-  if (!allocator.ok()) return allocator.status();
-  return SimulateNativeStep(*trace, c.trace, *device, allocator->get(), 10);
-}
-
 }  // namespace
 
 int CmdReplay(const ReplayCli& c) {
@@ -67,17 +55,19 @@ int CmdReplay(const ReplayCli& c) {
     st = WriteReplayedSnapshot(c.trace, o.allocator, r->capacity, c.snapshot);
     if (!st.ok()) return FailStatus(st);
   }
-  if (r->format != "gpusim-trace") {
-    std::cout << (c.format == "json" ? RenderReplayJson(*r) : RenderReplayText(*r));
+  if (c.format == "json") {
+    auto json = ReplayJson(c.trace, c.device, o, *r);
+    if (!json.ok()) return FailStatus(json.status());
+    std::cout << *json;
     return 0;
   }
-  auto step = NativeStep(c, o);
-  if (!step.ok()) return FailStatus(step.status());
-  if (c.format == "json") {
-    std::cout << RenderReplayJson(*r, [&](JsonWriter& w) { NativeStepJson(w, *step); });
-  } else {
-    std::cout << RenderReplayText(*r) << RenderNativeStepText(*step);
+  if (r->format != "gpusim-trace") {
+    std::cout << RenderReplayText(*r);
+    return 0;
   }
+  auto step = NativeReplayStep(c.trace, c.device, o);
+  if (!step.ok()) return FailStatus(step.status());
+  std::cout << RenderReplayText(*r) << RenderNativeStepText(*step);
   return 0;
 }
 

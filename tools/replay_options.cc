@@ -1,7 +1,10 @@
 #include "tools/replay_options.h"
 
 #include "absl/strings/str_cat.h"
+#include "sim/alloc/allocator.h"
+#include "sim/base/status.h"
 #include "sim/config/loader.h"
+#include "sim/trace/trace_io.h"
 
 namespace gpusim {
 
@@ -36,6 +39,22 @@ absl::Status ApplyAllocatorSets(const std::vector<std::string>& sets, AllocatorS
     }
   }
   return absl::OkStatus();
+}
+
+absl::StatusOr<NativeStepReport> NativeReplayStep(const std::string& trace, const std::string& device,
+                                                  const ReplayOptions& o) {
+  ASSIGN_OR_RETURN(Trace t, ReadTraceFile(trace));
+  ASSIGN_OR_RETURN(DeviceSpec d, LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, ""));
+  ASSIGN_OR_RETURN(auto allocator,
+                   MakeAllocator(o.allocator, o.capacity > Bytes(0) ? o.capacity : o.default_capacity));
+  return SimulateNativeStep(t, trace, d, allocator.get(), 10);
+}
+
+absl::StatusOr<std::string> ReplayJson(const std::string& trace, const std::string& device, const ReplayOptions& o,
+                                       const ReplayResult& r) {
+  if (r.format != "gpusim-trace") return RenderReplayJson(r);
+  ASSIGN_OR_RETURN(NativeStepReport step, NativeReplayStep(trace, device, o));
+  return RenderReplayJson(r, [&](JsonWriter& w) { NativeStepJson(w, step); });
 }
 
 }  // namespace gpusim
