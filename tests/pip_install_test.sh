@@ -4,12 +4,16 @@
 # backend, scikit-build-core, and pybind11 from PyPI, pinned in
 # pyproject.toml), then `import gpusim` outside the source tree: run() gives
 # the CLI's peak bytes for configs/llama7b.yaml, and the installed package
-# finds its own configs (gpusim/data). The C++ is built in build-pip/ with the
-# same flags as a test build, so ccache serves it from build/'s objects.
-#   tests/pip_install_test.sh BUILD/gpusim SOURCE_DIR
+# finds its own configs (gpusim/data). The C++ is built afresh in build-pip/
+# with the test build's compiler and flags, so ccache serves it from
+# build/'s objects (under pip, CMake would otherwise pick Python's
+# x86_64-linux-gnu-g++, another name for the compiler, and miss the cache).
+#   tests/pip_install_test.sh BUILD/gpusim SOURCE_DIR CXX_COMPILER
 set -euo pipefail
-BIN="$1"
-SRC="$2"
+BIN="$(realpath "$1")"
+SRC="$(realpath "$2")"
+export CXX="$3"
+rm -rf "$SRC/build-pip"
 W="$(mktemp -d "${TMPDIR:-/tmp}/gpusim_pip.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
 /usr/bin/python3 -m venv "$W/venv"
