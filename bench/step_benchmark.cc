@@ -36,6 +36,31 @@ void BM_SimulateLlama7bStep(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateLlama7bStep)->Unit(benchmark::kMillisecond);
 
+// The whole step for deeper Llama-7B stacks than the loader accepts
+// (model.n_layers is capped at kMaxLayers, sim/config/spec_parse.h): the
+// spec is loaded at the cap and deepened in memory, so these figures say
+// what the cap guards against. Args: layers, rolled (1) or unrolled (0).
+void BM_SimulateDeepLlama(benchmark::State& state) {
+  auto spec = LoadRunSpec(kLlama7b, {state.range(1) ? "loop.mode=rolled" : "loop.mode=unrolled"});
+  if (!spec.ok()) {
+    state.SkipWithError(std::string(spec.status().message()).c_str());
+    return;
+  }
+  spec->model.n_layers = state.range(0);
+  for (auto _ : state) {
+    auto r = SimulateStep(*spec);
+    if (!r.ok()) {
+      state.SkipWithError(std::string(r.status().message()).c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_SimulateDeepLlama)
+    ->ArgsProduct({{64, 256, 1024}, {0, 1}})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
 // Stage: YAML run config + device + model files → RunSpec (what the
 // advisor does once per grid point, with that point's --set overrides).
 void BM_Stage1LoadRunSpec(benchmark::State& state) {
