@@ -12,7 +12,7 @@ install: build
 # The tests also need chromium (setup.sh --test); the browser test must run.
 test:
 	@tools/setup.sh --test
-	cd build && GPUSIM_REQUIRE_BROWSER=1 GPUSIM_REQUIRE_TORCH=1 ctest --output-on-failure --parallel $$(nproc) -LE heavy
+	cd build && GPUSIM_REQUIRE_BROWSER=1 GPUSIM_REQUIRE_TORCH=1 GPUSIM_REQUIRE_TRACE_READER=1 ctest --output-on-failure --parallel $$(nproc) -LE heavy
 
 # ASan + UBSan (any UB aborts) build of the same suite in build-asan/; see
 # tests/fuzz/README.md. -O1 -g1: quicker to build than -O2 -g, still

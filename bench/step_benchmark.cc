@@ -36,6 +36,37 @@ void BM_SimulateLlama7bStep(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateLlama7bStep)->Unit(benchmark::kMillisecond);
 
+// The whole step for deep Llama-7B stacks, past the loader's caps
+// (kMaxLayers unrolled, kMaxRolledLayers rolled; sim/config/spec_parse.h):
+// the spec is deepened in memory after loading, so these figures say what
+// the caps guard against. Args: layers, rolled (1) or unrolled (0).
+void BM_SimulateDeepLlama(benchmark::State& state) {
+  auto spec = LoadRunSpec(kLlama7b, {state.range(1) ? "loop.mode=rolled" : "loop.mode=unrolled"});
+  if (!spec.ok()) {
+    state.SkipWithError(std::string(spec.status().message()).c_str());
+    return;
+  }
+  spec->model.n_layers = state.range(0);
+  for (auto _ : state) {
+    auto r = SimulateStep(*spec);
+    if (!r.ok()) {
+      state.SkipWithError(std::string(r.status().message()).c_str());
+      return;
+    }
+    benchmark::DoNotOptimize(r);
+  }
+}
+BENCHMARK(BM_SimulateDeepLlama)
+    ->Args({64, 0})
+    ->Args({256, 0})
+    ->Args({1024, 0})
+    ->Args({64, 1})
+    ->Args({256, 1})
+    ->Args({1024, 1})
+    ->Args({4096, 1})
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
 // Stage: YAML run config + device + model files → RunSpec (what the
 // advisor does once per grid point, with that point's --set overrides).
 void BM_Stage1LoadRunSpec(benchmark::State& state) {

@@ -19,6 +19,7 @@
 #include "sim/config/loader.h"
 #include "sim/config/units_parse.h"
 #include "sim/replay/replay.h"
+#include "sim/report/render.h"
 #include "sim/step/step.h"
 #include "tools/replay_options.h"
 #include "viz/viz.h"
@@ -49,16 +50,18 @@ std::pair<std::string, std::string> Run(const std::string& config, const std::ve
   return {RenderJson(r), TimelineSvg(r)};
 }
 
+// As `gpusim replay` (tools/cli_replay.cc CmdReplay) with --format json.
 std::string Replay(const std::string& trace, const std::vector<std::string>& sets, const std::string& device,
-                   int device_index, bool check_addresses) {
+                   int device_index, bool check_addresses, bool cold_start) {
   py::gil_scoped_release release;
   ReplayOptions o;
   o.allocator.impl = "pytorch_caching";
   o.check_addresses = check_addresses;
+  o.infer_warm_start = !cold_start;
   if (device_index >= 0) o.device = device_index;
   Check(ApplyAllocatorSets(sets, &o.allocator));
   Check(ResolveReplayCapacity(device, &o));
-  return RenderReplayJson(Take(ReplayWithDeviceMemory(trace, device, o)));
+  return ReplayReportJson(Take(ReplayForReport(trace, device, o)));
 }
 
 std::string AdviseJson(const std::string& config, const std::vector<std::string>& sets,
@@ -86,7 +89,7 @@ PYBIND11_MODULE(_gpusim, m) {
   m.def("set_data_dir", &gpusim::SetDataDir, "Where device/model configs and the snapshot converter are");
   m.def("run", &gpusim::Run, py::arg("config"), py::arg("sets"));
   m.def("replay", &gpusim::Replay, py::arg("trace"), py::arg("sets"), py::arg("device"), py::arg("device_index"),
-        py::arg("check_addresses"));
+        py::arg("check_addresses"), py::arg("cold_start"));
   m.def("advise", &gpusim::AdviseJson, py::arg("config"), py::arg("sets"), py::arg("vary"), py::arg("budget"),
         py::arg("jobs"));
 #ifdef GPUSIM_VERSION

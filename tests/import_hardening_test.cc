@@ -88,6 +88,17 @@ TEST(FuzzRegressionTest, KinetoInputs) {
   }
 }
 
+// kineto_fuzzer (issue 17's libFuzzer runs): a JSON object without a
+// "traceEvents" array was refused with no position; it now names the
+// object's closing brace (regressions/kineto/no_trace_events_array.json).
+TEST(FuzzRegressionTest, ObjectWithoutTraceEventsNamesItsEnd) {
+  auto t = Kineto(R"({"schemaVersion": 1, "x": [1]})");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(Message(t.status()),
+              HasSubstr("byte 29: no \"traceEvents\" array at the top level: not a recorded trace gpusim reads"));
+}
+
 TEST(FuzzRegressionTest, CorruptGzipNamesThePathOnce) {
   const std::string path =
       std::string(GPUSIM_SOURCE_DIR) + "/tests/fuzz/regressions/kineto/corrupt_gzip_crc.json.gz";

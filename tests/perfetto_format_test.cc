@@ -1,7 +1,10 @@
 // timeline.json against the Chrome Trace Event Format's rules (the format
 // document "Trace Event Format", Google, as chrome://tracing and Perfetto's
 // JSON importer read it): every event has a known phase and a pid; complete
-// slices have ts and dur ≥ 0 and nest or are disjoint on their thread;
+// slices have ts and dur ≥ 0 and nest or are disjoint on their thread, with
+// the end taken as a reader takes it (ts + dur in double arithmetic: a slice
+// whose end rounds past the next one's start overlaps it, and Chrome
+// DevTools' trace engine drops it from the thread's tree);
 // counters carry numeric args and each counter track is in time order;
 // async begin/end pairs match by (cat, id, name) and never end before they
 // begin; instants have a scope; every thread and process is named. Run on a
@@ -51,7 +54,7 @@ Summary CheckTraceEventFormat(const std::string& json) {
   std::set<int64_t> named_processes, used_processes;
   std::map<std::string, double> last_counter_ts;
   std::map<std::tuple<std::string, std::string, std::string>, double> open_async;
-  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<int64_t, int64_t>>> slices;  // ns
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::pair<double, double>>> slices;  // µs, as read
   const std::set<std::string> phases = {"X", "B", "E", "C", "i", "I", "b", "e", "n", "M", "s", "t", "f"};
   int64_t k = -1;
   for (simdjson::dom::element e : events) {
@@ -89,7 +92,7 @@ Summary CheckTraceEventFormat(const std::string& json) {
       EXPECT_GE(dur, 0) << "event " << k;
       EXPECT_TRUE(has_tid) << "event " << k;
       used_threads.insert({pid, tid});
-      slices[{pid, tid}].push_back({std::llround(ts * 1000), std::llround(ts * 1000) + std::llround(dur * 1000)});
+      slices[{pid, tid}].push_back({ts, ts + dur});
       ++s.slices;
     } else if (ph == "C") {
       simdjson::dom::object args;
@@ -139,7 +142,7 @@ Summary CheckTraceEventFormat(const std::string& json) {
   // Complete events on one thread nest or are disjoint.
   for (auto& [thread, v] : slices) {
     std::sort(v.begin(), v.end(), [](auto& a, auto& b) { return a.first != b.first ? a.first < b.first : a.second > b.second; });
-    std::vector<int64_t> stack;
+    std::vector<double> stack;
     for (const auto& [b, e] : v) {
       while (!stack.empty() && stack.back() <= b) stack.pop_back();
       if (!stack.empty()) EXPECT_LE(e, stack.back()) << "thread " << thread.second << ": slices overlap at " << b;

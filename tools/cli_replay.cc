@@ -40,17 +40,6 @@ absl::Status WriteReplayedSnapshot(const std::string& path, const AllocatorSpec&
   return WriteMemorySnapshot(report, out);
 }
 
-// A native trace (a step recorded by python/gpusim_torch): its timed events
-// through the engine on the device, and the largest buffers at the peak.
-absl::StatusOr<NativeStepReport> NativeStep(const LoadedRecording& loaded, const DeviceSpec& device,
-                                            const ReplayOptions& o, const EagerDeviceMemory& added) {
-  auto allocator = MakeAllocator(o.allocator, o.capacity > Bytes(0) ? o.capacity : o.default_capacity);
-  if (!allocator.ok()) return allocator.status();
-  auto r = SimulateNativeStep(*loaded.native, loaded.path, device, allocator->get(), 10);
-  if (r.ok()) r->device_memory = added;
-  return r;
-}
-
 }  // namespace
 
 int CmdReplay(const ReplayCli& c) {
@@ -62,32 +51,17 @@ int CmdReplay(const ReplayCli& c) {
   absl::Status st = ApplyAllocatorSets(c.sets, &o.allocator);
   if (st.ok()) st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
-  auto loaded = LoadRecording(c.trace);
-  if (!loaded.ok()) return FailStatus(loaded.status());
-  EagerDeviceMemory added;
-  absl::StatusOr<DeviceSpec> device;
-  if (loaded->native.has_value()) {
-    device = ReplayDevice(c.device);
-    if (!device.ok()) return FailStatus(device.status());
-    st = AddDeviceMemory(*loaded, *device, &added);
-    if (!st.ok()) return FailStatus(st);
-  }
-  auto r = ReplayLoaded(*loaded, o);
+  auto r = ReplayForReport(c.trace, c.device, o);
   if (!r.ok()) return FailStatus(r.status());
   if (!c.snapshot.empty()) {
-    st = WriteReplayedSnapshot(c.trace, o.allocator, r->capacity, c.snapshot);
+    st = WriteReplayedSnapshot(c.trace, o.allocator, r->replay.capacity, c.snapshot);
     if (!st.ok()) return FailStatus(st);
   }
-  if (r->format != "gpusim-trace") {
-    std::cout << (c.format == "json" ? RenderReplayJson(*r) : RenderReplayText(*r));
-    return 0;
-  }
-  auto step = NativeStep(*loaded, *device, o, added);
-  if (!step.ok()) return FailStatus(step.status());
   if (c.format == "json") {
-    std::cout << RenderReplayJson(*r, [&](JsonWriter& w) { NativeStepJson(w, *step); });
+    std::cout << ReplayReportJson(*r);
   } else {
-    std::cout << RenderReplayText(*r) << RenderNativeStepText(*step);
+    std::cout << RenderReplayText(r->replay);
+    if (r->step.has_value()) std::cout << RenderNativeStepText(*r->step);
   }
   return 0;
 }

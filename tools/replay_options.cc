@@ -1,7 +1,10 @@
 #include "tools/replay_options.h"
 
 #include "absl/strings/str_cat.h"
+#include "sim/alloc/allocator.h"
+#include "sim/base/status.h"
 #include "sim/config/loader.h"
+#include "sim/trace/trace_io.h"
 
 namespace gpusim {
 
@@ -50,17 +53,31 @@ absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, 
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReplayResult> ReplayWithDeviceMemory(const std::string& path, const std::string& device,
-                                                    const ReplayOptions& o) {
-  absl::StatusOr<LoadedRecording> loaded = LoadRecording(path);
-  if (!loaded.ok()) return loaded.status();
-  if (loaded->native.has_value()) {
-    absl::StatusOr<DeviceSpec> d = ReplayDevice(device);
-    if (!d.ok()) return d.status();
-    EagerDeviceMemory report;
-    if (absl::Status st = AddDeviceMemory(*loaded, *d, &report); !st.ok()) return st;
+absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std::string& device,
+                                             const ReplayOptions& o) {
+  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
+  EagerDeviceMemory added;
+  std::optional<DeviceSpec> d;
+  if (loaded.native.has_value()) {
+    ASSIGN_OR_RETURN(d, ReplayDevice(device));
+    RETURN_IF_ERROR(AddDeviceMemory(loaded, *d, &added));
   }
-  return ReplayLoaded(*loaded, o);
+  ReplayReport report;
+  ASSIGN_OR_RETURN(report.replay, ReplayLoaded(loaded, o));
+  if (report.replay.format != "gpusim-trace") return report;
+  // A native trace (a step recorded by python/gpusim_torch): its timed events
+  // through the engine on the device, and the largest buffers at the peak.
+  ASSIGN_OR_RETURN(auto allocator,
+                   MakeAllocator(o.allocator, o.capacity > Bytes(0) ? o.capacity : o.default_capacity));
+  ASSIGN_OR_RETURN(NativeStepReport step, SimulateNativeStep(*loaded.native, loaded.path, *d, allocator.get(), 10));
+  step.device_memory = added;
+  report.step = std::move(step);
+  return report;
+}
+
+std::string ReplayReportJson(const ReplayReport& r) {
+  if (!r.step.has_value()) return RenderReplayJson(r.replay);
+  return RenderReplayJson(r.replay, [&](JsonWriter& w) { NativeStepJson(w, *r.step); });
 }
 
 }  // namespace gpusim

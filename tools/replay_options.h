@@ -4,6 +4,7 @@
 #ifndef GPUSIM_TOOLS_REPLAY_OPTIONS_H_
 #define GPUSIM_TOOLS_REPLAY_OPTIONS_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -12,6 +13,7 @@
 #include "sim/config/spec.h"
 #include "sim/lower/eager/device_memory.h"
 #include "sim/replay/replay.h"
+#include "sim/step/native_step.h"
 
 namespace gpusim {
 
@@ -30,10 +32,18 @@ absl::StatusOr<DeviceSpec> ReplayDevice(const std::string& device);
 // allocator sees it; other recordings are left as they are. Errors name
 // loaded.path.
 absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, EagerDeviceMemory* report);
-// LoadRecording + AddDeviceMemory on ReplayDevice(device) + ReplayLoaded:
-// what `gpusim replay` and the Python package's replay() report.
-absl::StatusOr<ReplayResult> ReplayWithDeviceMemory(const std::string& path, const std::string& device,
-                                                    const ReplayOptions& o);
+// What `gpusim replay` reports (the CLI and the Python package alike): the
+// replay (LoadRecording, AddDeviceMemory on ReplayDevice(device),
+// ReplayLoaded) and, for a native trace, its timed step
+// through the engine on the device with the device's additions.
+struct ReplayReport {
+  ReplayResult replay;
+  std::optional<NativeStepReport> step;
+};
+absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std::string& device,
+                                             const ReplayOptions& o);
+// `gpusim replay TRACE --format json`'s document.
+std::string ReplayReportJson(const ReplayReport& r);
 
 }  // namespace gpusim
 

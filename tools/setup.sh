@@ -6,16 +6,18 @@
 #           with its sanitizer/libFuzzer runtimes for the fuzz build
 #           (`make test-fuzz-build`), and python3-torch, whose
 #           torch.cuda._memory_viz opens the --snapshot pickles
-#           (tests/memory_viz_test.sh); `make test` passes it, `make run` does not.
+#           (tests/memory_viz_test.sh), and nodejs with the Chrome-trace reader
+#           that loads timeline.json (tools/setup_trace_reader.sh); `make test`
+#           passes it, `make run` does not.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TEST=0
 PKGS=(cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev libgraphviz-dev graphviz
-      libsimdjson-dev zlib1g-dev python3)
+      libsimdjson-dev zlib1g-dev python3 python3-dev)
 for arg in "$@"; do
   case "$arg" in
-    --test) PKGS+=(chromium python3-venv clang-14 libclang-rt-14-dev python3-torch python3-torchvision); TEST=1 ;;
+    --test) PKGS+=(chromium python3-venv clang-14 libclang-rt-14-dev python3-torch python3-torchvision nodejs); TEST=1 ;;
     *) echo "setup: unknown option $arg (expected --test)" >&2; exit 1 ;;
   esac
 done
@@ -37,6 +39,12 @@ fi
 # The Python-side tests' interpreter (a venv kept outside the checkout).
 if [ "$TEST" = 1 ]; then
   py="$(tools/setup_python.sh | tail -n 1)"
-  cmake -S . -B build "-DGPUSIM_PYTHON=$py" >/dev/null
+  # npm: bundled with some nodejs builds, a package of its own in Debian's.
+  if ! command -v npm >/dev/null; then
+    SUDO=""; [ "$(id -u)" -ne 0 ] && SUDO="sudo"
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends npm >/dev/null
+  fi
+  reader="$(tools/setup_trace_reader.sh | tail -n 1)"
+  cmake -S . -B build "-DGPUSIM_PYTHON=$py" "-DGPUSIM_TRACE_READER=$reader" >/dev/null
 fi
 cmake --build build --parallel "$(nproc)"

@@ -87,10 +87,16 @@ def run(config_or_path, sets=None, **kw):
     return Result(json.loads(doc), svg)
 
 
-def replay(trace, allocator="pytorch_caching", device="", device_index=-1, check_addresses=False, **options):
-    """``gpusim replay TRACE --allocator A --set allocator.K=V ... --format json`` as a dict."""
+def replay(trace, allocator="pytorch_caching", device="", device_index=-1, check_addresses=False, cold_start=False,
+           **options):
+    """``gpusim replay TRACE --allocator A --set allocator.K=V ... --format json`` as a dict.
+
+    ``device``, ``device_index``, ``check_addresses`` and ``cold_start`` are the CLI's
+    ``--device``, ``--device-index``, ``--check-addresses`` and ``--cold-start``; other
+    keywords are allocator options (``expandable_segments=True``).
+    """
     sets = [f"allocator.impl={allocator}"] + [f"allocator.{k}={_value(v)}" for k, v in options.items()]
-    return json.loads(_gpusim.replay(_path(trace), sets, device or "", device_index, check_addresses))
+    return json.loads(_gpusim.replay(_path(trace), sets, device or "", device_index, check_addresses, cold_start))
 
 
 def advise(config_or_path, budget="", vary=(), sets=None, jobs=0, **kw):

@@ -18,6 +18,7 @@ SRC = os.environ.get("GPUSIM_SOURCE_DIR", os.path.join(os.path.dirname(__file__)
 BIN = os.environ.get("GPUSIM_BINARY", os.path.join(SRC, "build", "gpusim"))
 LLAMA = os.path.join(SRC, "configs", "llama7b.yaml")
 SCAN = os.path.join(SRC, "examples", "scan_carry.yaml")
+NATIVE = os.path.join(SRC, "tests", "golden", "llama7b.trace.gpusim")
 KINETO = os.path.join(SRC, "traces", "recorded", "tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz")
 
 
@@ -65,6 +66,18 @@ def test_replay_is_the_cli_json():
     r2 = gpusim.replay(KINETO, allocator="pytorch_caching", expandable_segments=True)
     rc, out, _ = cli("replay", KINETO, "--set", "allocator.expandable_segments=true", "--format", "json")
     assert r2 == json.loads(out)
+    r3 = gpusim.replay(KINETO, cold_start=True, device="a100-sxm-40gb")
+    rc, out, _ = cli("replay", KINETO, "--cold-start", "--device", "a100-sxm-40gb", "--format", "json")
+    assert rc == 0
+    assert r3 == json.loads(out)
+
+
+def test_replay_of_a_native_trace_has_its_step():
+    r = gpusim.replay(NATIVE)
+    rc, out, _ = cli("replay", NATIVE, "--format", "json")
+    assert rc == 0
+    assert r == json.loads(out)
+    assert set(r) - set(gpusim.replay(KINETO)), "no native-step keys"
 
 
 def test_advise_is_the_cli_json():
@@ -102,7 +115,8 @@ def test_gil_is_released_while_simulating():
 def test_html_repr_shows_summary_and_timeline():
     r = gpusim.run(LLAMA)
     h = r._repr_html_()
-    assert "<svg" in h and "Memory timeline" in h or "memory" in h.lower()
+    assert "<svg" in h and "</svg>" in h
+    assert h.count("<svg") == r.timeline_svg.count("<svg")
     assert f"{r['memory']['peak_bytes']:,} B" in h
     assert "JAX arena" in h
     assert r.plot() is not None

@@ -1,7 +1,12 @@
 #include "sim/advise/advise.h"
 
+#include <atomic>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <new>
+#include <stdexcept>
+#include <thread>
 
 #include "gtest/gtest.h"
 #include "sim/config/loader.h"
@@ -87,6 +92,42 @@ TEST(AdviseTest, BadAxisAndShardAreErrors) {
   o.shard = 3;
   o.num_shards = 3;
   EXPECT_FALSE(Advise(o).ok());
+}
+
+// Issue 17: a std::bad_alloc in a worker thread (not the calling one) comes
+// back from Advise as a Status (the CLI's exit 1), never std::terminate. The
+// progress callback runs inside each worker's evaluation, so throwing there
+// fails the worker in the middle of its work; the calling thread (worker 0)
+// waits until another thread has failed.
+TEST(AdviseTest, OutOfMemoryInAWorkerThreadIsAStatus) {
+  AdviseOptions o = SmallGrid();  // 4 points in 4 groups, 2 threads
+  const std::thread::id caller = std::this_thread::get_id();
+  std::atomic<bool> thrown{false};
+  o.progress = [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() != caller) {
+      thrown = true;
+      throw std::bad_alloc();
+    }
+    for (int i = 0; i < 10000 && !thrown; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  auto r = Advise(o);
+  EXPECT_TRUE(thrown);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kResourceExhausted) << r.status();
+  EXPECT_EQ(r.status().message(), "advise: out of host memory evaluating the grid");
+  // Any other exception from a worker is a bug (exit 2), still a Status.
+  thrown = false;
+  o.progress = [&](int64_t, int64_t) {
+    if (std::this_thread::get_id() != caller) {
+      thrown = true;
+      throw std::runtime_error("boom");
+    }
+    for (int i = 0; i < 10000 && !thrown; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  };
+  r = Advise(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(r.status().message(), "advise: worker failed: boom");
 }
 
 }  // namespace

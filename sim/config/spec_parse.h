@@ -53,10 +53,13 @@ absl::StatusOr<ModelSpec> ParseModelNode(const ConfigNode& node,
 // loop.trip_count (>= 1) is required and `model` stays default.
 absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root);
 
-// The deepest model a family builds (Note [Magnitude checks]).
+// The deepest model a family builds (Note [Magnitude checks]): unrolled
+// layers, and layers scanned as a rolled loop (model.scan_layers with
+// loop.mode rolled), whose cost grows linearly rather than quadratically.
 inline constexpr int64_t kMaxLayers = 256;
+inline constexpr int64_t kMaxRolledLayers = 1024;
 // Refuses a model whose sizes would overflow int64 (naming the keys and the
-// product) or whose depth exceeds kMaxLayers; messages start at the key.
+// product) or whose depth exceeds its cap; messages start at the key.
 absl::Status CheckModelMagnitudes(const RunSpec& run);
 
 }  // namespace internal

@@ -279,9 +279,11 @@ absl::Status ScanJsonStream(ByteSource& source, const std::string& label,
     std::string text;
     bool first = true;
     bool found_array = false;
+    int64_t object_end = 0;  // where the top-level object's '}' is
     while (true) {
       ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
       if (first && c == '}') {
+        object_end = s.offset();
         RETURN_IF_ERROR(s.Expect('}', ""));
         break;
       }
@@ -306,6 +308,7 @@ absl::Status ScanJsonStream(ByteSource& source, const std::string& label,
         continue;
       }
       if (c == '}') {
+        object_end = s.offset();
         RETURN_IF_ERROR(s.Expect('}', ""));
         break;
       }
@@ -314,10 +317,12 @@ absl::Status ScanJsonStream(ByteSource& source, const std::string& label,
                                      c < 0 ? " (truncated file?)" : ""));
     }
     // A JSON object without the events array is some other JSON file, not
-    // an empty trace (it replayed as "0 memory events", issue 17).
+    // an empty trace (it replayed as "0 memory events", issue 17); the error
+    // points at the object's end, like every scanner error a position (the
+    // kineto fuzzer's contract).
     if (!found_array && !array_key.empty()) {
-      return absl::InvalidArgumentError(Cat(label, ": no \"", array_key,
-                                            "\" array at the top level: not a recorded trace gpusim reads"));
+      return s.Error(object_end, Cat("no \"", array_key,
+                                     "\" array at the top level: not a recorded trace gpusim reads"));
     }
   } else {
     return s.Error(s.offset(), Cat("expected '{' or '[' to start the JSON document, got ",

@@ -12,12 +12,23 @@
 namespace gpusim {
 namespace {
 
+// Built once and kept up to date as root copies are appended (one full scan
+// per donated chain made the pass quadratic in the layer count).
 struct Ranges {
   std::vector<OpId> producer, last_use;
-  explicit Ranges(const Program& p) : producer(p.tensors.size(), -1), last_use(p.tensors.size(), -1) {
-    for (const Op& op : p.ops) {
-      for (TensorId t : op.inputs) last_use[static_cast<size_t>(t)] = op.id;
-      for (TensorId t : op.outputs) producer[static_cast<size_t>(t)] = op.id;
+  std::vector<std::vector<OpId>> writers;  // every op that writes t, in op order
+  explicit Ranges(const Program& p) {
+    for (const Op& op : p.ops) Add(p, op);
+  }
+  // REQUIRES: op is the last op of p.
+  void Add(const Program& p, const Op& op) {
+    producer.resize(p.tensors.size(), -1);
+    last_use.resize(p.tensors.size(), -1);
+    writers.resize(p.tensors.size());
+    for (TensorId t : op.inputs) last_use[static_cast<size_t>(t)] = op.id;
+    for (TensorId t : op.outputs) {
+      producer[static_cast<size_t>(t)] = op.id;
+      writers[static_cast<size_t>(t)].push_back(op.id);
     }
   }
   // The last op that touches t (its producer when unread).
@@ -37,10 +48,10 @@ void ElideDonatedCopies(Program& p, std::vector<std::string>* decisions) {
       loop_state.insert(t.id);
     }
   }
+  Ranges r(p);
   for (auto& [param_key, members] : chains) {
     // A copy: clang 14 lambdas cannot capture a structured binding.
     const TensorId param = param_key;
-    const Ranges r(p);
     std::sort(members.begin(), members.end(), [&](TensorId a, TensorId b) {
       return r.producer[static_cast<size_t>(a)] < r.producer[static_cast<size_t>(b)];
     });
@@ -54,7 +65,17 @@ void ElideDonatedCopies(Program& p, std::vector<std::string>* decisions) {
     };
     std::set<TensorId> in_chain(members.begin(), members.end());
     in_chain.insert(param);
-    for (const Op& op : p.ops) {
+    // The ops that write a chain value, in program order (the only ops that
+    // join segments).
+    std::vector<OpId> chain_writers;
+    for (TensorId t : in_chain) {
+      const auto& w = r.writers[static_cast<size_t>(t)];
+      chain_writers.insert(chain_writers.end(), w.begin(), w.end());
+    }
+    std::sort(chain_writers.begin(), chain_writers.end());
+    chain_writers.erase(std::unique(chain_writers.begin(), chain_writers.end()), chain_writers.end());
+    for (OpId id : chain_writers) {
+      const Op& op = p.op(id);
       for (TensorId out : op.outputs) {
         if (!in_chain.count(out)) continue;
         for (TensorId in : op.inputs) {
@@ -131,11 +152,12 @@ void ElideDonatedCopies(Program& p, std::vector<std::string>* decisions) {
       copy.dtype = out.dtype;
       copy.phase = phase;
       p.ops.push_back(copy);
+      r.Add(p, p.ops.back());
       window_end = copy.id;
       absl::StrAppend(&decision, "; the root copy `", copy.name, "` into `", pname, "` stays");
     }
     // The idle window: after the last reader of what P held, before the copy.
-    const Ranges after(p);
+    const Ranges& after = r;
     std::vector<TensorId> candidates;
     for (const Tensor& t : p.tensors) {
       if (t.entry_parameter || t.live_out || t.host || t.aliases != kNoTensor || t.bytes() > pbytes ||
