@@ -126,6 +126,7 @@ const Schema& RunSchema() {
        {"model", Schema::Map(Schema::Kind::kRef, ModelFields())},
        M("program", ProgramFields()),
        L("program_hlo"),
+       L("megatron"),  // sim/config/megatron_args.h checks its keys and arguments
        M("optimizer", {L("kind"), L("moment_dtype"), L("clip_grad_norm")}),
        M("loop", {L("mode"), L("trip_count"), L("unroll")}),
        M("remat", {L("policy"), L("names"), L("offload_names"), L("policies"), L("method"), L("num_layers")}),
