@@ -129,7 +129,10 @@ class GptBuilder {
     TensorId xf = kNoTensor, logits = kNoTensor, dlogits = kNoTensor;
   };
 
-  std::string MbPrefix(int64_t mb) const { return mg_ ? absl::StrCat("mb", mb, ".") : std::string(); }
+  // Names of micro-batch k's values: "mbK." (none with a single micro-batch).
+  std::string MbPrefix(int64_t mb) const {
+    return mg_ && g_.microbatches > 1 ? absl::StrCat("mb", mb, ".") : std::string();
+  }
 
   // One forward pass of (micro-batch, chunk): the embedding on the first
   // chunk of the first stage, else the activation received from the

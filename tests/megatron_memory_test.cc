@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
+#include "models/gpt.h"
 #include "sim/config/loader.h"
 #include "sim/step/megatron_step.h"
 
@@ -86,6 +87,37 @@ TEST(MegatronMemoryTest, ThePeakRankAndTheLoggedRank) {
   }
   EXPECT_GT(r.bubble.ns(), 0);
   EXPECT_GT(r.step_time, r.ranks[0].report.sim.step_time);
+}
+
+// Korthikanti et al. 2022 Table 2 (../shared/reference/measurements.md §B)
+// through a launch line: the unfused attention backend keeps the s^2 terms;
+// TE's flash/fused attention keeps the statistics (4 B per query row and
+// head) instead.
+int64_t LayerBytes(const std::string& extra, int64_t t) {
+  const std::string args = absl::StrCat("--num-layers 3 --hidden-size 512 --num-attention-heads 16 --seq-length 512 ",
+                                        "--micro-batch-size 3 --tokenizer-type NullTokenizer --vocab-size 1000 --bf16 ",
+                                        "--tensor-model-parallel-size ", t, " ", extra);
+  auto spec = ParseRunSpec(absl::StrCat("device: h100-sxm-80gb\nmegatron:\n  world_size: ", t, "\n  args: \"", args, "\"\n"),
+                           "t.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  auto p = BuildGptTrainStep(*spec);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return GptLayerActivationBytes(*p, 1).value();
+}
+
+TEST(MegatronMemoryTest, KorthikantiTable2ThroughALaunchLine) {
+  const int64_t s = 512, b = 3, h = 512, a = 16, t = 8, sbh = s * b * h, as2b = a * s * s * b;
+  EXPECT_EQ(LayerBytes("--attention-backend unfused", 1), 34 * sbh + 5 * as2b);
+  EXPECT_EQ(LayerBytes("--attention-backend unfused", t), 10 * sbh + 24 * sbh / t + 5 * as2b / t);
+  EXPECT_EQ(LayerBytes("--attention-backend unfused --sequence-parallel", t), 34 * sbh / t + 5 * as2b / t);
+  EXPECT_EQ(LayerBytes("--attention-backend unfused --recompute-granularity selective", t), 10 * sbh + 24 * sbh / t);
+  EXPECT_EQ(LayerBytes("--attention-backend unfused --sequence-parallel --recompute-granularity selective", t),
+            34 * sbh / t);
+  EXPECT_EQ(LayerBytes("--recompute-granularity full --recompute-method uniform", t), 2 * sbh);
+  // Flash: the selective figure plus fp32 softmax statistics [b, a/t, s].
+  EXPECT_EQ(LayerBytes("", t), 10 * sbh + 24 * sbh / t + 4 * b * a / t * s);
+  // No dropout: no 1-byte masks (2 sbh less).
+  EXPECT_EQ(LayerBytes("--hidden-dropout 0", t), 8 * sbh + 24 * sbh / t + 4 * b * a / t * s);
 }
 
 }  // namespace
