@@ -12,6 +12,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -153,7 +155,20 @@ absl::StatusOr<RunSpec> MegatronSpecFromFlags(const RunOptions& o) {
   const std::string yaml = absl::StrCat("device: ", YamlQuoted(o.device), "\nmegatron:\n  world_size: ", o.world_size,
                                         "\n  gpus_per_node: ", o.gpus_per_node,
                                         "\n  args: ", YamlQuoted(o.megatron_args), "\n");
-  return ParseRunSpec(yaml, "--megatron-args", o.sets);
+  auto spec = ParseRunSpec(yaml, "--megatron-args", o.sets);
+  if (spec.ok()) return spec;
+  // Positions inside the launch line: "--megatron-args:5:C" is column C of
+  // the args line above, whose string starts at column 9.
+  const std::string msg(spec.status().message());
+  constexpr absl::string_view kAt = "--megatron-args:5:";
+  int col = 0;
+  const size_t colon = msg.find(':', kAt.size());
+  if (absl::StartsWith(msg, kAt) && colon != std::string::npos &&
+      absl::SimpleAtoi(msg.substr(kAt.size(), colon - kAt.size()), &col) && col > 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--megatron-args (character ", col - 8, " of the launch line)", msg.substr(colon)));
+  }
+  return spec;
 }
 
 int CmdRunMegatron(const RunOptions& o, const RunSpec& spec) {

@@ -69,7 +69,8 @@ std::vector<SchemaField> DeviceFields() {
           M("efficiency",
             {L("matmul"), L("attention"), L("memory"), L("collective")}),
           M("allocator_cost",
-            {L("malloc"), L("free"), L("map_page"), L("unmap_page")})};
+            {L("malloc"), L("free"), L("map_page"), L("unmap_page")}),
+          M("host", {L("op"), L("module")})};
 }
 
 std::vector<SchemaField> ModelFields() {

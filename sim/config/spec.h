@@ -45,6 +45,11 @@ struct DeviceSpec {
   SimTime free_cost;           // allocator_cost.free: one cudaFree, after the device drains
   SimTime map_page_cost;       // allocator_cost.map_page: one expandable-segment page mapped
   SimTime unmap_page_cost;     // allocator_cost.unmap_page: one page unmapped, after its stream drains
+  // host: the CPU side of an eager step (Note [Host timeline] in
+  // sim/engine/engine.h): what the host spends issuing one kernel (PyTorch
+  // dispatch and the CUDA launch call) and one Python module call.
+  SimTime host_op_cost;        // host.op
+  SimTime host_module_cost;    // host.module
   std::string source_file;          // where it was read from
 
   // Bytes an allocator may use: CUDA total minus the context reserve.

@@ -572,6 +572,11 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   d.collective_efficiency = 0.80;
   // Estimates; see configs/devices/h100-sxm-80gb.yaml, allocator_cost.
   d.malloc_cost = d.free_cost = d.map_page_cost = d.unmap_page_cost = SimTime(50000);
+  // Estimates (PyTorch eager on a server CPU: a few us of dispatch plus the
+  // cudaLaunchKernel call per op; tens of us per nn.Module __call__ with its
+  // hooks); `gpusim calibrate` fits them.
+  d.host_op_cost = SimTime(6000);
+  d.host_module_cost = SimTime(15000);
 
   Reader r = Reader::Top(node, DeviceSchema(), path, &status);
   r.String("name", &d.name, kRequired);
@@ -620,6 +625,9 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   cost.Unit("free", &d.free_cost, kOptional, ParseDuration, kTimeWhat);
   cost.Unit("map_page", &d.map_page_cost, kOptional, ParseDuration, kTimeWhat);
   cost.Unit("unmap_page", &d.unmap_page_cost, kOptional, ParseDuration, kTimeWhat);
+  Reader host = r.Map("host");
+  host.Unit("op", &d.host_op_cost, kOptional, ParseDuration, kTimeWhat);
+  host.Unit("module", &d.host_module_cost, kOptional, ParseDuration, kTimeWhat);
   RETURN_IF_ERROR(status);
   return d;
 }

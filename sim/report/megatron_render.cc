@@ -45,13 +45,14 @@ std::string RenderMegatronText(const MegatronReport& r) {
                         r.step_time.seconds(), (r.step_time - r.bubble).seconds(), r.bubble.seconds(),
                         r.model_tflops_per_device, r.tokens_per_s_per_device);
   o += "\nPer rank (one row per pipeline stage; every TP/CP/DP rank of a stage is alike)\n";
-  o += "  stage  ranks        in-flight  peak allocated              end allocated               peak reserved               own step\n";
+  o += "  stage  ranks        in-flight  peak allocated              end allocated               peak reserved               own step  (host issue, GPU waiting on it)\n";
   for (const MegatronRank& k : r.ranks) {
     const StepReport& s = k.report;
-    absl::StrAppendFormat(&o, "  %-5d  %-11s  %-9d  %-26s  %-26s  %-26s  %.4f s\n", k.stage,
+    absl::StrAppendFormat(&o, "  %-5d  %-11s  %-9d  %-26s  %-26s  %-26s  %.4f s  (%.4f s, %.4f s)\n", k.stage,
                           absl::StrCat(k.first_rank, "-", k.last_rank), k.in_flight,
                           FormatBytes(s.sim.allocator.peak_allocated), FormatBytes(s.argument),
-                          FormatBytes(s.sim.allocator.peak_reserved), s.sim.step_time.seconds());
+                          FormatBytes(s.sim.allocator.peak_reserved), s.sim.step_time.seconds(),
+                          s.sim.host_busy.seconds(), s.sim.host_wait.seconds());
   }
   const MegatronRank& p = r.ranks[r.peak];
   absl::StrAppendFormat(&o, "  peak: stage %d (%s)\n", p.stage, Why(p));
@@ -114,6 +115,8 @@ std::string RenderMegatronJson(const MegatronReport& r) {
         .Bool("fits", s.fits)
         .Double("own_step_time_s", s.sim.step_time.seconds())
         .Double("compute_per_pass_s", k.compute_per_pass.seconds())
+        .Double("host_issue_s", s.sim.host_busy.seconds())
+        .Double("host_wait_s", s.sim.host_wait.seconds())
         .String("peak_why", Why(k))
         .EndObject();
   }
