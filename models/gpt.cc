@@ -1056,17 +1056,21 @@ class GptBuilder {
       return o;
     };
     if (!g_.distributed_optimizer) {
+      // fp16 main_grad: every gradient is copied to fp32 before the step
+      // (_copy_model_grads_to_main_grads), so all copies live at once.
+      std::map<std::string, TensorId> f32;
+      for (const std::string& p : param_order_) {
+        if (g_.grad_dtype == DType::kF32) break;
+        const Tensor mgt = b_.tensor(main_grad_.at(p));
+        f32[p] = b_.AddTensor("main_grad.float." + p, mgt.shape, DType::kF32, Role::kGradient,
+                              "fp32 copy of an fp16 main_grad for the step");
+        Op& cv = b_.AddOp("main_grad.float." + p, OpKind::kConvert, {main_grad_.at(p)}, {f32[p]},
+                          static_cast<double>(mgt.elements()));
+        cv.control_deps = reduce_ops_;
+      }
       for (const std::string& p : param_order_) {
         std::vector<TensorId> ins = {params_.at(p), main_grad_.at(p)};
-        if (g_.grad_dtype != DType::kF32) {
-          // fp16 main_grad: the optimizer steps an fp32 copy.
-          const Tensor& mgt = b_.tensor(main_grad_.at(p));
-          TensorId f = b_.AddTensor("main_grad.float." + p, mgt.shape, DType::kF32, Role::kGradient,
-                                    "fp32 copy of an fp16 main_grad for the step");
-          b_.AddOp("main_grad.float." + p, OpKind::kConvert, {main_grad_.at(p)}, {f},
-                   static_cast<double>(mgt.elements()));
-          ins.push_back(f);
-        }
+        if (f32.count(p)) ins.push_back(f32.at(p));
         std::vector<TensorId> outs = {updated(params_.at(p))};
         for (TensorId st : states_.at(p)) {
           ins.push_back(st);
