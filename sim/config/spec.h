@@ -204,8 +204,10 @@ struct MegatronSpec {
   std::string transformer_impl = "transformer_engine";  // --transformer-impl
   std::string tokenizer;                // --tokenizer-type
   int64_t vocab_unpadded = 0;           // the tokenizer's vocabulary before padding
-  // Pipeline rank this spec builds (set per rank by sim/step/megatron_step.h).
+  // Pipeline rank this spec builds, set per rank by sim/step/megatron_step.h
+  // (rank_selected); a step of a launch line without it is refused.
   int64_t stage = 0;
+  bool rank_selected = false;
   // Every argument as written, in order, with how gpusim treats it:
   // "modelled", "no effect on memory or time", for the report.
   std::vector<std::pair<std::string, std::string>> args;

@@ -57,6 +57,7 @@ absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
   for (int64_t r = 0; r < g.pipeline; ++r) {
     RunSpec s = spec;
     s.megatron.stage = r;
+    s.megatron.rank_selected = true;
     MegatronRank rank;
     rank.stage = r;
     rank.first_rank = r * per_stage;
