@@ -11,6 +11,7 @@
 #include "absl/strings/str_join.h"
 #include "sim/base/status.h"
 #include "sim/ir/builder.h"
+#include "sim/lower/xla/entry_tuple.h"
 #include "sim/lower/xla/loop_slices.h"
 
 namespace gpusim {
@@ -57,6 +58,7 @@ class JaxProgramBuilder {
     b_.set_phase(Phase::kBackward);
     Backward();
     RETURN_IF_ERROR(Outputs());
+    AddEntryTupleTable(b_);  // Note [Entry result tuple]
     return b_.Finish();
   }
 

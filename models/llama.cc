@@ -13,6 +13,7 @@
 #include "absl/strings/str_format.h"
 #include "sim/base/status.h"
 #include "sim/ir/builder.h"
+#include "sim/lower/xla/entry_tuple.h"
 #include "sim/lower/xla/loop_slices.h"
 #include "sim/remat/remat_policy.h"
 
@@ -86,13 +87,17 @@ class LlamaBuilder {
     // Weights are all-gathered one layer ahead (XLA's latency-hiding
     // scheduler / --xla_gpu_enable_pipelined_all_gather; PyTorch FSDP
     // forward_prefetch): two layers' gathered weights are live at a time.
-    std::map<std::string, TensorId> next = GatherLayer(0, "forward");
+    // Without FSDP there is no gather to hide: each layer's weight casts are
+    // made in its own iteration (XLA fuses nothing across a while body's
+    // iterations), one layer's at a time.
+    const bool prefetch = N_ > 1;
+    std::map<std::string, TensorId> next = prefetch ? GatherLayer(0, "forward") : std::map<std::string, TensorId>{};
     for (int l = 0; l < L_; ++l) {
       layer_inputs.push_back(x);
       b_.set_layer(l);
       b_.BeginRegion(absl::StrCat("layer", l, ".forward"), "layer");
-      std::map<std::string, TensorId> weights = std::move(next);
-      if (l + 1 < L_) next = GatherLayer(l + 1, "forward");
+      std::map<std::string, TensorId> weights = prefetch ? std::move(next) : GatherLayer(l, "forward");
+      if (prefetch && l + 1 < L_) next = GatherLayer(l + 1, "forward");
       auto vals = EmitLayerForward(l, x, weights, /*recompute=*/false, {});
       if (rolled_) StoreResiduals(l, vals);
       OffloadResiduals(l, vals);
@@ -113,13 +118,13 @@ class LlamaBuilder {
     TensorId dx = HeadBackward(head);
     if (rolled_) AllocGradStacks();
     b_.BeginRegion("backward_scan", "loop", rolled_);
-    next = GatherLayer(static_cast<int>(L_) - 1, "backward");
+    if (prefetch) next = GatherLayer(static_cast<int>(L_) - 1, "backward");
     for (int l = static_cast<int>(L_) - 1; l >= 0; --l) {
       b_.set_layer(l);
       b_.BeginRegion(absl::StrCat("layer", l, ".backward"), "layer");
-      std::map<std::string, TensorId> weights = std::move(next);
+      std::map<std::string, TensorId> weights = prefetch ? std::move(next) : GatherLayer(l, "backward");
       std::map<std::string, TensorId> reloaded = ReloadResiduals(l);
-      if (l > 0) next = GatherLayer(l - 1, "backward");
+      if (prefetch && l > 0) next = GatherLayer(l - 1, "backward");
       std::map<std::string, TensorId> fwd = rolled_ ? LoadResiduals(l) : saved[static_cast<size_t>(l)];
       for (const auto& [name, t] : reloaded) fwd[name] = t;
       TensorId xin = rolled_ ? fwd.at("x") : layer_inputs[static_cast<size_t>(l)];
@@ -133,6 +138,7 @@ class LlamaBuilder {
 
     b_.set_phase(Phase::kOptimizer);
     Optimizer(head.loss);
+    if (s_.framework == "jax") AddEntryTupleTable(b_);  // Note [Entry result tuple]
     return b_.Finish();
   }
 
@@ -624,6 +630,17 @@ class LlamaBuilder {
       op.bytes_written = Bytes(b_.tensor(cur).elements() * DTypeSize(wdt_));
       return;
     }
+    if (s_.framework == "jax" && b_.tensor(cur).dtype != wdt_) {
+      // XLA: the convert to the weight dtype is fusible and every user of
+      // it (the global-norm reduces and the AdamW update) fuses it
+      // (priority_fusion.cc CanFuseWithAllNonBitcastUsers), so the gradient
+      // buffer is the compute-dtype one; no weight-dtype copy is held.
+      b_.tensor(cur).role = Role::kGradient;
+      b_.tensor(cur).origin = absl::StrCat("gradient of ", name, " (", std::string(DTypeName(b_.tensor(cur).dtype)),
+                                           "; its cast to ", std::string(DTypeName(wdt_)), " fuses into its readers)");
+      p.grads.push_back(cur);
+      return;
+    }
     TensorId g = b_.AddTensor(base + ".grad", Shard(p), wdt_, Role::kGradient,
                               absl::StrCat("gradient of ", name, " (", std::string(DTypeName(wdt_)), ")"));
     b_.AddOp(base + ".grad_cast", OpKind::kConvert, {cur}, {g}, 0);
@@ -644,6 +661,9 @@ class LlamaBuilder {
     return w;
   }
 
+  // The part of the causal S x S score matrix the attention kernels compute.
+  double CausalFraction() const { return m_.attention == "flash" ? 0.5 : 1.0; }
+
   std::vector<FwdNode> LayerNodes() const {
     const int64_t q = H_ * Dh_, kv = K_ * Dh_;
     const double T = static_cast<double>(T_), D = static_cast<double>(D_), M = static_cast<double>(M_);
@@ -663,9 +683,12 @@ class LlamaBuilder {
     // RoPE (embeddings.py); MaxText tags query_proj/key_proj after it.
     n.push_back({"query_proj", {B_, S_, H_, Dh_}, cdt_, OpKind::kElementwise, {"q_lin"}, 6 * T * q, "query_proj"});
     n.push_back({"key_proj", {B_, S_, K_, Dh_}, cdt_, OpKind::kElementwise, {"k_lin"}, 6 * T * kv, "key_proj"});
-    // Causal attention: QKᵀ and AV, half the score matrix computed.
+    // Causal attention: QKᵀ and AV. cuDNN's causal flash kernel skips the
+    // masked tiles, half the score matrix; the explicit form (MaxText
+    // dot_product: attentions.py apply_attention_dot, einsum then mask)
+    // computes all of it, as the imported HLO's dots do.
     const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * H_ * Dh_) * static_cast<double>(S_) *
-                              static_cast<double>(S_) * 0.5;
+                              static_cast<double>(S_) * CausalFraction();
     if (m_.attention == "flash") {
       n.push_back({"attn_out", {B_, S_, H_, Dh_}, cdt_, OpKind::kAttention, {"query_proj", "key_proj", "value_proj"},
                    attn_flops, "context"});
@@ -829,7 +852,7 @@ class LlamaBuilder {
     TensorId d_x1 = Elementwise(pre + "d_x1", {dy, d_x1n}, {B_, S_, D_}, 1.0 * T_ * D_, cdt_);
     // Attention: x1 = x + wo(attn(q, k, v))
     TensorId d_attn = DenseBackward(l, "wo", v.at("attn_out"), d_x1, v.at("W:wo"), q, D_, {B_, S_, H_, Dh_});
-    const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * H_ * Dh_) * S_ * S_ * 0.5;
+    const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * H_ * Dh_) * S_ * S_ * CausalFraction();
     TensorId dq = Grad(pre + "d_query", {B_, S_, H_, Dh_}, cdt_);
     TensorId dk = Grad(pre + "d_key", {B_, S_, K_, Dh_}, cdt_);
     TensorId dvv = Grad(pre + "d_value", {B_, S_, K_, Dh_}, cdt_);
@@ -898,6 +921,19 @@ class LlamaBuilder {
     b_.AddOp("ce.loss", OpKind::kReduce, {r.log_softmax, r.onehot, batch_.at("targets_segmentation")}, {r.loss},
              2 * tv);
     b_.tensor(r.loss).live_out = true;
+    if (s_.framework == "jax") {
+      // MaxText train.py train_step's other scalar metrics (4bf3beaa):
+      // learning/total_weights = sum(targets_segmentation != 0) (int32) and
+      // learning/moe_lb_loss (0.0 for a dense model), outputs like loss.
+      TensorId tw = b_.AddTensor("total_weights", {}, DType::kI32, Role::kScalar, "total_weights (metric output)");
+      b_.AddOp("total_weights.reduce", OpKind::kReduce, {batch_.at("targets_segmentation")}, {tw},
+               static_cast<double>(T_));
+      b_.tensor(tw).live_out = true;
+      TensorId lb = b_.AddTensor("moe_lb_loss", {}, DType::kF32, Role::kScalar,
+                                 "moe_lb_loss (metric output; 0 for a dense model)");
+      b_.AddOp("moe_lb_loss.zero", OpKind::kElementwise, {}, {lb}, 0);
+      b_.tensor(lb).live_out = true;
+    }
     for (TensorId t : {r.logits_f32, r.onehot, r.exp_shifted, r.log_softmax}) b_.tensor(t).role = Role::kResidual;
     b_.EndRegion();
     return r;

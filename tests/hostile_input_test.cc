@@ -270,8 +270,10 @@ TEST(HostileInput, SignalLeavesNoTempFilesNorChild) {
     execl(GPUSIM_BINARY, GPUSIM_BINARY, "replay", slow.c_str(), static_cast<char*>(nullptr));
     _exit(127);
   }
-  // Wait until the converter's files exist, then interrupt gpusim alone.
-  for (int i = 0; i < 200 && fs::is_empty(tmp); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
+  // Wait until the converter's files exist, then interrupt gpusim alone (up
+  // to 30 s: under a loaded CI machine writing the pickle and starting Python
+  // took longer than the 5 s this allowed).
+  for (int i = 0; i < 1200 && fs::is_empty(tmp); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(25));
   ASSERT_FALSE(fs::is_empty(tmp));
   kill(pid, SIGTERM);
   int status = 0;

@@ -2,6 +2,7 @@
 #include "sim/config/schema.h"
 
 #include "sim/base/names.h"
+#include "sim/config/maxtext.h"
 
 #include <algorithm>
 #include <cctype>
@@ -54,6 +55,13 @@ SchemaField L(std::string key) { return {std::move(key), Schema::Leaf()}; }
 
 SchemaField M(std::string key, std::vector<SchemaField> fields) {
   return {std::move(key), Schema::Map(Schema::Kind::kMap, std::move(fields))};
+}
+
+// MaxText's base.yml keys (sim/config/maxtext.h); values are leaves.
+std::vector<SchemaField> MaxTextFields() {
+  std::vector<SchemaField> fields;
+  for (std::string& key : MaxTextKeys()) fields.push_back(L(std::move(key)));
+  return fields;
 }
 
 std::vector<SchemaField> DeviceFields() {
@@ -128,6 +136,7 @@ const Schema& RunSchema() {
        M("program", ProgramFields()),
        L("program_hlo"),
        L("megatron"),  // sim/config/megatron_args.h checks its keys and arguments
+       M("maxtext", MaxTextFields()),
        M("optimizer", {L("kind"), L("moment_dtype"), L("clip_grad_norm")}),
        M("loop", {L("mode"), L("trip_count"), L("unroll")}),
        M("remat", {L("policy"), L("names"), L("offload_names"), L("policies"), L("method"), L("num_layers")}),

@@ -214,6 +214,24 @@ struct MegatronSpec {
   std::vector<std::string> no_effect;   // argument names accepted as not affecting memory or time
 };
 
+// A run written as a `maxtext:` block (sim/config/maxtext.h): what the
+// report adds beside gpusim's own figures. present is false otherwise.
+struct MaxTextSpec {
+  bool present = false;
+  std::string model_name;  // maxtext.model_name
+  std::string commit;      // the MaxText version its keys and formula follow
+  // calculate_tflops_training_per_device (MaxText/maxtext_utils.py): TFLOP
+  // per device per step, and its two parts.
+  double tflops_per_device_step = 0;
+  double learnable_weight_tflops = 0;
+  double attention_tflops = 0;
+  // calculate_tokens_training_per_device: max_target_length x
+  // per_device_batch_size x gradient_accumulation_steps.
+  double tokens_per_device_step = 0;
+  // Keys written that do not affect the device step (accepted, listed).
+  std::vector<std::string> no_effect;
+};
+
 struct RunSpec {
   std::string source_file;
   std::string framework = "jax";   // framework: jax (XLA static) | pytorch (eager)
@@ -232,6 +250,7 @@ struct RunSpec {
   AllocatorSpec allocator;
   XlaSpec xla;
   MegatronSpec megatron;        // a Megatron-LM launch line instead of a model
+  MaxTextSpec maxtext;
   // Where each setting was written, by key path ("parallelism.tensor",
   // "model.n_kv_heads", "allocator.expandable_segments"): "FILE:LINE:COL"
   // of the value, or "--set PATH=VALUE". Settings left at their defaults are

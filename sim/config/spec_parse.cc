@@ -17,6 +17,7 @@
 #include "sim/base/checked.h"
 #include "sim/base/status.h"
 #include "sim/config/megatron_args.h"
+#include "sim/config/maxtext.h"
 #include "sim/config/schema.h"
 #include "sim/config/units_parse.h"
 
@@ -664,6 +665,12 @@ absl::StatusOr<ModelSpec> ParseModelNode(const ConfigNode& node,
 }
 
 absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
+  if (root.is_map() && root.Find("maxtext") != nullptr) {  // MaxText's keys: sim/config/maxtext.h
+    ASSIGN_OR_RETURN(MaxTextLowering lowered, LowerMaxTextRun(root));
+    ASSIGN_OR_RETURN(RunSpec run, ParseRunNode(lowered.root));
+    run.maxtext = std::move(lowered.spec);
+    return run;
+  }
   absl::Status status;
   RunSpec run;
   run.source_file = root.location().file;

@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "sim/base/json_writer.h"
 #include "sim/step/step.h"
 
@@ -15,6 +16,16 @@ namespace {
 double TflopsPerDevice(const StepReport& r) {
   const double s = r.sim.step_time.seconds();
   return s > 0 ? r.sim.model_flops / s / 1e12 : 0;
+}
+
+double MaxTextTflopsPerSecond(const StepReport& r) {
+  const double s = r.sim.step_time.seconds();
+  return s > 0 ? r.spec.maxtext.tflops_per_device_step / s : 0;
+}
+
+double MaxTextTokensPerSecond(const StepReport& r) {
+  const double s = r.sim.step_time.seconds();
+  return s > 0 ? r.spec.maxtext.tokens_per_device_step / s : 0;
 }
 
 double TokensPerSecond(const StepReport& r) {
@@ -154,6 +165,20 @@ std::string RenderText(const StepReport& r) {
                         r.sim.critical_allocator.seconds());
   absl::StrAppendFormat(&o, "  %.1f TFLOP/s/device (model FLOPs), %.0f tokens/s/device\n", TflopsPerDevice(r),
                         TokensPerSecond(r));
+  if (s.maxtext.present) {
+    // Note [MaxText TFLOP/s] (sim/config/maxtext.cc): MaxText's own count.
+    absl::StrAppendFormat(&o,
+                          "  %.1f TFLOP/s/device by MaxText's formula (calculate_tflops_training_per_device, MaxText "
+                          "%s: %.2f TFLOP per device step, %.2f learnable weights + %.2f attention), %.0f "
+                          "tokens/s/device\n",
+                          MaxTextTflopsPerSecond(r), s.maxtext.commit, s.maxtext.tflops_per_device_step,
+                          s.maxtext.learnable_weight_tflops, s.maxtext.attention_tflops,
+                          MaxTextTokensPerSecond(r));
+    if (!s.maxtext.no_effect.empty()) {
+      absl::StrAppendFormat(&o, "  maxtext keys accepted as not affecting memory or time: %s\n",
+                            absl::StrJoin(s.maxtext.no_effect, ", "));
+    }
+  }
   absl::StrAppendFormat(&o, "  allocator %s: peak allocated %s, peak reserved %s\n", r.sim.allocator_name,
                         FormatBytes(r.sim.allocator.peak_allocated), FormatBytes(r.sim.allocator.peak_reserved));
   if (!r.layer_times.empty()) {
@@ -280,6 +305,21 @@ std::string RenderJson(const StepReport& r) {
         .Int("entry_schedule_post_order_peak_bytes", r.entry_schedule.post_order_peak.value());
     w.BeginArray("donated_allocation_decisions");
     for (const std::string& d : r.entry_schedule.decisions) w.String({}, d);
+    w.EndArray();
+    w.EndObject();
+  }
+  if (s.maxtext.present) {
+    w.BeginObject("maxtext")
+        .String("model_name", s.maxtext.model_name)
+        .String("commit", s.maxtext.commit)
+        .Double("tflops_per_device_step", s.maxtext.tflops_per_device_step)
+        .Double("learnable_weight_tflops", s.maxtext.learnable_weight_tflops)
+        .Double("attention_tflops", s.maxtext.attention_tflops)
+        .Double("tflops_per_s_per_device", MaxTextTflopsPerSecond(r))
+        .Double("tokens_per_device_step", s.maxtext.tokens_per_device_step)
+        .Double("tokens_per_s_per_device", MaxTextTokensPerSecond(r));
+    w.BeginArray("keys_without_effect");
+    for (const std::string& k : s.maxtext.no_effect) w.String({}, k);
     w.EndArray();
     w.EndObject();
   }

@@ -8,7 +8,8 @@ The built-in `llama` family models the same step (models/llama.cc): state
 batch (inputs, inputs_position, inputs_segmentation, targets,
 targets_segmentation), scanned decoder layers under jax.checkpoint (remat
 `full`), explicit causal attention within segments, bf16 compute, global-norm
-clipping at 1.0, and metrics loss, raw_grad_norm, grad_norm, param_norm.
+clipping at 1.0, and MaxText's metrics loss, moe_lb_loss, total_weights, raw_grad_norm,
+grad_norm, param_norm.
 `param_scan_axis` 1 stores the stacked weights with the layer axis second and
 moves it to the front before the scan (what Flax's nn.scan with
 variable_axes={"params": 1} does; ../shared/reference/maxtext.md). The layer
@@ -83,8 +84,11 @@ def train_step(c, axis, unroll=False):
                               params, mu, nu)
         new_state = {"step": state["step"] + 1, "params": params, "mu": mu, "nu": nu, "count": count,
                      "schedule_count": state["schedule_count"] + 1}
-        metrics = {"loss": loss, "raw_grad_norm": raw_grad_norm, "grad_norm": grad_norm,
-                   "param_norm": global_norm(params)}
+        # MaxText train.py train_step's scalar metrics (4bf3beaa), moe_lb_loss
+        # 0.0 for a dense model.
+        metrics = {"loss": loss, "moe_lb_loss": jnp.float32(0.0),
+                   "total_weights": jnp.sum(batch["targets_segmentation"] != 0),
+                   "raw_grad_norm": raw_grad_norm, "grad_norm": grad_norm, "param_norm": global_norm(params)}
         return new_state, metrics
 
     return jax.jit(step, donate_argnums=(0,))

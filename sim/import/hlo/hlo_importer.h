@@ -305,6 +305,11 @@ class Importer {
     }
     ++users[static_cast<size_t>(comp.root)];
     extracted_only[static_cast<size_t>(comp.root)] = false;
+    // Operands of the entry's result tuple (Note [Live-out values are not fused]).
+    std::vector<bool> live_out(n, false);
+    if (is_entry && comp.instructions[static_cast<size_t>(comp.root)].opcode == "tuple") {
+      for (int o : comp.instructions[static_cast<size_t>(comp.root)].operands) live_out[static_cast<size_t>(o)] = true;
+    }
     std::vector<Held> held(n);
     for (size_t i = 0; i < n; ++i) {
       const HloInstruction& ins = comp.instructions[i];
@@ -319,6 +324,9 @@ class Importer {
         if (h != home_.end()) current_home_ = ParamTensor(comp, h->second);
       }
       ASSIGN_OR_RETURN(Node r, Instruction(comp, static_cast<int>(i), ins, ops, args, is_entry));
+      if (live_out[i] && users[i] > 1 && r.v && r.v->materialised == kNoTensor) {
+        RETURN_IF_ERROR(MaterialiseLiveOut(r.v));
+      }
       const bool count_refs = !(r.tuple && extracted_only[i]);
       Hold(held[i], std::move(r), users[i], count_refs);
     }
@@ -326,6 +334,33 @@ class Importer {
     Release(held[static_cast<size_t>(comp.root)]);
     --depth_;
     return root;
+  }
+
+  // Note [Live-out values are not fused]
+  // XLA's priority fusion fuses a producer only into all of its users or
+  // none (xla/service/gpu/transforms/priority_fusion.cc
+  // CanFuseWithAllNonBitcastUsers, at the commit jax 0.5.0 pins); the
+  // entry's result tuple is not a fusible user, so a fusible value that is
+  // an output and also read by other instructions is one loop fusion whose
+  // buffer those readers read (the new Adam moments read by the parameter
+  // update, the new parameters read by a norm), not a chain each reader
+  // recomputes. It is written where Outputs() would write it: into its
+  // donated parameter's buffer when that may be written now, else (the old
+  // value still read) it is left to Outputs() as before.
+  absl::Status MaterialiseLiveOut(const std::shared_ptr<Virtual>& v) {
+    if (current_home_ == kNoTensor) {
+      RETURN_IF_ERROR(Materialise(v, Role::kActivation, kNoTensor, "entry output").status());
+      live_out_fusions_.insert(b_.next_op() - 1);
+      return absl::OkStatus();
+    }
+    const TensorId home = HomeIfFree(current_home_);
+    if (home == kNoTensor) return absl::OkStatus();
+    ASSIGN_OR_RETURN(TensorId t, Materialise(v, Role::kParameter, home,
+                                             absl::StrCat("entry output (aliased with parameter ",
+                                                          b_.program().tensor(current_home_).name, ")")));
+    v->materialised = t;
+    live_out_fusions_.insert(b_.next_op() - 1);  // Note [Multi-output fusion of live-out values]
+    return absl::OkStatus();
   }
 
   TensorId ParamTensor(const HloComputation& entry, int64_t p) const {
@@ -349,7 +384,15 @@ class Importer {
   // A fusible instruction: a virtual value reading its operands' buffers.
   absl::StatusOr<Node> Fuse(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase);
 
-  absl::StatusOr<Node> Kernel(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase, HloOpClass cls);
+  absl::StatusOr<Node> Kernel(const HloComputation& comp, const HloInstruction& ins, const std::vector<Node>& ops,
+                              Phase phase, HloOpClass cls);
+
+  // Operand i's shape as the HLO text declares it (a reshape or bitcast of a
+  // materialised buffer keeps the buffer, not the view's dims, in its Node;
+  // a dot's dimension numbers index the declared dims).
+  static const HloShape& DeclaredOperandShape(const HloComputation& comp, const HloInstruction& ins, size_t i) {
+    return comp.instructions[static_cast<size_t>(ins.operands[i])].shape;
+  }
 
   // The reduction's operand fusion, as an elementwise instruction of the
   // reduction's name (its own FLOPs come from KernelCost).
@@ -384,9 +427,8 @@ class Importer {
   // written, else into a copy of it.
   absl::StatusOr<Node> InPlace(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase);
 
-  // conditional: the branch taken is not known statically; every branch's
-  // result is written into one result buffer, and the first branch's body
-  // (branch 0, or true_computation) is costed.
+  // conditional: every branch in order, into one result buffer; branch 0
+  // (or true_computation) is timed (Note [Conditional branches]).
   absl::StatusOr<Node> Conditional(const HloInstruction& ins, const std::vector<Node>& ops);
 
   absl::StatusOr<Node> While(const HloComputation& comp, int index, const HloInstruction& ins, const Node& init,
@@ -406,6 +448,7 @@ class Importer {
   absl::flat_hash_map<TensorId, TensorId> current_;   // parameter -> latest version of its buffer
   absl::flat_hash_map<TensorId, int> refs_;           // tensor -> held values reading it
   bool trip_count_used_ = false;
+  std::set<OpId> live_out_fusions_;                  // loop fusions MaterialiseLiveOut wrote
   std::vector<int64_t> trip_counts_;
 };
 

@@ -317,7 +317,11 @@ absl::Status Importer::Outputs(const HloComputation& entry, const Node& root) {
     TensorId table = b_.AddTensor("output tuple index table", {8 * n}, DType::kU8, Role::kScalar,
                                   absl::StrCat("the entry result's tuple of ", n, " pointers (8 B each)"));
     b_.tensor(table).live_out = true;
-    Emit("output tuple", OpKind::kCopy, phase, {}, {table}, 0);
+    // After every output, reading none of their bytes (Note [Entry result tuple]).
+    Op& op = Emit("output tuple", OpKind::kCopy, phase, std::vector<TensorId>(returned.begin(), returned.end()),
+                  {table}, 0);
+    op.bytes_read = Bytes(0);
+    op.bytes_written = Bytes(0);
   }
   return absl::OkStatus();
 }

@@ -1,5 +1,7 @@
 #include "sim/import/hlo/hlo_to_program.h"
 
+#include "sim/import/hlo/hlo_multi_output.h"
+
 #include <algorithm>
 #include <functional>
 #include <map>
@@ -55,7 +57,9 @@ absl::StatusOr<Program> Importer::Run(HloImportStats* stats) {
     stats->instructions = static_cast<int64_t>(m_.InstructionCount());
     stats->trip_counts = trip_counts_;
   }
-  return b_.Finish();
+  Program program = b_.Finish();
+  FuseLiveOutProducers(&program, live_out_fusions_);  // Note [Multi-output fusion of live-out values]
+  return program;
 
 }
 
@@ -115,7 +119,8 @@ absl::Status Importer::FindAliases(const HloComputation& entry) {
 absl::StatusOr<Node> Importer::Instruction(const HloComputation& comp, int index, const HloInstruction& ins, const std::vector<Node>& ops, const std::vector<Node>& args, bool is_entry) {
   HloOpClass cls = ClassifyHloOpcode(ins.opcode);
   if (ins.opcode == "dot" && ops.size() == 2) {  // Note [Dot strength reduction] in fusion.cc
-    const HloKernelCost d = DotKernelCost(ins, ShapeOf(ops[0]), ShapeOf(ops[1]));
+    const HloKernelCost d =
+        DotKernelCost(ins, DeclaredOperandShape(comp, ins, 0), DeclaredOperandShape(comp, ins, 1));
     cls = ClassifyDot(d.m, d.n, d.k);
   }
   const Phase phase = PhaseOf(ins);
@@ -154,7 +159,7 @@ absl::StatusOr<Node> Importer::Instruction(const HloComputation& comp, int index
     case HloOpClass::kReduction:
     case HloOpClass::kKernel:
     case HloOpClass::kFusion:
-      return Kernel(ins, ops, phase, cls);
+      return Kernel(comp, ins, ops, phase, cls);
     case HloOpClass::kInPlace:
       // HandleDynamicUpdateSlice: an update of the operand's whole shape
       // is the update.
@@ -249,12 +254,14 @@ absl::StatusOr<Node> Importer::Fuse(const HloInstruction& ins, const std::vector
 
 }
 
-absl::StatusOr<Node> Importer::Kernel(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase, HloOpClass cls) {
+absl::StatusOr<Node> Importer::Kernel(const HloComputation& comp, const HloInstruction& ins,
+                                      const std::vector<Node>& ops, Phase phase, HloOpClass cls) {
+  // Costs from the declared operand shapes: a dot of reshape(materialised
+  // buffer) contracts the reshape's dims, not the buffer's.
   std::vector<const HloShape*> shapes;
-  std::vector<HloShape> op_shapes;
-  op_shapes.reserve(ops.size());
-  for (const Node& o : ops) op_shapes.push_back(ShapeOf(o));
-  for (const HloShape& s : op_shapes) shapes.push_back(&s);
+  for (size_t i = 0; i < ops.size() && i < ins.operands.size(); ++i) {
+    shapes.push_back(&DeclaredOperandShape(comp, ins, i));
+  }
   ASSIGN_OR_RETURN(HloKernelCost cost, [&]() -> absl::StatusOr<HloKernelCost> {
     auto c = KernelCost(m_, ins, shapes);
     if (!c.ok()) return Error(ins, std::string(c.status().message()));
@@ -382,18 +389,75 @@ absl::StatusOr<Node> Importer::InPlace(const HloInstruction& ins, const std::vec
 
 }
 
+// Note [Conditional branches]
+// XLA's buffer assignment orders a conditional's branch computations, branch
+// 0 before 1 before 2 ..., so their values have disjoint live ranges and
+// share buffers (xla/hlo/analysis/hlo_ordering.cc, "we define the 0th branch
+// computation to be ordered before the 1st one ... buffers can still be
+// shared among branch computations"), and the conditional's result is one
+// buffer every branch root writes (a phi value, HloDataflowAnalysis). So
+// every branch is emitted, in order, each reading its own operand; a
+// branch's temps die before the next branch starts, so the heap holds the
+// largest branch's, beside the result buffer, which later branches write
+// into (materialised values; a kernel result of its own stays its own).
+// Which branch runs is data-dependent: branch 0 (or true_computation) is
+// timed; the other branches' kernels keep their buffers and launches but
+// no FLOPs or bytes.
 absl::StatusOr<Node> Importer::Conditional(const HloInstruction& ins, const std::vector<Node>& ops) {
-  std::string branch;
+  std::vector<std::string> branches;
   if (auto it = ins.called.find("branch_computations"); it != ins.called.end() && !it->second.empty()) {
-    branch = it->second[0];
+    branches = it->second;
   } else if (auto t = ins.called.find("true_computation"); t != ins.called.end() && !t->second.empty()) {
-    branch = t->second[0];
+    branches.push_back(t->second[0]);
+    if (auto f = ins.called.find("false_computation"); f != ins.called.end() && !f->second.empty()) {
+      branches.push_back(f->second[0]);
+    }
   } else {
     return Error(ins, "conditional without branch_computations= or true_computation=");
   }
-  if (ops.size() < 2) return Error(ins, "conditional without branch operands");
-  return Eval(m_.computation(branch), {ops[1]});
-
+  if (ops.size() < branches.size() + 1) {
+    return Error(ins, absl::StrCat("conditional with ", branches.size(), " branches and ", ops.size() - 1,
+                                   " branch operands"));
+  }
+  // The array leaves of a (possibly tuple) value, in order.
+  std::function<void(Node&, std::vector<Node*>*)> leaves = [&](Node& n, std::vector<Node*>* out) {
+    if (!n.tuple) {
+      out->push_back(&n);
+      return;
+    }
+    for (Node& e : n.elements) leaves(e, out);
+  };
+  ASSIGN_OR_RETURN(Node result, Eval(m_.computation(branches[0]), {ops[1]}));
+  std::vector<Node*> result_leaves;
+  leaves(result, &result_leaves);
+  for (size_t k = 1; k < branches.size(); ++k) {
+    const OpId first = b_.next_op();
+    ASSIGN_OR_RETURN(Node r, Eval(m_.computation(branches[k]), {ops[k + 1]}));
+    std::vector<Node*> rl;
+    leaves(r, &rl);
+    // Written into the shared result buffer (branch 0's result, once it is
+    // a buffer of this conditional's own).
+    for (size_t i = 0; i < rl.size() && i < result_leaves.size(); ++i) {
+      Node& res = *result_leaves[i];
+      if (res.empty() || rl[i]->empty()) continue;
+      if (res.v && res.v->materialised == kNoTensor) {
+        ASSIGN_OR_RETURN(res.t, Materialise(res.v));
+        res.v.reset();
+      }
+      const TensorId into = res.t != kNoTensor ? res.t : res.v->materialised;
+      if (rl[i]->v && rl[i]->v->materialised == kNoTensor && !b_.program().tensor(into).entry_parameter &&
+          ChainRoot(into) == kNoTensor) {
+        RETURN_IF_ERROR(Materialise(rl[i]->v, Role::kTemporary, into).status());
+      }
+    }
+    for (OpId o = first; o < b_.next_op(); ++o) {
+      Op& op = b_.op(o);
+      op.flops = 0;
+      op.bytes_read = Bytes(0);
+      op.bytes_written = Bytes(0);
+    }
+  }
+  return result;
 }
 
 }  // namespace hlo_internal
