@@ -7,7 +7,7 @@
 // 300 MB resident and at least 2 M events/s end to end on 10 M events; the
 // allocator alone at least 10 M events/s on one core.
 //   build/replay_stream_benchmark --benchmark_filter='Alone|EndToEnd/1000000$'
-// The 10 M end-to-end case needs ~5 GB today; run it only on a machine
+// The 10 M end-to-end case needs ~2.3 GB today; run it only on a machine
 // with the memory to spare.
 #include <sys/resource.h>
 #include <unistd.h>

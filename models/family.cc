@@ -1,7 +1,11 @@
 // The model-family registry; see family.h.
 #include "models/family.h"
 
+#include <set>
+
+#include "absl/strings/str_join.h"
 #include "sim/base/names.h"
+#include "sim/config/settings.h"
 #include "models/gpt.h"
 #include "models/jax_program.h"
 #include "models/llama.h"
@@ -31,15 +35,17 @@ std::vector<ModelFamily>* MakeFamilies() {
                                {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "model.logits_dtype",
                                 "model.attention", "model.param_scan_axis", "model.scan_layers", "optimizer.kind",
                                 "optimizer.clip_grad_norm", "loop.mode", "parallelism.fsdp",
-                                "parallelism.gather_dtype"}});
+                                "parallelism.gather_dtype", "parallelism.tensor", "parallelism.sequence_parallel"}});
   f->push_back({"llama",
-                "Llama decoder (RMSNorm, RoPE, GQA, SwiGLU) as MaxText layers/llama2.py builds it; FSDP; scanned "
-                "or unrolled layers; MaxText remat policies",
+                "Llama decoder (RMSNorm, RoPE, GQA, SwiGLU) as MaxText layers/llama2.py builds it; FSDP; tensor and "
+                "sequence parallelism (jax: MaxText logical-axis rules, pytorch: Megatron-LM); scanned or unrolled "
+                "layers; MaxText remat policies",
                 Join({llama, {"xla.dynamic_slice_fusion"}}),
                 llama,
                 {},
                 BuildLlamaTrainStep,
-                LlamaParamCount});
+                LlamaParamCount,
+                CheckLlamaParallelism});
   // models/gpt.h: Megatron-LM GPT as Korthikanti et al. 2022 count it.
   const Settings gpt = Join({kTransformerCore,
                              {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "optimizer.clip_grad_norm", "remat.method", "remat.num_layers", "parallelism.tensor",
@@ -92,6 +98,47 @@ std::vector<ModelFamily>* MakeFamilies() {
 const std::vector<ModelFamily>& ModelFamilies() {
   static const std::vector<ModelFamily>* const kFamilies = MakeFamilies();
   return *kFamilies;
+}
+
+namespace {
+
+// A setting's type, read off its default as the settings table writes it.
+std::string TypeOfDefault(const std::string& v) {
+  if (v == "true" || v == "false") return "bool";
+  if (!v.empty() && v.front() == '[') return "list";
+  if (!v.empty() && v.find_first_not_of("-0123456789") == std::string::npos) return "int";
+  if (!v.empty() && v.find_first_not_of("-0123456789.e") == std::string::npos) return "double";
+  return "string";
+}
+
+}  // namespace
+
+std::vector<RegistryEntry> ListModelFamilies() {
+  const RunSpec defaults;
+  std::vector<RegistryEntry> out;
+  for (const ModelFamily& f : ModelFamilies()) {
+    RegistryEntry e{f.name, f.doc, {}, {}};
+    std::set<std::string> seen;
+    for (const std::vector<std::string>* list : {&f.jax_settings, &f.pytorch_settings}) {
+      for (const std::string& path : *list) {
+        if (!seen.insert(path).second) continue;
+        const SettingInfo* s = FindSetting(path);
+        if (s == nullptr) {
+          e.params.push_back({path, "string", "", "", "", ""});
+          continue;
+        }
+        const std::string def = s->default_value(defaults);
+        e.params.push_back({path, TypeOfDefault(def), "", def, "", s->doc});
+      }
+    }
+    std::string fixed;
+    for (const auto& [path, value] : f.fixed) absl::StrAppend(&fixed, fixed.empty() ? "" : ", ", path, " = ", value);
+    e.notes = {{"models under jax", absl::StrJoin(f.jax_settings, ", ")},
+               {"models under pytorch", absl::StrJoin(f.pytorch_settings, ", ")},
+               {"runs as", fixed}};
+    out.push_back(std::move(e));
+  }
+  return out;
 }
 
 absl::StatusOr<const ModelFamily*> FamilyOf(const RunSpec& spec) {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sim/base/registry.h"
 #include "sim/config/spec.h"
 #include "sim/ir/program.h"
 
@@ -35,6 +36,10 @@ struct ModelFamily {
   absl::StatusOr<Program> (*build)(const RunSpec& spec);
   // Parameters of the whole model (the header's count); null for programs.
   int64_t (*param_count)(const ModelSpec& m);
+  // Checks the values of settings it models that it cannot run (a split
+  // that does not divide); null when every value runs. The capability
+  // check calls it, so `--vary` values are checked before any point runs.
+  absl::Status (*check)(const RunSpec& spec) = nullptr;
 
   const std::vector<std::string>& settings(const std::string& framework) const {
     return framework == "pytorch" ? pytorch_settings : jax_settings;
@@ -43,6 +48,11 @@ struct ModelFamily {
 
 // Every family, by name.
 const std::vector<ModelFamily>& ModelFamilies();
+// Their registry entries (sim/base/registry.h) for `gpusim list models`:
+// the settings each models as parameters (with the setting table's doc and
+// default), and notes naming the settings per framework and the values it
+// runs unmodelled settings at.
+std::vector<RegistryEntry> ListModelFamilies();
 // The family a run uses: "hlo" for program_hlo, "program" when
 // spec.program.present, otherwise
 // spec.model.family. Unknown: "model.family: unknown family 'x' (did you

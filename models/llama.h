@@ -24,8 +24,14 @@ int64_t LlamaParamCount(const ModelSpec& m);
 // Parameters of one decoder layer: 2·D·H·Dh + 2·D·K·Dh + 3·D·M + 2·D.
 int64_t LlamaLayerParamCount(const ModelSpec& m);
 
+// The settings the split by parallelism.tensor needs: sequence parallelism
+// only with tensor > 1; tensor divides the heads, KV heads, MLP width and
+// vocabulary (jax: d_model; with SP: seq_len). Errors name where the
+// setting was written.
+absl::Status CheckLlamaParallelism(const RunSpec& spec);
+
 // The per-device training-step Program for `spec` (model, batch, FSDP,
-// optimizer, remat policy). Layers are emitted straight-line (unrolled);
+// tensor and sequence parallelism, optimizer, remat policy). Layers are emitted straight-line (unrolled);
 // the XLA lowering regroups them into loops when loop.mode is rolled.
 absl::StatusOr<Program> BuildLlamaTrainStep(const RunSpec& spec);
 

@@ -24,6 +24,8 @@
 #include "sim/alloc/allocator.h"
 #include "sim/base/json_writer.h"
 #include "sim/base/names.h"
+#include "sim/base/registry.h"
+#include "sim/device/kernel_model.h"
 #include "models/family.h"
 #include "sim/config/units_parse.h"
 #include "sim/base/file_util.h"
@@ -466,29 +468,38 @@ int CmdDevices() {
   return 0;
 }
 
-// One row of `gpusim list KIND`: name, one-line doc, its parameters or the
-// settings it models.
-struct ListRow {
-  std::string name, doc;
-  std::vector<std::pair<std::string, std::string>> fields;  // label, text
-};
-
-int PrintList(const std::string& kind, const std::vector<ListRow>& rows, const std::string& format, int width) {
+// `gpusim list KIND`: every registry in one shape (sim/base/registry.h).
+// JSON: {"KIND": [{"name", "doc", "parameters": [{name, type, unit,
+// default, range, doc}], NOTE-LABEL: text, ...}]}; text: one row per entry,
+// its parameters and notes indented under it.
+int PrintList(const std::string& kind, const std::vector<RegistryEntry>& rows, const std::string& format, int width) {
   if (format == "json") {
     JsonWriter w;
     w.BeginObject().BeginArray(kind);
-    for (const ListRow& r : rows) {
-      w.BeginObject().String("name", r.name).String("doc", r.doc);
-      for (const auto& [label, text] : r.fields) w.String(label, text);
+    for (const RegistryEntry& r : rows) {
+      w.BeginObject().String("name", r.name).String("doc", r.doc).BeginArray("parameters");
+      for (const ParamDoc& p : r.params) {
+        w.BeginObject()
+            .String("name", p.name)
+            .String("type", p.type)
+            .String("unit", p.unit)
+            .String("default", p.default_value)
+            .String("range", p.range)
+            .String("doc", p.doc)
+            .EndObject();
+      }
+      w.EndArray();
+      for (const auto& [label, text] : r.notes) w.String(label, text);
       w.EndObject();
     }
     w.EndArray().EndObject();
     std::cout << w.Finish() << "\n";
     return 0;
   }
-  for (const ListRow& r : rows) {
+  for (const RegistryEntry& r : rows) {
     std::cout << absl::StrFormat("%-*s %s\n", width, r.name, r.doc);
-    for (const auto& [label, text] : r.fields) {
+    for (const ParamDoc& p : r.params) std::cout << absl::StrFormat("%-*s   %s\n", width, "", DescribeParam(p));
+    for (const auto& [label, text] : r.notes) {
       if (!text.empty()) std::cout << absl::StrFormat("%-*s   %s: %s\n", width, "", label, text);
     }
   }
@@ -499,38 +510,34 @@ int CmdList(const std::string& what, const std::string& format) {
   if (format != "text" && format != "json") {
     return Fail(absl::InvalidArgumentError(absl::StrCat("--format ", format, ": expected text or json")));
   }
-  std::vector<ListRow> rows;
-  if (what == "allocators") {
-    for (const AllocatorInfo& a : ListAllocators()) rows.push_back({a.name, a.doc, {{"parameters", a.parameters}}});
-    return PrintList(what, rows, format, 20);
-  }
-  if (what == "remat") {
-    for (const RematPolicyInfo& p : ListRematPolicies()) rows.push_back({p.name, p.doc, {{"parameters", p.parameters}}});
-    return PrintList(what, rows, format, 36);
-  }
+  if (what == "allocators") return PrintList(what, ListAllocators(), format, 20);
+  if (what == "remat") return PrintList(what, ListRematPolicies(), format, 36);
+  if (what == "kernels") return PrintList(what, ListKernelModels(), format, 10);
+  if (what == "importers") return PrintList(what, ListImporters(), format, 16);
   if (what == "models") {
-    for (const ModelFamily& f : ModelFamilies()) {
-      std::string fixed;
-      for (const auto& [path, value] : f.fixed) absl::StrAppend(&fixed, fixed.empty() ? "" : ", ", path, " = ", value);
-      rows.push_back({f.name,
-                      f.doc,
-                      {{"models under jax", absl::StrJoin(f.jax_settings, ", ")},
-                       {"models under pytorch", absl::StrJoin(f.pytorch_settings, ", ")},
-                       {"runs as", fixed}}});
+    // The per-framework notes name every modelled setting; the text form
+    // prints those instead of one line per setting.
+    std::vector<RegistryEntry> rows = ListModelFamilies();
+    if (format == "text") {
+      for (RegistryEntry& r : rows) r.params.clear();
     }
     return PrintList(what, rows, format, 8);
   }
   if (what == "devices" && format == "text") return CmdDevices();
   if (what == "devices") {
+    std::vector<RegistryEntry> rows;
     for (const std::string& n : ListDeviceNames()) {
       auto d = LoadDeviceSpec(n, "");
       if (!d.ok()) return Fail(d.status());
-      rows.push_back({d->name, d->description, {{"usable_bytes", absl::StrCat(d->usable().value())}}});
+      rows.push_back({d->name,
+                      d->description,
+                      {},
+                      {{"usable_bytes", absl::StrCat(d->usable().value())}, {"kernel_model", d->kernel_model}}});
     }
     return PrintList(what, rows, format, 16);
   }
-  return Fail(absl::InvalidArgumentError(
-      absl::StrCat("list: ", UnknownNameMessage("kind", what, {"allocators", "remat", "devices", "models"}))));
+  return Fail(absl::InvalidArgumentError(absl::StrCat(
+      "list: ", UnknownNameMessage("kind", what, {"allocators", "remat", "devices", "kernels", "importers", "models"}))));
 }
 
 int CmdCompareConfig(const RunOptions& o, const std::string& vary) {
@@ -709,7 +716,7 @@ int RunCli(int argc, char** argv) {
 
   std::string list_what, list_format = "text";
   CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies and model families");
-  list_cmd->add_option("kind", list_what, "allocators | remat | devices | models")->required();
+  list_cmd->add_option("kind", list_what, "allocators | remat | devices | kernels | importers | models")->required();
   list_cmd->add_option("--format", list_format, "text | json");
 
   try {

@@ -33,8 +33,6 @@ set(GPUSIM_DEPS_sim/calibrate sim/alloc sim/base sim/config sim/device sim/engin
 set(GPUSIM_DEPS_sim/report sim/advise sim/base sim/config sim/device sim/engine sim/ir sim/lower sim/step sim/trace)
 set(GPUSIM_DEPS_viz sim/alloc sim/base sim/config sim/engine sim/import sim/ir sim/lower sim/report sim/step sim/trace)
 # Known exceptions to "only sim/X includes sim/X/impl/" (FILE:HEADER), each
-# a debt: the snapshot address replay rebuilds the caching allocator's
-# segments block by block, and the warm start of a recorded trace restores
-# them (sim/replay/replay.cc; issue 14).
-set(GPUSIM_IMPL_EXCEPTIONS sim/replay/replay.cc:sim/alloc/impl/pytorch_caching.h
-  sim/replay/warm_start.h:sim/alloc/impl/pytorch_caching.h)
+# a debt. None now: sim/replay restores and queries segments through the
+# Allocator interface (sim/alloc/allocator.h, ModelsSegments).
+set(GPUSIM_IMPL_EXCEPTIONS "")

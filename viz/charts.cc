@@ -72,22 +72,13 @@ std::string CapSize(const std::string& dot, int width_inches, int height_inches)
                       dot.substr(eol + 1));
 }
 
-// The call stack the buffer's alloc recorded (native trace 1.1 `stack=`),
-// innermost first, as a small list under its origin; "" when none.
+// The call stack the buffer's alloc recorded, innermost first, as a small
+// list under its origin; "" when none.
 std::string StackHtml(const StepReport& r, BufferId id) {
-  if (id < 0 || static_cast<size_t>(id) >= r.lowered.buffers.size()) return "";
-  const int64_t e = r.lowered.buffers[static_cast<size_t>(id)].alloc_event;
-  const Trace& tr = r.lowered.trace;
-  if (e < 0 || static_cast<size_t>(e) >= tr.events.size() || tr.events[static_cast<size_t>(e)].stack.empty()) return "";
+  const std::vector<std::string> frames = viz_internal::AllocFrames(r, id, 6);
+  if (frames.empty()) return "";
   std::string out = "<div class=\"note\">";
-  constexpr size_t kFrames = 6;
-  const std::vector<int32_t>& stack = tr.events[static_cast<size_t>(e)].stack;
-  for (size_t k = 0; k < stack.size() && k < kFrames; ++k) {
-    if (stack[k] < 0 || static_cast<size_t>(stack[k]) >= tr.frames.size()) continue;
-    const StackFrame& f = tr.frames[static_cast<size_t>(stack[k])];
-    absl::StrAppend(&out, k ? "<br>" : "", XmlEscape(absl::StrCat(f.function, " (", f.file, ":", f.line, ")")));
-  }
-  if (stack.size() > kFrames) absl::StrAppend(&out, "<br>… ", stack.size() - kFrames, " more frames");
+  for (size_t k = 0; k < frames.size(); ++k) absl::StrAppend(&out, k ? "<br>" : "", XmlEscape(frames[k]));
   return out + "</div>";
 }
 

@@ -25,6 +25,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
 #include "sim/alloc/allocator.h"
 #include "viz/step_view.h"
 #include "viz/svg.h"
@@ -349,7 +350,11 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     const BufferInfo& b = bufs[q.i];
     const std::string title = absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B), ",
                                            std::string(RoleName(b.role)), "; live ", viz_internal::WhenLabel(v, v.t0[q.i]), " → ",
-                                           viz_internal::WhenLabel(v, v.t1[q.i]), b.origin.empty() ? "" : "; ", b.origin);
+                                           viz_internal::WhenLabel(v, v.t1[q.i]), b.origin.empty() ? "" : "; ", b.origin,
+                                           absl::StrJoin(viz_internal::AllocFrames(r, b.id, 3), "",
+                                                         [](std::string* out, const std::string& f) {
+                                                           absl::StrAppend(out, "\n  at ", f);
+                                                         }));
     // data-b: the buffer, for report.html's cross-chart hover.
     svg.RectWithTitle(q.x, q.y, q.w, q.h, RoleColor(b.role), title,
                       absl::StrCat("data-b=\"", q.i, "\"",

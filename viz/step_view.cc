@@ -163,6 +163,22 @@ StepView BuildStepView(const StepReport& r) {
   return v;
 }
 
+std::vector<std::string> AllocFrames(const StepReport& r, BufferId id, size_t max_frames) {
+  std::vector<std::string> out;
+  if (id < 0 || static_cast<size_t>(id) >= r.lowered.buffers.size()) return out;
+  const int64_t e = r.lowered.buffers[static_cast<size_t>(id)].alloc_event;
+  const Trace& tr = r.lowered.trace;
+  if (e < 0 || static_cast<size_t>(e) >= tr.events.size()) return out;
+  const std::vector<int32_t>& stack = tr.events[static_cast<size_t>(e)].stack;
+  for (size_t k = 0; k < stack.size() && k < max_frames; ++k) {
+    if (stack[k] < 0 || static_cast<size_t>(stack[k]) >= tr.frames.size()) continue;
+    const StackFrame& f = tr.frames[static_cast<size_t>(stack[k])];
+    out.push_back(absl::StrCat(f.function, " (", f.file, ":", f.line, ")"));
+  }
+  if (stack.size() > max_frames) out.push_back(absl::StrCat("… ", stack.size() - max_frames, " more frames"));
+  return out;
+}
+
 std::string WhenLabel(const StepView& v, SimTime t) {
   return v.event_clock ? absl::StrCat("event ", WithCommas(t.ns())) : HumanTime(t);
 }

@@ -82,6 +82,13 @@ std::string_view RoleColor(Role role);
 const std::vector<Role>& LegendRoles();
 std::string_view PhaseColor(Phase p);  // light background tint
 
+// The call stack buffer `id`'s alloc recorded (native trace 1.1 `stack=`,
+// Trace::frames), innermost first: "function (file:line)" for up to
+// `max_frames` frames, then "… N more frames" when there are more; empty
+// when none was recorded. The peak table's and the memory map's tooltips
+// show it.
+std::vector<std::string> AllocFrames(const StepReport& r, BufferId id, size_t max_frames);
+
 // "2.69 GiB", "32.0 MiB", "12 B": binary units, 3 significant digits.
 std::string HumanBytes(Bytes b);
 // "462.3 ms", "3.0 us".

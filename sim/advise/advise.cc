@@ -161,7 +161,7 @@ absl::StatusOr<std::vector<GridAxis>> DefaultAxes(const std::string& config) {
     for (const RematPolicyInfo& p : ListRematPolicies()) {
       // Policies that need names (save_only_these_names, ...) are left to
       // --vary; host-offloading ones are in (their PCIe time is modelled).
-      if (!p.parameters.empty()) continue;
+      if (!p.params.empty()) continue;
       policies.values.push_back(p.name);
     }
     axes.push_back(std::move(policies));

@@ -1,5 +1,8 @@
 #include "sim/alloc/allocator.h"
 
+#include "absl/strings/str_cat.h"
+#include "sim/base/status.h"
+
 namespace gpusim {
 
 std::string_view ActionName(AllocatorAction a) {
@@ -14,5 +17,14 @@ std::string_view ActionName(AllocatorAction a) {
   }
   return "?";
 }
+
+absl::Status Allocator::RestoreSegment(const SegmentLayout& /*segment*/) {
+  return absl::UnimplementedError(
+      absl::StrCat("allocator '", std::string(name()), "' models no segments: it cannot start from a recorded segment state"));
+}
+
+void Allocator::SetNextSegmentAddress(uint64_t /*addr*/) { GPUSIM_CHECK(ModelsSegments()); }
+
+void Allocator::ReleaseCache() { GPUSIM_CHECK(ModelsSegments()); }
 
 }  // namespace gpusim

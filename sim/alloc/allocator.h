@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <any>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -23,6 +24,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "sim/base/registry.h"
 #include "sim/base/checked.h"
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
@@ -92,6 +94,23 @@ struct AllocatorEvent {
   int64_t pages = 0;     // kSegmentMap / kSegmentUnmap: physical pages (handles) mapped or unmapped
 };
 
+// A segment and the blocks tiling it, as a PyTorch snapshot's `segments`
+// list shows one (torch.cuda.memory_snapshot(): SegmentInfo / BlockInfo):
+// what Allocator::Segments reports and RestoreSegment rebuilds.
+struct SegmentLayout {
+  struct Block {
+    uint64_t address = 0;
+    int64_t size = 0;
+    int64_t requested = 0;
+    BufferId buffer = -1;  // -1: a free (inactive) block
+  };
+  uint64_t address = 0;
+  int64_t size = 0;
+  StreamId stream = 0;
+  bool small = false;        // small pool (segment_type "small")
+  std::vector<Block> blocks;  // ascending, contiguous, covering the segment
+};
+
 class Allocator {
  public:
   virtual ~Allocator() = default;
@@ -119,6 +138,31 @@ class Allocator {
   // The block size `id` holds (its request after rounding and any unsplit
   // remainder), or nullopt as for AddressOf.
   virtual std::optional<Bytes> BlockSizeOf(BufferId /*id*/) const { return std::nullopt; }
+  // Segment state, for replaying a recording from the state the real
+  // allocator held (sim/replay: a snapshot's rebuilt window start, a Kineto
+  // trace's inferred warm start) and driving it by the recorded segment
+  // events. Strategies that model a caching allocator's segments
+  // (pytorch_caching) return true and implement the calls below; for the
+  // others RestoreSegment is an error naming the strategy, Segments() is
+  // empty, and SetNextSegmentAddress / ReleaseCache must not be called.
+  virtual bool ModelsSegments() const { return false; }
+  // The block size a request of `size` bytes is rounded to (round_size),
+  // before any unsplit remainder. Strategies that do not model segments
+  // return `size`.
+  virtual Bytes RoundedBlockSize(Bytes size) const { return size; }
+  // Rebuilds a segment that existed before the replay began: its allocated
+  // blocks live under their buffer ids, its free blocks cached. Not counted
+  // as a device malloc.
+  virtual absl::Status RestoreSegment(const SegmentLayout& segment);
+  // Every segment now, ascending by address.
+  virtual std::vector<SegmentLayout> Segments() const { return {}; }
+  // The next new segment starts at `addr` (a recorded segment_alloc).
+  // REQUIRES: ModelsSegments(); addr a multiple of 512 below 2^48.
+  virtual void SetNextSegmentAddress(uint64_t addr);
+  // torch.cuda.empty_cache(): release every unsplit cached segment.
+  // REQUIRES: ModelsSegments().
+  virtual void ReleaseCache();
+
   // End of the call stream. Offline planners place everything here; online
   // strategies have nothing to do. Errors only for broken input.
   virtual absl::Status Finish() { return absl::OkStatus(); }
@@ -141,14 +185,30 @@ class Allocator {
   std::vector<AllocatorEvent>* events_ = nullptr;
 };
 
-struct AllocatorInfo {
-  std::string name;
-  std::string doc;
-  std::string parameters;
+// A registry entry (sim/base/registry.h): name, doc, typed options.
+using AllocatorInfo = RegistryEntry;
+
+// An allocator choice with its options read and checked once: the spec as
+// written and the implementation's typed options (BfcOptions,
+// PyTorchCachingOptions, an alignment, parsed members, ...).
+struct AllocatorConfig {
+  AllocatorSpec spec;
+  std::any options;
+  // The typed options when they are a T (e.g. BfcOptions for impl bfc),
+  // else nullptr.
+  template <typename T>
+  const T* options_as() const {
+    return std::any_cast<T>(&options);
+  }
 };
 
-// REQUIRES: capacity > 0. Unknown names or options are errors naming the key
-// (`allocator.<key>`) and listing the valid keys.
+// Unknown names or options are errors naming the key (`allocator.<key>`),
+// the unknown name with a did-you-mean and the valid keys.
+absl::StatusOr<AllocatorConfig> ParseAllocator(const AllocatorSpec& spec);
+// REQUIRES: config from ParseAllocator. Errors only for a capacity outside
+// (0, 2^46).
+absl::StatusOr<std::unique_ptr<Allocator>> BuildAllocator(const AllocatorConfig& config, Bytes capacity);
+// ParseAllocator, then BuildAllocator.
 absl::StatusOr<std::unique_ptr<Allocator>> MakeAllocator(const AllocatorSpec& spec, Bytes capacity);
 std::vector<AllocatorInfo> ListAllocators();
 

@@ -1,8 +1,10 @@
-// The allocator registry: name → factory, with one-line docs and the
-// parameters each takes (`gpusim list allocators`). Options arrive as
-// strings (AllocatorSpec::options); each factory parses and validates its
-// own, and an unknown key is an error naming `allocator.<key>` and the
-// valid keys.
+// The allocator registry: name → (parse, make), with one-line docs and the
+// typed parameters each takes, declared beside each implementation
+// (`gpusim list allocators`). Options arrive as strings
+// (AllocatorSpec::options); `parse` reads and validates them once into the
+// implementation's typed options (an unknown key is an error naming
+// `allocator.<key>` and the valid keys), `make` builds from those.
+#include <any>
 #include <functional>
 #include <map>
 
@@ -20,22 +22,27 @@
 #include "sim/alloc/impl/xla_best_fit.h"
 #include "sim/alloc/offline_planner.h"
 #include "sim/alloc/options.h"
+#include "sim/base/status.h"
 
 namespace gpusim {
 namespace {
 
 using Made = absl::StatusOr<std::unique_ptr<Allocator>>;
+using Parsed = absl::StatusOr<std::any>;
 
 struct Entry {
   std::string doc;
-  std::string parameters;
-  std::function<Made(const AllocatorSpec&, Bytes)> make;
+  std::vector<ParamDoc> parameters;
+  std::function<Parsed(const AllocatorSpec&)> parse;         // → the typed options
+  std::function<Made(const std::any& options, Bytes)> make;  // REQUIRES: options from parse
 };
 
 Made Wrap(Allocator* a) { return std::unique_ptr<Allocator>(a); }
 
-absl::StatusOr<std::vector<std::unique_ptr<Allocator>>> MakeMembers(const AllocatorSpec& spec, Bytes cap,
-                                                                     size_t min, size_t max) {
+// Composite allocators' typed options: their members, parsed.
+using Members = std::vector<AllocatorConfig>;
+
+Parsed ParseMembersOption(const AllocatorSpec& spec, size_t min, size_t max) {
   if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {"members"}); !s.ok()) return s;
   auto it = spec.options.find("members");
   if (it == spec.options.end()) {
@@ -49,17 +56,32 @@ absl::StatusOr<std::vector<std::unique_ptr<Allocator>>> MakeMembers(const Alloca
                                                    min == max ? absl::StrCat(min) : absl::StrCat(min, " or more"),
                                                    " members, got ", specs->size()));
   }
-  std::vector<std::unique_ptr<Allocator>> out;
+  Members out;
   for (size_t i = 0; i < specs->size(); ++i) {
-    Made m = MakeAllocator((*specs)[i], cap);
+    absl::StatusOr<AllocatorConfig> m = ParseAllocator((*specs)[i]);
     if (!m.ok()) {
       return absl::InvalidArgumentError(
           absl::StrCat("allocator.members[", i, "] (", (*specs)[i].impl, "): ", m.status().message()));
     }
     out.push_back(*std::move(m));
   }
+  return std::any(std::move(out));
+}
+
+absl::StatusOr<std::vector<std::unique_ptr<Allocator>>> MakeMembers(const std::any& options, Bytes cap) {
+  std::vector<std::unique_ptr<Allocator>> out;
+  for (const AllocatorConfig& m : std::any_cast<const Members&>(options)) {
+    Made a = BuildAllocator(m, cap);
+    if (!a.ok()) return a.status();
+    out.push_back(*std::move(a));
+  }
   return out;
 }
+
+const ParamDoc kMembers = {"allocator.members", "string", "", "", "\"a,b{key=value;...},...\"; one or more",
+                           "the member allocators, each with its options"};
+const ParamDoc kPlannerAlignment = {"allocator.alignment", "int", "bytes", "1", ">= 1",
+                                    "offsets rounded up to a multiple of it"};
 
 absl::StatusOr<int64_t> PlannerAlignment(const AllocatorOptions& o) {
   int64_t a = 1;
@@ -68,78 +90,88 @@ absl::StatusOr<int64_t> PlannerAlignment(const AllocatorOptions& o) {
   return a;
 }
 
+struct XlaBestFitOptions {
+  XlaBestFitOrder order = XlaBestFitOrder::kBest;
+  int64_t alignment = 1;
+};
+
+// The typed value of a parse, or its error.
+template <typename T>
+Parsed Typed(absl::StatusOr<T> v) {
+  if (!v.ok()) return v.status();
+  return std::any(*std::move(v));
+}
+
+Parsed ParseArena(const AllocatorSpec& spec) { return Typed(ParseArenaAlignment(spec.impl, spec.options)); }
+
 const std::map<std::string, Entry>& Registry() {
   static const auto* kRegistry = new std::map<std::string, Entry>{
       {"ideal",
-       {"no fragmentation: allocated = reserved = live bytes (the lower bound)", "",
-        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+       {"no fragmentation: allocated = reserved = live bytes (the lower bound)", {},
+        [](const AllocatorSpec& spec) -> Parsed {
           if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {}); !s.ok()) return s;
-          return Wrap(new IdealAllocator(cap));
-        }}},
+          return std::any();
+        },
+        [](const std::any&, Bytes cap) -> Made { return Wrap(new IdealAllocator(cap)); }}},
       {"pytorch_caching",
        {"PyTorch v2.5.1 CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp), exact to the byte and address",
-        kPyTorchCachingParameters,
-        [](const AllocatorSpec& spec, Bytes cap) -> Made {
-          absl::StatusOr<PyTorchCachingOptions> o = ParsePyTorchCachingOptions(spec.options);
-          if (!o.ok()) return o.status();
-          return Wrap(new PyTorchCachingAllocator(cap, *o));
+        PyTorchCachingParameters(),
+        [](const AllocatorSpec& spec) { return Typed(ParsePyTorchCachingOptions(spec.options)); },
+        [](const std::any& o, Bytes cap) -> Made {
+          return Wrap(new PyTorchCachingAllocator(cap, std::any_cast<const PyTorchCachingOptions&>(o)));
         }}},
       {"bfc",
        {"TF/XLA best-fit-with-coalescing allocator (xla/tsl/framework/bfc_allocator.cc) as JAX configures it",
-        kBfcParameters,
-        [](const AllocatorSpec& spec, Bytes cap) -> Made {
-          absl::StatusOr<BfcOptions> o = ParseBfcOptions(spec.options);
-          if (!o.ok()) return o.status();
-          return Wrap(new BfcAllocator(cap, *o));
+        BfcParameters(), [](const AllocatorSpec& spec) { return Typed(ParseBfcOptions(spec.options)); },
+        [](const std::any& o, Bytes cap) -> Made {
+          return Wrap(new BfcAllocator(cap, std::any_cast<const BfcOptions&>(o)));
         }}},
       {"first_fit",
-       {"address-ordered first fit over one device-sized arena", kArenaParameters,
-        [](const AllocatorSpec& spec, Bytes cap) -> Made {
-          absl::StatusOr<int64_t> a = ParseArenaAlignment(spec.impl, spec.options);
-          if (!a.ok()) return a.status();
-          return Wrap(new FreeListAllocator(cap, FitPolicy::kFirstFit, *a));
+       {"address-ordered first fit over one device-sized arena", ArenaParameters(), ParseArena,
+        [](const std::any& o, Bytes cap) -> Made {
+          return Wrap(new FreeListAllocator(cap, FitPolicy::kFirstFit, std::any_cast<int64_t>(o)));
         }}},
       {"best_fit",
-       {"best fit (smallest hole, lowest address) over one device-sized arena", kArenaParameters,
-        [](const AllocatorSpec& spec, Bytes cap) -> Made {
-          absl::StatusOr<int64_t> a = ParseArenaAlignment(spec.impl, spec.options);
-          if (!a.ok()) return a.status();
-          return Wrap(new FreeListAllocator(cap, FitPolicy::kBestFit, *a));
+       {"best fit (smallest hole, lowest address) over one device-sized arena", ArenaParameters(), ParseArena,
+        [](const std::any& o, Bytes cap) -> Made {
+          return Wrap(new FreeListAllocator(cap, FitPolicy::kBestFit, std::any_cast<int64_t>(o)));
         }}},
       {"buddy",
-       {"binary buddy system (power-of-two blocks) over one device-sized arena", kBuddyParameters,
-        [](const AllocatorSpec& spec, Bytes cap) -> Made {
-          absl::StatusOr<int64_t> m = ParseBuddyMinBlock(spec.options);
-          if (!m.ok()) return m.status();
-          return Wrap(new BuddyAllocator(cap, *m));
-        }}},
+       {"binary buddy system (power-of-two blocks) over one device-sized arena", BuddyParameters(),
+        [](const AllocatorSpec& spec) { return Typed(ParseBuddyMinBlock(spec.options)); },
+        [](const std::any& o, Bytes cap) -> Made { return Wrap(new BuddyAllocator(cap, std::any_cast<int64_t>(o))); }}},
       {"best_of",
        {"runs every member on the same calls; reports the one with the smallest peak reserved",
-        "members (\"a,b{key=value;...},...\"; required)",
-        [](const AllocatorSpec& spec, Bytes cap) -> Made {
-          auto m = MakeMembers(spec, cap, 1, SIZE_MAX);
+        {kMembers},
+        [](const AllocatorSpec& spec) { return ParseMembersOption(spec, 1, SIZE_MAX); },
+        [](const std::any& o, Bytes cap) -> Made {
+          auto m = MakeMembers(o, cap);
           if (!m.ok()) return m.status();
           return Wrap(new BestOfAllocator(*std::move(m)));
         }}},
       {"fallback",
        {"runs the first member; on its OOM replays the recorded calls into the second and continues there",
-        "members (\"primary,secondary\", each as in best_of; required)",
-        [](const AllocatorSpec& spec, Bytes cap) -> Made {
-          auto m = MakeMembers(spec, cap, 2, 2);
+        {{"allocator.members", "string", "", "", "two members: primary,secondary (each as in best_of)",
+          "the allocator run first and the one its calls replay into on OOM"}},
+        [](const AllocatorSpec& spec) { return ParseMembersOption(spec, 2, 2); },
+        [](const std::any& o, Bytes cap) -> Made {
+          auto m = MakeMembers(o, cap);
           if (!m.ok()) return m.status();
           return Wrap(new FallbackAllocator(std::move((*m)[0]), std::move((*m)[1])));
         }}},
       {"xla_best_fit",
        {"offline: XLA GlobalDecreasingSizeBestFitHeap over whole lifetimes (planned at the end)",
-        "order (spatial | temporal | best; default best), alignment (bytes; default 1)",
-        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+        {{"allocator.order", "enum", "", "best", "spatial | temporal | best",
+          "XLA's sort order (GlobalDecreasingSizeBestFitHeap), best = the smaller heap of both"},
+         kPlannerAlignment},
+        [](const AllocatorSpec& spec) -> Parsed {
           if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {"order", "alignment"}); !s.ok()) return s;
-          XlaBestFitOrder order = XlaBestFitOrder::kBest;
+          XlaBestFitOptions o;
           if (auto it = spec.options.find("order"); it != spec.options.end()) {
             if (it->second == "spatial") {
-              order = XlaBestFitOrder::kSpatial;
+              o.order = XlaBestFitOrder::kSpatial;
             } else if (it->second == "temporal") {
-              order = XlaBestFitOrder::kTemporal;
+              o.order = XlaBestFitOrder::kTemporal;
             } else if (it->second != "best") {
               return absl::InvalidArgumentError(
                   absl::StrCat("allocator.order: expected spatial, temporal or best, got '", it->second, "'"));
@@ -147,16 +179,22 @@ const std::map<std::string, Entry>& Registry() {
           }
           absl::StatusOr<int64_t> a = PlannerAlignment(spec.options);
           if (!a.ok()) return a.status();
-          return Wrap(new PlannedAllocator(std::make_unique<XlaBestFitPlanner>(order), cap, *a));
+          o.alignment = *a;
+          return std::any(o);
+        },
+        [](const std::any& any, Bytes cap) -> Made {
+          const auto& o = std::any_cast<const XlaBestFitOptions&>(any);
+          return Wrap(new PlannedAllocator(std::make_unique<XlaBestFitPlanner>(o.order), cap, o.alignment));
         }}},
       {"greedy_by_size",
        {"offline: greedy by size for offset calculation (Pisarchyk & Lee 2020), planned at the end",
-        "alignment (bytes; default 1)",
-        [](const AllocatorSpec& spec, Bytes cap) -> Made {
+        {kPlannerAlignment},
+        [](const AllocatorSpec& spec) -> Parsed {
           if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {"alignment"}); !s.ok()) return s;
-          absl::StatusOr<int64_t> a = PlannerAlignment(spec.options);
-          if (!a.ok()) return a.status();
-          return Wrap(new PlannedAllocator(std::make_unique<GreedyBySizePlanner>(), cap, *a));
+          return Typed(PlannerAlignment(spec.options));
+        },
+        [](const std::any& o, Bytes cap) -> Made {
+          return Wrap(new PlannedAllocator(std::make_unique<GreedyBySizePlanner>(), cap, std::any_cast<int64_t>(o)));
         }}},
   };
   return *kRegistry;
@@ -164,19 +202,33 @@ const std::map<std::string, Entry>& Registry() {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<Allocator>> MakeAllocator(const AllocatorSpec& spec, Bytes capacity) {
+absl::StatusOr<AllocatorConfig> ParseAllocator(const AllocatorSpec& spec) {
   auto it = Registry().find(spec.impl);
   if (it == Registry().end()) {
-    std::vector<std::string> names;
-    for (const auto& [n, e] : Registry()) names.push_back(n);
-    return absl::InvalidArgumentError(absl::StrCat("allocator.impl: unknown allocator '", spec.impl,
-                                                   "'; expected one of ", absl::StrJoin(names, ", ")));
+    return absl::InvalidArgumentError(UnknownEntryMessage("allocator.impl", "allocator", spec.impl, ListAllocators()));
   }
+  Parsed options = it->second.parse(spec);
+  if (!options.ok()) return options.status();
+  AllocatorConfig c;
+  c.spec = spec;
+  c.options = *std::move(options);
+  return c;
+}
+
+absl::StatusOr<std::unique_ptr<Allocator>> BuildAllocator(const AllocatorConfig& config, Bytes capacity) {
   if (capacity.value() <= 0 || capacity.value() >= kMaxRequestBytes) {
     return absl::InvalidArgumentError(absl::StrCat("allocator: device capacity must be > 0 and below 2^46 bytes (64 TiB), got ",
                                                    capacity.value()));
   }
-  return it->second.make(spec, capacity);
+  auto it = Registry().find(config.spec.impl);
+  GPUSIM_CHECK(it != Registry().end());
+  return it->second.make(config.options, capacity);
+}
+
+absl::StatusOr<std::unique_ptr<Allocator>> MakeAllocator(const AllocatorSpec& spec, Bytes capacity) {
+  absl::StatusOr<AllocatorConfig> c = ParseAllocator(spec);
+  if (!c.ok()) return c.status();
+  return BuildAllocator(*c, capacity);
 }
 
 std::vector<AllocatorInfo> ListAllocators() {

@@ -116,7 +116,7 @@ const std::vector<SettingInfo>& RunSettings() {
       {"parallelism.gather_dtype", "dtype FSDP gathers weights in: compute | weight",
        [](const RunSpec& s) { return s.parallelism.gather_dtype; },
        [](const RunSpec&) { return Defaults().parallelism.gather_dtype; }},
-      {"batch.per_device", "sequences per device",
+      {"batch.per_device", "sequences per device (per tensor-parallel group when parallelism.tensor > 1)",
        [](const RunSpec& s) { return I(s.batch.per_device); },
        [](const RunSpec&) { return I(Defaults().batch.per_device); }},
       {"batch.seq_len", "tokens per sequence",

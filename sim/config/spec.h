@@ -15,6 +15,10 @@
 
 namespace gpusim {
 
+// The kernel models sim/device/kernel_model.cc registers (the config layer
+// sits below sim/device; sim/device/timing_test.cc checks the two agree).
+inline constexpr const char* kKernelModelNames[] = {"roofline", "tiled"};
+
 // configs/devices/*.yaml. Rates are peak datasheet values; the *_efficiency
 // fields are the achievable fractions that calibration fits.
 struct DeviceSpec {
@@ -50,6 +54,9 @@ struct DeviceSpec {
   // dispatch and the CUDA launch call) and one Python module call.
   SimTime host_op_cost;        // host.op
   SimTime host_module_cost;    // host.module
+  // kernel_model: the KernelModel (sim/device/kernel_model.h) that times
+  // this device's events; one of kKernelModelNames.
+  std::string kernel_model = "tiled";
   std::string source_file;          // where it was read from
 
   // Bytes an allocator may use: CUDA total minus the context reserve.

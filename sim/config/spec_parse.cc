@@ -14,6 +14,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "absl/types/span.h"
 #include "sim/base/checked.h"
 #include "sim/base/status.h"
 #include "sim/config/megatron_args.h"
@@ -207,7 +208,7 @@ class Reader {
   }
 
   void Enum(absl::string_view key, std::string* out,
-            std::initializer_list<absl::string_view> choices,
+            absl::Span<const absl::string_view> choices,
             Need need = kOptional) {
     std::string what = absl::StrCat("one of ", absl::StrJoin(choices, "|"));
     const ConfigNode* n = Scalar(key, need, what);
@@ -629,6 +630,8 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   Reader host = r.Map("host");
   host.Unit("op", &d.host_op_cost, kOptional, ParseDuration, kTimeWhat);
   host.Unit("module", &d.host_module_cost, kOptional, ParseDuration, kTimeWhat);
+  r.Enum("kernel_model", &d.kernel_model,
+         std::vector<absl::string_view>(std::begin(kKernelModelNames), std::end(kKernelModelNames)));
   RETURN_IF_ERROR(status);
   return d;
 }

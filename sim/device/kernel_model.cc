@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <functional>
+#include <map>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sim/base/status.h"
 #include "sim/device/impl/roofline.h"
 #include "sim/device/impl/tiled.h"
 
@@ -17,13 +19,41 @@ struct Entry {
   std::function<std::unique_ptr<KernelModel>()> make;
 };
 
+// The device keys (configs/devices/*.yaml) every model reads: the roofline
+// terms and the ring collectives (collective_model.h).
+std::vector<ParamDoc> RooflineParams() {
+  std::vector<ParamDoc> p;
+  for (const char* unit : {"bf16", "fp16", "tf32", "fp32"}) {
+    p.push_back({absl::StrCat("flops.", unit), "double", "FLOP/s", "", "> 0", "dense peak of the unit"});
+  }
+  p.push_back({"hbm_bandwidth", "double", "bytes/s", "", "> 0", "peak HBM bandwidth"});
+  p.push_back({"launch_overhead", "duration", "ns", "4us", ">= 0", "added to every kernel"});
+  p.push_back({"efficiency.matmul", "double", "fraction", "0.80", "[0, 1]", "achievable share of the matmul peak"});
+  p.push_back({"efficiency.attention", "double", "fraction", "0.60", "[0, 1]", "of the peak, flash attention"});
+  p.push_back({"efficiency.memory", "double", "fraction", "0.85", "[0, 1]", "of HBM bandwidth, streaming ops"});
+  p.push_back({"efficiency.collective", "double", "fraction", "0.80", "[0, 1]", "NCCL bus bandwidth of the link"});
+  p.push_back({"links.nvlink", "double", "bytes/s", "", ">= 0", "ring collectives within a node"});
+  p.push_back({"links.network", "double", "bytes/s", "", ">= 0", "ring collectives across nodes"});
+  p.push_back({"links.latency", "duration", "ns", "5us", ">= 0", "per ring step"});
+  p.push_back({"links.pcie", "double", "bytes/s", "", ">= 0", "host copies"});
+  return p;
+}
+
 const std::vector<Entry>& Registry() {
   static const std::vector<Entry>* r = new std::vector<Entry>{
       {{"roofline",
-        "max(flops / (peak · efficiency), bytes / (HBM · efficiency.memory)) + launch; ring collectives"},
+        "max(flops / (peak · efficiency), bytes / (HBM · efficiency.memory)) + launch; ring collectives",
+        RooflineParams(),
+        {}},
        [] { return std::make_unique<RooflineKernelModel>(); }},
       {{"tiled",
-        "roofline with matmul tile and wave quantisation on the SMs, small-K and skinny shapes slower"},
+        "roofline with matmul tile and wave quantisation on the SMs, small-K and skinny shapes slower",
+        [] {
+          std::vector<ParamDoc> p = RooflineParams();
+          p.push_back({"sms", "int", "", "", ">= 1", "streaming multiprocessors a matmul's tiles fill in waves"});
+          return p;
+        }(),
+        {}},
        [] { return std::make_unique<TiledKernelModel>(); }},
   };
   return *r;
@@ -40,13 +70,21 @@ std::vector<KernelModelInfo> ListKernelModels() {
 }
 
 absl::StatusOr<std::unique_ptr<KernelModel>> MakeKernelModel(std::string_view name) {
-  std::vector<std::string> names;
   for (const Entry& e : Registry()) {
     if (e.info.name == name) return e.make();
-    names.push_back(e.info.name);
   }
-  return absl::NotFoundError(absl::StrCat("unknown kernel model '", std::string(name),
-                                          "'; available: ", absl::StrJoin(names, ", ")));
+  return absl::NotFoundError(UnknownEntryMessage("kernel_model", "kernel model", std::string(name), ListKernelModels()));
+}
+
+const KernelModel& KernelModelOf(const DeviceSpec& d) {
+  static const auto* kModels = [] {
+    auto* m = new std::map<std::string, std::unique_ptr<KernelModel>, std::less<>>;
+    for (const Entry& e : Registry()) (*m)[e.info.name] = e.make();
+    return m;
+  }();
+  auto it = kModels->find(d.kernel_model);
+  GPUSIM_CHECK(it != kModels->end());
+  return *it->second;
 }
 
 const KernelModel& DefaultKernelModel() {

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sim/base/registry.h"
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
 #include "sim/trace/trace.h"
@@ -33,16 +34,20 @@ class KernelModel {
   virtual SimTime Duration(const TraceEvent& e, const DeviceSpec& d) const = 0;
 };
 
-struct KernelModelInfo {
-  std::string name;
-  std::string doc;  // one line
-};
+// A registry entry (sim/base/registry.h): name, doc, the device keys
+// (configs/devices/*.yaml) the model reads.
+using KernelModelInfo = RegistryEntry;
 
 // Registered models, sorted by name.
 std::vector<KernelModelInfo> ListKernelModels();
-// NotFound "unknown kernel model 'x'; available: roofline, tiled".
+// NotFound "kernel_model: unknown kernel model 'x' (did you mean 'y'?);
+// available: roofline, tiled".
 absl::StatusOr<std::unique_ptr<KernelModel>> MakeKernelModel(std::string_view name);
-// The model EventDuration uses: "tiled".
+// The model a device's YAML chooses (DeviceSpec::kernel_model, one shared
+// instance per name). REQUIRES: d.kernel_model is registered (the config
+// layer accepts only kKernelModelNames).
+const KernelModel& KernelModelOf(const DeviceSpec& d);
+// The default model: "tiled".
 const KernelModel& DefaultKernelModel();
 
 }  // namespace gpusim

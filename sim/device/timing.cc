@@ -8,7 +8,7 @@ SimTime EventDuration(const TraceEvent& e, const DeviceSpec& d, const KernelMode
 }
 
 SimTime EventDuration(const TraceEvent& e, const DeviceSpec& d) {
-  return EventDuration(e, d, DefaultKernelModel());
+  return EventDuration(e, d, KernelModelOf(d));
 }
 
 }  // namespace gpusim

@@ -15,7 +15,7 @@ namespace gpusim {
 // A recorded duration when the trace has one, else `model`'s.
 // REQUIRES: e is a timed event (compute, copy or collective).
 SimTime EventDuration(const TraceEvent& e, const DeviceSpec& d, const KernelModel& model);
-// Same with DefaultKernelModel().
+// Same with the model the device's YAML chooses (KernelModelOf(d)).
 SimTime EventDuration(const TraceEvent& e, const DeviceSpec& d);
 
 }  // namespace gpusim

@@ -146,7 +146,39 @@ TEST(KernelModelRegistryTest, ListsAndMakes) {
   EXPECT_EQ((*m)->name(), "tiled");
   EXPECT_EQ(DefaultKernelModel().name(), "tiled");
   auto bad = MakeKernelModel("tiles");
-  EXPECT_EQ(bad.status().message(), "unknown kernel model 'tiles'; available: roofline, tiled");
+  EXPECT_EQ(bad.status().message(), "kernel_model: unknown kernel model 'tiles' (did you mean 'tiled'?); available: roofline, tiled");
+}
+
+// The device YAML chooses the kernel model; the config layer's list of
+// names is the registry's.
+TEST(KernelModelRegistry, DeviceYamlChoosesTheModel) {
+  std::vector<std::string> config_names(std::begin(kKernelModelNames), std::end(kKernelModelNames));
+  std::vector<std::string> registry_names;
+  for (const KernelModelInfo& m : ListKernelModels()) registry_names.push_back(m.name);
+  EXPECT_EQ(config_names, registry_names);
+  DeviceSpec d;
+  d.peak_bf16 = 989e12;
+  d.peak_fp32 = 67e12;
+  d.hbm_bandwidth = 3.35e12;
+  d.sms = 132;
+  d.matmul_efficiency = 0.8;
+  d.memory_efficiency = 0.85;
+  TraceEvent e;
+  e.type = EventType::kCompute;
+  e.kind = OpKind::kMatmul;
+  e.dtype = DType::kBF16;
+  e.m = 4096 + 1;  // one row past a tile boundary: the tiled model pays a wave for it
+  e.n = 4096;
+  e.k = 4096;
+  e.flops = 2.0 * static_cast<double>(e.m) * e.n * e.k;
+  e.bytes_read = Bytes(2 * (e.m * e.k + e.k * e.n));
+  e.bytes_written = Bytes(2 * e.m * e.n);
+  EXPECT_EQ(KernelModelOf(d).name(), "tiled");
+  const SimTime tiled = EventDuration(e, d);
+  d.kernel_model = "roofline";
+  EXPECT_EQ(KernelModelOf(d).name(), "roofline");
+  EXPECT_EQ(EventDuration(e, d), RooflineKernelModel().Duration(e, d));
+  EXPECT_NE(EventDuration(e, d), tiled);
 }
 
 }  // namespace

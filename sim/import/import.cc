@@ -11,48 +11,110 @@ namespace gpusim {
 
 using str_internal::Cat;
 
-const std::vector<RecordedFormatInfo>& RecordedFormats() {
-  static const auto* formats = new std::vector<RecordedFormatInfo>{
-      {"kineto", "PyTorch profiler (Kineto) Chrome-trace JSON, .json or .json.gz: [memory] "
-                 "events and kernel/op durations"},
-      {"snapshot", "PyTorch CUDA memory snapshot (_dump_snapshot .pickle, or its JSON from "
-                   "tools/snapshot_to_json.py)"},
-      {"memory_timeline", "torch.profiler export_memory_timeline raw rows "
-                          "[ts_ns, action, bytes, category], .json or .json.gz"},
-  };
-  return *formats;
+namespace {
+
+bool EndsWith(std::string_view s, std::string_view suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// The first non-blank byte of `head` at or after `from`, or npos.
+size_t FirstNonBlank(std::string_view head, size_t from = 0) { return head.find_first_not_of(" \t\r\n", from); }
+
+// sim/import/snapshot.h: a .pickle/.pkl name or a pickle protocol byte, or
+// a JSON object with "segments" or "device_traces" near its start.
+class SnapshotImporter : public Importer {
+ public:
+  const RegistryEntry& info() const override {
+    static const auto* e = new RegistryEntry{
+        "snapshot",
+        "PyTorch CUDA memory snapshot (_dump_snapshot .pickle, or its JSON from tools/snapshot_to_json.py)", {}, {}};
+    return *e;
+  }
+  bool Sniff(std::string_view path, std::string_view head) const override {
+    if (EndsWith(path, ".pickle") || EndsWith(path, ".pkl")) return true;
+    if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80) return true;
+    const size_t first = FirstNonBlank(head);
+    return first != std::string_view::npos && head[first] == '{' &&
+           (head.find("\"segments\"") != std::string_view::npos ||
+            head.find("\"device_traces\"") != std::string_view::npos);
+  }
+  absl::StatusOr<RecordedTrace> Import(const std::string& path) const override {
+    ASSIGN_OR_RETURN(RecordedSnapshot s, LoadSnapshot(path));
+    return std::move(s.trace);
+  }
+};
+
+// sim/import/memory_timeline.h: an array of arrays (`[[` or `[ [`).
+class MemoryTimelineImporter : public Importer {
+ public:
+  const RegistryEntry& info() const override {
+    static const auto* e = new RegistryEntry{
+        "memory_timeline",
+        "torch.profiler export_memory_timeline raw rows [ts_ns, action, bytes, category], .json or .json.gz", {}, {}};
+    return *e;
+  }
+  bool Sniff(std::string_view, std::string_view head) const override {
+    const size_t first = FirstNonBlank(head);
+    if (first == std::string_view::npos || head[first] != '[') return false;
+    const size_t second = FirstNonBlank(head, first + 1);
+    return second != std::string_view::npos && head[second] == '[';
+  }
+  absl::StatusOr<RecordedTrace> Import(const std::string& path) const override {
+    return ImportMemoryTimelineRaw(path);
+  }
+};
+
+// sim/import/kineto.h: any other JSON object or array (a Chrome trace).
+class KinetoImporter : public Importer {
+ public:
+  const RegistryEntry& info() const override {
+    static const auto* e = new RegistryEntry{
+        "kineto",
+        "PyTorch profiler (Kineto) Chrome-trace JSON, .json or .json.gz: [memory] events and kernel/op durations",
+        {},
+        {}};
+    return *e;
+  }
+  bool Sniff(std::string_view, std::string_view head) const override {
+    const size_t first = FirstNonBlank(head);
+    return first != std::string_view::npos && (head[first] == '{' || head[first] == '[');
+  }
+  absl::StatusOr<RecordedTrace> Import(const std::string& path) const override { return ImportKinetoTrace(path); }
+};
+
+}  // namespace
+
+const std::vector<const Importer*>& Importers() {
+  static const auto* importers = new std::vector<const Importer*>{
+      new SnapshotImporter(), new MemoryTimelineImporter(), new KinetoImporter()};
+  return *importers;
+}
+
+std::vector<RegistryEntry> ListImporters() {
+  std::vector<RegistryEntry> out;
+  for (const Importer* i : Importers()) out.push_back(i->info());
+  return out;
 }
 
 absl::StatusOr<std::string> DetectRecordedFormat(const std::string& path) {
-  auto ends_with = [&](std::string_view s) {
-    return path.size() >= s.size() && path.compare(path.size() - s.size(), s.size(), s) == 0;
-  };
-  if (ends_with(".pickle") || ends_with(".pkl")) return std::string("snapshot");
-  ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(path));
-  std::string head(4096, '\0');
-  size_t n = 0;
-  while (n < head.size()) {
-    ASSIGN_OR_RETURN(size_t got, source->Read(head.data() + n, head.size() - n));
-    if (got == 0) break;
-    n += got;
-  }
-  head.resize(n);
-  if (!head.empty() && static_cast<unsigned char>(head[0]) == 0x80) return std::string("snapshot");
-  const size_t first = head.find_first_not_of(" \t\r\n");
-  if (first == std::string::npos) {
-    return absl::InvalidArgumentError(Cat(path, ": empty file"));
-  }
-  if (head[first] == '[') {
-    const size_t second = head.find_first_not_of(" \t\r\n", first + 1);
-    if (second != std::string::npos && head[second] == '[') return std::string("memory_timeline");
-    return std::string("kineto");
-  }
-  if (head[first] == '{') {
-    if (head.find("\"segments\"") != std::string::npos ||
-        head.find("\"device_traces\"") != std::string::npos) {
-      return std::string("snapshot");
+  // A snapshot pickle is known by its name before any byte is read.
+  std::string head;
+  if (!Importers().front()->Sniff(path, head)) {
+    ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(path));
+    head.assign(4096, '\0');
+    size_t n = 0;
+    while (n < head.size()) {
+      ASSIGN_OR_RETURN(size_t got, source->Read(head.data() + n, head.size() - n));
+      if (got == 0) break;
+      n += got;
     }
-    return std::string("kineto");
+    head.resize(n);
+    if (FirstNonBlank(head) == std::string::npos && (head.empty() || static_cast<unsigned char>(head[0]) != 0x80)) {
+      return absl::InvalidArgumentError(Cat(path, ": empty file"));
+    }
+  }
+  for (const Importer* i : Importers()) {
+    if (i->Sniff(path, head)) return i->info().name;
   }
   return absl::InvalidArgumentError(
       Cat(path, ": not a recorded trace this version reads (expected JSON or a snapshot "
@@ -65,14 +127,10 @@ absl::StatusOr<RecordedTrace> ImportRecordedTrace(const std::string& path,
   if (f.empty()) {
     ASSIGN_OR_RETURN(f, DetectRecordedFormat(path));
   }
-  if (f == "kineto") return ImportKinetoTrace(path);
-  if (f == "memory_timeline") return ImportMemoryTimelineRaw(path);
-  if (f == "snapshot") {
-    ASSIGN_OR_RETURN(RecordedSnapshot s, LoadSnapshot(path));
-    return std::move(s.trace);
+  for (const Importer* i : Importers()) {
+    if (i->info().name == f) return i->Import(path);
   }
-  return absl::InvalidArgumentError(
-      Cat("unknown recorded-trace format '", f, "' (known: kineto, snapshot, memory_timeline)"));
+  return absl::InvalidArgumentError(UnknownEntryMessage("", "recorded-trace format", f, ListImporters()));
 }
 
 }  // namespace gpusim

@@ -11,16 +11,29 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sim/base/registry.h"
 #include "sim/import/recorded_trace.h"
 
 namespace gpusim {
 
-struct RecordedFormatInfo {
-  std::string_view name;
-  std::string_view doc;
+// One recorded-trace importer: its registry entry (sim/base/registry.h),
+// a sniff of a file's name and first bytes, and the import itself.
+class Importer {
+ public:
+  virtual ~Importer() = default;
+  virtual const RegistryEntry& info() const = 0;
+  // Whether `path` is in this format, from its name and `head`, the first
+  // (up to 4 KiB, decompressed) bytes of its content. Importers are sniffed
+  // in registry order; the first that claims a file imports it.
+  virtual bool Sniff(std::string_view path, std::string_view head) const = 0;
+  // REQUIRES: nothing about the file; bad input is a Status naming it.
+  virtual absl::StatusOr<RecordedTrace> Import(const std::string& path) const = 0;
 };
-// The formats ImportRecordedTrace knows, for `gpusim list importers`.
-const std::vector<RecordedFormatInfo>& RecordedFormats();
+
+// The registered importers, in sniff order.
+const std::vector<const Importer*>& Importers();
+// Their entries, for `gpusim list importers`.
+std::vector<RegistryEntry> ListImporters();
 
 // "kineto", "snapshot" or "memory_timeline": a .pickle/.pkl name or a pickle
 // protocol byte means snapshot; otherwise the first bytes of the
@@ -30,7 +43,7 @@ const std::vector<RecordedFormatInfo>& RecordedFormats();
 absl::StatusOr<std::string> DetectRecordedFormat(const std::string& path);
 
 // Imports `path` with the detected importer's default options. `format`
-// forces one ("" = detect).
+// forces one ("" = detect); an unknown one is an error with a did-you-mean.
 absl::StatusOr<RecordedTrace> ImportRecordedTrace(const std::string& path,
                                                   std::string_view format = "");
 

@@ -540,13 +540,20 @@ absl::StatusOr<RecordedTrace> ImportKinetoTrace(ByteSource& source, const std::s
   RETURN_IF_ERROR(import_internal::ScanJsonStream(source, label, "traceEvents", visitor));
   visitor.AttachStacks();
   visitor.PairCaptures();
-  std::stable_sort(out.memory_events.begin(), out.memory_events.end(),
-                   [](const RecordedMemoryEvent& a, const RecordedMemoryEvent& b) {
-                     if (a.time != b.time) return a.time < b.time;
-                     return a.seq < b.seq;
-                   });
-  std::stable_sort(out.ops.begin(), out.ops.end(),
-                   [](const RecordedOp& a, const RecordedOp& b) { return a.start < b.start; });
+  // Recorders mostly write events in order: check before sorting (a stable
+  // sort of the events would take a second copy of them and a sixth of the
+  // import's time on a long trace; bench/replay_stream_benchmark.cc).
+  auto memory_order = [](const RecordedMemoryEvent& a, const RecordedMemoryEvent& b) {
+    if (a.time != b.time) return a.time < b.time;
+    return a.seq < b.seq;
+  };
+  if (!std::is_sorted(out.memory_events.begin(), out.memory_events.end(), memory_order)) {
+    std::stable_sort(out.memory_events.begin(), out.memory_events.end(), memory_order);
+  }
+  auto op_order = [](const RecordedOp& a, const RecordedOp& b) { return a.start < b.start; };
+  if (!std::is_sorted(out.ops.begin(), out.ops.end(), op_order)) {
+    std::stable_sort(out.ops.begin(), out.ops.end(), op_order);
+  }
   return out;
 }
 

@@ -4,11 +4,13 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <iterator>
 #include <map>
 #include <string>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "sim/base/status.h"
 #include "sim/base/str_cat.h"
 
 namespace gpusim {
@@ -155,10 +157,87 @@ bool IsGpuOp(RecordedOpKind k) {
 //    the free is inside the recording window).
 //  - An alloc at an address that is still live means its free was not
 //    recorded; the old buffer is freed just before the new alloc.
-absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
-                                    const ToNativeOptions& options,
-                                    ConversionStats* stats_out) {
-  ConversionStats stats;
+namespace {
+
+// What the conversion emits, in order, to a sink (ToNativeTrace: TraceEvents;
+// ToMemoryOps: MemoryOps). `head` allocs go before every body event; `source`
+// is the recorded memory event an event came from (-1: none).
+struct TraceSink {
+  std::vector<TraceEvent> head, body;
+  std::vector<int64_t> head_source, body_source;
+  void Reserve(size_t n) { body.reserve(n); }
+  void Alloc(bool to_head, BufferId id, Bytes size, StreamId s, const RecordedMemoryEvent& m, bool with_stack,
+             int64_t source) {
+    TraceEvent e;
+    e.type = EventType::kAlloc;
+    e.buffer = id;
+    e.size = size;
+    e.stream = s;
+    e.role = m.category.value_or(Role::kTemporary);
+    if (m.address.has_value()) e.name = HexAddress(*m.address);
+    if (with_stack) e.stack = m.stack;
+    (to_head ? head : body).push_back(std::move(e));
+    (to_head ? head_source : body_source).push_back(to_head ? -1 : source);
+  }
+  void Free(BufferId id, StreamId s, int64_t source) {
+    TraceEvent e;
+    e.type = EventType::kFree;
+    e.buffer = id;
+    e.stream = s;
+    body.push_back(std::move(e));
+    body_source.push_back(source);
+  }
+  void Timed(const RecordedOp& op, StreamId s) {
+    TraceEvent e = TimedEventFor(op);
+    e.stream = s;
+    body.push_back(std::move(e));
+    body_source.push_back(-1);
+  }
+};
+
+struct OpsSink {
+  std::vector<MemoryOp> head, body;
+  std::vector<int64_t> head_source, body_source;
+  void Reserve(size_t n) { body.reserve(n); }
+  void Alloc(bool to_head, BufferId id, Bytes size, StreamId s, const RecordedMemoryEvent&, bool, int64_t source) {
+    (to_head ? head : body).push_back({EventType::kAlloc, s, id, size});
+    (to_head ? head_source : body_source).push_back(to_head ? -1 : source);
+  }
+  void Free(BufferId id, StreamId s, int64_t source) {
+    body.push_back({EventType::kFree, s, id, Bytes(0)});
+    body_source.push_back(source);
+  }
+  void Timed(const RecordedOp&, StreamId) {}
+};
+
+// head, then body, in body's buffer when it has room (it was reserved for
+// that: the events are the bulk of the conversion's memory).
+template <typename Event>
+std::vector<Event> HeadThenBody(std::vector<Event>& head, std::vector<Event>& body) {
+  if (!head.empty()) {
+    const size_t body_size = body.size();
+    if (body.capacity() >= body_size + head.size()) {
+      std::move(head.begin(), head.end(), std::back_inserter(body));
+      std::rotate(body.begin(), body.begin() + static_cast<std::ptrdiff_t>(body_size), body.end());
+    } else {
+      head.reserve(head.size() + body.size());
+      std::move(body.begin(), body.end(), std::back_inserter(head));
+      body = std::move(head);
+    }
+  }
+  return std::move(body);
+}
+
+struct Converted {
+  std::map<int64_t, StreamId> stream_ids;  // recorded → dense
+  Bytes preexisting;
+};
+
+// The conversion of ToNativeTrace (see recorded_trace.h), into `sink`.
+template <typename Sink>
+absl::StatusOr<Converted> Convert(const RecordedTrace& recorded, const ToNativeOptions& options, bool with_ops,
+                                  Sink& sink, ConversionStats& stats) {
+  Converted out;
   // Which device.
   int32_t device = 0;
   {
@@ -186,14 +265,14 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
 
   // Timed ops to merge, already sorted by start.
   std::vector<const RecordedOp*> ops;
-  if (options.include_gpu_ops) {
+  if (with_ops) {
     for (const RecordedOp& op : recorded.ops) {
       if (IsGpuOp(op.kind)) ops.push_back(&op);
     }
   }
 
   // Dense stream ids.
-  std::map<int64_t, StreamId> stream_ids;
+  std::map<int64_t, StreamId>& stream_ids = out.stream_ids;
   for (const RecordedMemoryEvent& m : recorded.memory_events) {
     if (m.device == device && m.stream >= 0) stream_ids.emplace(m.stream, 0);
   }
@@ -203,16 +282,9 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
   for (const RecordedOp* op : ops) {
     if (op->stream >= 0) stream_ids.emplace(op->stream, 0);
   }
-  Trace trace;
-  trace.name = options.name.empty() ? BaseName(recorded.metadata.source_file) : options.name;
-  trace.frames = recorded.frames;
   {
     StreamId next = 0;
-    for (auto& [rec, id] : stream_ids) {
-      id = next++;
-      trace.streams.push_back({id, Cat("stream_", rec)});
-    }
-    if (trace.streams.empty()) trace.streams.push_back({0, "default"});
+    for (auto& [rec, id] : stream_ids) id = next++;
   }
   auto native_stream = [&](int64_t rec) -> StreamId {
     auto it = stream_ids.find(rec);
@@ -225,56 +297,25 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
   };
   absl::flat_hash_map<int64_t, Live> by_address;
   absl::flat_hash_map<int64_t, std::vector<BufferId>> by_size;  // LIFO stacks
-  std::vector<TraceEvent> head;  // allocs of blocks live before recording
-  std::vector<TraceEvent> body;
-  body.reserve(recorded.memory_events.size() + ops.size());
+  // Room for the head too (at most one alloc per free and per block live
+  // through), so that it can be moved in front without a second copy of
+  // the events.
+  sink.Reserve(recorded.memory_events.size() + ops.size() + recorded.live_through.size());
   BufferId next_id = 0;
   std::optional<Bytes> initial_allocated;
   size_t next_op = 0;
 
   auto emit_ops_before = [&](SimTime t) {
     while (next_op < ops.size() && ops[next_op]->start < t) {
-      TraceEvent e = TimedEventFor(*ops[next_op]);
-      e.stream = native_stream(ops[next_op]->stream);
-      body.push_back(std::move(e));
+      sink.Timed(*ops[next_op], native_stream(ops[next_op]->stream));
       ++stats.timed_events;
       ++next_op;
     }
   };
-  auto emit_alloc = [&](std::vector<TraceEvent>& out, BufferId id, Bytes size, StreamId s,
-                        Role role, std::string name) {
-    TraceEvent e;
-    e.type = EventType::kAlloc;
-    e.buffer = id;
-    e.size = size;
-    e.stream = s;
-    e.role = role;
-    e.name = std::move(name);
-    out.push_back(std::move(e));
-  };
-  auto emit_free = [&](BufferId id, StreamId s) {
-    TraceEvent e;
-    e.type = EventType::kFree;
-    e.buffer = id;
-    e.stream = s;
-    body.push_back(std::move(e));
-    ++stats.frees;
-  };
-
-  std::vector<int64_t> head_source, body_source;
-  int64_t source = -1;
-  auto note_sources = [&] {  // one entry per event emitted since the last call
-    while (head_source.size() < head.size()) head_source.push_back(-1);
-    while (body_source.size() < body.size()) {
-      body_source.push_back(body[body_source.size()].type == EventType::kAlloc ||
-                                    body[body_source.size()].type == EventType::kFree
-                                ? source
-                                : -1);
-    }
-  };
-  // Live bytes of `body` so far (frees of blocks allocated before recording
-  // make it negative) and its maximum: with the pre-recording allocs and
-  // Trace::preexisting, live bytes must fit in int64 (ValidateTrace).
+  // Live bytes of the body so far (frees of blocks allocated before
+  // recording make it negative) and its maximum: with the pre-recording
+  // allocs and Trace::preexisting, live bytes must fit in int64
+  // (ValidateTrace).
   int64_t body_live = 0;
   int64_t body_peak = 0;
   auto overflow = [&](size_t index, std::string_view what) {
@@ -284,9 +325,7 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
   };
   for (const RecordedMemoryEvent& m : recorded.live_through) {
     if (m.device != device) continue;
-    emit_alloc(head, next_id++, m.size, native_stream(m.stream), m.category.value_or(Role::kTemporary),
-               m.address.has_value() ? HexAddress(*m.address) : std::string());
-    head.back().stack = m.stack;
+    sink.Alloc(/*to_head=*/true, next_id++, m.size, native_stream(m.stream), m, /*with_stack=*/true, -1);
     ++stats.allocs_live_through;
     int64_t sum = 0;
     if (__builtin_add_overflow(stats.bytes_live_through.value(), m.size.value(), &sum)) {
@@ -297,8 +336,7 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
   }
   for (size_t index = 0; index < recorded.memory_events.size(); ++index) {
     const RecordedMemoryEvent& m = recorded.memory_events[index];
-    note_sources();
-    source = static_cast<int64_t>(index);
+    const int64_t source = static_cast<int64_t>(index);
     if (m.device != device) continue;
     bool is_alloc = m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kPreexisting;
     bool is_free = m.kind == MemoryEventKind::kFree || m.kind == options.snapshot_free;
@@ -318,7 +356,6 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
     }
     if (m.time >= SimTime(0)) emit_ops_before(m.time);
     const StreamId s = native_stream(m.stream);
-    const Role role = m.category.value_or(Role::kTemporary);
     if (is_alloc) {
       const BufferId id = next_id++;
       if (m.address.has_value()) {
@@ -326,16 +363,15 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
         if (it != by_address.end()) {
           ++stats.implicit_frees;
           body_live -= it->second.size.value();
-          emit_free(it->second.id, s);
+          sink.Free(it->second.id, s, source);
+          ++stats.frees;
           by_address.erase(it);
         }
         by_address[*m.address] = {id, m.size};
-        emit_alloc(body, id, m.size, s, role, HexAddress(*m.address));
       } else {
         by_size[m.size.value()].push_back(id);
-        emit_alloc(body, id, m.size, s, role, "");
       }
-      body.back().stack = m.stack;
+      sink.Alloc(/*to_head=*/false, id, m.size, s, m, /*with_stack=*/true, source);
       if (__builtin_add_overflow(body_live, m.size.value(), &body_live)) {
         return overflow(index, "live bytes");
       }
@@ -371,8 +407,7 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
     }
     if (id < 0) {
       id = next_id++;
-      emit_alloc(head, id, m.size, s, role,
-                 m.address.has_value() ? HexAddress(*m.address) : std::string());
+      sink.Alloc(/*to_head=*/true, id, m.size, s, m, /*with_stack=*/false, -1);
       ++stats.allocs_before_recording;
       int64_t before = 0;
       if (__builtin_add_overflow(stats.bytes_before_recording.value(), m.size.value(), &before)) {
@@ -381,34 +416,75 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
       stats.bytes_before_recording = Bytes(before);
     }
     body_live -= freed.value();
-    emit_free(id, s);
+    sink.Free(id, s, source);
+    ++stats.frees;
   }
-  note_sources();
-  source = -1;
   emit_ops_before(SimTime(INT64_MAX));
-  note_sources();
-  if (options.source_index != nullptr) {
-    options.source_index->assign(head_source.begin(), head_source.end());
-    options.source_index->insert(options.source_index->end(), body_source.begin(), body_source.end());
-  }
 
   if (initial_allocated.has_value() && *initial_allocated > stats.bytes_before_recording) {
-    trace.preexisting = *initial_allocated - stats.bytes_before_recording;
+    out.preexisting = *initial_allocated - stats.bytes_before_recording;
   }
   int64_t peak = 0;
-  if (__builtin_add_overflow(trace.preexisting.value(), stats.bytes_before_recording.value(),
-                             &peak) ||
+  if (__builtin_add_overflow(out.preexisting.value(), stats.bytes_before_recording.value(), &peak) ||
       __builtin_add_overflow(peak, stats.bytes_live_through.value(), &peak) ||
       __builtin_add_overflow(peak, body_peak, &peak)) {
     return absl::InvalidArgumentError(
         Cat(recorded.metadata.source_file, ": live bytes (before recording, ",
             stats.bytes_before_recording.value(), ", plus the peak inside it) exceed 2^63 - 1"));
   }
-  trace.events = std::move(head);
-  trace.events.reserve(trace.events.size() + body.size());
-  for (TraceEvent& e : body) trace.events.push_back(std::move(e));
+  return out;
+}
+
+template <typename Sink>
+void Sources(Sink& sink, const ToNativeOptions& options) {
+  if (options.source_index == nullptr) return;
+  sink.head_source.insert(sink.head_source.end(), sink.body_source.begin(), sink.body_source.end());
+  *options.source_index = std::move(sink.head_source);
+}
+
+}  // namespace
+
+absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded, const ToNativeOptions& options,
+                                    ConversionStats* stats_out) {
+  ConversionStats stats;
+  TraceSink sink;
+  ASSIGN_OR_RETURN(Converted c, Convert(recorded, options, options.include_gpu_ops, sink, stats));
+  Trace trace;
+  trace.name = options.name.empty() ? BaseName(recorded.metadata.source_file) : options.name;
+  trace.frames = recorded.frames;
+  for (const auto& [rec, id] : c.stream_ids) trace.streams.push_back({id, Cat("stream_", rec)});
+  if (trace.streams.empty()) trace.streams.push_back({0, "default"});
+  trace.preexisting = c.preexisting;
+  Sources(sink, options);
+  trace.events = HeadThenBody(sink.head, sink.body);
   if (stats_out != nullptr) *stats_out = stats;
   return trace;
+}
+
+absl::StatusOr<MemoryOpStream> ToMemoryOps(const RecordedTrace& recorded, const ToNativeOptions& options,
+                                           ConversionStats* stats_out) {
+  ConversionStats stats;
+  OpsSink sink;
+  ASSIGN_OR_RETURN(Converted c, Convert(recorded, options, /*with_ops=*/false, sink, stats));
+  MemoryOpStream out;
+  out.preexisting = c.preexisting;
+  Sources(sink, options);
+  out.ops = HeadThenBody(sink.head, sink.body);
+  if (stats_out != nullptr) *stats_out = stats;
+  return out;
+}
+
+MemoryOpStream MemoryOpsOf(const Trace& trace, std::vector<int64_t>* source_index) {
+  MemoryOpStream out;
+  out.preexisting = trace.preexisting;
+  if (source_index != nullptr) source_index->clear();
+  for (size_t i = 0; i < trace.events.size(); ++i) {
+    const TraceEvent& e = trace.events[i];
+    if (e.type != EventType::kAlloc && e.type != EventType::kFree) continue;
+    out.ops.push_back({e.type, e.stream, e.buffer, e.size});
+    if (source_index != nullptr) source_index->push_back(static_cast<int64_t>(i));
+  }
+  return out;
 }
 
 }  // namespace gpusim

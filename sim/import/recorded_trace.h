@@ -202,6 +202,28 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded,
                                     const ToNativeOptions& options = {},
                                     ConversionStats* stats = nullptr);
 
+// The alloc and free events alone, as ToNativeTrace orders them: what a
+// replay through an allocator reads (24 bytes an event, where a TraceEvent
+// takes 232), without the timed events.
+struct MemoryOp {
+  EventType type = EventType::kAlloc;  // kAlloc or kFree
+  StreamId stream = 0;
+  BufferId buffer = -1;
+  Bytes size;  // alloc: requested bytes
+};
+struct MemoryOpStream {
+  std::vector<MemoryOp> ops;
+  Bytes preexisting;  // Trace::preexisting
+};
+// ToNativeTrace's conversion into MemoryOps (options.include_gpu_ops is not
+// read: there are no timed events); the same buffer ids, order, sources,
+// statistics and errors.
+absl::StatusOr<MemoryOpStream> ToMemoryOps(const RecordedTrace& recorded, const ToNativeOptions& options = {},
+                                           ConversionStats* stats = nullptr);
+// A native trace's alloc and free events; `source_index`, when set, receives
+// each one's index in trace.events.
+MemoryOpStream MemoryOpsOf(const Trace& trace, std::vector<int64_t>* source_index = nullptr);
+
 }  // namespace gpusim
 
 #endif  // GPUSIM_SIM_IMPORT_RECORDED_TRACE_H_

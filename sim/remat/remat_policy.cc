@@ -4,6 +4,7 @@
 #include <functional>
 #include <map>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/status.h"
@@ -202,11 +203,9 @@ absl::StatusOr<std::unique_ptr<RematPolicy>> MakeRematPolicy(const RematSpec& sp
   const auto& reg = Registry();
   auto it = reg.find(spec.policy);
   if (it == reg.end()) {
-    std::vector<std::string> names;
-    for (const auto& [n, e] : reg) names.push_back(n);
     return absl::InvalidArgumentError(absl::StrCat(spec.policy_at.empty() ? "" : spec.policy_at + ": ",
-                                                   "remat.policy: unknown policy '", spec.policy,
-                                                   "'; expected one of ", absl::StrJoin(names, ", ")));
+                                                   UnknownEntryMessage("remat.policy", "policy", spec.policy,
+                                                                       ListRematPolicies())));
   }
   if (spec.policy == "save_and_offload_only_these_names" || spec.policy == "custom") {
     RETURN_IF_ERROR(CheckDisjoint(spec.names, spec.offload_names, "remat.names", "remat.offload_names"));
@@ -235,9 +234,29 @@ absl::StatusOr<std::unique_ptr<RematPolicy>> MakeRematPolicy(const RematSpec& sp
       new PredicatePolicy(it->first, it->second.make(spec), it->second.no_remat));
 }
 
+namespace {
+
+// The settings name-based policies read, typed for `gpusim list remat`.
+std::vector<ParamDoc> ParamsOf(const std::string& names) {
+  static const auto* kParams = new std::vector<ParamDoc>{
+      {"remat.names", "list", "", "[]", "checkpoint_name tags",
+       "the named values the policy keeps on the device (MaxText tensors_on_device)"},
+      {"remat.offload_names", "list", "", "[]", "checkpoint_name tags, disjoint from remat.names",
+       "the named values offloaded to pinned host (MaxText tensors_to_offload)"},
+      {"remat.policies", "list", "", "[]", "two boolean policies", "the policies whose saved sets are combined"},
+  };
+  std::vector<ParamDoc> out;
+  for (const ParamDoc& p : *kParams) {
+    if (absl::StrContains(names, p.name)) out.push_back(p);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::vector<RematPolicyInfo> ListRematPolicies() {
   std::vector<RematPolicyInfo> out;
-  for (const auto& [n, e] : Registry()) out.push_back({n, e.doc, e.parameters});
+  for (const auto& [n, e] : Registry()) out.push_back({n, e.doc, ParamsOf(e.parameters), {}});
   return out;
 }
 

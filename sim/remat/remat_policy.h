@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sim/base/registry.h"
 #include "sim/config/spec.h"
 
 namespace gpusim {
@@ -40,11 +41,9 @@ class RematPolicy {
   virtual SaveDecision Decide(const SaveCandidate& c) const = 0;
 };
 
-struct RematPolicyInfo {
-  std::string name;
-  std::string doc;
-  std::string parameters;  // e.g. "remat.names"
-};
+// A registry entry (sim/base/registry.h): name, doc, the settings a policy
+// reads (remat.names, remat.offload_names, remat.policies).
+using RematPolicyInfo = RegistryEntry;
 
 // REQUIRES: spec.policy names a registered policy; name-based policies read
 // spec.names / spec.offload_names.

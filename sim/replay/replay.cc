@@ -1,10 +1,9 @@
 #include "sim/replay/replay.h"
 
 #include <algorithm>
-#include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <map>
-#include <set>
 #include <optional>
 #include <utility>
 
@@ -12,51 +11,16 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
-#include "sim/alloc/impl/pytorch_caching.h"
 #include "sim/alloc/options.h"
 #include "sim/import/import.h"
-#include "sim/base/json_writer.h"
 #include "sim/base/status.h"
+#include "sim/replay/replay_internal.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
 
 namespace gpusim {
-namespace {
+namespace replay_internal {
 
-void Compare(TotalsComparison& c, Bytes predicted, Bytes recorded, int64_t event, double& abs_sum) {
-  ++c.compared;
-  const int64_t err = std::llabs(predicted.value() - recorded.value());
-  if (err == 0) {
-    ++c.exact;
-  } else if (c.first_mismatch < 0) {
-    c.first_mismatch = event;
-  }
-  c.max_abs_error = std::max(c.max_abs_error, Bytes(err));
-  abs_sum += static_cast<double>(err);
-  c.mean_abs_error = abs_sum / static_cast<double>(c.compared);
-  c.recorded_peak = std::max(c.recorded_peak, recorded);
-  c.predicted_peak = std::max(c.predicted_peak, predicted);
-}
-
-// Fragmentation at the reserved peak: reserved - allocated at the moment
-// reserved is at its peak and, among such moments (a warm cache holds its
-// peak for long), allocated is highest — the "reserved but unallocated"
-// bytes when the cache was used most fully.
-struct PeakTracker {
-  Bytes peak_reserved{-1};
-  Bytes allocated_then{-1};
-  Bytes fragmentation;
-  template <typename Usage>  // AllocatorStats or AllocatorUsage
-  void Observe(const Usage& s) {
-    if (s.reserved > peak_reserved || (s.reserved == peak_reserved && s.allocated > allocated_then)) {
-      peak_reserved = s.reserved;
-      allocated_then = s.allocated;
-      fragmentation = s.reserved - s.allocated;
-    }
-  }
-};
-
-// Fills options->capacity when it is 0 (see ReplayOptions::capacity).
 absl::Status ResolveCapacity(const RecordedMetadata& meta, ReplayOptions* o) {
   if (o->capacity > Bytes(0)) return absl::OkStatus();
   for (const RecordedDevice& d : meta.devices) {
@@ -75,27 +39,51 @@ absl::Status ResolveCapacity(const RecordedMetadata& meta, ReplayOptions* o) {
   return absl::OkStatus();
 }
 
-}  // namespace
+}  // namespace replay_internal
+
+namespace {
+
+using replay_internal::PeakTracker;
+using replay_internal::ResolveCapacity;
+
+void Compare(TotalsComparison& c, Bytes predicted, Bytes recorded, int64_t event, double& abs_sum) {
+  ++c.compared;
+  const int64_t err = std::llabs(predicted.value() - recorded.value());
+  if (err == 0) {
+    ++c.exact;
+  } else if (c.first_mismatch < 0) {
+    c.first_mismatch = event;
+  }
+  c.max_abs_error = std::max(c.max_abs_error, Bytes(err));
+  abs_sum += static_cast<double>(err);
+  c.mean_abs_error = abs_sum / static_cast<double>(c.compared);
+  c.recorded_peak = std::max(c.recorded_peak, recorded);
+  c.predicted_peak = std::max(c.predicted_peak, predicted);
+}
 
 // --- Replay of the recorded alloc/free stream --------------------------------
 
-namespace {
+// One warm-start replay (Note [Growing inferred segments]): the segment
+// growths earlier passes found, and those this pass finds.
+struct WarmPass {
+  std::map<int64_t, int64_t> grown_ends;  // segment begin → end
+  std::map<int64_t, int64_t> found;
+};
 
 // The memory events of `trace` through options.allocator. `source[i]` is the
 // recorded memory event native event i came from (-1: none); `recorded`, when
 // set, supplies the recorded totals and times. Fills `r` (whose conversion,
 // source and format the caller set).
-absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& source,
+absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int64_t>& source,
                              const RecordedTrace* recorded, const ReplayOptions& options, ReplayResult& r,
-                             bool warm = false) {
-  const Trace* trace = &trace_in;
+                             WarmPass* warm = nullptr) {
   auto allocator = MakeAllocator(options.allocator, options.capacity);
   if (!allocator.ok()) return allocator.status();
   Allocator& a = **allocator;
   r.allocator = std::string(a.name());
   r.capacity = options.capacity;
   r.capacity_source = options.capacity_source;
-  r.preexisting = trace->preexisting;
+  r.preexisting = stream.preexisting;
   r.start_state = "cold (an empty allocator); blocks live before recording allocated first";
   static const std::vector<RecordedMemoryEvent> kNoEvents;
   const std::vector<RecordedMemoryEvent>& memory_events = recorded != nullptr ? recorded->memory_events : kNoEvents;
@@ -124,29 +112,30 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   // would keep an unsplit remainder); how those bytes lay in segments is
   // unknown.
   BufferId next_id = 0;
-  for (const TraceEvent& e : trace->events) next_id = std::max(next_id, e.buffer + 1);
-  auto* caching = dynamic_cast<PyTorchCachingAllocator*>(&a);
+  for (const MemoryOp& e : stream.ops) next_id = std::max(next_id, e.buffer + 1);
+  const bool caching = a.ModelsSegments();
   constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSize
   // A warm start (Note [Warm start from recorded addresses]) restores the
   // blocks live at the start, Trace::preexisting included.
   absl::flat_hash_set<BufferId> restored;
-  if (warm && caching != nullptr && recorded != nullptr) {
-    AllocatorOptions ao(options.allocator.options);
-    ASSIGN_OR_RETURN(PyTorchCachingOptions copt, ParsePyTorchCachingOptions(ao));
+  if (warm != nullptr && caching && recorded != nullptr) {
     int32_t device = 0;
     if (options.device.has_value()) {
       device = *options.device;
     } else if (!recorded->memory_events.empty()) {
       device = recorded->memory_events.front().device;
     }
-    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, *trace, copt, next_id, *caching, &restored));
+    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, stream, next_id, warm->grown_ends, a, &restored));
     if (ws.applied) {
       ++next_id;
       r.start_state = absl::StrFormat(
           "warm, inferred from the recorded addresses and Total Reserved: %d small + %d large segments (%s), %s "
-          "where no recorded block lies; %d blocks live at the start",
+          "where no recorded block lies; %d blocks live at the start%s",
           ws.small_segments, ws.large_segments, FormatBytes(ws.inferred_bytes), FormatBytes(ws.untouched_bytes),
-          ws.restored_blocks);
+          ws.restored_blocks,
+          ws.grown_segments == 0 ? ""
+                                 : absl::StrFormat("; %d segments grown past their blocks by the recorded block sizes",
+                                                   ws.grown_segments));
     }
     r.warm_start = std::move(ws);
   }
@@ -160,20 +149,20 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   };
   if (warm_applied) {
     // Trace::preexisting is in the restored state.
-  } else if (caching != nullptr && trace->preexisting > Bytes(kSmallRequest)) {
-    const int64_t size = (trace->preexisting.value() + 511) / 512 * 512;
+  } else if (caching && stream.preexisting > Bytes(kSmallRequest)) {
+    const int64_t size = (stream.preexisting.value() + 511) / 512 * 512;
     if (Bytes(size) > options.capacity) {
-      oom_before_start(trace->preexisting);
+      oom_before_start(stream.preexisting);
     } else {
-      CachingSegmentLayout seg;
+      SegmentLayout seg;
       seg.address = 0x600000000000;  // below the simulated space's first-fit base
       seg.size = size;
-      seg.blocks = {{seg.address, size, trace->preexisting.value(), next_id++}};
-      absl::Status st = caching->RestoreSegment(seg);
+      seg.blocks = {{seg.address, size, stream.preexisting.value(), next_id++}};
+      absl::Status st = a.RestoreSegment(seg);
       if (!st.ok()) return st;
     }
-  } else if (trace->preexisting > Bytes(0)) {
-    if (!a.Alloc(next_id++, trace->preexisting, 0)) oom_before_start(trace->preexisting);
+  } else if (stream.preexisting > Bytes(0)) {
+    if (!a.Alloc(next_id++, stream.preexisting, 0)) oom_before_start(stream.preexisting);
   }
   absl::flat_hash_map<BufferId, Bytes> placed;  // buffers the allocator holds
   // Note [CUDA graph private pools]: one allocator per capture window.
@@ -204,9 +193,9 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
     return -1;
   };
   AllocatorUsage combined_peak;
-  const std::vector<TraceEvent>& ev = trace->events;
+  const std::vector<MemoryOp>& ev = stream.ops;
   for (size_t i = 0; i < ev.size(); ++i) {
-    const TraceEvent& e = ev[i];
+    const MemoryOp& e = ev[i];
     if (e.type == EventType::kAlloc) {
       const int64_t w = restored.contains(e.buffer) ? -1 : capture_of(i);
       bool ok = false;
@@ -230,6 +219,18 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
         placed[e.buffer] = e.size;
       } else if (w >= 0 ? ok : a.Alloc(e.buffer, e.size, e.stream)) {
         placed[e.buffer] = e.size;
+        // Note [Growing inferred segments]: Kineto records block sizes.
+        if (warm_applied && w < 0 && source[i] >= 0 && recorded->metadata.format == "kineto") {
+          const RecordedMemoryEvent& m = memory_events[static_cast<size_t>(source[i])];
+          const std::optional<uint64_t> at = a.AddressOf(e.buffer);
+          if (m.address.has_value() && at.has_value() && static_cast<int64_t>(*at) == *m.address) {
+            const int64_t recorded_block = (e.size.value() + 511) / 512 * 512;
+            if (auto g = SegmentGrowthFor(*r.warm_start, *m.address, recorded_block, a.BlockSizeOf(e.buffer)->value())) {
+              int64_t& end = warm->found[g->first];
+              end = std::max(end, g->second);
+            }
+          }
+        }
       } else {
         ++r.ooms;
         if (!r.oom.has_value()) {
@@ -284,8 +285,8 @@ absl::Status ReplayTraceInto(const Trace& trace_in, const std::vector<int64_t>& 
   // Live requested bytes for the no-fragmentation bound: recompute exactly.
   {
     absl::flat_hash_map<BufferId, Bytes> sizes;
-    Bytes cur = trace->preexisting, best = cur;
-    for (const TraceEvent& e : ev) {
+    Bytes cur = stream.preexisting, best = cur;
+    for (const MemoryOp& e : ev) {
       if (e.type == EventType::kAlloc) {
         sizes[e.buffer] = e.size;
         cur += e.size;
@@ -335,7 +336,7 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
   ReplayResult r;
   r.source = recorded.metadata.source_file;
   r.format = recorded.metadata.format;
-  ASSIGN_OR_RETURN(Trace trace, ToNativeTrace(recorded, to_native, &r.conversion));
+  ASSIGN_OR_RETURN(MemoryOpStream trace, ToMemoryOps(recorded, to_native, &r.conversion));
   RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, r));
   // Does the cold start explain the first event's Total Reserved? If not,
   // try the warm start (Note [Warm start from recorded addresses]).
@@ -350,13 +351,37 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
       }
     }
     if (first == r.reserved->first_mismatch) {
-      ReplayResult w;
-      w.source = r.source;
-      w.format = r.format;
-      w.conversion = r.conversion;
-      RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, w, /*warm=*/true));
-      if (w.warm_start.has_value() && w.warm_start->applied) return w;
-      r.warm_start = std::move(w.warm_start);
+      // Replay from the inferred state, growing its segments to a fixed
+      // point (Note [Growing inferred segments]).
+      WarmPass pass;
+      constexpr int64_t kMaxPasses = 64;
+      for (int64_t n = 1;; ++n) {
+        ReplayResult w;
+        w.source = r.source;
+        w.format = r.format;
+        w.conversion = r.conversion;
+        pass.found.clear();
+        RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, w, &pass));
+        if (!w.warm_start.has_value() || !w.warm_start->applied) {
+          r.warm_start = std::move(w.warm_start);
+          break;
+        }
+        // Keep the growths that fit in the spare reserved bytes together.
+        Bytes spare = w.warm_start->spare_bytes;
+        bool changed = false;
+        std::map<int64_t, int64_t> ends;  // this pass's segments
+        for (const InferredSegment& s : w.warm_start->segments) ends[s.begin] = s.end;
+        for (const auto& [begin, end] : pass.found) {
+          const int64_t now = ends[begin];
+          if (end > now && Bytes(end - now) <= spare) {
+            spare -= Bytes(end - now);
+            pass.grown_ends[begin] = end;
+            changed = true;
+          }
+        }
+        w.warm_start->passes = n;
+        if (!changed || n == kMaxPasses) return w;
+      }
     }
   }
   return r;
@@ -369,373 +394,15 @@ absl::StatusOr<ReplayResult> ReplayNativeTrace(const Trace& trace, const std::st
   RecordedMetadata meta;
   meta.source_file = source_name;
   RETURN_IF_ERROR(ResolveCapacity(meta, &options));
-  std::vector<int64_t> source(trace.events.size(), -1);
-  for (size_t i = 0; i < trace.events.size(); ++i) {
-    const EventType t = trace.events[i].type;
-    if (t == EventType::kAlloc || t == EventType::kFree) source[i] = static_cast<int64_t>(i);
-  }
+  std::vector<int64_t> source;
+  const MemoryOpStream ops = MemoryOpsOf(trace, &source);
   ReplayResult r;
   r.source = source_name;
   r.format = "gpusim-trace";
-  RETURN_IF_ERROR(ReplayTraceInto(trace, source, nullptr, options, r));
+  RETURN_IF_ERROR(ReplayTraceInto(ops, source, nullptr, options, r));
   r.start_state = "cold (an empty allocator); Trace::preexisting allocated first";
   return r;
 }
-
-// --- Snapshot replay with address checking -----------------------------------
-
-// Note [Rebuilding the window's start]
-// A snapshot's trace is a window (the ring buffer of
-// _record_memory_history(max_entries=...)); its `segments` are the state at
-// the end. The state at the window's start follows by undoing the trace
-// backwards from the end:
-//   alloc at A          → the block at A did not exist yet (was free);
-//   free_completed at A → the block at A was allocated before;
-//   segment_alloc at A  → the segment did not exist;
-//   segment_free at A   → the segment existed (2 MiB ⇒ small pool: large
-//                          segments are ≥ 10 MiB, PyTorch
-//                          CUDACachingAllocator.cpp get_allocation_size).
-// Sizes: blocks still allocated at the end have their exact block size in
-// `segments`; a block allocated before the window and freed inside it has
-// only its requested size in the trace, so its block size is inferred: the
-// rounded request (round_size), which is the block size unless the block
-// kept an unsplit remainder (large pool, remainder ≤ 1 MiB; should_split).
-// A guess that would overlap the next known block is cut at it. How a
-// wrong guess shows, and is corrected, is Note [Growing guessed blocks to a
-// fixed point].
-// Frees are routed by allocation identity (recorded address at alloc time →
-// our buffer id), so one misplaced block does not misroute later frees.
-// A block is reusable at free_completed (free_requested only marks it
-// pending: the stream may still use it).
-
-// Note [Growing guessed blocks to a fixed point]
-// PyTorch's allocator always hands out the *front* of the free block it
-// picks (CUDACachingAllocator.cpp, DeviceCachingAllocator::malloc →
-// alloc_found_block: the split remainder is the block's tail), and in the
-// large pool it leaves a remainder ≤ kSmallSize (1 MiB) unsplit
-// (should_split), so a block can be up to 1 MiB larger than its rounded
-// request. A guessed block that is too small leaves a free block after it
-// that starts too early and is too big; best fit (get_free_block: the
-// smallest block ≥ the request, lower_bound on the size-ordered pool) can
-// then pick a different free block — often in another segment — and the
-// layouts diverge. The recording tells: when an allocation's recorded
-// address lies inside one of the model's free blocks (as it was before the
-// model placed that allocation), at most 1 MiB past the end of a guessed
-// block that the free block follows, the real block ended at the recorded
-// address (the allocation was carved from the front of the real free
-// block). Every such growth found in a pass is kept (a block only ever
-// grows), and the replay runs again until a pass finds none: a fixed point
-// (bounded by kMaxPasses). AddressCheck::grown_block_sizes counts the sizes
-// inferred this way.
-namespace {
-
-constexpr int64_t kSmallSegment = 2097152;  // kSmallBuffer
-constexpr int64_t kSmallSize = 1048576;     // kSmallSize
-
-struct InitBlock {
-  int64_t size = 0;
-  int64_t requested = 0;
-  bool exact = false;
-  int64_t free_event = -1;  // the free_completed that ends it (inexact ones)
-};
-struct InitSegment {
-  int64_t size = 0;
-  int64_t stream = 0;
-  bool small = false;
-};
-
-struct SnapshotWindow {
-  std::vector<const RecordedMemoryEvent*> events;  // this device, in order
-  std::vector<int64_t> index;                      // into trace.memory_events
-};
-
-PyTorchCachingOptions OptionsFromSpec(const AllocatorSpec& spec, absl::Status* st) {
-  AllocatorOptions o(spec.options);
-  auto parsed = ParsePyTorchCachingOptions(o);
-  if (!parsed.ok()) {
-    *st = parsed.status();
-    return {};
-  }
-  return *parsed;
-}
-
-struct AddressReplay {
-  const RecordedSnapshot& snap;
-  const ReplayOptions& options;
-  PyTorchCachingOptions opt;
-  int32_t device = 0;
-  SnapshotWindow window;
-  std::map<int64_t, StreamId> streams;  // recorded stream → dense id
-
-  StreamId Stream(int64_t rec) {
-    auto [it, inserted] = streams.emplace(rec, static_cast<StreamId>(streams.size()));
-    return it->second;
-  }
-
-  // The start state; `grown` maps a free_completed event index to the block
-  // size inferred for it.
-  absl::Status StartState(const std::map<int64_t, int64_t>& grown, std::map<uint64_t, InitSegment>* segs,
-                          std::map<uint64_t, InitBlock>* blocks, int64_t* inferred) {
-    segs->clear();
-    blocks->clear();
-    for (const SnapshotSegment& s : snap.segments) {
-      if (s.device != device) continue;
-      if (s.is_expandable) return absl::UnimplementedError("replaying expandable segments is not modelled yet");
-      (*segs)[static_cast<uint64_t>(s.address)] = {s.total_size.value(), s.stream, s.segment_type == "small"};
-      for (const SnapshotBlock& b : s.blocks) {
-        if (b.state == "inactive") continue;
-        (*blocks)[static_cast<uint64_t>(b.address)] = {b.size.value(), b.requested_size.value(), true, -1};
-      }
-    }
-    for (size_t k = window.events.size(); k-- > 0;) {
-      const RecordedMemoryEvent& m = *window.events[k];
-      if (!m.address.has_value()) {
-        return absl::InvalidArgumentError(absl::StrCat(snap.trace.metadata.source_file, ": trace entry ",
-                                                       window.index[k], " has no address"));
-      }
-      const uint64_t addr = static_cast<uint64_t>(*m.address);
-      switch (m.kind) {
-        case MemoryEventKind::kAlloc:
-          blocks->erase(addr);
-          break;
-        case MemoryEventKind::kFreeCompleted: {
-          auto g = grown.find(window.index[k]);
-          const int64_t size = g != grown.end() ? g->second : PyTorchCachingAllocator::RoundSize(m.size.value(), opt);
-          (*blocks)[addr] = {size, m.size.value(), false, window.index[k]};
-          break;
-        }
-        case MemoryEventKind::kSegmentAlloc:
-          segs->erase(addr);
-          break;
-        case MemoryEventKind::kSegmentFree:
-          (*segs)[addr] = {m.size.value(), m.stream, m.size.value() == kSmallSegment};
-          break;
-        case MemoryEventKind::kSegmentMap:
-        case MemoryEventKind::kSegmentUnmap:
-          return absl::UnimplementedError("replaying expandable segments is not modelled yet");
-        default:
-          break;
-      }
-    }
-    // Cut guesses at the next block or the segment's end.
-    *inferred = 0;
-    for (auto it = blocks->begin(); it != blocks->end(); ++it) {
-      if (!it->second.exact) ++*inferred;
-      auto seg = segs->upper_bound(it->first);
-      if (seg == segs->begin()) {
-        return absl::InvalidArgumentError(absl::StrFormat("%s: block at 0x%x lies in no segment",
-                                                          snap.trace.metadata.source_file, it->first));
-      }
-      --seg;
-      uint64_t limit = seg->first + static_cast<uint64_t>(seg->second.size);
-      auto next = std::next(it);
-      if (next != blocks->end()) limit = std::min(limit, next->first);
-      if (it->first + static_cast<uint64_t>(it->second.size) > limit) {
-        if (it->second.exact) {
-          return absl::InvalidArgumentError(absl::StrFormat("%s: block at 0x%x overlaps the next block",
-                                                            snap.trace.metadata.source_file, it->first));
-        }
-        it->second.size = static_cast<int64_t>(limit - it->first);
-      }
-    }
-    return absl::OkStatus();
-  }
-
-  struct Pass {
-    AddressCheck check;
-    ReplayResult result;
-    // Misplacements explained by a guessed block (Note [Growing guessed
-    // blocks to a fixed point]): its free event → the size it grows to.
-    std::map<int64_t, int64_t> growths;
-  };
-
-  // Note [Growing guessed blocks to a fixed point]: the model just placed
-  // buffer `placed` elsewhere than the recorded address `addr`. If, before
-  // that placement, `addr` lay inside a free block that directly follows a
-  // guessed block and starts at most kSmallSize below `addr`, returns the
-  // guessed block's address and the size that makes it end at `addr`.
-  static std::optional<std::pair<uint64_t, int64_t>> GrowthFor(
-      const PyTorchCachingAllocator& a, const absl::flat_hash_map<BufferId, uint64_t>& guessed_at,
-      BufferId placed, uint64_t addr) {
-    for (const CachingSegmentLayout& seg : a.Segments()) {
-      if (addr < seg.address || addr >= seg.address + static_cast<uint64_t>(seg.size)) continue;
-      if (seg.small) return std::nullopt;  // small-pool blocks are always split
-      const auto& b = seg.blocks;
-      for (size_t i = 0; i < b.size(); ++i) {
-        auto is_free = [&](size_t j) { return b[j].buffer < 0 || b[j].buffer == placed; };
-        if (!is_free(i) || (i > 0 && is_free(i - 1))) continue;  // i starts a free run
-        size_t j = i;
-        while (j + 1 < b.size() && is_free(j + 1)) ++j;
-        const uint64_t run_start = b[i].address;
-        const uint64_t run_end = b[j].address + static_cast<uint64_t>(b[j].size);
-        if (addr <= run_start || addr >= run_end) continue;
-        if (i == 0 || addr - run_start > static_cast<uint64_t>(kSmallSize)) return std::nullopt;
-        auto g = guessed_at.find(b[i - 1].buffer);
-        if (g == guessed_at.end()) return std::nullopt;
-        return std::make_pair(g->second, static_cast<int64_t>(addr - g->second));
-      }
-      return std::nullopt;
-    }
-    return std::nullopt;
-  }
-
-  absl::StatusOr<Pass> Run(const std::map<int64_t, int64_t>& grown) {
-    std::map<uint64_t, InitSegment> segs;
-    std::map<uint64_t, InitBlock> blocks;
-    int64_t inferred = 0;
-    absl::Status st = StartState(grown, &segs, &blocks, &inferred);
-    if (!st.ok()) return st;
-    Pass pass;
-    pass.check.inferred_block_sizes = inferred;
-    PyTorchCachingAllocator a(options.capacity, opt);
-    // Restore.
-    absl::flat_hash_map<uint64_t, BufferId> live;  // recorded address → id
-    absl::flat_hash_map<BufferId, int64_t> requested_of;
-    absl::flat_hash_map<BufferId, uint64_t> guessed_at;  // inexact restored blocks
-    BufferId next_id = 0;
-    for (const auto& [addr, seg] : segs) {
-      CachingSegmentLayout layout;
-      layout.address = addr;
-      layout.size = seg.size;
-      layout.stream = Stream(seg.stream);
-      layout.small = seg.small;
-      uint64_t at = addr;
-      const uint64_t end = addr + static_cast<uint64_t>(seg.size);
-      for (auto it = blocks.lower_bound(addr); it != blocks.end() && it->first < end; ++it) {
-        if (it->first > at) layout.blocks.push_back({at, static_cast<int64_t>(it->first - at), 0, -1});
-        const BufferId id = next_id++;
-        layout.blocks.push_back({it->first, it->second.size, it->second.requested, id});
-        live[it->first] = id;
-        requested_of[id] = it->second.requested;
-        if (!it->second.exact) guessed_at[id] = it->first;
-        at = it->first + static_cast<uint64_t>(it->second.size);
-        ++pass.check.restored_blocks;
-      }
-      if (at < end) layout.blocks.push_back({at, static_cast<int64_t>(end - at), 0, -1});
-      st = a.RestoreSegment(layout);
-      if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat(snap.trace.metadata.source_file, ": ", st.message()));
-      ++pass.check.restored_segments;
-    }
-    if (const AllocatorUsage u = a.usage(); u.reserved > options.capacity) {
-      // The recorded segments exceed the capacity: an OOM before the first
-      // event; the replay goes on from the recorded state.
-      ++pass.result.ooms;
-      pass.result.oom = ReplayOom{-1, SimTime(-1), u.reserved, Bytes(0), options.capacity};
-    }
-    PeakTracker peak;
-    peak.Observe(a.usage());
-    Bytes cur_requested;
-    for (const auto& [addr, b] : blocks) cur_requested += Bytes(b.requested);
-    Bytes best_requested = cur_requested;
-    for (size_t k = 0; k < window.events.size(); ++k) {
-      const RecordedMemoryEvent& m = *window.events[k];
-      const uint64_t addr = static_cast<uint64_t>(*m.address);
-      const int64_t idx = window.index[k];
-      switch (m.kind) {
-        case MemoryEventKind::kAlloc: {
-          const BufferId id = next_id++;
-          ++pass.check.allocations;
-          ++pass.result.events;
-          if (!a.Alloc(id, m.size, Stream(m.stream))) {
-            ++pass.result.ooms;
-            if (!pass.result.oom.has_value()) {
-              const AllocatorStats s = a.stats();
-              pass.result.oom = ReplayOom{idx, m.time, m.size, s.reserved, options.capacity - s.reserved};
-            }
-            if (pass.check.misses.size() < 10) {
-              pass.check.misses.push_back(absl::StrFormat("entry %d: alloc of %d bytes failed (out of memory)", idx,
-                                                          m.size.value()));
-            }
-            break;
-          }
-          live[addr] = id;
-          requested_of[id] = m.size.value();
-          cur_requested += m.size;
-          best_requested = std::max(best_requested, cur_requested);
-          const uint64_t got = *a.AddressOf(id);
-          if (got == addr) {
-            ++pass.check.at_recorded_address;
-          } else {
-            if (pass.check.misses.size() < 10) {
-              pass.check.misses.push_back(absl::StrFormat(
-                  "entry %d: alloc of %d bytes at 0x%x, recorded at 0x%x", idx, m.size.value(), got, addr));
-            }
-            // Explained by a guessed block that was really larger?
-            if (auto g = GrowthFor(a, guessed_at, id, addr)) {
-              auto it = blocks.find(g->first);
-              if (it != blocks.end() && it->second.free_event >= 0 && g->second > it->second.size) {
-                pass.growths.try_emplace(it->second.free_event, g->second);
-              }
-            }
-          }
-          break;
-        }
-        case MemoryEventKind::kFreeCompleted: {
-          auto it = live.find(addr);
-          if (it == live.end()) {
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "%s: trace entry %d frees 0x%x, which is not allocated", snap.trace.metadata.source_file, idx, addr));
-          }
-          ++pass.result.events;
-          a.Free(it->second);
-          cur_requested -= Bytes(requested_of[it->second]);
-          requested_of.erase(it->second);
-          guessed_at.erase(it->second);
-          live.erase(it);
-          break;
-        }
-        case MemoryEventKind::kFreeRequested:
-          ++pass.result.events;
-          break;
-        case MemoryEventKind::kSegmentAlloc:
-          a.SetNextSegmentAddress(addr);
-          break;
-        case MemoryEventKind::kSegmentFree: {
-          // A release our model has not made itself: torch.cuda.empty_cache().
-          bool held = false;
-          for (const CachingSegmentLayout& s : a.Segments()) held |= s.address == addr;
-          if (held) a.EmptyCache();
-          break;
-        }
-        default:
-          break;
-      }
-      peak.Observe(a.usage());
-    }
-    // The end state against the snapshot's segments.
-    std::map<uint64_t, std::vector<std::pair<uint64_t, int64_t>>> want, got;  // segment → (addr, size) allocated
-    std::map<uint64_t, int64_t> want_size, got_size;
-    for (const SnapshotSegment& s : snap.segments) {
-      if (s.device != device) continue;
-      want_size[static_cast<uint64_t>(s.address)] = s.total_size.value();
-      auto& v = want[static_cast<uint64_t>(s.address)];
-      for (const SnapshotBlock& b : s.blocks) {
-        if (b.state != "inactive") v.push_back({static_cast<uint64_t>(b.address), b.size.value()});
-      }
-    }
-    for (const CachingSegmentLayout& s : a.Segments()) {
-      got_size[s.address] = s.size;
-      auto& v = got[s.address];
-      for (const CachingSegmentLayout::Block& b : s.blocks) {
-        if (b.buffer >= 0) v.push_back({b.address, b.size});
-      }
-    }
-    int64_t diffs = 0;
-    for (const auto& [addr, size] : want_size) {
-      auto g = got_size.find(addr);
-      if (g == got_size.end() || g->second != size || got[addr] != want[addr]) ++diffs;
-    }
-    for (const auto& [addr, size] : got_size) diffs += want_size.contains(addr) ? 0 : 1;
-    pass.check.final_segment_differences = diffs;
-    pass.check.final_segments_match = diffs == 0;
-    pass.result.stats = a.stats();
-    pass.result.fragmentation_at_peak = peak.fragmentation;
-    pass.result.no_fragmentation_peak = best_requested;
-    return pass;
-  }
-};
-
-}  // namespace
 
 // Note [CUDA graph private pools]
 // While a CUDA/HIP graph is captured, the caching allocator serves the
@@ -754,111 +421,6 @@ struct AddressReplay {
 // modelled) — its frees go back to it, and reserved and allocated are the
 // sums over the main pool and the private ones, all bounded by the capacity.
 // Offline planners see no pools (they place the whole trace at once).
-
-// Note [One start state for snapshots]
-// Through pytorch_caching a snapshot is always replayed from the start state
-// rebuilt from its final segments (Note [Rebuilding the window's start]), with
-// or without --check-addresses: that state is what the real allocator held,
-// so the reserved bytes start at the recorded segments' total and, when no
-// segment was freed, peak there too. Other allocators have no such state to
-// start from; they replay the import (sim/import/recorded_trace.h
-// ToNativeTrace) cold, with the blocks live through the window (Note [Blocks
-// live through the window] in snapshot.cc) and those freed in it allocated
-// first. --check-addresses only adds the address report.
-absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, const ReplayOptions& options_in) {
-  if (!options_in.check_addresses && options_in.allocator.impl != "pytorch_caching") {
-    return ReplayRecorded(snapshot.trace, options_in);
-  }
-  ReplayOptions options = options_in;
-  absl::Status cap = ResolveCapacity(snapshot.trace.metadata, &options);
-  if (!cap.ok()) return cap;
-  // The caching allocator is built directly here (not through MakeAllocator):
-  // its capacity and stream ids must be in the ranges it packs (Note [Huge
-  // requests]; trace.h, kMaxStreamId).
-  if (options.capacity <= Bytes(0) || options.capacity.value() >= kMaxDeviceBytes) {
-    return absl::InvalidArgumentError(absl::StrCat(snapshot.trace.metadata.source_file, ": device capacity ",
-                                                   options.capacity.value(), " is not in (0, 2^46) bytes"));
-  }
-  {
-    std::set<int64_t> streams;
-    for (const RecordedMemoryEvent& m : snapshot.trace.memory_events) streams.insert(m.stream);
-    for (const SnapshotSegment& s : snapshot.segments) streams.insert(s.stream);
-    if (streams.size() > static_cast<size_t>(kMaxStreamId) + 1) {
-      return absl::InvalidArgumentError(absl::StrCat(snapshot.trace.metadata.source_file, ": ", streams.size(),
-                                                     " streams; at most ", kMaxStreamId + 1, " are replayed"));
-    }
-  }
-  if (options.allocator.impl != "pytorch_caching") {
-    return absl::InvalidArgumentError(absl::StrCat("--check-addresses replays the snapshot through pytorch_caching, "
-                                                   "whose addresses it can compare; got --allocator ",
-                                                   options.allocator.impl));
-  }
-  absl::Status st;
-  AddressReplay ar{snapshot, options, OptionsFromSpec(options.allocator, &st), 0, {}, {}};
-  if (!st.ok()) return st;
-  // The device.
-  std::map<int32_t, int64_t> devices;
-  for (const RecordedMemoryEvent& m : snapshot.trace.memory_events) ++devices[m.device];
-  for (const SnapshotSegment& s : snapshot.segments) devices.emplace(s.device, 0);
-  if (options.device.has_value()) {
-    ar.device = *options.device;
-  } else if (devices.size() > 1) {
-    return absl::InvalidArgumentError(
-        absl::StrCat(snapshot.trace.metadata.source_file, ": the snapshot has several devices; choose one"));
-  } else if (!devices.empty()) {
-    ar.device = devices.begin()->first;
-  }
-  for (size_t i = 0; i < snapshot.trace.memory_events.size(); ++i) {
-    const RecordedMemoryEvent& m = snapshot.trace.memory_events[i];
-    if (m.device != ar.device) continue;
-    ar.window.events.push_back(&m);
-    ar.window.index.push_back(static_cast<int64_t>(i));
-  }
-  // Replay; grow the guesses that misplacements explain and replay again,
-  // to a fixed point (Note [Growing guessed blocks to a fixed point]).
-  std::map<int64_t, int64_t> grown;
-  absl::StatusOr<AddressReplay::Pass> pass;
-  int64_t passes = 0;
-  constexpr int64_t kMaxPasses = 64;
-  bool fixed_point = false;
-  while (passes < kMaxPasses) {
-    pass = ar.Run(grown);
-    ++passes;
-    if (!pass.ok()) return pass.status();
-    bool changed = false;
-    for (const auto& [event, size] : pass->growths) {
-      int64_t& g = grown[event];
-      if (size > g) {
-        g = size;
-        changed = true;
-      }
-    }
-    if (!changed) {
-      fixed_point = true;
-      break;
-    }
-  }
-  ReplayResult r = std::move(pass->result);
-  r.addresses = pass->check;
-  r.addresses->passes = passes;
-  r.addresses->grown_block_sizes = static_cast<int64_t>(grown.size());
-  r.addresses->fixed_point = fixed_point;
-  r.start_state = absl::StrFormat("rebuilt from the snapshot's final segments: %d segments, %d live blocks",
-                                  r.addresses->restored_segments, r.addresses->restored_blocks);
-  {
-    ToNativeOptions to_native;
-    to_native.device = ar.device;
-    to_native.include_gpu_ops = false;
-    if (auto t = ToNativeTrace(snapshot.trace, to_native, &r.conversion); !t.ok()) return t.status();
-  }
-  if (!options.check_addresses) r.addresses.reset();
-  r.source = snapshot.trace.metadata.source_file;
-  r.format = "snapshot";
-  r.allocator = "pytorch_caching";
-  r.capacity = options.capacity;
-  r.capacity_source = options.capacity_source;
-  return r;
-}
 
 absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path) {
   LoadedRecording out;
@@ -904,274 +466,6 @@ absl::StatusOr<ReplayResult> ReplayLoaded(const LoadedRecording& loaded, const R
 absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options) {
   ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
   return ReplayLoaded(loaded, options);
-}
-
-// --- Rendering ------------------------------------------------------------------
-
-namespace {
-
-std::string Share(double v) { return absl::StrFormat("%.4f%%", 100.0 * v); }
-
-std::string OomWhere(const ReplayOom& o) {
-  if (o.event < 0) return "at the first event (the memory live before the recording does not fit)";
-  return absl::StrCat("at recorded event ", o.event);
-}
-
-void TotalsText(std::string& out, const char* what, const std::optional<TotalsComparison>& c) {
-  if (!c.has_value()) {
-    absl::StrAppend(&out, absl::StrFormat("  %-9s not recorded in the trace\n", what));
-    return;
-  }
-  absl::StrAppend(&out, absl::StrFormat("  %-9s exact at %d of %d events (%s); max |error| %s, mean |error| %.1f B; "
-                                        "peak predicted %s, recorded %s\n",
-                                        what, c->exact, c->compared, Share(c->exact_share()),
-                                        FormatBytes(c->max_abs_error), c->mean_abs_error,
-                                        FormatBytes(c->predicted_peak), FormatBytes(c->recorded_peak)));
-  if (c->first_mismatch >= 0) absl::StrAppend(&out, "            first mismatch at recorded event ", c->first_mismatch, "\n");
-}
-
-void TotalsJson(JsonWriter& w, const char* key, const std::optional<TotalsComparison>& c) {
-  if (!c.has_value()) {
-    w.Null(key);
-    return;
-  }
-  w.BeginObject(key)
-      .Int("compared", c->compared)
-      .Int("exact", c->exact)
-      .Double("exact_share", c->exact_share())
-      .Int("max_abs_error_bytes", c->max_abs_error.value())
-      .Double("mean_abs_error_bytes", c->mean_abs_error)
-      .Int("first_mismatch_event", c->first_mismatch)
-      .Int("recorded_peak_bytes", c->recorded_peak.value())
-      .Int("predicted_peak_bytes", c->predicted_peak.value())
-      .EndObject();
-}
-
-}  // namespace
-
-std::string RenderReplayText(const ReplayResult& r) {
-  std::string out;
-  absl::StrAppend(&out, "replay of ", r.source, " (", r.format, ") through ", r.allocator, "\n");
-  absl::StrAppend(&out, absl::StrFormat("  capacity  %s (%s)\n", FormatBytes(r.capacity), r.capacity_source));
-  absl::StrAppend(&out, absl::StrFormat("  events    %d memory events", r.events));
-  if (r.conversion.allocs_before_recording > 0 || r.preexisting > Bytes(0) ||
-      r.conversion.allocs_live_through > 0) {
-    absl::StrAppend(&out, absl::StrFormat("; live before recording: %d freed blocks (%s) + %s never freed",
-                                          r.conversion.allocs_before_recording,
-                                          FormatBytes(r.conversion.bytes_before_recording),
-                                          FormatBytes(r.preexisting + r.conversion.bytes_live_through)));
-    if (r.conversion.allocs_live_through > 0) {
-      absl::StrAppend(&out, absl::StrFormat(" (%d blocks live through the window)", r.conversion.allocs_live_through));
-    }
-  }
-  absl::StrAppend(&out, "\n");
-  if (!r.start_state.empty()) absl::StrAppend(&out, "  start     ", r.start_state, "\n");
-  if (r.warm_start.has_value()) {
-    if (!r.warm_start->applied) {
-      absl::StrAppend(&out, "            a warm start could not be inferred: ", r.warm_start->why_not, "\n");
-    }
-    for (const std::string& u : r.warm_start->undetermined) absl::StrAppend(&out, "            not recorded: ", u, "\n");
-  }
-  const AllocatorStats& s = r.stats;
-  absl::StrAppend(&out, absl::StrFormat("  peak      allocated %s, reserved %s, no-fragmentation bound %s\n",
-                                        FormatBytes(s.peak_allocated), FormatBytes(s.peak_reserved),
-                                        FormatBytes(r.no_fragmentation_peak)));
-  absl::StrAppend(&out, absl::StrFormat("  fragment. reserved - allocated at the reserved peak %s; peak reserved - "
-                                        "bound %s\n",
-                                        FormatBytes(r.fragmentation_at_peak),
-                                        FormatBytes(s.peak_reserved - r.no_fragmentation_peak)));
-  absl::StrAppend(&out, absl::StrFormat("  segments  %d device mallocs, %d frees; %d held at the end; largest free "
-                                        "block %s\n",
-                                        s.device_mallocs, s.device_frees, s.segments,
-                                        FormatBytes(s.largest_free_block)));
-  if (r.graph_pools > 0) {
-    absl::StrAppend(&out, absl::StrFormat("  graphs    %d CUDA graph captures: %d allocations served by their private "
-                                          "pools, kept to the end (Note [CUDA graph private pools])\n",
-                                          r.graph_pools, r.graph_pool_allocs));
-  }
-  if (r.offline) {
-    absl::StrAppend(&out, "  offline planner: placed with the whole trace's lifetimes at the end; fragmentation is "
-                          "peak heap - peak live\n");
-  }
-  if (r.oom.has_value()) {
-    absl::StrAppend(&out, absl::StrFormat("  OOM       %s: %s requested, %s reserved, %s free "
-                                          "(%d allocations failed)\n",
-                                          OomWhere(*r.oom), FormatBytes(r.oom->requested), FormatBytes(r.oom->reserved),
-                                          FormatBytes(r.oom->free), r.ooms));
-  } else {
-    absl::StrAppend(&out, "  OOM       none\n");
-  }
-  absl::StrAppend(&out, "predicted vs recorded totals:\n");
-  if (r.offline) {
-    absl::StrAppend(&out, "  not compared per event (offline planner)\n");
-  } else {
-    TotalsText(out, "allocated", r.allocated);
-    TotalsText(out, "reserved", r.reserved);
-  }
-  if (r.addresses.has_value()) {
-    const AddressCheck& c = *r.addresses;
-    absl::StrAppend(&out, absl::StrFormat(
-                              "addresses: %d of %d allocations at the recorded address (%s)\n"
-                              "  start state rebuilt: %d segments, %d live blocks (%d sizes inferred, %d of "
-                              "them grown from misplacements; %d replay passes%s)\n"
-                              "  final segments %s the snapshot's (%d differ)\n",
-                              c.at_recorded_address, c.allocations, Share(c.share()), c.restored_segments,
-                              c.restored_blocks, c.inferred_block_sizes, c.grown_block_sizes, c.passes,
-                              c.fixed_point ? "" : ", stopped before a fixed point",
-                              c.final_segments_match ? "match" : "do not match", c.final_segment_differences));
-    for (const std::string& m : c.misses) absl::StrAppend(&out, "  miss: ", m, "\n");
-  }
-  return out;
-}
-
-namespace {
-void ResultJson(JsonWriter& w, const ReplayResult& r) {
-  const AllocatorStats& s = r.stats;
-  w.String("source", r.source).String("format", r.format);
-  w.BeginObject("allocator")
-      .String("name", r.allocator)
-      .Int("capacity_bytes", r.capacity.value())
-      .String("capacity_source", r.capacity_source)
-      .Int("peak_allocated_bytes", s.peak_allocated.value())
-      .Int("peak_reserved_bytes", s.peak_reserved.value())
-      .Int("no_fragmentation_peak_bytes", r.no_fragmentation_peak.value())
-      .Int("fragmentation_at_peak_bytes", r.fragmentation_at_peak.value())
-      .Int("device_mallocs", s.device_mallocs)
-      .Int("device_frees", s.device_frees)
-      .Int("segments_at_end", s.segments)
-      .Int("largest_free_block_bytes", s.largest_free_block.value())
-      .Int("alloc_retries", s.alloc_retries)
-      .Int("ooms", r.ooms)
-      .Bool("offline", r.offline)
-      .Int("graph_pools", r.graph_pools)
-      .Int("graph_pool_allocs", r.graph_pool_allocs)
-      .EndObject();
-  w.BeginObject("replay").Int("events", r.events);
-  if (r.allocated.has_value()) {
-    w.Double("allocated_exact_share", r.allocated->exact_share());
-  } else {
-    w.Null("allocated_exact_share");
-  }
-  if (r.reserved.has_value()) {
-    w.Double("reserved_exact_share", r.reserved->exact_share());
-  } else {
-    w.Null("reserved_exact_share");
-  }
-  if (r.addresses.has_value()) {
-    w.Double("address_exact_share", r.addresses->share());
-  } else {
-    w.Null("address_exact_share");
-  }
-  TotalsJson(w, "allocated", r.allocated);
-  TotalsJson(w, "reserved", r.reserved);
-  if (r.addresses.has_value()) {
-    const AddressCheck& c = *r.addresses;
-    w.BeginObject("addresses")
-        .Int("allocations", c.allocations)
-        .Int("at_recorded_address", c.at_recorded_address)
-        .Int("restored_segments", c.restored_segments)
-        .Int("restored_blocks", c.restored_blocks)
-        .Int("inferred_block_sizes", c.inferred_block_sizes)
-        .Int("passes", c.passes)
-        .Int("grown_block_sizes", c.grown_block_sizes)
-        .Bool("fixed_point", c.fixed_point)
-        .Bool("final_segments_match", c.final_segments_match)
-        .Int("final_segment_differences", c.final_segment_differences);
-    w.BeginArray("misses");
-    for (const std::string& m : c.misses) w.String({}, m);
-    w.EndArray().EndObject();
-  } else {
-    w.Null("addresses");
-  }
-  if (r.warm_start.has_value()) {
-    const WarmStart& ws = *r.warm_start;
-    w.BeginObject("warm_start")
-        .Bool("applied", ws.applied)
-        .String("why_not", ws.why_not)
-        .Int("recorded_reserved_bytes", ws.recorded_reserved.value())
-        .Int("small_segments", ws.small_segments)
-        .Int("large_segments", ws.large_segments)
-        .Int("inferred_bytes", ws.inferred_bytes.value())
-        .Int("untouched_bytes", ws.untouched_bytes.value())
-        .Int("restored_blocks", ws.restored_blocks);
-    w.BeginArray("undetermined");
-    for (const std::string& u : ws.undetermined) w.String({}, u);
-    w.EndArray().EndObject();
-  } else {
-    w.Null("warm_start");
-  }
-  w.String("start_state", r.start_state)
-      .Int("allocs_live_through", r.conversion.allocs_live_through)
-      .Int("bytes_live_through", r.conversion.bytes_live_through.value())
-      .Int("allocs_before_recording", r.conversion.allocs_before_recording)
-      .Int("bytes_before_recording", r.conversion.bytes_before_recording.value())
-      .Int("preexisting_bytes", r.preexisting.value())
-      .EndObject();
-  if (r.oom.has_value()) {
-    w.BeginObject("oom")
-        .Int("event", r.oom->event)
-        .Int("time_ns", r.oom->time.ns())
-        .Int("requested_bytes", r.oom->requested.value())
-        .Int("reserved_bytes", r.oom->reserved.value())
-        .Int("free_bytes", r.oom->free.value())
-        .EndObject();
-  } else {
-    w.Null("oom");
-  }
-}
-}  // namespace
-
-std::string RenderReplayJson(const ReplayResult& r) {
-  return RenderReplayJson(r, [](JsonWriter&) {});
-}
-
-std::string RenderReplayJson(const ReplayResult& r, const std::function<void(JsonWriter&)>& more) {
-  JsonWriter w;
-  w.BeginObject();
-  ResultJson(w, r);
-  more(w);
-  w.EndObject();
-  return w.Finish();
-}
-
-std::string RenderAllocatorCompareText(const std::vector<ReplayResult>& rows) {
-  std::string out;
-  if (rows.empty()) return out;
-  auto gib = [](Bytes b) { return absl::StrFormat("%.3f", b.GiB()); };
-  absl::StrAppend(&out, "compare ", rows[0].source, ": ", rows[0].events, " memory events; capacity ",
-                  FormatBytes(rows[0].capacity), " (", rows[0].capacity_source, ")\n");
-  absl::StrAppend(&out, absl::StrFormat("%-18s %11s %11s %11s %11s %8s %11s  %s\n", "allocator (GiB)", "peak alloc",
-                                        "peak resv", "frag@peak", "over bound", "mallocs", "largest free", "OOM"));
-  for (const ReplayResult& r : rows) {
-    const AllocatorStats& s = r.stats;
-    absl::StrAppend(&out, absl::StrFormat("%-18s %11s %11s %11s %11s %8d %11s  %s\n", r.allocator,
-                                          gib(s.peak_allocated), gib(s.peak_reserved), gib(r.fragmentation_at_peak),
-                                          gib(s.peak_reserved - r.no_fragmentation_peak), s.device_mallocs,
-                                          gib(s.largest_free_block),
-                                          !r.oom.has_value()  ? std::string("no")
-                                          : r.oom->event < 0 ? std::string("yes, at the first event (live before "
-                                                                           "recording does not fit)")
-                                                             : absl::StrCat("yes, at event ", r.oom->event)));
-  }
-  absl::StrAppend(&out, "no-fragmentation bound (peak live requested bytes): ",
-                  FormatBytes(rows[0].no_fragmentation_peak),
-                  "\nfrag@peak: reserved - allocated at the reserved peak; over bound: peak reserved - bound; "
-                  "mallocs: segments obtained from the device (arena allocators: 1)\n");
-  return out;
-}
-
-std::string RenderAllocatorCompareJson(const std::vector<ReplayResult>& rows) {
-  JsonWriter w;
-  w.BeginObject();
-  w.BeginArray("allocators");
-  for (const ReplayResult& r : rows) {
-    w.BeginObject();
-    ResultJson(w, r);
-    w.EndObject();
-  }
-  w.EndArray();
-  w.EndObject();
-  return w.Finish();
 }
 
 }  // namespace gpusim

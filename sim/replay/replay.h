@@ -10,7 +10,7 @@
 //    event are compared with them.
 //  - ReplaySnapshot with check_addresses: the snapshot's allocator state at
 //    the start of its trace window is rebuilt from the final `segments` and
-//    the trace (Note [Rebuilding the window's start] in replay.cc), then
+//    the trace (Note [Rebuilding the window's start] in snapshot_replay.cc), then
 //    replayed forward through the pytorch_caching model, checking every
 //    allocation's address and the final segments.
 #ifndef GPUSIM_SIM_REPLAY_REPLAY_H_

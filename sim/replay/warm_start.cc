@@ -54,9 +54,9 @@ struct Span {
 
 }  // namespace
 
-absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const Trace& trace,
-                                           const PyTorchCachingOptions& opt, BufferId preexisting_id,
-                                           PyTorchCachingAllocator& a, absl::flat_hash_set<BufferId>* restored) {
+absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const MemoryOpStream& trace,
+                                           BufferId preexisting_id, const std::map<int64_t, int64_t>& grown_ends,
+                                           Allocator& a, absl::flat_hash_set<BufferId>* restored) {
   WarmStart w;
   // The blocks, and those live at the start (frees with no earlier alloc,
   // in order: ToNativeTrace's head allocs).
@@ -85,7 +85,7 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
       return w;
     }
     const int64_t addr = *m.address;
-    const int64_t block = PyTorchCachingAllocator::RoundSize(m.size.value(), opt);
+    const int64_t block = a.RoundedBlockSize(m.size).value();
     (block <= kSmallSize ? small : large).push_back({addr, addr + block});
     if (is_alloc) {
       live[addr] = m.size.value();
@@ -144,6 +144,11 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
       if (next_small != segments.end()) limit = std::min(limit, next_small->first);
       s.end = std::max(s.end, limit);
     }
+    // Note [Growing inferred segments]: what earlier passes found.
+    if (auto g = grown_ends.find(s.begin); g != grown_ends.end() && g->second > s.end) {
+      s.end = g->second;
+      ++w.grown_segments;
+    }
     if (!widened.empty() && s.begin < widened.back().end) {
       widened.back().end = std::max(widened.back().end, s.end);
     } else {
@@ -174,16 +179,22 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
   }
   w.untouched_bytes = w.recorded_reserved - w.inferred_bytes;
   const int64_t pre = trace.preexisting.value();
-  const int64_t pre_block = pre == 0 ? 0 : PyTorchCachingAllocator::RoundSize(pre, opt);
+  const int64_t pre_block = pre == 0 ? 0 : a.RoundedBlockSize(trace.preexisting).value();
   if (pre_block > w.untouched_bytes.value() || w.untouched_bytes.value() % 512 != 0) {
     w.why_not = absl::StrFormat("the %d bytes live before recording at unknown addresses do not fit in the %d "
                                 "reserved bytes where no recorded block lies",
                                 pre, w.untouched_bytes.value());
     return w;
   }
+  w.spare_bytes = w.untouched_bytes - Bytes(pre_block);
+  for (const auto& [start, end] : segments) w.segments.push_back({start, end, segments_small.contains(start), false});
+  if (w.untouched_bytes > Bytes(0)) {
+    const int64_t u = static_cast<int64_t>(kUntouchedAddress);
+    w.segments.push_back({u, u + w.untouched_bytes.value(), false, true});
+  }
   // The head allocs of the native trace, in order, are the start blocks.
   std::vector<BufferId> head_ids;
-  for (const TraceEvent& e : trace.events) {
+  for (const MemoryOp& e : trace.ops) {
     if (head_ids.size() == start_blocks.size()) break;
     if (e.type == EventType::kAlloc) head_ids.push_back(e.buffer);
   }
@@ -193,7 +204,7 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
 
   // Restore.
   for (const auto& [start, end] : segments) {
-    CachingSegmentLayout seg;
+    SegmentLayout seg;
     seg.address = static_cast<uint64_t>(start);
     seg.size = end - start;
     seg.small = segments_small.contains(start);
@@ -212,7 +223,7 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
     if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat("warm start: ", st.message()));
   }
   if (w.untouched_bytes > Bytes(0)) {
-    CachingSegmentLayout seg;
+    SegmentLayout seg;
     seg.address = kUntouchedAddress;
     seg.size = w.untouched_bytes.value();
     seg.small = seg.size == kSegmentAlign && pre <= kSmallSize && pre > 0;
@@ -238,6 +249,49 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
   }
   w.applied = true;
   return w;
+}
+
+// Note [Growing inferred segments]
+// A large-pool segment is inferred as the smallest 2 MiB-aligned range
+// around its blocks (Note [Warm start from recorded addresses]); the real
+// one can end later. The recorded block sizes tell where: Kineto's Bytes is
+// the size of the block handed out (CUDACachingAllocator.cpp malloc:
+// reportMemoryUsageToProfiler(block->size)), and alloc_found_block carves
+// it from the front of the free block get_free_block chose, splitting the
+// rest off only when should_split holds — in the large pool, a remainder
+// of more than kSmallSize (1 MiB) (max_split_size unset: every request is
+// below it). So the free block a recorded block of S bytes came from was
+// either exactly S (nothing left over) or more than S + 1 MiB (split); a
+// remainder in (0, 1 MiB] would have been kept in the block and recorded in
+// S. When the model places a block at its recorded address and keeps such
+// a remainder because its free block runs to the inferred segment's end,
+// that end is too early: the real free block went on past S + 1 MiB, so
+// the segment reaches at least the 2 MiB boundary after addr + S + 1 MiB +
+// 512. The segment grows there (taken from the reserved bytes where no
+// recorded block lies, which keeps Total Reserved) when the next segment
+// and those bytes leave room, and the replay runs again, keeping every
+// growth, until a pass finds none. The other explanation — a block live
+// before the recording, at an address no event shows, starting right at
+// addr + S — is not taken: nothing records it.
+std::optional<std::pair<int64_t, int64_t>> SegmentGrowthFor(const WarmStart& w, int64_t addr, int64_t recorded_block,
+                                                            int64_t model_block) {
+  if (!w.applied || recorded_block <= kSmallSize || model_block <= recorded_block ||
+      model_block - recorded_block > kSmallSize) {
+    return std::nullopt;
+  }
+  for (size_t i = 0; i < w.segments.size(); ++i) {
+    const InferredSegment& s = w.segments[i];
+    if (addr < s.begin || addr >= s.end) continue;
+    if (s.small || s.untouched || addr + model_block != s.end) return std::nullopt;
+    const int64_t need = AlignUp(addr + recorded_block + kSmallSize + 512);
+    // Room: the next segment (ascending; the untouched one is elsewhere).
+    if (i + 1 < w.segments.size() && !w.segments[i + 1].untouched && w.segments[i + 1].begin < need) {
+      return std::nullopt;
+    }
+    if (Bytes(need - s.end) > w.spare_bytes) return std::nullopt;
+    return std::make_pair(s.begin, need);
+  }
+  return std::nullopt;
 }
 
 }  // namespace gpusim

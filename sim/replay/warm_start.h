@@ -6,16 +6,26 @@
 #define GPUSIM_SIM_REPLAY_WARM_START_H_
 
 #include <cstdint>
+#include <map>
+#include <optional>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
-#include "sim/alloc/impl/pytorch_caching.h"
+#include "sim/alloc/allocator.h"
 #include "sim/import/recorded_trace.h"
 #include "sim/trace/trace.h"
 
 namespace gpusim {
+
+// A segment of the inferred start state.
+struct InferredSegment {
+  int64_t begin = 0, end = 0;
+  bool small = false;
+  bool untouched = false;  // the reserved bytes where no recorded block lies
+};
 
 struct WarmStart {
   bool applied = false;
@@ -28,18 +38,32 @@ struct WarmStart {
   int64_t restored_blocks = 0;  // blocks live at the start placed in them
   // What the data do not determine (each a sentence), empty when nothing.
   std::vector<std::string> undetermined;
+  std::vector<InferredSegment> segments;  // ascending; the untouched one last
+  Bytes spare_bytes;  // of untouched_bytes, what the bytes live before recording leave free
+  int64_t grown_segments = 0;  // segments grown by Note [Growing inferred segments]
+  int64_t passes = 1;          // replays run to reach the fixed point
 };
 
-// Restores into `a` the segment set inferred from `recorded` (device
-// `device`) and the blocks live at its start: the head allocs of `trace`
-// (ToNativeTrace's allocs of blocks freed but never allocated in the
-// recording, in order) at their recorded addresses, and Trace::preexisting
-// as one block of buffer `preexisting_id` in the segment no address lies in.
+// Note [Growing inferred segments]: after a warm replay placed a large-pool
+// request of `recorded_block` bytes (Kineto's Bytes: the real block size) at
+// its recorded address `addr` in a model block of `model_block` bytes, the
+// inferred segment that must end later, and where: {segment begin, new end}.
+// nullopt when the placement says nothing about the segment's end.
+std::optional<std::pair<int64_t, int64_t>> SegmentGrowthFor(const WarmStart& w, int64_t addr, int64_t recorded_block,
+                                                            int64_t model_block);
+
+// Restores into `a` (a caching allocator: Allocator::ModelsSegments) the
+// segment set inferred from `recorded` (device `device`) and the blocks live
+// at its start: the head allocs of `trace` (ToMemoryOps' allocs of blocks
+// freed but never allocated in the recording, in order) at their recorded
+// addresses, and trace.preexisting as one block of buffer `preexisting_id` in the segment no address lies in.
 // Buffers restored are added to `restored`. When the data rule the
 // inference out, returns applied = false and why, and leaves `a` untouched.
-absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const Trace& trace,
-                                           const PyTorchCachingOptions& opt, BufferId preexisting_id,
-                                           PyTorchCachingAllocator& a, absl::flat_hash_set<BufferId>* restored);
+// `grown_ends` (segment begin → end) are the growths earlier passes found.
+// REQUIRES: a.ModelsSegments().
+absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const MemoryOpStream& trace,
+                                           BufferId preexisting_id, const std::map<int64_t, int64_t>& grown_ends,
+                                           Allocator& a, absl::flat_hash_set<BufferId>* restored);
 
 }  // namespace gpusim
 

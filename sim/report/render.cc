@@ -67,8 +67,12 @@ std::string RenderText(const StepReport& r) {
                       s.parallelism.sequence_parallel && s.parallelism.tensor > 1 ? " + SP" : "", "; ");
     }
     absl::StrAppendFormat(&o, "gpusim: %s on %s (%s)\n", s.model.name, s.device.name, s.device.description);
-    absl::StrAppendFormat(&o, "  parameters %s; batch %d x %d per device; %s%s semantics\n",
-                          WithCommas(r.param_count), s.batch.per_device, s.batch.seq_len, parallel,
+    // A tensor-parallel group shares one replica's batch.
+    const std::string per = modelled("parallelism.tensor") && s.parallelism.tensor > 1
+                                ? absl::StrCat("tensor-parallel group of ", s.parallelism.tensor)
+                                : "device";
+    absl::StrAppendFormat(&o, "  parameters %s; batch %d x %d per %s; %s%s semantics\n",
+                          WithCommas(r.param_count), s.batch.per_device, s.batch.seq_len, per, parallel,
                           s.framework == "jax" ? "XLA (jax)" : "eager (pytorch)");
     std::string layers = absl::StrCat("layers ", s.loop.mode);
     if (modelled("model.param_scan_axis")) absl::StrAppend(&layers, ", param_scan_axis ", s.model.param_scan_axis);

@@ -74,6 +74,7 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& spec) {
         absl::StrJoin(modelled, ", "), fixed != family->fixed.end() ? absl::StrCat("; it runs ", s.path, " = ", fixed->second) : "",
         ")"));
   }
+  if (family->check != nullptr) RETURN_IF_ERROR(family->check(out));
   // Allocator options of an XLA step: its footprint is buffer assignment,
   // checked against JAX's BFC arena; another runtime allocator would not be
   // what JAX runs. Program files replay their buffers through the allocator.

@@ -25,8 +25,8 @@ std::string Refusal(const std::string& yaml, const std::vector<std::string>& set
 }
 
 TEST(CapabilitiesTest, WrittenUnmodelledSettingNamesFileLineAndFamily) {
-  const std::string msg = Refusal(std::string(kLlama) + "  tensor: 2\n");
-  EXPECT_EQ(msg.rfind("run.yaml:6:11: parallelism.tensor: not modelled for model family 'llama' under framework "
+  const std::string msg = Refusal(std::string(kLlama) + "loop:\n  unroll: 2\n");
+  EXPECT_EQ(msg.rfind("run.yaml:7:11: loop.unroll: not modelled for model family 'llama' under framework "
                       "'jax' (this family models: framework, model.d_model",
                       0),
             0u)
@@ -34,8 +34,7 @@ TEST(CapabilitiesTest, WrittenUnmodelledSettingNamesFileLineAndFamily) {
 }
 
 TEST(CapabilitiesTest, SetIsRefusedByItsFlag) {
-  for (const char* set : {"loop.unroll=2", "loop.trip_count=16", "remat.method=block", "remat.num_layers=3",
-                          "parallelism.sequence_parallel=true"}) {
+  for (const char* set : {"loop.unroll=2", "loop.trip_count=16", "remat.method=block", "remat.num_layers=3"}) {
     const std::string msg = Refusal(kLlama, {set});
     const std::string key = std::string(set).substr(0, std::string(set).find('='));
     EXPECT_EQ(msg.rfind(std::string("--set ") + set + ": " + key + ": not modelled for model family 'llama'", 0), 0u)

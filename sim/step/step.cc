@@ -146,8 +146,14 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
     for (size_t i = 0; i < temps.size(); ++i) r.temp_offsets[static_cast<size_t>(temps[i].id)] = plan.offsets[i];
     r.peak = r.argument + r.output - r.alias + r.temp;
   }
-  r.tokens_per_step =
-      spec.program.present || !spec.program_hlo.empty() ? 0 : static_cast<double>(spec.batch.per_device * spec.batch.seq_len);
+  // A tensor-parallel group of parallelism.tensor devices processes one
+  // replica's batch.per_device sequences together: each device's share of
+  // the tokens is 1/tensor of them (Megatron-LM: data-parallel size =
+  // world / tensor).
+  r.tokens_per_step = spec.program.present || !spec.program_hlo.empty()
+                          ? 0
+                          : static_cast<double>(spec.batch.per_device * spec.batch.seq_len) /
+                                static_cast<double>(spec.parallelism.tensor);
   return r;
 }
 
@@ -167,8 +173,10 @@ absl::Status CheckJaxArena(StepReport& r) {
   const RunSpec& spec = r.spec;
   AllocatorSpec bfc{"bfc", {}};
   if (spec.allocator.impl == "bfc") bfc.options = spec.allocator.options;
-  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> a, MakeAllocator(bfc, r.capacity));
-  ASSIGN_OR_RETURN(BfcOptions o, ParseBfcOptions(AllocatorOptions(bfc.options)));
+  // Parsed once: the arena's options and the allocator come from one read.
+  ASSIGN_OR_RETURN(AllocatorConfig config, ParseAllocator(bfc));
+  const BfcOptions& o = *config.options_as<BfcOptions>();
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> a, BuildAllocator(config, r.capacity));
   StepReport::JaxArena& j = r.jax_arena;
   j.checked = true;
   j.mem_fraction = o.mem_fraction;

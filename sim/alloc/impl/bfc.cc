@@ -10,9 +10,18 @@
 
 namespace gpusim {
 
-const char kBfcParameters[] =
-    "preallocate (bool; default true), mem_fraction (0..1; default 0.75), "
-    "garbage_collection (bool; default false), fragmentation_fraction (0..1; default 0 = 128 MiB cap)";
+const std::vector<ParamDoc>& BfcParameters() {
+  static const auto* p = new std::vector<ParamDoc>{
+      {"allocator.preallocate", "bool", "", "true", "", "XLA_PYTHON_CLIENT_PREALLOCATE: reserve the arena up front"},
+      {"allocator.mem_fraction", "double", "fraction", "0.75", "(0, 1]",
+       "XLA_PYTHON_CLIENT_MEM_FRACTION: the arena's share of device memory"},
+      {"allocator.garbage_collection", "bool", "", "false", "",
+       "BFC garbage_collection: free unused regions and retry before failing"},
+      {"allocator.fragmentation_fraction", "double", "fraction", "0", "[0, 1]",
+       "BFC fragmentation_fraction: split limit (0 = the 128 MiB default cap)"},
+  };
+  return *p;
+}
 
 absl::StatusOr<BfcOptions> ParseBfcOptions(const AllocatorOptions& options) {
   if (absl::Status s = CheckOptionKeys(

@@ -30,7 +30,8 @@
 
 namespace gpusim {
 
-extern const char kBfcParameters[];
+// The options ParseBfcOptions reads (`gpusim list allocators`).
+const std::vector<ParamDoc>& BfcParameters();
 
 class BfcAllocator : public Allocator {
  public:

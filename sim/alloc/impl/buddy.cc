@@ -8,7 +8,11 @@
 
 namespace gpusim {
 
-const char kBuddyParameters[] = "min_block (bytes, power of 2; default 256)";
+const std::vector<ParamDoc>& BuddyParameters() {
+  static const auto* p = new std::vector<ParamDoc>{
+      {"allocator.min_block", "int", "bytes", "256", "power of 2", "the smallest block"}};
+  return *p;
+}
 
 absl::StatusOr<int64_t> ParseBuddyMinBlock(const AllocatorOptions& options) {
   if (absl::Status s = CheckOptionKeys("buddy", options, {"min_block"}); !s.ok()) return s;

@@ -20,7 +20,7 @@ namespace gpusim {
 
 // Options: min_block (power of two; default 256).
 absl::StatusOr<int64_t> ParseBuddyMinBlock(const AllocatorOptions& options);
-extern const char kBuddyParameters[];
+const std::vector<ParamDoc>& BuddyParameters();
 
 class BuddyAllocator : public Allocator {
  public:

@@ -9,7 +9,11 @@
 
 namespace gpusim {
 
-const char kArenaParameters[] = "alignment (bytes, power of 2; default 256)";
+const std::vector<ParamDoc>& ArenaParameters() {
+  static const auto* p = new std::vector<ParamDoc>{
+      {"allocator.alignment", "int", "bytes", "256", "power of 2", "every block's size and offset rounded to it"}};
+  return *p;
+}
 
 absl::StatusOr<int64_t> ParseArenaAlignment(std::string_view impl, const AllocatorOptions& options) {
   if (absl::Status s = CheckOptionKeys(impl, options, {"alignment"}); !s.ok()) return s;

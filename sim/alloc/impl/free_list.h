@@ -22,7 +22,7 @@ enum class FitPolicy { kFirstFit, kBestFit };
 
 // Options: alignment (power of two; default 256).
 absl::StatusOr<int64_t> ParseArenaAlignment(std::string_view impl, const AllocatorOptions& options);
-extern const char kArenaParameters[];
+const std::vector<ParamDoc>& ArenaParameters();
 
 class FreeListAllocator : public Allocator {
  public:

@@ -962,7 +962,7 @@ void PyTorchCachingAllocator::SetNextSegmentAddress(uint64_t addr) {
   GPUSIM_CHECK(addr % kMinBlockSize == 0 && addr < (uint64_t{1} << 48));  // see SizeKey
   impl_->va.ForceNext(addr);
 }
-absl::Status PyTorchCachingAllocator::RestoreSegment(const CachingSegmentLayout& seg) {
+absl::Status PyTorchCachingAllocator::RestoreSegment(const SegmentLayout& seg) {
   Impl& m = *impl_;
   auto bad = [&](const std::string& why) {
     return absl::InvalidArgumentError(absl::StrFormat("restoring segment 0x%x (%d bytes): %s", seg.address,
@@ -974,7 +974,7 @@ absl::Status PyTorchCachingAllocator::RestoreSegment(const CachingSegmentLayout&
     return bad("address and size must be multiples of 512 below 2^48");
   }
   uint64_t at = seg.address;
-  for (const CachingSegmentLayout::Block& b : seg.blocks) {
+  for (const SegmentLayout::Block& b : seg.blocks) {
     if (b.address != at || b.size <= 0 || b.size % kMinBlockSize != 0) {
       return bad(absl::StrFormat("block at 0x%x (%d bytes) does not continue the segment at 0x%x", b.address,
                                  b.size, at));
@@ -998,7 +998,7 @@ absl::Status PyTorchCachingAllocator::RestoreSegment(const CachingSegmentLayout&
   BlockPool& pool = small ? m.small : m.large;
   Block* prev = nullptr;
   std::vector<Block*> free_blocks;
-  for (const CachingSegmentLayout::Block& lb : seg.blocks) {
+  for (const SegmentLayout::Block& lb : seg.blocks) {
     if (lb.buffer < 0 && prev != nullptr && !prev->allocated) {  // merge adjacent free blocks
       prev->size += lb.size;
       continue;
@@ -1031,15 +1031,15 @@ absl::Status PyTorchCachingAllocator::RestoreSegment(const CachingSegmentLayout&
   return absl::OkStatus();
 }
 
-std::vector<CachingSegmentLayout> PyTorchCachingAllocator::Segments() const {
+std::vector<SegmentLayout> PyTorchCachingAllocator::Segments() const {
   absl::flat_hash_map<const Block*, BufferId> owner;
   impl_->live.ForEach([&](BufferId id, const Block* b) {
     if (b != nullptr) owner[b] = id;
   });
-  std::vector<CachingSegmentLayout> out;
+  std::vector<SegmentLayout> out;
   for (const Block& head : impl_->storage) {
     if (head.dead || head.prev != nullptr || head.es != nullptr) continue;
-    CachingSegmentLayout seg;
+    SegmentLayout seg;
     seg.address = head.addr;
     seg.stream = head.stream;
     seg.small = head.small;
@@ -1052,11 +1052,15 @@ std::vector<CachingSegmentLayout> PyTorchCachingAllocator::Segments() const {
     out.push_back(std::move(seg));
   }
   std::sort(out.begin(), out.end(),
-            [](const CachingSegmentLayout& a, const CachingSegmentLayout& b) { return a.address < b.address; });
+            [](const SegmentLayout& a, const SegmentLayout& b) { return a.address < b.address; });
   return out;
 }
 
-void PyTorchCachingAllocator::EmptyCache() { impl_->ReleaseCachedBlocks(); }
+void PyTorchCachingAllocator::ReleaseCache() { impl_->ReleaseCachedBlocks(); }
+
+Bytes PyTorchCachingAllocator::RoundedBlockSize(Bytes size) const {
+  return Bytes(RoundSize(ClampRequest(size.value()), impl_->opt));
+}
 const PyTorchDeviceStats& PyTorchCachingAllocator::device_stats() const { return impl_->stats; }
 int64_t PyTorchCachingAllocator::address_conflicts() const { return impl_->va.conflicts(); }
 

@@ -44,10 +44,10 @@ struct PyTorchCachingOptions {
   double per_process_memory_fraction = -1;      // [0, 1]; < 0: not set
 };
 
-// Parses the options listed in kPyTorchCachingParameters, validating them
+// Parses the options listed in PyTorchCachingParameters(), validating them
 // as CUDAAllocatorConfig does.
 absl::StatusOr<PyTorchCachingOptions> ParsePyTorchCachingOptions(const AllocatorOptions& options);
-extern const char kPyTorchCachingParameters[];
+const std::vector<ParamDoc>& PyTorchCachingParameters();
 
 // torch.cuda.memory_stats(): each stat per pool (aggregate, small, large).
 struct PyTorchStat {
@@ -64,22 +64,6 @@ struct PyTorchDeviceStats {
   int64_t num_ooms = 0;
   int64_t num_device_alloc = 0;
   int64_t num_device_free = 0;
-};
-
-// A segment as a snapshot's `segments` list shows it (torch.cuda.memory
-// _snapshot(): SegmentInfo / BlockInfo), and as RestoreSegment rebuilds it.
-struct CachingSegmentLayout {
-  struct Block {
-    uint64_t address = 0;
-    int64_t size = 0;
-    int64_t requested = 0;
-    BufferId buffer = -1;  // -1: a free (inactive) block
-  };
-  uint64_t address = 0;
-  int64_t size = 0;
-  StreamId stream = 0;
-  bool small = false;        // small pool (segment_type "small")
-  std::vector<Block> blocks;  // ascending, contiguous, covering the segment
 };
 
 class PyTorchCachingAllocator : public Allocator {
@@ -99,13 +83,18 @@ class PyTorchCachingAllocator : public Allocator {
   std::optional<uint64_t> AddressOf(BufferId id) const override;
   std::optional<Bytes> BlockSizeOf(BufferId id) const override;
 
+  // Segments (Allocator): a recorded start state, forced segment
+  // addresses, torch.cuda.empty_cache().
+  bool ModelsSegments() const override { return true; }
+  // round_size() under this allocator's options.
+  Bytes RoundedBlockSize(Bytes size) const override;
   // The next new segment (cudaMalloc, or an expandable segment's address
   // reservation) starts at `addr`, as a recorded `segment_alloc` says.
   // REQUIRES: addr is a multiple of 512 below 2^48.
-  void SetNextSegmentAddress(uint64_t addr);
+  void SetNextSegmentAddress(uint64_t addr) override;
   // torch.cuda.empty_cache(): release every unsplit cached segment and unmap
   // the free pages of expandable segments.
-  void EmptyCache();
+  void ReleaseCache() override;
   const PyTorchDeviceStats& device_stats() const;
   // Rebuilds a segment that existed before a replay window began (from a
   // snapshot): reserves its address range, makes its allocated blocks live
@@ -113,9 +102,9 @@ class PyTorchCachingAllocator : public Allocator {
   // merged). Not counted as a device malloc. Errors: blocks that do not tile
   // the segment, sizes that are not multiples of 512, a buffer id already
   // live, an address range already reserved, expandable segments on.
-  absl::Status RestoreSegment(const CachingSegmentLayout& segment);
+  absl::Status RestoreSegment(const SegmentLayout& segment) override;
   // Every segment now (non-expandable), ascending by address.
-  std::vector<CachingSegmentLayout> Segments() const;
+  std::vector<SegmentLayout> Segments() const override;
   // Address-space reservations that could not take their forced address.
   int64_t address_conflicts() const;
 

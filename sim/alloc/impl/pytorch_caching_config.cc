@@ -9,13 +9,24 @@
 
 namespace gpusim {
 
-const char kPyTorchCachingParameters[] =
-    "max_split_size_mb (int > 20; default unlimited), "
-    "max_non_split_rounding_mb (int >= 20; default 20), "
-    "roundup_power2_divisions (power of 2, or [MB:div,...,>:div]; default off), "
-    "garbage_collection_threshold (0..1 exclusive; needs per_process_memory_fraction), "
-    "expandable_segments (bool; default false), "
-    "per_process_memory_fraction (0..1; default unset)";
+// PYTORCH_CUDA_ALLOC_CONF keys (c10/cuda/CUDAAllocatorConfig.cpp) and
+// torch.cuda.set_per_process_memory_fraction.
+const std::vector<ParamDoc>& PyTorchCachingParameters() {
+  static const auto* p = new std::vector<ParamDoc>{
+      {"allocator.max_split_size_mb", "int", "MiB", "unlimited", "> 20",
+       "blocks larger than this are never split (max_split_size_mb)"},
+      {"allocator.max_non_split_rounding_mb", "int", "MiB", "20", ">= 20",
+       "an unsplittable cached block at most this much larger serves a request"},
+      {"allocator.roundup_power2_divisions", "string", "", "off", "power of 2, or [MB:div,...,>:div]",
+       "round request sizes up to power-of-two divisions"},
+      {"allocator.garbage_collection_threshold", "double", "fraction", "off",
+       "(0, 1); needs per_process_memory_fraction", "free cached blocks past this share of the cap"},
+      {"allocator.expandable_segments", "bool", "", "false", "", "grow segments by mapping pages"},
+      {"allocator.per_process_memory_fraction", "double", "fraction", "unset", "(0, 1]",
+       "cap on reserved memory as a share of the device"},
+  };
+  return *p;
+}
 
 namespace {
 

@@ -272,7 +272,7 @@ TEST(PyTorchCachingTest, ExpandableSegmentsMapPagesAtTheLowestAddress) {
   a.Free(1);
   a.Free(2);
   a.Free(3);
-  a.EmptyCache();
+  a.ReleaseCache();
   EXPECT_EQ(a.stats().reserved, Bytes(0));
 }
 

@@ -1,0 +1,49 @@
+// The allocator registry: options read once into typed structs, typed
+// parameter docs for every entry, one unknown-name message.
+#include <string>
+
+#include "gtest/gtest.h"
+#include "sim/alloc/allocator.h"
+#include "sim/alloc/bfc_options.h"
+
+namespace gpusim {
+namespace {
+
+TEST(AllocatorRegistryTest, OptionsAreParsedOnceIntoTypedStructs) {
+  absl::StatusOr<AllocatorConfig> c =
+      ParseAllocator({"bfc", {{"mem_fraction", "0.9"}, {"preallocate", "false"}}});
+  ASSERT_TRUE(c.ok()) << c.status();
+  const BfcOptions* o = c->options_as<BfcOptions>();
+  ASSERT_NE(o, nullptr);
+  EXPECT_DOUBLE_EQ(o->mem_fraction, 0.9);
+  EXPECT_FALSE(o->preallocate);
+  EXPECT_EQ(c->options_as<int64_t>(), nullptr);
+  auto a = BuildAllocator(*c, Bytes(1LL << 30));
+  ASSERT_TRUE(a.ok()) << a.status();
+  EXPECT_EQ((*a)->name(), "bfc");
+  // Members of a composite are parsed with it: a bad member option is an
+  // error before any allocator is built.
+  absl::StatusOr<AllocatorConfig> bad = ParseAllocator({"best_of", {{"members", "bfc{mem_fraction=2},ideal"}}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().message(), "allocator.members[0] (bfc): allocator.mem_fraction: must be in (0, 1]");
+}
+
+TEST(AllocatorRegistryTest, EveryEntryDeclaresTypedParameters) {
+  for (const AllocatorInfo& a : ListAllocators()) {
+    EXPECT_FALSE(a.doc.empty()) << a.name;
+    for (const ParamDoc& p : a.params) {
+      EXPECT_EQ(p.name.rfind("allocator.", 0), 0u) << a.name << " " << p.name;
+      EXPECT_FALSE(p.type.empty()) << p.name;
+      EXPECT_FALSE(p.doc.empty()) << p.name;
+    }
+  }
+  absl::StatusOr<AllocatorConfig> c = ParseAllocator({"best_fitt", {}});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(std::string(c.status().message()).rfind(
+                "allocator.impl: unknown allocator 'best_fitt' (did you mean 'best_fit'?); available: best_fit", 0),
+            0u)
+      << c.status();
+}
+
+}  // namespace
+}  // namespace gpusim
