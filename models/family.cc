@@ -60,6 +60,19 @@ std::vector<ModelFamily>* MakeFamilies() {
                  {"loop.mode", "unrolled"}},
                 BuildGptTrainStep,
                 GptParamCount});
+  // A Megatron-LM launch line (sim/config/megatron_args.h): the gpt layers
+  // of one pipeline rank under Megatron's schedule, main_grad buffers and
+  // optimizer (models/gpt.h, models/megatron_schedule.h). The launch line
+  // writes these settings; sim/step/megatron_step.h runs every rank.
+  f->push_back({"megatron",
+                "a Megatron-LM launch line (megatron: block, gpusim run --megatron-args): GPT/Llama-style layers "
+                "(GQA, SwiGLU, RMSNorm, RoPE or learned positions, biases, flash or unfused attention), TP/SP, 1F1B "
+                "and interleaved PP, CP, DP with main_grad buckets, the distributed optimizer, recompute",
+                {},
+                gpt,
+                {{"model.scan_layers", "false"}, {"loop.mode", "unrolled"}},
+                BuildGptTrainStep,
+                nullptr});
   // models/jax_program.h: a program file's lax.scan under jax.grad.
   f->push_back({"program",
                 "a run config's program: section: one lax.scan under jax.grad with donation (models/jax_program.h)",
@@ -129,11 +142,14 @@ std::vector<RegistryEntry> ListModelFamilies() {
 }
 
 absl::StatusOr<const ModelFamily*> FamilyOf(const RunSpec& spec) {
-  const std::string name = !spec.program_hlo.empty() ? "hlo" : spec.program.present ? "program" : spec.model.family;
+  const std::string name = !spec.program_hlo.empty() ? "hlo"
+                           : spec.program.present   ? "program"
+                           : spec.megatron.present  ? "megatron"
+                                                    : spec.model.family;
   std::vector<std::string> names;
   for (const ModelFamily& f : ModelFamilies()) {
     if (f.name == name) return &f;
-    if (f.name != "program" && f.name != "hlo") names.push_back(f.name);
+    if (f.name != "program" && f.name != "hlo" && f.name != "megatron") names.push_back(f.name);
   }
   return absl::InvalidArgumentError(absl::StrCat("model.family: ", UnknownNameMessage("model family", name, names)));
 }

@@ -147,7 +147,7 @@ TEST(CliTest, RunsAnHloModule) {
   const std::string both = Write("hlo_both.yaml", "device: h100-sxm-80gb\nmodel: llama2-7b\nprogram_hlo: x.hlo\n");
   Result b = Gpusim("run " + both);
   EXPECT_EQ(b.code, 1);
-  EXPECT_NE(b.out.find("expected exactly one of 'model', 'program' or 'program_hlo'"), std::string::npos) << b.out;
+  EXPECT_NE(b.out.find("expected exactly one of 'model', 'program', 'program_hlo' or 'megatron'"), std::string::npos) << b.out;
   const std::string bad = Write("bad.hlo", "HloModule m\nENTRY main {\n  a = f32[2] parameter(0\n}\n");
   Result parse = Gpusim("run " + bad + " --device h100-sxm-80gb");
   EXPECT_EQ(parse.code, 1);

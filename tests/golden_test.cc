@@ -81,11 +81,11 @@ void ExpectGolden(const std::string& name, const std::string& actual) {
                                 << "\n(regenerate with GPUSIM_UPDATE_GOLDEN=1 if the change is meant)";
 }
 
-// configs/*.yaml and examples/*.yaml, sorted (device and model files under
+// configs/*.yaml, examples/*.yaml and examples/megatron/*.yaml, sorted (device and model files under
 // configs/devices, configs/models are not run configs).
 std::vector<fs::path> RunConfigs() {
   std::vector<fs::path> out;
-  for (const char* dir : {"configs", "examples"}) {
+  for (const char* dir : {"configs", "examples", "examples/megatron"}) {
     for (const fs::directory_entry& e : fs::directory_iterator(kSource / dir)) {
       if (e.is_regular_file() && e.path().extension() == ".yaml") out.push_back(e.path());
     }

@@ -12,6 +12,8 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -35,7 +37,9 @@
 #include "sim/report/compare.h"
 #include "sim/report/diff.h"
 #include "sim/report/explain.h"
+#include "sim/report/megatron_render.h"
 #include "sim/report/render.h"
+#include "sim/step/megatron_step.h"
 #include "sim/step/step.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
@@ -97,6 +101,9 @@ struct RunOptions {
   std::string charts_dir;
   std::string timeline;
   std::string snapshot;  // --snapshot FILE.pickle
+  std::string megatron_args;  // --megatron-args "LAUNCH LINE"
+  int64_t world_size = 0;     // --world-size (with --megatron-args)
+  int64_t gpus_per_node = 8;  // --gpus-per-node (with --megatron-args)
 };
 
 bool IsHloFile(const std::string& f) {
@@ -147,9 +154,51 @@ std::optional<StepReport> OtherLoopMode(const RunSpec& spec) {
   return *std::move(r);
 }
 
+// `gpusim run --megatron-args "..." --world-size N --device D`: the run
+// config {device: D, megatron: {world_size: N, args: "..."}} (sim/config/
+// megatron_args.h); errors name the argument, "--megatron-args".
+absl::StatusOr<RunSpec> MegatronSpecFromFlags(const RunOptions& o) {
+  if (!o.config.empty()) return absl::InvalidArgumentError("run: give a config or --megatron-args, not both");
+  if (o.device.empty()) return absl::InvalidArgumentError("--megatron-args: give the device with --device NAME");
+  if (o.world_size < 1) return absl::InvalidArgumentError("--megatron-args: give the GPU count with --world-size N");
+  const std::string yaml = absl::StrCat("device: ", YamlQuoted(o.device), "\nmegatron:\n  world_size: ", o.world_size,
+                                        "\n  gpus_per_node: ", o.gpus_per_node,
+                                        "\n  args: ", YamlQuoted(o.megatron_args), "\n");
+  auto spec = ParseRunSpec(yaml, "--megatron-args", o.sets);
+  if (spec.ok()) return spec;
+  // Positions inside the launch line: "--megatron-args:5:C" is column C of
+  // the args line above, whose string starts at column 9.
+  const std::string msg(spec.status().message());
+  constexpr absl::string_view kAt = "--megatron-args:5:";
+  int col = 0;
+  const size_t colon = msg.find(':', kAt.size());
+  if (absl::StartsWith(msg, kAt) && colon != std::string::npos &&
+      absl::SimpleAtoi(msg.substr(kAt.size(), colon - kAt.size()), &col) && col > 8) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("--megatron-args (character ", col - 8, " of the launch line)", msg.substr(colon)));
+  }
+  return spec;
+}
+
+int CmdRunMegatron(const RunOptions& o, const RunSpec& spec) {
+  if (!o.out_dir.empty() || !o.charts_dir.empty() || !o.timeline.empty() || !o.snapshot.empty()) {
+    return Fail(absl::InvalidArgumentError(
+        "run: --out, --charts, --timeline and --snapshot are not written for a Megatron launch line yet (one step "
+        "per pipeline rank); use --format json"));
+  }
+  auto report = SimulateMegatron(spec);
+  if (!report.ok()) return Fail(report.status());
+  std::cout << (o.format == "json" ? RenderMegatronJson(*report) : RenderMegatronText(*report));
+  return 0;
+}
+
 int CmdRun(const RunOptions& o) {
-  auto spec = LoadSpec(o.config, o.sets, o.device);
+  if (o.config.empty() && o.megatron_args.empty()) {
+    return Fail(absl::InvalidArgumentError("run: give a run config (YAML or STEP.hlo) or --megatron-args"));
+  }
+  auto spec = o.megatron_args.empty() ? LoadSpec(o.config, o.sets, o.device) : MegatronSpecFromFlags(o);
   if (!spec.ok()) return Fail(spec.status());
+  if (spec->megatron.present) return CmdRunMegatron(o, *spec);
   auto report = SimulateStep(*spec);
   if (!report.ok()) return Fail(report.status());
   const std::string json = RenderJson(*report);
@@ -539,7 +588,7 @@ int RunCli(int argc, char** argv) {
 
   RunOptions run;
   CLI::App* run_cmd = app.add_subcommand("run", "Simulate one training step of a run config");
-  run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml, or an HLO module STEP.hlo")->required();
+  run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml, or an HLO module STEP.hlo");
   run_cmd->add_option("--device", run.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
   run_cmd->add_option("--set", run.sets, "Override a config field: path=value (repeatable)");
   run_cmd->add_option("--format", run.format, "Output format")->check(CLI::IsMember({"text", "json"}));
@@ -551,6 +600,12 @@ int RunCli(int argc, char** argv) {
   run_cmd->add_option("--allocator", run_allocator, kAllocatorHelp);
   run_cmd->add_option("--snapshot", run.snapshot,
                       "Write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
+  run_cmd->add_option("--megatron-args", run.megatron_args,
+                      "A Megatron-LM launch line (pretrain_gpt.py arguments), instead of a config; with --world-size "
+                      "and --device");
+  run_cmd->add_option("--world-size", run.world_size, "GPUs of the --megatron-args run")->check(CLI::PositiveNumber);
+  run_cmd->add_option("--gpus-per-node", run.gpus_per_node, "GPUs per node of the --megatron-args run")
+      ->check(CLI::PositiveNumber);
 
   RunOptions explain;
   int explain_top = 15;

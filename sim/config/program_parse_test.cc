@@ -147,9 +147,9 @@ TEST_F(ConfigProgramTest, DefaultsAndOptionalKeys) {
 
 TEST_F(ConfigProgramTest, ExactlyOneOfModelOrProgram) {
   EXPECT_EQ(LoadError(std::string(kScanCarry) + "model: llama2-7b\n"),
-            "FILE:1:1: expected exactly one of 'model', 'program' or 'program_hlo'");
+            "FILE:1:1: expected exactly one of 'model', 'program', 'program_hlo' or 'megatron'");
   EXPECT_EQ(LoadError("device: a100-sxm-80gb\n"),
-            "FILE:1:1: expected exactly one of 'model', 'program' or 'program_hlo'");
+            "FILE:1:1: expected exactly one of 'model', 'program', 'program_hlo' or 'megatron'");
   // A model run still loads without a program.
   absl::StatusOr<RunSpec> r =
       LoadRunSpec(Run("device: a100-sxm-80gb\nmodel: llama2-7b\n"), {});

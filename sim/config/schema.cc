@@ -80,6 +80,7 @@ std::vector<SchemaField> DeviceFields() {
             {L("matmul"), L("attention"), L("memory"), L("collective")}),
           M("allocator_cost",
             {L("malloc"), L("free"), L("map_page"), L("unmap_page")}),
+          M("host", {L("op"), L("module")}),
           L("kernel_model")};
 }
 
@@ -137,6 +138,7 @@ const Schema& RunSchema() {
        {"model", Schema::Map(Schema::Kind::kRef, ModelFields())},
        M("program", ProgramFields()),
        L("program_hlo"),
+       L("megatron"),  // sim/config/megatron_args.h checks its keys and arguments
        M("maxtext", MaxTextFields()),
        M("optimizer", {L("kind"), L("moment_dtype"), L("clip_grad_norm")}),
        M("loop", {L("mode"), L("trip_count"), L("unroll")}),

@@ -54,6 +54,11 @@ struct DeviceSpec {
   SimTime free_cost;           // allocator_cost.free: one cudaFree, after the device drains
   SimTime map_page_cost;       // allocator_cost.map_page: one expandable-segment page mapped
   SimTime unmap_page_cost;     // allocator_cost.unmap_page: one page unmapped, after its stream drains
+  // host: the CPU side of an eager step (Note [Host timeline] in
+  // sim/engine/engine.h): what the host spends issuing one kernel (PyTorch
+  // dispatch and the CUDA launch call) and one Python module call.
+  SimTime host_op_cost;        // host.op
+  SimTime host_module_cost;    // host.module
   // kernel_model: the KernelModel (sim/device/kernel_model.h) that times
   // this device's events; one of kKernelModelNames.
   std::string kernel_model = "tiled";
@@ -177,6 +182,50 @@ struct XlaSpec {
   bool dynamic_slice_fusion = false;
 };
 
+// A `megatron:` block (or `gpusim run --megatron-args`): a Megatron-LM
+// launch line, argument names as megatron/training/arguments.py spells them
+// (sim/config/megatron_args.h parses and checks them). What the gpt layers
+// read (sizes, TP/SP, recompute, micro-batch) is written into RunSpec's own
+// fields; the rest is here. Defaults are Megatron's.
+struct MegatronSpec {
+  bool present = false;
+  int64_t world_size = 1;            // megatron.world_size
+  int64_t gpus_per_node = 8;         // megatron.gpus_per_node
+  int64_t pipeline = 1;              // --pipeline-model-parallel-size
+  int64_t virtual_stages = 1;        // model chunks per pipeline rank (--num-layers-per-virtual-pipeline-stage)
+  int64_t microbatch_group = 0;      // --microbatch-group-size-per-virtual-pipeline-stage (0: = pipeline)
+  int64_t context = 1;               // --context-parallel-size
+  int64_t data = 1;                  // world_size / (TP x PP x CP)
+  int64_t global_batch = 0;          // --global-batch-size
+  int64_t microbatches = 1;          // global / (micro x data)
+  bool distributed_optimizer = false;   // --use-distributed-optimizer
+  bool overlap_grad_reduce = false;     // --overlap-grad-reduce
+  bool overlap_param_gather = false;    // --overlap-param-gather
+  int64_t bucket_size = 0;              // --ddp-bucket-size (elements; 0: Megatron's default)
+  DType grad_dtype = DType::kF32;       // main_grad buffers (--accumulate-allreduce-grads-in-fp32, bf16)
+  bool gradient_accumulation_fusion = true;  // --no-gradient-accumulation-fusion
+  bool swiglu = false;                  // --swiglu
+  bool rms_norm = false;                // --normalization RMSNorm
+  bool bias_linear = true;              // --disable-bias-linear
+  bool qkv_bias = true;                 // --add-qkv-bias (with --disable-bias-linear)
+  std::string position = "learned_absolute";  // --position-embedding-type: learned_absolute | rope | none
+  int64_t max_position = 0;             // --max-position-embeddings
+  std::string attention = "flash";      // --attention-backend / --use-flash-attn: flash | fused | unfused
+  double attention_dropout = 0.1;       // --attention-dropout
+  double hidden_dropout = 0.1;          // --hidden-dropout
+  std::string transformer_impl = "transformer_engine";  // --transformer-impl
+  std::string tokenizer;                // --tokenizer-type
+  int64_t vocab_unpadded = 0;           // the tokenizer's vocabulary before padding
+  // Pipeline rank this spec builds, set per rank by sim/step/megatron_step.h
+  // (rank_selected); a step of a launch line without it is refused.
+  int64_t stage = 0;
+  bool rank_selected = false;
+  // Every argument as written, in order, with how gpusim treats it:
+  // "modelled", "no effect on memory or time", for the report.
+  std::vector<std::pair<std::string, std::string>> args;
+  std::vector<std::string> no_effect;   // argument names accepted as not affecting memory or time
+};
+
 // A run written as a `maxtext:` block (sim/config/maxtext.h): what the
 // report adds beside gpusim's own figures. present is false otherwise.
 struct MaxTextSpec {
@@ -212,6 +261,7 @@ struct RunSpec {
   BatchSpec batch;
   AllocatorSpec allocator;
   XlaSpec xla;
+  MegatronSpec megatron;        // a Megatron-LM launch line instead of a model
   MaxTextSpec maxtext;
   // Where each setting was written, by key path ("parallelism.tensor",
   // "model.n_kv_heads", "allocator.expandable_segments"): "FILE:LINE:COL"

@@ -17,6 +17,7 @@
 #include "absl/types/span.h"
 #include "sim/base/checked.h"
 #include "sim/base/status.h"
+#include "sim/config/megatron_args.h"
 #include "sim/config/maxtext.h"
 #include "sim/config/schema.h"
 #include "sim/config/units_parse.h"
@@ -573,6 +574,11 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   d.collective_efficiency = 0.80;
   // Estimates; see configs/devices/h100-sxm-80gb.yaml, allocator_cost.
   d.malloc_cost = d.free_cost = d.map_page_cost = d.unmap_page_cost = SimTime(50000);
+  // Estimates (PyTorch eager on a server CPU: a few us of dispatch plus the
+  // cudaLaunchKernel call per op; tens of us per nn.Module __call__ with its
+  // hooks); `gpusim calibrate` fits them.
+  d.host_op_cost = SimTime(6000);
+  d.host_module_cost = SimTime(15000);
 
   Reader r = Reader::Top(node, DeviceSchema(), path, &status);
   r.String("name", &d.name, kRequired);
@@ -637,6 +643,9 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   cost.Unit("free", &d.free_cost, kOptional, ParseDuration, kTimeWhat);
   cost.Unit("map_page", &d.map_page_cost, kOptional, ParseDuration, kTimeWhat);
   cost.Unit("unmap_page", &d.unmap_page_cost, kOptional, ParseDuration, kTimeWhat);
+  Reader host = r.Map("host");
+  host.Unit("op", &d.host_op_cost, kOptional, ParseDuration, kTimeWhat);
+  host.Unit("module", &d.host_module_cost, kOptional, ParseDuration, kTimeWhat);
   r.Enum("kernel_model", &d.kernel_model,
          std::vector<absl::string_view>(std::begin(kKernelModelNames), std::end(kKernelModelNames)));
   RETURN_IF_ERROR(status);
@@ -691,14 +700,30 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
   }
   const bool has_model = r.Get("model") != nullptr;
   const bool has_hlo = r.Get("program_hlo") != nullptr;
-  if ((has_model ? 1 : 0) + (r.Get("program") != nullptr ? 1 : 0) + (has_hlo ? 1 : 0) != 1) {
+  const bool has_megatron = r.Get("megatron") != nullptr;
+  if ((has_model ? 1 : 0) + (r.Get("program") != nullptr ? 1 : 0) + (has_hlo ? 1 : 0) + (has_megatron ? 1 : 0) != 1) {
     r.Fail(root.location(), "",
-           "expected exactly one of 'model', 'program' or 'program_hlo'");
+           "expected exactly one of 'model', 'program', 'program_hlo' or 'megatron'");
+  }
+  if (has_megatron && run.framework != "pytorch" && root.Find("framework") != nullptr) {
+    r.Fail(*root.Find("framework"), "framework", "a megatron: block runs under framework pytorch (eager)");
   }
   RETURN_IF_ERROR(status);
   ASSIGN_OR_RETURN(run.device, ParseDeviceNode(*r.Get("device"), "device"));
   if (has_model) {
     ASSIGN_OR_RETURN(run.model, ParseModelNode(*r.Get("model"), "model"));
+  }
+  if (has_megatron) {
+    // sim/config/megatron_args.h: the launch line fills model, parallelism,
+    // remat, batch and optimizer; the keys below may not repeat them.
+    RETURN_IF_ERROR(ParseMegatronNode(*r.Get("megatron"), &run));
+    for (const char* key : {"model", "parallelism", "remat", "batch", "optimizer", "loop"}) {
+      if (const ConfigNode* n = root.Find(key)) {
+        return absl::InvalidArgumentError(absl::StrCat(n->location().ToString(), ": ", key,
+                                                       ": given by the megatron: block's arguments"));
+      }
+    }
+    if (run.allocator.impl == "ideal") run.allocator.impl = "pytorch_caching";
   }
 
   Reader opt = r.Map("optimizer");
@@ -718,7 +743,7 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
       const std::string dir = std::filesystem::path(from).parent_path().string();
       if (!dir.empty()) run.program_hlo = (std::filesystem::path(dir) / run.program_hlo).lexically_normal().string();
     }
-  } else if (!has_model) {
+  } else if (!has_model && !has_megatron) {
     // A program's scan runs loop.trip_count times; there is no model to
     // take the count from.
     loop.Int("trip_count", &run.loop.trip_count, kRequired, 0);

@@ -182,6 +182,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     }
     SimTime start = ready;
     via[i] = stream_last[stream];
+    r.host_busy += e.host_cost;  // Note [Host timeline]
     for (int64_t dep : e.after) {
       if (dep < 0 || static_cast<size_t>(dep) >= i) {
         if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
@@ -191,6 +192,10 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
         start = r.end[static_cast<size_t>(dep)];
         via[i] = dep;
       }
+    }
+    if (e.host_cost > SimTime(0) && r.host_busy > start) {
+      r.host_wait += r.host_busy - start;
+      start = r.host_busy;
     }
     stream_last[stream] = static_cast<int64_t>(i);
     on_path[i] = true;

@@ -68,6 +68,14 @@ struct AllocatorSample {
   Bytes reserved;
 };
 
+// Note [Host timeline]: an eager step is issued by one host thread, op by
+// op in program order, each costing the host TraceEvent::host_cost (PyTorch
+// dispatch and the launch call; Python module calls charged to an op of the
+// module). The host runs ahead of the GPU without waiting (launches are
+// asynchronous), so a kernel starts at the latest of its stream being
+// free, its dependencies and the host having issued it: a step is bounded
+// by whichever side is slower. Events with no host cost (every family but
+// a Megatron launch line today) do not move the host clock.
 struct SimResult {
   // Memory (ideal tracker).
   Bytes preexisting;                   // the trace's preexisting bytes (in peak_live, never in the allocator)
@@ -93,6 +101,8 @@ struct SimResult {
   SimTime copy_to_device;              // of which host→device
   Bytes bytes_to_host, bytes_to_device;  // PCIe bytes each way
   SimTime recompute_busy;              // compute spent on rematerialisation
+  SimTime host_busy;                   // the host's issue time (Note [Host timeline])
+  SimTime host_wait;                   // kernel start delays waiting for the host
   SimTime exposed_communication;       // collective time not hidden by compute
   SimTime exposed_copy;                // host-copy time not hidden by compute
   // Allocator time (Note [Allocator time]).

@@ -100,6 +100,11 @@ std::vector<LayerTime> LayerTimes(const StepReport& r) {
 }
 
 absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
+  if (given.megatron.present && !given.megatron.rank_selected) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        given.source_file, ": a Megatron-LM launch line (megatron:) runs with `gpusim run` (every pipeline rank, "
+        "sim/step/megatron_step.h); this command does not take one yet"));
+  }
   StepReport r;
   ASSIGN_OR_RETURN(r.spec, ApplyCapabilities(given));
   const RunSpec& spec = r.spec;

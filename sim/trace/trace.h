@@ -55,6 +55,7 @@ struct TraceEvent {
   // (sim/trace/validate.h). Empty = not recorded.
   std::vector<BufferId> uses;
   SimTime recorded_duration{-1};  // from a recorded trace; -1 = unknown
+  SimTime host_cost;              // host time to issue it (Note [Host timeline], engine.h); 0: none
   // The call stack that made this event (mostly allocs), innermost frame
   // first, as indices into Trace::frames. Empty = not recorded.
   std::vector<int32_t> stack;

@@ -1,0 +1,64 @@
+// Megatron's pipeline schedules: warm-up counts and the activations each
+// stage holds at once (Note [Megatron pipeline schedules]).
+#include "models/megatron_schedule.h"
+
+#include "gtest/gtest.h"
+
+namespace gpusim {
+namespace {
+
+TEST(MegatronScheduleTest, OneFOneBStageRHoldsPMinusRMicroBatches) {
+  // p = 4, m = 8: stage r warms up with p - r - 1 forwards and holds p - r.
+  for (int64_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(MegatronWarmup(4, r, 1, 8, 4), 3 - r);
+    const auto s = MegatronSchedule(4, r, 1, 8, 4);
+    EXPECT_EQ(static_cast<int64_t>(s.size()), 16);
+    EXPECT_EQ(MaxInFlight(s), 4 - r) << "stage " << r;
+  }
+  // Fewer micro-batches than stages: all of them are in flight on stage 0.
+  EXPECT_EQ(MaxInFlight(MegatronSchedule(8, 0, 1, 3, 8)), 3);
+}
+
+TEST(MegatronScheduleTest, OneFOneBOrder) {
+  // Stage 0 of 2, 3 micro-batches: F0 | F1 B0 | F2 B1 | B2.
+  const auto s = MegatronSchedule(2, 0, 1, 3, 2);
+  ASSERT_EQ(s.size(), 6u);
+  const bool fwd[] = {true, true, false, true, false, false};
+  const int64_t mb[] = {0, 1, 0, 2, 1, 2};
+  for (size_t i = 0; i < s.size(); ++i) {
+    EXPECT_EQ(s[i].forward, fwd[i]) << i;
+    EXPECT_EQ(s[i].microbatch, mb[i]) << i;
+  }
+}
+
+TEST(MegatronScheduleTest, InterleavedWarmupAndInFlight) {
+  // p = 4, v = 2, m = 8, group 4: warm-up (p - r - 1) x 2 + (v - 1) x 4.
+  const int64_t warm[] = {10, 8, 6, 4};
+  for (int64_t r = 0; r < 4; ++r) {
+    EXPECT_EQ(MegatronWarmup(4, r, 2, 8, 4), warm[r]);
+    const auto s = MegatronSchedule(4, r, 2, 8, 4);
+    EXPECT_EQ(static_cast<int64_t>(s.size()), 32);
+    // Chunk activations held at once: the warm-up plus the steady forward,
+    // each 1/v of the stage: stage 0 holds 11 / 2 = 5.5 micro-batches'
+    // worth against 1F1B's 4 (Narayanan et al. 2021, Sec. 2.2).
+    EXPECT_EQ(MaxInFlight(s), warm[r] + 1) << "stage " << r;
+  }
+  // Chunk order: the first group of 4 micro-batches through chunk 0, then
+  // chunk 1; the first backward is chunk 1 of micro-batch 0.
+  const auto s = MegatronSchedule(4, 0, 2, 8, 4);
+  EXPECT_EQ(s[3].chunk, 0);
+  EXPECT_EQ(s[4].chunk, 1);
+  EXPECT_EQ(s[4].microbatch, 0);
+  EXPECT_FALSE(s[11].forward);
+  EXPECT_EQ(s[11].chunk, 1);
+  EXPECT_EQ(s[11].microbatch, 0);
+}
+
+TEST(MegatronScheduleTest, AllWarmupWhenTheScheduleIsShort) {
+  // p = 4, v = 2, m = 4: stage 0's warm-up 10 > m x v = 8: every forward first.
+  EXPECT_EQ(MegatronWarmup(4, 0, 2, 4, 4), 8);
+  EXPECT_EQ(MaxInFlight(MegatronSchedule(4, 0, 2, 4, 4)), 8);
+}
+
+}  // namespace
+}  // namespace gpusim

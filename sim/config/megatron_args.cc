@@ -1,0 +1,766 @@
+// Megatron-LM arguments; see megatron_args.h.
+//
+// Note [Megatron argument defaults]: read from NVIDIA/Megatron-LM
+// megatron/training/arguments.py (validate_args, _add_network_size_args,
+// _add_training_args, _add_distributed_args, _add_mixed_precision_args) and
+// megatron/training/tokenizer/tokenizer.py:
+//  - ffn-hidden-size: 4 x hidden-size; with --swiglu int((4h x 2/3) / 64) x 64.
+//  - kv-channels: hidden-size / num-attention-heads.
+//  - num-query-groups: the number of heads unless --group-query-attention.
+//  - max-position-embeddings: seq-length when not given.
+//  - global-batch-size: micro-batch-size x data-parallel size; the number of
+//    micro-batches is global / (micro x data-parallel) (num_microbatches_calculator.py).
+//  - data-parallel size: world_size / (TP x PP x CP) (parallel_state.initialize_model_parallel).
+//  - vocabulary: the tokenizer's (GPT2BPETokenizer 50257; NullTokenizer
+//    vocab-size + 1 for its EOD), padded to a multiple of
+//    make-vocab-size-divisible-by (128) x TP (_vocab_size_with_padding).
+//  - bf16 forces accumulate-allreduce-grads-in-fp32 (main_grad in fp32);
+//    fp16 keeps fp16 main_grad unless it is given; neither: fp32 params.
+//  - sequence-parallel is switched off when TP = 1 (validate_args warns).
+//  - hidden-dropout and attention-dropout 0.1; clip-grad 1.0; Adam.
+//  - transformer-impl transformer_engine; attention-backend auto (TE picks
+//    flash or cuDNN fused attention, both O(s) memory).
+#include "sim/config/megatron_args.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <map>
+#include <set>
+
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
+#include "absl/strings/numbers.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "absl/strings/str_replace.h"
+#include "sim/base/names.h"
+#include "sim/base/status.h"
+
+namespace gpusim {
+namespace {
+
+enum class ArgKind { kModelled, kNoEffect, kRefused };
+
+struct ArgRule {
+  const char* name;
+  ArgKind kind;
+  const char* why;
+};
+
+// Every argument gpusim knows. Names not here are refused as unknown, with
+// the nearest known name suggested.
+const std::vector<ArgRule>& Rules() {
+  static const std::vector<ArgRule>* const kRules = new std::vector<ArgRule>{
+      // --- modelled: network size ---
+      {"num-layers", ArgKind::kModelled, "decoder layers"},
+      {"hidden-size", ArgKind::kModelled, "hidden size h"},
+      {"ffn-hidden-size", ArgKind::kModelled, "MLP width (default 4h, or the SwiGLU rule)"},
+      {"num-attention-heads", ArgKind::kModelled, "query heads"},
+      {"kv-channels", ArgKind::kModelled, "per-head width (default h / heads)"},
+      {"group-query-attention", ArgKind::kModelled, "grouped-query attention"},
+      {"num-query-groups", ArgKind::kModelled, "key/value groups with --group-query-attention"},
+      {"seq-length", ArgKind::kModelled, "sequence length"},
+      {"encoder-seq-length", ArgKind::kModelled, "sequence length (alias of --seq-length)"},
+      {"max-position-embeddings", ArgKind::kModelled, "rows of the learned position table"},
+      {"swiglu", ArgKind::kModelled, "SwiGLU MLP (fc1 of width 2 x ffn)"},
+      {"normalization", ArgKind::kModelled, "LayerNorm | RMSNorm"},
+      {"disable-bias-linear", ArgKind::kModelled, "no biases in the linear layers"},
+      {"add-bias-linear", ArgKind::kModelled, "biases in the linear layers (the default)"},
+      {"add-qkv-bias", ArgKind::kModelled, "a QKV bias with --disable-bias-linear"},
+      {"untie-embeddings-and-output-weights", ArgKind::kModelled, "an output layer of its own"},
+      {"position-embedding-type", ArgKind::kModelled, "learned_absolute | rope | none"},
+      {"use-rotary-position-embeddings", ArgKind::kModelled, "RoPE (older spelling)"},
+      {"no-position-embedding", ArgKind::kModelled, "no position embedding (older spelling)"},
+      {"attention-dropout", ArgKind::kModelled, "dropout on attention probabilities"},
+      {"hidden-dropout", ArgKind::kModelled, "dropout after attention and MLP (1-byte masks when > 0)"},
+      {"vocab-size", ArgKind::kModelled, "NullTokenizer size, or the vocabulary of a file-based tokenizer"},
+      {"tokenizer-type", ArgKind::kModelled, "fixes the vocabulary (GPT2BPETokenizer 50257, NullTokenizer)"},
+      {"make-vocab-size-divisible-by", ArgKind::kModelled, "vocabulary padding (x TP)"},
+      {"attention-backend", ArgKind::kModelled, "auto | flash | fused (O(s) memory) | unfused | local (s^2 memory)"},
+      {"use-flash-attn", ArgKind::kModelled, "flash attention"},
+      {"transformer-impl", ArgKind::kModelled, "transformer_engine | local (local attention keeps s^2 values)"},
+      // --- modelled: parallelism and batch ---
+      {"tensor-model-parallel-size", ArgKind::kModelled, "TP"},
+      {"pipeline-model-parallel-size", ArgKind::kModelled, "PP (1F1B schedule)"},
+      {"num-layers-per-virtual-pipeline-stage", ArgKind::kModelled, "interleaved schedule (layers per model chunk)"},
+      {"num-virtual-stages-per-pipeline-rank", ArgKind::kModelled, "interleaved schedule (model chunks per rank)"},
+      {"microbatch-group-size-per-virtual-pipeline-stage", ArgKind::kModelled, "interleaved schedule group size"},
+      {"context-parallel-size", ArgKind::kModelled, "CP (ring attention, p2p)"},
+      {"cp-comm-type", ArgKind::kModelled, "p2p only"},
+      {"sequence-parallel", ArgKind::kModelled, "SP (Korthikanti)"},
+      {"micro-batch-size", ArgKind::kModelled, "micro-batch"},
+      {"global-batch-size", ArgKind::kModelled, "global batch (gradient accumulation over micro-batches)"},
+      {"use-distributed-optimizer", ArgKind::kModelled, "optimizer state sharded over data parallel"},
+      {"overlap-grad-reduce", ArgKind::kModelled, "bucketed grad reduce overlapped with backward"},
+      {"overlap-param-gather", ArgKind::kModelled, "param all-gather overlapped (dist-opt)"},
+      {"ddp-bucket-size", ArgKind::kModelled, "elements per gradient bucket"},
+      {"bf16", ArgKind::kModelled, "bf16 params, fp32 main_grad"},
+      {"fp16", ArgKind::kModelled, "fp16 params"},
+      {"accumulate-allreduce-grads-in-fp32", ArgKind::kModelled, "fp32 main_grad"},
+      {"no-gradient-accumulation-fusion", ArgKind::kModelled, "wgrad in bf16 then added into main_grad"},
+      {"recompute-granularity", ArgKind::kModelled, "full | selective"},
+      {"recompute-method", ArgKind::kModelled, "uniform | block"},
+      {"recompute-num-layers", ArgKind::kModelled, "layers per recompute group"},
+      {"recompute-activations", ArgKind::kModelled, "selective recompute (older spelling)"},
+      {"optimizer", ArgKind::kModelled, "adam (sgd refused)"},
+      {"clip-grad", ArgKind::kModelled, "global-norm clipping (0 disables)"},
+      // --- refused: not modelled ---
+      {"fp8-format", ArgKind::kRefused, "fp8 training is not modelled"},
+      {"fp8", ArgKind::kRefused, "fp8 training is not modelled"},
+      {"fp8-recipe", ArgKind::kRefused, "fp8 training is not modelled"},
+      {"fp8-param-gather", ArgKind::kRefused, "fp8 training is not modelled"},
+      {"num-experts", ArgKind::kRefused, "mixture of experts is not modelled"},
+      {"expert-model-parallel-size", ArgKind::kRefused, "mixture of experts is not modelled"},
+      {"moe-router-topk", ArgKind::kRefused, "mixture of experts is not modelled"},
+      {"moe-grouped-gemm", ArgKind::kRefused, "mixture of experts is not modelled"},
+      {"tp-comm-overlap", ArgKind::kRefused, "TP communication overlap (userbuffers) is not modelled"},
+      {"defer-embedding-wgrad-compute", ArgKind::kRefused, "deferred embedding wgrad is not modelled"},
+      {"recompute-modules", ArgKind::kRefused, "per-module recompute is not modelled"},
+      {"cpu-offloading", ArgKind::kRefused, "activation CPU offloading is not modelled"},
+      {"use-torch-fsdp2", ArgKind::kRefused, "FSDP2 is not modelled"},
+      {"use-custom-fsdp", ArgKind::kRefused, "Megatron FSDP is not modelled"},
+      {"decoder-first-pipeline-num-layers", ArgKind::kRefused, "uneven pipeline stages are not modelled"},
+      {"decoder-last-pipeline-num-layers", ArgKind::kRefused, "uneven pipeline stages are not modelled"},
+      {"account-for-embedding-in-pipeline-split", ArgKind::kRefused, "uneven pipeline stages are not modelled"},
+      {"account-for-loss-in-pipeline-split", ArgKind::kRefused, "uneven pipeline stages are not modelled"},
+      {"rampup-batch-size", ArgKind::kRefused, "batch-size ramp-up changes the step over training"},
+      {"cross-entropy-loss-fusion", ArgKind::kRefused, "the fused cross-entropy kernel is not modelled"},
+      {"use-precision-aware-optimizer", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
+      {"main-grads-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
+      {"main-params-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
+      {"exp-avg-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
+      {"exp-avg-sq-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
+      {"distribute-saved-activations", ArgKind::kRefused, "distributed saved activations are not modelled"},
+      {"mtp-num-layers", ArgKind::kRefused, "multi-token prediction is not modelled"},
+      {"num-distributed-optimizer-instances", ArgKind::kRefused, "partial optimizer sharding is not modelled"},
+      {"use-legacy-models", ArgKind::kRefused, "only Megatron-Core GPT models are modelled"},
+      {"squared-relu", ArgKind::kRefused, "squared ReLU MLPs are not modelled"},
+      {"apply-residual-connection-post-layernorm", ArgKind::kRefused, "post-LN residuals are not modelled"},
+      {"fp32-residual-connection", ArgKind::kRefused, "fp32 residual streams are not modelled"},
+      {"empty-unused-memory-level", ArgKind::kRefused, "torch.cuda.empty_cache() between steps is not modelled"},
+      {"delay-wgrad-compute", ArgKind::kRefused, "delayed wgrad is not modelled"},
+      {"hybrid-override-pattern", ArgKind::kRefused, "hybrid (Mamba) models are not modelled"},
+      {"sgd-momentum", ArgKind::kRefused, "SGD is not modelled"},
+      // --- no effect on memory or time ---
+      {"use-mcore-models", ArgKind::kNoEffect, "the default model class"},
+      {"train-iters", ArgKind::kNoEffect, "training length"},
+      {"train-samples", ArgKind::kNoEffect, "training length"},
+      {"exit-interval", ArgKind::kNoEffect, "training length"},
+      {"exit-duration-in-mins", ArgKind::kNoEffect, "training length"},
+      {"eval-iters", ArgKind::kNoEffect, "evaluation"},
+      {"eval-interval", ArgKind::kNoEffect, "evaluation"},
+      {"skip-train", ArgKind::kNoEffect, "evaluation"},
+      {"save", ArgKind::kNoEffect, "checkpointing"},
+      {"load", ArgKind::kNoEffect, "checkpointing"},
+      {"save-interval", ArgKind::kNoEffect, "checkpointing"},
+      {"ckpt-format", ArgKind::kNoEffect, "checkpointing"},
+      {"async-save", ArgKind::kNoEffect, "checkpointing"},
+      {"use-dist-ckpt", ArgKind::kNoEffect, "checkpointing"},
+      {"auto-detect-ckpt-format", ArgKind::kNoEffect, "checkpointing"},
+      {"dist-ckpt-strictness", ArgKind::kNoEffect, "checkpointing"},
+      {"ckpt-fully-parallel-save", ArgKind::kNoEffect, "checkpointing"},
+      {"ckpt-fully-parallel-load", ArgKind::kNoEffect, "checkpointing"},
+      {"ckpt-assume-constant-structure", ArgKind::kNoEffect, "checkpointing"},
+      {"no-load-optim", ArgKind::kNoEffect, "checkpointing"},
+      {"no-load-rng", ArgKind::kNoEffect, "checkpointing"},
+      {"no-save-optim", ArgKind::kNoEffect, "checkpointing"},
+      {"no-save-rng", ArgKind::kNoEffect, "checkpointing"},
+      {"finetune", ArgKind::kNoEffect, "checkpointing"},
+      {"use-checkpoint-args", ArgKind::kNoEffect, "checkpointing"},
+      {"use-checkpoint-opt_param-scheduler", ArgKind::kNoEffect, "learning-rate schedule"},
+      {"override-opt_param-scheduler", ArgKind::kNoEffect, "learning-rate schedule"},
+      {"data-path", ArgKind::kNoEffect, "data"},
+      {"train-data-path", ArgKind::kNoEffect, "data"},
+      {"valid-data-path", ArgKind::kNoEffect, "data"},
+      {"test-data-path", ArgKind::kNoEffect, "data"},
+      {"split", ArgKind::kNoEffect, "data"},
+      {"vocab-file", ArgKind::kNoEffect, "data (the vocabulary size comes from --tokenizer-type)"},
+      {"merge-file", ArgKind::kNoEffect, "data"},
+      {"tokenizer-model", ArgKind::kNoEffect, "data (give --vocab-size for a file-based tokenizer)"},
+      {"data-cache-path", ArgKind::kNoEffect, "data"},
+      {"mock-data", ArgKind::kNoEffect, "data"},
+      {"no-mmap-bin-files", ArgKind::kNoEffect, "data"},
+      {"num-workers", ArgKind::kNoEffect, "data loading (host workers)"},
+      {"dataloader-type", ArgKind::kNoEffect, "data loading"},
+      {"num-dataset-builder-threads", ArgKind::kNoEffect, "data loading"},
+      {"eod-mask-loss", ArgKind::kNoEffect, "loss mask values"},
+      {"reset-position-ids", ArgKind::kNoEffect, "data values"},
+      {"reset-attention-mask", ArgKind::kNoEffect, "data values"},
+      {"no-create-attention-mask-in-dataloader", ArgKind::kNoEffect, "causal masks are implicit in the kernels"},
+      {"lr", ArgKind::kNoEffect, "learning-rate schedule"},
+      {"min-lr", ArgKind::kNoEffect, "learning-rate schedule"},
+      {"lr-decay-style", ArgKind::kNoEffect, "learning-rate schedule"},
+      {"lr-decay-iters", ArgKind::kNoEffect, "learning-rate schedule"},
+      {"lr-decay-samples", ArgKind::kNoEffect, "learning-rate schedule"},
+      {"lr-warmup-iters", ArgKind::kNoEffect, "learning-rate schedule"},
+      {"lr-warmup-samples", ArgKind::kNoEffect, "learning-rate schedule"},
+      {"lr-warmup-fraction", ArgKind::kNoEffect, "learning-rate schedule"},
+      {"lr-warmup-init", ArgKind::kNoEffect, "learning-rate schedule"},
+      {"weight-decay", ArgKind::kNoEffect, "optimizer hyper-parameter (values only)"},
+      {"weight-decay-incr-style", ArgKind::kNoEffect, "optimizer hyper-parameter"},
+      {"start-weight-decay", ArgKind::kNoEffect, "optimizer hyper-parameter"},
+      {"end-weight-decay", ArgKind::kNoEffect, "optimizer hyper-parameter"},
+      {"adam-beta1", ArgKind::kNoEffect, "optimizer hyper-parameter"},
+      {"adam-beta2", ArgKind::kNoEffect, "optimizer hyper-parameter"},
+      {"adam-eps", ArgKind::kNoEffect, "optimizer hyper-parameter"},
+      {"loss-scale", ArgKind::kNoEffect, "fp16 loss scaling (values only)"},
+      {"initial-loss-scale", ArgKind::kNoEffect, "fp16 loss scaling"},
+      {"min-loss-scale", ArgKind::kNoEffect, "fp16 loss scaling"},
+      {"loss-scale-window", ArgKind::kNoEffect, "fp16 loss scaling"},
+      {"hysteresis", ArgKind::kNoEffect, "fp16 loss scaling"},
+      {"init-method-std", ArgKind::kNoEffect, "initialisation"},
+      {"seed", ArgKind::kNoEffect, "initialisation"},
+      {"use-cpu-initialization", ArgKind::kNoEffect, "initialisation (before the steps)"},
+      {"norm-epsilon", ArgKind::kNoEffect, "values only"},
+      {"layernorm-epsilon", ArgKind::kNoEffect, "values only"},
+      {"apply-layernorm-1p", ArgKind::kNoEffect, "zero-centred gamma: same shapes"},
+      {"rotary-percent", ArgKind::kNoEffect, "RoPE values (same shapes)"},
+      {"rotary-base", ArgKind::kNoEffect, "RoPE values"},
+      {"rotary-seq-len-interpolation-factor", ArgKind::kNoEffect, "RoPE values"},
+      {"use-rope-scaling", ArgKind::kNoEffect, "RoPE values"},
+      {"attention-softmax-in-fp32", ArgKind::kNoEffect, "softmax arithmetic (flash/fused kernels keep fp32 inside)"},
+      {"openai-gelu", ArgKind::kNoEffect, "GeLU approximation (same shapes)"},
+      {"no-masked-softmax-fusion", ArgKind::kNoEffect, "kernel fusion: modelled per op, not per fused kernel"},
+      {"no-bias-gelu-fusion", ArgKind::kNoEffect, "kernel fusion: modelled per op, not per fused kernel"},
+      {"no-bias-swiglu-fusion", ArgKind::kNoEffect, "kernel fusion: modelled per op, not per fused kernel"},
+      {"no-bias-dropout-fusion", ArgKind::kNoEffect, "kernel fusion: modelled per op, not per fused kernel"},
+      {"no-rope-fusion", ArgKind::kNoEffect, "kernel fusion: modelled per op, not per fused kernel"},
+      {"no-persist-layer-norm", ArgKind::kNoEffect, "kernel choice"},
+      {"overlap-p2p-communication", ArgKind::kNoEffect, "pipeline p2p sends are not timed (activations only)"},
+      {"no-async-tensor-model-parallel-allreduce", ArgKind::kNoEffect, "TP collectives are serial on their stream"},
+      {"calculate-per-token-loss", ArgKind::kNoEffect, "loss normalisation"},
+      {"distributed-backend", ArgKind::kNoEffect, "NCCL is modelled"},
+      {"distributed-timeout-minutes", ArgKind::kNoEffect, "timeouts"},
+      {"use-tp-pp-dp-mapping", ArgKind::kNoEffect, "rank order (every rank of a stage has the same shape)"},
+      {"log-interval", ArgKind::kNoEffect, "logging"},
+      {"log-throughput", ArgKind::kNoEffect, "logging"},
+      {"log-params-norm", ArgKind::kNoEffect, "logging"},
+      {"log-num-zeros-in-grad", ArgKind::kNoEffect, "logging"},
+      {"log-timers-to-tensorboard", ArgKind::kNoEffect, "logging"},
+      {"log-memory-to-tensorboard", ArgKind::kNoEffect, "logging"},
+      {"log-validation-ppl-to-tensorboard", ArgKind::kNoEffect, "logging"},
+      {"log-batch-size-to-tensorboard", ArgKind::kNoEffect, "logging"},
+      {"log-learning-rate-to-tensorboard", ArgKind::kNoEffect, "logging"},
+      {"log-loss-scale-to-tensorboard", ArgKind::kNoEffect, "logging"},
+      {"log-world-size-to-tensorboard", ArgKind::kNoEffect, "logging"},
+      {"tensorboard-dir", ArgKind::kNoEffect, "logging"},
+      {"tensorboard-log-interval", ArgKind::kNoEffect, "logging"},
+      {"tensorboard-queue-size", ArgKind::kNoEffect, "logging"},
+      {"wandb-project", ArgKind::kNoEffect, "logging"},
+      {"wandb-exp-name", ArgKind::kNoEffect, "logging"},
+      {"wandb-save-dir", ArgKind::kNoEffect, "logging"},
+      {"timing-log-level", ArgKind::kNoEffect, "logging"},
+      {"timing-log-option", ArgKind::kNoEffect, "logging"},
+      {"profile", ArgKind::kNoEffect, "profiling"},
+      {"profile-step-start", ArgKind::kNoEffect, "profiling"},
+      {"profile-step-end", ArgKind::kNoEffect, "profiling"},
+      {"deterministic-mode", ArgKind::kNoEffect, "kernel choice"},
+      {"check-for-nan-in-loss-and-grad", ArgKind::kNoEffect, "a check on values"},
+      {"manual-gc", ArgKind::kNoEffect, "Python garbage collection"},
+      {"manual-gc-interval", ArgKind::kNoEffect, "Python garbage collection"},
+      {"bf16-reduced-precision-matmul", ArgKind::kNoEffect, "cuBLAS setting"},
+  };
+  return *kRules;
+}
+
+const ArgRule* FindRule(const std::string& name) {
+  for (const ArgRule& r : Rules()) {
+    if (name == r.name) return &r;
+  }
+  return nullptr;
+}
+
+std::string Canonical(absl::string_view name) {
+  std::string n = absl::StrReplaceAll(name, {{"_", "-"}});
+  while (absl::StartsWith(n, "-")) n.erase(0, 1);
+  return n;
+}
+
+bool ParseInt64(const std::string& s, int64_t* out) {
+  const char* b = s.data();
+  const char* e = s.data() + s.size();
+  if (b == e) return false;
+  auto [ptr, ec] = std::from_chars(b, e, *out);
+  return ec == std::errc() && ptr == e;
+}
+
+// Reads typed values out of the argument list, with errors that name the
+// argument and where it was written.
+class Args {
+ public:
+  explicit Args(const std::vector<MegatronArg>& args) {
+    for (const MegatronArg& a : args) by_name_[a.name] = &a;
+  }
+  bool Has(const std::string& n) const { return by_name_.count(n) > 0; }
+  const MegatronArg* Get(const std::string& n) const {
+    auto it = by_name_.find(n);
+    return it == by_name_.end() ? nullptr : it->second;
+  }
+  absl::Status Error(const std::string& n, const std::string& msg) const {
+    const MegatronArg* a = Get(n);
+    const std::string where = a != nullptr && !a->where.empty() ? a->where + ": " : "";
+    return absl::InvalidArgumentError(absl::StrCat(where, "megatron.args: --", n, ": ", msg));
+  }
+  absl::Status Int(const std::string& n, int64_t* out, int64_t min = 1) const {
+    const MegatronArg* a = Get(n);
+    if (a == nullptr) return absl::OkStatus();
+    int64_t v = 0;
+    if (!ParseInt64(a->value, &v) || v < min) {
+      return Error(n, absl::StrCat("expected an integer >= ", min, ", got '", a->value, "'"));
+    }
+    *out = v;
+    return absl::OkStatus();
+  }
+  absl::Status Float(const std::string& n, double* out, double min, double max) const {
+    const MegatronArg* a = Get(n);
+    if (a == nullptr) return absl::OkStatus();
+    double v = 0;
+    if (!absl::SimpleAtod(a->value, &v) || !std::isfinite(v) || v < min || v > max) {
+      return Error(n, absl::StrCat("expected a number in [", min, ", ", max, "], got '", a->value, "'"));
+    }
+    *out = v;
+    return absl::OkStatus();
+  }
+  // A flag: absent false; "true"/"false" in a mapping.
+  absl::Status Flag(const std::string& n, bool* out) const {
+    const MegatronArg* a = Get(n);
+    if (a == nullptr) return absl::OkStatus();
+    const std::string v = absl::AsciiStrToLower(a->value);
+    if (v == "true") {
+      *out = true;
+    } else if (v == "false") {
+      *out = false;
+    } else {
+      return Error(n, absl::StrCat("is a flag (no value, or true/false in a mapping), got '", a->value, "'"));
+    }
+    return absl::OkStatus();
+  }
+  absl::Status Choice(const std::string& n, std::string* out, const std::vector<std::string>& choices) const {
+    const MegatronArg* a = Get(n);
+    if (a == nullptr) return absl::OkStatus();
+    if (std::find(choices.begin(), choices.end(), a->value) == choices.end()) {
+      return Error(n, absl::StrCat("expected one of ", absl::StrJoin(choices, "|"), ", got '", a->value, "'"));
+    }
+    *out = a->value;
+    return absl::OkStatus();
+  }
+  absl::Status Require(const std::string& n) const {
+    if (Has(n)) return absl::OkStatus();
+    return absl::InvalidArgumentError(absl::StrCat("megatron.args: --", n, " is required (Megatron-LM has no default)"));
+  }
+
+ private:
+  std::map<std::string, const MegatronArg*> by_name_;
+};
+
+int64_t CeilTo(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+std::string ClassifyMegatronArg(const std::string& name, std::string* why) {
+  const ArgRule* r = FindRule(name);
+  if (r == nullptr) {
+    std::vector<std::string> names;
+    for (const ArgRule& x : Rules()) names.push_back(x.name);
+    const std::string nearest = NearestName(name, names);
+    *why = nearest.empty() ? "not a Megatron-LM argument gpusim knows"
+                           : absl::StrCat("not a Megatron-LM argument gpusim knows (did you mean '--", nearest, "'?)");
+    return "unknown";
+  }
+  *why = r->why;
+  switch (r->kind) {
+    case ArgKind::kModelled:
+      return "modelled";
+    case ArgKind::kNoEffect:
+      return "no_effect";
+    case ArgKind::kRefused:
+      return "refused";
+  }
+  return "unknown";
+}
+
+absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view line, const SourceLocation& where) {
+  // Tokens with their byte offsets; quotes group, backslash-newline joins.
+  struct Tok {
+    std::string text;
+    size_t at;
+  };
+  std::vector<Tok> toks;
+  std::string cur;
+  size_t cur_at = 0;
+  bool in_tok = false;
+  char quote = 0;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quote != 0) {
+      if (c == quote) {
+        quote = 0;
+      } else {
+        cur += c;
+      }
+      continue;
+    }
+    if (c == '\\' && i + 1 < line.size() && (line[i + 1] == '\n' || line[i + 1] == '\r')) {
+      ++i;
+      continue;
+    }
+    if (c == '"' || c == '\'') {
+      if (!in_tok) cur_at = i;
+      in_tok = true;
+      quote = c;
+      continue;
+    }
+    if (absl::ascii_isspace(static_cast<unsigned char>(c)) || c == '\\') {
+      if (in_tok) toks.push_back({cur, cur_at});
+      cur.clear();
+      in_tok = false;
+      continue;
+    }
+    if (!in_tok) cur_at = i;
+    in_tok = true;
+    cur += c;
+  }
+  if (quote != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(where.ToString(), ": megatron.args: unterminated quote"));
+  }
+  if (in_tok) toks.push_back({cur, cur_at});
+  // Drop the launcher: everything up to the training script.
+  size_t start = 0;
+  for (size_t i = 0; i < toks.size(); ++i) {
+    if (absl::EndsWith(toks[i].text, ".py")) start = i + 1;
+  }
+  const bool one_line = line.find('\n') == absl::string_view::npos && where.line > 0;
+  auto loc = [&](size_t at) {
+    if (!one_line) return where.ToString();
+    SourceLocation l = where;
+    l.col = where.col + static_cast<int>(at);
+    return l.ToString();
+  };
+  std::vector<MegatronArg> out;
+  bool has_value = false;  // the last argument has a value of its own
+  for (size_t i = start; i < toks.size(); ++i) {
+    const Tok& t = toks[i];
+    if (!absl::StartsWith(t.text, "--")) {
+      if (out.empty()) {
+        return absl::InvalidArgumentError(absl::StrCat(loc(t.at), ": megatron.args: expected an argument such as "
+                                                       "--num-layers, got '", t.text, "'"));
+      }
+      // Several values (data paths with weights) are kept space-separated.
+      MegatronArg& a = out.back();
+      a.value = has_value ? absl::StrCat(a.value, " ", t.text) : t.text;
+      has_value = true;
+      continue;
+    }
+    std::string name = t.text.substr(2);
+    std::string value = "true";
+    has_value = false;
+    const size_t eq = name.find('=');
+    if (eq != std::string::npos) {
+      value = name.substr(eq + 1);
+      name = name.substr(0, eq);
+      has_value = true;
+    }
+    out.push_back({Canonical(name), value, loc(t.at)});
+  }
+  return out;
+}
+
+absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* run) {
+  MegatronSpec& mg = run->megatron;
+  mg.present = true;
+  std::set<std::string> seen;
+  for (const MegatronArg& a : args) {
+    std::string why;
+    const std::string kind = ClassifyMegatronArg(a.name, &why);
+    const std::string where = a.where.empty() ? "" : a.where + ": ";
+    if (!seen.insert(a.name).second) {
+      return absl::InvalidArgumentError(absl::StrCat(where, "megatron.args: --", a.name, " is given twice"));
+    }
+    if (kind == "unknown" || kind == "refused") {
+      return absl::InvalidArgumentError(
+          absl::StrCat(where, "megatron.args: --", a.name, ": ", kind == "refused" ? "not modelled: " : "", why));
+    }
+    if (kind == "no_effect") mg.no_effect.push_back(a.name);
+    mg.args.emplace_back(a.name, kind == "modelled" ? "modelled" : absl::StrCat("no effect on memory or time: ", why));
+    run->written["megatron.args." + a.name] = a.where;
+  }
+  const Args g(args);
+  for (const char* n : {"num-layers", "hidden-size", "num-attention-heads", "micro-batch-size"}) {
+    RETURN_IF_ERROR(g.Require(n));
+  }
+  if (!g.Has("seq-length") && !g.Has("encoder-seq-length")) RETURN_IF_ERROR(g.Require("seq-length"));
+  ModelSpec& m = run->model;
+  m.name = "megatron-gpt";
+  m.family = "gpt";
+  RETURN_IF_ERROR(g.Int("num-layers", &m.n_layers));
+  RETURN_IF_ERROR(g.Int("hidden-size", &m.d_model));
+  RETURN_IF_ERROR(g.Int("num-attention-heads", &m.n_heads));
+  int64_t seq = 0;
+  RETURN_IF_ERROR(g.Int("encoder-seq-length", &seq));
+  RETURN_IF_ERROR(g.Int("seq-length", &seq));
+  run->batch.seq_len = seq;
+  RETURN_IF_ERROR(g.Int("micro-batch-size", &run->batch.per_device));
+  RETURN_IF_ERROR(g.Flag("swiglu", &mg.swiglu));
+  m.mlp_dim = mg.swiglu ? (4 * m.d_model * 2 / 3) / 64 * 64 : 4 * m.d_model;
+  RETURN_IF_ERROR(g.Int("ffn-hidden-size", &m.mlp_dim));
+  if (m.d_model % m.n_heads != 0 && !g.Has("kv-channels")) {
+    return g.Error("hidden-size", absl::StrCat("hidden-size (", m.d_model, ") must be a multiple of "
+                                               "--num-attention-heads (", m.n_heads, ") unless --kv-channels is given"));
+  }
+  m.head_dim = m.d_model / m.n_heads;
+  RETURN_IF_ERROR(g.Int("kv-channels", &m.head_dim));
+  bool gqa = false;
+  RETURN_IF_ERROR(g.Flag("group-query-attention", &gqa));
+  m.n_kv_heads = m.n_heads;
+  if (gqa) {
+    m.n_kv_heads = 1;  // argparse default of --num-query-groups
+    RETURN_IF_ERROR(g.Int("num-query-groups", &m.n_kv_heads));
+    if (m.n_heads % m.n_kv_heads != 0) {
+      return g.Error("num-query-groups", absl::StrCat("must divide --num-attention-heads (", m.n_heads, ")"));
+    }
+  }
+  // Precision: params, compute, main_grad.
+  bool bf16 = false, fp16 = false, fp32_grads = false;
+  RETURN_IF_ERROR(g.Flag("bf16", &bf16));
+  RETURN_IF_ERROR(g.Flag("fp16", &fp16));
+  RETURN_IF_ERROR(g.Flag("accumulate-allreduce-grads-in-fp32", &fp32_grads));
+  if (bf16 && fp16) return g.Error("fp16", "cannot be given with --bf16");
+  m.weight_dtype = m.compute_dtype = bf16 ? DType::kBF16 : fp16 ? DType::kF16 : DType::kF32;
+  mg.grad_dtype = (bf16 || fp32_grads || !fp16) ? DType::kF32 : DType::kF16;
+  m.logits_dtype = DType::kF32;
+  bool no_fusion = false;
+  RETURN_IF_ERROR(g.Flag("no-gradient-accumulation-fusion", &no_fusion));
+  mg.gradient_accumulation_fusion = !no_fusion;
+  // Layers.
+  std::string norm = "LayerNorm";
+  RETURN_IF_ERROR(g.Choice("normalization", &norm, {"LayerNorm", "RMSNorm"}));
+  mg.rms_norm = norm == "RMSNorm";
+  bool no_bias = false;
+  RETURN_IF_ERROR(g.Flag("disable-bias-linear", &no_bias));
+  mg.bias_linear = !no_bias;
+  mg.qkv_bias = mg.bias_linear;
+  RETURN_IF_ERROR(g.Flag("add-qkv-bias", &mg.qkv_bias));
+  if (g.Has("add-bias-linear")) {
+    bool b = true;
+    RETURN_IF_ERROR(g.Flag("add-bias-linear", &b));
+    if (b && no_bias) return g.Error("add-bias-linear", "contradicts --disable-bias-linear");
+  }
+  bool untie = false;
+  RETURN_IF_ERROR(g.Flag("untie-embeddings-and-output-weights", &untie));
+  m.tied_embeddings = !untie;
+  RETURN_IF_ERROR(g.Choice("position-embedding-type", &mg.position, {"learned_absolute", "rope", "none"}));
+  bool old_rope = false, no_pos = false;
+  RETURN_IF_ERROR(g.Flag("use-rotary-position-embeddings", &old_rope));
+  RETURN_IF_ERROR(g.Flag("no-position-embedding", &no_pos));
+  if (old_rope) mg.position = "rope";
+  if (no_pos) mg.position = "none";
+  mg.max_position = seq;
+  RETURN_IF_ERROR(g.Int("max-position-embeddings", &mg.max_position));
+  if (mg.position == "learned_absolute" && mg.max_position < seq) {
+    return g.Error("max-position-embeddings",
+                   absl::StrCat("must be >= the sequence length (", seq, ") with learned absolute positions"));
+  }
+  RETURN_IF_ERROR(g.Float("attention-dropout", &mg.attention_dropout, 0, 1));
+  RETURN_IF_ERROR(g.Float("hidden-dropout", &mg.hidden_dropout, 0, 1));
+  RETURN_IF_ERROR(g.Choice("transformer-impl", &mg.transformer_impl, {"transformer_engine", "local"}));
+  std::string backend = "auto";
+  RETURN_IF_ERROR(g.Choice("attention-backend", &backend, {"auto", "flash", "fused", "unfused", "local"}));
+  bool use_flash = false;
+  RETURN_IF_ERROR(g.Flag("use-flash-attn", &use_flash));
+  // Note [Megatron attention backends]: TE's DotProductAttention picks
+  // FlashAttention or cuDNN FusedAttention under `auto`, `flash` and `fused`
+  // (both keep O(s) values: q, k, v, the output and the softmax statistics);
+  // `unfused` (TE UnfusedDotProductAttention) and `local` (Megatron's own
+  // megatron/core/transformer/dot_product_attention.py with the fused
+  // scale-mask-softmax) keep the s^2 softmax output and dropout mask
+  // (Korthikanti's 5as/h term). --transformer-impl local is local attention
+  // unless --use-flash-attn.
+  const bool s2 = backend == "unfused" || backend == "local" ||
+                  (mg.transformer_impl == "local" && backend == "auto" && !use_flash);
+  mg.attention = s2 ? "unfused" : "flash";
+  // Vocabulary.
+  RETURN_IF_ERROR(g.Choice("tokenizer-type", &mg.tokenizer,
+                           {"GPT2BPETokenizer", "NullTokenizer", "HuggingFaceTokenizer", "Llama2Tokenizer",
+                            "SentencePieceTokenizer", "GPTSentencePieceTokenizer", "TikTokenizer"}));
+  int64_t vocab_size = 0;
+  RETURN_IF_ERROR(g.Int("vocab-size", &vocab_size));
+  if (mg.tokenizer == "GPT2BPETokenizer" || (mg.tokenizer.empty() && vocab_size == 0)) {
+    if (vocab_size != 0) return g.Error("vocab-size", "GPT2BPETokenizer fixes the vocabulary (50257)");
+    mg.vocab_unpadded = 50257;  // GPT-2 BPE: gpt2-vocab.json
+    if (mg.tokenizer.empty()) mg.tokenizer = "GPT2BPETokenizer";
+  } else if (mg.tokenizer == "NullTokenizer") {
+    if (vocab_size == 0) return g.Error("tokenizer-type", "NullTokenizer needs --vocab-size");
+    mg.vocab_unpadded = vocab_size + 1;  // _NullTokenizer: an EOD id after the vocabulary
+  } else {
+    if (vocab_size == 0) {
+      return g.Error("tokenizer-type", absl::StrCat(mg.tokenizer.empty() ? "a tokenizer" : mg.tokenizer,
+                                                    " reads its vocabulary from a file: give its size with "
+                                                    "--vocab-size"));
+    }
+    mg.vocab_unpadded = vocab_size;
+  }
+  // Parallelism.
+  int64_t tp = 1, pp = 1, cp = 1, divisible = 128;
+  RETURN_IF_ERROR(g.Int("tensor-model-parallel-size", &tp));
+  RETURN_IF_ERROR(g.Int("pipeline-model-parallel-size", &pp));
+  RETURN_IF_ERROR(g.Int("context-parallel-size", &cp));
+  RETURN_IF_ERROR(g.Int("make-vocab-size-divisible-by", &divisible));
+  std::string cp_comm = "p2p";
+  RETURN_IF_ERROR(g.Choice("cp-comm-type", &cp_comm, {"p2p"}));
+  m.vocab = CeilTo(mg.vocab_unpadded, divisible * tp);
+  run->parallelism.tensor = tp;
+  bool sp = false;
+  RETURN_IF_ERROR(g.Flag("sequence-parallel", &sp));
+  run->parallelism.sequence_parallel = sp && tp > 1;
+  mg.pipeline = pp;
+  mg.context = cp;
+  if (mg.world_size % (tp * pp * cp) != 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "megatron.world_size: ", mg.world_size, " is not a multiple of TP x PP x CP = ", tp, " x ", pp, " x ", cp));
+  }
+  mg.data = mg.world_size / (tp * pp * cp);
+  if (m.n_heads % tp != 0) return g.Error("tensor-model-parallel-size", "must divide --num-attention-heads");
+  if (m.n_kv_heads % tp != 0) return g.Error("tensor-model-parallel-size", "must divide the query groups");
+  if (m.mlp_dim % tp != 0) return g.Error("tensor-model-parallel-size", "must divide --ffn-hidden-size");
+  if (m.n_layers % pp != 0) {
+    return g.Error("pipeline-model-parallel-size",
+                   absl::StrCat("must divide --num-layers (", m.n_layers, "): uneven stages are not modelled"));
+  }
+  if (cp > 1 && seq % (2 * cp) != 0) {
+    return g.Error("context-parallel-size", "2 x CP must divide the sequence length (load-balanced chunks)");
+  }
+  if (cp > 1 && mg.attention != "flash") {
+    return g.Error("context-parallel-size", "context parallelism runs TE's flash/fused attention only");
+  }
+  if (run->parallelism.sequence_parallel && seq / cp % tp != 0) {
+    return g.Error("sequence-parallel", "TP must divide the sequence length per CP rank");
+  }
+  int64_t per_vp = 0, vstages = 0;
+  RETURN_IF_ERROR(g.Int("num-layers-per-virtual-pipeline-stage", &per_vp));
+  RETURN_IF_ERROR(g.Int("num-virtual-stages-per-pipeline-rank", &vstages));
+  if (per_vp > 0 && vstages > 0) {
+    return g.Error("num-virtual-stages-per-pipeline-rank", "give it or --num-layers-per-virtual-pipeline-stage");
+  }
+  if (per_vp > 0) {
+    if ((m.n_layers / pp) % per_vp != 0) {
+      return g.Error("num-layers-per-virtual-pipeline-stage", "must divide the layers per pipeline stage");
+    }
+    vstages = m.n_layers / pp / per_vp;
+  }
+  mg.virtual_stages = std::max<int64_t>(1, vstages);
+  if (mg.virtual_stages > 1) {
+    if (pp < 2) return g.Error("num-layers-per-virtual-pipeline-stage", "the interleaved schedule needs PP > 1");
+    if ((m.n_layers / pp) % mg.virtual_stages != 0) {
+      return g.Error("num-virtual-stages-per-pipeline-rank", "must divide the layers per pipeline stage");
+    }
+  }
+  RETURN_IF_ERROR(g.Int("microbatch-group-size-per-virtual-pipeline-stage", &mg.microbatch_group));
+  if (mg.microbatch_group == 0) mg.microbatch_group = pp;
+  // Batch.
+  const int64_t micro = run->batch.per_device;
+  mg.global_batch = micro * mg.data;
+  RETURN_IF_ERROR(g.Int("global-batch-size", &mg.global_batch));
+  if (mg.global_batch % (micro * mg.data) != 0) {
+    return g.Error("global-batch-size", absl::StrCat("must be a multiple of micro-batch-size x data-parallel size (",
+                                                     micro, " x ", mg.data, ")"));
+  }
+  mg.microbatches = mg.global_batch / (micro * mg.data);
+  if (mg.virtual_stages > 1 && mg.microbatches % mg.microbatch_group != 0) {
+    return g.Error("global-batch-size",
+                   absl::StrCat("the interleaved schedule needs the micro-batches (", mg.microbatches,
+                                ") to be a multiple of the micro-batch group (", mg.microbatch_group, ")"));
+  }
+  // Optimizer and data parallelism.
+  RETURN_IF_ERROR(g.Flag("use-distributed-optimizer", &mg.distributed_optimizer));
+  RETURN_IF_ERROR(g.Flag("overlap-grad-reduce", &mg.overlap_grad_reduce));
+  RETURN_IF_ERROR(g.Flag("overlap-param-gather", &mg.overlap_param_gather));
+  if (mg.overlap_param_gather && !mg.distributed_optimizer) {
+    return g.Error("overlap-param-gather", "needs --use-distributed-optimizer");
+  }
+  RETURN_IF_ERROR(g.Int("ddp-bucket-size", &mg.bucket_size));
+  std::string opt = "adam";
+  RETURN_IF_ERROR(g.Choice("optimizer", &opt, {"adam"}));
+  run->optimizer.kind = "adamw";
+  run->optimizer.moment_dtype = DType::kF32;
+  double clip = 1.0;
+  RETURN_IF_ERROR(g.Float("clip-grad", &clip, 0, 1e30));
+  run->optimizer.clip_grad_norm = clip > 0;
+  // Recompute.
+  std::string gran;
+  RETURN_IF_ERROR(g.Choice("recompute-granularity", &gran, {"full", "selective"}));
+  bool old_selective = false;
+  RETURN_IF_ERROR(g.Flag("recompute-activations", &old_selective));
+  if (old_selective) gran = "selective";
+  run->remat.policy = gran.empty() ? "none" : gran;
+  std::string method = "uniform";
+  if (gran == "full" && !g.Has("recompute-method")) {
+    return g.Error("recompute-granularity", "full recompute needs --recompute-method uniform|block");
+  }
+  RETURN_IF_ERROR(g.Choice("recompute-method", &method, {"uniform", "block"}));
+  run->remat.method = method;
+  RETURN_IF_ERROR(g.Int("recompute-num-layers", &run->remat.num_layers));
+  if (gran == "full" && method == "block" && run->remat.num_layers > m.n_layers / pp / mg.virtual_stages) {
+    return g.Error("recompute-num-layers", "more layers than a model chunk holds");
+  }
+  if (run->remat.policy != "none") run->remat.policy_at = g.Get(old_selective ? "recompute-activations"
+                                                                               : "recompute-granularity")->where;
+  run->framework = "pytorch";
+  return absl::OkStatus();
+}
+
+absl::Status ParseMegatronNode(const ConfigNode& node, RunSpec* run) {
+  const std::string at = node.location().ToString();
+  if (!node.is_map()) {
+    return absl::InvalidArgumentError(absl::StrCat(at, ": megatron: expected a mapping {world_size, gpus_per_node, "
+                                                   "args}, got ", node.Describe()));
+  }
+  MegatronSpec& mg = run->megatron;
+  std::vector<MegatronArg> args;
+  bool have_args = false;
+  for (const ConfigEntry& e : node.entries()) {
+    const std::string where = e.value.location().ToString();
+    if (e.key == "world_size" || e.key == "gpus_per_node") {
+      int64_t v = 0;
+      if (!e.value.is_scalar() || !ParseInt64(e.value.scalar(), &v) || v < 1) {
+        return absl::InvalidArgumentError(
+            absl::StrCat(where, ": megatron.", e.key, ": expected an integer >= 1, got ", e.value.Describe()));
+      }
+      (e.key == "world_size" ? mg.world_size : mg.gpus_per_node) = v;
+      run->written["megatron." + e.key] = where;
+    } else if (e.key == "args") {
+      have_args = true;
+      if (e.value.is_scalar()) {
+        ASSIGN_OR_RETURN(args, SplitMegatronArgs(e.value.scalar(), e.value.location()));
+      } else if (e.value.is_map()) {
+        for (const ConfigEntry& a : e.value.entries()) {
+          if (!a.value.is_scalar() && !a.value.is_null()) {
+            return absl::InvalidArgumentError(absl::StrCat(a.value.location().ToString(), ": megatron.args.", a.key,
+                                                           ": expected a scalar value, got ", a.value.Describe()));
+          }
+          // A flag written false is a flag not given.
+          std::string why;
+          const std::string kind = ClassifyMegatronArg(Canonical(a.key), &why);
+          if (a.value.is_scalar() && absl::AsciiStrToLower(a.value.scalar()) == "false" && (kind == "refused" || kind == "no_effect")) {
+            continue;
+          }
+          args.push_back({Canonical(a.key), a.value.is_null() ? "true" : a.value.scalar(),
+                          a.key_location.ToString()});
+        }
+      } else if (!e.value.is_null()) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            where, ": megatron.args: expected a mapping of arguments or one launch-line string, got ",
+            e.value.Describe()));
+      }
+    } else {
+      std::string msg = absl::StrCat("unknown key '", e.key, "'");
+      const std::string near = NearestName(e.key, {"world_size", "gpus_per_node", "args"});
+      if (!near.empty()) absl::StrAppend(&msg, " (did you mean '", near, "'?)");
+      return absl::InvalidArgumentError(absl::StrCat(e.key_location.ToString(), ": megatron: ", msg));
+    }
+  }
+  if (!have_args) return absl::InvalidArgumentError(absl::StrCat(at, ": megatron: missing required key 'args'"));
+  return ApplyMegatronArgs(args, run);
+}
+
+}  // namespace gpusim

@@ -1,0 +1,50 @@
+// Note [Host timeline]: kernels wait for the host that issues them.
+#include "gtest/gtest.h"
+#include "sim/engine/engine.h"
+
+namespace gpusim {
+namespace {
+
+DeviceSpec Device() {
+  DeviceSpec d;
+  d.hbm_bandwidth = 1e12;
+  d.memory_efficiency = 1;
+  d.peak_bf16 = d.peak_fp16 = d.peak_tf32 = d.peak_fp32 = 1e15;
+  d.launch_overhead = SimTime(0);
+  return d;
+}
+
+TraceEvent Kernel(int64_t bytes, SimTime host) {
+  TraceEvent e;
+  e.type = EventType::kCompute;
+  e.kind = OpKind::kElementwise;
+  e.stream = 0;
+  e.bytes_read = Bytes(bytes);
+  e.host_cost = host;
+  return e;
+}
+
+TEST(HostTimelineTest, TheSlowerSideBoundsTheStep) {
+  // Three 1 us kernels (1e6 B at 1e12 B/s).
+  Trace t;
+  for (int i = 0; i < 3; ++i) t.events.push_back(Kernel(1'000'000, SimTime(0)));
+  auto gpu = Simulate(t, Device(), nullptr);
+  ASSERT_TRUE(gpu.ok());
+  EXPECT_EQ(gpu->step_time.ns(), 3000);
+  EXPECT_EQ(gpu->host_busy.ns(), 0);
+  // Issued at 5 us each: the GPU waits; the step ends 1 us after the last issue.
+  for (TraceEvent& e : t.events) e.host_cost = SimTime(5000);
+  auto host = Simulate(t, Device(), nullptr);
+  ASSERT_TRUE(host.ok());
+  EXPECT_EQ(host->host_busy.ns(), 15000);
+  EXPECT_EQ(host->step_time.ns(), 16000);
+  EXPECT_EQ(host->host_wait.ns(), 5000 + 4000 + 4000);
+  // A host faster than the GPU runs ahead: GPU-bound again.
+  for (TraceEvent& e : t.events) e.host_cost = SimTime(100);
+  auto ahead = Simulate(t, Device(), nullptr);
+  ASSERT_TRUE(ahead.ok());
+  EXPECT_EQ(ahead->step_time.ns(), 3100);
+}
+
+}  // namespace
+}  // namespace gpusim

@@ -1,0 +1,131 @@
+// See megatron_render.h.
+#include "sim/report/megatron_render.h"
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "absl/strings/str_join.h"
+#include "sim/base/json_writer.h"
+#include "sim/base/units.h"
+#include "sim/report/render.h"
+
+namespace gpusim {
+namespace {
+
+// The peak rank's report with the pipeline's step time, for render.h.
+StepReport Headline(const MegatronReport& r) {
+  StepReport h = r.ranks[r.peak].report;
+  h.sim.step_time = r.step_time;
+  return h;
+}
+
+std::string Layout(const MegatronSpec& g, const RunSpec& s) {
+  return absl::StrCat("world ", g.world_size, " = TP ", s.parallelism.tensor, " x PP ", g.pipeline, " x CP ", g.context,
+                      " x DP ", g.data, g.virtual_stages > 1 ? absl::StrCat(", ", g.virtual_stages, " chunks per rank (interleaved)") : "",
+                      s.parallelism.sequence_parallel ? ", SP" : "", g.distributed_optimizer ? ", distributed optimizer" : "");
+}
+
+std::string Why(const MegatronRank& k) {
+  std::string w = absl::StrCat(k.in_flight, " chunk activation set", k.in_flight == 1 ? "" : "s", " in flight (",
+                               k.warmup, " warm-up forward", k.warmup == 1 ? "" : "s", ")");
+  if (k.embedding) absl::StrAppend(&w, ", the embedding");
+  if (k.head) absl::StrAppend(&w, ", the output layer and fp32 logits");
+  return w;
+}
+
+}  // namespace
+
+std::string RenderMegatronText(const MegatronReport& r) {
+  const MegatronSpec& g = r.spec.megatron;
+  std::string o = RenderText(Headline(r));
+  absl::StrAppend(&o, "\nMegatron-LM launch line: ", Layout(g, r.spec), "\n");
+  absl::StrAppendFormat(&o, "  %d parameters in the model; global batch %d = micro-batch %d x %d micro-batches x DP %d\n",
+                        r.param_count, g.global_batch, r.spec.batch.per_device, g.microbatches, g.data);
+  absl::StrAppendFormat(&o, "  step %.4f s = slowest rank %.4f s + pipeline bubble %.4f s; %.1f TFLOP/s/GPU "
+                        "(Megatron's formula), %.0f tokens/s/GPU\n",
+                        r.step_time.seconds(), (r.step_time - r.bubble).seconds(), r.bubble.seconds(),
+                        r.model_tflops_per_device, r.tokens_per_s_per_device);
+  o += "\nPer rank (one row per pipeline stage; every TP/CP/DP rank of a stage is alike)\n";
+  o += "  stage  ranks        in-flight  peak allocated              end allocated               peak reserved               own step  (host issue, GPU waiting on it)\n";
+  for (const MegatronRank& k : r.ranks) {
+    const StepReport& s = k.report;
+    absl::StrAppendFormat(&o, "  %-5d  %-11s  %-9d  %-26s  %-26s  %-26s  %.4f s  (%.4f s, %.4f s)\n", k.stage,
+                          absl::StrCat(k.first_rank, "-", k.last_rank), k.in_flight,
+                          FormatBytes(s.sim.allocator.peak_allocated), FormatBytes(s.argument),
+                          FormatBytes(s.sim.allocator.peak_reserved), s.sim.step_time.seconds(),
+                          s.sim.host_busy.seconds(), s.sim.host_wait.seconds());
+  }
+  const MegatronRank& p = r.ranks[r.peak];
+  absl::StrAppendFormat(&o, "  peak: stage %d (%s)\n", p.stage, Why(p));
+  absl::StrAppendFormat(&o, "  Megatron's log reports rank %d (the last rank): stage %d, the row above\n",
+                        r.ranks[r.last].last_rank, r.ranks[r.last].stage);
+  if (!g.no_effect.empty()) {
+    absl::StrAppend(&o, "  accepted as not affecting memory or time: --", absl::StrJoin(g.no_effect, ", --"), "\n");
+  }
+  return o;
+}
+
+std::string RenderMegatronJson(const MegatronReport& r) {
+  const MegatronSpec& g = r.spec.megatron;
+  std::string base = RenderJson(Headline(r));
+  JsonWriter w;
+  w.BeginObject();
+  w.BeginObject("megatron")
+      .Int("world_size", g.world_size)
+      .Int("tensor", r.spec.parallelism.tensor)
+      .Int("pipeline", g.pipeline)
+      .Int("virtual_stages", g.virtual_stages)
+      .Int("context", g.context)
+      .Int("data", g.data)
+      .Bool("sequence_parallel", r.spec.parallelism.sequence_parallel)
+      .Bool("distributed_optimizer", g.distributed_optimizer)
+      .Int("global_batch", g.global_batch)
+      .Int("micro_batch", r.spec.batch.per_device)
+      .Int("microbatches", g.microbatches)
+      .Int("padded_vocab", r.spec.model.vocab)
+      .Int("ffn_hidden_size", r.spec.model.mlp_dim)
+      .Int("num_query_groups", r.spec.model.n_kv_heads)
+      .Int("param_count", r.param_count)
+      .Double("step_time_s", r.step_time.seconds())
+      .Double("bubble_s", r.bubble.seconds())
+      .Double("model_tflops_per_gpu", r.model_tflops_per_device)
+      .Double("tokens_per_s_per_gpu", r.tokens_per_s_per_device)
+      .Int("peak_rank_stage", r.ranks[r.peak].stage)
+      .Int("logged_rank", r.ranks[r.last].last_rank);
+  w.BeginArray("args");
+  for (const auto& [name, how] : g.args) w.BeginObject().String("name", name).String("treated", how).EndObject();
+  w.EndArray();
+  w.EndObject();
+  w.BeginArray("ranks");
+  for (const MegatronRank& k : r.ranks) {
+    const StepReport& s = k.report;
+    w.BeginObject()
+        .Int("pipeline_stage", k.stage)
+        .Int("first_rank", k.first_rank)
+        .Int("last_rank", k.last_rank)
+        .Bool("holds_embedding", k.embedding)
+        .Bool("holds_output_layer", k.head)
+        .Bool("logged_by_megatron", &k == &r.ranks[r.last])
+        .Int("warmup_forwards", k.warmup)
+        .Int("in_flight_chunk_activations", k.in_flight)
+        .Int("param_count", s.param_count)
+        .Int("peak_allocated_bytes", s.sim.allocator.peak_allocated.value())
+        .Int("end_allocated_bytes", s.argument.value())
+        .Int("peak_reserved_bytes", s.sim.allocator.peak_reserved.value())
+        .Int("live_peak_bytes", s.sim.peak_live.value())
+        .Bool("fits", s.fits)
+        .Double("own_step_time_s", s.sim.step_time.seconds())
+        .Double("compute_per_pass_s", k.compute_per_pass.seconds())
+        .Double("host_issue_s", s.sim.host_busy.seconds())
+        .Double("host_wait_s", s.sim.host_wait.seconds())
+        .String("peak_why", Why(k))
+        .EndObject();
+  }
+  w.EndArray();
+  w.EndObject();
+  std::string extra = w.Finish();
+  // Splice the two documents: base's closing "}\n" and extra's "{\n".
+  base.resize(base.size() - 3);
+  return absl::StrCat(base, ",\n", extra.substr(2));
+}
+
+}  // namespace gpusim

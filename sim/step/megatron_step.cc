@@ -1,0 +1,104 @@
+// See megatron_step.h.
+//
+// Note [Megatron step time]: each pipeline rank's program is its own
+// schedule (models/megatron_schedule.h): warm-up forwards, 1F1B pairs,
+// cool-down backwards, gradient sync, optimizer, replayed on one device.
+// Stages wait for each other only at the edges of the schedule: in the
+// steady state a stage's passes follow back to back. So the step is the
+// slowest rank's own step plus the pipeline bubble, (p - 1) passes of one
+// (micro-batch, chunk) forward + backward of the slowest stage: Narayanan
+// et al. 2021 (arXiv 2104.04473, Sec. 2.2): (p - 1)(t_f + t_b) for 1F1B,
+// divided by v for the interleaved schedule (a chunk is 1/v of a stage).
+// Point-to-point sends between stages are not timed (activations of
+// [s/cp, b, h] over NVLink, small beside a pass).
+#include "sim/step/megatron_step.h"
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "models/megatron_schedule.h"
+#include "sim/base/status.h"
+#include "sim/lower/lower.h"
+
+namespace gpusim {
+
+double MegatronModelFlops(const RunSpec& spec) {
+  const ModelSpec& m = spec.model;
+  const MegatronSpec& g = spec.megatron;
+  const double h = static_cast<double>(m.d_model), s = static_cast<double>(spec.batch.seq_len);
+  const double l = static_cast<double>(m.n_layers), a = static_cast<double>(m.n_heads);
+  const double q_ratio = static_cast<double>(m.head_dim) * a / h;
+  const double gated = g.swiglu ? 1.5 : 1.0;
+  const double batch = static_cast<double>(g.global_batch);
+  return 12.0 * batch * s * l * h * h *
+         ((1 + static_cast<double>(m.n_kv_heads) / a + s / h) * q_ratio +
+          static_cast<double>(m.mlp_dim) / h * gated + static_cast<double>(m.vocab) / (2 * l * h));
+}
+
+int64_t MegatronParamCount(const RunSpec& spec) {
+  const ModelSpec& m = spec.model;
+  const MegatronSpec& g = spec.megatron;
+  const int64_t h = m.d_model, qkv = (m.n_heads + 2 * m.n_kv_heads) * m.head_dim, c = m.n_heads * m.head_dim;
+  const int64_t f1 = (g.swiglu ? 2 : 1) * m.mlp_dim, norm = (g.rms_norm ? 1 : 2) * h;
+  int64_t layer = h * qkv + c * h + h * f1 + m.mlp_dim * h + 2 * norm;
+  if (g.qkv_bias) layer += qkv;
+  if (g.bias_linear) layer += h + f1 + h;
+  return m.n_layers * layer + m.vocab * h * (m.tied_embeddings ? 1 : 2) + norm +
+         (g.position == "learned_absolute" ? g.max_position * h : 0);
+}
+
+absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
+  GPUSIM_CHECK(spec.megatron.present);
+  MegatronReport out;
+  out.spec = spec;
+  const MegatronSpec& g = spec.megatron;
+  const int64_t per_stage = g.world_size / g.pipeline;
+  SimTime slowest, pass;
+  for (int64_t r = 0; r < g.pipeline; ++r) {
+    RunSpec s = spec;
+    s.megatron.stage = r;
+    s.megatron.rank_selected = true;
+    MegatronRank rank;
+    rank.stage = r;
+    rank.first_rank = r * per_stage;
+    rank.last_rank = (r + 1) * per_stage - 1;
+    rank.embedding = r == 0;
+    rank.head = r == g.pipeline - 1;
+    rank.warmup = MegatronWarmup(g.pipeline, r, g.virtual_stages, g.microbatches, g.microbatch_group);
+    rank.in_flight =
+        MaxInFlight(MegatronSchedule(g.pipeline, r, g.virtual_stages, g.microbatches, g.microbatch_group));
+    ASSIGN_OR_RETURN(rank.report, SimulateStep(s));
+    StepReport& rep = rank.report;
+    rep.tokens_per_step = static_cast<double>(g.microbatches * spec.batch.per_device * spec.batch.seq_len);
+    // Compute-stream time of the forward and backward passes.
+    SimTime busy(0);
+    const Trace& tr = rep.lowered.trace;
+    for (size_t i = 0; i < tr.events.size(); ++i) {
+      const TraceEvent& e = tr.events[i];
+      if (e.stream != kComputeStream || e.type != EventType::kCompute) continue;
+      if (e.phase != Phase::kForward && e.phase != Phase::kBackward) continue;
+      busy += rep.sim.end[i] - rep.sim.start[i];
+    }
+    rank.compute_per_pass = SimTime(busy.ns() / (g.microbatches * g.virtual_stages));
+    slowest = Max(slowest, rep.sim.step_time);
+    pass = Max(pass, rank.compute_per_pass);
+    out.ranks.push_back(std::move(rank));
+  }
+  out.param_count = MegatronParamCount(spec);
+  out.bubble = SimTime(pass.ns() * (g.pipeline - 1));
+  out.step_time = slowest + out.bubble;
+  for (size_t i = 0; i < out.ranks.size(); ++i) {
+    const Bytes peak = out.ranks[i].report.sim.allocator.peak_allocated;
+    if (peak > out.ranks[out.peak].report.sim.allocator.peak_allocated) out.peak = i;
+  }
+  out.last = out.ranks.size() - 1;
+  const double t = out.step_time.seconds();
+  if (t > 0) {
+    out.model_tflops_per_device = MegatronModelFlops(spec) / t / static_cast<double>(g.world_size) / 1e12;
+    out.tokens_per_s_per_device =
+        static_cast<double>(g.global_batch * spec.batch.seq_len) / t / static_cast<double>(g.world_size);
+  }
+  return out;
+}
+
+}  // namespace gpusim

@@ -1,0 +1,51 @@
+// A Megatron-LM launch line, every rank: one simulated step per pipeline
+// stage (every TP, CP and DP rank of a stage has the same shape: the
+// vocabulary is padded to a multiple of TP, CP splits the sequence evenly),
+// and the step time of the whole pipeline. Note [Megatron step time] in the
+// .cc. sim/report/megatron_render.h renders it.
+#ifndef GPUSIM_SIM_STEP_MEGATRON_STEP_H_
+#define GPUSIM_SIM_STEP_MEGATRON_STEP_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "sim/config/spec.h"
+#include "sim/step/step.h"
+
+namespace gpusim {
+
+struct MegatronRank {
+  int64_t stage = 0;           // pipeline rank
+  int64_t first_rank = 0;      // lowest global rank of the stage (rank order tp-cp-dp-pp)
+  int64_t last_rank = 0;       // highest
+  int64_t warmup = 0;          // forward passes before the first backward
+  int64_t in_flight = 0;       // (micro-batch, chunk) activations held at once
+  bool embedding = false, head = false;
+  StepReport report;           // this rank's own step (its schedule, no waits on other stages)
+  SimTime compute_per_pass;    // compute-stream time of one (micro-batch, chunk) forward + backward
+};
+
+struct MegatronReport {
+  RunSpec spec;
+  std::vector<MegatronRank> ranks;  // one per pipeline stage
+  size_t peak = 0;                  // index of the rank with the largest peak allocated
+  size_t last = 0;                  // the rank Megatron's training log reports (global rank world - 1)
+  int64_t param_count = 0;          // the whole model (tied output counted once)
+  SimTime bubble;                   // (p - 1) x the slowest stage's pass
+  SimTime step_time;                // slowest rank's own step + bubble
+  double model_tflops_per_device = 0;  // Megatron's formula (training.py num_floating_point_operations)
+  double tokens_per_s_per_device = 0;
+};
+
+absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec);
+
+// FLOPs of one training step of the whole model as Megatron's
+// num_floating_point_operations counts them (megatron/training/training.py).
+double MegatronModelFlops(const RunSpec& spec);
+// Parameters of the whole model (every TP shard, the tied output once).
+int64_t MegatronParamCount(const RunSpec& spec);
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_STEP_MEGATRON_STEP_H_

@@ -1,0 +1,124 @@
+// Megatron-LM launch lines: the memory rules per rank (Note [Megatron bytes
+// per parameter], Note [Megatron pipeline schedules]).
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "gtest/gtest.h"
+#include "models/gpt.h"
+#include "sim/config/loader.h"
+#include "sim/step/megatron_step.h"
+
+namespace gpusim {
+namespace {
+
+// A small model with a small vocabulary: state bytes dominate.
+constexpr char kSmall[] = "--num-layers 8 --hidden-size 256 --num-attention-heads 4 --seq-length 64 "
+                          "--micro-batch-size 1 --tokenizer-type NullTokenizer --vocab-size 1000 ";
+
+MegatronReport RunLaunch(const std::string& args, int world) {
+  auto spec = ParseRunSpec(absl::StrCat("device: h100-sxm-80gb\nmegatron:\n  world_size: ", world, "\n  args: \"",
+                                        args, "\"\n"),
+                           "t.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  auto r = SimulateMegatron(*spec);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
+// Parameters and their state bytes on a rank: the step's arguments minus the
+// token batch.
+int64_t Params(const StepReport& s) { return s.param_count; }
+int64_t StateBytes(const StepReport& s, int64_t tokens) { return s.argument.value() - tokens * 8; }
+
+TEST(MegatronMemoryTest, EighteenBytesPerParameterWithoutTheDistributedOptimizer) {
+  const MegatronReport r = RunLaunch(absl::StrCat(kSmall, "--bf16"), 4);
+  ASSERT_EQ(r.ranks.size(), 1u);
+  const StepReport& s = r.ranks[0].report;
+  EXPECT_EQ(StateBytes(s, 64), 18 * Params(s));
+  EXPECT_EQ(Params(s), r.param_count);  // one rank holds the whole model
+}
+
+TEST(MegatronMemoryTest, SixPlusTwelveOverDWithTheDistributedOptimizer) {
+  const MegatronReport r = RunLaunch(absl::StrCat(kSmall, "--bf16 --use-distributed-optimizer"), 4);
+  const StepReport& s = r.ranks[0].report;
+  const int64_t p = Params(s), shard = (p + 3) / 4;
+  EXPECT_EQ(StateBytes(s, 64), 6 * p + 12 * shard);
+  // fp32 params: no master copy, 16 B and 8 + 8/d.
+  const MegatronReport f = RunLaunch(kSmall, 4);
+  EXPECT_EQ(StateBytes(f.ranks[0].report, 64), 16 * p);
+  const MegatronReport fd = RunLaunch(absl::StrCat(kSmall, "--use-distributed-optimizer"), 4);
+  EXPECT_EQ(StateBytes(fd.ranks[0].report, 64), 8 * p + 8 * shard);
+}
+
+// Bytes above the persistent state at the live peak.
+int64_t Transient(const StepReport& s) { return s.sim.peak_live.value() - s.argument.value(); }
+
+TEST(MegatronMemoryTest, OneFOneBStagesHoldOneMicroBatchLessEachStage) {
+  // PP 4, 8 micro-batches: stage r holds 4 - r micro-batches' activations.
+  const MegatronReport r =
+      RunLaunch(absl::StrCat(kSmall, "--bf16 --pipeline-model-parallel-size 4 --global-batch-size 8"), 4);
+  ASSERT_EQ(r.ranks.size(), 4u);
+  for (int i = 0; i < 4; ++i) EXPECT_EQ(r.ranks[static_cast<size_t>(i)].in_flight, 4 - i);
+  const int64_t d01 = Transient(r.ranks[0].report) - Transient(r.ranks[1].report);
+  const int64_t d12 = Transient(r.ranks[1].report) - Transient(r.ranks[2].report);
+  EXPECT_GT(d12, 0);
+  EXPECT_EQ(d01, d12);  // one micro-batch's saved activations of a stage
+  // Interleaved, 2 chunks per rank: consecutive stages differ by two chunk
+  // activation sets, each half a stage: the same bytes.
+  const MegatronReport v = RunLaunch(absl::StrCat(kSmall, "--bf16 --pipeline-model-parallel-size 4 --global-batch-size 8 "
+                                                    "--num-layers-per-virtual-pipeline-stage 1"),
+                               4);
+  EXPECT_EQ(v.ranks[0].in_flight, 11);
+  EXPECT_EQ(v.ranks[1].in_flight, 9);
+  EXPECT_EQ(Transient(v.ranks[1].report) - Transient(v.ranks[2].report), d12);
+  // Stage 0 interleaved holds 11 half-stage sets against 1F1B's 4 full ones.
+  EXPECT_GT(Transient(v.ranks[0].report), Transient(r.ranks[0].report));
+}
+
+TEST(MegatronMemoryTest, ThePeakRankAndTheLoggedRank) {
+  const MegatronReport r =
+      RunLaunch(absl::StrCat(kSmall, "--bf16 --pipeline-model-parallel-size 2 --global-batch-size 4 "
+                               "--tensor-model-parallel-size 2"),
+          8);
+  ASSERT_EQ(r.ranks.size(), 2u);
+  EXPECT_EQ(r.ranks[r.last].last_rank, 7);
+  for (const MegatronRank& k : r.ranks) {
+    EXPECT_LE(k.report.sim.allocator.peak_allocated, r.ranks[r.peak].report.sim.allocator.peak_allocated);
+  }
+  EXPECT_GT(r.bubble.ns(), 0);
+  EXPECT_GT(r.step_time, r.ranks[0].report.sim.step_time);
+}
+
+// Korthikanti et al. 2022 Table 2 (../shared/reference/measurements.md §B)
+// through a launch line: the unfused attention backend keeps the s^2 terms;
+// TE's flash/fused attention keeps the statistics (4 B per query row and
+// head) instead.
+int64_t LayerBytes(const std::string& extra, int64_t t) {
+  const std::string args = absl::StrCat("--num-layers 3 --hidden-size 512 --num-attention-heads 16 --seq-length 512 ",
+                                        "--micro-batch-size 3 --tokenizer-type NullTokenizer --vocab-size 1000 --bf16 ",
+                                        "--tensor-model-parallel-size ", t, " ", extra);
+  auto spec = ParseRunSpec(absl::StrCat("device: h100-sxm-80gb\nmegatron:\n  world_size: ", t, "\n  args: \"", args, "\"\n"),
+                           "t.yaml");
+  EXPECT_TRUE(spec.ok()) << spec.status();
+  auto p = BuildGptTrainStep(*spec);
+  EXPECT_TRUE(p.ok()) << p.status();
+  return GptLayerActivationBytes(*p, 1).value();
+}
+
+TEST(MegatronMemoryTest, KorthikantiTable2ThroughALaunchLine) {
+  const int64_t s = 512, b = 3, h = 512, a = 16, t = 8, sbh = s * b * h, as2b = a * s * s * b;
+  EXPECT_EQ(LayerBytes("--attention-backend unfused", 1), 34 * sbh + 5 * as2b);
+  EXPECT_EQ(LayerBytes("--attention-backend unfused", t), 10 * sbh + 24 * sbh / t + 5 * as2b / t);
+  EXPECT_EQ(LayerBytes("--attention-backend unfused --sequence-parallel", t), 34 * sbh / t + 5 * as2b / t);
+  EXPECT_EQ(LayerBytes("--attention-backend unfused --recompute-granularity selective", t), 10 * sbh + 24 * sbh / t);
+  EXPECT_EQ(LayerBytes("--attention-backend unfused --sequence-parallel --recompute-granularity selective", t),
+            34 * sbh / t);
+  EXPECT_EQ(LayerBytes("--recompute-granularity full --recompute-method uniform", t), 2 * sbh);
+  // Flash: the selective figure plus fp32 softmax statistics [b, a/t, s].
+  EXPECT_EQ(LayerBytes("", t), 10 * sbh + 24 * sbh / t + 4 * b * a / t * s);
+  // No dropout: no 1-byte masks (2 sbh less).
+  EXPECT_EQ(LayerBytes("--hidden-dropout 0", t), 8 * sbh + 24 * sbh / t + 4 * b * a / t * s);
+}
+
+}  // namespace
+}  // namespace gpusim
