@@ -3,6 +3,7 @@
 // kind; --allocator NAME the same as --set allocator.impl=NAME everywhere.
 #include <unistd.h>
 
+#include <fstream>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -72,6 +73,7 @@ TEST(CliSurface, ValidateReadsEveryInputKind) {
       {kKineto, "kineto"},
       {kSrc + "/traces/recorded/cs336_gpt_training_snapshot.pickle", "snapshot"},
       {kSrc + "/traces/recorded/hta_memory_timeline_raw.json.gz", "memory_timeline"},
+      {kSrc + "/tests/fuzz/hlo/scan_rolled_2.hlo", "hlo_module"},
   };
   for (const auto& [file, kind] : kInputs) {
     Result r = Stdout("validate " + file + " --format json");
@@ -81,6 +83,12 @@ TEST(CliSurface, ValidateReadsEveryInputKind) {
   }
   // A config override on a trace is refused, not ignored.
   EXPECT_EQ(Stdout("validate " + kKineto + " --set batch.per_device=2").code, 1);
+  // An HLO module takes loop.trip_count only; a malformed one names line and column.
+  EXPECT_EQ(Stdout("validate " + kSrc + "/tests/fuzz/hlo/scan_rolled_2.hlo --set device=h100-sxm-80gb").code, 1);
+  const std::string bad = ::testing::TempDir() + "/cli_surface_bad.hlo";
+  std::ofstream(bad) << "HloModule m\n\nENTRY e {\n  p = f32[2 parameter(0)\n}\n";
+  Result b = Stdout("validate " + bad);
+  EXPECT_EQ(b.code, 1);
 }
 
 TEST(CliSurface, AllocatorFlagIsTheSameAsSetAllocatorImpl) {

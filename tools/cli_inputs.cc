@@ -5,17 +5,22 @@
 //                  trace), a native trace (first line `gpusim-trace`), or a
 //                  recorded trace: Kineto JSON(.gz), a memory snapshot
 //                  (.pickle or JSON), a memory-timeline raw file — imported,
-//                  converted to the native trace and checked as one.
-//                  (No HLO importer exists yet, so there is no HLO kind.)
+//                  converted to the native trace and checked as one; or
+//                  an HLO module (STEP.hlo, or a file whose first line is
+//                  `HloModule ...`), parsed and imported as `run` imports it
+//                  (sim/import/hlo), with `--set loop.trip_count=N` the one
+//                  setting it takes.
 #include <fstream>
 #include <iostream>
 #include <string>
 #include <vector>
 
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/alloc/allocator.h"
 #include "sim/config/loader.h"
+#include "sim/import/hlo/hlo_to_program.h"
 #include "sim/import/import.h"
 #include "sim/import/recorded_trace.h"
 #include "sim/report/explain.h"
@@ -33,7 +38,7 @@ bool EndsWith(const std::string& s, std::string_view suffix) {
 
 // What validate found, for both formats.
 struct Validated {
-  std::string kind;  // "run_config", "native_trace", "kineto", "snapshot", "memory_timeline"
+  std::string kind;  // "run_config", "native_trace", "kineto", "snapshot", "memory_timeline", "hlo_module"
   std::string summary;
   JsonWriter json;
 };
@@ -55,7 +60,40 @@ int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets
   v.json.BeginObject().String("file", file);
   const bool yaml = EndsWith(file, ".yaml") || EndsWith(file, ".yml");
   absl::StatusOr<std::string> recorded_format = absl::NotFoundError("");
-  if (!yaml && first.rfind("gpusim-trace", 0) != 0) recorded_format = DetectRecordedFormat(file);
+  if (!yaml && first.rfind("gpusim-trace", 0) != 0 && !(EndsWith(file, ".hlo") || EndsWith(file, ".hlo.gz") ||
+                                                        first.rfind("HloModule ", 0) == 0))
+    recorded_format = DetectRecordedFormat(file);
+  const bool hlo = EndsWith(file, ".hlo") || EndsWith(file, ".hlo.gz") || first.rfind("HloModule ", 0) == 0;
+  if (hlo) {
+    HloImportOptions options;
+    for (const std::string& set : sets) {
+      const size_t eq = set.find('=');
+      int64_t n = 0;
+      if (set.substr(0, eq) != "loop.trip_count" || eq == std::string::npos ||
+          !absl::SimpleAtoi(set.substr(eq + 1), &n) || n < 1) {
+        return FailStatus(absl::InvalidArgumentError(absl::StrCat(
+            "validate ", file, ": --set ", set,
+            ": an HLO module takes only loop.trip_count=N (N >= 1); the device and the rest are set in a run config "
+            "with program_hlo:")));
+      }
+      options.trip_count = n;
+    }
+    HloImportStats stats;
+    auto program = ImportHloProgram(file, options, &stats);
+    if (!program.ok()) return FailStatus(program.status());
+    v.kind = "hlo_module";
+    v.summary = absl::StrFormat("%s: valid HLO module: %d instructions, %d while loop(s); as a program %d tensors, %d ops",
+                                file, stats.instructions, stats.trip_counts.size(), program->tensors.size(),
+                                program->ops.size());
+    v.json.String("kind", v.kind)
+        .Int("instructions", stats.instructions)
+        .Int("while_loops", static_cast<int64_t>(stats.trip_counts.size()))
+        .Int("tensors", static_cast<int64_t>(program->tensors.size()))
+        .Int("ops", static_cast<int64_t>(program->ops.size()));
+    v.json.Bool("valid", true).EndObject();
+    std::cout << (format == "json" ? v.json.Finish() : v.summary + "\n");
+    return 0;
+  }
   if (!sets.empty() && (first.rfind("gpusim-trace", 0) == 0 || recorded_format.ok())) {
     return FailStatus(absl::InvalidArgumentError(
         absl::StrCat("validate ", file, ": --set applies to run configs; this is a trace")));
