@@ -3,6 +3,7 @@
 
 #include <set>
 
+#include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/names.h"
 #include "sim/config/settings.h"
@@ -27,6 +28,20 @@ const Settings kTransformerCore = {
     "framework", "model.d_model", "model.n_layers", "model.n_heads", "model.mlp_dim", "model.vocab",
     "model.weight_dtype", "model.compute_dtype", "optimizer.moment_dtype", "remat.policy", "remat.names",
     "remat.offload_names", "remat.policies", "batch.per_device", "batch.seq_len"};
+
+// The gpt family models sequence parallelism only inside a tensor-parallel
+// group (models/gpt.cc shards the group's activations); at tensor 1 the
+// setting would have no effect, so it is refused rather than ignored, as
+// for llama. (A Megatron launch line follows Megatron-LM instead:
+// arguments.py turns --sequence-parallel off at tensor size 1.)
+absl::Status CheckGptParallelism(const RunSpec& s) {
+  if (!s.parallelism.sequence_parallel || s.parallelism.tensor > 1) return absl::OkStatus();
+  auto it = s.written.find("parallelism.sequence_parallel");
+  const std::string at = it == s.written.end() || it->second.empty() ? std::string() : it->second + ": ";
+  return absl::InvalidArgumentError(
+      absl::StrCat(at, "parallelism.sequence_parallel: true needs parallelism.tensor > 1 for model family 'gpt' (it "
+                       "shards the tensor-parallel group's activations; Megatron-LM turns it off at tensor 1)"));
+}
 
 std::vector<ModelFamily>* MakeFamilies() {
   auto* f = new std::vector<ModelFamily>;
@@ -59,7 +74,8 @@ std::vector<ModelFamily>* MakeFamilies() {
                  {"model.scan_layers", "false"},
                  {"loop.mode", "unrolled"}},
                 BuildGptTrainStep,
-                GptParamCount});
+                GptParamCount,
+                CheckGptParallelism});
   // A Megatron-LM launch line (sim/config/megatron_args.h): the gpt layers
   // of one pipeline rank under Megatron's schedule, main_grad buffers and
   // optimizer (models/gpt.h, models/megatron_schedule.h). The launch line

@@ -174,6 +174,17 @@ TEST(CliCapabilityTest, UnmodelledSettingsExitOneNamingTheKey) {
   }
 }
 
+// The gpt family too: sequence parallelism at tensor 1 would change nothing.
+TEST(CliCapabilityTest, GptRefusesSequenceParallelAtTensorOne) {
+  const std::string gpt = std::string(GPUSIM_SOURCE_DIR) + "/examples/gpt22b_korthikanti.yaml";
+  Result r = Gpusim("run " + gpt + " --set parallelism.tensor=1 --set parallelism.sequence_parallel=true");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("parallelism.sequence_parallel: true needs parallelism.tensor > 1 for model family 'gpt'"),
+            std::string::npos)
+      << r.out;
+  EXPECT_EQ(Gpusim("run " + gpt + " --set parallelism.sequence_parallel=true").code, 0);
+}
+
 TEST(CliCapabilityTest, GridCommandsRefuseMisspeltPathsAndUnmodelledValues) {
   for (const char* cmd : {"advise", "compare"}) {
     Result a = Gpusim(std::string(cmd) + " " + kConfig + " --vary batch.per_devise=1,2");
