@@ -22,6 +22,14 @@
 
 namespace gpusim {
 
+// Megatron-LM's model FLOPs per iteration, the figure its log turns into
+// "throughput per GPU (TFLOP/s/GPU)": megatron/training/training.py
+// num_floating_point_operations (the dense, non-MoE form; checked against the
+// copy NeMo's nemo/tron keeps "adapted from Megatron-LM"): 12 = 3 GEMMs per
+// weight (forward, dgrad, wgrad) x 2 GEMMs per block x 2 FLOPs per MAC, over
+// B x s x L x h^2 x ((1 + groups/heads + s/h) x q-projection/h + ffn/h x
+// (3/2 for SwiGLU) + padded vocab / (2 L h)). Attention counts the full s x s
+// score matrix (no causal halving), as Megatron does.
 double MegatronModelFlops(const RunSpec& spec) {
   const ModelSpec& m = spec.model;
   const MegatronSpec& g = spec.megatron;
