@@ -91,6 +91,15 @@ TEST(HostileInput, HugeRequestInATraceIsAnOutOfMemory) {
     Result r = Gpusim("viz " + t + " --allocator " + a + " --out " + d + "/v");
     EXPECT_EQ(r.code, 0) << a << "\n" << r.out;
   }
+  // The failed request counts in the no-fragmentation bound but never in
+  // reserved: "peak reserved - bound" is not a figure then, not -8 EiB.
+  const std::string t2 = Write("hostile_big.trace", "gpusim-trace 1\nalloc 1 1152921504606846976 name=big\n");
+  Result rep = Gpusim("replay " + t2);
+  EXPECT_EQ(rep.code, 0) << rep.out;
+  EXPECT_NE(rep.out.find("peak reserved - bound n/a (the replay ran out of memory)"), std::string::npos) << rep.out;
+  Result cmp = Gpusim("compare " + t2);
+  EXPECT_EQ(cmp.code, 0) << cmp.out;
+  EXPECT_EQ(cmp.out.find("-1073741824"), std::string::npos) << cmp.out;
 }
 
 TEST(HostileInput, YamlAliasBombIsRefusedBeforeExpansion) {

@@ -82,7 +82,8 @@ std::string RenderReplayText(const ReplayResult& r) {
   absl::StrAppend(&out, absl::StrFormat("  fragment. reserved - allocated at the reserved peak %s; peak reserved - "
                                         "bound %s\n",
                                         FormatBytes(r.fragmentation_at_peak),
-                                        FormatBytes(s.peak_reserved - r.no_fragmentation_peak)));
+                                        r.oom.has_value() ? std::string("n/a (the replay ran out of memory)")
+                                                          : FormatBytes(s.peak_reserved - r.no_fragmentation_peak)));
   absl::StrAppend(&out, absl::StrFormat("  segments  %d device mallocs, %d frees; %d held at the end; largest free "
                                         "block %s\n",
                                         s.device_mallocs, s.device_frees, s.segments,
@@ -251,7 +252,8 @@ std::string RenderAllocatorCompareText(const std::vector<ReplayResult>& rows) {
     const AllocatorStats& s = r.stats;
     absl::StrAppend(&out, absl::StrFormat("%-18s %11s %11s %11s %11s %8d %11s  %s\n", r.allocator,
                                           gib(s.peak_allocated), gib(s.peak_reserved), gib(r.fragmentation_at_peak),
-                                          gib(s.peak_reserved - r.no_fragmentation_peak), s.device_mallocs,
+                                          r.oom.has_value() ? std::string("n/a") : gib(s.peak_reserved - r.no_fragmentation_peak),
+                                          s.device_mallocs,
                                           gib(s.largest_free_block),
                                           !r.oom.has_value()  ? std::string("no")
                                           : r.oom->event < 0 ? std::string("yes, at the first event (live before "
@@ -260,7 +262,8 @@ std::string RenderAllocatorCompareText(const std::vector<ReplayResult>& rows) {
   }
   absl::StrAppend(&out, "no-fragmentation bound (peak live requested bytes): ",
                   FormatBytes(rows[0].no_fragmentation_peak),
-                  "\nfrag@peak: reserved - allocated at the reserved peak; over bound: peak reserved - bound; "
+                  "\nfrag@peak: reserved - allocated at the reserved peak; over bound: peak reserved - bound (n/a where "
+                  "the replay ran out of memory: the failed requests count in the bound, not in reserved); "
                   "mallocs: segments obtained from the device (arena allocators: 1)\n");
   return out;
 }
