@@ -185,6 +185,22 @@ TEST(CliCapabilityTest, GptRefusesSequenceParallelAtTensorOne) {
   EXPECT_EQ(Gpusim("run " + gpt + " --set parallelism.sequence_parallel=true").code, 0);
 }
 
+// Host costs are charged only by a Megatron launch line: a device file's
+// host: block under any other family is refused, not ignored.
+TEST(CliCapabilityTest, DeviceHostCostsOutsideMegatronAreRefused) {
+  const std::string dev = ::testing::TempDir() + "/cli_host_device.yaml";
+  {
+    std::ifstream in(std::string(GPUSIM_SOURCE_DIR) + "/configs/devices/h100-sxm-80gb.yaml");
+    std::ofstream out(dev);
+    out << in.rdbuf() << "host:\n  op: 5us\n";
+  }
+  Result r = Gpusim("run " + kConfig + " --set device=" + dev);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("host: (host.op, host.module) is modelled only for a Megatron-LM launch line"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(CliCapabilityTest, GridCommandsRefuseMisspeltPathsAndUnmodelledValues) {
   for (const char* cmd : {"advise", "compare"}) {
     Result a = Gpusim(std::string(cmd) + " " + kConfig + " --vary batch.per_devise=1,2");

@@ -59,6 +59,7 @@ struct DeviceSpec {
   // dispatch and the CUDA launch call) and one Python module call.
   SimTime host_op_cost;        // host.op
   SimTime host_module_cost;    // host.module
+  bool host_given = false;     // the device file has a host: block
   // kernel_model: the KernelModel (sim/device/kernel_model.h) that times
   // this device's events; one of kKernelModelNames.
   std::string kernel_model = "tiled";

@@ -643,6 +643,7 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   cost.Unit("free", &d.free_cost, kOptional, ParseDuration, kTimeWhat);
   cost.Unit("map_page", &d.map_page_cost, kOptional, ParseDuration, kTimeWhat);
   cost.Unit("unmap_page", &d.unmap_page_cost, kOptional, ParseDuration, kTimeWhat);
+  d.host_given = node.Find("host") != nullptr;
   Reader host = r.Map("host");
   host.Unit("op", &d.host_op_cost, kOptional, ParseDuration, kTimeWhat);
   host.Unit("module", &d.host_module_cost, kOptional, ParseDuration, kTimeWhat);

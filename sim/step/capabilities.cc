@@ -54,6 +54,14 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& spec) {
                               ? absl::StrCat("a program file under framework '", spec.framework, "'")
                               : absl::StrCat("model family '", family->name, "' under framework '", spec.framework,
                                              "'");
+  // Note [Megatron host costs] (models/gpt.cc): only a Megatron launch line
+  // charges the host timeline, so a device file's host: block is refused
+  // for anything else rather than ignored.
+  if (spec.device.host_given && family->name != "megatron") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec.device.source_file, ": host: (host.op, host.module) is modelled only for a Megatron-LM launch line "
+        "(megatron:, --megatron-args), not for ", who));
+  }
   RunSpec out = spec;
   for (const SettingInfo& s : RunSettings()) {
     if (s.path == "allocator.impl" || Contains(modelled, s.path)) continue;
