@@ -63,7 +63,6 @@ BENCHMARK(BM_SimulateDeepLlama)
     ->Args({64, 1})
     ->Args({256, 1})
     ->Args({1024, 1})
-    ->Args({4096, 1})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 
