@@ -311,7 +311,27 @@ class OpFactsTest(unittest.TestCase):
         rec = record(lambda m, b, o: w[ids].sum().backward(), batch=[w, ids])
         facts = [(e["op"], e["dims"]) for e in window(rec) if e["type"] == "compute"
                  and e.get("op", "").lstrip("_").startswith("index_put")]
-        self.assertEqual([d for _, d in facts], [[32, 1]])
+        # (ids numel, index tensors, int32 ones, slice, elements before,
+        # max key, unsafe, accumulate, self copy, value copy, adjacent, masks):
+        # the backward runs _index_put_impl_(zeros, [ids], grad, True, True);
+        # sum's expanded gradient gets a contiguous copy.
+        self.assertEqual(facts, [("_index_put_impl_", [32, 1, 0, 16, 1, 99, 1, 1, 0, 2048, 1, 0])])
+
+    def test_index_put_and_addmm_facts(self):
+        w = torch.zeros(100, 16, device="meta")
+        ids = torch.empty(40, dtype=torch.int32, device="meta")
+        v = torch.empty(40, 16, device="meta")
+        lin = nn.Linear(16, 8).to("meta")
+        x = torch.empty(4, 16, device="meta")
+
+        def step(m, b, o):
+            w.index_put_((ids,), v, accumulate=True)
+            w.index_put_((ids,), v)  # no sort: neither accumulate nor deterministic
+            lin(x)
+        rec = record(step, model=lin, batch=[w, ids, v, x])
+        facts = [(e["op"], e["dims"]) for e in window(rec) if e["type"] == "compute" and "op" in e]
+        self.assertEqual(facts, [("index_put_", [40, 1, 1, 16, 1, 99, 0, 1, 0, 0, 1, 0]),
+                                 ("addmm", [1, 1])])
 
     def test_conv_facts(self):
         conv = nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False).to("meta")
@@ -573,9 +593,14 @@ class ValidationTest(unittest.TestCase):
                 self.assertEqual(added["reduction staging buffer"]["largest_bytes"], 50331648)
                 self.assertEqual(added["reduction semaphores"]["largest_bytes"], 24)
                 # The embedding's weight[ids] backward sorts its indices on
-                # the GPU (after the peak); named, not sized.
-                self.assertTrue(any(n.startswith("index_put(accumulate) sort temporaries (1 ops")
-                                    for n in full["step"]["device_memory"]["not_modelled"]))
+                # the GPU (after the peak), as the snapshot does: remainder,
+                # linear index, sorted, original, range (65,536 B each) and
+                # 138,751 B of CUB radix-sort storage.
+                self.assertEqual(added["CUB radix-sort storage"]["count"], 1)
+                self.assertEqual(added["CUB radix-sort storage"]["largest_bytes"], 138751)
+                self.assertEqual(added["index_put index buffers"]["count"], 5)
+                self.assertEqual(added["index_put index buffers"]["largest_bytes"], 65536)
+                self.assertFalse(any(n.startswith("index_put") for n in full["step"]["device_memory"]["not_modelled"]))
                 self.assertGreater(full["step"]["step_time_s"], 0)
                 self.assertEqual(full["step"]["largest"][0]["bytes"], 327680000)  # logits-sized
                 j = full["allocator"]

@@ -10,12 +10,17 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/status.h"
+#include "sim/lower/eager/device_memory_sort.h"
 
 namespace gpusim {
 namespace {
 
 constexpr std::string_view kCublasSource =
     "aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize, setWorkspaceForHandle";
+constexpr std::string_view kCublasLtSource =
+    "aten/src/ATen/cuda/CUDABlas.cpp gemm_and_bias, _getWorkspaceSize (CUBLASLT_WORKSPACE_SIZE)";
+constexpr std::string_view kSortSource =
+    "aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel; cub dispatch_radix_sort.cuh";
 constexpr std::string_view kReduceSource =
     "aten/src/ATen/native/cuda/Reduce.cuh setReduceConfig, ReduceConfig::global_memory_size";
 
@@ -194,6 +199,10 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   report->torch_version = *version;
   const std::string* config = FindMeta(recorded, "CUBLAS_WORKSPACE_CONFIG");
   const std::string* warmup = FindMeta(recorded, "warmup_steps");
+  const std::string* det_meta = FindMeta(recorded, "deterministic_algorithms");
+  const bool deterministic = det_meta != nullptr && *det_meta == "1";
+  const std::string* torch_cuda = FindMeta(recorded, "torch_cuda");
+  std::optional<CubBuild> cub;  // read when an op needs it
   const bool warm = warmup != nullptr && *warmup != "0";
 
   BufferId next_id = 0;
@@ -216,6 +225,27 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     if (e.type != EventType::kCompute || !CublasOps().contains(e.op)) continue;
     std::pair<std::string, StreamId> key{thread_of(e), e.stream};
     if (std::find(pairs.begin(), pairs.end(), key) == pairs.end()) pairs.push_back(key);
+  }
+  // Note [cuBLASLt workspace]: addmm with a bias runs gemm_and_bias
+  // (aten/src/ATen/cuda/CUDABlas.cpp) through cublasLt. Up to torch 2.6 it
+  // allocates CUBLASLT_WORKSPACE_SIZE KiB (default 1024, _getWorkspaceSize /
+  // parseCUDABlasLtWorkspaceSize; "see #73328") from the caching allocator
+  // per call and frees it on return; from torch 2.7 the cublasLt and cuBLAS
+  // workspaces are unified (CublasHandlePool.cpp getCUDABlasLtWorkspace,
+  // unified_cublas_and_lt_workspaces: the stream's cuBLAS workspace), so it
+  // adds nothing. The 2.7 boundary is an assumption (not read from a tag);
+  // releases that kept a separate persistent cublasLt workspace per stream
+  // are modelled as per call.
+  const std::optional<std::pair<int, int>> tv = ParseVersion(*version);
+  const bool lt_per_call = tv.has_value() && *tv < std::make_pair(2, 7);
+  Bytes lt_bytes(int64_t{1024} * 1024);
+  if (const std::string* lt_env = FindMeta(recorded, "CUBLASLT_WORKSPACE_SIZE")) {
+    int64_t kib = 0;
+    auto [p, ec] = std::from_chars(lt_env->data(), lt_env->data() + lt_env->size(), kib);
+    // std::stoi: a leading integer; otherwise PyTorch warns and keeps 1024.
+    if (ec == std::errc() && p != lt_env->data() && kib >= 0 && kib <= (int64_t{1} << 30)) {
+      lt_bytes = Bytes(kib * 1024);
+    }
   }
   Bytes cublas;
   if (!pairs.empty()) {
@@ -261,6 +291,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     return absl::StrCat("cublas_workspace (", p.first, " thread, stream ", p.second, ")");
   };
   int64_t convs = 0, embeddings = 0, index_sorts = 0, collectives = 0;
+  std::set<std::string> index_why;
   for (size_t i = 0; i < recorded.events.size(); ++i) {
     const TraceEvent& e = recorded.events[i];
     if (warm && static_cast<int64_t>(i) == step_marker) {
@@ -280,6 +311,20 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
       if (have.insert(key).second) {
         alloc(cublas, workspace_name(key), e.phase, e.stack, e.stream);
         note("cuBLAS workspace", kCublasSource, cublas, true);
+      }
+      if (e.op == "addmm" && e.dims.size() == 2) {
+        using CudaVersion = std::pair<int, int>;
+        ASSIGN_OR_RETURN(const CudaVersion cuda, CudaOfBuild(*version, torch_cuda ? *torch_cuda : ""));
+        const bool lt = cuda >= std::make_pair(12, 1) ? e.dims[0] != 0 : e.dims[1] != 0;
+        if (lt && cuda >= std::make_pair(11, 4) && lt_per_call) {
+          const BufferId w = alloc(lt_bytes, absl::StrCat(e.name, " cublasLt workspace"), e.phase, e.stack, e.stream);
+          note("cuBLASLt workspace (per call)", kCublasLtSource, lt_bytes, false);
+          TraceEvent c = e;
+          if (!c.uses.empty()) c.uses.push_back(w);
+          out.events.push_back(std::move(c));
+          free_buffer(w, e.phase, e.stream);
+          continue;
+        }
       }
       out.events.push_back(e);
       continue;
@@ -310,9 +355,56 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
       free_buffer(buf, e.phase, e.stream);
       continue;
     }
+    if (e.op.rfind("index_put", 0) == 0 || e.op.rfind("_index_put_impl", 0) == 0) {
+      if (!cub.has_value()) {
+        ASSIGN_OR_RETURN(cub, CubBuildFor(*version, torch_cuda ? *torch_cuda : ""));
+      }
+      absl::StatusOr<OpTemporaries> tmp = IndexPutTemporaries(e.dims, deterministic, *version, *cub, device);
+      if (!tmp.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (compute ", e.name, ", op=", e.op,
+                                                       "): dims=", absl::StrJoin(e.dims, ","), ": ",
+                                                       tmp.status().message()));
+      }
+      if (!tmp->not_modelled.empty()) {
+        ++index_sorts;
+        index_why.insert(tmp->not_modelled);
+        out.events.push_back(e);
+        continue;
+      }
+      std::map<int, BufferId> ids;
+      auto apply = [&](const std::vector<TempStep>& steps) {
+        for (const TempStep& s : steps) {
+          if (s.alloc) {
+            ids[s.slot] = alloc(s.size, absl::StrCat(e.name, " ", s.what), e.phase, e.stack, e.stream);
+            note(s.what == "CUB radix sort storage" ? "CUB radix-sort storage" : "index_put index buffers",
+                 kSortSource, s.size, false);
+          } else {
+            free_buffer(ids.at(s.slot), e.phase, e.stream);
+          }
+        }
+      };
+      apply(tmp->before);
+      TraceEvent c = e;
+      if (!c.uses.empty()) {
+        for (const TempStep& s : tmp->before) {
+          if (s.alloc) c.uses.push_back(ids[s.slot]);
+        }
+      }
+      // Buffers freed before the kernel (CUB storage, range checks) are not
+      // the kernel's; keep only those still live at it.
+      if (!c.uses.empty()) {
+        std::set<BufferId> freed;
+        for (const TempStep& s : tmp->before) {
+          if (!s.alloc) freed.insert(ids[s.slot]);
+        }
+        std::erase_if(c.uses, [&](BufferId id) { return freed.contains(id); });
+      }
+      out.events.push_back(std::move(c));
+      apply(tmp->after);
+      continue;
+    }
     convs += e.op == "convolution" || e.op == "_convolution" || e.op == "convolution_backward" ? 1 : 0;
     embeddings += e.op == "embedding_dense_backward" ? 1 : 0;
-    index_sorts += e.op.rfind("index_put", 0) == 0 || e.op.rfind("_index_put_impl", 0) == 0 ? 1 : 0;
     out.events.push_back(e);
   }
   for (auto& [what, a] : added) report->added.push_back(std::move(a));
@@ -329,9 +421,8 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   }
   if (index_sorts > 0) {
     report->not_modelled.push_back(absl::StrCat(
-        "index_put(accumulate) sort temporaries (", index_sorts,
-        " ops, e.g. the backward of weight[ids]; linear, sorted and original indices, a range and CUB radix-sort "
-        "scratch per call, aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel)"));
+        "index_put(accumulate) sort temporaries (", index_sorts, " ops: ", absl::StrJoin(index_why, "; "),
+        "; aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel)"));
   }
   if (collectives > 0) {
     report->not_modelled.push_back(absl::StrCat("NCCL buffers (", collectives, " collectives)"));
