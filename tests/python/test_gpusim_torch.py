@@ -597,7 +597,9 @@ class ValidationTest(unittest.TestCase):
                 # linear index, sorted, original, range (65,536 B each) and
                 # 138,751 B of CUB radix-sort storage.
                 self.assertEqual(added["CUB radix-sort storage"]["count"], 1)
-                self.assertEqual(added["CUB radix-sort storage"]["largest_bytes"], 138751)
+                # torch 1.13's CUDA 11 builds carry CUB 1.x (32-bit offsets):
+                # 2,048 B fewer histogram bins.
+                self.assertEqual(added["CUB radix-sort storage"]["largest_bytes"], 138751 if V2 else 136703)
                 self.assertEqual(added["index_put index buffers"]["count"], 5)
                 self.assertEqual(added["index_put index buffers"]["largest_bytes"], 65536)
                 self.assertFalse(any(n.startswith("index_put") for n in full["step"]["device_memory"]["not_modelled"]))
