@@ -425,7 +425,13 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
         "; aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel)"));
   }
   if (collectives > 0) {
-    report->not_modelled.push_back(absl::StrCat("NCCL buffers (", collectives, " collectives)"));
+    // NCCL cudaMallocs its channel buffers (NCCL_BUFFSIZE per protocol, per
+    // channel and peer) outside the caching allocator; their size depends
+    // on the topology and NCCL version, which a recording does not carry.
+    report->not_modelled.push_back(absl::StrCat(
+        "NCCL buffers (", collectives,
+        " collectives; cudaMalloc'd by NCCL outside the caching allocator: they count for the OOM decision, not "
+        "max_memory_allocated; sized by NCCL_BUFFSIZE, channels and peers, which the trace does not record)"));
   }
   return out;
 }
