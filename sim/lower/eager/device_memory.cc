@@ -48,23 +48,6 @@ int64_t LastPow2(int64_t n) {
   return p;
 }
 
-// (major, minor) of "2.15.0+cu132", "1.13.0a0"; nullopt when unreadable.
-std::optional<std::pair<int, int>> ParseVersion(std::string_view v) {
-  int major = 0, minor = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), major);
-  if (ec != std::errc() || p == v.data() + v.size() || *p != '.') return std::nullopt;
-  ++p;
-  auto [q, ec2] = std::from_chars(p, v.data() + v.size(), minor);
-  if (ec2 != std::errc() || q == p) return std::nullopt;
-  return std::make_pair(major, minor);
-}
-
-struct Inserted {
-  std::string what;
-  std::string source;
-  bool kept = false;
-};
-
 }  // namespace
 
 absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, const DeviceSpec& device,
@@ -99,7 +82,7 @@ absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, con
         ") gives no compute_capability; the cuBLAS workspace of a PyTorch step depends on it "
         "(CublasHandlePool.cpp parseChosenWorkspaceSize)"));
   }
-  const std::optional<std::pair<int, int>> v = ParseVersion(torch_version);
+  const std::optional<std::pair<int, int>> v = MajorMinor(torch_version);
   if (!v.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("meta torch_version: expected MAJOR.MINOR..., got '", torch_version, "'"));
@@ -236,7 +219,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   // adds nothing. The 2.7 boundary is an assumption (not read from a tag);
   // releases that kept a separate persistent cublasLt workspace per stream
   // are modelled as per call.
-  const std::optional<std::pair<int, int>> tv = ParseVersion(*version);
+  const std::optional<std::pair<int, int>> tv = MajorMinor(*version);
   const bool lt_per_call = tv.has_value() && *tv < std::make_pair(2, 7);
   Bytes lt_bytes(int64_t{1024} * 1024);
   if (const std::string* lt_env = FindMeta(recorded, "CUBLASLT_WORKSPACE_SIZE")) {

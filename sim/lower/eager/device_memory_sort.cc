@@ -15,17 +15,6 @@ namespace {
 
 int64_t DivUp(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// (major, minor) of "2.15.0+cu132", "12.4"; nullopt when unreadable.
-std::optional<std::pair<int, int>> MajorMinor(std::string_view v) {
-  int major = 0, minor = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), major);
-  if (ec != std::errc() || p == v.data() + v.size() || *p != '.') return std::nullopt;
-  ++p;
-  auto [q, ec2] = std::from_chars(p, v.data() + v.size(), minor);
-  if (ec2 != std::errc() || q == p) return std::nullopt;
-  return std::make_pair(major, minor);
-}
-
 // cub/util_arch.cuh RegBoundScaling: a policy's nominal 4-byte items per
 // thread and block threads scaled to a `type_bytes` type; the tile size.
 int64_t RegBoundTile(int nominal_threads, int nominal_items, int type_bytes) {
@@ -44,6 +33,16 @@ int64_t AliasTemporaries(std::initializer_list<int64_t> sizes) {
 constexpr int64_t kInt64 = 8;
 
 }  // namespace
+
+std::optional<std::pair<int, int>> MajorMinor(std::string_view v) {
+  int major = 0, minor = 0;
+  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), major);
+  if (ec != std::errc() || p == v.data() + v.size() || *p != '.') return std::nullopt;
+  ++p;
+  auto [q, ec2] = std::from_chars(p, v.data() + v.size(), minor);
+  if (ec2 != std::errc() || q == p) return std::nullopt;
+  return std::make_pair(major, minor);
+}
 
 int CubNumBits(uint64_t max_key) {
   int bits = 1;

@@ -36,7 +36,9 @@
 #define GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_SORT_H_
 
 #include <cstdint>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -54,6 +56,10 @@ struct CubBuild {
   int offset_bytes = 8;
   bool has_sm90_policy = true;  // DeviceRadixSortPolicy::Policy900 (CUB 2.x)
 };
+
+// (major, minor) of "2.15.0+cu132", "1.13.0a0", "12.4"; nullopt when
+// unreadable.
+std::optional<std::pair<int, int>> MajorMinor(std::string_view version);
 
 // (major, minor) of the CUDA a PyTorch build links: meta torch_cuda ("12.4")
 // when it names one, else the torch release's default wheels' (torch >= 2.1:
