@@ -399,7 +399,7 @@ def recording_meta(device_type, warmup_steps):
             ("cudnn_benchmark", "1" if cudnn.benchmark else "0"),
             ("cudnn_deterministic", "1" if cudnn.deterministic else "0"),
             ("deterministic_algorithms", "1" if det else "0")]
-    for env in ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE"):
+    for env in ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE", "TORCH_CUBLASLT_UNIFIED_WORKSPACE"):
         if os.environ.get(env):
             meta.append((env, os.environ[env]))
     return meta

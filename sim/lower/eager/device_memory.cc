@@ -216,11 +216,20 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   // per call and frees it on return; from torch 2.7 the cublasLt and cuBLAS
   // workspaces are unified (CublasHandlePool.cpp getCUDABlasLtWorkspace,
   // unified_cublas_and_lt_workspaces: the stream's cuBLAS workspace), so it
-  // adds nothing. The 2.7 boundary is an assumption (not read from a tag);
-  // releases that kept a separate persistent cublasLt workspace per stream
-  // are modelled as per call.
+  // adds nothing (torch 2.15's libtorch_cuda.so carries that code and its
+  // TORCH_CUBLASLT_UNIFIED_WORKSPACE switch). With the switch off
+  // (check_env: "0", "false") getCUDABlasLtWorkspace keeps one block of
+  // getCUDABlasLtWorkspaceSize() per (handle, stream) in
+  // cublaslt_handle_stream_to_workspace, never freed. The 2.7 boundary is an
+  // assumption (not read from a tag); releases that kept a separate
+  // persistent cublasLt workspace per stream are modelled as per call.
   const std::optional<std::pair<int, int>> tv = MajorMinor(*version);
   const bool lt_per_call = tv.has_value() && *tv < std::make_pair(2, 7);
+  const std::string* unified_env = FindMeta(recorded, "TORCH_CUBLASLT_UNIFIED_WORKSPACE");
+  const bool lt_kept = !lt_per_call && unified_env != nullptr &&
+                       (*unified_env == "0" || *unified_env == "false" || *unified_env == "FALSE" ||
+                        *unified_env == "False" || *unified_env == "OFF" || *unified_env == "off");
+  std::set<std::pair<std::string, StreamId>> have_lt;
   Bytes lt_bytes(int64_t{1024} * 1024);
   if (const std::string* lt_env = FindMeta(recorded, "CUBLASLT_WORKSPACE_SIZE")) {
     int64_t kib = 0;
@@ -299,6 +308,14 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
         using CudaVersion = std::pair<int, int>;
         ASSIGN_OR_RETURN(const CudaVersion cuda, CudaOfBuild(*version, torch_cuda ? *torch_cuda : ""));
         const bool lt = cuda >= std::make_pair(12, 1) ? e.dims[0] != 0 : e.dims[1] != 0;
+        if (lt && lt_kept) {
+          std::pair<std::string, StreamId> key{thread_of(e), e.stream};
+          if (have_lt.insert(key).second) {
+            alloc(lt_bytes, absl::StrCat("cublaslt_workspace (", key.first, " thread, stream ", key.second, ")"),
+                  e.phase, e.stack, e.stream);
+            note("cuBLASLt workspace", kCublasLtSource, lt_bytes, true);
+          }
+        }
         if (lt && cuda >= std::make_pair(11, 4) && lt_per_call) {
           const BufferId w = alloc(lt_bytes, absl::StrCat(e.name, " cublasLt workspace"), e.phase, e.stack, e.stream);
           note("cuBLASLt workspace (per call)", kCublasLtSource, lt_bytes, false);

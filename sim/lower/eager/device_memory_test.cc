@@ -173,6 +173,15 @@ TEST(EagerDeviceMemory, CublasLtWorkspacePerCallByVersion) {
   out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->events.size(), 2u);  // unified with the cuBLAS workspace
+  // TORCH_CUBLASLT_UNIFIED_WORKSPACE=0: one kept block per (thread, stream).
+  t.meta.emplace_back("TORCH_CUBLASLT_UNIFIED_WORKSPACE", "0");
+  t.events.push_back(t.events[0]);
+  out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(Seen(*out), (std::vector<std::string>{"alloc 0 8519680 cublas_workspace (main thread, stream 0)",
+                                                  "alloc 1 1048576 cublaslt_workspace (main thread, stream 0)",
+                                                  "fc:addmm", "fc:addmm"}));
+  EXPECT_TRUE(report.added[1].kept);
 }
 
 // The CS336 embedding backward: Indexing.cu's temporaries around the op.
