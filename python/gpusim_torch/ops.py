@@ -409,8 +409,14 @@ def device_facts(name, args, kwargs, outs):
         d = index_put_facts(args, kwargs)
         return (name, d) if d is not None else None
     if name == "embedding_dense_backward":
+        # [indices, num_weights, embedding dim, index element size, grad
+        # element size, scale_grad_by_freq, bytes of grad's contiguous copy,
+        # bytes of the indices' contiguous copy] (Embedding.cu
+        # embedding_dense_backward_cuda: grad_.contiguous(), indices_.contiguous()).
         grad, idx, num_weights = args[0], args[1], args[2]
         scale = bool(args[4]) if len(args) > 4 else False
+        grad_copy = 0 if grad.is_contiguous() else grad.numel() * grad.element_size()
+        idx_copy = 0 if idx.is_contiguous() else idx.numel() * idx.element_size()
         return name, [int(idx.numel()), int(num_weights), int(grad.shape[-1]), idx.element_size(),
-                      grad.element_size(), int(scale)]
+                      grad.element_size(), int(scale), grad_copy, idx_copy]
     return None

@@ -317,6 +317,14 @@ class OpFactsTest(unittest.TestCase):
         # sum's expanded gradient gets a contiguous copy.
         self.assertEqual(facts, [("_index_put_impl_", [32, 1, 0, 16, 1, 99, 1, 1, 0, 2048, 1, 0])])
 
+    def test_embedding_backward_facts(self):
+        emb = nn.Embedding(1000, 32).to("meta")
+        ids = torch.empty(8, 512, dtype=torch.long, device="meta")
+        rec = record(lambda m, b, o: emb(ids).sum().backward(), model=emb, batch=[ids])
+        facts = [e["dims"] for e in window(rec) if e.get("op") == "embedding_dense_backward"]
+        # sum's expanded gradient is not contiguous: Embedding.cu copies it.
+        self.assertEqual(facts, [[4096, 1000, 32, 8, 4, 0, 4096 * 32 * 4, 0]])
+
     def test_index_put_and_addmm_facts(self):
         w = torch.zeros(100, 16, device="meta")
         ids = torch.empty(40, dtype=torch.int32, device="meta")

@@ -17,6 +17,8 @@ namespace {
 
 constexpr std::string_view kCublasSource =
     "aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize, setWorkspaceForHandle";
+constexpr std::string_view kEmbeddingSource =
+    "aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backward_cuda; EmbeddingBackwardKernel.cu";
 constexpr std::string_view kCublasLtSource =
     "aten/src/ATen/cuda/CUDABlas.cpp gemm_and_bias, _getWorkspaceSize (CUBLASLT_WORKSPACE_SIZE)";
 constexpr std::string_view kSortSource =
@@ -283,7 +285,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     return absl::StrCat("cublas_workspace (", p.first, " thread, stream ", p.second, ")");
   };
   int64_t convs = 0, embeddings = 0, index_sorts = 0, collectives = 0;
-  std::set<std::string> index_why;
+  std::set<std::string> index_why, embedding_why;
   for (size_t i = 0; i < recorded.events.size(); ++i) {
     const TraceEvent& e = recorded.events[i];
     if (warm && static_cast<int64_t>(i) == step_marker) {
@@ -355,29 +357,31 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
       free_buffer(buf, e.phase, e.stream);
       continue;
     }
-    if (e.op.rfind("index_put", 0) == 0 || e.op.rfind("_index_put_impl", 0) == 0) {
+    const bool index_put = e.op.rfind("index_put", 0) == 0 || e.op.rfind("_index_put_impl", 0) == 0;
+    if (index_put || e.op == "embedding_dense_backward") {
       if (!cub.has_value()) {
         ASSIGN_OR_RETURN(cub, CubBuildFor(*version, torch_cuda ? *torch_cuda : ""));
       }
-      absl::StatusOr<OpTemporaries> tmp = IndexPutTemporaries(e.dims, deterministic, *version, *cub, device);
+      absl::StatusOr<OpTemporaries> tmp = index_put
+                                              ? IndexPutTemporaries(e.dims, deterministic, *version, *cub, device)
+                                              : EmbeddingBackwardTemporaries(e.dims, *cub, device);
       if (!tmp.ok()) {
         return absl::InvalidArgumentError(absl::StrCat("event ", i, " (compute ", e.name, ", op=", e.op,
                                                        "): dims=", absl::StrJoin(e.dims, ","), ": ",
                                                        tmp.status().message()));
       }
       if (!tmp->not_modelled.empty()) {
-        ++index_sorts;
-        index_why.insert(tmp->not_modelled);
-        out.events.push_back(e);
-        continue;
+        ++(index_put ? index_sorts : embeddings);
+        (index_put ? index_why : embedding_why).insert(tmp->not_modelled);
       }
+      const std::string_view source = index_put ? kSortSource : kEmbeddingSource;
+      const std::string buffers = index_put ? "index_put index buffers" : "embedding backward buffers";
       std::map<int, BufferId> ids;
       auto apply = [&](const std::vector<TempStep>& steps) {
         for (const TempStep& s : steps) {
           if (s.alloc) {
             ids[s.slot] = alloc(s.size, absl::StrCat(e.name, " ", s.what), e.phase, e.stack, e.stream);
-            note(s.what == "CUB radix sort storage" ? "CUB radix-sort storage" : "index_put index buffers",
-                 kSortSource, s.size, false);
+            note(s.what == "CUB radix sort storage" ? "CUB radix-sort storage" : buffers, source, s.size, false);
           } else {
             free_buffer(ids.at(s.slot), e.phase, e.stream);
           }
@@ -389,10 +393,8 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
         for (const TempStep& s : tmp->before) {
           if (s.alloc) c.uses.push_back(ids[s.slot]);
         }
-      }
-      // Buffers freed before the kernel (CUB storage, range checks) are not
-      // the kernel's; keep only those still live at it.
-      if (!c.uses.empty()) {
+        // Buffers freed before the kernel (CUB storage, range checks) are
+        // not the kernel's; keep only those still live at it.
         std::set<BufferId> freed;
         for (const TempStep& s : tmp->before) {
           if (!s.alloc) freed.insert(ids[s.slot]);
@@ -404,7 +406,6 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
       continue;
     }
     convs += e.op == "convolution" || e.op == "_convolution" || e.op == "convolution_backward" ? 1 : 0;
-    embeddings += e.op == "embedding_dense_backward" ? 1 : 0;
     out.events.push_back(e);
   }
   for (auto& [what, a] : added) report->added.push_back(std::move(a));
@@ -415,9 +416,8 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   }
   if (embeddings > 0) {
     report->not_modelled.push_back(absl::StrCat(
-        "embedding backward sort and scan temporaries (", embeddings,
-        " embedding_dense_backward ops; CUB radix sort and unique_by_key, aten/src/ATen/native/cuda/"
-        "Embedding.cu, EmbeddingBackwardKernel.cu)"));
+        "embedding backward temporaries (", embeddings, " embedding_dense_backward ops: ",
+        absl::StrJoin(embedding_why, "; "), "; aten/src/ATen/native/cuda/Embedding.cu, EmbeddingBackwardKernel.cu)"));
   }
   if (index_sorts > 0) {
     report->not_modelled.push_back(absl::StrCat(

@@ -220,4 +220,69 @@ absl::StatusOr<OpTemporaries> IndexPutTemporaries(const std::vector<int64_t>& di
   return t;
 }
 
+absl::StatusOr<OpTemporaries> EmbeddingBackwardTemporaries(const std::vector<int64_t>& dims, const CubBuild& cub,
+                                                           const DeviceSpec& device) {
+  OpTemporaries t;
+  if (dims.size() == 6) {
+    t.not_modelled = "recorded by an older collector (6 facts); re-record to size it";
+    return t;
+  }
+  if (dims.size() != 8) {
+    return absl::InvalidArgumentError(absl::StrCat("expected 8 embedding_dense_backward facts, got ", dims.size()));
+  }
+  const int64_t n = dims[0], weights = dims[1], dim = dims[2], idx = dims[3], elem = dims[4], grad_copy = dims[6],
+                idx_copy = dims[7];
+  const bool scale = dims[5] != 0;
+  constexpr int64_t kMax = int64_t{1} << 40;
+  if (n < 0 || n > kMax || weights < 0 || weights > kMax || dim < 0 || dim > kMax || (idx != 4 && idx != 8) ||
+      elem < 1 || elem > 8 || grad_copy < 0 || grad_copy > kMax || idx_copy < 0 || idx_copy > kMax) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("embedding_dense_backward facts out of range: ", absl::StrJoin(dims, ",")));
+  }
+  if (scale) {
+    t.not_modelled = "scale_grad_by_freq (counts through CUB scan-by-key)";
+    return t;
+  }
+  int next = 0;
+  auto alloc = [&](std::vector<TempStep>& into, Bytes size, std::string what) {
+    into.push_back(TempStep{true, next, size, std::move(what)});
+    return next++;
+  };
+  auto free_slot = [](std::vector<TempStep>& into, int slot) { into.push_back(TempStep{false, slot, Bytes(0), ""}); };
+  std::vector<TempStep>& b = t.before;
+  const int indices_slot = idx_copy > 0 ? alloc(b, Bytes(idx_copy), "contiguous indices") : -1;
+  const int grad_slot = grad_copy > 0 ? alloc(b, Bytes(grad_copy), "contiguous grad") : -1;
+  std::vector<int> at_end;  // freed after the kernel, first listed first
+  if (n > 3072) {
+    if (cub.offset_bytes != 8) {
+      t.before.clear();
+      t.not_modelled = "CUDA 11 builds size the segment buffers by the distinct indices (thrust unique_by_key)";
+      return t;
+    }
+    const int sorted = alloc(b, Bytes(n * idx), "sorted_indices");
+    const int orig = alloc(b, Bytes(n * idx), "orig_indices");
+    const int range = alloc(b, Bytes(n * idx), "range");
+    ASSIGN_OR_RETURN(Bytes scratch, CubRadixSortPairsTempBytes(n, static_cast<int>(idx), static_cast<int>(idx),
+                                                                static_cast<int>(idx * 8), device, cub));
+    free_slot(b, alloc(b, scratch, "CUB radix sort storage"));
+    free_slot(b, range);
+    const int64_t segments = std::min(n, weights);
+    const int64_t partials = n / 10 + segments;  // NROWS_PER_THREAD
+    const int acc = elem == 8 ? 8 : 4;
+    const int offsets = alloc(b, Bytes(n * idx), "segment_offsets");
+    const int count = alloc(b, Bytes(kInt64), "segment count");
+    const int per = alloc(b, Bytes(segments * idx), "partials_per_segment");
+    const int per_off = alloc(b, Bytes(segments * idx), "partials_per_segment_offset");
+    const int pcount = alloc(b, Bytes(kInt64), "partial segment count");
+    const int poff = alloc(b, Bytes(partials * idx), "partial_segment_offset");
+    const int sums = alloc(b, Bytes(partials * dim * acc), "grad_weight_per_segment");
+    at_end = {sums, poff, pcount, per_off, per, count, offsets, orig, sorted};
+    t.not_modelled = "CUB unique_by_key and exclusive_sum storage (DeviceSelect / DeviceScan tile state)";
+  }
+  for (int s : at_end) free_slot(t.after, s);
+  if (grad_slot >= 0) free_slot(t.after, grad_slot);
+  if (indices_slot >= 0) free_slot(t.after, indices_slot);
+  return t;
+}
+
 }  // namespace gpusim

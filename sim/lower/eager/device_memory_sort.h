@@ -108,6 +108,33 @@ absl::StatusOr<OpTemporaries> IndexPutTemporaries(const std::vector<int64_t>& di
                                                   const std::string& torch_version, const CubBuild& cub,
                                                   const DeviceSpec& device);
 
+// Note [Embedding backward temporaries]
+// embedding_dense_backward_cuda (aten/src/ATen/native/cuda/Embedding.cu)
+// makes grad and the indices contiguous; up to 3,072 indices without
+// scale_grad_by_freq it adds nothing more (embedding_backward_feature_kernel
+// into the zeros result). Otherwise: sorted_indices and orig_indices
+// (empty_like), range (arange, freed when the dispatch lambda returns) and
+// radix_sort_pairs's CUB storage on all the index type's bits (nbits is
+// commented out there); then embedding_backward_cuda_kernel
+// (EmbeddingBackwardKernel.cu): segment_offsets (numel indices), an int64
+// segment count, cub::unique_by_key's storage; with max_segments =
+// min(numel, num_weights) and max_partial_segment = numel /
+// NROWS_PER_THREAD (10) + max_segments: partials_per_segment and
+// partials_per_segment_offset (max_segments indices), cub::exclusive_sum's
+// storage, an int64 partial-segment count, partial_segment_offset
+// (max_partial_segment indices) and grad_weight_per_segment
+// (max_partial_segment x dim in acc_type: float for half and bfloat16); all
+// freed as their scopes end. The result (grad_weight) is the op's output in
+// the recording, allocated before these (on the GPU after the sort: the
+// range and sort storage coexist with it here, a few bytes per index early).
+// Sized for CUDA 12 builds (CUB 2.x, the max_segments code); torch 1.13's
+// CUDA 11 path sizes its segment buffers by the number of distinct indices
+// (thrust unique_by_key and .item()), data the recording lacks: named, not
+// sized, as are the unique_by_key and exclusive_sum storage (CUB
+// DeviceSelect / DeviceScan tile state) and scale_grad_by_freq's counts.
+absl::StatusOr<OpTemporaries> EmbeddingBackwardTemporaries(const std::vector<int64_t>& dims, const CubBuild& cub,
+                                                           const DeviceSpec& device);
+
 }  // namespace gpusim
 
 #endif  // GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_SORT_H_

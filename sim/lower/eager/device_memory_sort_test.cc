@@ -130,5 +130,47 @@ TEST(IndexPutSort, NamesWhatItDoesNotSizeAndRefusesBadFacts) {
       IndexPutTemporaries({32, 1, 0, 16, 1, int64_t{1} << 62, 1, 1, 0, 0, 1, 0}, false, "2.15.0", kCub2, a100).ok());
 }
 
+// Note [Embedding backward temporaries] for a GPT-2 embedding: 8 x 1,024
+// int64 tokens into 50,257 x 768 f32 rows.
+TEST(EmbeddingBackward, SortAndSegmentBuffersInOrder) {
+  const DeviceSpec a100 = Device("a100-sxm-80gb");
+  absl::StatusOr<OpTemporaries> t =
+      EmbeddingBackwardTemporaries({8192, 50257, 768, 8, 4, 0, 0, 0}, kCub2, a100);
+  ASSERT_TRUE(t.ok()) << t.status();
+  // The radix sort runs on all 64 bits: 8 passes of bins.
+  EXPECT_EQ(*CubRadixSortPairsTempBytes(8192, 8, 8, 64, a100, kCub2), Bytes(16384 + 3072 + 131072 + 256 + 255));
+  EXPECT_EQ(Steps(*t), (std::vector<std::string>{
+                           "alloc 0 65536 sorted_indices", "alloc 1 65536 orig_indices", "alloc 2 65536 range",
+                           "alloc 3 151039 CUB radix sort storage", "free 3", "free 2", "alloc 4 65536 segment_offsets",
+                           "alloc 5 8 segment count", "alloc 6 65536 partials_per_segment",
+                           "alloc 7 65536 partials_per_segment_offset", "alloc 8 8 partial segment count",
+                           // 8,192 / 10 + min(8,192, 50,257) = 9,011 partial segments
+                           "alloc 9 72088 partial_segment_offset", "alloc 10 27681792 grad_weight_per_segment",
+                           "kernel", "free 10", "free 9", "free 8", "free 7", "free 6", "free 5", "free 4", "free 1",
+                           "free 0"}));
+  EXPECT_NE(t->not_modelled.find("unique_by_key and exclusive_sum storage"), std::string::npos);
+  // bf16 gradients sum partial segments in float; fewer rows than tokens cap the segments.
+  t = EmbeddingBackwardTemporaries({8192, 100, 64, 8, 2, 0, 0, 0}, kCub2, a100);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(t->before.back().size, Bytes((819 + 100) * 64 * 4));
+  // Up to 3,072 indices: only the contiguous copies.
+  t = EmbeddingBackwardTemporaries({3072, 50257, 768, 8, 4, 0, 4096, 0}, kCub2, a100);
+  ASSERT_TRUE(t.ok());
+  EXPECT_EQ(Steps(*t), (std::vector<std::string>{"alloc 0 4096 contiguous grad", "kernel", "free 0"}));
+  EXPECT_TRUE(t->not_modelled.empty());
+  // CUDA 11's thrust path, scale_grad_by_freq and old files are named, not sized.
+  t = EmbeddingBackwardTemporaries({8192, 50257, 768, 8, 4, 0, 0, 0}, kCub1, a100);
+  ASSERT_TRUE(t.ok());
+  EXPECT_TRUE(t->before.empty());
+  EXPECT_NE(t->not_modelled.find("distinct indices"), std::string::npos);
+  EXPECT_NE(EmbeddingBackwardTemporaries({8192, 50257, 768, 8, 4, 1, 0, 0}, kCub2, a100)->not_modelled.find(
+                "scale_grad_by_freq"),
+            std::string::npos);
+  EXPECT_NE(EmbeddingBackwardTemporaries({8192, 50257, 768, 8, 4, 0}, kCub2, a100)->not_modelled.find("re-record"),
+            std::string::npos);
+  EXPECT_FALSE(EmbeddingBackwardTemporaries({8192, 50257, 768, 3, 4, 0, 0, 0}, kCub2, a100).ok());
+  EXPECT_FALSE(EmbeddingBackwardTemporaries({8192, 50257}, kCub2, a100).ok());
+}
+
 }  // namespace
 }  // namespace gpusim
