@@ -32,6 +32,19 @@ int64_t AliasTemporaries(std::initializer_list<int64_t> sizes) {
 
 constexpr int64_t kInt64 = 8;
 
+// Numbers an op's temporaries and appends their allocation and free steps.
+class Slots {
+ public:
+  int Alloc(std::vector<TempStep>& into, Bytes size, std::string what) {
+    into.push_back(TempStep{true, next_, size, std::move(what)});
+    return next_++;
+  }
+  static void Free(std::vector<TempStep>& into, int slot) { into.push_back(TempStep{false, slot, Bytes(0), ""}); }
+
+ private:
+  int next_ = 0;
+};
+
 }  // namespace
 
 std::optional<std::pair<int, int>> MajorMinor(std::string_view v) {
@@ -154,12 +167,11 @@ absl::StatusOr<OpTemporaries> IndexPutTemporaries(const std::vector<int64_t>& di
   }
   const std::optional<std::pair<int, int>> v = MajorMinor(torch_version);
   const bool v2 = v.has_value() && v->first >= 2;
-  int next = 0;
+  Slots slots;
   auto alloc = [&](std::vector<TempStep>& into, Bytes size, std::string what) {
-    into.push_back(TempStep{true, next, size, std::move(what)});
-    return next++;
+    return slots.Alloc(into, size, std::move(what));
   };
-  auto free_slot = [](std::vector<TempStep>& into, int slot) { into.push_back(TempStep{false, slot, Bytes(0), ""}); };
+  auto free_slot = &Slots::Free;
   std::vector<TempStep>& b = t.before;
   const int self_slot = self_copy > 0 ? alloc(b, Bytes(self_copy), "contiguous self") : -1;
   std::vector<int> longs;
@@ -243,12 +255,11 @@ absl::StatusOr<OpTemporaries> EmbeddingBackwardTemporaries(const std::vector<int
     t.not_modelled = "scale_grad_by_freq (counts through CUB scan-by-key)";
     return t;
   }
-  int next = 0;
+  Slots slots;
   auto alloc = [&](std::vector<TempStep>& into, Bytes size, std::string what) {
-    into.push_back(TempStep{true, next, size, std::move(what)});
-    return next++;
+    return slots.Alloc(into, size, std::move(what));
   };
-  auto free_slot = [](std::vector<TempStep>& into, int slot) { into.push_back(TempStep{false, slot, Bytes(0), ""}); };
+  auto free_slot = &Slots::Free;
   std::vector<TempStep>& b = t.before;
   const int indices_slot = idx_copy > 0 ? alloc(b, Bytes(idx_copy), "contiguous indices") : -1;
   const int grad_slot = grad_copy > 0 ? alloc(b, Bytes(grad_copy), "contiguous grad") : -1;
