@@ -48,6 +48,24 @@ def snapshot_peak_live():
     return peak
 
 
+def snapshot_index_put_window():
+    """(action, bytes) of the snapshot's allocations and frees between the
+    embedding gradient's 30,720,000 B zeros block and the free of the
+    25,165,824 B incoming gradient: the weight[ids] backward's temporaries."""
+    sys.path.insert(0, os.path.join(ROOT, "tools"))
+    import snapshot_to_json
+    with open(SNAPSHOT, "rb") as f:
+        trace = snapshot_to_json.RefusingUnpickler(f).load()["device_traces"][0]
+    start = max(i for i, e in enumerate(trace) if e["action"] == "alloc" and e["size"] == 30720000)
+    out = []
+    for e in trace[start + 1:]:
+        if e["action"] == "free_requested" and e["size"] == 25165824:
+            break
+        if e["action"] in ("alloc", "free_requested"):
+            out.append(("alloc" if e["action"] == "alloc" else "free", e["size"]))
+    return out
+
+
 def kineto_step_rise():
     """Bytes (block sizes) above the start of each profiler step of the V100
     ResNet-50 trace, the same for all six steps (2,791,636,480 B)."""
@@ -611,6 +629,18 @@ class ValidationTest(unittest.TestCase):
                 self.assertEqual(added["index_put index buffers"]["count"], 5)
                 self.assertEqual(added["index_put index buffers"]["largest_bytes"], 65536)
                 self.assertFalse(any(n.startswith("index_put") for n in full["step"]["device_memory"]["not_modelled"]))
+                # The facts gpusim sizes them from (IndexPutSort.
+                # BackwardOfWeightIdsInTheSnapshotsOrder pins the sequence they
+                # give), and that sequence in the snapshot itself.
+                with open(out) as f:
+                    dims = [t[5:] for line in f if "op=_index_put_impl_" in line
+                            for t in line.split() if t.startswith("dims=")]
+                self.assertEqual(dims, ["8192,1,0,768,1,9999,1,1,0,0,1,0"])
+                if V2:
+                    self.assertEqual(snapshot_index_put_window(), [
+                        ("alloc", 65536), ("alloc", 65536), ("free", 65536), ("alloc", 65536),
+                        ("alloc", 65536), ("alloc", 65536), ("alloc", 138751), ("free", 138751),
+                        ("free", 65536), ("free", 65536), ("free", 65536), ("free", 65536)])
                 self.assertGreater(full["step"]["step_time_s"], 0)
                 self.assertEqual(full["step"]["largest"][0]["bytes"], 327680000)  # logits-sized
                 j = full["allocator"]
