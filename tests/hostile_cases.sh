@@ -128,6 +128,8 @@ run_case "n_layers: 1024 rolled (the deepest built per layer)" "0" "" "" "$BIN" 
 run_case "n_layers: 1025 rolled (built once)" "0" "" "" "$BIN" run "$CONFIG" --set model.n_layers=1025
 run_case "n_layers: 1024 rolled, --out with charts" "0" "" "[ -f $W/deep/report.html ]" \
   "$BIN" run "$CONFIG" --set model.n_layers=1024 --out "$W/deep"
+run_case "n_layers: 1025 rolled, --out (built once: no native trace)" "1" "cannot write trace" "[ ! -e $W/deeper ]" \
+  "$BIN" run "$CONFIG" --set model.n_layers=1025 --out "$W/deeper"
 for b in 4 8 16; do
   run_case "llama7b batch $b (out of memory): fragmentation >= 0" "0" "fragmentation_bytes" "$frag_ok" \
     "$BIN" run "$CONFIG" --format json --set batch.per_device=$b
