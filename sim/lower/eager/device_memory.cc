@@ -177,6 +177,11 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   const std::string* framework = FindMeta(recorded, "framework");
   if (framework == nullptr || *framework != "pytorch") return recorded;
   report->applied = true;
+  if (!recorded.repeats.empty()) {
+    // Inserting events would move the repeats' event ranges; a recording read
+    // from a file never has them (sim/trace/trace.h Trace::repeats).
+    return absl::InvalidArgumentError("a PyTorch recording with loop repeats: the device model inserts events");
+  }
   const std::string* version = FindMeta(recorded, "torch_version");
   if (version == nullptr) {
     return absl::InvalidArgumentError("a PyTorch recording (meta framework pytorch) without meta torch_version");
