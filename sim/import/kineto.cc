@@ -410,6 +410,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     m.seq = a.ev_idx.value_or(-1);
     if (a.total_allocated) m.total_allocated = Bytes(*a.total_allocated);
     if (a.total_reserved) m.total_reserved = Bytes(*a.total_reserved);
+    if (options_.on_memory_event) return options_.on_memory_event(m, out_.metadata);
     out_.memory_events.push_back(m);
     return absl::OkStatus();
   }
