@@ -78,13 +78,14 @@ class GzFileSource : public ByteSource {
 };
 
 // Note [Decompressing ahead]
-// zlib's inflate of a Kineto trace costs about as much CPU as parsing it
-// (bench/replay_stream_benchmark.cc: ~0.7 µs of each event's time went to
-// gzread on the 10 M-event trace). A gzip source therefore decompresses on a
-// thread of its own, up to kAheadChunks chunks of kAheadChunk bytes ahead of
-// the reader, so that on a machine with a second core the two overlap.
-// The bytes, and any error (after exactly the bytes before it), are what
-// the inner source delivers, in its order; memory is bounded by the chunks.
+// zlib's inflate (and its CRC) of a Kineto trace is about a quarter of the
+// CPU time of replaying it as it is parsed (perf of `gpusim replay` on the
+// synthetic 1 M-event trace of bench/replay_stream_benchmark.cc: 26%). A
+// gzip source therefore decompresses on a thread of its own, up to
+// kAheadChunks chunks of kAheadChunk bytes ahead of the reader, so that on a
+// machine with a second core the two overlap. The bytes, and any error
+// (after exactly the bytes before it), are what the inner source delivers,
+// in its order; memory is bounded by the chunks.
 class ReadAheadSource : public ByteSource {
  public:
   explicit ReadAheadSource(std::unique_ptr<ByteSource> inner)

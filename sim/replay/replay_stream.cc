@@ -18,7 +18,14 @@
 //  - CUDA graph captures (Note [CUDA graph private pools]): their runtime
 //    calls may come anywhere in the file;
 //  - the recorded device's memory size, when deviceProperties follow the
-//    events; Total Allocated first recorded after the first event;
+//    events (Kineto writes them last). The default caching allocator reads
+//    its capacity only when a cudaMalloc would pass it, so it streams at a
+//    capacity no replay reaches and, at the end, keeps the result when its
+//    reserved bytes never passed the recorded capacity; other allocators
+//    (and pytorch_caching with options, e.g. a garbage-collection threshold
+//    relative to capacity) need it from the start;
+//  - Total Allocated first recorded after the first event (the bytes live
+//    before recording are allocated before the first event);
 //  - an offline planner, which places the whole trace at its end.
 // So the replay streams (one pass over the file, memory bounded by the live
 // blocks and the segment state) and checks each of these as it goes; the
