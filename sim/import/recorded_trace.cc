@@ -239,6 +239,8 @@ std::vector<Event> HeadThenBody(std::vector<Event>& head, std::vector<Event>& bo
 // ToNativeTrace and ToMemoryOps run over the whole trace and MemoryOpPairer
 // over a stream. It holds only the live blocks.
 struct Pairing {
+  Pairing(const std::string& file, const ToNativeOptions& o, ConversionStats& s)
+      : source_file(file), options(o), stats(s) {}
   const std::string& source_file;
   const ToNativeOptions& options;
   ConversionStats& stats;
@@ -437,7 +439,7 @@ absl::StatusOr<Converted> Convert(const RecordedTrace& recorded, const ToNativeO
     return it == stream_ids.end() ? 0 : it->second;
   };
 
-  Pairing pairing{recorded.metadata.source_file, options, stats};
+  Pairing pairing(recorded.metadata.source_file, options, stats);
   // Room for the head too (at most one alloc per free and per block live
   // through), so that it can be moved in front without a second copy of
   // the events.
