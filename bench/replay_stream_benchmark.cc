@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -151,9 +152,10 @@ std::string WriteKineto(int64_t n) {
   return path;
 }
 
-// Note [Replaying as the trace is parsed]: ReplayFile streams this trace
-// (one pass: gzip, parse, pair, replay, compare), as `gpusim replay` does.
-void BM_EndToEnd(benchmark::State& state) {
+// Writes a trace of state.range(0) events, replays it with `replay` once
+// and reports events/s and this benchmark's peak RSS.
+void EndToEnd(benchmark::State& state,
+              const std::function<absl::StatusOr<ReplayResult>(const std::string&, const ReplayOptions&)>& replay) {
   const std::string path = WriteKineto(state.range(0));
   if (path.empty()) {
     state.SkipWithError("cannot create a temporary file");
@@ -163,13 +165,9 @@ void BM_EndToEnd(benchmark::State& state) {
   o.infer_warm_start = false;
   ResetPeakRss();
   for (auto _ : state) {
-    auto r = ReplayFile(path, o);
+    auto r = replay(path, o);
     if (!r.ok()) {
       state.SkipWithError(std::string(r.status().message()).c_str());
-      break;
-    }
-    if (r->import != "streamed") {
-      state.SkipWithError(("not streamed: " + r->import).c_str());
       break;
     }
     benchmark::DoNotOptimize(RenderReplayText(*r));
@@ -177,6 +175,16 @@ void BM_EndToEnd(benchmark::State& state) {
   std::remove(path.c_str());
   state.SetItemsProcessed(state.iterations() * state.range(0));
   state.counters["peak_rss_MB"] = PeakRssMb();
+}
+
+// Note [Replaying as the trace is parsed]: ReplayFile streams this trace
+// (one pass: gzip, parse, pair, replay, compare), as `gpusim replay` does.
+void BM_EndToEnd(benchmark::State& state) {
+  EndToEnd(state, [](const std::string& path, const ReplayOptions& o) -> absl::StatusOr<ReplayResult> {
+    auto r = ReplayFile(path, o);
+    if (r.ok() && r->import != "streamed") return absl::InternalError("not streamed: " + r->import);
+    return r;
+  });
 }
 // CPU time is the process's (MeasureProcessCPUTime): the decompressing
 // thread's too (Note [Decompressing ahead]).
@@ -187,34 +195,14 @@ BENCHMARK(BM_EndToEnd)
     ->Iterations(1)
     ->MeasureProcessCPUTime();
 
-// The whole-trace path on the same trace (import every event, then replay),
-// what a trace that cannot stream costs. Its peak RSS stays in the process,
-// so run it alone: --benchmark_filter=Whole.
+// The whole-trace path on the same trace (import every event, then
+// replay): what a trace that cannot stream costs.
 void BM_EndToEndWhole(benchmark::State& state) {
-  const std::string path = WriteKineto(state.range(0));
-  if (path.empty()) {
-    state.SkipWithError("cannot create a temporary file");
-    return;
-  }
-  ReplayOptions o;
-  o.infer_warm_start = false;
-  ResetPeakRss();
-  for (auto _ : state) {
+  EndToEnd(state, [](const std::string& path, const ReplayOptions& o) -> absl::StatusOr<ReplayResult> {
     auto rec = ImportRecordedTrace(path, "kineto");
-    if (!rec.ok()) {
-      state.SkipWithError(std::string(rec.status().message()).c_str());
-      break;
-    }
-    auto r = ReplayRecorded(*rec, o);
-    if (!r.ok()) {
-      state.SkipWithError(std::string(r.status().message()).c_str());
-      break;
-    }
-    benchmark::DoNotOptimize(RenderReplayText(*r));
-  }
-  std::remove(path.c_str());
-  state.SetItemsProcessed(state.iterations() * state.range(0));
-  state.counters["peak_rss_MB"] = PeakRssMb();
+    if (!rec.ok()) return rec.status();
+    return ReplayRecorded(*rec, o);
+  });
 }
 BENCHMARK(BM_EndToEndWhole)->Arg(1'000'000)->Unit(benchmark::kMillisecond)->Iterations(1)->MeasureProcessCPUTime();
 
