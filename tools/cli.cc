@@ -46,6 +46,7 @@
 #include "sim/import/import.h"
 #include "sim/import/recorded_trace.h"
 #include "sim/lower/eager/device_memory.h"
+#include "tools/replay_options.h"
 #include "viz/viz.h"
 
 namespace gpusim {
@@ -379,55 +380,9 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     other = OtherLoopMode(*spec);
     if (other.has_value()) viz.other_loop_mode = &*other;
   } else {
-    absl::StatusOr<Trace> trace;
-    std::optional<RecordedDevice> recorded_device;  // the device the recording ran on
-    if (first.rfind("gpusim-trace", 0) == 0) {
-      trace = ReadTraceFile(file);
-    } else {
-      auto recorded = ImportRecordedTrace(file);
-      if (!recorded.ok()) return Fail(recorded.status());
-      for (const RecordedDevice& d : recorded->metadata.devices) {
-        if (d.total_global_mem > Bytes(0) && !recorded_device.has_value()) recorded_device = d;
-      }
-      ConversionStats stats;
-      trace = ToNativeTrace(*recorded, {}, &stats);
-      if (trace.ok()) {
-        auto counters = RecordedMemoryCounters(*recorded, *trace, stats);
-        if (counters.ok()) {
-          recorded_counters = *std::move(counters);
-          viz.recorded_memory = &recorded_counters;
-        } else {
-          std::cerr << "gpusim: warning: " << file << ": recorded memory counters not drawn: "
-                    << counters.status().message() << "\n";
-        }
-      }
-    }
-    if (!trace.ok()) return Fail(trace.status());
-    RunSpec spec;
-    // Capacity line and device name: --device, else the recorded device (its
-    // totalGlobalMem, as `replay` and `compare` use), else H100-SXM-80GB.
-    auto dev = LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, "");
-    if (!dev.ok()) return Fail(dev.status());
-    spec.device = *dev;
-    if (const std::string* fw = FindMeta(*trace, "framework"); fw != nullptr && *fw == "pytorch") {
-      // As replay: what the device's CUDA libraries add joins the trace.
-      EagerDeviceMemory added;
-      auto with = AddEagerDeviceMemory(*trace, spec.device, &added);
-      if (!with.ok()) {
-        return Fail(absl::Status(with.status().code(), absl::StrCat(file, ": ", with.status().message())));
-      }
-      trace = std::move(*with);
-    }
-    if (device.empty() && recorded_device.has_value()) {
-      spec.device.name = recorded_device->name.empty() ? "recorded device" : recorded_device->name;
-      spec.device.cuda_total = recorded_device->total_global_mem;
-      spec.device.context_reserve = Bytes(0);
-      spec.device.description = absl::StrCat(spec.device.name, " (recorded; memory from its totalGlobalMem; rates "
-                                             "of h100-sxm-80gb where the trace records no duration)");
-    }
-    spec.allocator.impl = allocator.empty() ? "pytorch_caching" : allocator;
+    // A trace has no config: only allocator options apply.
+    AllocatorSpec alloc_spec{allocator.empty() ? "pytorch_caching" : allocator, {}};
     for (const std::string& s : sets) {
-      // A trace has no config: only allocator options apply.
       const size_t eq = s.find('=');
       if (s.rfind("allocator.", 0) != 0 || eq == std::string::npos || eq <= 10) {
         return Fail(absl::InvalidArgumentError(
@@ -435,12 +390,44 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
       }
       const std::string key = s.substr(10, eq - 10);
       if (key == "impl") {
-        spec.allocator.impl = s.substr(eq + 1);
+        alloc_spec.impl = s.substr(eq + 1);
       } else {
-        spec.allocator.options[key] = s.substr(eq + 1);
+        alloc_spec.options[key] = s.substr(eq + 1);
       }
     }
-    report = ReportFromTrace(*trace, spec);
+    if (first.rfind("gpusim-trace", 0) != 0) {
+      // A recording: the import, start state and device of `gpusim replay`
+      // (Note [One start state for every command], sim/alloc/start_state.cc).
+      ReplayOptions o;
+      o.allocator = alloc_spec;
+      absl::Status st = ResolveReplayCapacity(device, &o);
+      if (!st.ok()) return Fail(st);
+      std::optional<std::vector<RecordedMemorySample>> counters;
+      report = ReportFromRecording(file, device, o, &counters);
+      if (counters.has_value()) {
+        recorded_counters = *std::move(counters);
+        viz.recorded_memory = &recorded_counters;
+      }
+    } else {
+      absl::StatusOr<Trace> trace = ReadTraceFile(file);
+      if (!trace.ok()) return Fail(trace.status());
+      RunSpec spec;
+      // Capacity line and device name: --device, else H100-SXM-80GB.
+      auto dev = ReplayDevice(device);
+      if (!dev.ok()) return Fail(dev.status());
+      spec.device = *dev;
+      if (const std::string* fw = FindMeta(*trace, "framework"); fw != nullptr && *fw == "pytorch") {
+        // As replay: what the device's CUDA libraries add joins the trace.
+        EagerDeviceMemory added;
+        auto with = AddEagerDeviceMemory(*trace, spec.device, &added);
+        if (!with.ok()) {
+          return Fail(absl::Status(with.status().code(), absl::StrCat(file, ": ", with.status().message())));
+        }
+        trace = std::move(*with);
+      }
+      spec.allocator = alloc_spec;
+      report = ReportFromTrace(*trace, spec);
+    }
   }
   if (!report.ok()) return Fail(report.status());
   absl::Status st = WriteOutputDir(out_dir, "--out", [&](const std::string& dir) -> absl::Status {
@@ -451,7 +438,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   if (st.ok() && !snapshot.empty()) st = WriteMemorySnapshot(*report, snapshot);
   if (!st.ok()) return Fail(st);
   if (format == "json") {
-    std::cout << RenderVizJson(out_dir, snapshot);
+    std::cout << RenderVizJson(*report, out_dir, snapshot);
   } else {
     std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
   }

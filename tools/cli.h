@@ -4,11 +4,14 @@
 #ifndef GPUSIM_TOOLS_CLI_H_
 #define GPUSIM_TOOLS_CLI_H_
 
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sim/replay/replay.h"
 #include "sim/step/step.h"
+#include "viz/viz.h"
 
 namespace gpusim {
 int RunCli(int argc, char** argv);
@@ -26,6 +29,14 @@ struct ReplayCli {
   bool cold_start = false;
 };
 int CmdReplay(const ReplayCli& c);
+// A recording (Kineto, memory timeline, snapshot) as `gpusim viz` draws it:
+// the import and start state of `gpusim replay` under `options`, then that
+// import through the engine from that state, on `device` (NAME or PATH;
+// empty: the recorded device, else H100-SXM-80GB). `counters` (may be
+// null) receives the recorded memory counters.
+absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const std::string& device,
+                                               const ReplayOptions& options,
+                                               std::optional<std::vector<RecordedMemorySample>>* counters);
 struct CompareCli {
   std::string trace, allocators, device, format = "text";
   int device_index = -1;
@@ -36,7 +47,7 @@ int CmdCompare(const CompareCli& c);
 int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets, const std::string& format);
 std::string RenderExplainJson(const StepReport& r, int top);
 int CmdDevicesJson();
-std::string RenderVizJson(const std::string& out_dir, const std::string& snapshot);
+std::string RenderVizJson(const StepReport& r, const std::string& out_dir, const std::string& snapshot);
 // `gpusim explain TRACE`: sim/replay/explain_trace.h.
 // OK unless `path` is a native trace: then InvalidArgument saying that
 // `command` cannot vary a recorded step and how to re-record it per batch

@@ -209,9 +209,18 @@ int CmdDevicesJson() {
   return 0;
 }
 
-std::string RenderVizJson(const std::string& out_dir, const std::string& snapshot) {
+std::string RenderVizJson(const StepReport& r, const std::string& out_dir, const std::string& snapshot) {
   JsonWriter j;
-  j.BeginObject().String("out", out_dir).BeginArray("files");
+  // The figures the charts and report.html draw, as `gpusim replay` names
+  // them (tests/replay_agreement_test.cc compares them).
+  j.BeginObject()
+      .String("device", r.spec.device.name)
+      .Int("capacity_bytes", r.capacity.value())
+      .Int("peak_allocated_bytes", r.sim.allocator.peak_allocated.value())
+      .Int("peak_reserved_bytes", r.sim.allocator.peak_reserved.value())
+      .Int("peak_live_bytes", r.peak.value())
+      .String("out", out_dir)
+      .BeginArray("files");
   for (const char* f : {"memory_map.svg", "memory_map.png", "lifetimes.svg", "lifetimes.png", "timeline.svg",
                         "timeline.png", "dataflow.dot", "dataflow.svg", "dataflow.png", "timeline.json", "report.html"}) {
     j.String("", absl::StrCat(out_dir, "/", f));

@@ -25,22 +25,73 @@
 namespace gpusim {
 namespace {
 
-// The trace replayed forward (ToNativeTrace, default options) through
-// `allocator` at `capacity`, as a memory snapshot (viz/memory_snapshot.cc).
-absl::Status WriteReplayedSnapshot(const std::string& path, const AllocatorSpec& allocator, Bytes capacity,
+// The trace replayed forward through the engine from replay's start state,
+// as a memory snapshot (viz/memory_snapshot.cc).
+absl::Status WriteReplayedSnapshot(const std::string& path, const std::string& device, const ReplayOptions& o,
                                    const std::string& out) {
-  ASSIGN_OR_RETURN(RecordedTrace recorded, ImportRecordedTrace(path));
-  ASSIGN_OR_RETURN(Trace trace, ToNativeTrace(recorded, {}));
-  RunSpec spec;
-  ASSIGN_OR_RETURN(spec.device, LoadDeviceSpec("h100-sxm-80gb", ""));
-  spec.device.cuda_total = capacity;  // usable() = the replay's capacity
-  spec.device.context_reserve = Bytes(0);
-  spec.allocator = allocator;
-  ASSIGN_OR_RETURN(StepReport report, ReportFromTrace(trace, spec));
+  ASSIGN_OR_RETURN(StepReport report, ReportFromRecording(path, device, o, nullptr));
   return WriteMemorySnapshot(report, out);
 }
 
 }  // namespace
+
+// Note [One start state for every command] (sim/alloc/start_state.cc): the
+// import and start state of `gpusim replay`, then the engine from there.
+absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const std::string& device,
+                                               const ReplayOptions& options,
+                                               std::optional<std::vector<RecordedMemorySample>>* counters) {
+  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
+  if (loaded.native.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": a native trace, not a recording"));
+  }
+  ReplayOptions o = options;
+  o.keep_start_state = true;
+  ASSIGN_OR_RETURN(ReplayResult replay, ReplayLoaded(loaded, o));
+  if (replay.graph_pools > 0) {
+    return absl::UnimplementedError(absl::StrCat(
+        path, ": ", replay.graph_pool_allocs, " allocations were served by ", replay.graph_pools,
+        " CUDA graph private pools (Note [CUDA graph private pools]); the engine's replay, which viz draws, does "
+        "not model private pools yet: use `gpusim replay`"));
+  }
+  const RecordedTrace& recorded = loaded.snapshot.has_value() ? loaded.snapshot->trace : loaded.recorded;
+  ToNativeOptions to_native;
+  to_native.device = o.device;
+  ConversionStats stats;
+  ASSIGN_OR_RETURN(Trace trace, ToNativeTrace(recorded, to_native, &stats));
+  if (counters != nullptr) {
+    auto c = RecordedMemoryCounters(recorded, trace, stats);
+    if (c.ok()) {
+      *counters = *std::move(c);  // drawn, even when empty
+    } else {
+      std::cerr << "gpusim: warning: " << path << ": recorded memory counters not drawn: " << c.status().message()
+                << "\n";
+    }
+  }
+  RunSpec spec;
+  ASSIGN_OR_RETURN(spec.device, ReplayDevice(device));
+  if (device.empty()) {
+    // The recorded device (the one whose memory replay's capacity is), with
+    // h100-sxm-80gb's rates where the trace records no duration.
+    for (const RecordedDevice& d : recorded.metadata.devices) {
+      if (d.total_global_mem <= Bytes(0) || (o.device.has_value() && *o.device != d.id)) continue;
+      spec.device.name = d.name.empty() ? "recorded device" : d.name;
+      spec.device.cuda_total = d.total_global_mem;
+      spec.device.context_reserve = Bytes(0);
+      spec.device.description = absl::StrCat(spec.device.name, " (recorded; memory from its totalGlobalMem; rates "
+                                             "of h100-sxm-80gb where the trace records no duration)");
+      break;
+    }
+  }
+  if (spec.device.usable() != replay.capacity) {
+    return absl::InternalError(absl::StrCat(path, ": the device drawn (", spec.device.name, ", ",
+                                            spec.device.usable().value(), " B) is not the replay's capacity (",
+                                            replay.capacity.value(), " B, ", replay.capacity_source, ")"));
+  }
+  spec.allocator = o.allocator;
+  // A snapshot through pytorch_caching starts from its rebuilt window start,
+  // under the snapshot's own ids: not carried yet (cold then).
+  return ReportFromTrace(trace, spec, replay.start.has_value() ? &*replay.start : nullptr);
+}
 
 int CmdReplay(const ReplayCli& c) {
   ReplayOptions o;
@@ -54,7 +105,7 @@ int CmdReplay(const ReplayCli& c) {
   auto r = ReplayForReport(c.trace, c.device, o);
   if (!r.ok()) return FailStatus(r.status());
   if (!c.snapshot.empty()) {
-    st = WriteReplayedSnapshot(c.trace, o.allocator, r->replay.capacity, c.snapshot);
+    st = WriteReplayedSnapshot(c.trace, c.device, o, c.snapshot);
     if (!st.ok()) return FailStatus(st);
   }
   if (c.format == "json") {

@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/start_state.h"
 #include "viz/step_view.h"
 #include "viz/svg.h"
 #include "viz/viz.h"
@@ -100,7 +101,10 @@ std::vector<int64_t> FirstFitPlacement(const StepReport& r, int64_t* height) {
 // when the strategy places nothing (ideal) or runs out of memory.
 bool AllocatorPlacement(const StepReport& r, int64_t base, std::vector<int64_t>* off, int64_t* height,
                         std::string* how) {
-  auto made = MakeAllocator(r.spec.allocator, r.capacity.value() > 0 ? r.capacity : Bytes(int64_t{1} << 40));
+  // From the replay's start state (Note [One start state for every
+  // command], sim/alloc/start_state.cc): its segments are device memory too.
+  auto made = MakeStartedAllocator(r.spec.allocator, r.capacity.value() > 0 ? r.capacity : Bytes(int64_t{1} << 40),
+                                   r.start);
   if (!made.ok()) return false;
   Allocator& a = **made;
   std::vector<AllocatorEvent> log;
@@ -108,9 +112,12 @@ bool AllocatorPlacement(const StepReport& r, int64_t base, std::vector<int64_t>*
   const size_t nb = r.lowered.buffers.size();
   std::vector<uint64_t> at(nb, 0);
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [start, end)
+  for (const SegmentLayout& seg : r.start.segments) {
+    ranges.push_back({seg.address, seg.address + static_cast<uint64_t>(seg.size)});
+  }
   for (const TraceEvent& e : r.lowered.trace.events) {
     if (e.type == EventType::kAlloc) {
-      if (!a.Alloc(e.buffer, e.size, e.stream)) return false;
+      if (!r.start.Holds(e.buffer) && !a.Alloc(e.buffer, e.size, e.stream)) return false;
       const std::optional<uint64_t> addr = a.AddressOf(e.buffer);
       if (!addr.has_value()) return false;
       const size_t i = static_cast<size_t>(e.buffer);

@@ -39,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/start_state.h"
 #include "sim/base/file_util.h"
 #include "sim/base/status.h"
 #include "viz/pickle.h"
@@ -140,7 +141,10 @@ absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r) {
             : "",
         "; a memory snapshot needs one that does, e.g. --allocator pytorch_caching"));
   }
-  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(r.spec.allocator, r.capacity));
+  // From the replay's start state (Note [One start state for every
+  // command], sim/alloc/start_state.cc): its segments and blocks are there
+  // before the first entry, as in a snapshot whose window starts warm.
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeStartedAllocator(r.spec.allocator, r.capacity, r.start));
   const Trace& tr = r.lowered.trace;
   const size_t n = tr.events.size();
   std::vector<AllocatorEvent> log;
@@ -154,6 +158,13 @@ absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r) {
   std::map<int64_t, Segment> segments, mapped;
   absl::flat_hash_map<BufferId, Bytes> live;  // buffer -> request
   bool any_segment = false;
+  for (const SegmentLayout& seg : r.start.segments) {
+    any_segment = true;
+    segments[static_cast<int64_t>(seg.address)] = Segment{seg.size, seg.stream, false};
+    for (const SegmentLayout::Block& b : seg.blocks) {
+      if (b.buffer >= 0) live[b.buffer] = Bytes(b.requested);
+    }
+  }
   SimTime clock(0);
   auto entry = [&](std::string_view action, int64_t addr, int64_t size, StreamId stream, SimTime t,
                    const BufferInfo* b, int64_t device_free) {
@@ -183,7 +194,9 @@ absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r) {
     clock = std::max(clock, r.sim.start.size() == n ? r.sim.start[i] : SimTime(0));
     log.clear();
     if (e.type == EventType::kAlloc) {
-      if (alloc->Alloc(e.buffer, e.size, e.stream)) {
+      if (r.start.Holds(e.buffer)) {
+        live[e.buffer] = e.size;  // held since the start
+      } else if (alloc->Alloc(e.buffer, e.size, e.stream)) {
         live[e.buffer] = e.size;
       } else {
         oom = true;

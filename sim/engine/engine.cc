@@ -94,7 +94,8 @@ Bytes FragmentationBytes(const SimResult& r) {
                         : r.allocator.peak_reserved - (r.peak_live - r.preexisting);
 }
 
-absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator) {
+absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
+                                   const AllocatorStartState* start) {
   SimResult r;
   const size_t n = trace.events.size();
   r.start.assign(n, SimTime(0));
@@ -162,7 +163,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     SimTime& ready = stream_ready[stream];
     if (e.type == EventType::kAlloc) {
       r.start[i] = r.end[i] = ready;
-      if (allocator != nullptr && !r.oom.happened) {
+      if (allocator != nullptr && !r.oom.happened && (start == nullptr || !start->Holds(e.buffer))) {
         actions.clear();
         if (!allocator->Alloc(e.buffer, e.size, e.stream)) {
           r.oom = {true, static_cast<int64_t>(i), ready, e.size, cur, allocator->stats().reserved, Bytes(0), e.name};

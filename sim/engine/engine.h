@@ -45,6 +45,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/start_state.h"
 #include "sim/config/spec.h"
 #include "sim/trace/trace.h"
 
@@ -147,8 +148,11 @@ Bytes FragmentationBytes(const SimResult& r);
 // REQUIRES: trace passed ValidateTrace. `allocator` is consulted for every
 // memory event; it may be null (ideal tracking only, no allocator time).
 // Simulate logs the allocator's actions itself (RecordEventsTo) and leaves
-// its log unset on return.
-absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator);
+// its log unset on return. `start`, when set, is the state `allocator` was
+// restored to (sim/alloc/start_state.h): the allocs of the buffers it holds
+// already are not passed to the allocator (the ideal tracker counts them).
+absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
+                                   const AllocatorStartState* start = nullptr);
 
 }  // namespace gpusim
 

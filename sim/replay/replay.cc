@@ -96,8 +96,14 @@ absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int
     }
     r.warm_start = std::move(ws);
   }
+  std::vector<BufferId> held;
+  if (options.keep_start_state) held.assign(restored.begin(), restored.end());
   RETURN_IF_ERROR(core->Start(stream.preexisting, next_id, r.warm_start.has_value() ? &*r.warm_start : nullptr,
                               std::move(restored), warm));
+  if (options.keep_start_state) {
+    // Note [One start state for every command]: what the replay starts from.
+    r.start = CaptureStartState(a, std::move(held), r.oom.has_value() ? Bytes(0) : stream.preexisting, next_id);
+  }
   const std::vector<MemoryOp>& ev = stream.ops;
   for (size_t i = 0; i < ev.size(); ++i) {
     const int64_t src = source[i];

@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/start_state.h"
 #include "sim/base/json_writer.h"
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
@@ -49,6 +50,9 @@ struct ReplayOptions {
   // first event a cold start does not explain: start from the inferred warm
   // segment set (sim/replay/warm_start.h). false: always start cold.
   bool infer_warm_start = true;
+  // Fill ReplayResult::start (Note [One start state for every command],
+  // sim/alloc/start_state.cc).
+  bool keep_start_state = false;
 };
 
 // Predicted vs recorded totals over the events that recorded one.
@@ -117,6 +121,11 @@ struct ReplayResult {
   int64_t ooms = 0;
   bool offline = false;          // an offline planner: totals not compared per event
   std::vector<ReplayPoint> series;  // when keep_series
+  // When keep_start_state: the allocator state the replay started from,
+  // under the buffer ids of the import (ToNativeTrace's). Unset for a
+  // snapshot replayed from its rebuilt window start, whose ids are the
+  // snapshot's own.
+  std::optional<AllocatorStartState> start;
   // How the trace was read (ReplayFile): "streamed" (Note [Replaying as the
   // trace is parsed]), or "whole: WHY" when it was imported whole; empty
   // when the caller imported it.

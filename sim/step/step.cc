@@ -224,7 +224,12 @@ absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
   return r;
 }
 
-absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& spec) {
+absl::StatusOr<std::unique_ptr<Allocator>> StartedAllocator(const StepReport& r) {
+  return MakeStartedAllocator(r.spec.allocator, r.capacity, r.start);
+}
+
+absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& spec,
+                                           const AllocatorStartState* start) {
   StepReport r;
   r.spec = spec;
   r.spec.framework = "pytorch";
@@ -258,9 +263,29 @@ absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& sp
       if (it != index.end()) e.buffer = static_cast<BufferId>(it->second);
     }
   }
+  if (start != nullptr) {
+    // The start state under the report's ids; a block of a buffer the trace
+    // never allocates (the bytes live before recording) gets an id past
+    // the report's buffers.
+    absl::flat_hash_map<BufferId, BufferId> extra;
+    auto id_of = [&](BufferId id) {
+      if (auto it = index.find(id); it != index.end()) return static_cast<BufferId>(it->second);
+      auto [it, inserted] = extra.emplace(id, static_cast<BufferId>(l.buffers.size() + extra.size()));
+      return it->second;
+    };
+    r.start = *start;
+    for (SegmentLayout& seg : r.start.segments) {
+      for (SegmentLayout::Block& b : seg.blocks) {
+        if (b.buffer >= 0) b.buffer = id_of(b.buffer);
+      }
+    }
+    for (BufferId& id : r.start.held) id = id_of(id);
+    std::sort(r.start.held.begin(), r.start.held.end());
+    if (r.start.allocated_first > Bytes(0)) r.start.allocated_first_id = id_of(r.start.allocated_first_id);
+  }
   r.capacity = spec.device.usable();
-  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(spec.allocator, r.capacity));
-  ASSIGN_OR_RETURN(r.sim, Simulate(l.trace, spec.device, alloc.get()));
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, StartedAllocator(r));
+  ASSIGN_OR_RETURN(r.sim, Simulate(l.trace, spec.device, alloc.get(), &r.start));
   r.sim.oom.capacity = r.capacity;
   r.peak = r.sim.peak_live;
   TempPeak(l, &r.temp_live_peak, &r.temp_peak_event);

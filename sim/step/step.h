@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sim/alloc/start_state.h"
 #include "sim/config/spec.h"
 #include "sim/engine/engine.h"
 #include "sim/ir/program.h"
@@ -64,7 +65,15 @@ struct StepReport {
   // Why the peak is where it is: the largest buffers live at the temp peak
   // (XLA) or at the live peak (eager), largest first.
   std::vector<BufferId> peak_holders;
+  // The allocator state the memory replay started from, under the report's
+  // buffer ids (ReportFromTrace with a start state; empty: cold). Whatever
+  // replays r.lowered.trace again (the memory map, the memory snapshot)
+  // starts from it: StartedAllocator.
+  AllocatorStartState start;
 };
+
+// r.spec.allocator at r.capacity, restored to r.start.
+absl::StatusOr<std::unique_ptr<Allocator>> StartedAllocator(const StepReport& r);
 
 // Per-layer times from the regions named "layerN.forward" / "layerN.backward".
 std::vector<LayerTime> LayerTimes(const StepReport& r);
@@ -84,8 +93,12 @@ absl::Status ReplayStep(StepReport& r);
 // A report for a trace that was recorded or written rather than lowered from
 // a model: its buffers come from the alloc/free events, memory is replayed
 // in trace order through `spec.allocator` on `spec.device` (eager
-// semantics: the peak is the live peak).
-absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& spec);
+// semantics: the peak is the live peak). `start`, when set, is the state
+// the replay of the same import started from (ReplayResult::start, under
+// the trace's buffer ids): the allocator is restored to it first (Note [One
+// start state for every command], sim/alloc/start_state.cc).
+absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& spec,
+                                           const AllocatorStartState* start = nullptr);
 
 
 }  // namespace gpusim
