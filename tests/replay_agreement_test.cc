@@ -1,7 +1,8 @@
 // `gpusim replay`, `gpusim compare` and `gpusim viz` on every shipped trace:
 // one import, one start state, the recorded device. replay and compare give
 // the same numbers (compare's row for an allocator equals replay's result
-// for it); viz draws the recorded device with the capacity replay uses.
+// for it); viz draws what replay replays, from the same start state, on
+// the recorded device.
 #include <sys/wait.h>
 
 #include <cstdio>
@@ -11,6 +12,7 @@
 #include <string>
 
 #include "gtest/gtest.h"
+#include "simdjson.h"
 #include "sim/import/trace_path.h"
 #include "sim/replay/replay.h"
 
@@ -27,8 +29,8 @@ const char* const kShipped[] = {
     "tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz",
 };
 
-std::string RunGpusim(const std::string& args, int* code) {
-  const std::string cmd = std::string(GPUSIM_BINARY) + " " + args + " 2>&1";
+std::string RunCommand(const std::string& command, int* code) {
+  const std::string cmd = command + " 2>&1";
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return out;
@@ -38,6 +40,10 @@ std::string RunGpusim(const std::string& args, int* code) {
   const int st = pclose(p);
   *code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
   return out;
+}
+
+std::string RunGpusim(const std::string& args, int* code) {
+  return RunCommand(std::string(GPUSIM_BINARY) + " " + args, code);
 }
 
 TEST(ReplayAgreement, ReplayAndCompareAgreeOnEveryShippedTrace) {
@@ -64,22 +70,74 @@ TEST(ReplayAgreement, ReplayAndCompareAgreeOnEveryShippedTrace) {
   }
 }
 
-TEST(ReplayAgreement, VizDrawsTheRecordedDevice) {
-  const std::string path = RecordedTracePath("tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz");
+// Note [One start state for every command] (sim/alloc/start_state.cc): viz
+// draws what replay replays. Every figure the two share — peak allocated,
+// peak reserved, capacity, device — agrees on every shipped trace (the V100
+// HTA trace's warm start: 11.90 GiB reserved in both; viz drew 6.39 GiB
+// cold before), and report.html names the device, never a default H100.
+TEST(ReplayAgreement, VizDrawsWhatReplayReplaysOnEveryShippedTrace) {
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 needed for the pickle";
+  int checked = 0;
+  for (const char* name : kShipped) {
+    SCOPED_TRACE(name);
+    const std::string path = RecordedTracePath(name);
+    if (path.empty()) continue;
+    int rc = -1, vc = -1;
+    const std::string replay = RunGpusim("replay --format json " + path, &rc);
+    const std::string out = ::testing::TempDir() + "/viz_agreement_" + std::to_string(checked);
+    const std::string viz = RunGpusim("viz --format json " + path + " --out " + out, &vc);
+    ASSERT_EQ(rc, 0) << replay;
+    ASSERT_EQ(vc, 0) << viz;
+    simdjson::dom::parser rp, vp;
+    simdjson::dom::element r, v;
+    ASSERT_EQ(rp.parse(replay).get(r), simdjson::SUCCESS) << replay;
+    ASSERT_EQ(vp.parse(viz).get(v), simdjson::SUCCESS) << viz;
+    const simdjson::dom::element a = r["allocator"];
+    for (const char* key : {"peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes"}) {
+      EXPECT_EQ(int64_t(a[key]), int64_t(v[key])) << key << "\nreplay:\n" << replay << "\nviz:\n" << viz;
+    }
+    // The device replay's capacity is from: the recorded one, else the default.
+    const std::string source{std::string_view(a["capacity_source"])};
+    const std::string recorded_prefix = "recorded totalGlobalMem of ";
+    const std::string device{std::string_view(v["device"])};
+    if (source.rfind(recorded_prefix, 0) == 0) {
+      EXPECT_EQ(device, source.substr(recorded_prefix.size()));
+    } else {
+      EXPECT_EQ(device, "h100-sxm-80gb") << source;
+    }
+    std::ifstream in(out + "/report.html");
+    std::stringstream html;
+    html << in.rdbuf();
+    EXPECT_NE(html.str().find(device), std::string::npos);
+    if (device != "h100-sxm-80gb") EXPECT_EQ(html.str().find("H100 SXM5"), std::string::npos);
+    ++checked;
+  }
+  EXPECT_EQ(checked, static_cast<int>(std::size(kShipped)));
+}
+
+// The memory snapshot viz writes (--snapshot) starts from the same state:
+// on the V100 HTA trace the warm start's 181 segments (no cudaMalloc in the
+// window) are its final segments, at the recorded Total Reserved peak.
+TEST(ReplayAgreement, VizSnapshotStartsFromTheReplayStartState) {
+  const std::string path = RecordedTracePath("hta_df_index_resolver_v100_rank1.pt.trace.json.gz");
   if (path.empty()) GTEST_SKIP() << "trace not shipped";
-  const std::string out = ::testing::TempDir() + "/viz_mi300x";
+  const std::string out = ::testing::TempDir() + "/viz_v100_start";
+  const std::string pickle = ::testing::TempDir() + "/viz_v100_start.pickle";
   int code = -1;
-  const std::string log = RunGpusim("viz " + path + " --out " + out, &code);
-  ASSERT_EQ(code, 0) << log;
-  std::ifstream in(out + "/report.html");
-  std::stringstream html;
-  html << in.rdbuf();
-  EXPECT_NE(html.str().find("MI300X"), std::string::npos);
-  EXPECT_EQ(html.str().find("H100 SXM5"), std::string::npos);
-  // replay's capacity is the same recorded totalGlobalMem.
-  int rc = -1;
-  const std::string replay = RunGpusim("replay " + path, &rc);
-  EXPECT_NE(replay.find("recorded totalGlobalMem of AMD Instinct MI300X"), std::string::npos) << replay;
+  const std::string viz = RunGpusim("viz --format json " + path + " --out " + out + " --snapshot " + pickle, &code);
+  ASSERT_EQ(code, 0) << viz;
+  simdjson::dom::parser vp;
+  simdjson::dom::element v;
+  ASSERT_EQ(vp.parse(viz).get(v), simdjson::SUCCESS) << viz;
+  EXPECT_EQ(int64_t(v["peak_reserved_bytes"]), 12782141440);  // the recorded Total Reserved peak
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) return;
+  // The pickle's segments at the end hold at least the start state's 181.
+  const std::string count = RunCommand(
+      "python3 -c \"import pickle,sys; d=pickle.load(open('" + pickle +
+          "','rb')); print(len(d['segments']), sum(s['total_size'] for s in d['segments']))\"",
+      &code);
+  ASSERT_EQ(code, 0) << count;
+  EXPECT_EQ(count, "181 12782141440\n");
 }
 
 }  // namespace

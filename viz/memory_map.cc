@@ -197,6 +197,7 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   std::vector<int64_t> addr(nb, 0);
   int64_t height = 0;
   std::string placement = "addresses: first fit (display)";
+  bool pre_band = true;  // the bytes live before the trace drawn as a band at the bottom
   Bytes args(0), outs(0);
   const bool xla_offsets = v.xla && r.temp_offsets.size() == nb;
   if (xla_offsets) {
@@ -224,11 +225,16 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   } else {
     // Bytes live before the trace began (a recorded trace's) sit at the
     // bottom as one band.
+    // A start state (Note [One start state for every command]) holds them
+    // in its segments, which the placement stacks already.
     const int64_t pre = r.lowered.trace.preexisting.value();
-    if (!AllocatorPlacement(r, pre, &addr, &height, &placement)) {
+    const bool in_start = !r.start.empty();
+    if (!AllocatorPlacement(r, in_start ? 0 : pre, &addr, &height, &placement)) {
       addr = FirstFitPlacement(r, &height);
       for (int64_t& x : addr) x += pre;
       height += pre;
+    } else if (in_start) {
+      pre_band = false;
     }
   }
   height = std::max<int64_t>(height, 1);
@@ -285,7 +291,7 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     }
   }
 
-  if (!xla_offsets && r.lowered.trace.preexisting.value() > 0) {
+  if (!xla_offsets && pre_band && r.lowered.trace.preexisting.value() > 0) {
     const Bytes pre = r.lowered.trace.preexisting;
     const double y = Y(static_cast<double>(pre.value()));
     svg.RectWithTitle(kLeft, y, pw, Y(0) - y, "#8c8c8c",

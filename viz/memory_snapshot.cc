@@ -352,7 +352,10 @@ absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r) {
   if (k < blocks.size()) {
     return absl::InternalError(absl::StrCat("--snapshot: live block at ", blocks[k].addr, " is in no segment"));
   }
-  if (tr.preexisting.value() > 0) {
+  // A start state holds the bytes live before the trace in its segments
+  // (Note [One start state for every command]); without one they are a
+  // segment of their own.
+  if (tr.preexisting.value() > 0 && r.start.empty()) {
     const int64_t addr = (top + kSmallSegment - 1) / kSmallSegment * kSmallSegment;
     const int64_t size = tr.preexisting.value();
     segment_head(addr, size, size, size, 0, false);

@@ -2,6 +2,7 @@
 // from the final segments, replayed forward through pytorch_caching with
 // every address checked (ReplaySnapshot, sim/replay/replay.h).
 #include <algorithm>
+#include <charconv>
 #include <map>
 #include <memory>
 #include <optional>
@@ -245,6 +246,7 @@ struct AddressReplay {
       if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat(snap.trace.metadata.source_file, ": ", st.message()));
       ++pass.check.restored_segments;
     }
+    if (options.keep_start_state) pass.result.start = CaptureStartState(a, {}, Bytes(0), -1);  // this replay's ids
     if (const AllocatorUsage u = a.usage(); u.reserved > options.capacity) {
       // The recorded segments exceed the capacity: an OOM before the first
       // event; the replay goes on from the recorded state.
@@ -364,6 +366,45 @@ struct AddressReplay {
   }
 };
 
+// Note [One start state for every command] (sim/alloc/start_state.cc) for a
+// snapshot: the rebuilt window start holds its blocks under this replay's
+// ids; the import (ToNativeTrace) allocates the same blocks first, as head
+// allocs named by their recorded address (the blocks live through the
+// window and those freed in it), before any free. Each restored block
+// becomes the import's buffer at its address (held: its head alloc is not
+// replayed again); a restored block the import never allocates keeps an id
+// past the import's.
+absl::Status StartStateUnderImportIds(const Trace& imported, AllocatorStartState* start) {
+  absl::flat_hash_map<uint64_t, BufferId> head;  // address → import id
+  BufferId next = 0;
+  for (const TraceEvent& e : imported.events) next = std::max(next, e.buffer + 1);
+  for (const TraceEvent& e : imported.events) {
+    if (e.type == EventType::kFree) break;
+    uint64_t addr = 0;  // the import names an alloc by its address, "0x..." (recorded_trace.cc)
+    if (e.type != EventType::kAlloc || e.name.size() < 3 || e.name.compare(0, 2, "0x") != 0) continue;
+    const char* end = e.name.data() + e.name.size();
+    auto [p, ec] = std::from_chars(e.name.data() + 2, end, addr, 16);
+    if (ec == std::errc() && p == end) head.emplace(addr, e.buffer);
+  }
+  std::vector<BufferId> held;
+  for (SegmentLayout& seg : start->segments) {
+    for (SegmentLayout::Block& b : seg.blocks) {
+      if (b.buffer < 0) continue;
+      auto it = head.find(b.address);
+      if (it == head.end()) {
+        b.buffer = next++;
+        continue;
+      }
+      b.buffer = it->second;
+      held.push_back(it->second);
+      head.erase(it);
+    }
+  }
+  std::sort(held.begin(), held.end());
+  start->held = std::move(held);
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 // Note [One start state for snapshots]
@@ -461,6 +502,13 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
     to_native.device = ar.device;
     to_native.include_gpu_ops = false;
     if (auto t = ToMemoryOps(snapshot.trace, to_native, &r.conversion); !t.ok()) return t.status();
+  }
+  if (r.start.has_value()) {
+    ToNativeOptions to_native;
+    to_native.device = ar.device;
+    to_native.include_gpu_ops = false;
+    ASSIGN_OR_RETURN(Trace imported, ToNativeTrace(snapshot.trace, to_native));
+    RETURN_IF_ERROR(StartStateUnderImportIds(imported, &*r.start));
   }
   if (!options.check_addresses) r.addresses.reset();
   r.source = snapshot.trace.metadata.source_file;
