@@ -87,8 +87,8 @@ def main():
     for k in want:
         assert got[k] == want[k], f"{k}: snapshot {got[k]:,} vs report {want[k]:,}"
     print(f"ok: {snap_path}: {len(segments)} segments, {len(trace)} trace entries, "
-          f"total_size {stats['total_size'].value:,} B, peak reserved {peak_reserved + pre_bytes:,} B, "
-          f"peak live {peak_live + pre_bytes:,} B (= the report's)")
+          f"total_size {stats['total_size'].value:,} B, peak reserved {got['peak reserved']:,} B, "
+          f"peak live {got['peak live requested']:,} B (= the report's)")
 
 
 if __name__ == "__main__":
