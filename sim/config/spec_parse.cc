@@ -819,9 +819,12 @@ absl::Status CheckModelMagnitudes(const RunSpec& run) {
   // Every layer's ops are built and simulated, so the cost grows with the
   // depth: linearly for a rolled scan (its stacks are single buffers, so the
   // temp heap packs in time linear in the layers: 1,024 Llama-7B layers in
-  // 0.47 s CPU), quadratically unrolled (every saved activation is its own
-  // buffer, live across the other layers: 1,024 layers take 9.6 s CPU;
-  // bench/step_benchmark.cc BM_SimulateDeepLlama).
+  // 0.47 s CPU), faster than linearly unrolled (every saved activation is
+  // its own buffer, live across the other layers, and the heap packer's
+  // cost grows with layers x buffers: `gpusim run` of 512 unrolled layers
+  // 0.7 s CPU, with --out 3.2 s and 400 MB; 1,024 would be ~2.5 s and,
+  // with --out, past the hostile-input limits; bench/alloc_benchmark.cc
+  // BM_PackDeepLlamaTemps, bench/step_benchmark.cc BM_SimulateDeepLlama).
   const bool rolled = m.scan_layers && run.loop.mode == "rolled";
   const int64_t cap = rolled ? kMaxRolledLayers : kMaxLayers;
   if (m.n_layers > cap) {

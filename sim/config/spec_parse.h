@@ -55,8 +55,9 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root);
 
 // The deepest model a family builds (Note [Magnitude checks]): unrolled
 // layers, and layers scanned as a rolled loop (model.scan_layers with
-// loop.mode rolled), whose cost grows linearly rather than quadratically.
-inline constexpr int64_t kMaxLayers = 256;
+// loop.mode rolled), whose cost grows linearly rather than as layers x
+// buffers (the unrolled temp heap's packing, sim/alloc/heap_planner.h).
+inline constexpr int64_t kMaxLayers = 512;
 inline constexpr int64_t kMaxRolledLayers = 1024;
 // Refuses a model whose sizes would overflow int64 (naming the keys and the
 // product) or whose depth exceeds its cap; messages start at the key.
