@@ -5,6 +5,7 @@
 // the recorded device.
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -105,6 +106,25 @@ TEST(ReplayAgreement, VizDrawsWhatReplayReplaysOnEveryShippedTrace) {
     } else {
       EXPECT_EQ(device, "h100-sxm-80gb") << source;
     }
+    // The timeline's allocator counters peak there too (the bytes live
+    // before recording counted once: the start state holds them).
+    simdjson::dom::parser tp;
+    simdjson::dom::element timeline;
+    ASSERT_EQ(tp.load(out + "/timeline.json").get(timeline), simdjson::SUCCESS);
+    int64_t allocated = 0, reserved = 0;
+    for (simdjson::dom::element e : timeline["traceEvents"].get_array()) {
+      std::string_view ph, counter;
+      if (e["ph"].get(ph) != simdjson::SUCCESS || ph != "C" || e["name"].get(counter) != simdjson::SUCCESS) continue;
+      int64_t x = 0;
+      if (counter == "allocated bytes" && e["args"]["allocated"].get(x) == simdjson::SUCCESS) {
+        allocated = std::max(allocated, x);
+      }
+      if (counter == "reserved bytes" && e["args"]["reserved"].get(x) == simdjson::SUCCESS) {
+        reserved = std::max(reserved, x);
+      }
+    }
+    EXPECT_EQ(allocated, int64_t(a["peak_allocated_bytes"]));
+    EXPECT_EQ(reserved, int64_t(a["peak_reserved_bytes"]));
     std::ifstream in(out + "/report.html");
     std::stringstream html;
     html << in.rdbuf();

@@ -42,7 +42,9 @@ absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const st
                                                std::optional<std::vector<RecordedMemorySample>>* counters) {
   ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
   if (loaded.native.has_value()) {
-    return absl::InvalidArgumentError(absl::StrCat(path, ": a native trace, not a recording"));
+    return absl::InvalidArgumentError(absl::StrCat(
+        path, ": a native trace (gpusim-trace), not a recording (Kineto, memory timeline, snapshot); its memory "
+              "snapshot is written by `gpusim viz TRACE --out DIR --snapshot FILE`"));
   }
   ReplayOptions o = options;
   o.keep_start_state = true;

@@ -266,7 +266,7 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
   if (!ideal && !r.sim.allocator_curve.empty()) {
     // Bytes live before the trace never passed through the allocator; they
     // count as allocated and reserved (as the PNG timeline draws them).
-    const int64_t pre = tr.preexisting.value();
+    const int64_t pre = r.sim.preexisting_in_allocator ? 0 : tr.preexisting.value();  // a start state holds them
     CounterTrack alloc("allocated bytes", {"allocated"}), resv("reserved bytes", {"reserved"});
     alloc.Add(SimTime(0), {pre});
     resv.Add(SimTime(0), {pre});

@@ -96,7 +96,9 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
     // Bytes live before the trace began never passed through the replayed
     // allocator; they are counted as allocated and reserved, as they were
     // in the recorded run.
-    const int64_t pre = r.lowered.trace.preexisting.value();
+    // A start state holds them already (Note [One start state for every
+    // command], sim/alloc/start_state.cc).
+    const int64_t pre = r.sim.preexisting_in_allocator ? 0 : r.lowered.trace.preexisting.value();
     for (const AllocatorSample& s : r.sim.allocator_curve) {
       const SimTime t = v.start[static_cast<size_t>(s.event)];
       AddPoint(&alloc.curve, t, pre + s.allocated.value());
@@ -138,7 +140,8 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
                         ideal ? "; ideal allocator: allocated = reserved = live" : "",
                         !ideal && r.lowered.trace.preexisting.value() > 0
                             ? absl::StrCat("; allocator curves include the ", HumanBytes(r.lowered.trace.preexisting),
-                                           " live before the trace began")
+                                           " live before the trace began",
+                                           r.sim.preexisting_in_allocator ? " (in the replay's start state)" : "")
                             : ""),
            "fill=\"#555\"");
   for (const auto& s : v.phases) {

@@ -90,8 +90,9 @@ absl::Status CheckRepeats(const std::vector<TraceRepeat>& reps, size_t n) {
 
 Bytes FragmentationBytes(const SimResult& r) {
   if (r.allocator_name.empty()) return Bytes(0);  // no allocator: ideal tracking only
-  return r.oom.happened ? r.oom.reserved - (r.oom.live - r.preexisting)
-                        : r.allocator.peak_reserved - (r.peak_live - r.preexisting);
+  const Bytes outside = r.preexisting_in_allocator ? Bytes(0) : r.preexisting;
+  return r.oom.happened ? r.oom.reserved - (r.oom.live - outside)
+                        : r.allocator.peak_reserved - (r.peak_live - outside);
 }
 
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
@@ -121,6 +122,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
   absl::flat_hash_map<BufferId, std::pair<Bytes, Role>> live;
   Bytes cur = trace.preexisting;
   r.preexisting = cur;
+  r.preexisting_in_allocator = allocator != nullptr && start != nullptr && !start->empty();
   r.peak_live = cur;
   std::array<Bytes, kNumRoles> by_role{};
   std::vector<AllocatorEvent> actions;

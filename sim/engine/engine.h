@@ -79,7 +79,10 @@ struct AllocatorSample {
 // a Megatron launch line today) do not move the host clock.
 struct SimResult {
   // Memory (ideal tracker).
-  Bytes preexisting;                   // the trace's preexisting bytes (in peak_live, never in the allocator)
+  Bytes preexisting;                   // the trace's preexisting bytes (in peak_live)
+  // The allocator holds them: it was restored to a start state (Simulate's
+  // `start`), which has them in its segments. false: never in the allocator.
+  bool preexisting_in_allocator = false;
   Bytes peak_live;
   int64_t peak_event = -1;
   std::array<Bytes, kNumRoles> live_by_role_at_peak{};
@@ -132,7 +135,8 @@ struct SimResult {
 // OOM point instead: reserved then - live then, the bytes held that could
 // not serve the failing request. Live bytes here exclude the trace's
 // preexisting bytes, which never pass through the allocator (the replay
-// fuzzer found fragmentation of minus the preexisting bytes). Never negative.
+// fuzzer found fragmentation of minus the preexisting bytes) unless a start
+// state holds them (preexisting_in_allocator). Never negative.
 Bytes FragmentationBytes(const SimResult& r);
 
 // A trace's repeats (Note [Rolled loop built once], sim/lower/lower.h) run
