@@ -182,7 +182,8 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     }
     SimTime start = ready;
     via[i] = stream_last[stream];
-    r.host_busy += e.host_cost;  // Note [Host timeline]
+    const SimTime host_cost = HostIssueTime(e, device);  // Note [Host timeline]
+    r.host_busy += host_cost;
     for (int64_t dep : e.after) {
       if (dep < 0 || static_cast<size_t>(dep) >= i) {
         if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
@@ -193,7 +194,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
         via[i] = dep;
       }
     }
-    if (e.host_cost > SimTime(0) && r.host_busy > start) {
+    if (host_cost > SimTime(0) && r.host_busy > start) {
       r.host_wait += r.host_busy - start;
       start = r.host_busy;
     }
