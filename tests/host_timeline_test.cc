@@ -78,7 +78,8 @@ TEST(EagerHostTimelineTest, StepTimeFollowsTheHostCostsWhenHostBound) {
 TEST(EagerHostTimelineTest, ALargeModelIsBoundByTheGpu) {
   const StepReport r = Simulated({});
   EXPECT_LT(static_cast<double>(r.sim.host_busy.ns()), 0.1 * static_cast<double>(r.sim.compute_busy.ns()));
-  EXPECT_EQ(r.sim.host_wait, SimTime(0));
+  // Only the first kernels wait, for the first launches.
+  EXPECT_LT(static_cast<double>(r.sim.host_wait.ns()), 1e-4 * static_cast<double>(r.sim.step_time.ns()));
   EXPECT_GT(r.host.launches, 0);
 }
 
