@@ -8,6 +8,7 @@
 #include "sim/config/loader.h"
 #include "sim/lower/eager/host_timeline.h"
 #include "sim/step/megatron_step.h"
+#include "sim/step/native_step.h"
 #include "sim/step/step.h"
 
 namespace gpusim {
@@ -105,6 +106,32 @@ TEST(EagerHostTimelineTest, MegatronChargesGradientHooksAndFusedAdam) {
   EXPECT_GT(r.host.grad_hooks, 0);
   EXPECT_EQ(r.host.optimizer_launches, (r.host.optimizer_updates + 35) / 36);
   EXPECT_GE(r.sim.step_time, r.sim.host_busy);
+}
+
+// A PyTorch recording: each recorded op is one dispatch; another
+// framework's recording is not charged.
+TEST(EagerHostTimelineTest, RecordedPyTorchOpsAreIssuedByTheHost) {
+  Trace t;
+  t.meta = {{"framework", "pytorch"}};
+  for (int i = 0; i < 4; ++i) {
+    TraceEvent e;
+    e.type = EventType::kCompute;
+    e.kind = OpKind::kElementwise;
+    e.bytes_read = Bytes(1000);
+    t.events.push_back(e);
+  }
+  auto device = LoadDeviceSpec("h100-sxm-80gb", "");
+  ASSERT_TRUE(device.ok()) << device.status();
+  auto r = SimulateNativeStep(t, "t.gpusim", *device, nullptr, 1);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->host_charged_events, 4);
+  EXPECT_EQ(r->host_busy, device->host_op_cost * 4);
+  EXPECT_GE(r->step_time, r->host_busy);
+  t.meta = {{"framework", "jax"}};
+  auto jax = SimulateNativeStep(t, "t.gpusim", *device, nullptr, 1);
+  ASSERT_TRUE(jax.ok());
+  EXPECT_EQ(jax->host_charged_events, 0);
+  EXPECT_EQ(jax->host_busy, SimTime(0));
 }
 
 }  // namespace
