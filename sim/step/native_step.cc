@@ -72,7 +72,8 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
       r.device, r.step_time.seconds(), r.timed_events, r.compute_busy.seconds(), r.flops,
       FormatBytes(r.peak_live));
   if (r.host_charged_events > 0) {
-    absl::StrAppend(&out, absl::StrFormat("  host issue %.4f s (%d ops x host.op), kernels waited %.4f s for it\n",
+    absl::StrAppend(&out, absl::StrFormat("  host issue %.4f s (%d ops x host.op; host.module does not apply: a "
+                                          "recording has no module calls), kernels waited %.4f s for it\n",
                                           r.host_busy.seconds(), r.host_charged_events, r.host_wait.seconds()));
   }
   if (r.oom.happened) {
