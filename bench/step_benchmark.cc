@@ -36,10 +36,13 @@ void BM_SimulateLlama7bStep(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateLlama7bStep)->Unit(benchmark::kMillisecond);
 
-// The whole step for deep Llama-7B stacks, past the loader's caps
-// (kMaxLayers unrolled, kMaxRolledLayers rolled; sim/config/spec_parse.h):
-// the spec is deepened in memory after loading, so these figures say what
-// the caps guard against. Args: layers, rolled (1) or unrolled (0).
+// The whole step for deep Llama-7B stacks (kMaxLayers unrolled,
+// kMaxRolledLayers rolled; sim/config/spec_parse.h): the spec is deepened
+// in memory after loading, so the unrolled figures past 256 say what that
+// cap guards against. Rolled scans deeper than 1,024 layers are built once
+// (Note [Rolled loop built once], sim/lower/lower.h): 4,096 and 100,000
+// layers cost what a few layers do, plus one report row per layer.
+// Args: layers, rolled (1) or unrolled (0).
 void BM_SimulateDeepLlama(benchmark::State& state) {
   auto spec = LoadRunSpec(kLlama7b, {state.range(1) ? "loop.mode=rolled" : "loop.mode=unrolled"});
   if (!spec.ok()) {
@@ -63,6 +66,9 @@ BENCHMARK(BM_SimulateDeepLlama)
     ->Args({64, 1})
     ->Args({256, 1})
     ->Args({1024, 1})
+    ->Args({1025, 1})
+    ->Args({4096, 1})
+    ->Args({100000, 1})
     ->Unit(benchmark::kMillisecond)
     ->Iterations(1);
 

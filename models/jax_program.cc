@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
+#include "models/rolled_loop.h"
 #include "sim/base/status.h"
 #include "sim/ir/builder.h"
 #include "sim/lower/xla/entry_tuple.h"
@@ -65,9 +66,12 @@ class JaxProgramBuilder {
  private:
   // --- declarations and static analysis --------------------------------------
 
-  // Every iteration's ops are built (rolled too: the loop body is expanded
-  // per iteration for the buffer timeline), so the trip count bounds the IR.
+  // Unrolled, every iteration's ops are built, so the trip count bounds the
+  // IR. A rolled loop past RolledBuiltOnceAbove() trips is built once (Note
+  // [Rolled loop built once], sim/lower/lower.h; models/rolled_loop.h): its
+  // IR does not grow with the trips.
   static constexpr int64_t kMaxTrips = int64_t{1} << 16;
+  static constexpr int64_t kMaxRolledTrips = int64_t{1} << 30;  // an iteration index fits Op::layer
 
   // A value's bytes, stacked over the trip count as a residual is, must fit
   // in int64 (Bytes).
@@ -84,10 +88,12 @@ class JaxProgramBuilder {
 
   absl::Status DeclareInputs() {
     if (T_ < 0) return absl::InvalidArgumentError("loop.trip_count: expected >= 0");
-    if (T_ > kMaxTrips) {
+    if (T_ > (rolled_ ? kMaxRolledTrips : kMaxTrips)) {
       return absl::InvalidArgumentError(absl::StrCat(
           "loop.trip_count: ", T_, " iterations is more than a program's IR is built for (at most ",
-          kMaxTrips, "; every iteration's ops are built)"));
+          rolled_ ? absl::StrCat(kMaxRolledTrips, " rolled") :
+                    absl::StrCat(kMaxTrips, " unrolled, where every iteration's ops are built"),
+          ")"));
     }
     for (const ProgramInputSpec& in : p_.inputs) {
       ValueType v;
@@ -336,13 +342,17 @@ class JaxProgramBuilder {
       }
     }
     vals_hoisted_ = hoisted;
-    vals_.assign(static_cast<size_t>(T_), {});
+    vals_.clear();
     // The loop: the initial carries and stacks above are set up before the
-    // XLA while (entry computation), the iterations are its body.
+    // XLA while (entry computation), the iterations are its body (Note
+    // [Rolled loop built once]: past RolledBuiltOnceAbove() trips, one
+    // steady iteration stands for all but the edges).
     b_.BeginRegion(rolled_ ? "forward while loop" : "forward (unrolled)", "loop", rolled_);
-    for (int64_t t = 0; t < T_; ++t) {
+    for (const LoopIteration& iteration : LoopIterations(T_, rolled_, /*descending=*/false)) {
+      const int64_t t = iteration.index;
       b_.set_layer(static_cast<int>(t));
-      std::map<std::string, Ref>& v = vals_[static_cast<size_t>(t)];
+      BeginIteration(t, iteration.repeat);
+      std::map<std::string, Ref>& v = vals_[t];
       v.insert(hoisted.begin(), hoisted.end());
       for (const std::string& c : carries_) v[c] = cur[c];
       for (const auto& [x, src] : p_.xs) {
@@ -404,9 +414,19 @@ class JaxProgramBuilder {
       for (const std::string& c : carries_) {
         if (v.count(CarryOut(c))) cur[c] = v.at(CarryOut(c));
       }
+      if (rolled_) b_.EndRegion();
     }
     b_.EndRegion();
     b_.set_layer(-1);
+  }
+
+  // Rolled: an iteration of the while body is a region of its own, standing
+  // for `repeat` iterations (Region::repeat; kind "iteration", so per-layer
+  // times leave it out as before).
+  void BeginIteration(int64_t t, int64_t repeat) {
+    if (!rolled_) return;
+    b_.BeginRegion(absl::StrCat("iter", t), "iteration");
+    b_.set_region_repeat(repeat);
   }
 
   std::set<std::string> carries_set() const { return {carries_.begin(), carries_.end()}; }
@@ -455,7 +475,7 @@ class JaxProgramBuilder {
     }
     if (rolled_ && stack_.count(name)) return {stack_.at(name), SizeOf(name)};
     if (t < 0) return vals_hoisted_.at(name);
-    return vals_[static_cast<size_t>(t)].at(name);
+    return vals_.at(t).at(name);
   }
 
   std::string XsSource(const std::string& x) const {
@@ -571,8 +591,10 @@ class JaxProgramBuilder {
       }
     }
     b_.BeginRegion(rolled_ ? "backward while loop" : "backward (unrolled)", "loop", rolled_);
-    for (int64_t t = T_ - 1; t >= 0; --t) {
+    for (const LoopIteration& iteration : LoopIterations(T_, rolled_, /*descending=*/true)) {
+      const int64_t t = iteration.index;
       b_.set_layer(static_cast<int>(t));
+      BeginIteration(t, iteration.repeat);
       std::map<std::string, Ref> ct = ct_inv;
       for (const std::string& c : carries_) {
         auto it = ct_carry.find(c);
@@ -596,6 +618,7 @@ class JaxProgramBuilder {
       for (const std::string& c : carries_) {
         if (ct.count(c)) ct_carry[c] = ct.at(c);
       }
+      if (rolled_) b_.EndRegion();
     }
     b_.EndRegion();
     b_.set_layer(-1);
@@ -715,7 +738,7 @@ class JaxProgramBuilder {
   std::set<std::string> xs_;
   std::set<std::string> active_, useful_, residuals_;
   std::map<std::string, TensorId> stack_;
-  std::vector<std::map<std::string, Ref>> vals_;
+  std::map<int64_t, std::map<std::string, Ref>> vals_;  // by iteration built
   std::set<std::string> final_dead_;
   std::set<std::string> final_needed_;  // values the last unrolled iteration must compute
   std::map<std::string, Ref> final_ct_;

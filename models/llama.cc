@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "models/llama_builder.h"
+#include "models/rolled_loop.h"
 #include "sim/base/status.h"
 #include "sim/lower/xla/entry_tuple.h"
 
@@ -55,8 +56,13 @@ absl::StatusOr<Program> LlamaBuilder::Build() {
   TensorId x = Embedding();
   PrepareScanSources();
   if (rolled_) AllocResidualStacks();
-  std::vector<TensorId> layer_inputs;
+  std::vector<TensorId> layer_inputs(static_cast<size_t>(L_), kNoTensor);
   std::vector<std::map<std::string, TensorId>> saved(static_cast<size_t>(L_));
+  // Note [Rolled loop built once] (sim/lower/lower.h): every iteration of
+  // the while body is the same computation (its slices of the stacks are at
+  // the loop counter), so past RolledBuiltOnceAbove() layers one steady
+  // iteration stands for all but the edges (models/rolled_loop.h).
+  const std::vector<LoopIteration> forward = LoopIterations(L_, rolled_, /*descending=*/false);
   b_.BeginRegion("forward_scan", "loop", rolled_);
   // Weights are all-gathered one layer ahead (XLA's latency-hiding
   // scheduler / --xla_gpu_enable_pipelined_all_gather; PyTorch FSDP
@@ -66,12 +72,14 @@ absl::StatusOr<Program> LlamaBuilder::Build() {
   // iterations), one layer's at a time.
   const bool prefetch = N_ > 1;
   std::map<std::string, TensorId> next = prefetch ? GatherLayer(0, "forward") : std::map<std::string, TensorId>{};
-  for (int l = 0; l < L_; ++l) {
-    layer_inputs.push_back(x);
+  for (size_t it = 0; it < forward.size(); ++it) {
+    const int l = static_cast<int>(forward[it].index);
+    layer_inputs[static_cast<size_t>(l)] = x;
     b_.set_layer(l);
     b_.BeginRegion(absl::StrCat("layer", l, ".forward"), "layer");
+    b_.set_region_repeat(forward[it].repeat);
     std::map<std::string, TensorId> weights = prefetch ? std::move(next) : GatherLayer(l, "forward");
-    if (prefetch && l + 1 < L_) next = GatherLayer(l + 1, "forward");
+    if (prefetch && it + 1 < forward.size()) next = GatherLayer(static_cast<int>(forward[it + 1].index), "forward");
     auto vals = EmitLayerForward(l, x, weights, /*recompute=*/false, {});
     if (rolled_) StoreResiduals(l, vals);
     OffloadResiduals(l, vals);
@@ -91,14 +99,17 @@ absl::StatusOr<Program> LlamaBuilder::Build() {
   b_.set_phase(Phase::kBackward);
   TensorId dx = HeadBackward(head);
   if (rolled_) AllocGradStacks();
+  const std::vector<LoopIteration> backward = LoopIterations(L_, rolled_, /*descending=*/true);
   b_.BeginRegion("backward_scan", "loop", rolled_);
-  if (prefetch) next = GatherLayer(static_cast<int>(L_) - 1, "backward");
-  for (int l = static_cast<int>(L_) - 1; l >= 0; --l) {
+  if (prefetch) next = GatherLayer(static_cast<int>(backward.front().index), "backward");
+  for (size_t it = 0; it < backward.size(); ++it) {
+    const int l = static_cast<int>(backward[it].index);
     b_.set_layer(l);
     b_.BeginRegion(absl::StrCat("layer", l, ".backward"), "layer");
+    b_.set_region_repeat(backward[it].repeat);
     std::map<std::string, TensorId> weights = prefetch ? std::move(next) : GatherLayer(l, "backward");
     std::map<std::string, TensorId> reloaded = ReloadResiduals(l);
-    if (prefetch && l > 0) next = GatherLayer(l - 1, "backward");
+    if (prefetch && it + 1 < backward.size()) next = GatherLayer(static_cast<int>(backward[it + 1].index), "backward");
     std::map<std::string, TensorId> fwd = rolled_ ? LoadResiduals(l) : saved[static_cast<size_t>(l)];
     for (const auto& [name, t] : reloaded) fwd[name] = t;
     TensorId xin = rolled_ ? fwd.at("x") : layer_inputs[static_cast<size_t>(l)];
@@ -119,6 +130,7 @@ absl::StatusOr<Program> LlamaBuilder::Build() {
 }  // namespace llama_internal
 
 using llama_internal::LlamaBuilder;
+
 
 // Note [Llama tensor parallelism]: what the split needs.
 absl::Status CheckLlamaParallelism(const RunSpec& s) {

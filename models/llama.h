@@ -31,9 +31,14 @@ int64_t LlamaLayerParamCount(const ModelSpec& m);
 absl::Status CheckLlamaParallelism(const RunSpec& spec);
 
 // The per-device training-step Program for `spec` (model, batch, FSDP,
-// tensor and sequence parallelism, optimizer, remat policy). Layers are emitted straight-line (unrolled);
-// the XLA lowering regroups them into loops when loop.mode is rolled.
+// tensor and sequence parallelism, optimizer, remat policy). Unrolled, every
+// layer is built; a rolled scan of more than RolledBuiltOnceAbove() layers
+// is built with its first and last kRolledEdgeIterations iterations and one
+// steady iteration standing for the others (models/rolled_loop.h, Note
+// [Rolled loop built once] in sim/lower/lower.h), so its cost does not grow
+// with the depth.
 absl::StatusOr<Program> BuildLlamaTrainStep(const RunSpec& spec);
+
 
 }  // namespace gpusim
 

@@ -70,6 +70,7 @@ class LlamaBuilder {
   absl::StatusOr<Program> Build();
 
  private:
+
   // --- scan structure (../shared/reference/xla_semantics.md §3-§5) -------------
 
   absl::Status DecideSavedSet();

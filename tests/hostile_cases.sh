@@ -118,15 +118,18 @@ for a in pytorch_caching bfc buddy first_fit best_fit; do
     "python3 -c \"import json,sys; d=json.load(open(sys.argv[1])); assert d['oom']['event'] == 0, d['oom']\" \$OUT" \
     "$BIN" replay "$W/huge.trace" --allocator "$a" --format json
 done
-run_case "n_layers: 10^5" "1" "n_layers: expected at most" "" "$BIN" run "$CONFIG" --set model.n_layers=100000
+run_case "n_layers: 10^5 rolled (its cap; built once)" "0" "" "" "$BIN" run "$CONFIG" --set model.n_layers=100000
+run_case "n_layers: 10^5 + 1 rolled" "1" "expected at most 100000 as a rolled scan" "" \
+  "$BIN" run "$CONFIG" --set model.n_layers=100001
 run_case "n_layers: 256 unrolled (its cap)" "0" "" "" "$BIN" run "$CONFIG" --set model.n_layers=256 --set loop.mode=unrolled
 run_case "n_layers: 257 unrolled" "1" "expected at most 256 unrolled" "" \
   "$BIN" run "$CONFIG" --set model.n_layers=257 --set loop.mode=unrolled
-run_case "n_layers: 1024 rolled (its cap)" "0" "" "" "$BIN" run "$CONFIG" --set model.n_layers=1024
-run_case "n_layers: 1025 rolled" "1" "expected at most 1024 as a rolled scan" "" \
-  "$BIN" run "$CONFIG" --set model.n_layers=1025
+run_case "n_layers: 1024 rolled (the deepest built per layer)" "0" "" "" "$BIN" run "$CONFIG" --set model.n_layers=1024
+run_case "n_layers: 1025 rolled (built once)" "0" "" "" "$BIN" run "$CONFIG" --set model.n_layers=1025
 run_case "n_layers: 1024 rolled, --out with charts" "0" "" "[ -f $W/deep/report.html ]" \
   "$BIN" run "$CONFIG" --set model.n_layers=1024 --out "$W/deep"
+run_case "n_layers: 1025 rolled, --out (built once: no native trace)" "1" "cannot write trace" "[ ! -e $W/deeper ]" \
+  "$BIN" run "$CONFIG" --set model.n_layers=1025 --out "$W/deeper"
 for b in 4 8 16; do
   run_case "llama7b batch $b (out of memory): fragmentation >= 0" "0" "fragmentation_bytes" "$frag_ok" \
     "$BIN" run "$CONFIG" --format json --set batch.per_device=$b

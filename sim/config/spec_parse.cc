@@ -816,22 +816,21 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
 // CheckTensorSizes (sim/ir/program.h) is the backstop for any other shape.
 absl::Status CheckModelMagnitudes(const RunSpec& run) {
   const ModelSpec& m = run.model;
-  // Every layer's ops are built and simulated, so the cost grows with the
-  // depth: linearly for a rolled scan (its stacks are single buffers, so the
-  // temp heap packs in time linear in the layers: 1,024 Llama-7B layers in
-  // 0.47 s CPU), quadratically unrolled (every saved activation is its own
-  // buffer, live across the other layers: 1,024 layers take 9.6 s CPU;
-  // bench/step_benchmark.cc BM_SimulateDeepLlama).
+  // Unrolled, every layer's ops are built and simulated and the temp heap
+  // packs in time quadratic in the depth (every saved activation is its own
+  // buffer, live across the other layers: 1,024 layers take 9.6 s CPU). A
+  // rolled scan deeper than 1,024 layers is built once (Note [Rolled loop
+  // built once], sim/lower/lower.h); bench/step_benchmark.cc
+  // BM_SimulateDeepLlama measures both.
   const bool rolled = m.scan_layers && run.loop.mode == "rolled";
   const int64_t cap = rolled ? kMaxRolledLayers : kMaxLayers;
   if (m.n_layers > cap) {
     const std::string most =
-        rolled ? absl::StrCat(cap, " as a rolled scan")
+        rolled ? absl::StrCat(cap, " as a rolled scan (one report row per layer)")
                : absl::StrCat(cap, " unrolled (", kMaxRolledLayers,
                               " as a rolled scan: model.scan_layers with loop.mode rolled)");
-    return absl::InvalidArgumentError(absl::StrCat(
-        "n_layers: expected at most ", most,
-        "; every layer's ops are built and simulated, a deeper model is not modelled; got ", m.n_layers));
+    return absl::InvalidArgumentError(
+        absl::StrCat("n_layers: expected at most ", most, ", a deeper model is not modelled; got ", m.n_layers));
   }
   const int64_t b = run.batch.per_device, s = run.batch.seq_len;
   ASSIGN_OR_RETURN(int64_t qdim, CheckedProduct({{"model.n_heads", m.n_heads}, {"model.head_dim", m.head_dim}}));

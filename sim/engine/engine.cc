@@ -1,10 +1,13 @@
 #include "sim/engine/engine.h"
 
 #include <algorithm>
+#include <limits>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "sim/base/checked.h"
+#include "sim/base/status.h"
 #include "sim/device/timing.h"
 
 namespace gpusim {
@@ -68,6 +71,21 @@ AllocCharge ChargeAllocatorActions(const std::vector<AllocatorEvent>& actions, S
   return c;
 }
 
+// Repeated ranges are in event order, disjoint, within the trace, and
+// each stands for at least one iteration.
+absl::Status CheckRepeats(const std::vector<TraceRepeat>& reps, size_t n) {
+  int64_t prev_last = -1;
+  for (const TraceRepeat& rp : reps) {
+    if (rp.first <= prev_last || rp.last < rp.first || rp.last >= static_cast<int64_t>(n) || rp.times < 1) {
+      return absl::InvalidArgumentError(absl::StrCat("repeated events ", rp.first, "-", rp.last, " x", rp.times,
+                                                     ": not a range of the trace's ", n,
+                                                     " events after the previous one"));
+    }
+    prev_last = rp.last;
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Bytes FragmentationBytes(const SimResult& r) {
@@ -121,9 +139,24 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     }
   };
 
+  // Note [Rolled loop built once] (sim/lower/lower.h): the repeated ranges,
+  // each stream's clock before and after each, and the weight of an event
+  // (the iterations it stands for).
+  const std::vector<TraceRepeat>& reps = trace.repeats;
+  RETURN_IF_ERROR(CheckRepeats(reps, n));
+  std::vector<std::vector<SimTime>> ready_before(reps.size()), ready_after(reps.size());
+  std::vector<std::vector<bool>> active(reps.size(), std::vector<bool>(stream_ready.size(), false));
+  size_t rep = 0;  // the first repeat not yet passed
+  auto weight_of = [&](size_t i) -> int64_t {
+    return rep < reps.size() && static_cast<int64_t>(i) >= reps[rep].first ? reps[rep].times : 1;
+  };
+
   // One pass in trace order. Events of a stream run in order; memory events
   // take the time their stream reaches them, plus any allocator charge.
   for (size_t i = 0; i < n; ++i) {
+    if (rep < reps.size() && static_cast<int64_t>(i) == reps[rep].last + 1) ready_after[rep++] = stream_ready;
+    if (rep < reps.size() && static_cast<int64_t>(i) == reps[rep].first) ready_before[rep] = stream_ready;
+    const int64_t w = weight_of(i);
     const TraceEvent& e = trace.events[i];
     const size_t stream = static_cast<size_t>(e.stream);
     SimTime& ready = stream_ready[stream];
@@ -200,50 +233,61 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     }
     stream_last[stream] = static_cast<int64_t>(i);
     on_path[i] = true;
+    if (w > 1) active[rep][stream] = true;
     const SimTime dur = EventDuration(e, device);
     r.start[i] = start;
     r.end[i] = start + dur;
     ready = r.end[i];
     r.step_time = Max(r.step_time, r.end[i]);
-    if (e.type == EventType::kCollective) r.collective_busy += dur;
+    // Busy times and FLOPs count every iteration an event stands for.
+    const SimTime busy = dur * w;
+    const double flops = e.flops * static_cast<double>(w);
+    if (e.type == EventType::kCollective) r.collective_busy += busy;
     else if (e.type == EventType::kCopy) {
-      r.copy_busy += dur;
+      r.copy_busy += busy;
       if (e.kind == OpKind::kDeviceToHost) {
-        r.copy_to_host += dur;
-        r.bytes_to_host += e.bytes_read;
+        r.copy_to_host += busy;
+        r.bytes_to_host += e.bytes_read * w;
       } else if (e.kind == OpKind::kHostToDevice) {
-        r.copy_to_device += dur;
-        r.bytes_to_device += e.bytes_read;
+        r.copy_to_device += busy;
+        r.bytes_to_device += e.bytes_read * w;
       }
     } else {
-      r.compute_busy += dur;
-      r.flops += e.flops;
-      if (e.recompute) r.recompute_busy += dur;
-      else r.model_flops += e.flops;
+      r.compute_busy += busy;
+      r.flops += flops;
+      if (e.recompute) r.recompute_busy += busy;
+      else r.model_flops += flops;
     }
+  }
+  if (rep < reps.size()) ready_after[rep++] = stream_ready;  // a range ending the trace
+  // Each repeated range advanced every stream it ran on by one period (the
+  // steady iteration's): the iterations it stands for beyond the one run
+  // take (times - 1) more periods.
+  // A range whose streams advanced by different amounts is not a steady
+  // iteration (a stream still catching up): charging it would be a guess,
+  // so it is refused as the builder's error.
+  std::vector<SimTime> period(reps.size(), SimTime(-1));
+  for (size_t k = 0; k < reps.size(); ++k) {
+    for (size_t s = 0; s < stream_ready.size(); ++s) {
+      if (!active[k][s]) continue;
+      const SimTime d = ready_after[k][s] - ready_before[k][s];
+      if (period[k].ns() >= 0 && d != period[k]) {
+        if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
+        return absl::InternalError(absl::StrCat("repeated events ", reps[k].first, "-", reps[k].last,
+                                                " are not a steady iteration: stream ", s, " advanced ", d.ns(),
+                                                " ns, another ", period[k].ns(), " ns"));
+      }
+      period[k] = d;
+    }
+    period[k] = Max(period[k], SimTime(0));
   }
   if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
-  {
-    int64_t last = -1;
-    for (size_t i = 0; i < n; ++i) {
-      if (on_path[i] && (last < 0 || r.end[i] > r.end[static_cast<size_t>(last)])) {
-        last = static_cast<int64_t>(i);
-      }
-    }
-    for (int64_t i = last; i >= 0; i = via[static_cast<size_t>(i)]) {
-      const TraceEvent& e = trace.events[static_cast<size_t>(i)];
-      const SimTime d = r.end[static_cast<size_t>(i)] - r.start[static_cast<size_t>(i)];
-      ++r.critical_events;
-      if (e.type == EventType::kAlloc) r.critical_allocator += d;
-      else if (e.type == EventType::kCollective) r.critical_communication += d;
-      else if (e.type == EventType::kCopy) r.critical_copy += d;
-      else r.critical_compute += d;
-    }
-  }
   // Exposed communication (and host copies): time on those streams during
   // which the compute stream is idle (interval overlap with compute's busy
-  // set). A copy issued on the compute stream itself overlaps nothing, so it
-  // is wholly exposed.
+  // set), within [lo, hi). A copy issued on the compute stream itself
+  // overlaps nothing, so it is wholly exposed. Measured on the timeline as
+  // run, each repeated range once; a repeated range's further iterations
+  // each add one period's worth, measured over one period from its start.
   {
     std::vector<std::pair<SimTime, SimTime>> comp, coll, copy;
     for (size_t i = 0; i < n; ++i) {
@@ -253,12 +297,15 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
       else if (e.type == EventType::kCopy) copy.push_back({r.start[i], r.end[i]});
     }
     std::sort(comp.begin(), comp.end());
-    auto exposed = [&](std::vector<std::pair<SimTime, SimTime>>& busy) {
-      std::sort(busy.begin(), busy.end());
+    std::sort(coll.begin(), coll.end());
+    std::sort(copy.begin(), copy.end());
+    auto exposed = [&](const std::vector<std::pair<SimTime, SimTime>>& busy, SimTime lo, SimTime hi) {
       SimTime total(0);
       size_t j = 0;
-      for (auto [cs, ce] : busy) {
+      for (auto [s0, e0] : busy) {
         // Sum of [cs,ce) minus its overlap with compute intervals.
+        const SimTime cs = Max(s0, lo), ce = e0 < hi ? e0 : hi;
+        if (!(cs < ce)) continue;
         SimTime covered(0);
         while (j < comp.size() && comp[j].second <= cs) ++j;
         for (size_t k = j; k < comp.size() && comp[k].first < ce; ++k) {
@@ -270,8 +317,57 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
       }
       return total;
     };
-    r.exposed_communication = exposed(coll);
-    r.exposed_copy = exposed(copy);
+    const SimTime all_lo(0), all_hi(std::numeric_limits<int64_t>::max());
+    r.exposed_communication = exposed(coll, all_lo, all_hi);
+    r.exposed_copy = exposed(copy, all_lo, all_hi);
+    for (size_t k = 0; k < reps.size(); ++k) {
+      SimTime lo = all_hi;
+      for (size_t s = 0; s < stream_ready.size(); ++s) {
+        if (active[k][s] && ready_before[k][s] < lo) lo = ready_before[k][s];
+      }
+      if (lo == all_hi) continue;
+      const int64_t more = reps[k].times - 1;
+      r.exposed_communication += exposed(coll, lo, lo + period[k]) * more;
+      r.exposed_copy += exposed(copy, lo, lo + period[k]) * more;
+    }
+  }
+  // The events after a repeated range start its further iterations' time
+  // later.
+  if (!reps.empty()) {
+    SimTime shift(0);
+    size_t k = 0;
+    r.step_time = SimTime(0);
+    for (size_t i = 0; i < n; ++i) {
+      while (k < reps.size() && static_cast<int64_t>(i) > reps[k].last) {
+        shift += period[k] * (reps[k].times - 1);
+        ++k;
+      }
+      r.start[i] += shift;
+      r.end[i] += shift;
+      if (on_path[i]) r.step_time = Max(r.step_time, r.end[i]);
+    }
+    if (r.oom.happened) r.oom.time = r.start[static_cast<size_t>(r.oom.event)];
+  }
+  {
+    int64_t last = -1;
+    for (size_t i = 0; i < n; ++i) {
+      if (on_path[i] && (last < 0 || r.end[i] > r.end[static_cast<size_t>(last)])) {
+        last = static_cast<int64_t>(i);
+      }
+    }
+    // A repeated range's events on the path are on it in every iteration.
+    size_t k = reps.size();
+    for (int64_t i = last; i >= 0; i = via[static_cast<size_t>(i)]) {
+      const TraceEvent& e = trace.events[static_cast<size_t>(i)];
+      while (k > 0 && reps[k - 1].first > i) --k;
+      const int64_t w = k > 0 && reps[k - 1].last >= i ? reps[k - 1].times : 1;
+      const SimTime d = (r.end[static_cast<size_t>(i)] - r.start[static_cast<size_t>(i)]) * w;
+      r.critical_events += w;
+      if (e.type == EventType::kAlloc) r.critical_allocator += d;
+      else if (e.type == EventType::kCollective) r.critical_communication += d;
+      else if (e.type == EventType::kCopy) r.critical_copy += d;
+      else r.critical_compute += d;
+    }
   }
 
   // Buffers live at the peak: replay up to the peak event.

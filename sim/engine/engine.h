@@ -135,6 +135,16 @@ struct SimResult {
 // fuzzer found fragmentation of minus the preexisting bytes). Never negative.
 Bytes FragmentationBytes(const SimResult& r);
 
+// A trace's repeats (Note [Rolled loop built once], sim/lower/lower.h) run
+// once each and are charged `times` times: the later events start
+// (times - 1) periods later, a period being how far the range advanced the
+// streams it ran on; busy times, FLOPs, PCIe bytes, the critical path and
+// exposed communication count the range's events `times` times (exposure:
+// one period's window from the range's start, per further iteration).
+// Per-event start/end of the range are its first iteration's. Memory events
+// in it are replayed once: a steady iteration's live set is the same in
+// every iteration (XLA semantics, where the engine's allocator tracks live
+// bytes only; a runtime allocator would see one iteration).
 // REQUIRES: trace passed ValidateTrace. `allocator` is consulted for every
 // memory event; it may be null (ideal tracking only, no allocator time).
 // Simulate logs the allocator's actions itself (RecordEventsTo) and leaves

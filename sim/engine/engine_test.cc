@@ -215,5 +215,68 @@ TEST(LowerTest, EagerLoweringFreesAfterLastUseAndAccountsAliases) {
   EXPECT_EQ(r->peak_live.value(), 60 + 80 + 4);
 }
 
+
+// Note [Rolled loop built once]: a pipelined loop (a collective on stream 1
+// prefetching what the next iteration's compute reads) run as 3 + 1 + 3
+// iterations with the middle one repeated gives the times, busy totals,
+// FLOPs, critical path and exposed communication of all iterations run.
+namespace repeat_test {
+
+// One iteration: the collective for the next one, then this one's compute,
+// which waits for this iteration's collective (issued one iteration ahead).
+void AddIteration(Trace& t, int64_t& prev_collective) {
+  TraceEvent c = Compute(0, 0, 6000, 1, OpKind::kAllGather);  // 3,000 ns: the loop is bound by it
+  c.group = 2;
+  t.events.push_back(c);
+  const int64_t this_collective = static_cast<int64_t>(t.events.size()) - 1;
+  TraceEvent m = Compute(2e9, 100, 100, 0);
+  if (prev_collective >= 0) m.after.push_back(prev_collective);
+  t.events.push_back(m);
+  prev_collective = this_collective;
+}
+
+Trace Loop(int64_t iterations, bool built_once) {
+  Trace t;
+  t.events.push_back(Compute(1e9, 0, 0, 0));  // prologue
+  int64_t prev = -1;
+  const int64_t built = built_once ? 7 : iterations;
+  for (int64_t i = 0; i < built; ++i) {
+    const int64_t first = static_cast<int64_t>(t.events.size());
+    AddIteration(t, prev);
+    if (built_once && i == 3) t.repeats.push_back({first, first + 1, iterations - 6});
+  }
+  t.events.push_back(Compute(1e9, 0, 0, 0));  // epilogue
+  return t;
+}
+
+}  // namespace repeat_test
+
+TEST(EngineTest, RepeatedIterationIsChargedPerIteration) {
+  for (int64_t n : {7, 8, 50}) {
+    SCOPED_TRACE(n);
+    auto all = Simulate(repeat_test::Loop(n, false), RoundDevice(), nullptr);
+    auto once = Simulate(repeat_test::Loop(n, true), RoundDevice(), nullptr);
+    ASSERT_TRUE(all.ok()) << all.status();
+    ASSERT_TRUE(once.ok()) << once.status();
+    EXPECT_EQ(once->step_time, all->step_time);
+    EXPECT_EQ(once->compute_busy, all->compute_busy);
+    EXPECT_EQ(once->collective_busy, all->collective_busy);
+    EXPECT_EQ(once->flops, all->flops);
+    EXPECT_EQ(once->critical_events, all->critical_events);
+    EXPECT_EQ(once->critical_compute, all->critical_compute);
+    EXPECT_EQ(once->critical_communication, all->critical_communication);
+    EXPECT_EQ(once->exposed_communication, all->exposed_communication);
+    // The epilogue starts where it does when every iteration runs.
+    EXPECT_EQ(once->start.back(), all->start.back());
+    EXPECT_GT(all->exposed_communication.ns(), 0);
+  }
+}
+
+TEST(EngineTest, RepeatOutsideTheTraceIsRefused) {
+  Trace t = repeat_test::Loop(8, true);
+  t.repeats[0].last = static_cast<int64_t>(t.events.size());
+  EXPECT_FALSE(Simulate(t, RoundDevice(), nullptr).ok());
+}
+
 }  // namespace
 }  // namespace gpusim

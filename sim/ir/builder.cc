@@ -51,6 +51,8 @@ void ProgramBuilder::BeginRegion(std::string name, std::string kind, bool while_
   r.name = std::move(name);
   r.kind = std::move(kind);
   r.while_loop = while_loop;
+  r.layer = layer_;
+  r.phase = phase_;
   r.first = next_op();
   open_regions_.push_back(program_.regions.size());
   program_.regions.push_back(std::move(r));
@@ -60,6 +62,11 @@ void ProgramBuilder::EndRegion() {
   GPUSIM_CHECK(!open_regions_.empty());
   program_.regions[open_regions_.back()].last = next_op() - 1;
   open_regions_.pop_back();
+}
+
+void ProgramBuilder::set_region_repeat(int64_t repeat) {
+  GPUSIM_CHECK(!open_regions_.empty());
+  program_.regions[open_regions_.back()].repeat = repeat;
 }
 
 }  // namespace gpusim

@@ -42,6 +42,8 @@ class ProgramBuilder {
   // `while_loop`: a rolled loop, one XLA while (Region::while_loop).
   void BeginRegion(std::string name, std::string kind, bool while_loop = false);
   void EndRegion();
+  // The innermost open region stands for `repeat` iterations (Region::repeat).
+  void set_region_repeat(int64_t repeat);
 
   OpId next_op() const { return static_cast<OpId>(program_.ops.size()); }
   Program Finish() { return std::move(program_); }

@@ -118,6 +118,14 @@ struct Region {
   // A rolled loop lowered to one XLA `while`: the entry schedule moves it
   // as one instruction and keeps its body's order (sim/lower/xla/entry_schedule.h).
   bool while_loop = false;
+  // A "layer" (or "iteration") region inside a while loop whose ops stand for `repeat`
+  // identical consecutive iterations, built once (Note [Rolled loop built
+  // once], sim/lower/lower.h): its layer number is the first of the layers
+  // [layer, layer + repeat) it stands for. Lowering marks its events
+  // (Trace::repeats); the engine charges them `repeat` times.
+  int64_t repeat = 1;
+  int layer = -1;              // the builder's layer when the region began
+  Phase phase = Phase::kForward;  // the builder's phase when the region began
 };
 
 struct Program {

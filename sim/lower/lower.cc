@@ -124,7 +124,10 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
   std::vector<bool> handed_on(p.tensors.size(), false);  // buffer passed to an output
   std::vector<int64_t> op_event(p.ops.size(), -1);
   std::vector<TensorId> touched;
+  // Note [Rolled loop built once]: the events of each repeated region.
+  std::vector<int64_t> op_first_event(p.ops.size(), -1), op_last_event(p.ops.size(), -1);
   for (const Op& op : p.ops) {
+    op_first_event[static_cast<size_t>(op.id)] = static_cast<int64_t>(tr.events.size());
     for (TensorId t : op.outputs) {
       const Tensor& tensor = p.tensor(t);
       if (tensor.host) {  // pinned host memory: no device buffer
@@ -238,6 +241,23 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
     std::sort(touched.begin(), touched.end());
     touched.erase(std::unique(touched.begin(), touched.end()), touched.end());
     for (TensorId t : touched) maybe_free(t);
+    op_last_event[static_cast<size_t>(op.id)] = static_cast<int64_t>(tr.events.size()) - 1;
+  }
+  for (const Region& reg : p.regions) {
+    if (reg.repeat <= 1 || reg.last < reg.first) continue;
+    if (reg.kind != "layer" && reg.kind != "iteration") {
+      return absl::InvalidArgumentError(absl::StrCat("region '", reg.name, "': repeat ", reg.repeat,
+                                                     " on a region that is not a loop iteration"));
+    }
+    tr.repeats.push_back({op_first_event[static_cast<size_t>(reg.first)],
+                          op_last_event[static_cast<size_t>(reg.last)], reg.repeat});
+  }
+  std::sort(tr.repeats.begin(), tr.repeats.end(),
+            [](const TraceRepeat& a, const TraceRepeat& b) { return a.first < b.first; });
+  for (size_t i = 1; i < tr.repeats.size(); ++i) {
+    if (tr.repeats[i].first <= tr.repeats[i - 1].last) {
+      return absl::InvalidArgumentError("repeated regions overlap");
+    }
   }
   return out;
 }

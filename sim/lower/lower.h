@@ -11,6 +11,23 @@
 // ../shared/reference/xla_semantics.md §1): argument = entry parameters,
 // output = live-out values, alias = outputs written into donated inputs,
 // temp = the peak of everything else.
+//
+// Note [Rolled loop built once]
+// A rolled scan is one XLA while: its body is one computation whose buffers
+// are assigned once and reused by every iteration (the loop state and the
+// stacked xs/ys, sized by the trip count, live around it; body temps live
+// within an iteration). A builder therefore emits a long rolled loop with a
+// few iterations built explicitly on each side (the first ones, whose
+// prefetch starts the pipeline, and the last ones, which drain it) and one
+// steady iteration between them standing for all the others: a "layer"
+// Region with `repeat` = the iterations it stands for. Lowering marks that
+// region's events as a TraceRepeat; the engine runs them once and charges
+// them `repeat` times: the events after them start (repeat - 1) periods
+// later, and busy times, FLOPs and the critical path count them `repeat`
+// times (sim/engine/engine.h). The live set of a steady iteration is the
+// same in every iteration, so peaks and the packed temp heap are those of
+// the whole loop; tests/rolled_loop_test.cc checks every figure against the
+// loop built iteration by iteration.
 #ifndef GPUSIM_SIM_LOWER_LOWER_H_
 #define GPUSIM_SIM_LOWER_LOWER_H_
 

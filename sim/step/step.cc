@@ -8,8 +8,6 @@
 #include <memory>
 
 #include "absl/container/flat_hash_map.h"
-#include "absl/strings/match.h"
-#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/heap_planner.h"
@@ -60,21 +58,17 @@ std::vector<BufferId> Holders(const LoweredStep& l, int64_t event, bool temps_on
 
 }  // namespace
 
+// Per-layer times from the layer regions' fields (layer, phase); a region
+// standing for several iterations (Note [Rolled loop built once],
+// sim/lower/lower.h) gives each layer it stands for its time.
 std::vector<LayerTime> LayerTimes(const StepReport& r) {
   std::map<int, LayerTime> by_layer;
   const Trace& tr = r.lowered.trace;
   if (r.lowered.op_event.size() != r.program.ops.size()) return {};
   for (const Region& reg : r.program.regions) {
-    if (reg.kind != "layer") continue;
-    int layer = -1;
-    bool forward = false;
-    if (absl::StartsWith(reg.name, "layer") && absl::EndsWith(reg.name, ".forward")) {
-      forward = true;
-    } else if (!(absl::StartsWith(reg.name, "layer") && absl::EndsWith(reg.name, ".backward"))) {
-      continue;
-    }
-    const std::string digits = reg.name.substr(5, reg.name.find('.') - 5);
-    if (!absl::SimpleAtoi(digits, &layer)) continue;
+    if (reg.kind != "layer" || reg.layer < 0) continue;
+    const bool forward = reg.phase == Phase::kForward;
+    if (!forward && reg.phase != Phase::kBackward) continue;
     SimTime first(-1), last(0), recompute(0);
     for (OpId op = reg.first; op <= reg.last && op < static_cast<OpId>(r.program.ops.size()); ++op) {
       const int64_t e = r.lowered.op_event[static_cast<size_t>(op)];
@@ -85,16 +79,20 @@ std::vector<LayerTime> LayerTimes(const StepReport& r) {
       if (r.program.op(op).recompute) recompute += end - s;
     }
     if (first.ns() < 0) continue;
-    LayerTime& t = by_layer[layer];
-    t.layer = layer;
-    if (forward) {
-      t.forward = last - first;
-    } else {
-      t.backward = last - first;
-      t.backward_recompute = recompute;
+    for (int64_t i = 0; i < reg.repeat; ++i) {
+      const int layer = reg.layer + static_cast<int>(i);
+      LayerTime& t = by_layer[layer];
+      t.layer = layer;
+      if (forward) {
+        t.forward = last - first;
+      } else {
+        t.backward = last - first;
+        t.backward_recompute = recompute;
+      }
     }
   }
   std::vector<LayerTime> out;
+  out.reserve(by_layer.size());
   for (const auto& [l, t] : by_layer) out.push_back(t);
   return out;
 }

@@ -86,6 +86,16 @@ struct StreamInfo {
   std::string name;  // "compute", "collective", "host_copy", ...
 };
 
+// Events [first, last] of a trace stand for `times` identical consecutive
+// iterations of a rolled loop's body, built once (Note [Rolled loop built
+// once], sim/lower/lower.h): the engine runs them once and charges them
+// `times` times (sim/engine/engine.h).
+struct TraceRepeat {
+  int64_t first = 0;
+  int64_t last = -1;
+  int64_t times = 1;
+};
+
 struct Trace {
   std::string name;
   std::vector<StreamInfo> streams;
@@ -98,6 +108,10 @@ struct Trace {
   // (1.2) `meta KEY VALUE` lines: facts about the recording (framework and
   // version, library settings), in file order.
   std::vector<std::pair<std::string, std::string>> meta;
+  // In event order, disjoint; empty for every trace read from a file (the
+  // native format has no such line: WriteTraceFile refuses a trace with
+  // repeats rather than write one iteration for many).
+  std::vector<TraceRepeat> repeats;
 };
 
 // The value of meta key `key`, or nullptr.

@@ -577,6 +577,14 @@ void AppendEvent(const TraceEvent& e, std::string& out) {
 
 // Values the format cannot hold; the reader would reject them.
 absl::Status CheckWritable(const Trace& trace) {
+  if (!trace.repeats.empty()) {
+    const TraceRepeat& r = trace.repeats.front();
+    return absl::InvalidArgumentError(Cat(
+        "cannot write trace: events ", r.first, "-", r.last, " stand for ", r.times,
+        " iterations of a rolled loop built once, and the native format has no repeat line "
+        "(a trace of one iteration would replay as one); rolled loops of at most 1,024 trips are "
+        "built, and written, iteration by iteration"));
+  }
   if (trace.preexisting < Bytes(0)) {
     return absl::InvalidArgumentError(Cat(
         "cannot write trace: negative preexisting bytes ", trace.preexisting.value()));

@@ -512,5 +512,18 @@ TEST(TraceIo, FileErrorsAreStatusNotCrash) {
   rmdir(dir.c_str());
 }
 
+
+// Note [Rolled loop built once] (sim/lower/lower.h): the format has no
+// repeat line, so a trace whose events stand for more iterations than it
+// holds is refused, never written as one iteration.
+TEST(TraceIo, RefusesRepeatedEvents) {
+  Trace t = FullTrace();
+  t.repeats.push_back({0, 1, 1000});
+  std::ostringstream out;
+  absl::Status st = WriteTrace(t, out);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("stand for 1000 iterations"), std::string::npos) << st;
+}
+
 }  // namespace
 }  // namespace gpusim
