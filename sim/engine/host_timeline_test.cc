@@ -56,5 +56,22 @@ TEST(HostTimelineTest, TheSlowerSideBoundsTheStep) {
   EXPECT_EQ(modules->step_time.ns(), 9000);
 }
 
+// A rolled loop built once (Trace::repeats): the iterations it stands for
+// are issued by the host too, one after another.
+TEST(HostTimelineTest, RepeatedIterationsAreIssuedEachTime) {
+  Trace t;
+  for (int i = 0; i < 3; ++i) t.events.push_back(Kernel(1'000'000));
+  for (TraceEvent& e : t.events) e.host_ops = 1;
+  t.repeats = {{1, 1, 4}};  // event 1 stands for 4 iterations
+  DeviceSpec d = Device();
+  d.host_op_cost = SimTime(5000);
+  auto r = Simulate(t, d, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Issued at 5, 10, 15, 20, 25 and 30 us, each kernel 1 us after its issue.
+  EXPECT_EQ(r->host_busy.ns(), 30000);
+  EXPECT_EQ(r->step_time.ns(), 31000);
+  EXPECT_EQ(r->host_wait.ns(), 5000 + 4 * 4000 + 4000);
+}
+
 }  // namespace
 }  // namespace gpusim
