@@ -81,6 +81,16 @@ TEST(PyTorchDeviceMemory, BadFactsAndGridsAreRefusedByName) {
   EXPECT_NE(r.out.find("event 7 (compute ln:sum, op=sum): dims=768,8192: expected 9 reduction facts, got 2"),
             std::string::npos)
       << r.out;
+  // Index-put facts out of range are refused, never sized.
+  std::string huge = kStep;
+  huge.replace(huge.find("op=sum dims=768,8192,0,1,2,1,4,4,4"), 34,
+               "op=_index_put_impl_ dims=8192,1,0,768,1,4611686018427387904,1,1,0,0,1,0");
+  r = Gpusim("replay " + Write("pt_bad2.gpusim", huge));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("event 7 (compute ln:sum, op=_index_put_impl_): dims=8192,1,0,768,1,4611686018427387904,"
+                       "1,1,0,0,1,0: index_put facts out of range"),
+            std::string::npos)
+      << r.out;
   const std::string good = Write("pt_step3.gpusim", kStep);
   r = Gpusim("advise " + good + " --vary batch.per_device=1,2");
   EXPECT_EQ(r.code, 1) << r.out;

@@ -55,6 +55,12 @@ absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, 
 
 absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std::string& device,
                                              const ReplayOptions& o) {
+  ReplayReport report;
+  if (!o.check_addresses && RecordingFormatOf(path).value_or("") == "kineto") {
+    // Note [Replaying as the trace is parsed]: streamed when it allows.
+    ASSIGN_OR_RETURN(report.replay, ReplayFile(path, o));
+    return report;
+  }
   ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
   EagerDeviceMemory added;
   std::optional<DeviceSpec> d;
@@ -62,7 +68,6 @@ absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std:
     ASSIGN_OR_RETURN(d, ReplayDevice(device));
     RETURN_IF_ERROR(AddDeviceMemory(loaded, *d, &added));
   }
-  ReplayReport report;
   ASSIGN_OR_RETURN(report.replay, ReplayLoaded(loaded, o));
   if (report.replay.format != "gpusim-trace") return report;
   // A native trace (a step recorded by python/gpusim_torch): its timed events

@@ -319,9 +319,84 @@ def conv_facts(name, args):
             x.element_size()] + [int(bool(b)) for b in mask]
 
 
+def index_put_facts(args, kwargs):
+    """What index_put_with_sort_kernel (aten/src/ATen/native/cuda/Indexing.cu)
+    allocates depends on: [num_indices (the broadcast index shape's numel),
+    index tensors, of them int32 (converted to int64 by makeLinearIndex),
+    slice size (elements after the indexed dims), elements before them,
+    largestIndex(self) / slice size (the radix sort's key range), unsafe
+    (0/1: no range check), accumulate (0/1), bytes of the contiguous copy of
+    self (0 when contiguous), bytes of the value's expanded contiguous copy (0
+    when the value already has the indexed shape and is contiguous), indices
+    adjacent (0/1; else self is permuted), mask indices (bool/uint8: expanded
+    through nonzero)]. CUDA takes that kernel when accumulate is set or
+    deterministic algorithms are on (TensorAdvancedIndexing.cpp
+    _index_put_impl_); gpusim decides from `accumulate` and the meta line."""
+    torch = __import__("torch")
+    self_ = args[0]
+    given = args[1] if len(args) > 1 else kwargs.get("indices", [])
+    value = args[2] if len(args) > 2 else kwargs.get("values")
+    accumulate = bool(args[3]) if len(args) > 3 else bool(kwargs.get("accumulate", False))
+    unsafe = bool(args[4]) if len(args) > 4 else bool(kwargs.get("unsafe", False))
+    det = getattr(torch, "are_deterministic_algorithms_enabled", lambda: False)()
+    if not (accumulate or det) or not isinstance(value, torch.Tensor):
+        return None
+    given = list(given)
+    idx = [t for t in given if t is not None]
+    if not idx:
+        return None
+    masks = sum(1 for t in idx if t.dtype in (torch.bool, torch.uint8))
+    ints = sum(1 for t in idx if t.dtype == torch.int32)
+    shape = torch.broadcast_shapes(*[tuple(t.shape) for t in idx]) if not masks else tuple(idx[0].shape)
+    n = _numel(shape)
+    pos = [i for i, t in enumerate(given) if t is not None]
+    adjacent = pos == list(range(pos[0], pos[0] + len(pos)))
+    before = _numel(self_.shape[:pos[0]])
+    after = _numel(self_.shape[pos[-1] + 1:]) if len(given) <= self_.dim() else 1
+    largest = sum((int(s) - 1) * int(st) for s, st in zip(self_.shape, self_.stride()))
+    elem = self_.element_size()
+    self_copy = 0 if self_.is_contiguous() else self_.numel() * elem
+    vals = tuple(self_.shape[:pos[0]]) + tuple(shape) + tuple(self_.shape[pos[-1] + 1:])
+    value_copy = 0
+    if tuple(value.shape) != vals or not value.is_contiguous():
+        value_copy = _numel(vals) * value.element_size()
+    return [n, len(idx), ints, after, before, largest // max(after, 1), int(unsafe),
+            int(accumulate), self_copy, value_copy, int(adjacent), masks]
+
+
+def addmm_lt_facts(args, kwargs, outs):
+    """[cuBLASLt path on CUDA >= 12.1 (0/1), on CUDA 11.4-12.0 (0/1)] for
+    addmm(bias, mat1, mat2): addmm_out_cuda_impl (aten/src/ATen/native/cuda/
+    Blas.cpp) calls gemm_and_bias through cublasLt when beta is 1, the bias is
+    a contiguous 1-D tensor of mat2's columns, the result is 2-D and
+    contiguous, the dtype is double, float, half or bfloat16 and mat2 has more
+    than one row and column; before CUDA 12.1 also every size under 65535*32
+    and mat1 dense (row- or column-major) with more than one row and column."""
+    torch = __import__("torch")
+    if len(args) < 3 or not outs:
+        return [0, 0]
+    bias, m1, m2 = args[0], args[1], args[2]
+    beta = kwargs.get("beta", 1)
+    res = outs[0]
+    if not all(isinstance(t, torch.Tensor) for t in (bias, m1, m2)) or m1.dim() != 2 or m2.dim() != 2:
+        return [0, 0]
+    ok = (beta == 1 and bias.dim() == 1 and res.dim() == 2 and int(bias.shape[0]) == int(m2.shape[1])
+          and bias.is_contiguous() and res.is_contiguous()
+          and res.dtype in (torch.float64, torch.float32, torch.float16, torch.bfloat16)
+          and int(m2.shape[0]) > 1 and int(m2.shape[1]) > 1)
+    lim = 65535 * 32
+    s0, s1 = (int(v) for v in m1.shape)
+    st0, st1 = (int(v) for v in m1.stride())
+    dense = (st0 == 1 and st1 == s0) or (st1 == 1 and st0 == s1)
+    old = ok and all(int(v) < lim for v in list(m1.shape) + list(m2.shape)) and dense and s0 > 1 and s1 > 1
+    return [int(ok), int(old)]
+
+
 def device_facts(name, args, kwargs, outs):
     """(op, dims) for the compute event of an op whose kernel library adds
     device memory (Note [Op facts for the device model]), else None."""
+    if name == "addmm":
+        return name, addmm_lt_facts(args, kwargs, outs)
     if name in CUBLAS_OPS:
         return name, []
     if name in REDUCE_OPS:
@@ -331,20 +406,17 @@ def device_facts(name, args, kwargs, outs):
         d = conv_facts(name, args)
         return (name, d) if d is not None else None
     if name in ("index_put", "index_put_", "_index_put_impl", "_index_put_impl_"):
-        # accumulate=True runs index_put_with_sort_kernel on CUDA
-        # (aten/src/ATen/native/cuda/Indexing.cu): sorted and original
-        # indices, a range and CUB radix-sort scratch per call.
-        accumulate = bool(args[3]) if len(args) > 3 else bool(kwargs.get("accumulate", False))
-        idx = [t for t in (args[1] if len(args) > 1 else []) if t is not None]
-        if not accumulate or not idx:
-            return None
-        n = 1
-        for d in idx[0].shape:
-            n *= int(d)
-        return name, [n, len(idx)]
+        d = index_put_facts(args, kwargs)
+        return (name, d) if d is not None else None
     if name == "embedding_dense_backward":
+        # [indices, num_weights, embedding dim, index element size, grad
+        # element size, scale_grad_by_freq, bytes of grad's contiguous copy,
+        # bytes of the indices' contiguous copy] (Embedding.cu
+        # embedding_dense_backward_cuda: grad_.contiguous(), indices_.contiguous()).
         grad, idx, num_weights = args[0], args[1], args[2]
         scale = bool(args[4]) if len(args) > 4 else False
+        grad_copy = 0 if grad.is_contiguous() else grad.numel() * grad.element_size()
+        idx_copy = 0 if idx.is_contiguous() else idx.numel() * idx.element_size()
         return name, [int(idx.numel()), int(num_weights), int(grad.shape[-1]), idx.element_size(),
-                      grad.element_size(), int(scale)]
+                      grad.element_size(), int(scale), grad_copy, idx_copy]
     return None

@@ -154,6 +154,7 @@ class Recorder(TorchDispatchMode):
             if b is not None:
                 b.uses += 1
         into = None
+        zero_filled = False
         if phase == "backward" and name in _ZERO_FILL_INTO and outs and ins:
             b0 = self.live.get(_storage(ins[0])._cdata)
             if (b0 is not None and b0.op in _ZERO_FACTORIES and b0.uses == 1
@@ -173,6 +174,7 @@ class Recorder(TorchDispatchMode):
                 self.live[key] = moved
                 uses.append(moved.id)
                 into = None
+                zero_filled = True
                 continue
             if buf is None:
                 if nbytes == 0:
@@ -213,6 +215,13 @@ class Recorder(TorchDispatchMode):
         facts = ops.device_facts(name, args, kwargs, outs)
         if facts is not None:
             ev["op"], ev["dims"] = facts
+            if zero_filled and facts[0] == "index_put":
+                # index_backward on CUDA tensors: _index_put_impl_(zeros,
+                # indices, grad, accumulate=true, unsafe=true), no range check
+                # (FunctionsManual.cpp index_backward).
+                ev["op"] = "_index_put_impl_"
+                ev["dims"] = list(facts[1])
+                ev["dims"][6] = 1
         self._emit(ev)
 
     def _sweep(self):
@@ -390,7 +399,7 @@ def recording_meta(device_type, warmup_steps):
             ("cudnn_benchmark", "1" if cudnn.benchmark else "0"),
             ("cudnn_deterministic", "1" if cudnn.deterministic else "0"),
             ("deterministic_algorithms", "1" if det else "0")]
-    for env in ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE"):
+    for env in ("CUBLAS_WORKSPACE_CONFIG", "CUBLASLT_WORKSPACE_SIZE", "TORCH_CUBLASLT_UNIFIED_WORKSPACE"):
         if os.environ.get(env):
             meta.append((env, os.environ[env]))
     return meta

@@ -3,9 +3,15 @@
 #include <zlib.h>
 
 #include <cerrno>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
+#include <deque>
 #include <limits>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "sim/base/str_cat.h"
 
@@ -71,6 +77,114 @@ class GzFileSource : public ByteSource {
   int64_t delivered_ = 0;
 };
 
+// Note [Decompressing ahead]
+// zlib's inflate (and its CRC) of a Kineto trace is about a quarter of the
+// CPU time of replaying it as it is parsed (perf of `gpusim replay` on the
+// synthetic 1 M-event trace of bench/replay_stream_benchmark.cc: 26%). A
+// gzip source therefore decompresses on a thread of its own, up to
+// kAheadChunks chunks of kAheadChunk bytes ahead of the reader, so that on a
+// machine with a second core the two overlap. The bytes, and any error
+// (after exactly the bytes before it), are what the inner source delivers,
+// in its order; memory is bounded by the chunks.
+class ReadAheadSource : public ByteSource {
+ public:
+  explicit ReadAheadSource(std::unique_ptr<ByteSource> inner)
+      : inner_(std::move(inner)), decompressed_(inner_->decompressed()) {
+    worker_ = std::thread([this] { Work(); });
+  }
+  ~ReadAheadSource() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    worker_.join();
+  }
+
+  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
+    while (pos_ == current_.data.size()) {
+      if (done_) return current_.status.ok() ? absl::StatusOr<size_t>(size_t{0}) : current_.status;
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return !ready_.empty(); });
+      Chunk next = std::move(ready_.front());
+      ready_.pop_front();
+      free_.push_back(std::move(current_.data));  // its buffer, for the worker to fill again
+      l.unlock();
+      cv_.notify_all();
+      // A chunk that ends the input (0 bytes read, or an error) comes last.
+      current_ = std::move(next);
+      pos_ = 0;
+      done_ = current_.last;
+      if (!current_.status.ok() && current_.data.empty()) return current_.status;
+    }
+    const size_t k = std::min(n, current_.data.size() - pos_);
+    std::memcpy(buf, current_.data.data() + pos_, k);
+    pos_ += k;
+    return k;
+  }
+  bool decompressed() const override { return decompressed_; }
+
+ private:
+  static constexpr size_t kAheadChunk = 1 << 20;
+  static constexpr size_t kAheadChunks = 4;
+  struct Chunk {
+    std::string data;
+    absl::Status status;  // the inner source's error after `data`
+    bool last = false;    // the end of input, or an error
+  };
+
+  void Work() {
+    while (true) {
+      Chunk c;
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (!free_.empty()) {
+          c.data = std::move(free_.back());
+          free_.pop_back();
+        }
+      }
+      c.data.resize(kAheadChunk);
+      size_t n = 0;
+      while (n < kAheadChunk) {
+        absl::StatusOr<size_t> got = inner_->Read(c.data.data() + n, kAheadChunk - n);
+        if (!got.ok()) {
+          c.status = got.status();
+          c.last = true;
+          break;
+        }
+        if (*got == 0) {
+          c.last = true;
+          break;
+        }
+        n += *got;
+      }
+      c.data.resize(n);
+      const bool last = c.last;
+      std::unique_lock<std::mutex> l(mu_);
+      cv_.wait(l, [&] { return stop_ || ready_.size() < kAheadChunks; });
+      if (stop_) return;
+      ready_.push_back(std::move(c));
+      l.unlock();
+      cv_.notify_all();
+      if (last) return;
+    }
+  }
+
+  std::unique_ptr<ByteSource> inner_;
+  const bool decompressed_;
+  // Reader side.
+  Chunk current_;
+  size_t pos_ = 0;
+  bool done_ = false;
+  // Shared.
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Chunk> ready_;
+  std::vector<std::string> free_;  // buffers read out, to fill again
+  bool stop_ = false;
+  std::thread worker_;
+};
+
 class StringSource : public ByteSource {
  public:
   explicit StringSource(std::string data) : data_(std::move(data)) {}
@@ -106,7 +220,10 @@ absl::StatusOr<std::unique_ptr<ByteSource>> OpenByteSource(const std::string& pa
     return absl::NotFoundError(Cat(path, ": cannot open: ", std::strerror(errno)));
   }
   gzbuffer(g, 1 << 18);
-  return std::unique_ptr<ByteSource>(new GzFileSource(path, g, gzip));
+  std::unique_ptr<ByteSource> source(new GzFileSource(path, g, gzip));
+  // Note [Decompressing ahead]: gzip input decompresses on its own thread.
+  if (gzip) source = std::make_unique<ReadAheadSource>(std::move(source));
+  return source;
 }
 
 std::unique_ptr<ByteSource> StringByteSource(std::string data) {

@@ -12,6 +12,7 @@
 #ifndef GPUSIM_SIM_IMPORT_KINETO_H_
 #define GPUSIM_SIM_IMPORT_KINETO_H_
 
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -45,6 +46,12 @@ struct KinetoImportOptions {
   // Python call stack open on its thread (Note [Kineto call stacks] in
   // kineto.cc), as RecordedMemoryEvent::stack into RecordedTrace::frames.
   bool keep_stacks = true;
+  // When set, each kept [memory] event goes to it, in file order, with the
+  // metadata read so far, instead of into RecordedTrace::memory_events:
+  // nothing is sorted and no stacks are attached (the caller checks the
+  // order; sim/replay/replay_stream.cc). A non-OK status stops the import
+  // and is returned as it is.
+  std::function<absl::Status(const RecordedMemoryEvent&, const RecordedMetadata&)> on_memory_event;
 };
 
 absl::StatusOr<RecordedTrace> ImportKinetoTrace(const std::string& path,

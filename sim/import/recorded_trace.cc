@@ -4,6 +4,7 @@
 #include <array>
 #include <cctype>
 #include <cstdio>
+#include <functional>
 #include <iterator>
 #include <map>
 #include <string>
@@ -165,7 +166,10 @@ namespace {
 struct TraceSink {
   std::vector<TraceEvent> head, body;
   std::vector<int64_t> head_source, body_source;
+  std::function<void(SimTime)> before;  // emits the timed events that start before a time
   void Reserve(size_t n) { body.reserve(n); }
+  bool TakesHead() const { return true; }
+  void Before(SimTime t) { before(t); }
   void Alloc(bool to_head, BufferId id, Bytes size, StreamId s, const RecordedMemoryEvent& m, bool with_stack,
              int64_t source) {
     TraceEvent e;
@@ -198,7 +202,10 @@ struct TraceSink {
 struct OpsSink {
   std::vector<MemoryOp> head, body;
   std::vector<int64_t> head_source, body_source;
+  std::function<void(SimTime)> before;  // unused: no timed events
   void Reserve(size_t n) { body.reserve(n); }
+  bool TakesHead() const { return true; }
+  void Before(SimTime) {}
   void Alloc(bool to_head, BufferId id, Bytes size, StreamId s, const RecordedMemoryEvent&, bool, int64_t source) {
     (to_head ? head : body).push_back({EventType::kAlloc, s, id, size});
     (to_head ? head_source : body_source).push_back(to_head ? -1 : source);
@@ -227,6 +234,147 @@ std::vector<Event> HeadThenBody(std::vector<Event>& head, std::vector<Event>& bo
   }
   return std::move(body);
 }
+
+// The pairing of Note [Matching frees], one event at a time: what
+// ToNativeTrace and ToMemoryOps run over the whole trace and MemoryOpPairer
+// over a stream. It holds only the live blocks.
+struct Pairing {
+  Pairing(const std::string& file, const ToNativeOptions& o, ConversionStats& s)
+      : source_file(file), options(o), stats(s) {}
+  const std::string& source_file;
+  const ToNativeOptions& options;
+  ConversionStats& stats;
+  struct Live {
+    BufferId id;
+    Bytes size;
+  };
+  absl::flat_hash_map<int64_t, Live> by_address;
+  absl::flat_hash_map<int64_t, std::vector<BufferId>> by_size;  // LIFO stacks
+  BufferId next_id = 0;
+  std::optional<Bytes> initial_allocated;
+  // Live bytes of the body so far (frees of blocks allocated before
+  // recording make it negative) and its maximum: with the pre-recording
+  // allocs and Trace::preexisting, live bytes must fit in int64
+  // (ValidateTrace).
+  int64_t body_live = 0;
+  int64_t body_peak = 0;
+
+  absl::Status Overflow(const RecordedMemoryEvent& m, size_t index, std::string_view what) const {
+    return absl::InvalidArgumentError(Cat(source_file, ": memory event ", index, " (", MemoryEventKindName(m.kind),
+                                          "): ", what, " exceed 2^63 - 1"));
+  }
+
+  // Event `index` (of the converted device) into `sink`, which may refuse a
+  // head alloc (Sink::Alloc returns false): then nothing of the event is
+  // emitted, and Step returns false.
+  template <typename Sink>
+  absl::StatusOr<bool> Step(const RecordedMemoryEvent& m, size_t index, StreamId s, Sink& sink) {
+    const int64_t source = static_cast<int64_t>(index);
+    bool is_alloc = m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kPreexisting;
+    bool is_free = m.kind == MemoryEventKind::kFree || m.kind == options.snapshot_free;
+    if (!is_alloc && !is_free) return true;
+    if (m.size < Bytes(0)) {
+      return absl::InvalidArgumentError(Cat(source_file, ": memory event ", index, " (", MemoryEventKindName(m.kind),
+                                            "): negative size ", m.size.value()));
+    }
+    // A free without an address whose size no live block has, or one whose
+    // address none has: its alloc was before recording.
+    if (is_free && !sink.TakesHead()) {
+      const bool matched = m.address.has_value()
+                               ? by_address.contains(*m.address)
+                               : (by_size.contains(m.size.value()) && !by_size.at(m.size.value()).empty());
+      if (!matched) return false;
+    }
+    if (!initial_allocated.has_value() && m.total_allocated.has_value()) {
+      int64_t before = 0;
+      if (is_alloc ? __builtin_sub_overflow(m.total_allocated->value(), m.size.value(), &before)
+                   : __builtin_add_overflow(m.total_allocated->value(), m.size.value(), &before)) {
+        return Overflow(m, index, "Total Allocated before the event would");
+      }
+      initial_allocated = Bytes(before);
+    }
+    if (m.time >= SimTime(0)) sink.Before(m.time);
+    if (is_alloc) {
+      const BufferId id = next_id++;
+      if (m.address.has_value()) {
+        auto it = by_address.find(*m.address);
+        if (it != by_address.end()) {
+          ++stats.implicit_frees;
+          body_live -= it->second.size.value();
+          sink.Free(it->second.id, s, source);
+          ++stats.frees;
+          by_address.erase(it);
+        }
+        by_address[*m.address] = {id, m.size};
+      } else {
+        by_size[m.size.value()].push_back(id);
+      }
+      sink.Alloc(/*to_head=*/false, id, m.size, s, m, /*with_stack=*/true, source);
+      if (__builtin_add_overflow(body_live, m.size.value(), &body_live)) return Overflow(m, index, "live bytes");
+      body_peak = std::max(body_peak, body_live);
+      ++stats.allocs;
+      return true;
+    }
+    // A free.
+    BufferId id = -1;
+    Bytes freed = m.size;  // the matched alloc's size when matched by address
+    if (m.address.has_value()) {
+      auto it = by_address.find(*m.address);
+      if (it != by_address.end()) {
+        id = it->second.id;
+        freed = it->second.size;
+        if (it->second.size != m.size) ++stats.size_mismatches;
+        by_address.erase(it);
+        ++stats.frees_matched_by_address;
+      }
+    } else {
+      auto it = by_size.find(m.size.value());
+      if (it != by_size.end() && !it->second.empty()) {
+        std::vector<BufferId>& stack = it->second;
+        if (options.size_match == ToNativeOptions::SizeMatch::kLifo) {
+          id = stack.back();
+          stack.pop_back();
+        } else {
+          id = stack.front();
+          stack.erase(stack.begin());  // same-size queues are short
+        }
+        ++stats.frees_matched_by_size;
+      }
+    }
+    if (id < 0) {
+      id = next_id++;
+      sink.Alloc(/*to_head=*/true, id, m.size, s, m, /*with_stack=*/false, -1);
+      ++stats.allocs_before_recording;
+      int64_t before = 0;
+      if (__builtin_add_overflow(stats.bytes_before_recording.value(), m.size.value(), &before)) {
+        return Overflow(m, index, "bytes allocated before recording");
+      }
+      stats.bytes_before_recording = Bytes(before);
+    }
+    body_live -= freed.value();
+    sink.Free(id, s, source);
+    ++stats.frees;
+    return true;
+  }
+
+  // After the last event: Trace::preexisting, checking that every live
+  // byte count fits.
+  absl::StatusOr<Bytes> Preexisting() const {
+    Bytes preexisting;
+    if (initial_allocated.has_value() && *initial_allocated > stats.bytes_before_recording) {
+      preexisting = *initial_allocated - stats.bytes_before_recording;
+    }
+    int64_t peak = 0;
+    if (__builtin_add_overflow(preexisting.value(), stats.bytes_before_recording.value(), &peak) ||
+        __builtin_add_overflow(peak, stats.bytes_live_through.value(), &peak) ||
+        __builtin_add_overflow(peak, body_peak, &peak)) {
+      return absl::InvalidArgumentError(
+          Cat(source_file, ": live bytes (before recording, ", stats.bytes_before_recording.value(),
+              ", plus the peak inside it) exceed 2^63 - 1"));
+    }
+    return preexisting;
+  }
+};
 
 struct Converted {
   std::map<int64_t, StreamId> stream_ids;  // recorded → dense
@@ -291,41 +439,22 @@ absl::StatusOr<Converted> Convert(const RecordedTrace& recorded, const ToNativeO
     return it == stream_ids.end() ? 0 : it->second;
   };
 
-  struct Live {
-    BufferId id;
-    Bytes size;
-  };
-  absl::flat_hash_map<int64_t, Live> by_address;
-  absl::flat_hash_map<int64_t, std::vector<BufferId>> by_size;  // LIFO stacks
+  Pairing pairing(recorded.metadata.source_file, options, stats);
   // Room for the head too (at most one alloc per free and per block live
   // through), so that it can be moved in front without a second copy of
   // the events.
   sink.Reserve(recorded.memory_events.size() + ops.size() + recorded.live_through.size());
-  BufferId next_id = 0;
-  std::optional<Bytes> initial_allocated;
   size_t next_op = 0;
-
-  auto emit_ops_before = [&](SimTime t) {
+  sink.before = [&](SimTime t) {
     while (next_op < ops.size() && ops[next_op]->start < t) {
       sink.Timed(*ops[next_op], native_stream(ops[next_op]->stream));
       ++stats.timed_events;
       ++next_op;
     }
   };
-  // Live bytes of the body so far (frees of blocks allocated before
-  // recording make it negative) and its maximum: with the pre-recording
-  // allocs and Trace::preexisting, live bytes must fit in int64
-  // (ValidateTrace).
-  int64_t body_live = 0;
-  int64_t body_peak = 0;
-  auto overflow = [&](size_t index, std::string_view what) {
-    return absl::InvalidArgumentError(Cat(recorded.metadata.source_file, ": memory event ", index,
-                                          " (", MemoryEventKindName(recorded.memory_events[index].kind),
-                                          "): ", what, " exceed 2^63 - 1"));
-  };
   for (const RecordedMemoryEvent& m : recorded.live_through) {
     if (m.device != device) continue;
-    sink.Alloc(/*to_head=*/true, next_id++, m.size, native_stream(m.stream), m, /*with_stack=*/true, -1);
+    sink.Alloc(/*to_head=*/true, pairing.next_id++, m.size, native_stream(m.stream), m, /*with_stack=*/true, -1);
     ++stats.allocs_live_through;
     int64_t sum = 0;
     if (__builtin_add_overflow(stats.bytes_live_through.value(), m.size.value(), &sum)) {
@@ -336,102 +465,11 @@ absl::StatusOr<Converted> Convert(const RecordedTrace& recorded, const ToNativeO
   }
   for (size_t index = 0; index < recorded.memory_events.size(); ++index) {
     const RecordedMemoryEvent& m = recorded.memory_events[index];
-    const int64_t source = static_cast<int64_t>(index);
     if (m.device != device) continue;
-    bool is_alloc = m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kPreexisting;
-    bool is_free = m.kind == MemoryEventKind::kFree || m.kind == options.snapshot_free;
-    if (!is_alloc && !is_free) continue;
-    if (m.size < Bytes(0)) {
-      return absl::InvalidArgumentError(
-          Cat(recorded.metadata.source_file, ": memory event ", index, " (",
-              MemoryEventKindName(m.kind), "): negative size ", m.size.value()));
-    }
-    if (!initial_allocated.has_value() && m.total_allocated.has_value()) {
-      int64_t before = 0;
-      if (is_alloc ? __builtin_sub_overflow(m.total_allocated->value(), m.size.value(), &before)
-                   : __builtin_add_overflow(m.total_allocated->value(), m.size.value(), &before)) {
-        return overflow(index, "Total Allocated before the event would");
-      }
-      initial_allocated = Bytes(before);
-    }
-    if (m.time >= SimTime(0)) emit_ops_before(m.time);
-    const StreamId s = native_stream(m.stream);
-    if (is_alloc) {
-      const BufferId id = next_id++;
-      if (m.address.has_value()) {
-        auto it = by_address.find(*m.address);
-        if (it != by_address.end()) {
-          ++stats.implicit_frees;
-          body_live -= it->second.size.value();
-          sink.Free(it->second.id, s, source);
-          ++stats.frees;
-          by_address.erase(it);
-        }
-        by_address[*m.address] = {id, m.size};
-      } else {
-        by_size[m.size.value()].push_back(id);
-      }
-      sink.Alloc(/*to_head=*/false, id, m.size, s, m, /*with_stack=*/true, source);
-      if (__builtin_add_overflow(body_live, m.size.value(), &body_live)) {
-        return overflow(index, "live bytes");
-      }
-      body_peak = std::max(body_peak, body_live);
-      ++stats.allocs;
-      continue;
-    }
-    // A free.
-    BufferId id = -1;
-    Bytes freed = m.size;  // the matched alloc's size when matched by address
-    if (m.address.has_value()) {
-      auto it = by_address.find(*m.address);
-      if (it != by_address.end()) {
-        id = it->second.id;
-        freed = it->second.size;
-        if (it->second.size != m.size) ++stats.size_mismatches;
-        by_address.erase(it);
-        ++stats.frees_matched_by_address;
-      }
-    } else {
-      auto it = by_size.find(m.size.value());
-      if (it != by_size.end() && !it->second.empty()) {
-        std::vector<BufferId>& stack = it->second;
-        if (options.size_match == ToNativeOptions::SizeMatch::kLifo) {
-          id = stack.back();
-          stack.pop_back();
-        } else {
-          id = stack.front();
-          stack.erase(stack.begin());  // same-size queues are short
-        }
-        ++stats.frees_matched_by_size;
-      }
-    }
-    if (id < 0) {
-      id = next_id++;
-      sink.Alloc(/*to_head=*/true, id, m.size, s, m, /*with_stack=*/false, -1);
-      ++stats.allocs_before_recording;
-      int64_t before = 0;
-      if (__builtin_add_overflow(stats.bytes_before_recording.value(), m.size.value(), &before)) {
-        return overflow(index, "bytes allocated before recording");
-      }
-      stats.bytes_before_recording = Bytes(before);
-    }
-    body_live -= freed.value();
-    sink.Free(id, s, source);
-    ++stats.frees;
+    RETURN_IF_ERROR(pairing.Step(m, index, native_stream(m.stream), sink).status());
   }
-  emit_ops_before(SimTime(INT64_MAX));
-
-  if (initial_allocated.has_value() && *initial_allocated > stats.bytes_before_recording) {
-    out.preexisting = *initial_allocated - stats.bytes_before_recording;
-  }
-  int64_t peak = 0;
-  if (__builtin_add_overflow(out.preexisting.value(), stats.bytes_before_recording.value(), &peak) ||
-      __builtin_add_overflow(peak, stats.bytes_live_through.value(), &peak) ||
-      __builtin_add_overflow(peak, body_peak, &peak)) {
-    return absl::InvalidArgumentError(
-        Cat(recorded.metadata.source_file, ": live bytes (before recording, ",
-            stats.bytes_before_recording.value(), ", plus the peak inside it) exceed 2^63 - 1"));
-  }
+  sink.Before(SimTime(INT64_MAX));
+  ASSIGN_OR_RETURN(out.preexisting, pairing.Preexisting());
   return out;
 }
 
@@ -442,7 +480,42 @@ void Sources(Sink& sink, const ToNativeOptions& options) {
   *options.source_index = std::move(sink.head_source);
 }
 
+struct StreamSink {
+  std::vector<MemoryOp>* ops = nullptr;
+  bool TakesHead() const { return false; }
+  void Before(SimTime) {}
+  void Alloc(bool, BufferId id, Bytes size, StreamId s, const RecordedMemoryEvent&, bool, int64_t) {
+    ops->push_back({EventType::kAlloc, s, id, size});
+  }
+  void Free(BufferId id, StreamId s, int64_t) { ops->push_back({EventType::kFree, s, id, Bytes(0)}); }
+};
+
 }  // namespace
+
+struct MemoryOpPairer::State {
+  State(std::string file, ToNativeOptions o) : source_file(std::move(file)), options(std::move(o)) {}
+  std::string source_file;
+  ToNativeOptions options;
+  ConversionStats stats;
+  Pairing pairing{source_file, options, stats};
+  StreamSink sink;
+};
+
+MemoryOpPairer::MemoryOpPairer(std::string source_file, ToNativeOptions options)
+    : state_(std::make_unique<State>(std::move(source_file), std::move(options))) {}
+MemoryOpPairer::~MemoryOpPairer() = default;
+
+absl::StatusOr<bool> MemoryOpPairer::Add(const RecordedMemoryEvent& m, int64_t index, StreamId stream,
+                                         std::vector<MemoryOp>& ops) {
+  state_->sink.ops = &ops;
+  return state_->pairing.Step(m, static_cast<size_t>(index), stream, state_->sink);
+}
+
+const ConversionStats& MemoryOpPairer::stats() const { return state_->stats; }
+const std::optional<Bytes>& MemoryOpPairer::initial_allocated() const { return state_->pairing.initial_allocated; }
+BufferId MemoryOpPairer::next_buffer() const { return state_->pairing.next_id; }
+absl::StatusOr<Bytes> MemoryOpPairer::Preexisting() const { return state_->pairing.Preexisting(); }
+
 
 absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded, const ToNativeOptions& options,
                                     ConversionStats* stats_out) {

@@ -12,6 +12,7 @@
 #define GPUSIM_SIM_IMPORT_RECORDED_TRACE_H_
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -220,6 +221,36 @@ struct MemoryOpStream {
 // statistics and errors.
 absl::StatusOr<MemoryOpStream> ToMemoryOps(const RecordedTrace& recorded, const ToNativeOptions& options = {},
                                            ConversionStats* stats = nullptr);
+// ToMemoryOps one event at a time, for a replay that converts the events as
+// they are parsed (sim/replay/replay_stream.cc): the same pairing (Note
+// [Matching frees]), buffer ids, statistics and errors, holding only the
+// live blocks. What needs the whole trace is refused, not guessed: a free
+// that no live block matches (its alloc belongs at the trace's start, before
+// every event) makes Add return false and emit nothing; a caller then
+// converts the whole trace with ToMemoryOps instead. Blocks live through the
+// recording (RecordedTrace::live_through) and timed events are not handled.
+class MemoryOpPairer {
+ public:
+  MemoryOpPairer(std::string source_file, ToNativeOptions options);
+  ~MemoryOpPairer();
+  MemoryOpPairer(const MemoryOpPairer&) = delete;
+  MemoryOpPairer& operator=(const MemoryOpPairer&) = delete;
+  // Recorded event `index` (of the device converted: the caller filters)
+  // → its ops (0 to 2: an implicit free, then the alloc), appended to `ops`.
+  absl::StatusOr<bool> Add(const RecordedMemoryEvent& m, int64_t index, StreamId stream, std::vector<MemoryOp>& ops);
+  const ConversionStats& stats() const;
+  // Total Allocated before the first event that recorded it.
+  const std::optional<Bytes>& initial_allocated() const;
+  BufferId next_buffer() const;  // one past the largest buffer id so far
+  // After the last event: MemoryOpStream::preexisting (live bytes checked
+  // to fit in int64).
+  absl::StatusOr<Bytes> Preexisting() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 // A native trace's alloc and free events; `source_index`, when set, receives
 // each one's index in trace.events.
 MemoryOpStream MemoryOpsOf(const Trace& trace, std::vector<int64_t>* source_index = nullptr);

@@ -14,6 +14,7 @@
 #include "sim/alloc/options.h"
 #include "sim/import/import.h"
 #include "sim/base/status.h"
+#include "sim/replay/replay_core.h"
 #include "sim/replay/replay_internal.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
@@ -43,32 +44,11 @@ absl::Status ResolveCapacity(const RecordedMetadata& meta, ReplayOptions* o) {
 
 namespace {
 
-using replay_internal::PeakTracker;
+using replay_internal::ReplayCore;
 using replay_internal::ResolveCapacity;
-
-void Compare(TotalsComparison& c, Bytes predicted, Bytes recorded, int64_t event, double& abs_sum) {
-  ++c.compared;
-  const int64_t err = std::llabs(predicted.value() - recorded.value());
-  if (err == 0) {
-    ++c.exact;
-  } else if (c.first_mismatch < 0) {
-    c.first_mismatch = event;
-  }
-  c.max_abs_error = std::max(c.max_abs_error, Bytes(err));
-  abs_sum += static_cast<double>(err);
-  c.mean_abs_error = abs_sum / static_cast<double>(c.compared);
-  c.recorded_peak = std::max(c.recorded_peak, recorded);
-  c.predicted_peak = std::max(c.predicted_peak, predicted);
-}
+using replay_internal::WarmPass;
 
 // --- Replay of the recorded alloc/free stream --------------------------------
-
-// One warm-start replay (Note [Growing inferred segments]): the segment
-// growths earlier passes found, and those this pass finds.
-struct WarmPass {
-  std::map<int64_t, int64_t> grown_ends;  // segment begin → end
-  std::map<int64_t, int64_t> found;
-};
 
 // The memory events of `trace` through options.allocator. `source[i]` is the
 // recorded memory event native event i came from (-1: none); `recorded`, when
@@ -77,48 +57,26 @@ struct WarmPass {
 absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int64_t>& source,
                              const RecordedTrace* recorded, const ReplayOptions& options, ReplayResult& r,
                              WarmPass* warm = nullptr) {
-  auto allocator = MakeAllocator(options.allocator, options.capacity);
-  if (!allocator.ok()) return allocator.status();
-  Allocator& a = **allocator;
-  r.allocator = std::string(a.name());
-  r.capacity = options.capacity;
-  r.capacity_source = options.capacity_source;
-  r.preexisting = stream.preexisting;
-  r.start_state = "cold (an empty allocator); blocks live before recording allocated first";
+  ASSIGN_OR_RETURN(std::unique_ptr<ReplayCore> core,
+                   ReplayCore::Make(options, recorded != nullptr ? &recorded->captures : nullptr,
+                                    recorded != nullptr && recorded->metadata.format == "kineto", r));
+  Allocator& a = core->allocator();
   static const std::vector<RecordedMemoryEvent> kNoEvents;
   const std::vector<RecordedMemoryEvent>& memory_events = recorded != nullptr ? recorded->memory_events : kNoEvents;
-
-  // Which recorded events carry totals.
-  bool any_allocated = false, any_reserved = false;
-  for (const RecordedMemoryEvent& m : memory_events) {
-    any_allocated |= m.total_allocated.has_value();
-    any_reserved |= m.total_reserved.has_value();
+  // Which recorded events carry totals (those of other devices and kinds
+  // too, as the comparison's presence has always meant).
+  if (!r.offline) {
+    for (const RecordedMemoryEvent& m : memory_events) {
+      if (m.total_allocated.has_value() && !r.allocated.has_value()) r.allocated.emplace();
+      if (m.total_reserved.has_value() && !r.reserved.has_value()) r.reserved.emplace();
+    }
   }
-  // An offline planner places everything at the end: no per-event totals
-  // to compare, and stats() only once (after Finish).
-  const bool offline = a.PlansOffline();
-  r.offline = offline;
-  if (any_allocated && !offline) r.allocated.emplace();
-  if (any_reserved && !offline) r.reserved.emplace();
-  double alloc_abs = 0, reserved_abs = 0;
-  PeakTracker peak;
-
-  // Bytes live before recording and never freed, whose blocks the trace
-  // never shows: one block, allocated first. For the caching allocator a
-  // small-pool request when ≤ 1 MiB (a cold start: it shares its 2 MiB
-  // segment with the first small requests, as the MI300X cold-start trace's
-  // Total Reserved confirms); larger, a restored segment of exactly that
-  // size, so the allocated total stays exact (a fresh 2 MiB-rounded segment
-  // would keep an unsplit remainder); how those bytes lay in segments is
-  // unknown.
   BufferId next_id = 0;
   for (const MemoryOp& e : stream.ops) next_id = std::max(next_id, e.buffer + 1);
-  const bool caching = a.ModelsSegments();
-  constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSize
   // A warm start (Note [Warm start from recorded addresses]) restores the
   // blocks live at the start, Trace::preexisting included.
   absl::flat_hash_set<BufferId> restored;
-  if (warm != nullptr && caching && recorded != nullptr) {
+  if (warm != nullptr && a.ModelsSegments() && recorded != nullptr) {
     int32_t device = 0;
     if (options.device.has_value()) {
       device = *options.device;
@@ -127,7 +85,6 @@ absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int
     }
     ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, stream, next_id, warm->grown_ends, a, &restored));
     if (ws.applied) {
-      ++next_id;
       r.start_state = absl::StrFormat(
           "warm, inferred from the recorded addresses and Total Reserved: %d small + %d large segments (%s), %s "
           "where no recorded block lies; %d blocks live at the start%s",
@@ -139,188 +96,18 @@ absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int
     }
     r.warm_start = std::move(ws);
   }
-  const bool warm_applied = r.warm_start.has_value() && r.warm_start->applied;
-  // Bytes that do not fit are an OOM before the first event (event -1), not
-  // an error, so that `compare` still prints the strategy's row.
-  auto oom_before_start = [&](Bytes requested) {
-    ++r.ooms;
-    const AllocatorStats s = a.stats();
-    if (!r.oom.has_value()) r.oom = ReplayOom{-1, SimTime(-1), requested, s.reserved, options.capacity - s.reserved};
-  };
-  if (warm_applied) {
-    // Trace::preexisting is in the restored state.
-  } else if (caching && stream.preexisting > Bytes(kSmallRequest)) {
-    const int64_t size = (stream.preexisting.value() + 511) / 512 * 512;
-    if (Bytes(size) > options.capacity) {
-      oom_before_start(stream.preexisting);
-    } else {
-      SegmentLayout seg;
-      seg.address = 0x600000000000;  // below the simulated space's first-fit base
-      seg.size = size;
-      seg.blocks = {{seg.address, size, stream.preexisting.value(), next_id++}};
-      absl::Status st = a.RestoreSegment(seg);
-      if (!st.ok()) return st;
-    }
-  } else if (stream.preexisting > Bytes(0)) {
-    if (!a.Alloc(next_id++, stream.preexisting, 0)) oom_before_start(stream.preexisting);
-  }
-  absl::flat_hash_map<BufferId, Bytes> placed;  // buffers the allocator holds
-  // Note [CUDA graph private pools]: one allocator per capture window.
-  const std::vector<CaptureWindow> no_captures;
-  const std::vector<CaptureWindow>& captures =
-      recorded != nullptr && !offline ? recorded->captures : no_captures;
-  std::vector<std::unique_ptr<Allocator>> pools(captures.size());
-  absl::flat_hash_map<BufferId, Allocator*> pool_of;  // buffers in a private pool
-  auto usage = [&] {
-    AllocatorUsage u = a.usage();
-    for (const auto& p : pools) {
-      if (p == nullptr) continue;
-      const AllocatorUsage pu = p->usage();
-      u.allocated += pu.allocated;
-      u.reserved += pu.reserved;
-    }
-    return u;
-  };
-  auto capture_of = [&](size_t i) -> int64_t {  // the capture window native event i lies in, or -1
-    if (captures.empty() || source[i] < 0) return -1;
-    const SimTime t = memory_events[static_cast<size_t>(source[i])].time;
-    for (size_t w = 0; w < captures.size(); ++w) {
-      if ((captures[w].begin < SimTime(0) || captures[w].begin <= t) &&
-          (captures[w].end < SimTime(0) || t <= captures[w].end)) {
-        return static_cast<int64_t>(w);
-      }
-    }
-    return -1;
-  };
-  AllocatorUsage combined_peak;
+  RETURN_IF_ERROR(core->Start(stream.preexisting, next_id, r.warm_start.has_value() ? &*r.warm_start : nullptr,
+                              std::move(restored), warm));
   const std::vector<MemoryOp>& ev = stream.ops;
   for (size_t i = 0; i < ev.size(); ++i) {
-    const MemoryOp& e = ev[i];
-    if (e.type == EventType::kAlloc) {
-      const int64_t w = restored.contains(e.buffer) ? -1 : capture_of(i);
-      bool ok = false;
-      if (w >= 0) {
-        std::unique_ptr<Allocator>& pool = pools[static_cast<size_t>(w)];
-        if (pool == nullptr) {
-          ASSIGN_OR_RETURN(pool, MakeAllocator(options.allocator, options.capacity));
-          ++r.graph_pools;
-        }
-        ok = pool->Alloc(e.buffer, e.size, e.stream);
-        if (ok && usage().reserved > options.capacity) {  // the pools share the device
-          pool->Free(e.buffer);
-          ok = false;
-        }
-        if (ok) {
-          pool_of[e.buffer] = pool.get();
-          ++r.graph_pool_allocs;
-        }
-      }
-      if (restored.contains(e.buffer)) {
-        placed[e.buffer] = e.size;
-      } else if (w >= 0 ? ok : a.Alloc(e.buffer, e.size, e.stream)) {
-        placed[e.buffer] = e.size;
-        // Note [Growing inferred segments]: Kineto records block sizes.
-        if (warm_applied && w < 0 && source[i] >= 0 && recorded->metadata.format == "kineto") {
-          const RecordedMemoryEvent& m = memory_events[static_cast<size_t>(source[i])];
-          const std::optional<uint64_t> at = a.AddressOf(e.buffer);
-          if (m.address.has_value() && at.has_value() && static_cast<int64_t>(*at) == *m.address) {
-            const int64_t recorded_block = (e.size.value() + 511) / 512 * 512;
-            if (auto g = SegmentGrowthFor(*r.warm_start, *m.address, recorded_block, a.BlockSizeOf(e.buffer)->value())) {
-              int64_t& end = warm->found[g->first];
-              end = std::max(end, g->second);
-            }
-          }
-        }
-      } else {
-        ++r.ooms;
-        if (!r.oom.has_value()) {
-          const AllocatorStats s = a.stats();
-          ReplayOom o;
-          o.event = source[i];
-          o.time = o.event >= 0 && recorded != nullptr ? memory_events[static_cast<size_t>(o.event)].time
-                                                       : SimTime(-1);
-          o.requested = e.size;
-          o.reserved = s.reserved;
-          o.free = options.capacity - s.reserved;
-          r.oom = o;
-        }
-      }
-    } else if (e.type == EventType::kFree) {
-      auto it = placed.find(e.buffer);
-      if (it != placed.end()) {
-        // A private pool keeps its freed blocks for the graph's later use.
-        if (auto p = pool_of.find(e.buffer); p != pool_of.end()) {
-          p->second->Free(e.buffer);
-          pool_of.erase(p);
-        } else {
-          a.Free(e.buffer);
-        }
-        placed.erase(it);
-      }
-    } else {
-      continue;
-    }
-    if (offline) continue;  // placed at Finish; see below
-    const AllocatorUsage s = pools.empty() ? a.usage() : usage();  // cheap: stats() may scan free lists
-    peak.Observe(s);
-    if (!pools.empty()) {
-      combined_peak.allocated = std::max(combined_peak.allocated, s.allocated);
-      combined_peak.reserved = std::max(combined_peak.reserved, s.reserved);
-    }
-    // Compare after the last native event of one recorded event.
     const int64_t src = source[i];
+    const RecordedMemoryEvent* m = src >= 0 && recorded != nullptr ? &memory_events[static_cast<size_t>(src)] : nullptr;
+    RETURN_IF_ERROR(core->Op(ev[i], m, src));
+    // Compare after the last native event of one recorded event.
     if (src < 0 || (i + 1 < ev.size() && source[i + 1] == src)) continue;
-    ++r.events;
-    if (recorded == nullptr) {
-      if (options.keep_series) r.series.push_back({src, SimTime(-1), s.allocated, s.reserved, {}, {}});
-      continue;
-    }
-    const RecordedMemoryEvent& m = memory_events[static_cast<size_t>(src)];
-    if (m.total_allocated.has_value()) Compare(*r.allocated, s.allocated, *m.total_allocated, src, alloc_abs);
-    if (m.total_reserved.has_value()) Compare(*r.reserved, s.reserved, *m.total_reserved, src, reserved_abs);
-    if (options.keep_series) {
-      r.series.push_back({src, m.time, s.allocated, s.reserved, m.total_allocated, m.total_reserved});
-    }
+    core->EndEvent(m, src);
   }
-  // Live requested bytes for the no-fragmentation bound: recompute exactly.
-  {
-    absl::flat_hash_map<BufferId, Bytes> sizes;
-    Bytes cur = stream.preexisting, best = cur;
-    for (const MemoryOp& e : ev) {
-      if (e.type == EventType::kAlloc) {
-        sizes[e.buffer] = e.size;
-        cur += e.size;
-        best = std::max(best, cur);
-      } else if (e.type == EventType::kFree) {
-        cur -= sizes[e.buffer];
-      }
-    }
-    r.no_fragmentation_peak = best;
-  }
-  RETURN_IF_ERROR(a.Finish());
-  r.stats = a.stats();
-  for (const auto& p : pools) {
-    if (p == nullptr) continue;
-    const AllocatorStats ps = p->stats();
-    r.stats.allocated += ps.allocated;
-    r.stats.reserved += ps.reserved;
-    r.stats.device_mallocs += ps.device_mallocs;
-    r.stats.device_frees += ps.device_frees;
-    r.stats.segments += ps.segments;
-    r.stats.peak_allocated = std::max(r.stats.peak_allocated, combined_peak.allocated);
-    r.stats.peak_reserved = std::max(r.stats.peak_reserved, combined_peak.reserved);
-  }
-  if (offline) {
-    r.events = 0;
-    for (size_t i = 0; i < ev.size(); ++i) {
-      if (source[i] >= 0 && (i + 1 == ev.size() || source[i + 1] != source[i])) ++r.events;
-    }
-    peak.Observe(r.stats);  // the plan's heap at its peak
-    r.fragmentation_at_peak = r.stats.peak_reserved - r.stats.peak_allocated;
-  } else {
-    r.fragmentation_at_peak = peak.fragmentation;
-  }
-  return absl::OkStatus();
+  return core->Finish();
 }
 
 }  // namespace
@@ -422,26 +209,30 @@ absl::StatusOr<ReplayResult> ReplayNativeTrace(const Trace& trace, const std::st
 // sums over the main pool and the private ones, all bounded by the capacity.
 // Offline planners see no pools (they place the whole trace at once).
 
-absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path) {
-  LoadedRecording out;
-  out.path = path;
+absl::StatusOr<std::string> RecordingFormatOf(const std::string& path) {
   {
     std::ifstream in(path);
     if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
     std::string first;
-    while (std::getline(in, first)) {  // the native format's header, after blank and comment lines
+    while (std::getline(in, first)) {
       const size_t b = first.find_first_not_of(" \t\r");
       if (b == std::string::npos || first[b] == '#') continue;
-      if (first.compare(b, 12, "gpusim-trace") == 0) out.format = "gpusim-trace";
+      if (first.compare(b, 12, "gpusim-trace") == 0) return std::string("gpusim-trace");
       break;
     }
   }
+  return DetectRecordedFormat(path);
+}
+
+absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path) {
+  LoadedRecording out;
+  out.path = path;
+  ASSIGN_OR_RETURN(out.format, RecordingFormatOf(path));
   if (out.format == "gpusim-trace") {
     ASSIGN_OR_RETURN(Trace t, ReadTraceFile(path));
     out.native = std::move(t);
     return out;
   }
-  ASSIGN_OR_RETURN(out.format, DetectRecordedFormat(path));
   if (out.format == "snapshot") {
     ASSIGN_OR_RETURN(RecordedSnapshot snap, LoadSnapshot(path));
     out.snapshot = std::move(snap);
@@ -464,8 +255,18 @@ absl::StatusOr<ReplayResult> ReplayLoaded(const LoadedRecording& loaded, const R
 }
 
 absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options) {
+  std::string why;
+  if (!options.check_addresses) {
+    ASSIGN_OR_RETURN(std::string format, RecordingFormatOf(path));
+    if (format == "kineto") {
+      ASSIGN_OR_RETURN(std::optional<ReplayResult> streamed, ReplayKinetoStreaming(path, options, &why));
+      if (streamed.has_value()) return std::move(*streamed);
+    }
+  }
   ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
-  return ReplayLoaded(loaded, options);
+  ASSIGN_OR_RETURN(ReplayResult r, ReplayLoaded(loaded, options));
+  if (!why.empty()) r.import = absl::StrCat("whole: ", why);
+  return r;
 }
 
 }  // namespace gpusim

@@ -117,6 +117,10 @@ struct ReplayResult {
   int64_t ooms = 0;
   bool offline = false;          // an offline planner: totals not compared per event
   std::vector<ReplayPoint> series;  // when keep_series
+  // How the trace was read (ReplayFile): "streamed" (Note [Replaying as the
+  // trace is parsed]), or "whole: WHY" when it was imported whole; empty
+  // when the caller imported it.
+  std::string import;
 };
 
 absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const ReplayOptions& options);
@@ -138,6 +142,10 @@ struct LoadedRecording {
   std::optional<RecordedSnapshot> snapshot;
   RecordedTrace recorded;  // kineto, memory_timeline
 };
+// LoadedRecording::format of `path`: "gpusim-trace" for a file whose first
+// line (after blank and comment lines) is the native `gpusim-trace` header,
+// else DetectRecordedFormat's (sim/import/import.h).
+absl::StatusOr<std::string> RecordingFormatOf(const std::string& path);
 // A native trace is recognised by its `gpusim-trace` header line; anything
 // else goes through DetectRecordedFormat (sim/import/import.h).
 absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path);
@@ -145,7 +153,17 @@ absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path);
 // native traces through ReplayNativeTrace, the rest through ReplayRecorded.
 absl::StatusOr<ReplayResult> ReplayLoaded(const LoadedRecording& loaded, const ReplayOptions& options);
 
-// Loads `path` (a native trace or any recorded format) and replays it.
+// Note [Replaying as the trace is parsed] (replay_stream.cc): a Kineto trace
+// replayed in one pass as it is parsed, in memory bounded by its live blocks.
+// nullopt, with *why_not set, when the trace needs the whole-trace path
+// (ReplayFile then takes it; the numbers are the same either way).
+absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::string& path,
+                                                                  const ReplayOptions& options,
+                                                                  std::string* why_not = nullptr);
+
+// Replays `path` (a native trace or any recorded format): a Kineto trace
+// through ReplayKinetoStreaming when it allows, else LoadRecording +
+// ReplayLoaded. ReplayResult::import says which.
 absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options);
 
 std::string RenderReplayText(const ReplayResult& r);

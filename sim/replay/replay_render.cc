@@ -69,6 +69,7 @@ std::string RenderReplayText(const ReplayResult& r) {
   }
   absl::StrAppend(&out, "\n");
   if (!r.start_state.empty()) absl::StrAppend(&out, "  start     ", r.start_state, "\n");
+  if (!r.import.empty()) absl::StrAppend(&out, "  read      ", r.import, "\n");
   if (r.warm_start.has_value()) {
     if (!r.warm_start->applied) {
       absl::StrAppend(&out, "            a warm start could not be inferred: ", r.warm_start->why_not, "\n");

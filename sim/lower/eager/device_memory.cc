@@ -10,12 +10,19 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/status.h"
+#include "sim/lower/eager/device_memory_sort.h"
 
 namespace gpusim {
 namespace {
 
 constexpr std::string_view kCublasSource =
     "aten/src/ATen/cuda/CublasHandlePool.cpp parseChosenWorkspaceSize, setWorkspaceForHandle";
+constexpr std::string_view kEmbeddingSource =
+    "aten/src/ATen/native/cuda/Embedding.cu embedding_dense_backward_cuda; EmbeddingBackwardKernel.cu";
+constexpr std::string_view kCublasLtSource =
+    "aten/src/ATen/cuda/CUDABlas.cpp gemm_and_bias, _getWorkspaceSize (CUBLASLT_WORKSPACE_SIZE)";
+constexpr std::string_view kSortSource =
+    "aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel; cub dispatch_radix_sort.cuh";
 constexpr std::string_view kReduceSource =
     "aten/src/ATen/native/cuda/Reduce.cuh setReduceConfig, ReduceConfig::global_memory_size";
 
@@ -42,23 +49,6 @@ int64_t LastPow2(int64_t n) {
   while (p * 2 <= n) p *= 2;
   return p;
 }
-
-// (major, minor) of "2.15.0+cu132", "1.13.0a0"; nullopt when unreadable.
-std::optional<std::pair<int, int>> ParseVersion(std::string_view v) {
-  int major = 0, minor = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), major);
-  if (ec != std::errc() || p == v.data() + v.size() || *p != '.') return std::nullopt;
-  ++p;
-  auto [q, ec2] = std::from_chars(p, v.data() + v.size(), minor);
-  if (ec2 != std::errc() || q == p) return std::nullopt;
-  return std::make_pair(major, minor);
-}
-
-struct Inserted {
-  std::string what;
-  std::string source;
-  bool kept = false;
-};
 
 }  // namespace
 
@@ -94,7 +84,7 @@ absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, con
         ") gives no compute_capability; the cuBLAS workspace of a PyTorch step depends on it "
         "(CublasHandlePool.cpp parseChosenWorkspaceSize)"));
   }
-  const std::optional<std::pair<int, int>> v = ParseVersion(torch_version);
+  const std::optional<std::pair<int, int>> v = MajorMinor(torch_version);
   if (!v.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("meta torch_version: expected MAJOR.MINOR..., got '", torch_version, "'"));
@@ -187,6 +177,11 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   const std::string* framework = FindMeta(recorded, "framework");
   if (framework == nullptr || *framework != "pytorch") return recorded;
   report->applied = true;
+  if (!recorded.repeats.empty()) {
+    // Inserting events would move the repeats' event ranges; a recording read
+    // from a file never has them (sim/trace/trace.h Trace::repeats).
+    return absl::InvalidArgumentError("a PyTorch recording with loop repeats: the device model inserts events");
+  }
   const std::string* version = FindMeta(recorded, "torch_version");
   if (version == nullptr) {
     return absl::InvalidArgumentError("a PyTorch recording (meta framework pytorch) without meta torch_version");
@@ -194,6 +189,10 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   report->torch_version = *version;
   const std::string* config = FindMeta(recorded, "CUBLAS_WORKSPACE_CONFIG");
   const std::string* warmup = FindMeta(recorded, "warmup_steps");
+  const std::string* det_meta = FindMeta(recorded, "deterministic_algorithms");
+  const bool deterministic = det_meta != nullptr && *det_meta == "1";
+  const std::string* torch_cuda = FindMeta(recorded, "torch_cuda");
+  std::optional<CubBuild> cub;  // read when an op needs it
   const bool warm = warmup != nullptr && *warmup != "0";
 
   BufferId next_id = 0;
@@ -216,6 +215,36 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     if (e.type != EventType::kCompute || !CublasOps().contains(e.op)) continue;
     std::pair<std::string, StreamId> key{thread_of(e), e.stream};
     if (std::find(pairs.begin(), pairs.end(), key) == pairs.end()) pairs.push_back(key);
+  }
+  // Note [cuBLASLt workspace]: addmm with a bias runs gemm_and_bias
+  // (aten/src/ATen/cuda/CUDABlas.cpp) through cublasLt. Up to torch 2.6 it
+  // allocates CUBLASLT_WORKSPACE_SIZE KiB (default 1024, _getWorkspaceSize /
+  // parseCUDABlasLtWorkspaceSize; "see #73328") from the caching allocator
+  // per call and frees it on return; from torch 2.7 the cublasLt and cuBLAS
+  // workspaces are unified (CublasHandlePool.cpp getCUDABlasLtWorkspace,
+  // unified_cublas_and_lt_workspaces: the stream's cuBLAS workspace), so it
+  // adds nothing (torch 2.15's libtorch_cuda.so carries that code and its
+  // TORCH_CUBLASLT_UNIFIED_WORKSPACE switch). With the switch off
+  // (check_env: "0", "false") getCUDABlasLtWorkspace keeps one block of
+  // getCUDABlasLtWorkspaceSize() per (handle, stream) in
+  // cublaslt_handle_stream_to_workspace, never freed. The 2.7 boundary is an
+  // assumption (not read from a tag); releases that kept a separate
+  // persistent cublasLt workspace per stream are modelled as per call.
+  const std::optional<std::pair<int, int>> tv = MajorMinor(*version);
+  const bool lt_per_call = tv.has_value() && *tv < std::make_pair(2, 7);
+  const std::string* unified_env = FindMeta(recorded, "TORCH_CUBLASLT_UNIFIED_WORKSPACE");
+  const bool lt_kept = !lt_per_call && unified_env != nullptr &&
+                       (*unified_env == "0" || *unified_env == "false" || *unified_env == "FALSE" ||
+                        *unified_env == "False" || *unified_env == "OFF" || *unified_env == "off");
+  std::set<std::pair<std::string, StreamId>> have_lt;
+  Bytes lt_bytes(int64_t{1024} * 1024);
+  if (const std::string* lt_env = FindMeta(recorded, "CUBLASLT_WORKSPACE_SIZE")) {
+    int64_t kib = 0;
+    auto [p, ec] = std::from_chars(lt_env->data(), lt_env->data() + lt_env->size(), kib);
+    // std::stoi: a leading integer; otherwise PyTorch warns and keeps 1024.
+    if (ec == std::errc() && p != lt_env->data() && kib >= 0 && kib <= (int64_t{1} << 30)) {
+      lt_bytes = Bytes(kib * 1024);
+    }
   }
   Bytes cublas;
   if (!pairs.empty()) {
@@ -261,6 +290,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     return absl::StrCat("cublas_workspace (", p.first, " thread, stream ", p.second, ")");
   };
   int64_t convs = 0, embeddings = 0, index_sorts = 0, collectives = 0;
+  std::set<std::string> index_why, embedding_why;
   for (size_t i = 0; i < recorded.events.size(); ++i) {
     const TraceEvent& e = recorded.events[i];
     if (warm && static_cast<int64_t>(i) == step_marker) {
@@ -280,6 +310,28 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
       if (have.insert(key).second) {
         alloc(cublas, workspace_name(key), e.phase, e.stack, e.stream);
         note("cuBLAS workspace", kCublasSource, cublas, true);
+      }
+      if (e.op == "addmm" && e.dims.size() == 2) {
+        using CudaVersion = std::pair<int, int>;
+        ASSIGN_OR_RETURN(const CudaVersion cuda, CudaOfBuild(*version, torch_cuda ? *torch_cuda : ""));
+        const bool lt = cuda >= std::make_pair(12, 1) ? e.dims[0] != 0 : e.dims[1] != 0;
+        if (lt && lt_kept) {
+          std::pair<std::string, StreamId> key{thread_of(e), e.stream};
+          if (have_lt.insert(key).second) {
+            alloc(lt_bytes, absl::StrCat("cublaslt_workspace (", key.first, " thread, stream ", key.second, ")"),
+                  e.phase, e.stack, e.stream);
+            note("cuBLASLt workspace", kCublasLtSource, lt_bytes, true);
+          }
+        }
+        if (lt && cuda >= std::make_pair(11, 4) && lt_per_call) {
+          const BufferId w = alloc(lt_bytes, absl::StrCat(e.name, " cublasLt workspace"), e.phase, e.stack, e.stream);
+          note("cuBLASLt workspace (per call)", kCublasLtSource, lt_bytes, false);
+          TraceEvent c = e;
+          if (!c.uses.empty()) c.uses.push_back(w);
+          out.events.push_back(std::move(c));
+          free_buffer(w, e.phase, e.stream);
+          continue;
+        }
       }
       out.events.push_back(e);
       continue;
@@ -310,9 +362,55 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
       free_buffer(buf, e.phase, e.stream);
       continue;
     }
+    const bool index_put = e.op.rfind("index_put", 0) == 0 || e.op.rfind("_index_put_impl", 0) == 0;
+    if (index_put || e.op == "embedding_dense_backward") {
+      if (!cub.has_value()) {
+        ASSIGN_OR_RETURN(cub, CubBuildFor(*version, torch_cuda ? *torch_cuda : ""));
+      }
+      absl::StatusOr<OpTemporaries> tmp = index_put
+                                              ? IndexPutTemporaries(e.dims, deterministic, *version, *cub, device)
+                                              : EmbeddingBackwardTemporaries(e.dims, *cub, device);
+      if (!tmp.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (compute ", e.name, ", op=", e.op,
+                                                       "): dims=", absl::StrJoin(e.dims, ","), ": ",
+                                                       tmp.status().message()));
+      }
+      if (!tmp->not_modelled.empty()) {
+        ++(index_put ? index_sorts : embeddings);
+        (index_put ? index_why : embedding_why).insert(tmp->not_modelled);
+      }
+      const std::string_view source = index_put ? kSortSource : kEmbeddingSource;
+      const std::string buffers = index_put ? "index_put index buffers" : "embedding backward buffers";
+      std::map<int, BufferId> ids;
+      auto apply = [&](const std::vector<TempStep>& steps) {
+        for (const TempStep& s : steps) {
+          if (s.alloc) {
+            ids[s.slot] = alloc(s.size, absl::StrCat(e.name, " ", s.what), e.phase, e.stack, e.stream);
+            note(s.what == "CUB radix sort storage" ? "CUB radix-sort storage" : buffers, source, s.size, false);
+          } else {
+            free_buffer(ids.at(s.slot), e.phase, e.stream);
+          }
+        }
+      };
+      apply(tmp->before);
+      TraceEvent c = e;
+      if (!c.uses.empty()) {
+        for (const TempStep& s : tmp->before) {
+          if (s.alloc) c.uses.push_back(ids[s.slot]);
+        }
+        // Buffers freed before the kernel (CUB storage, range checks) are
+        // not the kernel's; keep only those still live at it.
+        std::set<BufferId> freed;
+        for (const TempStep& s : tmp->before) {
+          if (!s.alloc) freed.insert(ids[s.slot]);
+        }
+        std::erase_if(c.uses, [&](BufferId id) { return freed.contains(id); });
+      }
+      out.events.push_back(std::move(c));
+      apply(tmp->after);
+      continue;
+    }
     convs += e.op == "convolution" || e.op == "_convolution" || e.op == "convolution_backward" ? 1 : 0;
-    embeddings += e.op == "embedding_dense_backward" ? 1 : 0;
-    index_sorts += e.op.rfind("index_put", 0) == 0 || e.op.rfind("_index_put_impl", 0) == 0 ? 1 : 0;
     out.events.push_back(e);
   }
   for (auto& [what, a] : added) report->added.push_back(std::move(a));
@@ -323,18 +421,22 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   }
   if (embeddings > 0) {
     report->not_modelled.push_back(absl::StrCat(
-        "embedding backward sort and scan temporaries (", embeddings,
-        " embedding_dense_backward ops; CUB radix sort and unique_by_key, aten/src/ATen/native/cuda/"
-        "Embedding.cu, EmbeddingBackwardKernel.cu)"));
+        "embedding backward temporaries (", embeddings, " embedding_dense_backward ops: ",
+        absl::StrJoin(embedding_why, "; "), "; aten/src/ATen/native/cuda/Embedding.cu, EmbeddingBackwardKernel.cu)"));
   }
   if (index_sorts > 0) {
     report->not_modelled.push_back(absl::StrCat(
-        "index_put(accumulate) sort temporaries (", index_sorts,
-        " ops, e.g. the backward of weight[ids]; linear, sorted and original indices, a range and CUB radix-sort "
-        "scratch per call, aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel)"));
+        "index_put(accumulate) sort temporaries (", index_sorts, " ops: ", absl::StrJoin(index_why, "; "),
+        "; aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel)"));
   }
   if (collectives > 0) {
-    report->not_modelled.push_back(absl::StrCat("NCCL buffers (", collectives, " collectives)"));
+    // NCCL cudaMallocs its channel buffers (NCCL_BUFFSIZE per protocol, per
+    // channel and peer) outside the caching allocator; their size depends
+    // on the topology and NCCL version, which a recording does not carry.
+    report->not_modelled.push_back(absl::StrCat(
+        "NCCL buffers (", collectives,
+        " collectives; cudaMalloc'd by NCCL outside the caching allocator: they count for the OOM decision, not "
+        "max_memory_allocated; sized by NCCL_BUFFSIZE, channels and peers, which the trace does not record)"));
   }
   return out;
 }

@@ -31,13 +31,16 @@
 // - The CUDA context and library handles are outside the caching allocator:
 //   the device's memory.context_reserve, taken off the capacity (the OOM
 //   decision uses cuda_total - context_reserve).
+// - Sort temporaries of index_put with accumulate (the backward of
+//   weight[ids]) or under deterministic algorithms: Note [Index put sort
+//   temporaries] (device_memory_sort.h), inserted around the op's compute
+//   event in the order Indexing.cu allocates and frees them.
 // Not modelled, and named in the report when the step has such ops: cuDNN
 // convolution workspaces (their size is chosen inside cuDNN by algorithm and
-// benchmark mode), the sort and scan temporaries of embedding backward (CUB
-// radix sort, unique_by_key; sizes vary by version) and of index_put with
-// accumulate (Indexing.cu index_put_with_sort_kernel), the cuBLASLt workspace
-// (addmm with a bias through cublasLt), NCCL buffers (the recorder does not
-// record collectives).
+// benchmark mode), the sort and scan temporaries of embedding_dense_backward
+// (CUB radix sort, unique_by_key, segment scans; EmbeddingBackwardKernel.cu),
+// index_put with mask or non-adjacent indices, NCCL buffers (the recorder
+// does not record collectives).
 #ifndef GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_H_
 #define GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_H_
 

@@ -136,6 +136,106 @@ TEST(EagerDeviceMemory, InsertsWorkspacesAndStagingIntoAPyTorchRecording) {
   EXPECT_EQ(out->events[3].name, "step");
 }
 
+std::vector<std::string> Seen(const Trace& t) {
+  std::vector<std::string> seen;
+  for (const TraceEvent& e : t.events) {
+    if (e.type == EventType::kAlloc) seen.push_back(absl::StrCat("alloc ", e.buffer, " ", e.size.value(), " ", e.name));
+    if (e.type == EventType::kFree) seen.push_back(absl::StrCat("free ", e.buffer));
+    if (e.type == EventType::kCompute) seen.push_back(e.name);
+  }
+  return seen;
+}
+
+// Note [cuBLASLt workspace]: per call up to torch 2.6, the cuBLAS
+// workspace from 2.7.
+TEST(EagerDeviceMemory, CublasLtWorkspacePerCallByVersion) {
+  Trace t;
+  t.meta = {{"framework", "pytorch"}, {"torch_version", "2.2.0"}, {"torch_cuda", "12.1"}};
+  t.events = {Compute("fc:addmm", "addmm", Phase::kForward, {1, 1}), Compute("fc:addmm", "addmm", Phase::kForward, {0, 0})};
+  EagerDeviceMemory report;
+  absl::StatusOr<Trace> out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(Seen(*out), (std::vector<std::string>{"alloc 0 8519680 cublas_workspace (main thread, stream 0)",
+                                                  "alloc 1 1048576 fc:addmm cublasLt workspace", "fc:addmm",
+                                                  "free 1", "fc:addmm"}));
+  t.meta.emplace_back("CUBLASLT_WORKSPACE_SIZE", "4096");
+  out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->events[1].size, Bytes(4 << 20));
+  // CUDA 11.4-12.0 has the stricter rule (the second fact).
+  t.meta = {{"framework", "pytorch"}, {"torch_version", "1.13.1"}, {"torch_cuda", "11.7"}};
+  t.events = {Compute("fc:addmm", "addmm", Phase::kForward, {1, 0})};
+  out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->events.size(), 2u);  // the cuBLAS workspace and the addmm only
+  t.meta[1].second = "2.7.0";
+  t.meta[2].second = "12.6";
+  out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->events.size(), 2u);  // unified with the cuBLAS workspace
+  // TORCH_CUBLASLT_UNIFIED_WORKSPACE=0: one kept block per (thread, stream).
+  t.meta.emplace_back("TORCH_CUBLASLT_UNIFIED_WORKSPACE", "0");
+  t.events.push_back(t.events[0]);
+  out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(Seen(*out), (std::vector<std::string>{"alloc 0 8519680 cublas_workspace (main thread, stream 0)",
+                                                  "alloc 1 1048576 cublaslt_workspace (main thread, stream 0)",
+                                                  "fc:addmm", "fc:addmm"}));
+  EXPECT_TRUE(report.added[1].kept);
+}
+
+// The CS336 embedding backward: Indexing.cu's temporaries around the op.
+TEST(EagerDeviceMemory, InsertsIndexPutSortTemporaries) {
+  Trace t;
+  t.meta = {{"framework", "pytorch"}, {"torch_version", "2.15.0+cu132"}, {"torch_cuda", "13.2"}};
+  TraceEvent c = Compute("embed:index_put", "_index_put_impl_", Phase::kBackward,
+                         {8192, 1, 0, 768, 1, 9999, 1, 1, 0, 0, 1, 0});
+  c.uses = {7};
+  TraceEvent grad;
+  grad.type = EventType::kAlloc;
+  grad.buffer = 7;
+  grad.size = Bytes(25165824);
+  t.events = {grad, c};
+  EagerDeviceMemory report;
+  absl::StatusOr<Trace> out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok()) << out.status();
+  const std::string n = "embed:index_put ";
+  EXPECT_EQ(Seen(*out), (std::vector<std::string>{
+                            "alloc 7 25165824 ", "alloc 8 65536 " + n + "index remainder",
+                            "alloc 9 65536 " + n + "linear index", "free 8", "alloc 10 65536 " + n + "sorted_indices",
+                            "alloc 11 65536 " + n + "orig_indices", "alloc 12 65536 " + n + "range",
+                            "alloc 13 138751 " + n + "CUB radix sort storage", "free 13", "embed:index_put", "free 12",
+                            "free 11", "free 10", "free 9"}));
+  EXPECT_EQ(out->events[9].uses, (std::vector<BufferId>{7, 9, 10, 11, 12}));
+  ASSERT_EQ(report.added.size(), 2u);
+  EXPECT_EQ(report.added[0].what, "CUB radix-sort storage");
+  EXPECT_EQ(report.added[1].what, "index_put index buffers");
+  EXPECT_EQ(report.added[1].count, 5);
+  EXPECT_TRUE(report.not_modelled.empty());
+  // Facts from an older collector are named, not sized.
+  t.events[1].dims = {8192, 1};
+  out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok());
+  ASSERT_EQ(report.not_modelled.size(), 1u);
+  EXPECT_NE(report.not_modelled[0].find("re-record"), std::string::npos);
+  t.events[1].dims = {8192, 1, 0};
+  EXPECT_FALSE(AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report).ok());
+}
+
+TEST(EagerDeviceMemory, NcclBuffersAreNamedWithTheReason) {
+  Trace t;
+  t.meta = {{"framework", "pytorch"}, {"torch_version", "2.15.0"}};
+  TraceEvent c;
+  c.type = EventType::kCollective;
+  c.name = "all_reduce";
+  t.events = {c};
+  EagerDeviceMemory report;
+  ASSERT_TRUE(AddEagerDeviceMemory(t, Device("h100-sxm-80gb"), &report).ok());
+  ASSERT_EQ(report.not_modelled.size(), 1u);
+  EXPECT_NE(report.not_modelled[0].find("NCCL buffers (1 collectives; cudaMalloc'd by NCCL outside the caching"),
+            std::string::npos);
+}
+
 TEST(EagerDeviceMemory, LeavesOtherTracesAloneAndNamesBadFacts) {
   Trace t;
   t.events = {Compute("x:sum", "sum", Phase::kForward, {1})};

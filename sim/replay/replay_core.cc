@@ -1,0 +1,253 @@
+#include "sim/replay/replay_core.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <utility>
+
+#include "sim/alloc/options.h"
+#include "sim/base/status.h"
+
+namespace gpusim {
+namespace replay_internal {
+
+namespace {
+
+void Compare(TotalsComparison& c, Bytes predicted, Bytes recorded, int64_t event, double& abs_sum) {
+  ++c.compared;
+  const int64_t err = std::llabs(predicted.value() - recorded.value());
+  if (err == 0) {
+    ++c.exact;
+  } else if (c.first_mismatch < 0) {
+    c.first_mismatch = event;
+  }
+  c.max_abs_error = std::max(c.max_abs_error, Bytes(err));
+  abs_sum += static_cast<double>(err);
+  c.mean_abs_error = abs_sum / static_cast<double>(c.compared);
+  c.recorded_peak = std::max(c.recorded_peak, recorded);
+  c.predicted_peak = std::max(c.predicted_peak, predicted);
+}
+
+constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSize
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ReplayCore>> ReplayCore::Make(const ReplayOptions& options,
+                                                             const std::vector<CaptureWindow>* captures,
+                                                             bool kineto_sizes, ReplayResult& r) {
+  auto allocator = MakeAllocator(options.allocator, options.capacity);
+  if (!allocator.ok()) return allocator.status();
+  std::unique_ptr<ReplayCore> core(new ReplayCore(options, r));
+  core->allocator_ = std::move(*allocator);
+  core->kineto_sizes_ = kineto_sizes;
+  r.allocator = std::string(core->allocator_->name());
+  r.capacity = options.capacity;
+  r.capacity_source = options.capacity_source;
+  r.start_state = "cold (an empty allocator); blocks live before recording allocated first";
+  // An offline planner places everything at the end: no per-event totals
+  // to compare, and stats() only once (after Finish).
+  core->offline_ = core->allocator_->PlansOffline();
+  r.offline = core->offline_;
+  if (captures != nullptr && !core->offline_ && !captures->empty()) {
+    core->captures_ = captures;
+    core->pools_.resize(captures->size());
+  }
+  return core;
+}
+
+absl::Status ReplayCore::Start(Bytes preexisting, BufferId preexisting_id, const WarmStart* warm,
+                               absl::flat_hash_set<BufferId> restored, WarmPass* pass) {
+  Allocator& a = *allocator_;
+  r_.preexisting = preexisting;
+  warm_ = warm != nullptr && warm->applied ? warm : nullptr;
+  pass_ = pass;
+  restored_ = std::move(restored);
+  live_ = live_peak_ = preexisting;
+  // Bytes that do not fit are an OOM before the first event (event -1), not
+  // an error, so that `compare` still prints the strategy's row.
+  auto oom_before_start = [&](Bytes requested) {
+    ++r_.ooms;
+    const AllocatorStats s = a.stats();
+    if (!r_.oom.has_value()) r_.oom = ReplayOom{-1, SimTime(-1), requested, s.reserved, options_.capacity - s.reserved};
+  };
+  // Bytes live before recording and never freed, whose blocks the trace
+  // never shows: one block, allocated first. For the caching allocator a
+  // small-pool request when ≤ 1 MiB (a cold start: it shares its 2 MiB
+  // segment with the first small requests, as the MI300X cold-start trace's
+  // Total Reserved confirms); larger, a restored segment of exactly that
+  // size, so the allocated total stays exact (a fresh 2 MiB-rounded segment
+  // would keep an unsplit remainder); how those bytes lay in segments is
+  // unknown. A warm start (Note [Warm start from recorded addresses]) has
+  // them in its restored state.
+  if (warm_ != nullptr) return absl::OkStatus();
+  if (a.ModelsSegments() && preexisting > Bytes(kSmallRequest)) {
+    const int64_t size = (preexisting.value() + 511) / 512 * 512;
+    if (Bytes(size) > options_.capacity) {
+      oom_before_start(preexisting);
+      return absl::OkStatus();
+    }
+    SegmentLayout seg;
+    seg.address = 0x600000000000;  // below the simulated space's first-fit base
+    seg.size = size;
+    seg.blocks = {{seg.address, size, preexisting.value(), preexisting_id}};
+    return a.RestoreSegment(seg);
+  }
+  if (preexisting > Bytes(0) && !a.Alloc(preexisting_id, preexisting, 0)) oom_before_start(preexisting);
+  return absl::OkStatus();
+}
+
+AllocatorUsage ReplayCore::Usage() const {
+  AllocatorUsage u = allocator_->usage();
+  for (const auto& p : pools_) {
+    if (p == nullptr) continue;
+    const AllocatorUsage pu = p->usage();
+    u.allocated += pu.allocated;
+    u.reserved += pu.reserved;
+  }
+  return u;
+}
+
+int64_t ReplayCore::CaptureOf(const RecordedMemoryEvent* m) const {  // the capture window m lies in, or -1
+  if (captures_ == nullptr || m == nullptr) return -1;
+  const std::vector<CaptureWindow>& captures = *captures_;
+  for (size_t w = 0; w < captures.size(); ++w) {
+    if ((captures[w].begin < SimTime(0) || captures[w].begin <= m->time) &&
+        (captures[w].end < SimTime(0) || m->time <= captures[w].end)) {
+      return static_cast<int64_t>(w);
+    }
+  }
+  return -1;
+}
+
+void ReplayCore::OomAt(const MemoryOp& e, const RecordedMemoryEvent* m, int64_t source) {
+  ++r_.ooms;
+  if (r_.oom.has_value()) return;
+  const AllocatorStats s = allocator_->stats();
+  ReplayOom o;
+  o.event = source;
+  o.time = source >= 0 && m != nullptr ? m->time : SimTime(-1);
+  o.requested = e.size;
+  o.reserved = s.reserved;
+  o.free = options_.capacity - s.reserved;
+  r_.oom = o;
+}
+
+absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int64_t source) {
+  Allocator& a = *allocator_;
+  if (e.type == EventType::kAlloc) {
+    live_sizes_[e.buffer] = e.size;
+    live_ += e.size;
+    live_peak_ = std::max(live_peak_, live_);
+    const bool restored = restored_.contains(e.buffer);
+    const int64_t w = restored || source < 0 ? -1 : CaptureOf(m);
+    bool ok = false;
+    if (w >= 0) {
+      std::unique_ptr<Allocator>& pool = pools_[static_cast<size_t>(w)];
+      if (pool == nullptr) {
+        ASSIGN_OR_RETURN(pool, MakeAllocator(options_.allocator, options_.capacity));
+        ++r_.graph_pools;
+      }
+      ok = pool->Alloc(e.buffer, e.size, e.stream);
+      if (ok && Usage().reserved > options_.capacity) {  // the pools share the device
+        pool->Free(e.buffer);
+        ok = false;
+      }
+      if (ok) {
+        pool_of_[e.buffer] = pool.get();
+        ++r_.graph_pool_allocs;
+      }
+    }
+    if (restored) {
+      placed_[e.buffer] = e.size;
+    } else if (w >= 0 ? ok : a.Alloc(e.buffer, e.size, e.stream)) {
+      placed_[e.buffer] = e.size;
+      // Note [Growing inferred segments]: Kineto records block sizes.
+      if (warm_ != nullptr && pass_ != nullptr && w < 0 && m != nullptr && kineto_sizes_ && m->address.has_value()) {
+        const std::optional<uint64_t> at = a.AddressOf(e.buffer);
+        if (at.has_value() && static_cast<int64_t>(*at) == *m->address) {
+          const int64_t recorded_block = (e.size.value() + 511) / 512 * 512;
+          if (auto g = SegmentGrowthFor(*warm_, *m->address, recorded_block, a.BlockSizeOf(e.buffer)->value())) {
+            int64_t& end = pass_->found[g->first];
+            end = std::max(end, g->second);
+          }
+        }
+      }
+    } else {
+      OomAt(e, m, source);
+    }
+  } else if (e.type == EventType::kFree) {
+    if (auto s = live_sizes_.find(e.buffer); s != live_sizes_.end()) {
+      live_ -= s->second;
+      live_sizes_.erase(s);
+    }
+    auto it = placed_.find(e.buffer);
+    if (it != placed_.end()) {
+      // A private pool keeps its freed blocks for the graph's later use.
+      if (auto p = pool_of_.find(e.buffer); p != pool_of_.end()) {
+        p->second->Free(e.buffer);
+        pool_of_.erase(p);
+      } else {
+        a.Free(e.buffer);
+      }
+      placed_.erase(it);
+    }
+  } else {
+    return absl::OkStatus();
+  }
+  if (offline_) return absl::OkStatus();  // placed at Finish
+  last_ = pools_.empty() ? a.usage() : Usage();  // cheap: stats() may scan free lists
+  peak_.Observe(last_);
+  if (!pools_.empty()) {
+    combined_peak_.allocated = std::max(combined_peak_.allocated, last_.allocated);
+    combined_peak_.reserved = std::max(combined_peak_.reserved, last_.reserved);
+  }
+  return absl::OkStatus();
+}
+
+void ReplayCore::EndEvent(const RecordedMemoryEvent* m, int64_t source) {
+  ++r_.events;
+  if (offline_) return;
+  const AllocatorUsage& s = last_;
+  if (m == nullptr) {
+    if (options_.keep_series) r_.series.push_back({source, SimTime(-1), s.allocated, s.reserved, {}, {}});
+    return;
+  }
+  if (m->total_allocated.has_value()) {
+    if (!r_.allocated.has_value()) r_.allocated.emplace();
+    Compare(*r_.allocated, s.allocated, *m->total_allocated, source, alloc_abs_);
+  }
+  if (m->total_reserved.has_value()) {
+    if (!r_.reserved.has_value()) r_.reserved.emplace();
+    Compare(*r_.reserved, s.reserved, *m->total_reserved, source, reserved_abs_);
+  }
+  if (options_.keep_series) {
+    r_.series.push_back({source, m->time, s.allocated, s.reserved, m->total_allocated, m->total_reserved});
+  }
+}
+
+absl::Status ReplayCore::Finish() {
+  Allocator& a = *allocator_;
+  r_.no_fragmentation_peak = live_peak_;
+  RETURN_IF_ERROR(a.Finish());
+  r_.stats = a.stats();
+  for (const auto& p : pools_) {
+    if (p == nullptr) continue;
+    const AllocatorStats ps = p->stats();
+    r_.stats.allocated += ps.allocated;
+    r_.stats.reserved += ps.reserved;
+    r_.stats.device_mallocs += ps.device_mallocs;
+    r_.stats.device_frees += ps.device_frees;
+    r_.stats.segments += ps.segments;
+    r_.stats.peak_allocated = std::max(r_.stats.peak_allocated, combined_peak_.allocated);
+    r_.stats.peak_reserved = std::max(r_.stats.peak_reserved, combined_peak_.reserved);
+  }
+  if (offline_) {
+    peak_.Observe(r_.stats);  // the plan's heap at its peak
+    r_.fragmentation_at_peak = r_.stats.peak_reserved - r_.stats.peak_allocated;
+  } else {
+    r_.fragmentation_at_peak = peak_.fragmentation;
+  }
+  return absl::OkStatus();
+}
+
+}  // namespace replay_internal
+}  // namespace gpusim

@@ -1,0 +1,91 @@
+// Internal to sim/replay: the replay of an alloc/free stream through one
+// allocator, one operation at a time, so that the same code serves a stream
+// held in memory (ReplayRecorded, ReplayNativeTrace: replay.cc) and one
+// replayed as the trace is parsed (replay_stream.cc, Note [Replaying as the
+// trace is parsed]). It keeps only what is live: the allocator's state, the
+// buffers placed, and the running comparison with the recorded totals.
+#ifndef GPUSIM_SIM_REPLAY_REPLAY_CORE_H_
+#define GPUSIM_SIM_REPLAY_REPLAY_CORE_H_
+
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "absl/status/statusor.h"
+#include "sim/alloc/allocator.h"
+#include "sim/import/recorded_trace.h"
+#include "sim/replay/replay.h"
+#include "sim/replay/replay_internal.h"
+
+namespace gpusim {
+namespace replay_internal {
+
+// One warm-start replay (Note [Growing inferred segments]): the segment
+// growths earlier passes found, and those this pass finds.
+struct WarmPass {
+  std::map<int64_t, int64_t> grown_ends;  // segment begin → end
+  std::map<int64_t, int64_t> found;
+};
+
+class ReplayCore {
+ public:
+  // The allocator of options.allocator at options.capacity; fills r's
+  // allocator, capacity and offline fields. `captures` (may be null: none)
+  // are the CUDA graph captures whose allocs go to private pools;
+  // `kineto_sizes`: the recorded sizes are block sizes (Kineto), which the
+  // warm start's segment growth reads.
+  static absl::StatusOr<std::unique_ptr<ReplayCore>> Make(const ReplayOptions& options,
+                                                          const std::vector<CaptureWindow>* captures,
+                                                          bool kineto_sizes, ReplayResult& r);
+
+  Allocator& allocator() { return *allocator_; }
+
+  // Before the first op. `preexisting`: bytes live before recording and
+  // never freed, given buffer `preexisting_id`; `warm`, when set, is the warm
+  // start restored into allocator() (its blocks `restored`), which holds
+  // them already.
+  absl::Status Start(Bytes preexisting, BufferId preexisting_id, const WarmStart* warm,
+                     absl::flat_hash_set<BufferId> restored, WarmPass* pass);
+  // One operation; `m` (may be null) is the recorded memory event it came
+  // from, `source` its index (-1: none).
+  absl::Status Op(const MemoryOp& e, const RecordedMemoryEvent* m, int64_t source);
+  // After the last op of recorded event `source` (m: its record, null when
+  // there is nothing recorded to compare with).
+  void EndEvent(const RecordedMemoryEvent* m, int64_t source);
+  // After the last op: Finish()es the allocator, fills the rest of r.
+  absl::Status Finish();
+
+ private:
+  ReplayCore(const ReplayOptions& options, ReplayResult& r) : options_(options), r_(r) {}
+  AllocatorUsage Usage() const;
+  int64_t CaptureOf(const RecordedMemoryEvent* m) const;
+  void OomAt(const MemoryOp& e, const RecordedMemoryEvent* m, int64_t source);
+
+  const ReplayOptions& options_;
+  ReplayResult& r_;
+  std::unique_ptr<Allocator> allocator_;
+  bool offline_ = false;
+  bool kineto_sizes_ = false;
+  const WarmStart* warm_ = nullptr;
+  WarmPass* pass_ = nullptr;
+  absl::flat_hash_set<BufferId> restored_;
+  absl::flat_hash_map<BufferId, Bytes> placed_;  // buffers the allocator holds
+  // Note [CUDA graph private pools]: one allocator per capture window.
+  const std::vector<CaptureWindow>* captures_ = nullptr;
+  std::vector<std::unique_ptr<Allocator>> pools_;
+  absl::flat_hash_map<BufferId, Allocator*> pool_of_;  // buffers in a private pool
+  AllocatorUsage combined_peak_;
+  AllocatorUsage last_;  // usage after the latest op
+  PeakTracker peak_;
+  double alloc_abs_ = 0, reserved_abs_ = 0;
+  // Live requested bytes, for the no-fragmentation bound.
+  absl::flat_hash_map<BufferId, Bytes> live_sizes_;
+  Bytes live_, live_peak_;
+};
+
+}  // namespace replay_internal
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_REPLAY_REPLAY_CORE_H_

@@ -1,0 +1,223 @@
+// Note [Replaying as the trace is parsed] (sim/replay/replay_stream.cc): a
+// Kineto trace replayed in one pass gives the numbers of the whole-trace
+// path, byte for byte in the report; each fact the pass cannot know in time
+// sends the trace to the whole-trace path, named.
+#include <zlib.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+
+#include "sim/import/import.h"
+#include "sim/import/trace_path.h"
+#include "sim/replay/replay.h"
+
+namespace gpusim {
+namespace {
+
+ReplayOptions Options(const std::string& allocator = "pytorch_caching") {
+  ReplayOptions o;
+  o.allocator.impl = allocator;
+  o.default_capacity = Bytes(80LL << 30);
+  o.default_capacity_source = "test";
+  return o;
+}
+
+// The whole-trace path's result: import every event, then replay.
+ReplayResult Whole(const std::string& path, const ReplayOptions& o) {
+  auto rec = ImportRecordedTrace(path, "kineto");
+  EXPECT_TRUE(rec.ok()) << rec.status();
+  auto r = ReplayRecorded(*rec, o);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return *r;
+}
+
+// ReplayFile's result equals the whole-trace path's, in JSON and in text
+// (but for the text's "read" line, which says how the trace was read).
+void ExpectSameAsWhole(const std::string& path, const ReplayOptions& o, const std::string& import) {
+  auto s = ReplayFile(path, o);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->import, import);
+  const ReplayResult w = Whole(path, o);
+  EXPECT_EQ(RenderReplayJson(*s), RenderReplayJson(w));
+  ReplayResult unmarked = *s;
+  unmarked.import.clear();
+  EXPECT_EQ(RenderReplayText(unmarked), RenderReplayText(w));
+}
+
+struct Event {
+  int64_t ts, addr, bytes;  // bytes < 0: a free
+  int device = 0;
+};
+
+// A gzip'd Kineto trace of `events` (Total Allocated after each from
+// `allocated0`, Total Reserved `reserved` when >= 0); `before`/`after` are
+// extra top-level text before/after the events.
+std::string WriteTrace(const std::string& name, const std::vector<Event>& events, int64_t allocated0,
+                       int64_t reserved, const std::string& extra_events = "", bool devices_first = true,
+                       int64_t device_memory = 85899345920) {
+  const std::string path = ::testing::TempDir() + "/" + name + ".pt.trace.json.gz";
+  gzFile f = gzopen(path.c_str(), "wb1");
+  const std::string devices = "\"deviceProperties\": [{\"id\": 0, \"name\": \"synthetic\", \"totalGlobalMem\": " +
+                              std::to_string(device_memory) + "}]";
+  gzputs(f, "{");
+  if (devices_first) gzputs(f, (devices + ",\n").c_str());
+  gzputs(f, "\"traceEvents\": [\n");
+  int64_t allocated = allocated0;
+  for (size_t i = 0; i < events.size(); ++i) {
+    const Event& e = events[i];
+    allocated += e.bytes;
+    char buf[400];
+    std::snprintf(buf, sizeof buf,
+                  "%s{\"ph\": \"i\", \"name\": \"[memory]\", \"pid\": 1, \"tid\": 1, \"ts\": %lld, "
+                  "\"args\": {\"Device Type\": 1, \"Device Id\": %d, \"Addr\": %lld, \"Bytes\": %lld, "
+                  "\"Total Allocated\": %lld%s, \"Ev Idx\": %zu}}\n",
+                  i == 0 ? "" : ",", static_cast<long long>(e.ts), e.device, static_cast<long long>(e.addr),
+                  static_cast<long long>(e.bytes), static_cast<long long>(allocated),
+                  reserved >= 0 ? (", \"Total Reserved\": " + std::to_string(reserved)).c_str() : "", i);
+    gzputs(f, buf);
+  }
+  gzputs(f, extra_events.c_str());
+  gzputs(f, "]");
+  if (!devices_first) gzputs(f, (",\n" + devices).c_str());
+  gzputs(f, "}\n");
+  gzclose(f);
+  return path;
+}
+
+// A cold stream with reuse, an implicit free (an address allocated again
+// while live) and a large block: 2 MiB of small blocks, then 20 MiB.
+std::vector<Event> ColdEvents() {
+  const int64_t a = 0x7f0000000000;
+  return {{1, a, 512},           {2, a + 512, 4096},     {3, a, -512},
+          {4, a, 1024},          {5, a + 0x200000, 20 << 20}, {6, a + 512, -4096},
+          {7, a + 0x200000, 8 << 20},  // implicit free of the 20 MiB block
+          {8, a, -1024},         {9, a + 0x200000, -(8 << 20)}};
+}
+
+TEST(ReplayStreamTest, ColdTraceStreamsWithTheWholeTracesNumbers) {
+  const std::string path = WriteTrace("cold", ColdEvents(), 0, 2 << 20);
+  for (const char* impl : {"pytorch_caching", "bfc", "ideal"}) {
+    SCOPED_TRACE(impl);
+    ExpectSameAsWhole(path, Options(impl), "streamed");
+  }
+  auto r = ReplayFile(path, Options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->events, 9);
+  EXPECT_EQ(r->conversion.implicit_frees, 1);
+  ASSERT_TRUE(r->allocated.has_value());
+  // The recording's Total Allocated keeps the 20 MiB block whose free it
+  // did not record; the pairing frees it at the reuse (events 7 to 9).
+  EXPECT_EQ(r->allocated->compared, 9);
+  EXPECT_EQ(r->allocated->exact, 6);
+  EXPECT_NE(RenderReplayText(*r).find("  read      streamed\n"), std::string::npos) << RenderReplayText(*r);
+}
+
+TEST(ReplayStreamTest, BytesLiveBeforeRecordingStream) {
+  // Total Allocated says 3 MiB were live before the first event and never
+  // freed: Trace::preexisting, known at the first event.
+  const std::string path = WriteTrace("preexisting", ColdEvents(), 3 << 20, -1);
+  ExpectSameAsWhole(path, Options(), "streamed");
+}
+
+TEST(ReplayStreamTest, WhatNeedsTheWholeTraceIsNamedAndGivesTheSameNumbers) {
+  const int64_t a = 0x7f0000000000;
+  struct Case {
+    std::string name;
+    std::string path;
+    ReplayOptions options;
+    std::string why;
+  };
+  std::vector<Case> cases;
+  {
+    std::vector<Event> ev = ColdEvents();
+    std::swap(ev[3], ev[4]);  // ts 5 before ts 4
+    cases.push_back({"unsorted", WriteTrace("unsorted", ev, 0, -1), Options(),
+                     "whole: memory event 4 is out of (ts, Ev Idx) order"});
+  }
+  {
+    std::vector<Event> ev = ColdEvents();
+    ev.insert(ev.begin() + 2, Event{2, a + 0x900000, -2048});  // allocated before recording
+    cases.push_back({"before", WriteTrace("before", ev, 2048, -1), Options(),
+                     "whole: memory event 2 frees a block allocated before recording"});
+  }
+  {
+    std::vector<Event> ev = ColdEvents();
+    ev[5].device = 1;
+    cases.push_back({"devices", WriteTrace("devices", ev, 0, -1), Options(), ""});  // an error either way
+    ReplayOptions on0 = Options();
+    on0.device = 0;
+    std::vector<Event> ev0 = ColdEvents();
+    ev0.push_back({10, a + 0x4000000, 512, 1});
+    cases.push_back({"device0", WriteTrace("device0", ev0, 0, -1), on0, "streamed"});
+  }
+  // A warm cache: 64 MiB reserved from the first event.
+  cases.push_back({"warm", WriteTrace("warm", ColdEvents(), 0, 64 << 20), Options(),
+                   "whole: the cold start misses the first Total Reserved (a warm start is inferred from the whole "
+                   "trace)"});
+  {
+    ReplayOptions cold = Options();
+    cold.infer_warm_start = false;
+    cases.push_back({"warm_cold", WriteTrace("warm_cold", ColdEvents(), 0, 64 << 20), cold, "streamed"});
+  }
+  cases.push_back({"capture",
+                   WriteTrace("capture", ColdEvents(), 0, -1,
+                              ",{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaStreamBeginCapture\", "
+                              "\"ts\": 3, \"dur\": 1, \"pid\": 1, \"tid\": 1, \"args\": {}}\n"),
+                   Options(), "whole: CUDA graph captures"});
+  // Kineto writes deviceProperties last: the caching allocator streams at a
+  // capacity it never reaches and takes the recorded one at the end.
+  cases.push_back({"devices_last", WriteTrace("devices_last", ColdEvents(), 0, -1, "", /*devices_first=*/false),
+                   Options(), "streamed"});
+  cases.push_back({"devices_last_bfc", WriteTrace("devices_last_bfc", ColdEvents(), 0, -1, "", false), Options("bfc"),
+                   "whole: deviceProperties after the memory events"});
+  cases.push_back({"devices_last_small", WriteTrace("devices_last_small", ColdEvents(), 0, -1, "", false, 16 << 20),
+                   Options(), "whole: deviceProperties after the memory events, and the reserved bytes reach the "
+                   "capacity"});
+  cases.push_back({"offline", WriteTrace("offline", ColdEvents(), 0, -1), Options("greedy_by_size"),
+                   "whole: an offline planner places the whole trace at its end"});
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto s = ReplayFile(c.path, c.options);
+    auto rec = ImportRecordedTrace(c.path, "kineto");
+    ASSERT_TRUE(rec.ok()) << rec.status();
+    auto w = ReplayRecorded(*rec, c.options);
+    ASSERT_EQ(s.ok(), w.ok()) << s.status() << " / " << w.status();
+    if (!s.ok()) {
+      EXPECT_EQ(s.status(), w.status());
+      continue;
+    }
+    EXPECT_EQ(s->import, c.why);
+    EXPECT_EQ(RenderReplayJson(*s), RenderReplayJson(*w));
+  }
+}
+
+TEST(ReplayStreamTest, EveryShippedKinetoTraceGivesTheWholeTracesNumbers) {
+  const char* const kKineto[] = {
+      "hta_df_index_resolver_v100_rank1.pt.trace.json.gz",
+      "kineto_tbplugin_resnet50_v100_legacy_noaddr.pt.trace.json.gz",
+      "tracelens_h100_bert-small_inference.pt.trace.json.gz",
+      "tracelens_h100_owlv2-large_inference.pt.trace.json.gz",
+      "tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz",
+  };
+  int streamed = 0;
+  for (const char* name : kKineto) {
+    const std::string path = RecordedTracePath(name);
+    if (path.empty()) continue;
+    for (bool warm : {true, false}) {
+      SCOPED_TRACE(std::string(name) + (warm ? " warm" : " cold"));
+      ReplayOptions o = Options();
+      o.infer_warm_start = warm;
+      auto s = ReplayFile(path, o);
+      ASSERT_TRUE(s.ok()) << s.status();
+      streamed += s->import == "streamed";
+      EXPECT_EQ(RenderReplayJson(*s), RenderReplayJson(Whole(path, o))) << s->import;
+    }
+  }
+  EXPECT_GT(streamed, 0);
+}
+
+}  // namespace
+}  // namespace gpusim
