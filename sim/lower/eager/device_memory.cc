@@ -55,6 +55,34 @@ int64_t LastPow2(int64_t n) {
   return p;
 }
 
+// EagerDeviceMemory::step_start_live and step_peak_live of `t`.
+void StepRise(const Trace& t, EagerDeviceMemory* report) {
+  std::map<BufferId, int64_t> sizes;
+  int64_t live = 0, peak = 0;
+  bool in_start = false;
+  for (const TraceEvent& e : t.events) {
+    if (e.type == EventType::kMarker && e.name == "start_state") in_start = true;
+    if (e.type == EventType::kMarker && e.name == "step" && in_start && !report->has_step) {
+      report->has_step = true;
+      report->step_start_live = Bytes(live);
+      peak = live;
+    }
+    if (e.type == EventType::kAlloc) {
+      const int64_t size = (e.size.value() + 511) / 512 * 512;
+      sizes[e.buffer] = size;
+      live += size;
+    } else if (e.type == EventType::kFree) {
+      auto it = sizes.find(e.buffer);
+      if (it != sizes.end()) {
+        live -= it->second;
+        sizes.erase(it);
+      }
+    }
+    peak = std::max(peak, live);
+  }
+  if (report->has_step) report->step_peak_live = Bytes(peak);
+}
+
 }  // namespace
 
 absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, const DeviceSpec& device,
@@ -506,21 +534,23 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
                                                    ": the step has no convolutions"));
   }
   if (convs > 0 && cudnn_assumed == CudnnAssumption::kNone) {
-    report->not_modelled.push_back(absl::StrCat(
+    report->assumptions.push_back(absl::StrCat(
         "cuDNN convolution workspaces (", convs, " convolution ops): ASSUMED NONE (--cudnn-workspace none",
         options.cudnn_workspace.empty() ? ", the default" : "",
         "); the algorithm, and so the workspace, is chosen on the GPU by cuDNN's heuristics",
         cudnn_benchmark ? " or, with cudnn.benchmark as recorded, by timing" : "",
         " (aten/src/ATen/native/cudnn/Conv_v7.cpp / Conv_v8.cpp); gemm, winograd_nonfused or bound size them"));
   } else if (convs > 0) {
-    report->not_modelled.push_back(absl::StrCat(
+    report->assumptions.push_back(absl::StrCat(
         "cuDNN convolution workspaces ASSUMED ", CudnnAssumptionName(cudnn_assumed), " (--cudnn-workspace; the "
-        "algorithm is chosen on the GPU): ", conv_directions - conv_unsized, " of ", conv_directions,
-        " convolution directions sized, the rest assumed none (the algorithm does not apply to them)",
+        "algorithm is chosen on the GPU): ",
         cudnn_assumed == CudnnAssumption::kBound
-            ? "; bound is the largest of gemm and winograd_nonfused, not of cuDNN's FFT, FFT tiling or "
-              "precomputed-GEMM algorithms"
-            : "",
+            ? absl::StrCat(conv_directions, " convolution directions each given the larger of the gemm and "
+                           "winograd_nonfused workspaces where they apply (none elsewhere); not a bound over "
+                           "cuDNN's FFT, FFT tiling or precomputed-GEMM algorithms, which gpusim does not size")
+            : absl::StrCat(conv_directions - conv_unsized, " of ", conv_directions,
+                           " convolution directions sized, the rest assumed none (the algorithm does not apply "
+                           "to them)"),
         cudnn_benchmark ? (warm ? "; cudnn.benchmark: timed in the warm-up step (benchmark cache hits in this step)"
                                 : "; cudnn.benchmark without a warm-up step: each parameter set's first call "
                                   "times in a scratch workspace sized as bound (a lower bound of "
@@ -546,6 +576,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
         " collectives; cudaMalloc'd by NCCL outside the caching allocator: they count for the OOM decision, not "
         "max_memory_allocated; sized by NCCL_BUFFSIZE, channels and peers, which the trace does not record)"));
   }
+  StepRise(out, report);
   return out;
 }
 

@@ -73,6 +73,15 @@ struct EagerDeviceMemory {
   Bytes context_reserve;      // outside the allocator: CUDA context + library handles
   std::vector<DeviceAddition> added;
   std::vector<std::string> not_modelled;  // each with the op count that would need it
+  // Choices gpusim cannot know and made by name (the cuDNN workspace
+  // assumption), each saying which and that it is one.
+  std::vector<std::string> assumptions;
+  // Over the trace with the additions, live requests each rounded up to 512 B
+  // (the caching allocator's kMinBlockSize): at the `step` marker after the
+  // start state, and their highest point after it (the figure a Kineto
+  // trace's profiler step shows as its rise). has_step false without one.
+  bool has_step = false;
+  Bytes step_start_live, step_peak_live;
 };
 
 // Reduce.cuh's ReduceConfig, as far as its memory goes.
