@@ -20,12 +20,16 @@
 // workspace freed on return; an out-of-memory error on the workspace falls
 // back to the next candidate, the first that runs is cached. With
 // cudnn.deterministic and benchmark off only DEFAULT_ALGO runs
-// (onlyDefaultAlgorithm). torch 2.x's cuDNN v8 path (Conv_v8.cpp,
-// run_single_conv / get_plans_from_find / try_plans) does the same with the
-// cudnn frontend: heuristics or benchmarked plans filtered by the available
-// workspace (cacheInfo's largest block), the plan's workspace allocated
-// through the caching allocator per call and freed after, an allocation
-// failure moving to the next plan, results in a benchmark cache.
+// (onlyDefaultAlgorithm). torch 2.x's cuDNN v8 path (Conv_v8.cpp
+// run_single_conv) does the same with the cudnn frontend: a benchmark_cache
+// hit runs its plan; otherwise, without benchmark, heuristic then fallback
+// engine configs (get_configs_from_heuristics, try_configs), with benchmark
+// get_plans_from_find: generate_and_filter_plans keeps the plans whose
+// workspace fits get_available_workspace() (cacheInfo's largest block) and
+// allocates the largest of them through the caching allocator for the
+// timing, halving it on out-of-memory and dropping the plans above; then
+// try_plans. run_conv_plan allocates the plan's workspace per call and
+// frees it on return; an out-of-memory error moves to the next plan.
 //
 // Which algorithm wins is cuDNN's (heuristics or measured time), so gpusim
 // does not claim to know it: --cudnn-workspace names the assumption.
