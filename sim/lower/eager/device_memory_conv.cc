@@ -68,6 +68,19 @@ absl::StatusOr<ConvGeometry> ParseConvFacts(const std::vector<int64_t>& d, bool 
   if (g.p < 1 || g.q < 1) {
     return absl::InvalidArgumentError(absl::StrCat("convolution facts give an empty output: ", absl::StrJoin(d, ",")));
   }
+  // The workspaces gpusim sizes are products of up to seven facts: refuse
+  // facts whose input, output or im2col matrix no device could hold, so
+  // that they stay in int64.
+  constexpr __int128 kMaxBytes = __int128{1} << 50;
+  const __int128 in = __int128{g.n} * g.c * g.h * g.w * g.elem;
+  const __int128 out = __int128{g.n} * g.k * g.p * g.q * g.elem;
+  const __int128 im2col = __int128{g.n} * g.c * g.r * g.s * g.p * g.q * g.elem;
+  const __int128 tiles = __int128{(g.p + 3) / 4} * ((g.q + 3) / 4) * g.n * (g.c + g.k) * 144;
+  if (in > kMaxBytes || out > kMaxBytes || im2col > kMaxBytes || tiles > kMaxBytes ||
+      __int128{g.k} * g.c * 144 > kMaxBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "convolution facts describe tensors or workspaces above 2^50 bytes, not a device's: ", absl::StrJoin(d, ",")));
+  }
   if (backward) {
     g.grad_input = d[17] != 0;
     g.grad_weight = d[18] != 0;

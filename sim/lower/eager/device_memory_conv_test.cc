@@ -55,6 +55,12 @@ TEST(CudnnWorkspace, MalformedFactsAndNamesAreRefused) {
   EXPECT_FALSE(ParseConvFacts(Conv3x3(32, 64, 56, 64, 0), false).ok());  // stride 0
   EXPECT_FALSE(ParseConvFacts({1, 1, 1, 1, 1, 1, 5, 5, 1, 1, 0, 0, 1, 1, 1, 0, 4}, false).ok());  // empty output
   EXPECT_FALSE(ParseConvFacts(Conv3x3(int64_t{1} << 40, 64, 56, 64, 1), false).ok());
+  // Each fact in range, their products past any device: refused, never overflowed.
+  const int64_t big = int64_t{1} << 24;
+  absl::StatusOr<ConvGeometry> huge =
+      ParseConvFacts({big, big, big, big, big, big, 3, 3, 1, 1, 1, 1, 1, 1, 1, 0, 4}, false);
+  ASSERT_FALSE(huge.ok());
+  EXPECT_NE(huge.status().message().find("above 2^50 bytes"), std::string::npos);
   absl::StatusOr<CudnnAssumption> bad = ParseCudnnAssumption("fft");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("none, gemm, winograd_nonfused or bound"), std::string::npos);
