@@ -7,12 +7,18 @@
 // 25% freed at random; 1 stream in 8 allocations on a second stream. The
 // device is 80 GiB. Offline planners are quadratic in the buffer count and
 // run on the first 20,000 events instead.
+//
+// Then the XLA temp heap packer alone on deep unrolled Llama steps
+// (BM_PackDeepLlamaTemps).
 #include <cmath>
 #include <random>
 #include <vector>
 
 #include "benchmark/benchmark.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/heap_planner.h"
+#include "sim/config/loader.h"
+#include "sim/step/step.h"
 
 namespace gpusim {
 namespace {
@@ -127,6 +133,59 @@ BENCHMARK(BM_Buddy)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_BestOf)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_XlaBestFit20k)->Unit(benchmark::kMillisecond)->Iterations(1);
 BENCHMARK(BM_GreedyBySize20k)->Unit(benchmark::kMillisecond)->Iterations(1);
+
+// The XLA temp heap packing alone (PackBestOf, both orders) on the temps of
+// an unrolled Llama-7B step deepened in memory past the loader's cap
+// (kMaxLayers; sim/config/spec_parse.h), as SimulateStep packs them: what
+// the cap guards against. Arg: layers. The internal::PackBestFitQuadratic
+// oracle on the same buffers, both orders, for comparison (Quadratic/...).
+std::vector<HeapBuffer> DeepLlamaTemps(int64_t layers) {
+  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"loop.mode=unrolled"});
+  if (!spec.ok()) return {};
+  spec->model.n_layers = layers;
+  auto step = PrepareStep(*spec);
+  if (!step.ok()) return {};
+  std::vector<HeapBuffer> temps;
+  const int64_t last = static_cast<int64_t>(step->lowered.trace.events.size()) - 1;
+  for (const BufferInfo& b : step->lowered.buffers) {
+    if (b.argument || b.output) continue;
+    temps.push_back({b.id, b.bytes, b.alloc_event, b.free_event >= 0 ? b.free_event : last});
+  }
+  return temps;
+}
+
+void BM_PackDeepLlamaTemps(benchmark::State& state) {
+  const std::vector<HeapBuffer> temps = DeepLlamaTemps(state.range(0));
+  if (temps.empty()) {
+    state.SkipWithError("the deep llama step did not build");
+    return;
+  }
+  for (auto _ : state) {
+    HeapPlan p = PackBestOf(temps);
+    benchmark::DoNotOptimize(p);
+    state.counters["heap_GiB"] = p.heap_size.GiB();
+  }
+  state.counters["buffers"] = static_cast<double>(temps.size());
+}
+BENCHMARK(BM_PackDeepLlamaTemps)
+    ->Arg(32)
+    ->Arg(128)
+    ->Arg(256)
+    ->Arg(512)
+    ->Arg(1024)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1);
+
+void BM_PackDeepLlamaTempsQuadratic(benchmark::State& state) {
+  const std::vector<HeapBuffer> temps = DeepLlamaTemps(state.range(0));
+  for (auto _ : state) {
+    HeapPlan s = internal::PackBestFitQuadratic(temps, HeapOrder::kSpatial);
+    HeapPlan t = internal::PackBestFitQuadratic(temps, HeapOrder::kTemporal);
+    benchmark::DoNotOptimize(s);
+    benchmark::DoNotOptimize(t);
+  }
+}
+BENCHMARK(BM_PackDeepLlamaTempsQuadratic)->Arg(32)->Arg(128)->Arg(256)->Unit(benchmark::kMillisecond)->Iterations(1);
 
 }  // namespace
 }  // namespace gpusim

@@ -121,9 +121,11 @@ done
 run_case "n_layers: 10^5 rolled (its cap; built once)" "0" "" "" "$BIN" run "$CONFIG" --set model.n_layers=100000
 run_case "n_layers: 10^5 + 1 rolled" "1" "expected at most 100000 as a rolled scan" "" \
   "$BIN" run "$CONFIG" --set model.n_layers=100001
-run_case "n_layers: 256 unrolled (its cap)" "0" "" "" "$BIN" run "$CONFIG" --set model.n_layers=256 --set loop.mode=unrolled
-run_case "n_layers: 257 unrolled" "1" "expected at most 256 unrolled" "" \
-  "$BIN" run "$CONFIG" --set model.n_layers=257 --set loop.mode=unrolled
+run_case "n_layers: 512 unrolled (its cap)" "0" "" "" "$BIN" run "$CONFIG" --set model.n_layers=512 --set loop.mode=unrolled
+run_case "n_layers: 513 unrolled" "1" "expected at most 512 unrolled" "" \
+  "$BIN" run "$CONFIG" --set model.n_layers=513 --set loop.mode=unrolled
+run_case "n_layers: 512 unrolled, --out with charts" "0" "" "[ -f $W/deep_unrolled/report.html ]" \
+  "$BIN" run "$CONFIG" --set model.n_layers=512 --set loop.mode=unrolled --out "$W/deep_unrolled"
 run_case "n_layers: 1024 rolled (the deepest built per layer)" "0" "" "" "$BIN" run "$CONFIG" --set model.n_layers=1024
 run_case "n_layers: 1025 rolled (built once)" "0" "" "" "$BIN" run "$CONFIG" --set model.n_layers=1025
 run_case "n_layers: 1024 rolled, --out with charts" "0" "" "[ -f $W/deep/report.html ]" \

@@ -59,13 +59,13 @@ TEST(HostileInput, UncheckedMagnitudesAreRefusedByName) {
   ExpectFails("run " + kSrc + "/examples/gpt22b_korthikanti.yaml --set batch.per_device=9223372036854775807", 1,
               "exceeds 2^63 - 1");
   // llama7b scans its layers rolled: 100,000 at most (built once past
-  // 1,024); unrolled 256.
+  // 1,024); unrolled 512.
   ExpectFails("run " + kConfig + " --set model.n_layers=100001", 1,
               "n_layers: expected at most 100000 as a rolled scan");
   ExpectFails("run " + kConfig + " --set model.n_layers=1000000000", 1,
               "n_layers: expected at most 100000 as a rolled scan");
-  ExpectFails("run " + kConfig + " --set model.n_layers=257 --set loop.mode=unrolled", 1,
-              "n_layers: expected at most 256 unrolled (100000 as a rolled scan");
+  ExpectFails("run " + kConfig + " --set model.n_layers=513 --set loop.mode=unrolled", 1,
+              "n_layers: expected at most 512 unrolled (100000 as a rolled scan");
 }
 
 // Note [Fragmentation]: at batch 4, 8 and 16 the step runs out of memory;

@@ -45,16 +45,21 @@ std::vector<size_t> PlacementOrder(const std::vector<HeapBuffer>& buffers, HeapO
 // (queries only ever stab at a buffer's start): each placed interval is
 // filed at the O(log n) nodes that cover it exactly, and the nodes on the
 // path from the leaf of s to the root hold each interval live at s exactly
-// once. (b) is a range of the buffers sorted by start: a bitset of the
-// placed ones is scanned word by word. The two sets are disjoint; their
-// union is exactly what XLA's ChunksOverlappingInTime returns.
+// once. (b) is a range of the buffers sorted by start: the positions in
+// whole blocks of 64 come from a second segment tree over the blocks (the
+// O(log n) nodes that cover the range exactly), those in the partial
+// blocks at either end from a bitset of the placed ones, scanned word by
+// word. (A flat list of blocks made a long-lived buffer read n/64 covers:
+// with an unrolled 1,024-layer Llama that was half of what the index
+// returned.) The two sets are disjoint; their union is exactly what XLA's
+// ChunksOverlappingInTime returns.
 //
 // A buffer of size > 0 only needs the *cover* of the busy chunks: their
 // union, plus the zero-sized chunks strictly inside its gaps (Note
 // [Best-fit sweep]). So each segment tree node keeps its chunks merged
 // into disjoint, non-touching intervals (a zero-sized chunk is an interval
-// [x, x) until something covers or touches it), and so does each block of
-// 64 consecutive start positions for (b). A scanned model's saved
+// [x, x) until something covers or touches it), and so does each node of
+// the block tree for (b). A scanned model's saved
 // residuals, stacked next to one another, then cost one interval a node
 // instead of one a layer.
 //
@@ -78,8 +83,10 @@ class OverlapIndex {
     times.erase(std::unique(times.begin(), times.end()), times.end());
     leaves_ = 1;
     while (leaves_ < times.size()) leaves_ *= 2;
+    block_leaves_ = 1;
+    while (block_leaves_ < (n + 63) / 64) block_leaves_ *= 2;
     block_covers_ = 2 * leaves_;
-    const size_t used = block_covers_ + (n + 63) / 64;
+    const size_t used = block_covers_ + 2 * block_leaves_;
     if (cover_.size() < used) cover_.resize(used);
     for (size_t x = 0; x < used; ++x) cover_[x].clear();
     placed_.assign((n + 63) / 64, 0);
@@ -107,7 +114,7 @@ class OverlapIndex {
     }
     placed_[in.position / 64] |= uint64_t{1} << (in.position % 64);
     chunk_at_[in.position] = chunk;
-    MergeInto(cover_[block_covers_ + in.position / 64], chunk);
+    for (size_t x = block_leaves_ + in.position / 64; x >= 1; x /= 2) MergeInto(cover_[block_covers_ + x], chunk);
     placed_buffers_.push_back(i);
   }
 
@@ -129,23 +136,20 @@ class OverlapIndex {
     for (size_t x = in.first_time + leaves_; x >= 1; x /= 2) {  // (a)
       out.insert(out.end(), cover_[x].begin(), cover_[x].end());
     }
-    // (b) by blocks of 64 positions: a whole block by its cover, the
-    // partial blocks at either end chunk by chunk.
-    for (size_t p = in.later_begin; p < in.later_end;) {
-      const size_t block_end = (p / 64 + 1) * 64;
-      if (p % 64 == 0 && block_end <= in.later_end) {
-        const Cover& c = cover_[block_covers_ + p / 64];
-        out.insert(out.end(), c.begin(), c.end());
-      } else {
-        const size_t stop = std::min(block_end, in.later_end);
-        for (uint64_t word = placed_[p / 64] >> (p % 64); word != 0; word &= word - 1) {
-          const size_t q = p + static_cast<size_t>(__builtin_ctzll(word));
-          if (q >= stop) break;
-          out.push_back(chunk_at_[q]);
-        }
-      }
-      p = block_end;
+    // (b) the whole blocks of 64 positions by the O(log n) nodes of the
+    // block tree that cover them exactly, the partial blocks at either end
+    // chunk by chunk.
+    const size_t first_whole = (in.later_begin + 63) / 64, last_whole = in.later_end / 64;
+    if (first_whole >= last_whole) {
+      AppendChunks(in.later_begin, in.later_end, out);
+      return;
     }
+    AppendChunks(in.later_begin, first_whole * 64, out);
+    for (size_t l = first_whole + block_leaves_, r = last_whole + block_leaves_; l < r; l /= 2, r /= 2) {
+      if (l & 1) AppendCover(cover_[block_covers_ + l++], out);
+      if (r & 1) AppendCover(cover_[block_covers_ + --r], out);
+    }
+    AppendChunks(last_whole * 64, in.later_end, out);
   }
 
  private:
@@ -169,6 +173,24 @@ class OverlapIndex {
     c.erase(f + 1, g);
   }
 
+  static void AppendCover(const Cover& c, std::vector<std::pair<int64_t, int64_t>>& out) {
+    out.insert(out.end(), c.begin(), c.end());
+  }
+
+  // The chunks of the placed buffers at positions [begin, end), which lie
+  // in one block or two adjacent ones.
+  void AppendChunks(size_t begin, size_t end, std::vector<std::pair<int64_t, int64_t>>& out) const {
+    for (size_t p = begin; p < end;) {
+      const size_t stop = std::min((p / 64 + 1) * 64, end);
+      for (uint64_t word = placed_[p / 64] >> (p % 64); word != 0; word &= word - 1) {
+        const size_t q = p + static_cast<size_t>(__builtin_ctzll(word));
+        if (q >= stop) break;
+        out.push_back(chunk_at_[q]);
+      }
+      p = stop;
+    }
+  }
+
   void AppendStartingLater(const Info& in, std::vector<std::pair<int64_t, int64_t>>& out) const {
     for (size_t p = in.later_begin; p < in.later_end;) {  // (b)
       uint64_t word = placed_[p / 64] >> (p % 64);
@@ -186,7 +208,8 @@ class OverlapIndex {
   const std::vector<HeapBuffer>& buffers_;
   size_t leaves_ = 1;
   std::vector<Cover>& cover_;           // segment tree nodes (root 1), then blocks: placed chunks merged
-  size_t block_covers_ = 0;             // index in cover_ of the cover of positions [0, 64)
+  size_t block_leaves_ = 1;             // leaves of the block tree: blocks of 64 positions
+  size_t block_covers_ = 0;             // index in cover_ of the block tree (its root at + 1)
   std::vector<size_t> placed_buffers_;  // in placement order
   std::vector<uint64_t> placed_;                                 // bitset over positions
   std::vector<std::pair<int64_t, int64_t>> chunk_at_;            // by position

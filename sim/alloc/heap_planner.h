@@ -43,9 +43,11 @@ struct HeapPlan {
 
 // Global decreasing-size (or -lifetime) best fit: each buffer, in order,
 // takes the smallest free gap over its lifetime that fits, else the top.
-// Cost O(n log n) plus, per buffer, about the number of placed buffers it
-// overlaps in time (Note [Overlap index], Note [Free-chunk subtraction] in
-// the .cc).
+// Cost O(n log n) plus, per buffer, about the number of disjoint address
+// ranges that the placed buffers overlapping it in time cover, a few times
+// over (Note [Overlap index], Note [Free-chunk subtraction] in the .cc).
+// That number grows with the depth of an unrolled model (its saved
+// activations), so packing one is still O(n * layers).
 HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order);
 // Both orders; keeps the smaller heap (ties: spatial).
 HeapPlan PackBestOf(const std::vector<HeapBuffer>& buffers);

@@ -78,11 +78,13 @@ TEST(HeapPlannerTest, BestFitTakesTheSmallestGap) {
 // every buffer exactly where the O(n^2) oracle does, in both orders, over
 // random interval sets. The sets
 // draw sizes from a few values (ties in the order and equal gaps), include
-// zero-sized buffers, and mix short and whole-program lifetimes.
+// zero-sized buffers, and mix short and whole-program lifetimes; the last
+// rounds have thousands of buffers, so that the block tree of Note [Overlap
+// index] has several levels and long-lived buffers span many of its nodes.
 TEST(HeapPlannerTest, FastPlannerMatchesQuadraticOracle) {
   std::mt19937_64 rng(20261130);
-  for (int round = 0; round < 240; ++round) {
-    const int n = 1 + static_cast<int>(rng() % (round < 200 ? 40 : 500));
+  for (int round = 0; round < 244; ++round) {
+    const int n = 1 + static_cast<int>(rng() % (round < 200 ? 40 : round < 240 ? 500 : 3000));
     const int64_t horizon = 1 + static_cast<int64_t>(rng() % (round % 3 == 0 ? 8 : 200));
     const bool coarse = rng() % 2 == 0;  // few distinct sizes: many ties
     std::vector<HeapBuffer> bs;

@@ -54,12 +54,13 @@ absl::StatusOr<ModelSpec> ParseModelNode(const ConfigNode& node,
 absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root);
 
 // The deepest model a family builds (Note [Magnitude checks]): unrolled
-// layers, every one built (the temp heap packs in time quadratic in them),
-// and layers scanned as a rolled loop (model.scan_layers with loop.mode
-// rolled), built once past 1,024 (Note [Rolled loop built once],
-// sim/lower/lower.h): its cost no longer grows with the depth, and the cap
-// bounds the per-layer report (one row per layer).
-inline constexpr int64_t kMaxLayers = 256;
+// layers, every one built (the temp heap packer's cost grows with layers x
+// buffers, sim/alloc/heap_planner.h), and layers scanned as a rolled loop
+// (model.scan_layers with loop.mode rolled), built once past 1,024 (Note
+// [Rolled loop built once], sim/lower/lower.h): its cost no longer grows
+// with the depth, and the cap bounds the per-layer report (one row per
+// layer).
+inline constexpr int64_t kMaxLayers = 512;
 inline constexpr int64_t kMaxRolledLayers = 100000;
 // Refuses a model whose sizes would overflow int64 (naming the keys and the
 // product) or whose depth exceeds its cap; messages start at the key.
