@@ -376,6 +376,12 @@ class OpFactsTest(unittest.TestCase):
         self.assertEqual(facts["convolution"], [2, 3, 16, 16, 8, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 4])
         self.assertEqual(facts["convolution_backward"][:17], facts["convolution"])
         self.assertEqual(facts["convolution_backward"][17:], [0, 1, 0])  # only the weight's gradient
+        # A 1-D convolution is named without facts (gpusim: not sized).
+        conv1 = nn.Conv1d(3, 8, 3).to("meta")
+        x1 = torch.empty(2, 3, 16, device="meta")
+        rec = record(lambda m, b, o: conv1(x1).sum().backward(), model=conv1, batch=[x1])
+        facts = {e["op"]: e["dims"] for e in window(rec) if e["type"] == "compute" and "op" in e}
+        self.assertEqual((facts["convolution"], facts["convolution_backward"]), ([], []))
 
 
 def _block(device):

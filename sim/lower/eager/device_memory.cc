@@ -471,7 +471,9 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     if (e.op == "convolution" || e.op == "_convolution" || conv_backward) {
       ++convs;
       if (cudnn_assumed == CudnnAssumption::kNone || e.dims.empty()) {
-        conv_unsized += e.dims.empty() ? 1 : 0;  // not a 2-D convolution (no facts)
+        // Not a 2-D convolution (no facts): one direction counted unsized.
+        conv_directions += e.dims.empty() ? 1 : 0;
+        conv_unsized += e.dims.empty() ? 1 : 0;
         out.events.push_back(e);
         continue;
       }
@@ -550,7 +552,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
                            "cuDNN's FFT, FFT tiling or precomputed-GEMM algorithms, which gpusim does not size")
             : absl::StrCat(conv_directions - conv_unsized, " of ", conv_directions,
                            " convolution directions sized, the rest assumed none (the algorithm does not apply "
-                           "to them)"),
+                           "to them, or not a 2-D convolution: no facts)"),
         cudnn_benchmark ? (warm ? "; cudnn.benchmark: timed in the warm-up step (benchmark cache hits in this step)"
                                 : "; cudnn.benchmark without a warm-up step: each parameter set's first call "
                                   "times in a scratch workspace sized as bound (a lower bound of "

@@ -135,6 +135,15 @@ TEST(CudnnWorkspace, InsertedUnderTheNamedAssumption) {
   ASSERT_TRUE(out.ok());
   EXPECT_NE(report.assumptions[0].find("2 of 4 convolution directions sized"), std::string::npos);
 
+  // A convolution recorded without facts (not 2-D) is counted, not sized.
+  Trace conv1d = ConvStep("0", "1");
+  conv1d.events.push_back(Event(EventType::kCompute, "c:convolution", "convolution"));
+  out = AddEagerDeviceMemory(conv1d, *a100, &report, {"winograd_nonfused"});
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_NE(report.assumptions[0].find("4 of 5 convolution directions sized"), std::string::npos)
+      << report.assumptions[0];
+  EXPECT_EQ(out->events.back().name, "c:convolution");
+
   // cudnn.benchmark without a warm-up step: the first call of each parameter
   // set and direction times in a scratch workspace first (two forward convs
   // of one shape: one search).
