@@ -717,6 +717,9 @@ int RunCli(int argc, char** argv) {
                        "Start pytorch_caching from an empty allocator even where a warm start can be inferred");
   replay_cmd->add_flag("--check-addresses", replay.check_addresses,
                        "Snapshot: rebuild the allocator state and check every allocation's address");
+  replay_cmd->add_option("--cudnn-workspace", replay.cudnn_workspace,
+                         "PyTorch recording: the cuDNN workspace assumption, none (default), gemm, "
+                         "winograd_nonfused or bound (the algorithm is chosen on the GPU)");
   replay_cmd->add_option("--snapshot", replay.snapshot,
                          "Write the replayed step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
   replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));

@@ -49,6 +49,10 @@ struct ReplayOptions {
   // first event a cold start does not explain: start from the inferred warm
   // segment set (sim/replay/warm_start.h). false: always start cold.
   bool infer_warm_start = true;
+  // A step recorded from PyTorch: the cuDNN workspace assumption
+  // (sim/lower/eager/device_memory_conv.h; --cudnn-workspace); empty: not
+  // given. Refused by name on other recordings.
+  std::string cudnn_workspace;
 };
 
 // Predicted vs recorded totals over the events that recorded one.

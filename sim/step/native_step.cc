@@ -93,6 +93,13 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
                               "taken off the capacity)\n",
                               FormatBytes(dm.context_reserve)));
     for (const std::string& n : dm.not_modelled) absl::StrAppend(&out, "    not modelled: ", n, "\n");
+    for (const std::string& n : dm.assumptions) absl::StrAppend(&out, "    assumed: ", n, "\n");
+    if (dm.has_step) {
+      absl::StrAppend(&out, absl::StrFormat("    rise above the step's start %s (live requests rounded to 512 B: "
+                                            "%s at the start, %s at the highest)\n",
+                                            FormatBytes(dm.step_peak_live - dm.step_start_live),
+                                            FormatBytes(dm.step_start_live), FormatBytes(dm.step_peak_live)));
+    }
   }
   absl::StrAppend(&out, "  largest buffers live at the peak (gpusim explain TRACE: whole stacks):\n");
   for (const StepPeakBuffer& b : r.largest) {
@@ -152,6 +159,15 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
     w.BeginArray("not_modelled");
     for (const std::string& n : dm.not_modelled) w.String("", n);
     w.EndArray();
+    w.BeginArray("assumptions");
+    for (const std::string& n : dm.assumptions) w.String("", n);
+    w.EndArray();
+    if (dm.has_step) {
+      w.Int("step_start_live_bytes", dm.step_start_live.value());
+      w.Int("step_rise_bytes", (dm.step_peak_live - dm.step_start_live).value());
+    } else {
+      w.Null("step_rise_bytes");
+    }
     w.EndObject();
   } else {
     w.Null("device_memory");

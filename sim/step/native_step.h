@@ -53,7 +53,8 @@ std::string RenderNativeStepText(const NativeStepReport& r);
 // innermost frame "function file:line", or ""), oom (null or {event,
 // requested_bytes, live_bytes, buffer}), device_memory (null, or {torch_version,
 // context_reserve_bytes, added: [{what, source, count, largest_bytes, kept}],
-// not_modelled: [text]})}.
+// not_modelled: [text], assumptions: [text], step_start_live_bytes,
+// step_rise_bytes (null without a step marker)})}.
 void NativeStepJson(JsonWriter& w, const NativeStepReport& r);
 
 }  // namespace gpusim
