@@ -113,30 +113,7 @@ class GptBuilder {
     if (mg_) ReduceGradients(/*at_end=*/true);
     b_.set_phase(Phase::kOptimizer);
     Optimizer();
-    if (mg_) ChargeHost();
     return b_.Finish();
-  }
-
-  // Note [Megatron host costs]: what the host spends issuing the step
-  // (Note [Host timeline] in sim/engine/engine.h): device host.op per
-  // kernel; host.module per Python module call: 8 per layer forward
-  // (TransformerLayer, SelfAttention, its fused norm + QKV linear, core
-  // attention, output projection, MLP, fc1, fc2 under TE:
-  // megatron/core/transformer/transformer_layer.py), recomputed forwards
-  // included, and one per weight-gradient hook of DDP in the backward
-  // (distributed_data_parallel.py _make_backward_post_hook); the optimizer's
-  // multi_tensor_apply (TE/apex FusedAdam) launches one kernel per 110
-  // tensors (csrc/multi_tensor_apply.cuh depth_to_max_tensors[3]).
-  void ChargeHost() {
-    const SimTime op_cost = s_.device.host_op_cost, module = s_.device.host_module_cost;
-    int64_t adam = 0;
-    for (OpId i = 0; i < b_.next_op(); ++i) {
-      Op& op = b_.op(i);
-      op.host_cost = op_cost;
-      if (absl::EndsWith(op.name, ".ln1")) op.host_cost += SimTime(8 * module.ns());
-      if (absl::StrContains(op.name, "wgrad.")) op.host_cost += module;
-      if (absl::StartsWith(op.name, "adam.") && adam++ % 110 != 0) op.host_cost = SimTime(0);
-    }
   }
 
  private:

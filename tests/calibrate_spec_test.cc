@@ -96,7 +96,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "2:5: cases[0].source: missing required key"},
         BadCase{"fit_needs_time", "cases:\n  - name: a\n    config: " + kCfg + "\n    source: s\n",
                 "2:5: cases[0].measured.step_time_s: missing required key (a fit: true case needs a step "
-                "time)"},
+                "time, or iteration_time_ms)"},
         BadCase{"no_config", "cases:\n  - name: a\n    config: nowhere.yaml\n    source: s\n",
                 "3:13: cases[0].config: no such file '" +
                     std::filesystem::path(::testing::TempDir() + "/nowhere.yaml").lexically_normal().string() + "'"},

@@ -185,20 +185,26 @@ TEST(CliCapabilityTest, GptRefusesSequenceParallelAtTensorOne) {
   EXPECT_EQ(Gpusim("run " + gpt + " --set parallelism.sequence_parallel=true").code, 0);
 }
 
-// Host costs are charged only by a Megatron launch line: a device file's
-// host: block under any other family is refused, not ignored.
-TEST(CliCapabilityTest, DeviceHostCostsOutsideMegatronAreRefused) {
+// Host costs are charged for every eager step (Note [Eager host costs]):
+// a device file's host: block is modelled under pytorch and refused by name
+// under jax (one XLA executable launch), not ignored.
+TEST(CliCapabilityTest, DeviceHostCostsAreModelledEagerAndRefusedUnderXla) {
   const std::string dev = ::testing::TempDir() + "/cli_host_device.yaml";
   {
-    std::ifstream in(std::string(GPUSIM_SOURCE_DIR) + "/configs/devices/h100-sxm-80gb.yaml");
+    std::ifstream in(std::string(GPUSIM_SOURCE_DIR) + "/configs/devices/a100-sxm-80gb.yaml");
     std::ofstream out(dev);
-    out << in.rdbuf() << "host:\n  op: 5us\n";
+    out << in.rdbuf() << "host:\n  op: 500us\n";
   }
   Result r = Gpusim("run " + kConfig + " --set device=" + dev);
   EXPECT_EQ(r.code, 1) << r.out;
-  EXPECT_NE(r.out.find("host: (host.op, host.module) is modelled only for a Megatron-LM launch line"),
-            std::string::npos)
+  EXPECT_NE(r.out.find("host: (host.op, host.module) is modelled only for eager steps"), std::string::npos)
       << r.out;
+  const std::string gpt = std::string(GPUSIM_SOURCE_DIR) + "/examples/gpt22b_korthikanti.yaml";
+  Result base = Gpusim("run " + gpt + " --format json");
+  Result slow = Gpusim("run " + gpt + " --set device=" + dev + " --format json");
+  ASSERT_EQ(base.code, 0) << base.out;
+  ASSERT_EQ(slow.code, 0) << slow.out;
+  EXPECT_NE(base.out, slow.out);
 }
 
 TEST(CliCapabilityTest, GridCommandsRefuseMisspeltPathsAndUnmodelledValues) {

@@ -94,6 +94,40 @@ TEST(MaxTextConfig, TflopsAreMaxTextsFormula) {
   EXPECT_DOUBLE_EQ(b2->maxtext.tflops_per_device_step, 2 * s->maxtext.tflops_per_device_step);
 }
 
+// Note [MaxText tensor parallelism]: the mesh's tensor axis is the llama
+// family's tensor group; a group of t devices shares one replica's batch of
+// per_device_batch_size x t sequences.
+TEST(MaxTextConfig, IciTensorParallelismIsLlamaTensorParallelism) {
+  auto mx = Parse(kSeed, {"maxtext.ici_tensor_parallelism=4"});
+  ASSERT_TRUE(mx.ok()) << mx.status();
+  EXPECT_EQ(mx->parallelism.tensor, 4);
+  EXPECT_FALSE(mx->parallelism.sequence_parallel);
+  EXPECT_EQ(mx->batch.per_device, 4);
+  auto native = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml",
+                            {"parallelism.tensor=4", "batch.per_device=4"});
+  ASSERT_TRUE(native.ok()) << native.status();
+  auto ra = SimulateStep(*mx);
+  auto rb = SimulateStep(*native);
+  ASSERT_TRUE(ra.ok() && rb.ok()) << ra.status() << rb.status();
+  EXPECT_EQ(ra->argument, rb->argument);
+  EXPECT_EQ(ra->temp, rb->temp);
+  EXPECT_EQ(ra->peak, rb->peak);
+  // MaxText's per-device figure does not change with the mesh.
+  auto base = Parse(kSeed);
+  ASSERT_TRUE(base.ok());
+  EXPECT_DOUBLE_EQ(mx->maxtext.tflops_per_device_step, base->maxtext.tflops_per_device_step);
+  auto sq = Parse(kSeed, {"maxtext.ici_tensor_sequence_parallelism=2"});
+  ASSERT_TRUE(sq.ok()) << sq.status();
+  EXPECT_EQ(sq->parallelism.tensor, 2);
+  EXPECT_TRUE(sq->parallelism.sequence_parallel);
+  // A split that does not divide the heads is refused at the maxtext key.
+  auto three = Parse(kSeed, {"maxtext.ici_tensor_parallelism=3"});
+  ASSERT_TRUE(three.ok()) << three.status();
+  auto bad = SimulateStep(*three);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("must divide model.n_heads"), std::string::npos) << bad.status();
+}
+
 TEST(MaxTextConfig, ModelShapesFromMaxTextModelFiles) {
   auto s = Parse(kSeed, {"maxtext.model_name=llama3-8b"});
   ASSERT_TRUE(s.ok()) << s.status();
@@ -122,7 +156,10 @@ TEST(MaxTextConfig, KeysRefusedByName) {
   EXPECT_NE(ErrorWith("", {"maxtext.model_name=gemma-7b"}).find("its decoder block is not modelled"),
             std::string::npos);
   EXPECT_NE(ErrorWith("  gradient_accumulation_steps: 4\n").find("gradient accumulation"), std::string::npos);
-  EXPECT_NE(ErrorWith("  ici_tensor_parallelism: 2\n").find("maxtext.ici_tensor_parallelism: '2' is not modelled"),
+  EXPECT_NE(ErrorWith("  ici_data_parallelism: 2\n").find("maxtext.ici_data_parallelism: '2' is not modelled"),
+            std::string::npos);
+  EXPECT_NE(ErrorWith("  ici_tensor_parallelism: 2\n  ici_tensor_sequence_parallelism: 2\n")
+                .find("two tensor axes of one mesh"),
             std::string::npos);
   EXPECT_NE(ErrorWith("", {"maxtext.attention=flash"}).find("Pallas"), std::string::npos);
   EXPECT_NE(ErrorWith("", {"maxtext.ici_fsdp_parallelism=-1"}).find("needs the number of devices"),

@@ -102,5 +102,70 @@ TEST(PyTorchDeviceMemory, BadFactsAndGridsAreRefusedByName) {
   EXPECT_NE(r.out.find("compare --vary " + good + ": a recorded step"), std::string::npos) << r.out;
 }
 
+// A recorded 3x3 convolution of 256 channels at 14x14 (batch 32, float),
+// forward and both backward directions: the V100 ResNet-50 trace's
+// 47,185,920 B Winograd-nonfused workspace under that assumption.
+constexpr char kConvStep[] =
+    "gpusim-trace 1.2\n"
+    "name conv\n"
+    "meta framework pytorch\n"
+    "meta torch_version 1.13.0a0\n"
+    "meta warmup_steps 1\n"
+    "meta cudnn_benchmark 1\n"
+    "stream 0 compute\n"
+    "marker start_state phase=other\n"
+    "alloc 0 2359296 role=parameter name=w phase=other\n"
+    "marker step\n"
+    "alloc 1 6422528 role=activation name=x\n"
+    "alloc 2 6422528 role=activation name=conv:convolution\n"
+    "compute conv:convolution kind=matmul flops=8 uses=0,1,2 op=convolution "
+    "dims=32,256,14,14,256,256,3,3,1,1,1,1,1,1,1,0,4\n"
+    "marker backward phase=backward\n"
+    "alloc 3 6422528 role=gradient name=x.grad phase=backward\n"
+    "alloc 4 2359296 role=gradient name=w.grad phase=backward\n"
+    "compute conv:convolution_backward kind=matmul phase=backward flops=8 uses=0,1,2,3,4 op=convolution_backward "
+    "dims=32,256,14,14,256,256,3,3,1,1,1,1,1,1,1,0,4,1,1,0\n"
+    "free 2 phase=backward\n"
+    "end 11\n";
+
+TEST(PyTorchDeviceMemory, CudnnWorkspaceAssumptionThroughReplay) {
+  const std::string path = Write("pt_conv.gpusim", kConvStep);
+  Result r = GpusimStdout("replay " + path + " --device a100-sxm-80gb --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  // The default is none, and says so; the rise is the recording's own.
+  EXPECT_NE(r.out.find("ASSUMED NONE (--cudnn-workspace none, the default)"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"step_rise_bytes\": " + std::to_string(6422528 * 3 + 2359296)), std::string::npos) << r.out;
+  r = GpusimStdout("replay " + path + " --device a100-sxm-80gb --format json --cudnn-workspace winograd_nonfused");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"what\": \"cuDNN workspace (assumed winograd_nonfused)\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"largest_bytes\": 47185920"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("timed in the warm-up step"), std::string::npos) << r.out;
+  // At the backward: x, y, both gradients and the 47,185,920 B workspace.
+  EXPECT_NE(r.out.find("\"step_rise_bytes\": " + std::to_string(6422528 * 3 + 2359296 + 47185920)),
+            std::string::npos)
+      << r.out;
+}
+
+TEST(PyTorchDeviceMemory, CudnnWorkspaceRefusedWhereItDoesNotApply) {
+  const std::string conv = Write("pt_conv2.gpusim", kConvStep);
+  Result r = Gpusim("replay " + conv + " --cudnn-workspace fft");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--cudnn-workspace 'fft': expected none, gemm, winograd_nonfused or bound"), std::string::npos)
+      << r.out;
+  r = Gpusim("replay " + Write("pt_noconv.gpusim", kStep) + " --cudnn-workspace bound");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--cudnn-workspace bound: the step has no convolutions"), std::string::npos) << r.out;
+  std::string jax = kStep;
+  jax.replace(jax.find("framework pytorch"), 17, "framework jax");
+  r = Gpusim("replay " + Write("pt_jax.gpusim", jax) + " --cudnn-workspace none");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("applies to a step recorded from PyTorch"), std::string::npos) << r.out;
+  const std::string kineto =
+      GPUSIM_SOURCE_DIR "/traces/recorded/tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz";
+  r = Gpusim("replay " + kineto + " --cudnn-workspace bound");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("is not a step recorded from PyTorch by python/gpusim_torch"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace gpusim

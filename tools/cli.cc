@@ -181,16 +181,49 @@ absl::StatusOr<RunSpec> MegatronSpecFromFlags(const RunOptions& o) {
   return spec;
 }
 
-int CmdRunMegatron(const RunOptions& o, const RunSpec& spec) {
-  if (!o.out_dir.empty() || !o.charts_dir.empty() || !o.timeline.empty() || !o.snapshot.empty()) {
-    return Fail(absl::InvalidArgumentError(
-        "run: --out, --charts, --timeline and --snapshot are not written for a Megatron launch line yet (one step "
-        "per pipeline rank); use --format json"));
+// The step files (--out, --charts, --timeline, --snapshot) of one step.
+absl::Status WriteStepFiles(const RunOptions& o, const StepReport& report, const std::string& json,
+                            const VizOptions& viz) {
+  if (!o.out_dir.empty()) {
+    // --out DIR: result.json, the trace, report.html, the charts and the
+    // Perfetto timeline, written beside DIR and moved into place as a whole.
+    RETURN_IF_ERROR(WriteOutputDir(o.out_dir, "--out", [&](const std::string& dir) -> absl::Status {
+      RETURN_IF_ERROR(WriteTraceFile(report.lowered.trace, dir + "/trace.gpusim"));
+      RETURN_IF_ERROR(WriteFileAtomically(dir + "/result.json", json));
+      RETURN_IF_ERROR(WriteCharts(report, dir, viz));
+      RETURN_IF_ERROR(WritePerfettoTimeline(report, dir + "/timeline.json"));
+      return WriteHtmlReport(report, dir, viz);
+    }));
   }
+  if (!o.charts_dir.empty()) {
+    RETURN_IF_ERROR(
+        WriteOutputDir(o.charts_dir, "--charts", [&](const std::string& dir) { return WriteCharts(report, dir, viz); }));
+  }
+  if (!o.timeline.empty()) RETURN_IF_ERROR(WritePerfettoTimeline(report, o.timeline));
+  if (!o.snapshot.empty()) RETURN_IF_ERROR(WriteMemorySnapshot(report, o.snapshot));
+  return absl::OkStatus();
+}
+
+// A launch line's step files are those of its peak rank (PeakRankView,
+// sim/step/megatron_step.h); result.json is the whole launch line's JSON.
+int CmdRunMegatron(const RunOptions& o, const RunSpec& spec) {
   auto report = SimulateMegatron(spec);
   if (!report.ok()) return Fail(report.status());
-  std::cout << (o.format == "json" ? RenderMegatronJson(*report) : RenderMegatronText(*report));
+  const std::string json = RenderMegatronJson(*report);
+  const MegatronRankView view = PeakRankView(*report);
+  absl::Status st = WriteStepFiles(o, view.report, json, VizOptions{});
+  if (!st.ok()) return Fail(st);
+  std::cout << (o.format == "json" ? json : RenderMegatronText(*report));
   return 0;
+}
+
+// One step of a run config for explain and diff: a launch line's peak rank.
+absl::StatusOr<StepReport> SimulateOneStep(const RunSpec& spec, std::string* note) {
+  if (!spec.megatron.present) return SimulateStep(spec);
+  ASSIGN_OR_RETURN(MegatronReport m, SimulateMegatron(spec));
+  MegatronRankView view = PeakRankView(m);
+  if (note != nullptr) *note = DescribeRankView(view);
+  return std::move(view.report);
 }
 
 int CmdRun(const RunOptions& o) {
@@ -209,31 +242,8 @@ int CmdRun(const RunOptions& o) {
     other = OtherLoopMode(*spec);
     if (other.has_value()) viz.other_loop_mode = &*other;
   }
-  if (!o.out_dir.empty()) {
-    // --out DIR: result.json, the trace, report.html, the charts and the
-    // Perfetto timeline, written beside DIR and moved into place as a whole.
-    absl::Status st = WriteOutputDir(o.out_dir, "--out", [&](const std::string& dir) -> absl::Status {
-      RETURN_IF_ERROR(WriteTraceFile(report->lowered.trace, dir + "/trace.gpusim"));
-      RETURN_IF_ERROR(WriteFileAtomically(dir + "/result.json", json));
-      RETURN_IF_ERROR(WriteCharts(*report, dir, viz));
-      RETURN_IF_ERROR(WritePerfettoTimeline(*report, dir + "/timeline.json"));
-      return WriteHtmlReport(*report, dir, viz);
-    });
-    if (!st.ok()) return Fail(st);
-  }
-  if (!o.charts_dir.empty()) {
-    absl::Status st = WriteOutputDir(o.charts_dir, "--charts",
-                                     [&](const std::string& dir) { return WriteCharts(*report, dir, viz); });
-    if (!st.ok()) return Fail(st);
-  }
-  if (!o.timeline.empty()) {
-    absl::Status st = WritePerfettoTimeline(*report, o.timeline);
-    if (!st.ok()) return Fail(st);
-  }
-  if (!o.snapshot.empty()) {
-    absl::Status st = WriteMemorySnapshot(*report, o.snapshot);
-    if (!st.ok()) return Fail(st);
-  }
+  absl::Status st = WriteStepFiles(o, *report, json, viz);
+  if (!st.ok()) return Fail(st);
   std::cout << (o.format == "json" ? json : RenderText(*report));
   return 0;
 }
@@ -247,9 +257,10 @@ int CmdExplain(const RunOptions& o, int top) {
   }
   auto spec = LoadSpec(o.config, o.sets, o.device);
   if (!spec.ok()) return Fail(spec.status());
-  auto report = SimulateStep(*spec);
+  std::string note;
+  auto report = SimulateOneStep(*spec, &note);
   if (!report.ok()) return Fail(report.status());
-  std::cout << (o.format == "json" ? RenderExplainJson(*report, top) : RenderExplain(*report, top));
+  std::cout << (o.format == "json" ? RenderExplainJson(*report, top) : note + RenderExplain(*report, top));
   return 0;
 }
 
@@ -262,10 +273,12 @@ int CmdDiff(const RunOptions& o, const std::vector<std::string>& base_sets, int 
   b_sets.insert(b_sets.end(), o.sets.begin(), o.sets.end());
   auto spec_b = LoadSpec(o.config, b_sets, o.device);
   if (!spec_b.ok()) return Fail(spec_b.status());
-  auto a = SimulateStep(*spec_a);
+  std::string note_a, note_b;
+  auto a = SimulateOneStep(*spec_a, &note_a);
   if (!a.ok()) return Fail(a.status());
-  auto b = SimulateStep(*spec_b);
+  auto b = SimulateOneStep(*spec_b, &note_b);
   if (!b.ok()) return Fail(b.status());
+  if (o.format != "json" && !note_a.empty()) std::cout << "A: " << note_a << "B: " << note_b;
   const StepDiff d = DiffSteps(*a, *b);
   std::string la = o.config, lb = o.config;
   for (const std::string& s : base_sets) la += " --set " + s;
@@ -691,6 +704,9 @@ int RunCli(int argc, char** argv) {
                        "Start pytorch_caching from an empty allocator even where a warm start can be inferred");
   replay_cmd->add_flag("--check-addresses", replay.check_addresses,
                        "Snapshot: rebuild the allocator state and check every allocation's address");
+  replay_cmd->add_option("--cudnn-workspace", replay.cudnn_workspace,
+                         "PyTorch recording: the cuDNN workspace assumption, none (default), gemm, "
+                         "winograd_nonfused or bound (the algorithm is chosen on the GPU)");
   replay_cmd->add_option("--snapshot", replay.snapshot,
                          "Write the replayed step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
   replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));

@@ -23,6 +23,7 @@ int FailStatus(const absl::Status& st);
 struct ReplayCli {
   std::string trace, allocator = "pytorch_caching", device, format = "text";
   std::string snapshot;  // --snapshot FILE.pickle
+  std::string cudnn_workspace;  // --cudnn-workspace (a PyTorch recording)
   std::vector<std::string> sets;
   int device_index = -1;
   bool check_addresses = false;

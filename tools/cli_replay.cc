@@ -100,6 +100,7 @@ int CmdReplay(const ReplayCli& c) {
   o.allocator.impl = c.allocator;
   o.check_addresses = c.check_addresses;
   o.infer_warm_start = !c.cold_start;
+  o.cudnn_workspace = c.cudnn_workspace;
   if (c.device_index >= 0) o.device = c.device_index;
   absl::Status st = ApplyAllocatorSets(c.sets, &o.allocator);
   if (st.ok()) st = ResolveReplayCapacity(c.device, &o);

@@ -45,9 +45,10 @@ absl::StatusOr<DeviceSpec> ReplayDevice(const std::string& device) {
   return LoadDeviceSpec(device.empty() ? "h100-sxm-80gb" : device, "");
 }
 
-absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, EagerDeviceMemory* report) {
+absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, EagerDeviceMemory* report,
+                             const EagerDeviceOptions& options) {
   if (!loaded.native.has_value()) return absl::OkStatus();
-  auto t = AddEagerDeviceMemory(*loaded.native, device, report);
+  auto t = AddEagerDeviceMemory(*loaded.native, device, report, options);
   if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(loaded.path, ": ", t.status().message()));
   loaded.native = std::move(*t);
   return absl::OkStatus();
@@ -56,6 +57,11 @@ absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, 
 absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std::string& device,
                                              const ReplayOptions& o) {
   ReplayReport report;
+  if (!o.cudnn_workspace.empty() && RecordingFormatOf(path).value_or("") != "gpusim-trace") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cudnn-workspace ", o.cudnn_workspace, ": ", path,
+        " is not a step recorded from PyTorch by python/gpusim_torch (a recording's own workspaces are in it)"));
+  }
   if (!o.check_addresses && RecordingFormatOf(path).value_or("") == "kineto") {
     // Note [Replaying as the trace is parsed]: streamed when it allows.
     ASSIGN_OR_RETURN(report.replay, ReplayFile(path, o));
@@ -66,7 +72,7 @@ absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std:
   std::optional<DeviceSpec> d;
   if (loaded.native.has_value()) {
     ASSIGN_OR_RETURN(d, ReplayDevice(device));
-    RETURN_IF_ERROR(AddDeviceMemory(loaded, *d, &added));
+    RETURN_IF_ERROR(AddDeviceMemory(loaded, *d, &added, EagerDeviceOptions{o.cudnn_workspace}));
   }
   ASSIGN_OR_RETURN(report.replay, ReplayLoaded(loaded, o));
   if (report.replay.format != "gpusim-trace") return report;

@@ -31,7 +31,8 @@ absl::StatusOr<DeviceSpec> ReplayDevice(const std::string& device);
 // device's CUDA libraries add (sim/lower/eager/device_memory.h) before any
 // allocator sees it; other recordings are left as they are. Errors name
 // loaded.path.
-absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, EagerDeviceMemory* report);
+absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, EagerDeviceMemory* report,
+                             const EagerDeviceOptions& options = {});
 // What `gpusim replay` reports (the CLI and the Python package alike): the
 // replay (LoadRecording, AddDeviceMemory on ReplayDevice(device),
 // ReplayLoaded) and, for a native trace, its timed step

@@ -403,8 +403,10 @@ def device_facts(name, args, kwargs, outs):
         d = reduce_facts(name, args, kwargs, outs)
         return (name, d) if d is not None else None
     if name in ("convolution", "_convolution", "convolution_backward"):
+        # A convolution that is not 2-D is still named (no facts), so that
+        # gpusim counts it among the cuDNN workspaces it does not size.
         d = conv_facts(name, args)
-        return (name, d) if d is not None else None
+        return name, d if d is not None else []
     if name in ("index_put", "index_put_", "_index_put_impl", "_index_put_impl_"):
         d = index_put_facts(args, kwargs)
         return (name, d) if d is not None else None

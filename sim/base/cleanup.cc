@@ -2,11 +2,16 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <atomic>
+#include <cerrno>
 #include <cstring>
+#include <random>
 
 namespace gpusim {
 namespace {
@@ -54,17 +59,36 @@ void RemoveDirectory(const char* path) {
   rmdir(path);
 }
 
+// Ends a registered child's process group and reaps the child, with
+// async-signal-safe calls only: SIGTERM, up to 2 s for it to exit, then
+// SIGKILL. Reaping before any path is removed matters: a child still
+// running could create the file it was writing again after its unlink.
+void EndChild(pid_t pid) {
+  kill(-pid, SIGTERM);
+  const struct timespec tick = {0, 10 * 1000 * 1000};
+  for (int i = 0; i < 200; ++i) {
+    const pid_t r = waitpid(pid, nullptr, WNOHANG);
+    if (r == pid || (r < 0 && errno != EINTR)) return;  // reaped, or not ours to reap
+    nanosleep(&tick, nullptr);
+  }
+  kill(-pid, SIGKILL);
+  while (waitpid(pid, nullptr, 0) < 0 && errno == EINTR) {
+  }
+}
+
 void OnSignal(int sig) {
+  const int saved_errno = errno;
+  for (std::atomic<pid_t>& c : g_children) {
+    const pid_t pid = c.load();
+    if (pid > 0) EndChild(pid);
+  }
   for (PathSlot& s : g_paths) {
     if (s.used.load() == 2 && !s.directory) unlink(s.path);
   }
   for (PathSlot& s : g_paths) {
     if (s.used.load() == 2 && s.directory) RemoveDirectory(s.path);
   }
-  for (std::atomic<pid_t>& c : g_children) {
-    const pid_t pid = c.load();
-    if (pid > 0) kill(-pid, SIGTERM);
-  }
+  errno = saved_errno;
   signal(sig, SIG_DFL);
   raise(sig);
 }
@@ -101,6 +125,36 @@ ScopedChild::ScopedChild(pid_t pid) {
 
 ScopedChild::~ScopedChild() {
   if (slot_ >= 0) g_children[slot_].store(0);
+}
+
+std::string CreateRegisteredTemp(const std::string& prefix, const std::string& suffix, bool directory,
+                                 std::optional<ScopedTempPath>& guard) {
+  static constexpr char kChars[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+  std::random_device seed;
+  std::minstd_rand next(seed());
+  for (int attempt = 0; attempt < 100; ++attempt) {
+    std::string path = prefix;
+    for (int i = 0; i < 8; ++i) path += kChars[next() % (sizeof(kChars) - 1)];
+    path += suffix;
+    guard.emplace(path, directory);  // registered before it exists
+    if (directory) {
+      if (mkdir(path.c_str(), 0700) == 0) return path;
+    } else {
+      const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+      if (fd >= 0) {
+        close(fd);
+        return path;
+      }
+    }
+    const int err = errno;
+    guard.reset();
+    if (err != EEXIST) {
+      errno = err;
+      return "";
+    }
+  }
+  errno = EEXIST;
+  return "";
 }
 
 void InstallSignalCleanup() {

@@ -1,5 +1,6 @@
 #include "sim/base/file_util.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,6 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -43,15 +45,14 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
   // the link or node itself.
   mode_t mode = 0644;  // a new result is an ordinary file
   RETURN_IF_ERROR(CheckReplaceableTarget(path, &mode));
-  std::string tmpl = path + ".tmp-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  const int fd = mkstemp(buf.data());
+  std::optional<ScopedTempPath> cleanup;  // removed if a signal arrives before the rename
+  const std::string tmp = CreateRegisteredTemp(path + ".tmp-", "", /*directory=*/false, cleanup);
+  const int fd = tmp.empty() ? -1 : open(tmp.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) {
-    return absl::UnavailableError(absl::StrCat(path, ": cannot create file: ", std::strerror(errno)));
+    const int err = errno;
+    if (!tmp.empty()) unlink(tmp.c_str());
+    return absl::UnavailableError(absl::StrCat(path, ": cannot create file: ", std::strerror(err)));
   }
-  const std::string tmp(buf.data());
-  ScopedTempPath cleanup(tmp);  // removed if a signal arrives before the rename
   fchmod(fd, mode);
   size_t off = 0;
   while (off < content.size()) {

@@ -33,11 +33,6 @@ std::vector<std::string> Entries(const std::string& dir) {
 
 }  // namespace
 
-OutputDir::OutputDir(std::string target, std::string tmp, std::string flag)
-    : target_(std::move(target)), tmp_(std::move(tmp)), flag_(std::move(flag)) {
-  dir_guard_ = std::make_unique<ScopedTempPath>(tmp_, /*directory=*/true);
-}
-
 absl::StatusOr<std::unique_ptr<OutputDir>> OutputDir::Begin(const std::string& target, const std::string& flag) {
   std::string t = target;
   while (t.size() > 1 && t.back() == '/') t.pop_back();
@@ -45,12 +40,13 @@ absl::StatusOr<std::unique_ptr<OutputDir>> OutputDir::Begin(const std::string& t
   if (lstat(t.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     return absl::PermissionDeniedError(absl::StrCat(flag, " ", target, ": exists and is not a directory"));
   }
-  std::string tmpl = t + ".tmp-XXXXXX";
-  if (mkdtemp(tmpl.data()) == nullptr) {
+  auto out = std::unique_ptr<OutputDir>(new OutputDir(t, flag));
+  out->tmp_ = CreateRegisteredTemp(t + ".tmp-", "", /*directory=*/true, out->dir_guard_);
+  if (out->tmp_.empty()) {
     return absl::UnavailableError(
         absl::StrCat(flag, " ", target, ": cannot create a temporary directory beside it: ", std::strerror(errno)));
   }
-  return std::unique_ptr<OutputDir>(new OutputDir(t, tmpl, flag));
+  return out;
 }
 
 OutputDir::~OutputDir() {

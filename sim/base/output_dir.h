@@ -9,7 +9,9 @@
 #define GPUSIM_SIM_BASE_OUTPUT_DIR_H_
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -33,10 +35,10 @@ class OutputDir {
   absl::Status Commit();
 
  private:
-  OutputDir(std::string target, std::string tmp, std::string flag);
+  OutputDir(std::string target, std::string flag) : target_(std::move(target)), flag_(std::move(flag)) {}
   void RemoveTemp();
   std::string target_, tmp_, flag_;
-  std::unique_ptr<ScopedTempPath> dir_guard_;
+  std::optional<ScopedTempPath> dir_guard_;  // registered before the directory exists
   bool committed_ = false;
 };
 

@@ -12,15 +12,19 @@
 #include "sim/calibrate/least_squares.h"
 #include "sim/device/timing.h"
 #include "sim/engine/engine.h"
+#include "sim/step/megatron_step.h"
 #include "sim/step/step.h"
 
 namespace gpusim {
 namespace {
 
-// One case, simulated once; re-timed per trial parameter vector.
+// One case, simulated once; re-timed per trial parameter vector. A
+// Megatron-LM launch line keeps one trace per pipeline stage, re-timed
+// together (Note [Megatron step time], sim/step/megatron_step.h).
 struct Prepared {
   const CalibrationCase* spec;
-  Trace trace;
+  std::vector<RunSpec> runs;  // per trace: its rank's run
+  std::vector<Trace> traces;
   TimeBreakdown before;
   Bytes predicted_bytes{-1};
 };
@@ -64,10 +68,23 @@ absl::StatusOr<TimeBreakdown> Time(const Prepared& c, const std::vector<FitParam
                                    const std::vector<double>& values) {
   // A fresh allocator per trial: its device calls are timed too (engine.h,
   // Note [Allocator time]), and a cudaFree's drain depends on the timing.
-  const RunSpec& run = c.spec->run;
-  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(run.allocator, run.device.usable()));
-  ASSIGN_OR_RETURN(SimResult s, Simulate(c.trace, WithParameters(run.device, params, values), alloc.get()));
-  return Breakdown(s);
+  std::vector<SimTime> own, passes;
+  TimeBreakdown slowest;
+  for (size_t i = 0; i < c.traces.size(); ++i) {
+    const RunSpec& run = c.runs[i];
+    ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(run.allocator, run.device.usable()));
+    ASSIGN_OR_RETURN(SimResult s, Simulate(c.traces[i], WithParameters(run.device, params, values), alloc.get()));
+    if (i == 0 || s.step_time > slowest.step) slowest = Breakdown(s);
+    if (run.megatron.present) {
+      own.push_back(s.step_time);
+      passes.push_back(MegatronPassTime(c.traces[i], s, run.megatron));
+    }
+  }
+  if (!own.empty()) {
+    SimTime bubble;
+    slowest.step = MegatronPipelineStep(own, passes, c.runs[0].megatron, &bubble);
+  }
+  return slowest;
 }
 
 double RelError(double predicted, double measured) { return (predicted - measured) / measured; }
@@ -211,12 +228,34 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
       kernels.push_back({&c, *std::move(m)});
       continue;
     }
-    absl::StatusOr<StepReport> r = SimulateStep(c.run);
-    if (!r.ok()) {
-      return absl::Status(r.status().code(), absl::StrCat(c.location.ToString(), ": case '", c.name,
-                                                          "': ", r.status().message()));
+    auto failed = [&](const absl::Status& s) {
+      return absl::Status(s.code(), absl::StrCat(c.location.ToString(), ": case '", c.name, "': ", s.message()));
+    };
+    Prepared p{&c, {}, {}, {}, Bytes(-1)};
+    if (c.run.megatron.present) {
+      // Megatron's log reports the memory of the last rank.
+      absl::StatusOr<MegatronReport> m = SimulateMegatron(c.run);
+      if (!m.ok()) return failed(m.status());
+      // The slowest rank's breakdown with the pipeline's step, as Time gives it.
+      size_t slow = 0;
+      for (size_t i = 0; i < m->ranks.size(); ++i) {
+        if (m->ranks[i].report.sim.step_time > m->ranks[slow].report.sim.step_time) slow = i;
+      }
+      p.before = Breakdown(m->ranks[slow].report.sim);
+      p.before.step = m->step_time;
+      p.predicted_bytes = PredictedBytes(m->ranks[m->last].report, c.measured.metric);
+      for (MegatronRank& k : m->ranks) {
+        p.runs.push_back(k.report.spec);
+        p.traces.push_back(std::move(k.report.lowered.trace));
+      }
+    } else {
+      absl::StatusOr<StepReport> r = SimulateStep(c.run);
+      if (!r.ok()) return failed(r.status());
+      p.before = Breakdown(r->sim);
+      p.predicted_bytes = PredictedBytes(*r, c.measured.metric);
+      p.runs.push_back(c.run);
+      p.traces.push_back(std::move(r->lowered.trace));
     }
-    Prepared p{&c, std::move(r->lowered.trace), Breakdown(r->sim), PredictedBytes(*r, c.measured.metric)};
     prepared.push_back(std::move(p));
     if (c.fit) ++out.fit_cases;
   }

@@ -84,6 +84,13 @@ void RenderStepCases(const CalibrationResult& r, std::string& s) {
                                         Sec(c.before.step), Pct(c.step_error_before), Sec(c.after.step),
                                         Pct(c.step_error_after), Pct(c.loo_error)));
   }
+  for (const CaseResult& c : r.cases) {
+    if (c.measured.iteration_time_ms > 0) {
+      absl::StrAppend(&s, absl::StrFormat("  %-20s   measured as Megatron-LM's elapsed time per iteration %s ms "
+                                          "(the whole pipeline, every rank re-timed)\n",
+                                          c.name, Num(c.measured.iteration_time_ms)));
+    }
+  }
   absl::StrAppend(&s, "  (* fitted)  RMS error over fit cases: before ", Pct(r.rms_error_before), ", after ",
                   Pct(r.rms_error_after));
   if (r.loo_rms_error.has_value()) absl::StrAppend(&s, ", leave-one-out ", Pct(r.loo_rms_error));
@@ -168,6 +175,8 @@ std::string RenderCalibrationJson(const CalibrationResult& r) {
     if (c.measured.step_time_s > 0) j.Double("step_time_s", c.measured.step_time_s); else j.Null("step_time_s");
     if (c.measured.peak_bytes.value() >= 0) j.Int("peak_bytes", c.measured.peak_bytes.value());
     else j.Null("peak_bytes");
+    if (c.measured.iteration_time_ms > 0) j.Double("iteration_time_ms", c.measured.iteration_time_ms);
+    else j.Null("iteration_time_ms");
     j.EndObject();
     Breakdown(j, "predicted_before", c.before, c.predicted_bytes);
     Breakdown(j, "predicted_after", c.after, c.predicted_bytes);

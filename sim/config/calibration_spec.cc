@@ -33,7 +33,7 @@ const Schema& CalibrationSchema() {
        {"parameters", Schema::FreeMap(Strict({L("min"), L("max")}))},
        L("prior_weight"),
        {"cases", Schema::List(Strict({L("name"), L("config"), L("kineto"), L("device"), L("set"),
-                                      {"measured", Strict({L("step_time_s"), L("peak_bytes"), L("metric")})},
+                                      {"measured", Strict({L("step_time_s"), L("iteration_time_ms"), L("peak_bytes"), L("metric")})},
                                       L("hardware"), L("software"), L("source"), L("fit")}))}}));
   return *s;
 }
@@ -233,6 +233,18 @@ absl::StatusOr<CalibrationCase> ParseCase(const ConfigNode& node, const std::str
   }
   ASSIGN_OR_RETURN(Fields m, f.Map("measured"));
   RETURN_IF_ERROR(m.Number("step_time_s", &c.measured.step_time_s, false, 0, INFINITY, /*open_min=*/true));
+  // Megatron-LM's training log: "elapsed time per iteration (ms): X"
+  // (megatron/training/training.py training_log), one iteration being the
+  // whole global batch: the step the case's megatron: launch line simulates.
+  RETURN_IF_ERROR(
+      m.Number("iteration_time_ms", &c.measured.iteration_time_ms, false, 0, INFINITY, /*open_min=*/true));
+  if (c.measured.iteration_time_ms > 0) {
+    if (c.measured.step_time_s > 0) {
+      return Error(m.Get("iteration_time_ms")->location(), m.Path("iteration_time_ms"),
+                   "expected one of step_time_s or iteration_time_ms, got both");
+    }
+    c.measured.step_time_s = c.measured.iteration_time_ms / 1e3;
+  }
   if (const ConfigNode* pb = m.Get("peak_bytes"); pb != nullptr) {
     ASSIGN_OR_RETURN(const ConfigNode* n, m.Scalar("peak_bytes", false, "a byte size such as 25GiB"));
     absl::StatusOr<Bytes> b = ParseBytes(n->scalar());
@@ -269,7 +281,8 @@ absl::StatusOr<CalibrationCase> ParseCase(const ConfigNode& node, const std::str
   RETURN_IF_ERROR(f.Bool("fit", &c.fit));
   if (c.fit && c.measured.step_time_s <= 0) {
     const SourceLocation& at = m.node() != nullptr ? m.node()->location() : c.location;
-    return Error(at, m.Path("step_time_s"), "missing required key (a fit: true case needs a step time)");
+    return Error(at, m.Path("step_time_s"),
+                 "missing required key (a fit: true case needs a step time, or iteration_time_ms)");
   }
   absl::StatusOr<RunSpec> run = LoadRunSpec(c.config_path, c.overrides);
   if (!run.ok()) {

@@ -14,6 +14,8 @@
 //       set: [model.param_scan_axis=0]      # --set overrides, optional
 //       measured:
 //         step_time_s: 0.434                # seconds; required when fit
+//         # or iteration_time_ms: 1234.5    # Megatron-LM's log "elapsed time per
+//                                           #   iteration (ms)" (a megatron: config)
 //         peak_bytes: 27134419432           # a byte size; needs metric
 //         metric: memory_analysis_temp      # | max_memory_allocated |
 //                                           #   max_memory_reserved | nvidia_smi
@@ -65,6 +67,9 @@ std::string_view MemoryMetricName(MemoryMetric m);
 
 struct MeasuredRun {
   double step_time_s = 0;  // 0: not measured
+  // Megatron-LM's "elapsed time per iteration (ms)" as written (then
+  // step_time_s = it / 1000); 0: the case gave step_time_s.
+  double iteration_time_ms = 0;
   Bytes peak_bytes{-1};    // -1: not measured
   MemoryMetric metric = MemoryMetric::kNone;
 };

@@ -192,7 +192,8 @@ class Lowerer {
   ConfigNode loop_ = ConfigNode::Map({});
   ConfigNode remat_ = ConfigNode::Map({});
   ConfigNode batch_ = ConfigNode::Map({});
-  int64_t fsdp_ = 1;
+  int64_t fsdp_ = 1, tensor_ = 1;
+  bool tensor_sequence_ = false;
   // For the formula (MaxText's derived config keys).
   int64_t emb_ = 0, heads_ = 0, kv_heads_ = 0, mlp_ = 0, layers_ = 0, head_dim_ = 0, vocab_ = 0, seq_ = 0;
   int64_t activations_ = 0;
@@ -299,9 +300,10 @@ void Lowerer::CheckDefaultOnly() {
     if (k.kind == MaxTextKeyKind::kNoEffect && v.source == Value::kWritten) spec_.no_effect.push_back(k.key);
     if (k.kind != MaxTextKeyKind::kDefaultOnly || SameValue(v.text, k.default_value)) continue;
     if (absl::StrContains(k.key, "_parallelism")) {
-      Fail(k.key, absl::StrCat("'", v.text, "' is not modelled: the llama family shards by FSDP only "
-                               "(ici_fsdp_parallelism); data, tensor, sequence, context, pipeline and expert "
-                               "parallelism are not modelled"));
+      Fail(k.key, absl::StrCat("'", v.text, "' is not modelled: the llama family shards by FSDP "
+                               "(ici_fsdp_parallelism) and tensor parallelism (ici_tensor_parallelism or "
+                               "ici_tensor_sequence_parallelism); data, sequence, context, pipeline and expert "
+                               "parallelism and the dcn_* axes are not modelled"));
       return;
     }
     auto reason = DefaultOnlyReasons().find(k.key);
@@ -427,7 +429,31 @@ void Lowerer::ReadStep() {
                                                values_.at("per_device_batch_size").text, "'"));
   }
   if (!status_.ok()) return;
-  Put(&batch_, "per_device", absl::StrCat(static_cast<int64_t>(per_device_batch_)), "per_device_batch_size");
+  // Note [MaxText tensor parallelism]: the mesh axes `tensor` and
+  // `tensor_sequence` (base.yml mesh_axes; ici_tensor_parallelism,
+  // ici_tensor_sequence_parallelism) are the llama family's tensor group
+  // under MaxText's logical-axis rules (Note [Llama tensor parallelism] in
+  // models/llama_layer.cc): ici_tensor_parallelism = t is
+  // parallelism.tensor = t, ici_tensor_sequence_parallelism = t is that
+  // with sequence_parallel (activation_norm_length -> tensor_sequence). Both
+  // above 1 would be two tensor axes of one mesh: refused. The t devices of
+  // a group hold one model replica and see the same batch, so the
+  // replica's batch (batch.per_device) is per_device_batch_size x t
+  // (MaxText's global batch is per_device_batch_size x devices:
+  // pyconfig.py calculate_global_batch_sizes).
+  const int64_t ici_tensor = Int("ici_tensor_parallelism", 1);
+  const int64_t ici_tensor_sequence = Int("ici_tensor_sequence_parallelism", 1);
+  if (!status_.ok()) return;
+  if (ici_tensor > 1 && ici_tensor_sequence > 1) {
+    Fail("ici_tensor_sequence_parallelism",
+         absl::StrCat("'", ici_tensor_sequence, "' beside ici_tensor_parallelism '", ici_tensor,
+                      "' is not modelled (two tensor axes of one mesh); set one of them"));
+    return;
+  }
+  tensor_ = std::max(ici_tensor, ici_tensor_sequence);
+  tensor_sequence_ = ici_tensor_sequence > 1;
+  Put(&batch_, "per_device", absl::StrCat(static_cast<int64_t>(per_device_batch_) * tensor_),
+      "per_device_batch_size");
   Put(&batch_, "seq_len", absl::StrCat(seq_), "max_target_length");
   // The mesh (max_utils.create_device_mesh): FSDP over ici_fsdp_parallelism
   // devices; -1 is "every device", a count a config does not hold.
@@ -549,6 +575,11 @@ absl::StatusOr<MaxTextLowering> Lowerer::Run() {
                        ? *root_.Find("parallelism")
                        : ConfigNode::Map(block_.location());
   par.Set("fsdp", Where("ici_fsdp_parallelism"), Scalar(absl::StrCat(fsdp_), "ici_fsdp_parallelism"));
+  if (tensor_ > 1) {
+    const char* key = tensor_sequence_ ? "ici_tensor_sequence_parallelism" : "ici_tensor_parallelism";
+    par.Set("tensor", Where(key), Scalar(absl::StrCat(tensor_), key));
+    par.Set("sequence_parallel", Where(key), Scalar(tensor_sequence_ ? "true" : "false", key));
+  }
   out.root.Set("parallelism", block_.location(), par);
   out.spec = std::move(spec_);
   return out;

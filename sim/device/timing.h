@@ -18,6 +18,10 @@ SimTime EventDuration(const TraceEvent& e, const DeviceSpec& d, const KernelMode
 // Same with the model the device's YAML chooses (KernelModelOf(d)).
 SimTime EventDuration(const TraceEvent& e, const DeviceSpec& d);
 
+// The host's time to issue `e`: host_ops x host.op + host_modules x
+// host.module (Note [Host timeline] in sim/engine/engine.h).
+SimTime HostIssueTime(const TraceEvent& e, const DeviceSpec& d);
+
 }  // namespace gpusim
 
 #endif  // GPUSIM_SIM_DEVICE_TIMING_H_

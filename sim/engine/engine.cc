@@ -150,6 +150,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
   std::vector<std::vector<SimTime>> ready_before(reps.size()), ready_after(reps.size());
   std::vector<std::vector<bool>> active(reps.size(), std::vector<bool>(stream_ready.size(), false));
   size_t rep = 0;  // the first repeat not yet passed
+  SimTime host_extra(0), host_wait_extra(0);  // repeated iterations' host time and waits
   auto weight_of = [&](size_t i) -> int64_t {
     return rep < reps.size() && static_cast<int64_t>(i) >= reps[rep].first ? reps[rep].times : 1;
   };
@@ -218,7 +219,13 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     }
     SimTime start = ready;
     via[i] = stream_last[stream];
-    r.host_busy += e.host_cost;  // Note [Host timeline]
+    // Note [Host timeline]. A repeated event's further iterations issue
+    // while the streams run them: the clock here advances one iteration
+    // (as the streams do, both shifted by the periods below), the totals
+    // count every iteration.
+    const SimTime host_cost = HostIssueTime(e, device);
+    r.host_busy += host_cost;
+    if (w > 1) host_extra += host_cost * (w - 1);
     for (int64_t dep : e.after) {
       if (dep < 0 || static_cast<size_t>(dep) >= i) {
         if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
@@ -229,8 +236,9 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
         via[i] = dep;
       }
     }
-    if (e.host_cost > SimTime(0) && r.host_busy > start) {
+    if (host_cost > SimTime(0) && r.host_busy > start) {
       r.host_wait += r.host_busy - start;
+      if (w > 1) host_wait_extra += (r.host_busy - start) * (w - 1);
       start = r.host_busy;
     }
     stream_last[stream] = static_cast<int64_t>(i);
@@ -262,6 +270,8 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     }
   }
   if (rep < reps.size()) ready_after[rep++] = stream_ready;  // a range ending the trace
+  r.host_busy += host_extra;
+  r.host_wait += host_wait_extra;
   // Each repeated range advanced every stream it ran on by one period (the
   // steady iteration's): the iterations it stands for beyond the one run
   // take (times - 1) more periods.

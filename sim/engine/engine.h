@@ -70,13 +70,14 @@ struct AllocatorSample {
 };
 
 // Note [Host timeline]: an eager step is issued by one host thread, op by
-// op in program order, each costing the host TraceEvent::host_cost (PyTorch
+// op in program order, each costing the host HostIssueTime (PyTorch
 // dispatch and the launch call; Python module calls charged to an op of the
 // module). The host runs ahead of the GPU without waiting (launches are
 // asynchronous), so a kernel starts at the latest of its stream being
 // free, its dependencies and the host having issued it: a step is bounded
-// by whichever side is slower. Events with no host cost (every family but
-// a Megatron launch line today) do not move the host clock.
+// by whichever side is slower. Eager steps are charged by
+// sim/lower/eager/host_timeline.h; events with no host cost (XLA steps) do
+// not move the host clock.
 struct SimResult {
   // Memory (ideal tracker).
   Bytes preexisting;                   // the trace's preexisting bytes (in peak_live)

@@ -14,36 +14,63 @@ DeviceSpec Device() {
   return d;
 }
 
-TraceEvent Kernel(int64_t bytes, SimTime host) {
+TraceEvent Kernel(int64_t bytes) {
   TraceEvent e;
   e.type = EventType::kCompute;
   e.kind = OpKind::kElementwise;
   e.stream = 0;
   e.bytes_read = Bytes(bytes);
-  e.host_cost = host;
   return e;
 }
 
 TEST(HostTimelineTest, TheSlowerSideBoundsTheStep) {
   // Three 1 us kernels (1e6 B at 1e12 B/s).
   Trace t;
-  for (int i = 0; i < 3; ++i) t.events.push_back(Kernel(1'000'000, SimTime(0)));
+  for (int i = 0; i < 3; ++i) t.events.push_back(Kernel(1'000'000));
   auto gpu = Simulate(t, Device(), nullptr);
   ASSERT_TRUE(gpu.ok());
   EXPECT_EQ(gpu->step_time.ns(), 3000);
   EXPECT_EQ(gpu->host_busy.ns(), 0);
   // Issued at 5 us each: the GPU waits; the step ends 1 us after the last issue.
-  for (TraceEvent& e : t.events) e.host_cost = SimTime(5000);
-  auto host = Simulate(t, Device(), nullptr);
+  DeviceSpec d = Device();
+  d.host_op_cost = SimTime(5000);
+  for (TraceEvent& e : t.events) e.host_ops = 1;
+  auto host = Simulate(t, d, nullptr);
   ASSERT_TRUE(host.ok());
   EXPECT_EQ(host->host_busy.ns(), 15000);
   EXPECT_EQ(host->step_time.ns(), 16000);
   EXPECT_EQ(host->host_wait.ns(), 5000 + 4000 + 4000);
   // A host faster than the GPU runs ahead: GPU-bound again.
-  for (TraceEvent& e : t.events) e.host_cost = SimTime(100);
-  auto ahead = Simulate(t, Device(), nullptr);
+  d.host_op_cost = SimTime(100);
+  auto ahead = Simulate(t, d, nullptr);
   ASSERT_TRUE(ahead.ok());
   EXPECT_EQ(ahead->step_time.ns(), 3100);
+  // Module calls are priced by host.module; a fraction of a launch rounds to the ns.
+  d.host_op_cost = SimTime(0);
+  d.host_module_cost = SimTime(2000);
+  t.events[0].host_modules = 3;
+  t.events[1].host_ops = 0.5;
+  auto modules = Simulate(t, d, nullptr);
+  ASSERT_TRUE(modules.ok());
+  EXPECT_EQ(modules->host_busy.ns(), 6000);
+  EXPECT_EQ(modules->step_time.ns(), 9000);
+}
+
+// A rolled loop built once (Trace::repeats): the iterations it stands for
+// are issued by the host too, one after another.
+TEST(HostTimelineTest, RepeatedIterationsAreIssuedEachTime) {
+  Trace t;
+  for (int i = 0; i < 3; ++i) t.events.push_back(Kernel(1'000'000));
+  for (TraceEvent& e : t.events) e.host_ops = 1;
+  t.repeats = {{1, 1, 4}};  // event 1 stands for 4 iterations
+  DeviceSpec d = Device();
+  d.host_op_cost = SimTime(5000);
+  auto r = Simulate(t, d, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  // Issued at 5, 10, 15, 20, 25 and 30 us, each kernel 1 us after its issue.
+  EXPECT_EQ(r->host_busy.ns(), 30000);
+  EXPECT_EQ(r->step_time.ns(), 31000);
+  EXPECT_EQ(r->host_wait.ns(), 5000 + 4 * 4000 + 4000);
 }
 
 }  // namespace

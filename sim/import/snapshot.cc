@@ -393,14 +393,12 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-std::string TempPath(std::string_view suffix) {
+// A new file in $TMPDIR (or /tmp), registered for signal cleanup before it
+// exists (sim/base/cleanup.h CreateRegisteredTemp).
+std::string TempPath(std::string_view suffix, std::optional<ScopedTempPath>& guard) {
   const char* dir = std::getenv("TMPDIR");
-  std::string tmpl = Cat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/gpusim_snapshot_XXXXXX",
-                         suffix);
-  const int fd = mkstemps(tmpl.data(), static_cast<int>(suffix.size()));
-  if (fd < 0) return "";
-  close(fd);
-  return tmpl;
+  return CreateRegisteredTemp(Cat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/gpusim_snapshot_"),
+                              std::string(suffix), /*directory=*/false, guard);
 }
 
 }  // namespace
@@ -420,11 +418,11 @@ absl::StatusOr<RecordedSnapshot> ParseSnapshotJson(const std::string& json,
 
 absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::string& json_path) {
   const std::string script = DataDir() + "/tools/snapshot_to_json.py";  // installed or source tree
-  const std::string err_path = TempPath(".err");
+  std::optional<ScopedTempPath> err_guard;
+  const std::string err_path = TempPath(".err", err_guard);
   if (err_path.empty()) {
     return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
   }
-  ScopedTempPath err_guard(err_path);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   // The converter runs in its own process group, registered with the
@@ -484,11 +482,11 @@ absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path) {
   ASSIGN_OR_RETURN(std::string content, ReadFileToString(path));
   if (!content.empty() && static_cast<unsigned char>(content[0]) == 0x80) pickle = true;
   if (!pickle) return ParseSnapshotJson(content, path);
-  const std::string json_path = TempPath(".json");
+  std::optional<ScopedTempPath> json_guard;
+  const std::string json_path = TempPath(".json", json_guard);
   if (json_path.empty()) {
     return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
   }
-  ScopedTempPath json_guard(json_path);
   absl::Status st = ConvertSnapshotPickle(path, json_path);
   if (!st.ok()) {
     std::remove(json_path.c_str());

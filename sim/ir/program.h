@@ -107,9 +107,6 @@ struct Op {
   // Runs on the compute stream even when its kind has its own stream (a
   // PyTorch save_on_cpu copy, issued on the current stream).
   bool on_compute_stream = false;
-  // Host time to issue this op (Note [Host timeline] in sim/engine/engine.h);
-  // 0: the host is not modelled for it.
-  SimTime host_cost;
 };
 
 // A contiguous range of ops with a meaning: a decoder layer's forward, a loop.

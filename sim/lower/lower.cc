@@ -186,7 +186,6 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
     e.phase = op.phase;
     e.group = op.group;
     e.recompute = op.recompute;
-    e.host_cost = op.host_cost;
     e.m = op.m;
     e.n = op.n;
     e.k = op.k;

@@ -53,6 +53,10 @@ struct ReplayOptions {
   // Fill ReplayResult::start (Note [One start state for every command],
   // sim/alloc/start_state.cc).
   bool keep_start_state = false;
+  // A step recorded from PyTorch: the cuDNN workspace assumption
+  // (sim/lower/eager/device_memory_conv.h; --cudnn-workspace); empty: not
+  // given. Refused by name on other recordings.
+  std::string cudnn_workspace;
 };
 
 // Predicted vs recorded totals over the events that recorded one.

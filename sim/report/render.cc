@@ -71,8 +71,9 @@ std::string RenderText(const StepReport& r) {
     const std::string per = modelled("parallelism.tensor") && s.parallelism.tensor > 1
                                 ? absl::StrCat("tensor-parallel group of ", s.parallelism.tensor)
                                 : "device";
-    absl::StrAppendFormat(&o, "  parameters %s; batch %d x %d per %s; %s%s semantics\n",
-                          WithCommas(r.param_count), s.batch.per_device, s.batch.seq_len, per, parallel,
+    // A Megatron launch line's header is its peak rank's (megatron_render.cc).
+    absl::StrAppendFormat(&o, "  parameters%s %s; batch %d x %d per %s; %s%s semantics\n",
+                          s.megatron.present ? " per rank" : "", WithCommas(r.param_count), s.batch.per_device, s.batch.seq_len, per, parallel,
                           s.framework == "jax" ? "XLA (jax)" : "eager (pytorch)");
     std::string layers = absl::StrCat("layers ", s.loop.mode);
     if (modelled("model.param_scan_axis")) absl::StrAppend(&layers, ", param_scan_axis ", s.model.param_scan_axis);
@@ -151,6 +152,13 @@ std::string RenderText(const StepReport& r) {
                         r.sim.exposed_communication.seconds());
   absl::StrAppendFormat(&o, "  host copies   %.4f s over PCIe (exposed %.4f s)\n", r.sim.copy_busy.seconds(),
                         r.sim.exposed_copy.seconds());
+  if (r.sim.host_busy.ns() > 0) {
+    // Note [Eager host costs] (sim/lower/eager/host_timeline.h).
+    absl::StrAppendFormat(&o, "  host issue    %.4f s (%d launches, %d module calls, %d gradient hooks, %d optimizer "
+                          "updates in %d launches); kernels waited %.4f s for the host\n",
+                          r.sim.host_busy.seconds(), r.host.launches, r.host.module_calls, r.host.grad_hooks,
+                          r.host.optimizer_updates, r.host.optimizer_launches, r.sim.host_wait.seconds());
+  }
   if (r.sim.copy_busy.ns() > 0) {
     absl::StrAppendFormat(&o, "    to host   %.4f s, %s\n    to device %.4f s, %s\n", r.sim.copy_to_host.seconds(),
                           FormatBytes(r.sim.bytes_to_host), r.sim.copy_to_device.seconds(),
@@ -276,6 +284,10 @@ std::string RenderJson(const StepReport& r) {
       .Double("recompute_s", r.sim.recompute_busy.seconds())
       .Double("host_transfer_s", r.sim.copy_busy.seconds())
       .Double("host_transfer_exposed_s", r.sim.exposed_copy.seconds())
+      .Double("host_issue_s", r.sim.host_busy.seconds())
+      .Double("host_wait_s", r.sim.host_wait.seconds())
+      .Int("host_launches", r.host.launches + r.host.optimizer_launches)
+      .Int("host_module_calls", r.host.module_calls + r.host.grad_hooks)
       .Double("device_to_host_s", r.sim.copy_to_host.seconds())
       .Double("host_to_device_s", r.sim.copy_to_device.seconds())
       .Int("device_to_host_bytes", r.sim.bytes_to_host.value())

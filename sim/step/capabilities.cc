@@ -54,13 +54,15 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& spec) {
                               ? absl::StrCat("a program file under framework '", spec.framework, "'")
                               : absl::StrCat("model family '", family->name, "' under framework '", spec.framework,
                                              "'");
-  // Note [Megatron host costs] (models/gpt.cc): only a Megatron launch line
-  // charges the host timeline, so a device file's host: block is refused
-  // for anything else rather than ignored.
-  if (spec.device.host_given && family->name != "megatron") {
+  // Note [Eager host costs] (sim/lower/eager/host_timeline.h): every eager
+  // step charges the host timeline; an XLA step is one executable launch
+  // whose host side is not modelled, so a device file's host: block is
+  // refused there rather than ignored.
+  if (spec.device.host_given && spec.framework != "pytorch") {
     return absl::InvalidArgumentError(absl::StrCat(
-        spec.device.source_file, ": host: (host.op, host.module) is modelled only for a Megatron-LM launch line "
-        "(megatron:, --megatron-args), not for ", who));
+        spec.device.source_file, ": host: (host.op, host.module) is modelled only for eager steps (framework "
+        "pytorch, a Megatron-LM launch line, a recorded PyTorch trace), not for ", who,
+        ": an XLA step is one executable launch, whose host side is not modelled"));
   }
   RunSpec out = spec;
   for (const SettingInfo& s : RunSettings()) {

@@ -16,6 +16,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "models/megatron_schedule.h"
 #include "sim/base/status.h"
 #include "sim/lower/lower.h"
@@ -55,13 +56,52 @@ int64_t MegatronParamCount(const RunSpec& spec) {
          (g.position == "learned_absolute" ? g.max_position * h : 0);
 }
 
+SimTime MegatronPassTime(const Trace& tr, const SimResult& sim, const MegatronSpec& g) {
+  SimTime busy(0);
+  for (size_t i = 0; i < tr.events.size(); ++i) {
+    const TraceEvent& e = tr.events[i];
+    if (e.stream != kComputeStream || e.type != EventType::kCompute) continue;
+    if (e.phase != Phase::kForward && e.phase != Phase::kBackward) continue;
+    busy += sim.end[i] - sim.start[i];
+  }
+  return SimTime(busy.ns() / (g.microbatches * g.virtual_stages));
+}
+
+SimTime MegatronPipelineStep(const std::vector<SimTime>& own_steps, const std::vector<SimTime>& passes,
+                             const MegatronSpec& g, SimTime* bubble) {
+  SimTime slowest, pass;
+  for (SimTime t : own_steps) slowest = Max(slowest, t);
+  for (SimTime t : passes) pass = Max(pass, t);
+  *bubble = SimTime(pass.ns() * (g.pipeline - 1));
+  return slowest + *bubble;
+}
+
+MegatronRankView PeakRankView(const MegatronReport& r) {
+  const MegatronRank& k = r.ranks[r.peak];
+  MegatronRankView v;
+  v.report = k.report;
+  v.own_step = k.report.sim.step_time;
+  v.report.sim.step_time = r.step_time;
+  v.stage = k.stage;
+  v.stages = static_cast<int64_t>(r.ranks.size());
+  v.first_rank = k.first_rank;
+  v.last_rank = k.last_rank;
+  return v;
+}
+
+std::string DescribeRankView(const MegatronRankView& v) {
+  return absl::StrCat("Megatron-LM launch line: pipeline stage ", v.stage, " of ", v.stages, " (ranks ", v.first_rank,
+                      "-", v.last_rank, "), the rank with the largest peak; its own step ",
+                      absl::StrFormat("%.4f", v.own_step.seconds()), " s, the step time shown is the pipeline's\n");
+}
+
 absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
   GPUSIM_CHECK(spec.megatron.present);
   MegatronReport out;
   out.spec = spec;
   const MegatronSpec& g = spec.megatron;
   const int64_t per_stage = g.world_size / g.pipeline;
-  SimTime slowest, pass;
+  std::vector<SimTime> own, passes;
   for (int64_t r = 0; r < g.pipeline; ++r) {
     RunSpec s = spec;
     s.megatron.stage = r;
@@ -78,23 +118,13 @@ absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
     ASSIGN_OR_RETURN(rank.report, SimulateStep(s));
     StepReport& rep = rank.report;
     rep.tokens_per_step = static_cast<double>(g.microbatches * spec.batch.per_device * spec.batch.seq_len);
-    // Compute-stream time of the forward and backward passes.
-    SimTime busy(0);
-    const Trace& tr = rep.lowered.trace;
-    for (size_t i = 0; i < tr.events.size(); ++i) {
-      const TraceEvent& e = tr.events[i];
-      if (e.stream != kComputeStream || e.type != EventType::kCompute) continue;
-      if (e.phase != Phase::kForward && e.phase != Phase::kBackward) continue;
-      busy += rep.sim.end[i] - rep.sim.start[i];
-    }
-    rank.compute_per_pass = SimTime(busy.ns() / (g.microbatches * g.virtual_stages));
-    slowest = Max(slowest, rep.sim.step_time);
-    pass = Max(pass, rank.compute_per_pass);
+    rank.compute_per_pass = MegatronPassTime(rep.lowered.trace, rep.sim, g);
+    own.push_back(rep.sim.step_time);
+    passes.push_back(rank.compute_per_pass);
     out.ranks.push_back(std::move(rank));
   }
   out.param_count = MegatronParamCount(spec);
-  out.bubble = SimTime(pass.ns() * (g.pipeline - 1));
-  out.step_time = slowest + out.bubble;
+  out.step_time = MegatronPipelineStep(own, passes, g, &out.bubble);
   for (size_t i = 0; i < out.ranks.size(); ++i) {
     const Bytes peak = out.ranks[i].report.sim.allocator.peak_allocated;
     if (peak > out.ranks[out.peak].report.sim.allocator.peak_allocated) out.peak = i;

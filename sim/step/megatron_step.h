@@ -7,6 +7,7 @@
 #define GPUSIM_SIM_STEP_MEGATRON_STEP_H_
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -39,6 +40,28 @@ struct MegatronReport {
 };
 
 absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec);
+
+// The rank a single-step command (explain, diff, run --out) shows for a
+// launch line: the stage with the largest peak allocated (ties: the first),
+// its report carrying the whole pipeline's step time (its own step is in
+// `own_step`); `stage` and `stages` say which it is.
+struct MegatronRankView {
+  StepReport report;
+  int64_t stage = 0, stages = 0;
+  int64_t first_rank = 0, last_rank = 0;
+  SimTime own_step;
+};
+MegatronRankView PeakRankView(const MegatronReport& r);
+// One line naming the rank shown, for the text outputs.
+std::string DescribeRankView(const MegatronRankView& v);
+
+// Note [Megatron step time]: the compute-stream time of one (micro-batch,
+// chunk) forward + backward of a rank whose trace `trace` simulated as
+// `sim`, and the pipeline's step from every rank's own step and pass time.
+// Calibration re-times ranks with trial devices through these.
+SimTime MegatronPassTime(const Trace& trace, const SimResult& sim, const MegatronSpec& g);
+SimTime MegatronPipelineStep(const std::vector<SimTime>& own_steps, const std::vector<SimTime>& passes,
+                             const MegatronSpec& g, SimTime* bubble);
 
 // FLOPs of one training step of the whole model as Megatron's
 // num_floating_point_operations counts them (megatron/training/training.py).

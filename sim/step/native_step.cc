@@ -1,22 +1,35 @@
 #include "sim/step/native_step.h"
 
 #include <algorithm>
+#include <optional>
 
 #include "absl/container/flat_hash_map.h"
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/lower/eager/host_timeline.h"
 
 namespace gpusim {
 absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const std::string& source,
                                                     const DeviceSpec& device, Allocator* allocator, int top) {
-  absl::StatusOr<SimResult> sim = Simulate(trace, device, allocator);
-  if (!sim.ok()) return sim.status();
   NativeStepReport r;
+  // Note [Eager host costs]: each recorded op of a PyTorch step is issued
+  // by the host (dispatch and launch, host.op); the recording has no module
+  // or optimizer structure to charge beyond that.
+  const std::string* framework = FindMeta(trace, "framework");
+  std::optional<Trace> charged;
+  if (framework != nullptr && *framework == "pytorch") {
+    charged = trace;
+    r.host_charged_events = ChargeRecordedHostTimeline(&*charged);
+  }
+  absl::StatusOr<SimResult> sim = Simulate(charged.has_value() ? *charged : trace, device, allocator);
+  if (!sim.ok()) return sim.status();
   r.device = device.name;
   for (const TraceEvent& e : trace.events) r.timed_events += IsTimed(e.type) ? 1 : 0;
   r.step_time = sim->step_time;
   r.compute_busy = sim->compute_busy;
+  r.host_busy = sim->host_busy;
+  r.host_wait = sim->host_wait;
   r.flops = sim->flops;
   r.oom = sim->oom;
   r.peak_live = sim->peak_live;
@@ -58,6 +71,11 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
       "  peak live %s\n",
       r.device, r.step_time.seconds(), r.timed_events, r.compute_busy.seconds(), r.flops,
       FormatBytes(r.peak_live));
+  if (r.host_charged_events > 0) {
+    absl::StrAppend(&out, absl::StrFormat("  host issue %.4f s (%d ops x host.op; host.module does not apply: a "
+                                          "recording has no module calls), kernels waited %.4f s for it\n",
+                                          r.host_busy.seconds(), r.host_charged_events, r.host_wait.seconds()));
+  }
   if (r.oom.happened) {
     absl::StrAppend(&out, absl::StrFormat("  OOM at event %d: %s requested for %s, %s live\n", r.oom.event,
                                           FormatBytes(r.oom.requested), r.oom.buffer, FormatBytes(r.oom.live)));
@@ -75,6 +93,13 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
                               "taken off the capacity)\n",
                               FormatBytes(dm.context_reserve)));
     for (const std::string& n : dm.not_modelled) absl::StrAppend(&out, "    not modelled: ", n, "\n");
+    for (const std::string& n : dm.assumptions) absl::StrAppend(&out, "    assumed: ", n, "\n");
+    if (dm.has_step) {
+      absl::StrAppend(&out, absl::StrFormat("    rise above the step's start %s (live requests rounded to 512 B: "
+                                            "%s at the start, %s at the highest)\n",
+                                            FormatBytes(dm.step_peak_live - dm.step_start_live),
+                                            FormatBytes(dm.step_start_live), FormatBytes(dm.step_peak_live)));
+    }
   }
   absl::StrAppend(&out, "  largest buffers live at the peak (gpusim explain TRACE: whole stacks):\n");
   for (const StepPeakBuffer& b : r.largest) {
@@ -90,6 +115,8 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
   w.String("device", r.device);
   w.Double("step_time_s", r.step_time.seconds());
   w.Double("compute_s", r.compute_busy.seconds());
+  w.Double("host_issue_s", r.host_busy.seconds());
+  w.Double("host_wait_s", r.host_wait.seconds());
   w.Int("timed_events", r.timed_events);
   w.Double("flops", r.flops);
   w.Int("peak_live_bytes", r.peak_live.value());
@@ -132,6 +159,15 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
     w.BeginArray("not_modelled");
     for (const std::string& n : dm.not_modelled) w.String("", n);
     w.EndArray();
+    w.BeginArray("assumptions");
+    for (const std::string& n : dm.assumptions) w.String("", n);
+    w.EndArray();
+    if (dm.has_step) {
+      w.Int("step_start_live_bytes", dm.step_start_live.value());
+      w.Int("step_rise_bytes", (dm.step_peak_live - dm.step_start_live).value());
+    } else {
+      w.Null("step_rise_bytes");
+    }
     w.EndObject();
   } else {
     w.Null("device_memory");

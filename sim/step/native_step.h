@@ -30,6 +30,10 @@ struct NativeStepReport {
   std::string device;
   int64_t timed_events = 0;
   SimTime step_time, compute_busy;
+  // The host timeline of a PyTorch recording (Note [Eager host costs]):
+  // events charged host.op, the host's issue time, kernel waits for it.
+  int64_t host_charged_events = 0;
+  SimTime host_busy, host_wait;
   double flops = 0;
   OomInfo oom;
   Bytes peak_live;
@@ -44,12 +48,13 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
                                                     const DeviceSpec& device, Allocator* allocator, int top);
 
 std::string RenderNativeStepText(const NativeStepReport& r);
-// Key "step": {device, step_time_s, compute_s, timed_events, flops,
+// Key "step": {device, step_time_s, compute_s, host_issue_s, host_wait_s, timed_events, flops,
 // peak_live_bytes, largest: [{name, role, bytes, where}] (where: the
 // innermost frame "function file:line", or ""), oom (null or {event,
 // requested_bytes, live_bytes, buffer}), device_memory (null, or {torch_version,
 // context_reserve_bytes, added: [{what, source, count, largest_bytes, kept}],
-// not_modelled: [text]})}.
+// not_modelled: [text], assumptions: [text], step_start_live_bytes,
+// step_rise_bytes (null without a step marker)})}.
 void NativeStepJson(JsonWriter& w, const NativeStepReport& r);
 
 }  // namespace gpusim

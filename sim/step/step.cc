@@ -101,7 +101,7 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
   if (given.megatron.present && !given.megatron.rank_selected) {
     return absl::InvalidArgumentError(absl::StrCat(
         given.source_file, ": a Megatron-LM launch line (megatron:) runs with `gpusim run` (every pipeline rank, "
-        "sim/step/megatron_step.h); this command does not take one yet"));
+        "sim/step/megatron_step.h), `explain` and `diff` (its peak rank); this command does not take one yet"));
   }
   StepReport r;
   ASSIGN_OR_RETURN(r.spec, ApplyCapabilities(given));
@@ -122,6 +122,18 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
   LowerOptions lower_options;
   lower_options.reuse_operand_buffers = spec.framework == "jax";
   ASSIGN_OR_RETURN(r.lowered, LowerEager(r.program, lower_options));
+  if (spec.framework == "pytorch") {
+    // Note [Eager host costs]: Megatron-LM steps with TE / apex FusedAdam
+    // and registers a Python hook per parameter gradient; torch.optim
+    // defaults to its foreach implementation.
+    HostTimelineOptions host;
+    const bool megatron = family->name == "megatron";
+    host.grad_hooks = megatron;
+    host.optimizer = megatron                        ? OptimizerLaunch::kFusedAdam
+                     : spec.optimizer.kind == "sgd" ? OptimizerLaunch::kForeachSgd
+                                                    : OptimizerLaunch::kForeachAdamW;
+    r.host = ChargeHostTimeline(r.program, host, &r.lowered);
+  }
   r.argument = r.lowered.argument_bytes;
   r.output = r.lowered.output_bytes;
   r.alias = r.lowered.alias_bytes;

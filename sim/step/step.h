@@ -13,6 +13,7 @@
 #include "sim/config/spec.h"
 #include "sim/engine/engine.h"
 #include "sim/ir/program.h"
+#include "sim/lower/eager/host_timeline.h"
 #include "sim/lower/lower.h"
 #include "sim/lower/xla/entry_schedule.h"
 
@@ -35,6 +36,9 @@ struct StepReport {
   int64_t param_count = 0;
   Program program;
   LoweredStep lowered;
+  // The host side of an eager step (Note [Eager host costs]); all zero
+  // under jax (one executable launch, not modelled).
+  HostTimelineSummary host;
   SimResult sim;
   // XLA memory_analysis() accounting (../shared/reference/xla_semantics.md §1).
   Bytes argument, output, alias, temp;

@@ -55,7 +55,13 @@ struct TraceEvent {
   // (sim/trace/validate.h). Empty = not recorded.
   std::vector<BufferId> uses;
   SimTime recorded_duration{-1};  // from a recorded trace; -1 = unknown
-  SimTime host_cost;              // host time to issue it (Note [Host timeline], engine.h); 0: none
+  // What the host does to issue it (Note [Host timeline], engine.h), priced
+  // by the device's host.op and host.module (HostIssueTime,
+  // sim/device/timing.h) so that a calibration trial re-prices them: kernel
+  // launches / dispatches (fractional where one launch issues several ops)
+  // and Python module calls. 0, 0: the host is not modelled for it.
+  double host_ops = 0;
+  int64_t host_modules = 0;
   // The call stack that made this event (mostly allocs), innermost frame
   // first, as indices into Trace::frames. Empty = not recorded.
   std::vector<int32_t> stack;

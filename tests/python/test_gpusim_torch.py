@@ -303,6 +303,15 @@ class OpFactsTest(unittest.TestCase):
         self.assertEqual(meta["recorded_on"], "meta")
         self.assertEqual(meta["warmup_steps"], "1")
         self.assertEqual(meta["cudnn_benchmark"], "0")
+        # The process's cudnn.benchmark is recorded (gpusim's benchmark
+        # searches: sim/lower/eager/device_memory_conv.h).
+        torch.backends.cudnn.benchmark = True
+        try:
+            rec = record(lambda m, b, o: x * 2, batch=[x], steps=1)
+        finally:
+            torch.backends.cudnn.benchmark = False
+        meta = dict(rec.meta)
+        self.assertEqual((meta["cudnn_benchmark"], meta["warmup_steps"]), ("1", "0"))
 
     def test_reduction_and_matmul_facts(self):
         x = torch.empty(64, 32, device="meta")
@@ -367,6 +376,12 @@ class OpFactsTest(unittest.TestCase):
         self.assertEqual(facts["convolution"], [2, 3, 16, 16, 8, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 4])
         self.assertEqual(facts["convolution_backward"][:17], facts["convolution"])
         self.assertEqual(facts["convolution_backward"][17:], [0, 1, 0])  # only the weight's gradient
+        # A 1-D convolution is named without facts (gpusim: not sized).
+        conv1 = nn.Conv1d(3, 8, 3).to("meta")
+        x1 = torch.empty(2, 3, 16, device="meta")
+        rec = record(lambda m, b, o: conv1(x1).sum().backward(), model=conv1, batch=[x1])
+        facts = {e["op"]: e["dims"] for e in window(rec) if e["type"] == "compute" and "op" in e}
+        self.assertEqual((facts["convolution"], facts["convolution_backward"]), ([], []))
 
 
 def _block(device):
@@ -665,6 +680,20 @@ class ValidationTest(unittest.TestCase):
                 p = os.path.join(d, "r50.gpusim")
                 trace_writer.write_trace(p, rec, frames=False)
                 self.assertGreater(replay_json(p)["allocator"]["peak_allocated_bytes"], rise)
+                # The cuDNN workspace assumptions (README: the V100 trace's
+                # 2,791,636,480 B): none is the recording's own rise;
+                # winograd_nonfused and bound put its 56,623,104 B backward
+                # workspace at the peak (-0.31%).
+                kineto = kineto_step_rise()
+                rises = {}
+                for a in ("none", "gemm", "winograd_nonfused", "bound"):
+                    dm = replay_json(p, "--cudnn-workspace", a)["step"]["device_memory"]
+                    self.assertTrue(any(a in n for n in dm["assumptions"]), dm["assumptions"])
+                    rises[a] = dm["step_rise_bytes"]
+                self.assertEqual(rises["none"], rise)
+                self.assertGreaterEqual(rises["bound"], rises["winograd_nonfused"])
+                self.assertLess(abs(rises["winograd_nonfused"] / kineto - 1), 0.005, rises)
+                self.assertLess(rises["none"], rises["winograd_nonfused"])
 
 
 if __name__ == "__main__":

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/status.h"
+#include "sim/lower/eager/device_memory_conv.h"
 #include "sim/lower/eager/device_memory_sort.h"
 
 namespace gpusim {
@@ -23,6 +24,10 @@ constexpr std::string_view kCublasLtSource =
     "aten/src/ATen/cuda/CUDABlas.cpp gemm_and_bias, _getWorkspaceSize (CUBLASLT_WORKSPACE_SIZE)";
 constexpr std::string_view kSortSource =
     "aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel; cub dispatch_radix_sort.cuh";
+constexpr std::string_view kCudnnSource =
+    "aten/src/ATen/native/cudnn/Conv_v7.cpp AlgoIterator::try_all, allocate_workspace; Conv_v8.cpp";
+constexpr std::string_view kCudnnFindSource =
+    "aten/src/ATen/native/cudnn/Conv_v7.cpp findAlgorithms, getMaxWorkspaceSize (cudnn.benchmark)";
 constexpr std::string_view kReduceSource =
     "aten/src/ATen/native/cuda/Reduce.cuh setReduceConfig, ReduceConfig::global_memory_size";
 
@@ -48,6 +53,34 @@ int64_t LastPow2(int64_t n) {
   int64_t p = 1;
   while (p * 2 <= n) p *= 2;
   return p;
+}
+
+// EagerDeviceMemory::step_start_live and step_peak_live of `t`.
+void StepRise(const Trace& t, EagerDeviceMemory* report) {
+  std::map<BufferId, int64_t> sizes;
+  int64_t live = 0, peak = 0;
+  bool in_start = false;
+  for (const TraceEvent& e : t.events) {
+    if (e.type == EventType::kMarker && e.name == "start_state") in_start = true;
+    if (e.type == EventType::kMarker && e.name == "step" && in_start && !report->has_step) {
+      report->has_step = true;
+      report->step_start_live = Bytes(live);
+      peak = live;
+    }
+    if (e.type == EventType::kAlloc) {
+      const int64_t size = (e.size.value() + 511) / 512 * 512;
+      sizes[e.buffer] = size;
+      live += size;
+    } else if (e.type == EventType::kFree) {
+      auto it = sizes.find(e.buffer);
+      if (it != sizes.end()) {
+        live -= it->second;
+        sizes.erase(it);
+      }
+    }
+    peak = std::max(peak, live);
+  }
+  if (report->has_step) report->step_peak_live = Bytes(peak);
 }
 
 }  // namespace
@@ -170,12 +203,34 @@ absl::StatusOr<ReduceStaging> ReduceConfigFor(const std::vector<int64_t>& dims, 
 }
 
 absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSpec& device,
-                                           EagerDeviceMemory* report) {
+                                           EagerDeviceMemory* report, const EagerDeviceOptions& options) {
   *report = EagerDeviceMemory{};
   report->device = device.name;
   report->context_reserve = device.context_reserve;
   const std::string* framework = FindMeta(recorded, "framework");
-  if (framework == nullptr || *framework != "pytorch") return recorded;
+  if (framework == nullptr || *framework != "pytorch") {
+    if (!options.cudnn_workspace.empty()) {
+      return absl::InvalidArgumentError(
+          "--cudnn-workspace applies to a step recorded from PyTorch (python/gpusim_torch; meta framework "
+          "pytorch), and this trace is not one");
+    }
+    return recorded;
+  }
+  ASSIGN_OR_RETURN(const CudnnAssumption cudnn_assumed,
+                   ParseCudnnAssumption(options.cudnn_workspace.empty() ? "none" : options.cudnn_workspace));
+  const std::string* bench_meta = FindMeta(recorded, "cudnn_benchmark");
+  const std::string* cudnn_det_meta = FindMeta(recorded, "cudnn_deterministic");
+  const bool cudnn_benchmark = bench_meta != nullptr && *bench_meta == "1";
+  const bool cudnn_default_only = cudnn_det_meta != nullptr && *cudnn_det_meta == "1" && !cudnn_benchmark;
+  if (cudnn_default_only && cudnn_assumed != CudnnAssumption::kNone) {
+    // AlgoIterator::try_all: deterministic && !benchmark runs only
+    // DEFAULT_ALGO (onlyDefaultAlgorithm), which gpusim does not size.
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--cudnn-workspace ", CudnnAssumptionName(cudnn_assumed),
+        ": the step was recorded with cudnn.deterministic and without cudnn.benchmark, so PyTorch runs only "
+        "cuDNN's default algorithms (Conv_v7.cpp onlyDefaultAlgorithm: implicit precomputed GEMM forward, "
+        "ALGO_1 backward), whose workspace gpusim does not size; use none"));
+  }
   report->applied = true;
   if (!recorded.repeats.empty()) {
     // Inserting events would move the repeats' event ranges; a recording read
@@ -289,6 +344,8 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   auto workspace_name = [](const std::pair<std::string, StreamId>& p) {
     return absl::StrCat("cublas_workspace (", p.first, " thread, stream ", p.second, ")");
   };
+  int64_t conv_directions = 0, conv_unsized = 0;
+  std::set<std::vector<int64_t>> benchmarked;  // Conv_v7.cpp BenchmarkCache keys
   int64_t convs = 0, embeddings = 0, index_sorts = 0, collectives = 0;
   std::set<std::string> index_why, embedding_why;
   for (size_t i = 0; i < recorded.events.size(); ++i) {
@@ -410,14 +467,97 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
       apply(tmp->after);
       continue;
     }
-    convs += e.op == "convolution" || e.op == "_convolution" || e.op == "convolution_backward" ? 1 : 0;
+    const bool conv_backward = e.op == "convolution_backward";
+    if (e.op == "convolution" || e.op == "_convolution" || conv_backward) {
+      ++convs;
+      if (cudnn_assumed == CudnnAssumption::kNone || e.dims.empty()) {
+        // Not a 2-D convolution (no facts): one direction counted unsized.
+        conv_directions += e.dims.empty() ? 1 : 0;
+        conv_unsized += e.dims.empty() ? 1 : 0;
+        out.events.push_back(e);
+        continue;
+      }
+      absl::StatusOr<ConvGeometry> g = ParseConvFacts(e.dims, conv_backward);
+      if (!g.ok()) {
+        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (compute ", e.name, ", op=", e.op,
+                                                       "): dims=", absl::StrJoin(e.dims, ","), ": ",
+                                                       g.status().message()));
+      }
+      std::vector<ConvDirection> dirs;
+      if (!conv_backward) dirs.push_back(ConvDirection::kForward);
+      if (conv_backward && g->grad_input) dirs.push_back(ConvDirection::kBackwardData);
+      if (conv_backward && g->grad_weight) dirs.push_back(ConvDirection::kBackwardFilter);
+      // Each direction in the order cudnn_convolution_backward runs them:
+      // its workspace allocated, the kernel, the workspace freed.
+      bool first = true;
+      for (ConvDirection d : dirs) {
+        ++conv_directions;
+        const ConvWorkspace ws = AssumedWorkspace(cudnn_assumed, d, *g);
+        conv_unsized += ws.sized ? 0 : 1;
+        const std::string where = absl::StrCat(e.name, " cuDNN ", ConvDirectionName(d));
+        // cudnn.benchmark without a warm-up step: the first call of each
+        // parameter set times the candidates in a scratch workspace
+        // (findAlgorithms, getMaxWorkspaceSize), allocated and freed before
+        // the chosen algorithm's; later calls hit the BenchmarkCache.
+        std::vector<int64_t> key(e.dims.begin(), e.dims.begin() + 17);
+        key.push_back(static_cast<int64_t>(d));
+        if (cudnn_benchmark && !warm && benchmarked.insert(key).second) {
+          const int64_t find = AssumedWorkspace(CudnnAssumption::kBound, d, *g).bytes;
+          if (find > 0) {
+            const BufferId f = alloc(Bytes(find), absl::StrCat(where, " benchmark workspace"), e.phase, e.stack,
+                                     e.stream);
+            free_buffer(f, e.phase, e.stream);
+            note("cuDNN benchmark workspace (find)", kCudnnFindSource, Bytes(find), false);
+          }
+        }
+        BufferId w = -1;
+        if (ws.bytes > 0) {
+          w = alloc(Bytes(ws.bytes), absl::StrCat(where, " workspace (", ws.algorithm, ")"), e.phase, e.stack,
+                    e.stream);
+          note(absl::StrCat("cuDNN workspace (assumed ", CudnnAssumptionName(cudnn_assumed), ")"), kCudnnSource,
+               Bytes(ws.bytes), false);
+        }
+        if (first) {
+          TraceEvent c = e;
+          if (!c.uses.empty() && w >= 0) c.uses.push_back(w);
+          out.events.push_back(std::move(c));
+          first = false;
+        }
+        if (w >= 0) free_buffer(w, e.phase, e.stream);
+      }
+      if (first) out.events.push_back(e);
+      continue;
+    }
     out.events.push_back(e);
   }
   for (auto& [what, a] : added) report->added.push_back(std::move(a));
-  if (convs > 0) {
-    report->not_modelled.push_back(absl::StrCat(
-        "cuDNN convolution workspaces (", convs, " convolution ops; sized inside cuDNN by algorithm and "
-        "benchmark mode, aten/src/ATen/native/cudnn/Conv_v7.cpp / Conv_v8.cpp)"));
+  if (convs == 0 && !options.cudnn_workspace.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--cudnn-workspace ", options.cudnn_workspace,
+                                                   ": the step has no convolutions"));
+  }
+  if (convs > 0 && cudnn_assumed == CudnnAssumption::kNone) {
+    report->assumptions.push_back(absl::StrCat(
+        "cuDNN convolution workspaces (", convs, " convolution ops): ASSUMED NONE (--cudnn-workspace none",
+        options.cudnn_workspace.empty() ? ", the default" : "",
+        "); the algorithm, and so the workspace, is chosen on the GPU by cuDNN's heuristics",
+        cudnn_benchmark ? " or, with cudnn.benchmark as recorded, by timing" : "",
+        " (aten/src/ATen/native/cudnn/Conv_v7.cpp / Conv_v8.cpp); gemm, winograd_nonfused or bound size them"));
+  } else if (convs > 0) {
+    report->assumptions.push_back(absl::StrCat(
+        "cuDNN convolution workspaces ASSUMED ", CudnnAssumptionName(cudnn_assumed), " (--cudnn-workspace; the "
+        "algorithm is chosen on the GPU): ",
+        cudnn_assumed == CudnnAssumption::kBound
+            ? absl::StrCat(conv_directions, " convolution directions each given the larger of the gemm and "
+                           "winograd_nonfused workspaces where they apply (none elsewhere); not a bound over "
+                           "cuDNN's FFT, FFT tiling or precomputed-GEMM algorithms, which gpusim does not size")
+            : absl::StrCat(conv_directions - conv_unsized, " of ", conv_directions,
+                           " convolution directions sized, the rest assumed none (the algorithm does not apply "
+                           "to them, or not a 2-D convolution: no facts)"),
+        cudnn_benchmark ? (warm ? "; cudnn.benchmark: timed in the warm-up step (benchmark cache hits in this step)"
+                                : "; cudnn.benchmark without a warm-up step: each parameter set's first call "
+                                  "times in a scratch workspace sized as bound (a lower bound of "
+                                  "getMaxWorkspaceSize)")
+                        : ""));
   }
   if (embeddings > 0) {
     report->not_modelled.push_back(absl::StrCat(
@@ -438,6 +578,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
         " collectives; cudaMalloc'd by NCCL outside the caching allocator: they count for the OOM decision, not "
         "max_memory_allocated; sized by NCCL_BUFFSIZE, channels and peers, which the trace does not record)"));
   }
+  StepRise(out, report);
   return out;
 }
 

@@ -35,12 +35,14 @@
 //   weight[ids]) or under deterministic algorithms: Note [Index put sort
 //   temporaries] (device_memory_sort.h), inserted around the op's compute
 //   event in the order Indexing.cu allocates and frees them.
-// Not modelled, and named in the report when the step has such ops: cuDNN
-// convolution workspaces (their size is chosen inside cuDNN by algorithm and
-// benchmark mode), the sort and scan temporaries of embedding_dense_backward
-// (CUB radix sort, unique_by_key, segment scans; EmbeddingBackwardKernel.cu),
-// index_put with mask or non-adjacent indices, NCCL buffers (the recorder
-// does not record collectives).
+// - cuDNN convolution workspaces under a named assumption (Note [cuDNN
+//   convolution workspaces], device_memory_conv.h): none by default, named
+//   in the report as an assumption.
+// Not modelled, and named in the report when the step has such ops: the
+// sort and scan temporaries of embedding_dense_backward (CUB radix sort,
+// unique_by_key, segment scans; EmbeddingBackwardKernel.cu), index_put with
+// mask or non-adjacent indices, NCCL buffers (the recorder does not record
+// collectives).
 #ifndef GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_H_
 #define GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_H_
 
@@ -71,6 +73,15 @@ struct EagerDeviceMemory {
   Bytes context_reserve;      // outside the allocator: CUDA context + library handles
   std::vector<DeviceAddition> added;
   std::vector<std::string> not_modelled;  // each with the op count that would need it
+  // Choices gpusim cannot know and made by name (the cuDNN workspace
+  // assumption), each saying which and that it is one.
+  std::vector<std::string> assumptions;
+  // Over the trace with the additions, live requests each rounded up to 512 B
+  // (the caching allocator's kMinBlockSize): at the `step` marker after the
+  // start state, and their highest point after it (the figure a Kineto
+  // trace's profiler step shows as its rise). has_step false without one.
+  bool has_step = false;
+  Bytes step_start_live, step_peak_live;
 };
 
 // Reduce.cuh's ReduceConfig, as far as its memory goes.
@@ -93,13 +104,21 @@ absl::StatusOr<ReduceStaging> ReduceConfigFor(const std::vector<int64_t>& dims, 
 absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, const DeviceSpec& device,
                                            const std::string& config);
 
+// What the caller chose where the device's choice cannot be known.
+struct EagerDeviceOptions {
+  // --cudnn-workspace (device_memory_conv.h ParseCudnnAssumption); empty:
+  // not given, the default assumption none. Given, it is refused by name on a
+  // trace without convolutions.
+  std::string cudnn_workspace;
+};
+
 // `recorded` with the device's allocations inserted (role workspace, named
 // after the op that needs them, its stack), or unchanged with
 // report->applied false when it is not a PyTorch recording.
 // InvalidArgument naming the event when an op's facts are malformed, or
 // naming the device file when it lacks compute_capability.
 absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSpec& device,
-                                           EagerDeviceMemory* report);
+                                           EagerDeviceMemory* report, const EagerDeviceOptions& options = {});
 
 }  // namespace gpusim
 

@@ -1,0 +1,61 @@
+// A Megatron-LM launch line under the single-step commands: explain, diff
+// and run --out show its peak rank (PeakRankView, sim/step/megatron_step.h)
+// with the pipeline's step time; compare still refuses it by name (per row).
+#include <filesystem>
+#include <string>
+
+#include "gtest/gtest.h"
+#include "tests/cli_support.h"
+
+namespace gpusim {
+namespace {
+
+std::string Launch() {
+  return Write("cli_megatron.yaml",
+               "device: h100-sxm-80gb\nmegatron:\n  world_size: 2\n  args: \"--num-layers 4 --hidden-size 256 "
+               "--num-attention-heads 4 --seq-length 128 --micro-batch-size 1 --tokenizer-type NullTokenizer "
+               "--vocab-size 1000 --bf16 --pipeline-model-parallel-size 2 --global-batch-size 4\"\n");
+}
+
+TEST(CliMegatronTest, ExplainShowsThePeakRank) {
+  Result r = Gpusim("explain " + Launch());
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Megatron-LM launch line: pipeline stage 0 of 2 (ranks 0-0), the rank with the largest peak"),
+            std::string::npos)
+      << r.out;
+  Result run = Gpusim("run " + Launch());
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("parameters per rank"), std::string::npos) << run.out;
+}
+
+TEST(CliMegatronTest, DiffComparesPeakRanks) {
+  Result same = Gpusim("diff " + Launch() + " --set device.host.op=20us");
+  ASSERT_EQ(same.code, 0) << same.out;
+  EXPECT_NE(same.out.find("A: Megatron-LM launch line: pipeline stage"), std::string::npos) << same.out;
+  EXPECT_NE(same.out.find("step"), std::string::npos) << same.out;
+}
+
+// The step files are the peak rank's (--out shares the writer, WriteStepFiles
+// in tools/cli.cc; its charts take seconds, so the test writes these two).
+TEST(CliMegatronTest, RunWritesThePeakRanksStepFiles) {
+  const std::string timeline = ::testing::TempDir() + "/cli_megatron_timeline.json";
+  const std::string snapshot = ::testing::TempDir() + "/cli_megatron_snapshot.pickle";
+  std::filesystem::remove(timeline);
+  std::filesystem::remove(snapshot);
+  Result r = Gpusim("run " + Launch() + " --timeline " + timeline + " --snapshot " + snapshot);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_GT(std::filesystem::file_size(timeline), 0u);
+  EXPECT_GT(std::filesystem::file_size(snapshot), 0u);
+  EXPECT_NE(r.out.find("Per rank"), std::string::npos) << r.out;
+}
+
+TEST(CliMegatronTest, CompareStillRefusesALaunchLine) {
+  Result r = Gpusim("compare " + Launch() + " --vary device=h100-sxm-80gb,a100-sxm-80gb");
+  EXPECT_NE(r.out.find("runs with `gpusim run` (every pipeline rank, sim/step/megatron_step.h), `explain` and `diff` "
+                       "(its peak rank); this command does not take one yet"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace gpusim
