@@ -176,12 +176,17 @@ absl::StatusOr<std::vector<GridAxis>> DefaultAxes(const std::string& config) {
 // point is simulated.
 absl::Status CheckAxes(const RunConfig& config, const std::vector<std::string>& base_sets,
                        const std::vector<GridAxis>& axes) {
+  {
+    ASSIGN_OR_RETURN(RunSpec base, config.Spec(base_sets));
+    RETURN_IF_ERROR(CheckStepInput(base));
+  }
   for (const GridAxis& a : axes) {
     for (const std::string& v : a.values) {
       std::vector<std::string> sets = base_sets;
       sets.push_back(absl::StrCat(a.path, "=", v));
       ASSIGN_OR_RETURN(RunSpec spec, config.Spec(sets));
       RETURN_IF_ERROR(ApplyCapabilities(spec).status());
+      RETURN_IF_ERROR(CheckStepInput(spec));
     }
   }
   return absl::OkStatus();

@@ -97,12 +97,17 @@ std::vector<LayerTime> LayerTimes(const StepReport& r) {
   return out;
 }
 
-absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
-  if (given.megatron.present && !given.megatron.rank_selected) {
+absl::Status CheckStepInput(const RunSpec& spec) {
+  if (spec.megatron.present && !spec.megatron.rank_selected) {
     return absl::InvalidArgumentError(absl::StrCat(
-        given.source_file, ": a Megatron-LM launch line (megatron:) runs with `gpusim run` (every pipeline rank, "
+        spec.source_file, ": a Megatron-LM launch line (megatron:) runs with `gpusim run` (every pipeline rank, "
         "sim/step/megatron_step.h), `explain` and `diff` (its peak rank); this command does not take one yet"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
+  RETURN_IF_ERROR(CheckStepInput(given));
   StepReport r;
   ASSIGN_OR_RETURN(r.spec, ApplyCapabilities(given));
   const RunSpec& spec = r.spec;

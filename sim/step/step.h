@@ -84,6 +84,12 @@ std::vector<LayerTime> LayerTimes(const StepReport& r);
 
 absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec);
 
+// What PrepareStep refuses before it builds anything, for callers that must
+// refuse it up front (advise and compare check it before any grid point, so
+// a refused input is exit 1, never "0 simulated"): a Megatron-LM launch line
+// with no rank selected (it runs through sim/step/megatron_step.h).
+absl::Status CheckStepInput(const RunSpec& spec);
+
 // SimulateStep in two stages, for callers that replay one step on several
 // devices (the advisor). PrepareStep does what does not depend on
 // spec.device: build, lower, XLA memory accounting and heap packing.
