@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <iterator>
 #include <string>
 
 #include "gtest/gtest.h"
@@ -30,8 +31,13 @@ const char* const kShipped[] = {
     "tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz",
 };
 
+// Standard output only (the JSON under test); standard error is appended
+// when the command fails, for the assertion's message. Under the sanitizer
+// build LeakSanitizer prints its "Suppressions used" table on standard error
+// at exit, which must not reach the JSON parser.
 std::string RunCommand(const std::string& command, int* code) {
-  const std::string cmd = command + " 2>&1";
+  const std::string err_path = ::testing::TempDir() + "/replay_agreement_stderr.txt";
+  const std::string cmd = command + " 2>" + err_path;
   std::string out;
   FILE* p = popen(cmd.c_str(), "r");
   if (p == nullptr) return out;
@@ -40,6 +46,11 @@ std::string RunCommand(const std::string& command, int* code) {
   while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
   const int st = pclose(p);
   *code = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  if (*code != 0) {
+    std::ifstream err(err_path);
+    out += std::string(std::istreambuf_iterator<char>(err), std::istreambuf_iterator<char>());
+  }
+  std::remove(err_path.c_str());
   return out;
 }
 
