@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstring>
 
 #include "sim/base/status.h"
 #include "sim/base/str_cat.h"
@@ -18,6 +19,7 @@ namespace {
 // is read in 1 MiB chunks after a few reads.
 constexpr size_t kFirstRead = 1 << 16;
 constexpr size_t kReadBuffer = 1 << 20;
+static_assert(kFastWindow <= kFirstRead / 2);
 
 // The bytes Scanner::Composite stops at: inside a string, and outside one.
 constexpr std::array<bool, 256> ByteTable(std::string_view bytes) {
@@ -90,6 +92,30 @@ class Scanner {
     return Scalar(out);
   }
 
+  // The unread input from the cursor on, contiguous: at least `want` bytes
+  // when the input has them (the unread tail moves to the buffer's front).
+  // REQUIRES: want <= kFirstRead / 2.
+  std::string_view Window(size_t want) {
+    while (end_ - pos_ < want && !eof_ && deferred_.ok()) {
+      if (pos_ > 0) {
+        std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+        base_ += static_cast<int64_t>(pos_);
+        end_ -= pos_;
+        pos_ = 0;
+      }
+      absl::StatusOr<size_t> n = source_.Read(buf_.data() + end_, buf_.size() - end_);
+      if (!n.ok()) {
+        deferred_ = n.status();
+        break;
+      }
+      end_ += *n;
+      eof_ = *n == 0;
+    }
+    return std::string_view(buf_.data() + pos_, end_ - pos_);
+  }
+  // Consumes `n` bytes of the last Window().
+  void Skip(size_t n) { pos_ += n; }
+
   // Reads a string value into `raw` (escapes left as they are).
   absl::Status Key(std::string* raw) {
     ASSIGN_OR_RETURN(int c, SkipWsAndPeek());
@@ -108,11 +134,15 @@ class Scanner {
   absl::Status Fill() {
     base_ += static_cast<int64_t>(end_);
     pos_ = end_ = 0;
+    // A read error Window() met is returned here, after the bytes before
+    // it were consumed, as if no window had been read.
+    if (!deferred_.ok()) return deferred_;
     if (last_read_full_ && buf_.size() < kReadBuffer) {
       buf_.resize(std::min(buf_.size() * 4, kReadBuffer));
     }
     ASSIGN_OR_RETURN(size_t n, source_.Read(buf_.data(), buf_.size()));
     end_ = n;
+    eof_ = n == 0;
     last_read_full_ = n == buf_.size();
     return absl::OkStatus();
   }
@@ -254,6 +284,8 @@ class Scanner {
   size_t end_ = 0;
   int64_t base_ = 0;  // input offset of buf_[0]
   bool last_read_full_ = false;
+  bool eof_ = false;        // the source said end of input
+  absl::Status deferred_;   // a read error met by Window()
   std::string closers_;
   std::vector<int64_t> opened_at_;
 };
@@ -269,9 +301,16 @@ absl::Status ScanArray(Scanner& s, JsonStreamVisitor& visitor, std::string_view 
   while (true) {
     ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
     const int64_t at = s.offset();
-    RETURN_IF_ERROR(s.Value(&text));
-    text.reserve(text.size() + kJsonPadding);
-    RETURN_IF_ERROR(visitor.OnElement(text, at));
+    size_t used = 0;
+    if (c == '{') {
+      ASSIGN_OR_RETURN(used, visitor.OnElementInPlace(s.Window(kFastWindow), at));
+      s.Skip(used);
+    }
+    if (used == 0) {
+      RETURN_IF_ERROR(s.Value(&text));
+      text.reserve(text.size() + kJsonPadding);
+      RETURN_IF_ERROR(visitor.OnElement(text, at));
+    }
     ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
     if (c == ',') {
       RETURN_IF_ERROR(s.Expect(',', ""));

@@ -1,0 +1,194 @@
+#include "sim/import/json_fast.h"
+
+#include <array>
+#include <cstring>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace gpusim::import_internal {
+
+namespace {
+
+// Bytes a fast string may hold: printable ASCII but the quote and the
+// backslash (an escape, a control character or a non-ASCII byte sends the
+// element to the general path, which unescapes and checks UTF-8).
+constexpr std::array<bool, 256> PlainStringBytes() {
+  std::array<bool, 256> t{};
+  for (int c = 0x20; c < 0x7f; ++c) t[static_cast<size_t>(c)] = c != '"' && c != '\\';
+  return t;
+}
+constexpr std::array<bool, 256> kPlain = PlainStringBytes();
+
+bool IsDigit(char c) { return c >= '0' && c <= '9'; }
+
+}  // namespace
+
+bool FastJson::String(std::string_view* out) {
+  if (!SkipWs() || *p_ != '"') return false;
+  const char* b = p_ + 1;
+  const char* q = b;
+#if defined(__SSE2__)
+  // 16 bytes at a time: a quote, a backslash, a control byte (< 0x20), a
+  // non-ASCII byte (negative as a signed byte) or DEL ends the plain run.
+  const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\'), space = _mm_set1_epi8(0x20),
+                del = _mm_set1_epi8(0x7f);
+  while (end_ - q >= 16) {
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+    const __m128i stop = _mm_or_si128(_mm_or_si128(_mm_cmpeq_epi8(x, quote), _mm_cmpeq_epi8(x, backslash)),
+                                      _mm_or_si128(_mm_cmplt_epi8(x, space), _mm_cmpeq_epi8(x, del)));
+    const int mask = _mm_movemask_epi8(stop);
+    if (mask != 0) {
+      q += __builtin_ctz(static_cast<unsigned>(mask));
+      break;
+    }
+    q += 16;
+  }
+#endif
+  while (q < end_ && kPlain[static_cast<unsigned char>(*q)]) ++q;
+  if (q == end_ || *q != '"') return false;
+  *out = std::string_view(b, static_cast<size_t>(q - b));
+  p_ = q + 1;
+  return true;
+}
+
+int FastJson::Key(const std::string_view* table, int n, int guess, std::string_view* key) {
+  if (!SkipWs()) return kNoKey;
+  int index = kUnknownKey;
+  if (guess >= 0 && guess < n) {
+    const std::string_view g = table[guess];
+    if (static_cast<size_t>(end_ - p_) > g.size() + 2 && p_[0] == '"' && p_[g.size() + 1] == '"' &&
+        std::memcmp(p_ + 1, g.data(), g.size()) == 0) {
+      *key = std::string_view(p_ + 1, g.size());
+      p_ += g.size() + 2;
+      index = guess;
+    }
+  }
+  if (index == kUnknownKey) {
+    if (!String(key)) return kNoKey;
+    for (int i = 0; i < n; ++i) {
+      if (*key == table[i]) {
+        index = i;
+        break;
+      }
+    }
+  }
+  return Consume(':') ? index : kNoKey;
+}
+
+bool FastJson::Number(std::string_view* out) {
+  int64_t value = 0;
+  bool is_integer = false;
+  return Number(out, &value, &is_integer);
+}
+
+bool FastJson::Number(std::string_view* out, int64_t* value, bool* is_integer) {
+  if (!SkipWs()) return false;
+  const char* b = p_;
+  const char* q = p_;
+  const bool negative = q < end_ && *q == '-';
+  if (negative) ++q;
+  if (q == end_ || !IsDigit(*q)) return false;
+  const char* digits = q;
+  uint64_t v = 0;
+  if (*q == '0') {
+    ++q;
+  } else {
+    while (q < end_ && IsDigit(*q)) v = v * 10 + static_cast<uint64_t>(*q++ - '0');  // wraps past 19 digits: unused then
+  }
+  bool integer = q - digits <= 18;
+  if (q < end_ && *q == '.') {
+    integer = false;
+    ++q;
+    if (q == end_ || !IsDigit(*q)) return false;
+    while (q < end_ && IsDigit(*q)) ++q;
+  }
+  if (q < end_ && (*q == 'e' || *q == 'E')) {
+    integer = false;
+    ++q;
+    if (q < end_ && (*q == '+' || *q == '-')) ++q;
+    if (q == end_ || !IsDigit(*q)) return false;
+    while (q < end_ && IsDigit(*q)) ++q;
+  }
+  // The token must end here (JSON puts a blank or structural byte after a
+  // number); anything else is for the general path to name.
+  if (q == end_) return false;
+  const char c = *q;
+  if (c != ',' && c != '}' && c != ']' && c != ' ' && c != '\n' && c != '\r' && c != '\t') return false;
+  *out = std::string_view(b, static_cast<size_t>(q - b));
+  *is_integer = integer;
+  if (integer) *value = negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
+  p_ = q;
+  return true;
+}
+
+bool FastJson::Literal(std::string_view word) {
+  if (static_cast<size_t>(end_ - p_) <= word.size() || std::string_view(p_, word.size()) != word) return false;
+  const char c = p_[word.size()];
+  if (c != ',' && c != '}' && c != ']' && c != ' ' && c != '\n' && c != '\r' && c != '\t') return false;
+  p_ += word.size();
+  return true;
+}
+
+bool FastJson::SkipValue(int depth) {
+  if (!SkipWs()) return false;
+  std::string_view ignored;
+  switch (*p_) {
+    case '"':
+      return String(&ignored);
+    case 't':
+      return Literal("true");
+    case 'f':
+      return Literal("false");
+    case 'n':
+      return Literal("null");
+    case '{': {
+      if (depth >= kMaxDepth) return false;
+      ++p_;
+      if (Peek() == '}') {
+        ++p_;
+        return true;
+      }
+      while (true) {
+        if (!String(&ignored) || !Consume(':') || !SkipValue(depth + 1)) return false;
+        const char c = Peek();
+        if (c == '\0') return false;
+        ++p_;
+        if (c == '}') return true;
+        if (c != ',') return false;
+      }
+    }
+    case '[': {
+      if (depth >= kMaxDepth) return false;
+      ++p_;
+      if (Peek() == ']') {
+        ++p_;
+        return true;
+      }
+      while (true) {
+        if (!SkipValue(depth + 1)) return false;
+        const char c = Peek();
+        if (c == '\0') return false;
+        ++p_;
+        if (c == ']') return true;
+        if (c != ',') return false;
+      }
+    }
+    default:
+      return Number(&ignored);
+  }
+}
+
+bool FastJson::RawScalar(std::string_view* out) {
+  if (!SkipWs()) return false;
+  const char* b = p_;
+  const char c = *p_;
+  if (c == '{' || c == '[') return false;
+  if (!SkipValue(0)) return false;
+  SkipWs();
+  *out = std::string_view(b, static_cast<size_t>(p_ - b));
+  return true;
+}
+
+}  // namespace gpusim::import_internal
