@@ -53,22 +53,49 @@ bool FastJson::String(std::string_view* out) {
   return true;
 }
 
-int FastJson::Key(const std::string_view* table, int n, int guess, std::string_view* key) {
+KeyTable::KeyTable(std::initializer_list<std::string_view> names) {
+  for (std::string_view n : names) {
+    Entry e;
+    e.name = n;
+    if (n.size() + 2 <= e.quoted.size()) {
+      e.quoted[0] = '"';
+      for (size_t i = 0; i < n.size(); ++i) e.quoted[i + 1] = n[i];
+      e.quoted[n.size() + 1] = '"';
+      e.mask = (uint32_t{1} << (n.size() + 2)) - 1;
+    }
+    entries_.push_back(e);
+  }
+}
+
+int FastJson::Key(const KeyTable& table, int guess, std::string_view* key) {
   if (!SkipWs()) return kNoKey;
   int index = kUnknownKey;
-  if (guess >= 0 && guess < n) {
-    const std::string_view g = table[guess];
-    if (static_cast<size_t>(end_ - p_) > g.size() + 2 && p_[0] == '"' && p_[g.size() + 1] == '"' &&
-        std::memcmp(p_ + 1, g.data(), g.size()) == 0) {
-      *key = std::string_view(p_ + 1, g.size());
-      p_ += g.size() + 2;
+  if (guess >= 0 && guess < table.size()) {
+    const KeyTable::Entry& g = table.entries_[static_cast<size_t>(guess)];
+    const size_t n = g.name.size();
+    bool hit = false;
+#if defined(__SSE2__)
+    if (g.mask != 0 && end_ - p_ >= 16) {
+      const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p_));
+      const __m128i want = _mm_loadu_si128(reinterpret_cast<const __m128i*>(g.quoted.data()));
+      const uint32_t eq = static_cast<uint32_t>(_mm_movemask_epi8(_mm_cmpeq_epi8(x, want)));
+      hit = (eq & g.mask) == g.mask;
+    } else
+#endif
+    {
+      hit = static_cast<size_t>(end_ - p_) > n + 2 && p_[0] == '"' && p_[n + 1] == '"' &&
+            std::memcmp(p_ + 1, g.name.data(), n) == 0;
+    }
+    if (hit) {
+      *key = std::string_view(p_ + 1, n);
+      p_ += n + 2;
       index = guess;
     }
   }
   if (index == kUnknownKey) {
     if (!String(key)) return kNoKey;
-    for (int i = 0; i < n; ++i) {
-      if (*key == table[i]) {
+    for (int i = 0; i < table.size(); ++i) {
+      if (*key == table.name(i)) {
         index = i;
         break;
       }

@@ -13,11 +13,32 @@
 #ifndef GPUSIM_SIM_IMPORT_JSON_FAST_H_
 #define GPUSIM_SIM_IMPORT_JSON_FAST_H_
 
+#include <array>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <string_view>
+#include <vector>
 
 namespace gpusim::import_internal {
+
+// The object keys FastJson::Key recognises, each with its quoted form kept
+// for a comparison in one 16-byte load.
+class KeyTable {
+ public:
+  explicit KeyTable(std::initializer_list<std::string_view> names);
+  int size() const { return static_cast<int>(entries_.size()); }
+  std::string_view name(int i) const { return entries_[static_cast<size_t>(i)].name; }
+
+ private:
+  friend class FastJson;
+  struct Entry {
+    std::string_view name;
+    std::array<char, 16> quoted{};  // '"' name '"', zero-padded
+    uint32_t mask = 0;              // its bytes, as a movemask
+  };
+  std::vector<Entry> entries_;
+};
 
 class FastJson {
  public:
@@ -44,13 +65,13 @@ class FastJson {
   // A string at the cursor (after blanks): its contents, without quotes.
   bool String(std::string_view* out);
   // An object key at the cursor (after blanks) and the ':' after it: its
-  // index in table[0, n), kUnknownKey for another key, kNoKey when there is
-  // no plain key. table[guess] (when guess < n) is tried first, by one
+  // index in `table`, kUnknownKey for another key, kNoKey when there is no
+  // plain key. table.name(guess) (when in range) is tried first, by one
   // comparison in place: writers put the keys of one kind of event in one
   // order, so the guess is usually the key after the previous one.
   static constexpr int kUnknownKey = -1;
   static constexpr int kNoKey = -2;
-  int Key(const std::string_view* table, int n, int guess, std::string_view* key);
+  int Key(const KeyTable& table, int guess, std::string_view* key);
   // A number at the cursor (after blanks), by the JSON grammar: its token.
   bool Number(std::string_view* out);
   // As Number; when the token is an integer of at most 18 digits (no

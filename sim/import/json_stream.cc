@@ -103,11 +103,15 @@ class Scanner {
         end_ -= pos_;
         pos_ = 0;
       }
+      // Grown as Fill() grows it, so that the tail moved is a small part
+      // of what is read.
+      if (last_read_full_ && buf_.size() < kReadBuffer) buf_.resize(std::min(buf_.size() * 4, kReadBuffer));
       absl::StatusOr<size_t> n = source_.Read(buf_.data() + end_, buf_.size() - end_);
       if (!n.ok()) {
         deferred_ = n.status();
         break;
       }
+      last_read_full_ = end_ + *n == buf_.size();
       end_ += *n;
       eof_ = *n == 0;
     }

@@ -1,7 +1,6 @@
 #include "sim/import/kineto.h"
 
 #include <algorithm>
-#include <iterator>
 #include <map>
 #include <limits>
 #include <optional>
@@ -283,14 +282,27 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   // The fields of the object at the cursor, read as OnElement reads them;
   // false: not read (the general path's to read).
   // Keys of the fast walk, in the order Kineto writes a [memory] event's
-  // (the guesses of FastJson::Key); "s" is read and ignored.
-  enum TopKey { kPh, kCat, kName, kPid, kTid, kTs, kS, kArgs, kDur, kTopKeys };
-  static constexpr std::string_view kTopKeyNames[kTopKeys] = {"ph", "cat", "name", "pid", "tid",
-                                                                "ts", "s",   "args", "dur"};
-  static constexpr std::string_view kArgKeyNames[] = {
-      "Device Type", "Device Id", "Addr",   "Bytes",       "Total Allocated", "Total Reserved", "Ev Idx",
-      "stream",      "device",    "correlation", "External id", "external id", "bytes"};
-  static constexpr int kArgKeys = static_cast<int>(std::size(kArgKeyNames));
+  // (the guesses of FastJson::Key); "s" is read and ignored. The "args"
+  // keys are ArgSlotAt's.
+  enum TopKey { kPh, kCat, kName, kPid, kTid, kTs, kS, kArgs, kDur };
+  static const import_internal::KeyTable& TopKeys() {
+    static const auto& t =
+        *new import_internal::KeyTable({"ph", "cat", "name", "pid", "tid", "ts", "s", "args", "dur"});
+    return t;
+  }
+  static const import_internal::KeyTable& ArgKeys() {
+    static const auto& t = *new import_internal::KeyTable(
+        {"Device Type", "Device Id", "Addr", "Bytes", "Total Allocated", "Total Reserved", "Ev Idx", "stream", "device",
+         "correlation", "External id", "external id", "bytes"});
+    return t;
+  }
+  // ArgSlot of ArgKeys().name(k).
+  static std::optional<int64_t>* ArgSlotAt(Args& a, int k) {
+    std::optional<int64_t>* slots[] = {&a.device_type,  &a.device_id,      &a.addr,   &a.bytes,      &a.total_allocated,
+                                       &a.total_reserved, &a.ev_idx,       &a.stream, &a.device,     &a.correlation,
+                                       &a.external_id,    &a.external_id,  &a.op_bytes};
+    return slots[k];
+  }
 
   bool FastWalk(import_internal::FastJson& j, Fields& f) const {
     using import_internal::FastJson;
@@ -299,7 +311,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     int guess = 0;
     while (true) {
       std::string_view key;
-      const int k = j.Key(kTopKeyNames, kTopKeys, guess, &key);
+      const int k = j.Key(TopKeys(), guess, &key);
       if (k == FastJson::kNoKey) return false;
       guess = k + 1;
       switch (k) {
@@ -357,7 +369,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     int guess = 0;
     while (true) {
       std::string_view key;
-      const int k = j.Key(kArgKeyNames, kArgKeys, guess, &key);
+      const int k = j.Key(ArgKeys(), guess, &key);
       if (k == FastJson::kNoKey) return false;
       guess = k + 1;
       if (k == FastJson::kUnknownKey) {
@@ -370,7 +382,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
         int64_t n = 0;
         bool integer = false;
         if (!j.Number(&tok, &n, &integer) || (!integer && !ParseInteger(tok, &n))) return false;
-        *ArgSlot(args, key) = n;
+        *ArgSlotAt(args, k) = n;
       }
       const char c = j.Peek();
       if (c == '}' || c == ',') j.Consume(c);
