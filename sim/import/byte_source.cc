@@ -207,23 +207,35 @@ class ReadAheadSource : public ByteSource {
   absl::StatusOr<size_t> Read(char* buf, size_t n) override {
     while (pos_ == current_.data.size()) {
       if (done_) return current_.status.ok() ? absl::StatusOr<size_t>(size_t{0}) : current_.status;
-      std::unique_lock<std::mutex> l(mu_);
-      cv_.wait(l, [&] { return !ready_.empty(); });
-      Chunk next = std::move(ready_.front());
-      ready_.pop_front();
-      free_.push_back(std::move(current_.data));  // its buffer, for the worker to fill again
-      l.unlock();
-      cv_.notify_all();
-      // A chunk that ends the input (0 bytes read, or an error) comes last.
-      current_ = std::move(next);
-      pos_ = 0;
-      done_ = current_.last;
-      if (!current_.status.ok() && current_.data.empty()) return current_.status;
+      NextChunk(std::move(current_.data));
+      if (!current_.status.ok() && current_.data.size() == kBlockHeadroom) return current_.status;
     }
     const size_t k = std::min(n, current_.data.size() - pos_);
     std::memcpy(buf, current_.data.data() + pos_, k);
     pos_ += k;
     return k;
+  }
+
+  absl::StatusOr<bool> SwapBlock(std::string* block, size_t* begin) override {
+    // Whatever Read() left of the current chunk comes first.
+    if (pos_ < current_.data.size()) {
+      std::swap(*block, current_.data);
+      *begin = pos_;
+      pos_ = current_.data.size();
+      return true;
+    }
+    if (done_) {
+      if (!current_.status.ok()) return current_.status;
+      block->resize(kBlockHeadroom);
+      *begin = kBlockHeadroom;
+      return true;
+    }
+    NextChunk(std::move(*block));
+    if (!current_.status.ok() && current_.data.size() == kBlockHeadroom) return current_.status;
+    std::swap(*block, current_.data);  // current_.data: empty, its bytes handed out
+    *begin = kBlockHeadroom;
+    pos_ = current_.data.size();
+    return true;
   }
   bool decompressed() const override { return decompressed_; }
 
@@ -236,6 +248,22 @@ class ReadAheadSource : public ByteSource {
     bool last = false;    // the end of input, or an error
   };
 
+  // Makes the next ready chunk current; `spent` (a buffer read out) goes
+  // back to the worker.
+  void NextChunk(std::string spent) {
+    std::unique_lock<std::mutex> l(mu_);
+    cv_.wait(l, [&] { return !ready_.empty(); });
+    Chunk next = std::move(ready_.front());
+    ready_.pop_front();
+    if (spent.capacity() >= kBlockHeadroom + kAheadChunk) free_.push_back(std::move(spent));
+    l.unlock();
+    cv_.notify_all();
+    // A chunk that ends the input (0 bytes read, or an error) comes last.
+    current_ = std::move(next);
+    pos_ = kBlockHeadroom;
+    done_ = current_.last;
+  }
+
   void Work() {
     while (true) {
       Chunk c;
@@ -246,10 +274,12 @@ class ReadAheadSource : public ByteSource {
           free_.pop_back();
         }
       }
-      c.data.resize(kAheadChunk);
+      // The bytes go after kBlockHeadroom (SwapBlock's readers move unread
+      // bytes there).
+      c.data.resize(kBlockHeadroom + kAheadChunk);
       size_t n = 0;
       while (n < kAheadChunk) {
-        absl::StatusOr<size_t> got = inner_->Read(c.data.data() + n, kAheadChunk - n);
+        absl::StatusOr<size_t> got = inner_->Read(c.data.data() + kBlockHeadroom + n, kAheadChunk - n);
         if (!got.ok()) {
           c.status = got.status();
           c.last = true;
@@ -261,7 +291,7 @@ class ReadAheadSource : public ByteSource {
         }
         n += *got;
       }
-      c.data.resize(n);
+      c.data.resize(kBlockHeadroom + n);
       const bool last = c.last;
       std::unique_lock<std::mutex> l(mu_);
       cv_.wait(l, [&] { return stop_ || ready_.size() < kAheadChunks; });

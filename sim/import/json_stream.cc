@@ -19,7 +19,7 @@ namespace {
 // is read in 1 MiB chunks after a few reads.
 constexpr size_t kFirstRead = 1 << 16;
 constexpr size_t kReadBuffer = 1 << 20;
-static_assert(kFastWindow <= kFirstRead / 2);
+static_assert(kFastWindow <= kFirstRead / 2 && kFastWindow < ByteSource::kBlockHeadroom);
 
 // The bytes Scanner::Composite stops at: inside a string, and outside one.
 constexpr std::array<bool, 256> ByteTable(std::string_view bytes) {
@@ -41,7 +41,7 @@ std::string Shown(int c) {
 class Scanner {
  public:
   Scanner(ByteSource& source, const std::string& label)
-      : source_(source), label_(label), buf_(kFirstRead) {}
+      : source_(source), label_(label), buf_(kFirstRead, '\0') {}
 
   int64_t offset() const { return base_ + static_cast<int64_t>(pos_); }
 
@@ -97,6 +97,14 @@ class Scanner {
   // REQUIRES: want <= kFirstRead / 2.
   std::string_view Window(size_t want) {
     while (end_ - pos_ < want && !eof_ && deferred_.ok()) {
+      if (blocks_ != 0) {
+        absl::StatusOr<bool> in_blocks = NextBlock();
+        if (!in_blocks.ok()) {
+          deferred_ = in_blocks.status();
+          break;
+        }
+        if (*in_blocks) continue;
+      }
       if (pos_ > 0) {
         std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
         base_ += static_cast<int64_t>(pos_);
@@ -136,11 +144,15 @@ class Scanner {
 
  private:
   absl::Status Fill() {
-    base_ += static_cast<int64_t>(end_);
-    pos_ = end_ = 0;
     // A read error Window() met is returned here, after the bytes before
     // it were consumed, as if no window had been read.
     if (!deferred_.ok()) return deferred_;
+    if (blocks_ != 0) {
+      ASSIGN_OR_RETURN(bool in_blocks, NextBlock());
+      if (in_blocks) return absl::OkStatus();
+    }
+    base_ += static_cast<int64_t>(end_);
+    pos_ = end_ = 0;
     if (last_read_full_ && buf_.size() < kReadBuffer) {
       buf_.resize(std::min(buf_.size() * 4, kReadBuffer));
     }
@@ -149,6 +161,28 @@ class Scanner {
     eof_ = n == 0;
     last_read_full_ = n == buf_.size();
     return absl::OkStatus();
+  }
+
+  // Block mode (ByteSource::SwapBlock: no copy of the input): the next
+  // block becomes buf_, the unread bytes moved in front of its own. False
+  // when the source has no blocks (then it reads into buf_).
+  absl::StatusOr<bool> NextBlock() {
+    size_t begin = 0;
+    ASSIGN_OR_RETURN(bool in_blocks, source_.SwapBlock(&spare_, &begin));
+    blocks_ = in_blocks ? 1 : 0;
+    if (!in_blocks) return false;
+    if (begin == spare_.size()) {  // the end: buf_ keeps what is left
+      eof_ = true;
+      return true;
+    }
+    const size_t keep = end_ - pos_;  // < kFastWindow < kBlockHeadroom <= begin
+    const int64_t at = offset();
+    std::memcpy(spare_.data() + begin - keep, buf_.data() + pos_, keep);
+    std::swap(buf_, spare_);
+    pos_ = begin - keep;
+    end_ = buf_.size();
+    base_ = at - static_cast<int64_t>(pos_);
+    return true;
   }
 
   absl::Status Composite(std::string* out) {
@@ -283,7 +317,9 @@ class Scanner {
 
   ByteSource& source_;
   const std::string& label_;
-  std::vector<char> buf_;
+  std::string buf_;
+  std::string spare_;  // block mode: the block before buf_, handed back
+  int blocks_ = -1;    // block mode: -1 not known yet, 0 no, 1 yes
   size_t pos_ = 0;
   size_t end_ = 0;
   int64_t base_ = 0;  // input offset of buf_[0]
