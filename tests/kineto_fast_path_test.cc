@@ -103,7 +103,8 @@ TEST(KinetoFastPathTest, ShippedTracesImportTheSameBothWays) {
     const std::string path = RecordedTracePath(name);
     if (path.empty()) continue;
     ++traces;
-    for (KinetoImportOptions o : {EveryOption()[0], EveryOption()[7]}) {
+    {  // every kind of event kept, shapes left to the general path
+      KinetoImportOptions o = EveryOption()[5];
       o.keep_gpu_ops = true;
       o.fast_path = false;
       const std::string general = Describe(ImportKinetoTrace(path, o));
