@@ -122,15 +122,18 @@ class IsalGzipSource : public ByteSource {
       const uint32_t want = static_cast<uint32_t>(std::min<size_t>(n, std::numeric_limits<uint32_t>::max()));
       state_->next_out = reinterpret_cast<uint8_t*>(buf);
       state_->avail_out = want;
+      const uint32_t in_before = state_->avail_in;
       const int ret = isal_inflate(state_.get());
-      if (ret < 0) return SwitchToZlib(buf, n);
+      if (ret != ISAL_DECOMP_OK && ret != ISAL_END_INPUT && ret != ISAL_OUT_OVERFLOW) return SwitchToZlib(buf, n);
       const size_t produced = want - state_->avail_out;
       if (produced > 0) {
         delivered_ += static_cast<int64_t>(produced);
         return produced;
       }
-      if (state_->block_state != ISAL_BLOCK_FINISH && state_->avail_in == 0 && eof_) {
-        return SwitchToZlib(buf, n);  // truncated
+      if (state_->block_state == ISAL_BLOCK_FINISH) continue;
+      // Truncated, or no progress at all: zlib's to say.
+      if ((state_->avail_in == 0 && eof_) || (state_->avail_in == in_before && in_before > 0)) {
+        return SwitchToZlib(buf, n);
       }
     }
   }
