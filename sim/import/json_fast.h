@@ -72,6 +72,27 @@ class FastJson {
   static constexpr int kUnknownKey = -1;
   static constexpr int kNoKey = -2;
   int Key(const KeyTable& table, int guess, std::string_view* key);
+  // An object at the cursor (after blanks), its keys looked up in `table`
+  // (Key, guessing each time the key after the previous one):
+  // on_field(index, key, &guess) reads each value (and may change the next
+  // guess) and returns false to fail.
+  template <typename OnField>
+  bool Object(const KeyTable& table, OnField&& on_field) {
+    if (!Consume('{')) return false;
+    if (Peek() == '}') return Consume('}');
+    int guess = 0;
+    while (true) {
+      std::string_view key;
+      const int k = Key(table, guess, &key);
+      if (k == kNoKey) return false;
+      guess = k + 1;
+      if (!on_field(k, key, &guess)) return false;
+      const char c = Peek();
+      if (c != '}' && c != ',') return false;
+      ++p_;
+      if (c == '}') return true;
+    }
+  }
   // A number at the cursor (after blanks), by the JSON grammar: its token.
   bool Number(std::string_view* out);
   // As Number; when the token is an integer of at most 18 digits (no

@@ -305,29 +305,17 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   }
 
   bool FastWalk(import_internal::FastJson& j, Fields& f) const {
-    using import_internal::FastJson;
-    if (!j.Consume('{')) return false;
-    if (j.Peek() == '}') return j.Consume('}');
-    int guess = 0;
-    while (true) {
-      std::string_view key;
-      const int k = j.Key(TopKeys(), guess, &key);
-      if (k == FastJson::kNoKey) return false;
-      guess = k + 1;
+    return j.Object(TopKeys(), [&](int k, std::string_view /*key*/, int* guess) {
       switch (k) {
         case kPh:
-          if (!j.String(&f.ph)) return false;
-          break;
+          return j.String(&f.ph);
         case kName:
-          if (!j.String(&f.name)) return false;
-          break;
+          return j.String(&f.name);
         case kCat:
-          if (!j.String(&f.cat)) return false;
-          break;
+          return j.String(&f.cat);
         case kPid:
         case kTid:
-          if (!j.RawScalar(k == kPid ? &f.pid : &f.tid)) return false;
-          break;
+          return j.RawScalar(k == kPid ? &f.pid : &f.tid);
         case kTs:
         case kDur: {
           std::string_view tok;
@@ -341,54 +329,34 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
             return false;
           }
           (k == kTs ? f.ts : f.dur) = ns;
-          break;
+          return true;
         }
         case kArgs:
-          if (Classify(f.ph, f.name, f.cat) == Class::kSkip) {
-            if (!j.SkipValue(1)) return false;
-          } else {
-            if (!FastArgs(j, f.args)) return false;
-            f.have_args = true;
-          }
-          break;
+          if (Classify(f.ph, f.name, f.cat) == Class::kSkip) return j.SkipValue(1);
+          f.have_args = true;
+          return FastArgs(j, f.args);
         default:  // "s" and keys OnElement does not read
-          guess = k == kS ? kArgs : 0;
-          if (!j.SkipValue(1)) return false;
+          *guess = k == kS ? kArgs : 0;
+          return j.SkipValue(1);
       }
-      const char c = j.Peek();
-      if (c == '}' || c == ',') j.Consume(c);
-      if (c == '}') return true;
-      if (c != ',') return false;
-    }
+    });
   }
 
   bool FastArgs(import_internal::FastJson& j, Args& args) const {
-    using import_internal::FastJson;
-    if (!j.Consume('{')) return false;
-    if (j.Peek() == '}') return j.Consume('}');
-    int guess = 0;
-    while (true) {
-      std::string_view key;
-      const int k = j.Key(ArgKeys(), guess, &key);
-      if (k == FastJson::kNoKey) return false;
-      guess = k + 1;
-      if (k == FastJson::kUnknownKey) {
+    return j.Object(ArgKeys(), [&](int k, std::string_view key, int* /*guess*/) {
+      if (k == import_internal::FastJson::kUnknownKey) {
         if (options_.keep_shapes && (key == "Input Dims" || key == "Input type" || key == "Concrete Inputs")) {
           return false;
         }
-        if (!j.SkipValue(2)) return false;
-      } else {
-        std::string_view tok;
-        int64_t n = 0;
-        bool integer = false;
-        if (!j.Number(&tok, &n, &integer) || (!integer && !ParseInteger(tok, &n))) return false;
-        *ArgSlotAt(args, k) = n;
+        return j.SkipValue(2);
       }
-      const char c = j.Peek();
-      if (c == '}' || c == ',') j.Consume(c);
-      if (c == '}') return true;
-      if (c != ',') return false;
-    }
+      std::string_view tok;
+      int64_t n = 0;
+      bool integer = false;
+      if (!j.Number(&tok, &n, &integer) || (!integer && !ParseInteger(tok, &n))) return false;
+      *ArgSlotAt(args, k) = n;
+      return true;
+    });
   }
 
   // The kept event of `f` (the element at `offset`).
