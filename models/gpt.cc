@@ -13,6 +13,7 @@
 #include "models/megatron_schedule.h"
 #include "sim/base/status.h"
 #include "sim/ir/builder.h"
+#include "sim/ir/layer_graph.h"
 #include "sim/remat/remat_policy.h"
 
 namespace gpusim {
@@ -21,25 +22,6 @@ namespace {
 // A linear layer's weight and the bias whose gradient its wgrad writes.
 constexpr std::pair<const char*, const char*> kBiasOf[] = {
     {"w_qkv", "b_qkv"}, {"w_proj", "b_proj"}, {"w_fc1", "b_fc1"}, {"w_fc2", "b_fc2"}};
-
-// One forward value of a decoder layer. `needs` are the values its backward
-// rule reads (what autograd saves for it).
-struct Node {
-  std::string out;
-  std::vector<int64_t> shape;
-  DType dtype;
-  OpKind kind;
-  std::vector<std::string> ins;     // layer values, "x" (the layer input)
-  std::string weight;               // param name for weight matmuls / norms
-  double flops = 0;
-  std::string tag;                  // name the remat policy sees
-  bool is_dot = false, batch_dims = false;
-  std::vector<std::string> needs;
-  int64_t m = 0, n = 0, k = 0, batch = 1;
-  int64_t group = 0;                // collective group (0: the TP group)
-  double comm_scale = 1;            // collective: bytes moved / output bytes (the CP ring)
-  double bwd_scale = 1;             // backward FLOPs / forward FLOPs (per input)
-};
 
 class GptBuilder {
  public:
@@ -98,7 +80,7 @@ class GptBuilder {
           s_.remat.method == "sequential" ? absl::StrCat(" and <= model.n_layers (", L_, ") for method sequential")
                                           : std::string()));
     }
-    nodes_ = LayerNodes();
+    graph_ = MakeLayerGraph();
     RETURN_IF_ERROR(DecideSaved());
     DeclareParams();
     if (mg_ && g_.overlap_param_gather && dp_ * cp_ > 1) EmitParamGathers();
@@ -252,7 +234,7 @@ class GptBuilder {
 
   int64_t Ssp() const { return sp_ ? S_ / t_ : S_; }
 
-  std::vector<Node> LayerNodes() const {
+  LayerGraph MakeLayerGraph() const {
     const double s = static_cast<double>(S_), b = static_cast<double>(B_), h = static_cast<double>(H_);
     const double a = static_cast<double>(A_), f = static_cast<double>(F_), t = static_cast<double>(t_);
     // Grouped-query attention (Ainslie et al. 2023, arXiv 2305.13245;
@@ -271,19 +253,22 @@ class GptBuilder {
     const bool masks = !mg_ || g_.hidden_dropout > 0;
     const int64_t F1t = (swiglu ? 2 : 1) * Ft;
     const double f1 = (swiglu ? 2 : 1) * f;
-    std::vector<Node> n;
-    auto add = [&](Node x) { n.push_back(std::move(x)); };
+    LayerGraph graph;
+    graph.n_layers = L_;
+    graph.checkpoint_unit = CheckpointUnit::kLayerGroups;
+    std::vector<LayerValue>& n = graph.values;
+    auto add = [&](LayerValue x) { n.push_back(std::move(x)); };
     // Layer input x [s/t (SP) or s, b, h]; LayerNorm keeps its input.
-    add({"ln1", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x"}, "ln1", 8 * s * b * h / (sp_ ? t : 1), "", false,
+    add({"ln1", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "W:ln1"}, 8 * s * b * h / (sp_ ? t : 1), "", false,
          false, {"x"}});
     std::string qkv_in = "ln1";
     if (sp_) {  // SP: all-gather along the sequence before the column-parallel GEMM (transient)
-      add({"ln1_full", {S_, B_, H_}, cdt_, OpKind::kAllGather, {"ln1"}, "", 0, "", false, false, {}});
+      add({"ln1_full", {S_, B_, H_}, cdt_, OpKind::kAllGather, {"ln1"}, 0, "", false, false, {}});
       qkv_in = "ln1_full";
     }
     // Column-parallel QKV GEMM; its weight gradient reads the (sharded, with
     // SP re-gathered) input.
-    Node qkv{"qkv", {S_, B_, Wqkv / t_}, cdt_, OpKind::kMatmul, {qkv_in}, "w_qkv", 2 * s * b * h * wqkv / t, "qkv",
+    LayerValue qkv{"qkv", {S_, B_, Wqkv / t_}, cdt_, OpKind::kMatmul, {qkv_in, "W:w_qkv"}, 2 * s * b * h * wqkv / t, "qkv",
              true, false, {"ln1"}};
     qkv.m = S_ * B_; qkv.n = Wqkv / t_; qkv.k = H_;
     add(qkv);
@@ -301,91 +286,89 @@ class GptBuilder {
       const double keys = static_cast<double>(Sfull_);
       std::vector<std::string> ins = {"qkv"};
       if (cp_ > 1) {
-        Node ring{"kv_ring", {2, 2, S_, B_, K_ * Dh_ / t_}, cdt_, OpKind::kAllGather, {"qkv"}, "", 0, "", false,
+        LayerValue ring{"kv_ring", {2, 2, S_, B_, K_ * Dh_ / t_}, cdt_, OpKind::kAllGather, {"qkv"}, 0, "", false,
                   false, {}};
         ring.group = cp_;
         ring.comm_scale = static_cast<double>(cp_) / 2.0;
         add(ring);
         ins.push_back("kv_ring");
       }
-      add({"attn_lse", {B_, At, S_}, DType::kF32, OpKind::kElementwise, {"qkv"}, "", b * a / t * s, "attn_lse", false,
+      add({"attn_lse", {B_, At, S_}, DType::kF32, OpKind::kElementwise, {"qkv"}, b * a / t * s, "attn_lse", false,
            false, {}});
-      Node fa{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kAttention, ins, "", 2 * b * a / t * s * keys * dh,
+      LayerValue fa{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kAttention, ins, 2 * b * a / t * s * keys * dh,
               "context", false, true, {"qkv", "context", "attn_lse"}};
       fa.bwd_scale = 2.5;
       add(fa);
     } else {
       // QK^T (batch dims b, a/t), softmax, dropout, AV: the attention core.
-      Node sc{"scores", {B_, At, S_, S_}, cdt_, OpKind::kMatmul, {"qkv"}, "", 2 * b * a / t * s * s * dh,
+      LayerValue sc{"scores", {B_, At, S_, S_}, cdt_, OpKind::kMatmul, {"qkv"}, 2 * b * a / t * s * s * dh,
               "attn_scores", true, true, {"qkv"}};
       sc.m = S_; sc.n = S_; sc.k = Dh_; sc.batch = B_ * At;
       add(sc);
-      add({"probs", {B_, At, S_, S_}, cdt_, OpKind::kElementwise, {"scores"}, "", 5 * b * a / t * s * s, "attn_probs",
+      add({"probs", {B_, At, S_, S_}, cdt_, OpKind::kElementwise, {"scores"}, 5 * b * a / t * s * s, "attn_probs",
            false, false, {"probs"}});
-      add({"attn_mask", {B_, At, S_, S_}, DType::kU8, OpKind::kElementwise, {"probs"}, "", b * a / t * s * s,
+      add({"attn_mask", {B_, At, S_, S_}, DType::kU8, OpKind::kElementwise, {"probs"}, b * a / t * s * s,
            "attn_dropout_mask", false, false, {}});
-      add({"dropped", {B_, At, S_, S_}, cdt_, OpKind::kElementwise, {"probs", "attn_mask"}, "", b * a / t * s * s,
+      add({"dropped", {B_, At, S_, S_}, cdt_, OpKind::kElementwise, {"probs", "attn_mask"}, b * a / t * s * s,
            "attn_dropped", false, false, {"attn_mask"}});
-      Node av{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kMatmul, {"dropped", "qkv"}, "", 2 * b * a / t * s * s * dh,
+      LayerValue av{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kMatmul, {"dropped", "qkv"}, 2 * b * a / t * s * s * dh,
               "context", true, true, {"dropped", "qkv"}};
       av.m = S_; av.n = Dh_; av.k = S_; av.batch = B_ * At;
       add(av);
     }
-    Node proj{"proj_partial", {S_, B_, H_}, cdt_, OpKind::kMatmul, {"context"}, "w_proj", 2 * s * b * wc * h / t,
+    LayerValue proj{"proj_partial", {S_, B_, H_}, cdt_, OpKind::kMatmul, {"context", "W:w_proj"}, 2 * s * b * wc * h / t,
               "out_proj", true, false, {"context"}};
     proj.m = S_ * B_; proj.n = H_; proj.k = Wc / t_;
     add(proj);
     // Row-parallel output: all-reduce (g), or reduce-scatter with SP.
-    add({"proj", {Ssp(), B_, H_}, cdt_, sp_ ? OpKind::kReduceScatter : OpKind::kAllReduce, {"proj_partial"}, "", 0,
+    add({"proj", {Ssp(), B_, H_}, cdt_, sp_ ? OpKind::kReduceScatter : OpKind::kAllReduce, {"proj_partial"}, 0,
          "", false, false, {}});
     if (masks) {
-      add({"drop1_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"proj"}, "", s * b * h / (sp_ ? t : 1),
+      add({"drop1_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"proj"}, s * b * h / (sp_ ? t : 1),
            "", false, false, {}});
-      add({"x_mid", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "proj", "drop1_mask"}, "",
+      add({"x_mid", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "proj", "drop1_mask"},
            3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop1_mask"}});
     } else {
-      add({"x_mid", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "proj"}, "", s * b * h / (sp_ ? t : 1), "",
+      add({"x_mid", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "proj"}, s * b * h / (sp_ ? t : 1), "",
            false, false, {}});
     }
-    add({"ln2", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid"}, "ln2", 8 * s * b * h / (sp_ ? t : 1), "",
+    add({"ln2", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "W:ln2"}, 8 * s * b * h / (sp_ ? t : 1), "",
          false, false, {"x_mid"}});
     std::string fc1_in = "ln2";
     if (sp_) {
-      add({"ln2_full", {S_, B_, H_}, cdt_, OpKind::kAllGather, {"ln2"}, "", 0, "", false, false, {}});
+      add({"ln2_full", {S_, B_, H_}, cdt_, OpKind::kAllGather, {"ln2"}, 0, "", false, false, {}});
       fc1_in = "ln2_full";
     }
-    Node fc1{"fc1", {S_, B_, F1t}, cdt_, OpKind::kMatmul, {fc1_in}, "w_fc1", 2 * s * b * h * f1 / t, "mlpwi", true,
+    LayerValue fc1{"fc1", {S_, B_, F1t}, cdt_, OpKind::kMatmul, {fc1_in, "W:w_fc1"}, 2 * s * b * h * f1 / t, "mlpwi", true,
              false, {"ln2"}};
     fc1.m = S_ * B_; fc1.n = F1t; fc1.k = H_;
     add(fc1);
     // GeLU, or SwiGLU: silu(gate) x up (megatron/core/fusions/fused_bias_swiglu.py
     // saves its input, the fc1 output).
     const std::string act = swiglu ? "swiglu" : "gelu";
-    add({act, {S_, B_, Ft}, cdt_, OpKind::kElementwise, {"fc1"}, "", 8 * s * b * f / t, "", false, false, {"fc1"}});
-    Node fc2{"fc2_partial", {S_, B_, H_}, cdt_, OpKind::kMatmul, {act}, "w_fc2", 2 * s * b * h * f / t, "mlpwo",
+    add({act, {S_, B_, Ft}, cdt_, OpKind::kElementwise, {"fc1"}, 8 * s * b * f / t, "", false, false, {"fc1"}});
+    LayerValue fc2{"fc2_partial", {S_, B_, H_}, cdt_, OpKind::kMatmul, {act, "W:w_fc2"}, 2 * s * b * h * f / t, "mlpwo",
              true, false, {act}};
     fc2.m = S_ * B_; fc2.n = H_; fc2.k = Ft;
     add(fc2);
-    add({"fc2", {Ssp(), B_, H_}, cdt_, sp_ ? OpKind::kReduceScatter : OpKind::kAllReduce, {"fc2_partial"}, "", 0, "",
+    add({"fc2", {Ssp(), B_, H_}, cdt_, sp_ ? OpKind::kReduceScatter : OpKind::kAllReduce, {"fc2_partial"}, 0, "",
          false, false, {}});
     if (masks) {
-      add({"drop2_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"fc2"}, "", s * b * h / (sp_ ? t : 1), "",
+      add({"drop2_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"fc2"}, s * b * h / (sp_ ? t : 1), "",
            false, false, {}});
-      add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2", "drop2_mask"}, "",
+      add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2", "drop2_mask"},
            3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop2_mask"}});
     } else {
-      add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2"}, "", s * b * h / (sp_ ? t : 1), "",
+      add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2"}, s * b * h / (sp_ ? t : 1), "",
            false, false, {}});
     }
-    return n;
+    return graph;
   }
 
-  const Node& NodeOf(const std::string& name) const {
-    for (const Node& n : nodes_) {
-      if (n.out == name) return n;
-    }
-    GPUSIM_CHECK(false);
-    return nodes_[0];
+  const LayerValue& NodeOf(const std::string& name) const {
+    const LayerValue* v = graph_.Find(name);
+    GPUSIM_CHECK(v != nullptr);
+    return *v;
   }
 
   // Which layers are checkpointed under full recompute, and in groups of
@@ -426,21 +409,21 @@ class GptBuilder {
   // walk back from what backward rules read, as in models/llama.cc.
   absl::Status DecideSaved() {
     std::vector<std::string> work;
-    for (const Node& n : nodes_) work.insert(work.end(), n.needs.begin(), n.needs.end());
+    for (const LayerValue& n : graph_.values) work.insert(work.end(), n.needs.begin(), n.needs.end());
     while (!work.empty()) {
       const std::string v = work.back();
       work.pop_back();
-      if (v == "x" || saved_.count(v) || recompute_.count(v)) continue;
-      const Node& n = NodeOf(v);
+      if (v == "x" || IsParamInput(v) || saved_.count(v) || recompute_.count(v)) continue;
+      const LayerValue& n = NodeOf(v);
       const SaveDecision d = policy_.no_remat() || FullRecompute() ? SaveDecision::kSave
-                                                                  : policy_.Decide({n.tag, n.is_dot, n.batch_dims});
+                                                                  : policy_.Decide({n.tag, n.is_dot, n.dot_batch_dims});
       if (d == SaveDecision::kOffload) {
         offload_.insert(v);
       } else if (d == SaveDecision::kSave) {
         saved_.insert(v);
       } else {
         recompute_.insert(v);
-        for (const std::string& in : n.ins) work.push_back(in);
+        for (const std::string& in : n.inputs) work.push_back(in);
       }
     }
     saved_.insert("x");
@@ -564,22 +547,21 @@ class GptBuilder {
                                           const std::set<std::string>& only) {
     b_.set_recompute(recompute);
     const std::string pre = absl::StrCat(mbp_, "layer", l, recompute ? ".remat." : ".");
-    for (const Node& n : nodes_) {
-      if (!only.empty() && !only.count(n.out)) continue;
-      if (known.count(n.out)) continue;
+    for (const LayerValue& n : graph_.values) {
+      if (!only.empty() && !only.count(n.name)) continue;
+      if (known.count(n.name)) continue;
       std::vector<TensorId> ins;
-      for (const std::string& i : n.ins) ins.push_back(known.at(i));
-      if (!n.weight.empty()) ins.push_back(Param(l, n.weight));
-      TensorId out = b_.AddTensor(pre + n.out, n.shape, n.dtype, Role::kActivation,
-                                  absl::StrCat(recompute ? "recomputed " : "", "layer ", l, " ", n.out));
-      Op& op = b_.AddOp(pre + n.out, n.kind, ins, {out}, n.flops);
+      for (const std::string& i : n.inputs) ins.push_back(IsParamInput(i) ? Param(l, ParamOfInput(i)) : known.at(i));
+      TensorId out = b_.AddTensor(pre + n.name, n.shape, n.dtype, Role::kActivation,
+                                  absl::StrCat(recompute ? "recomputed " : "", "layer ", l, " ", n.name));
+      Op& op = b_.AddOp(pre + n.name, n.kind, ins, {out}, n.flops);
       op.dtype = cdt_;
       op.group = IsCollective(n.kind) ? (n.group > 0 ? n.group : t_) : 1;
       op.m = n.m; op.n = n.n; op.k = n.k; op.batch = n.batch;
       if (n.comm_scale != 1) {
         op.bytes_written = Bytes(static_cast<int64_t>(static_cast<double>(op.bytes_written.value()) * n.comm_scale));
       }
-      known[n.out] = out;
+      known[n.name] = out;
     }
     b_.set_recompute(false);
     return known;
@@ -777,9 +759,10 @@ class GptBuilder {
     }
     std::map<std::string, TensorId> g{{"x_out", dy}};
     const std::string pre = absl::StrCat(mbp_, "layer", l, ".d_");
-    for (auto it = nodes_.rbegin(); it != nodes_.rend(); ++it) {
-      const Node& n = *it;
-      auto gi = g.find(n.out);
+    for (auto it = graph_.values.rbegin(); it != graph_.values.rend(); ++it) {
+      const LayerValue& n = *it;
+      const std::string weight = n.param();
+      auto gi = g.find(n.name);
       if (gi == g.end()) continue;
       const TensorId dout = gi->second;
       std::vector<TensorId> reads = {dout};
@@ -788,47 +771,47 @@ class GptBuilder {
         // The conjugate: all-gather ↔ reduce-scatter; all-reduce's (g) backward
         // is the identity, its partner f (before the column-parallel GEMM)
         // all-reduces the input gradient (below).
-        const std::string in = n.ins[0];
+        const std::string in = n.inputs[0];
         if (n.kind == OpKind::kAllReduce) {
           AddGrad(g, in, dout);
           continue;
         }
-        const Node& src = NodeOf(in);
+        const LayerValue& src = NodeOf(in);
         TensorId d = b_.AddTensor(pre + in, src.shape, cdt_, Role::kTemporary, "gradient of " + in);
-        Op& op = b_.AddOp(pre + n.out + ".conjugate",
+        Op& op = b_.AddOp(pre + n.name + ".conjugate",
                           n.kind == OpKind::kAllGather ? OpKind::kReduceScatter : OpKind::kAllGather, {dout}, {d}, 0);
         op.group = n.group > 0 ? n.group : t_;
         AddGrad(g, in, d);
         continue;
       }
-      if (!n.weight.empty() && n.kind == OpKind::kMatmul) {
+      if (!weight.empty() && n.kind == OpKind::kMatmul) {
         // dW = Xᵀ dY (needs X, with SP re-gathered), dX = dY Wᵀ.
         TensorId xin = v.at(n.needs[0]);
-        if (sp_ && (n.out == "qkv" || n.out == "fc1")) {
-          TensorId full = b_.AddTensor(pre + n.out + ".input_regathered", {S_, B_, H_}, cdt_, Role::kTemporary,
+        if (sp_ && (n.name == "qkv" || n.name == "fc1")) {
+          TensorId full = b_.AddTensor(pre + n.name + ".input_regathered", {S_, B_, H_}, cdt_, Role::kTemporary,
                                        "SP: the saved sharded input all-gathered again for dW");
-          Op& ag = b_.AddOp(pre + n.out + ".regather", OpKind::kAllGather, {xin}, {full}, 0);
+          Op& ag = b_.AddOp(pre + n.name + ".regather", OpKind::kAllGather, {xin}, {full}, 0);
           ag.group = t_;
           xin = full;
         }
         if (mg_) {
-          WeightGrad(absl::StrCat("layer", l, ".", n.weight), {xin, dout}, OpKind::kMatmul, n.flops, n.k, n.n, n.m);
+          WeightGrad(absl::StrCat("layer", l, ".", weight), {xin, dout}, OpKind::kMatmul, n.flops, n.k, n.n, n.m);
         } else {
-          TensorId dw = b_.AddTensor(pre + n.weight, b_.tensor(Param(l, n.weight)).shape, cdt_, Role::kGradient,
-                                     absl::StrCat("gradient of layer ", l, " ", n.weight));
-          Op& w = b_.AddOp(pre + n.weight, OpKind::kMatmul, {xin, dout}, {dw}, n.flops);
+          TensorId dw = b_.AddTensor(pre + weight, b_.tensor(Param(l, weight)).shape, cdt_, Role::kGradient,
+                                     absl::StrCat("gradient of layer ", l, " ", weight));
+          Op& w = b_.AddOp(pre + weight, OpKind::kMatmul, {xin, dout}, {dw}, n.flops);
           w.m = n.k; w.n = n.n; w.k = n.m;
-          grads_[absl::StrCat("layer", l, ".", n.weight)] = dw;
+          grads_[absl::StrCat("layer", l, ".", weight)] = dw;
         }
-        const std::string in = n.ins[0];
+        const std::string in = n.inputs[0];
         std::vector<int64_t> in_shape = in == "x" ? std::vector<int64_t>{Ssp(), B_, H_} : NodeOf(in).shape;
         TensorId dx = b_.AddTensor(pre + in, in_shape, cdt_, Role::kTemporary, "gradient of " + in);
-        Op& x = b_.AddOp(pre + n.out + ".dx", OpKind::kMatmul, {dout, Param(l, n.weight)}, {dx}, n.flops);
+        Op& x = b_.AddOp(pre + n.name + ".dx", OpKind::kMatmul, {dout, Param(l, weight)}, {dx}, n.flops);
         x.m = n.m; x.n = n.k; x.k = n.n;
-        if (!sp_ && (n.out == "qkv" || n.out == "fc1") && t_ > 1) {
+        if (!sp_ && (n.name == "qkv" || n.name == "fc1") && t_ > 1) {
           // f's backward: all-reduce the input gradient across the TP group.
           TensorId r = b_.AddTensor(pre + in + ".reduced", in_shape, cdt_, Role::kTemporary, "all-reduced gradient");
-          Op& ar = b_.AddOp(pre + n.out + ".f_backward", OpKind::kAllReduce, {dx}, {r}, 0);
+          Op& ar = b_.AddOp(pre + n.name + ".f_backward", OpKind::kAllReduce, {dx}, {r}, 0);
           ar.group = t_;
           dx = r;
         }
@@ -839,31 +822,32 @@ class GptBuilder {
         // Flash attention's backward: one kernel writing dQKV (and, under
         // CP, the dK/dV passed back round the ring).
         std::vector<TensorId> outs;
-        for (const std::string& in : n.ins) {
-          outs.push_back(b_.AddTensor(pre + in + "." + n.out, NodeOf(in).shape, cdt_, Role::kTemporary,
+        for (const std::string& in : n.inputs) {
+          outs.push_back(b_.AddTensor(pre + in + "." + n.name, NodeOf(in).shape, cdt_, Role::kTemporary,
                                       "gradient of " + in));
         }
-        Op& op = b_.AddOp(pre + n.out + ".backward", n.kind, reads, outs, n.flops * n.bwd_scale);
+        Op& op = b_.AddOp(pre + n.name + ".backward", n.kind, reads, outs, n.flops * n.bwd_scale);
         op.dtype = cdt_;
-        for (size_t i = 0; i < n.ins.size(); ++i) AddGrad(g, n.ins[i], outs[i]);
+        for (size_t i = 0; i < n.inputs.size(); ++i) AddGrad(g, n.inputs[i], outs[i]);
         continue;
       }
       // Other ops: one backward op per input that carries a gradient.
-      for (const std::string& in : n.ins) {
+      for (const std::string& in : n.inputs) {
         if (in == "attn_mask" || in == "drop1_mask" || in == "drop2_mask") continue;  // masks have no gradient
+        if (IsParamInput(in)) continue;  // the weight's gradient, below
         std::vector<int64_t> in_shape = in == "x" ? std::vector<int64_t>{Ssp(), B_, H_} : NodeOf(in).shape;
-        TensorId d = b_.AddTensor(pre + in + "." + n.out, in_shape, cdt_, Role::kTemporary, "gradient of " + in);
-        Op& op = b_.AddOp(pre + n.out + ".d" + in, n.kind, reads, {d}, n.kind == OpKind::kMatmul ? n.flops : n.flops);
+        TensorId d = b_.AddTensor(pre + in + "." + n.name, in_shape, cdt_, Role::kTemporary, "gradient of " + in);
+        Op& op = b_.AddOp(pre + n.name + ".d" + in, n.kind, reads, {d}, n.kind == OpKind::kMatmul ? n.flops : n.flops);
         op.m = n.m; op.n = n.n; op.k = n.k; op.batch = n.batch;
         AddGrad(g, in, d);
       }
-      if (!n.weight.empty() && mg_) {  // norm weights: into main_grad
-        WeightGrad(absl::StrCat("layer", l, ".", n.weight), reads, OpKind::kReduce, 2.0 * S_ * B_ * H_, 0, 0, 0);
-      } else if (!n.weight.empty()) {  // LayerNorm scale and bias
-        TensorId dw = b_.AddTensor(pre + n.weight, {2, H_}, DType::kF32, Role::kGradient,
-                                   absl::StrCat("gradient of layer ", l, " ", n.weight));
-        b_.AddOp(pre + n.weight, OpKind::kReduce, reads, {dw}, 2.0 * S_ * B_ * H_);
-        grads_[absl::StrCat("layer", l, ".", n.weight)] = dw;
+      if (!weight.empty() && mg_) {  // norm weights: into main_grad
+        WeightGrad(absl::StrCat("layer", l, ".", weight), reads, OpKind::kReduce, 2.0 * S_ * B_ * H_, 0, 0, 0);
+      } else if (!weight.empty()) {  // LayerNorm scale and bias
+        TensorId dw = b_.AddTensor(pre + weight, {2, H_}, DType::kF32, Role::kGradient,
+                                   absl::StrCat("gradient of layer ", l, " ", weight));
+        b_.AddOp(pre + weight, OpKind::kReduce, reads, {dw}, 2.0 * S_ * B_ * H_);
+        grads_[absl::StrCat("layer", l, ".", weight)] = dw;
       }
     }
     return g.at("x");
@@ -1137,7 +1121,7 @@ class GptBuilder {
   int64_t S_, B_, H_, A_, F_, V_, L_, t_, K_ = 0, Dh_ = 0;
   bool sp_;
   DType cdt_;
-  std::vector<Node> nodes_;
+  LayerGraph graph_;  // one decoder layer (MakeLayerGraph)
   std::set<std::string> saved_, recompute_, offload_;
   std::map<std::pair<std::string, std::string>, TensorId> host_;  // offloaded values in pinned host memory
   std::map<std::string, TensorId> params_, grads_;

@@ -45,6 +45,7 @@ LlamaBuilder::LlamaBuilder(const RunSpec& s, const RematPolicy& policy)
   // A scanned layer stack with trip count 1 is inlined (XLA
   // WhileLoopSimplifier), which is the unrolled form.
   rolled_ = m_.scan_layers && s.loop.mode == "rolled" && L_ > 1;
+  graph_ = MakeLayerGraph();
 }
 
 absl::StatusOr<Program> LlamaBuilder::Build() {

@@ -24,6 +24,7 @@
 #include "absl/status/statusor.h"
 #include "sim/config/spec.h"
 #include "sim/ir/builder.h"
+#include "sim/ir/layer_graph.h"
 #include "sim/ir/program.h"
 #include "sim/remat/remat_policy.h"
 
@@ -44,21 +45,6 @@ struct Param {
   TensorId scan_source = kNoTensor;  // what layer slices are read from: value, or its transpose
   TensorId grad_stack = kNoTensor;   // rolled: the [L, ...] gradient ys of the backward loop
   TensorId residual_stack = kNoTensor;  // rolled: the saved per-layer slices, stacked [L, ...]
-};
-
-// A forward value of one decoder layer, declared once and emitted for the
-// forward pass and (when not saved) again as recompute in the backward pass.
-struct FwdNode {
-  std::string out;
-  std::vector<int64_t> shape;
-  DType dtype;
-  OpKind kind;
-  std::vector<std::string> ins;  // "x" (layer input), "W:name" (gathered weight), other outs
-  double flops;
-  std::string tag;               // checkpoint_name, MaxText's
-  bool is_dot = false;
-  bool dot_batch_dims = false;
-  int64_t m = 0, n = 0, k = 0, batch = 1;
 };
 
 // One device's training step for a RunSpec of the llama family. Build()
@@ -169,13 +155,13 @@ class LlamaBuilder {
   // The part of the causal S x S score matrix the attention kernels compute.
   double CausalFraction() const { return m_.attention == "flash" ? 0.5 : 1.0; }
 
-  std::vector<FwdNode> LayerNodes() const;
+  // The decoder layer's table (sim/ir/layer_graph.h), for this rank's
+  // widths; built once, in the constructor.
+  LayerGraph MakeLayerGraph() const;
 
   std::map<std::string, TensorId> EmitLayerForward(int l, TensorId x,
                                                    const std::map<std::string, TensorId>& known,
                                                    bool recompute, const std::set<std::string>& only);
-
-  static const std::vector<std::string>& Residuals(bool flash);
 
   TensorId EmitLayerBackward(int l, TensorId x, const std::map<std::string, TensorId>& fwd,
                              const std::map<std::string, TensorId>& weights, TensorId dy);
@@ -230,7 +216,8 @@ class LlamaBuilder {
   bool embed_sharded_ = false;  // jax, t_ > 1, no SP: the residual stream is sharded on embed
   DType cdt_, wdt_, gdt_;
   bool rolled_ = true;
-  std::set<std::string> saved_names_;           // per-layer saved set (names of FwdNodes, "x")
+  LayerGraph graph_;                            // one decoder layer (MakeLayerGraph)
+  std::set<std::string> saved_names_;           // per-layer saved set (names of graph_ values, "x")
   std::set<std::string> recompute_names_;       // recomputed in the backward pass
   std::set<std::string> offload_names_;         // offloaded to pinned host (Note [Host offload])
   std::map<std::string, TensorId> host_stacks_; // rolled: [L, ...] host-memory residual stacks

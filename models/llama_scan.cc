@@ -65,19 +65,16 @@ namespace llama_internal {
 // own inputs become needed in turn. So a saveable value is saved only if
 // the backward pass or a recomputation reads it.
 absl::Status LlamaBuilder::DecideSavedSet() {
-  const std::vector<FwdNode> nodes = LayerNodes();
-  saved_names_ = {"x"};
+  saved_names_ = {graph_.input};
   recompute_names_.clear();
   offload_names_.clear();
-  std::vector<std::string> work = Residuals(m_.attention == "flash");
+  std::vector<std::string> work;
+  for (const LayerValue& v : graph_.values) work.insert(work.end(), v.needs.begin(), v.needs.end());
   while (!work.empty()) {
     const std::string n = work.back();
     work.pop_back();
-    if (n == "x" || n.rfind("W:", 0) == 0 || saved_names_.count(n) || recompute_names_.count(n)) continue;
-    const FwdNode* f = nullptr;
-    for (const FwdNode& node : nodes) {
-      if (node.out == n) f = &node;
-    }
+    const LayerValue* f = graph_.Find(n);
+    if (f == nullptr || saved_names_.count(n) || recompute_names_.count(n)) continue;
     const SaveDecision d =
         policy_.no_remat() ? SaveDecision::kSave : policy_.Decide({f->tag, f->is_dot, f->dot_batch_dims});
     if (d == SaveDecision::kOffload) {
@@ -86,7 +83,7 @@ absl::Status LlamaBuilder::DecideSavedSet() {
       saved_names_.insert(n);
     } else {
       recompute_names_.insert(n);
-      for (const std::string& in : f->ins) work.push_back(in);
+      for (const std::string& in : f->inputs) work.push_back(in);
     }
   }
   return absl::OkStatus();
@@ -178,9 +175,7 @@ std::optional<DType> LlamaBuilder::ParamResidualDType(const Param& p) const {
 }
 
 std::pair<std::vector<int64_t>, DType> LlamaBuilder::ResidualShape(const std::string& r) const {
-  for (const FwdNode& f : LayerNodes()) {
-    if (f.out == r) return {f.shape, f.dtype};
-  }
+  if (const LayerValue* f = graph_.Find(r)) return {f->shape, f->dtype};
   return {Rs(), cdt_};  // "x", the carry
 }
 
