@@ -14,7 +14,7 @@
 #include "sim/base/status.h"
 #include "sim/ir/builder.h"
 #include "sim/ir/layer_graph.h"
-#include "sim/remat/remat_policy.h"
+#include "sim/ir/remat_plan.h"
 
 namespace gpusim {
 namespace {
@@ -25,8 +25,8 @@ constexpr std::pair<const char*, const char*> kBiasOf[] = {
 
 class GptBuilder {
  public:
-  GptBuilder(const RunSpec& s, const RematPolicy& policy)
-      : s_(s), m_(s.model), policy_(policy), b_(absl::StrCat(s.model.name, "-train-step")), g_(s.megatron),
+  GptBuilder(const RunSpec& s, const RematPlan& plan)
+      : s_(s), m_(s.model), plan_(plan), b_(absl::StrCat(s.model.name, "-train-step")), g_(s.megatron),
         mg_(s.megatron.present) {
     S_ = s.batch.seq_len;
     B_ = s.batch.per_device;
@@ -69,19 +69,25 @@ class GptBuilder {
     }
   }
 
-  absl::StatusOr<Program> Build() {
+  // The tensor-parallel split must divide the layer's widths.
+  absl::Status CheckSplit() const {
     if (H_ % t_ != 0 || A_ % t_ != 0 || K_ % t_ != 0 || F_ % t_ != 0 || V_ % t_ != 0 || (sp_ && S_ % t_ != 0)) {
       return absl::InvalidArgumentError("parallelism.tensor: must divide d_model, n_heads, n_kv_heads, mlp_dim, "
                                         "vocab (and seq_len with sequence_parallel)");
     }
-    if (s_.remat.num_layers < 1 || (s_.remat.method == "sequential" && s_.remat.num_layers > L_)) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          "remat.num_layers: ", s_.remat.num_layers, " must be >= 1",
-          s_.remat.method == "sequential" ? absl::StrCat(" and <= model.n_layers (", L_, ") for method sequential")
-                                          : std::string()));
-    }
+    return absl::OkStatus();
+  }
+
+  // One decoder layer (sim/ir/layer_graph.h), the graph the step pipeline
+  // applies the remat policy to (sim/remat/apply.h).
+  absl::StatusOr<LayerGraph> Graph() const {
+    RETURN_IF_ERROR(CheckSplit());
+    return MakeLayerGraph();
+  }
+
+  absl::StatusOr<Program> Build() {
+    RETURN_IF_ERROR(CheckSplit());
     graph_ = MakeLayerGraph();
-    RETURN_IF_ERROR(DecideSaved());
     DeclareParams();
     if (mg_ && g_.overlap_param_gather && dp_ * cp_ > 1) EmitParamGathers();
     for (const PipelineSlot& slot : schedule_) {
@@ -190,7 +196,7 @@ class GptBuilder {
       const int l = layers[static_cast<size_t>(j)];
       b_.set_layer(l);
       b_.BeginRegion(absl::StrCat("layer", l, ".backward"), "layer");
-      const int64_t g = GroupSize();
+      const int64_t g = plan_.group_size;
       if (Checkpointed(l) && g > 1 && !group_values.count(l)) {
         // Groups of layers (uniform, sequential, sqrt): recompute the whole
         // group from its saved input, then run its layers' backward passes
@@ -371,64 +377,9 @@ class GptBuilder {
     return *v;
   }
 
-  // Which layers are checkpointed under full recompute, and in groups of
-  // how many layers (each group saves only its first layer's input and is
-  // recomputed whole before its layers' backward passes):
-  //  - uniform k: Megatron-LM --recompute-method uniform
-  //    --recompute-num-layers k (megatron/core/transformer/
-  //    transformer_block.py _checkpointed_forward): every layer, groups of k
-  //    — activation checkpointing every k layers.
-  //  - block k: --recompute-method block: the first k layers, one by one;
-  //    the rest save everything.
-  //  - sequential k: torch.utils.checkpoint.checkpoint_sequential(functions,
-  //    segments=k): segments of n // k layers, all but the last checkpointed
-  //    (the last runs without checkpoint).
-  //  - sqrt: Chen et al. 2016 (arXiv 1604.06174, "Training Deep Nets with
-  //    Sublinear Memory Cost", Sec. 4.1): segments of ceil(sqrt(n)) layers,
-  //    O(sqrt(n)) memory for one extra forward pass.
-  bool FullRecompute() const { return !policy_.no_remat() && policy_.name() == "full"; }
-  int64_t GroupSize() const {
-    const std::string& m = s_.remat.method;
-    if (m == "block") return 1;
-    if (m == "sequential") return std::max<int64_t>(1, L_ / std::max<int64_t>(1, s_.remat.num_layers));
-    if (m == "sqrt") {
-      int64_t g = 1;
-      while (g * g < L_) ++g;
-      return g;
-    }
-    return std::max<int64_t>(1, s_.remat.num_layers);
-  }
-  bool Checkpointed(int l) const {
-    if (!FullRecompute()) return false;
-    if (s_.remat.method == "block") return Local(l) < s_.remat.num_layers;
-    if (s_.remat.method == "sequential") return Local(l) < GroupSize() * (s_.remat.num_layers - 1);
-    return true;
-  }
-
-  // The saved set for value-level policies (none, selective, JAX names):
-  // walk back from what backward rules read, as in models/llama.cc.
-  absl::Status DecideSaved() {
-    std::vector<std::string> work;
-    for (const LayerValue& n : graph_.values) work.insert(work.end(), n.needs.begin(), n.needs.end());
-    while (!work.empty()) {
-      const std::string v = work.back();
-      work.pop_back();
-      if (v == "x" || IsParamInput(v) || saved_.count(v) || recompute_.count(v)) continue;
-      const LayerValue& n = NodeOf(v);
-      const SaveDecision d = policy_.no_remat() || FullRecompute() ? SaveDecision::kSave
-                                                                  : policy_.Decide({n.tag, n.is_dot, n.dot_batch_dims});
-      if (d == SaveDecision::kOffload) {
-        offload_.insert(v);
-      } else if (d == SaveDecision::kSave) {
-        saved_.insert(v);
-      } else {
-        recompute_.insert(v);
-        for (const std::string& in : n.inputs) work.push_back(in);
-      }
-    }
-    saved_.insert("x");
-    return absl::OkStatus();
-  }
+  // Megatron's full recompute (Note [Saved set], sim/remat/apply.h): the
+  // plan's layer groups count from the layer's index within its chunk.
+  bool Checkpointed(int l) const { return plan_.Checkpointed(Local(l)); }
 
   void DeclareParams() {
     if (mg_) {
@@ -571,10 +522,10 @@ class GptBuilder {
     if (Checkpointed(l)) {
       // Full recompute keeps only the checkpoint's input (uniform groups: the
       // first layer of each group of remat.num_layers).
-      if (Local(l) % GroupSize() == 0) b_.tensor(v.at("x")).role = Role::kResidual;
+      if (plan_.GroupStart(Local(l))) b_.tensor(v.at(plan_.input)).role = Role::kResidual;
       return;
     }
-    for (const std::string& name : saved_) b_.tensor(v.at(name)).role = Role::kResidual;
+    for (const std::string& name : plan_.saved) b_.tensor(v.at(name)).role = Role::kResidual;
   }
 
   // Host offload of the values the policy marks Offloadable. Under jax the
@@ -584,7 +535,7 @@ class GptBuilder {
   // `tensor.to(device, non_blocking=True)`, both issued on the current
   // (compute) stream, so they do not overlap compute.
   void Offload(int l, const std::map<std::string, TensorId>& v) {
-    for (const std::string& name : offload_) {
+    for (const std::string& name : plan_.offload) {
       const Tensor src = b_.tensor(v.at(name));  // a copy: AddTensor may reallocate
       TensorId h = b_.AddTensor(absl::StrCat(mbp_, "host.layer", l, ".", name), src.shape, src.dtype, Role::kResidual,
                                 absl::StrCat("layer ", l, " ", name, " offloaded to pinned host"));
@@ -597,7 +548,7 @@ class GptBuilder {
 
   void Reload(int l, std::map<std::string, TensorId>* v) {
     OpId start = b_.next_op() - 1;
-    for (const std::string& name : offload_) {
+    for (const std::string& name : plan_.offload) {
       const Tensor h = b_.tensor(host_.at({mbp_ + absl::StrCat(l), name}));
       TensorId t = b_.AddTensor(absl::StrCat(mbp_, "layer", l, ".reload.", name), h.shape, h.dtype, Role::kResidual,
                                 absl::StrCat("layer ", l, " ", name, " copied back from pinned host"));
@@ -753,9 +704,9 @@ class GptBuilder {
       // Recompute the layer (or, uniform groups, the group) from its input.
       v = Forward(l, {{"x", fwd.at("x")}}, true, {});
     } else {
-      for (const std::string& s : saved_) v[s] = fwd.at(s);
+      for (const std::string& s : plan_.saved) v[s] = fwd.at(s);
       Reload(l, &v);
-      if (!recompute_.empty()) v = Forward(l, v, true, recompute_);
+      if (!plan_.recompute.empty()) v = Forward(l, v, true, plan_.recompute);
     }
     std::map<std::string, TensorId> g{{"x_out", dy}};
     const std::string pre = absl::StrCat(mbp_, "layer", l, ".d_");
@@ -1116,13 +1067,12 @@ class GptBuilder {
 
   const RunSpec& s_;
   const ModelSpec& m_;
-  const RematPolicy& policy_;
+  const RematPlan& plan_;
   ProgramBuilder b_;
   int64_t S_, B_, H_, A_, F_, V_, L_, t_, K_ = 0, Dh_ = 0;
   bool sp_;
   DType cdt_;
   LayerGraph graph_;  // one decoder layer (MakeLayerGraph)
-  std::set<std::string> saved_, recompute_, offload_;
   std::map<std::pair<std::string, std::string>, TensorId> host_;  // offloaded values in pinned host memory
   std::map<std::string, TensorId> params_, grads_;
   std::map<std::string, std::pair<TensorId, TensorId>> moments_;
@@ -1177,9 +1127,13 @@ Bytes GptLayerActivationBytes(const Program& p, int layer) {
   return total;
 }
 
-absl::StatusOr<Program> BuildGptTrainStep(const RunSpec& spec) {
-  ASSIGN_OR_RETURN(std::unique_ptr<RematPolicy> policy, MakeRematPolicy(spec.remat));
-  GptBuilder b(spec, *policy);
+absl::StatusOr<LayerGraph> GptLayerGraph(const RunSpec& spec) {
+  const RematPlan unused;
+  return GptBuilder(spec, unused).Graph();
+}
+
+absl::StatusOr<Program> BuildGptTrainStep(const RunSpec& spec, const RematPlan& plan) {
+  GptBuilder b(spec, plan);
   return b.Build();
 }
 

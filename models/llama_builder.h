@@ -3,7 +3,7 @@
 //   llama.cc        the step's structure (Build) and the public entry points
 //   llama_layer.cc  the decoder layer table, its forward/backward emission,
 //                   tensor and sequence parallelism
-//   llama_scan.cc   the saved set, residual and gradient stacks, host
+//   llama_scan.cc   residual and gradient stacks of the plan's saved set, host
 //                   offload, param_scan_axis transposes (scan structure)
 //   llama_state.cc  parameters and their sharding, weight gathers and
 //                   gradient reduction, embedding, head and loss, optimizer
@@ -26,7 +26,7 @@
 #include "sim/ir/builder.h"
 #include "sim/ir/layer_graph.h"
 #include "sim/ir/program.h"
-#include "sim/remat/remat_policy.h"
+#include "sim/ir/remat_plan.h"
 
 namespace gpusim {
 namespace llama_internal {
@@ -51,17 +51,20 @@ struct Param {
 // checks CheckLlamaParallelism first; a builder is used once.
 class LlamaBuilder {
  public:
-  LlamaBuilder(const RunSpec& s, const RematPolicy& policy);
+  LlamaBuilder(const RunSpec& s, const RematPlan& plan);
 
   absl::StatusOr<Program> Build();
+
+  // One decoder layer at this rank's widths (the graph the step pipeline
+  // applies the remat policy to, sim/remat/apply.h).
+  const LayerGraph& graph() const { return graph_; }
 
  private:
 
   // --- scan structure (../shared/reference/xla_semantics.md §3-§5) -------------
 
-  absl::Status DecideSavedSet();
-
-  const std::set<std::string>& saved_names() const { return saved_names_; }
+  // The plan's per-layer saved set (values of graph_, the layer input).
+  const std::set<std::string>& saved_names() const { return plan_.saved; }
 
   void PrepareScanSources();
 
@@ -205,7 +208,7 @@ class LlamaBuilder {
 
   const RunSpec& s_;
   const ModelSpec& m_;
-  const RematPolicy& policy_;
+  const RematPlan& plan_;                       // the remat decision for graph_
   ProgramBuilder b_;
   int64_t B_, S_, T_, D_, H_, K_, Dh_, M_, V_, L_, N_;
   // Tensor parallelism (Note [Llama tensor parallelism]): the group size, the
@@ -217,9 +220,6 @@ class LlamaBuilder {
   DType cdt_, wdt_, gdt_;
   bool rolled_ = true;
   LayerGraph graph_;                            // one decoder layer (MakeLayerGraph)
-  std::set<std::string> saved_names_;           // per-layer saved set (names of graph_ values, "x")
-  std::set<std::string> recompute_names_;       // recomputed in the backward pass
-  std::set<std::string> offload_names_;         // offloaded to pinned host (Note [Host offload])
   std::map<std::string, TensorId> host_stacks_; // rolled: [L, ...] host-memory residual stacks
   std::map<std::pair<int, std::string>, TensorId> host_values_;  // unrolled: per layer
   std::vector<OpId> pending_wait_;              // copies the next iteration waits for

@@ -239,14 +239,14 @@ std::map<std::string, TensorId> LlamaBuilder::EmitLayerForward(int l, TensorId x
 // are recomputed from them (remat), then the gradient ops run.
 TensorId LlamaBuilder::EmitLayerBackward(int l, TensorId x, const std::map<std::string, TensorId>& fwd,
                                          const std::map<std::string, TensorId>& weights, TensorId dy) {
-  for (const std::string& r : saved_names_) {
+  for (const std::string& r : plan_.saved) {
     if (r != "x" && !rolled_) b_.tensor(fwd.at(r)).role = Role::kResidual;
   }
-  const std::set<std::string>& need = recompute_names_;
+  const std::set<std::string>& need = plan_.recompute;
   std::map<std::string, TensorId> v;
-  for (const std::string& r : saved_names_) v[r] = fwd.at(r);
+  for (const std::string& r : plan_.saved) v[r] = fwd.at(r);
   if (rolled_) MaterialiseResidualSlices(l, v);
-  for (const std::string& r : offload_names_) v[r] = fwd.at(r);
+  for (const std::string& r : plan_.offload) v[r] = fwd.at(r);
   for (const auto& [k, t] : weights) v[k] = t;  // the backward's own gather
   if (!need.empty()) {
     auto re = EmitLayerForward(l, x, v, /*recompute=*/true, need);
