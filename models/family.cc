@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/names.h"
+#include "sim/base/status.h"
 #include "sim/config/settings.h"
 #include "models/gpt.h"
 #include "models/jax_program.h"
@@ -43,7 +44,16 @@ absl::Status CheckGptParallelism(const RunSpec& s) {
                        "shards the tensor-parallel group's activations; Megatron-LM turns it off at tensor 1)"));
 }
 
-absl::StatusOr<Program> BuildGpt(const RunSpec& s, const RematPlan* plan) { return BuildGptTrainStep(s, *plan); }
+// The layered families' build functions: the pipeline always passes the
+// plan it decided on their layer_graph (sim/step/model_program.h).
+absl::StatusOr<Program> BuildLlama(const RunSpec& s, const RematPlan* plan) {
+  GPUSIM_CHECK(plan != nullptr);
+  return BuildLlamaTrainStep(s, *plan);
+}
+absl::StatusOr<Program> BuildGpt(const RunSpec& s, const RematPlan* plan) {
+  GPUSIM_CHECK(plan != nullptr);
+  return BuildGptTrainStep(s, *plan);
+}
 
 std::vector<ModelFamily>* MakeFamilies() {
   auto* f = new std::vector<ModelFamily>;
@@ -60,7 +70,7 @@ std::vector<ModelFamily>* MakeFamilies() {
                 Join({llama, {"xla.dynamic_slice_fusion"}}),
                 llama,
                 {},
-                [](const RunSpec& s, const RematPlan* plan) { return BuildLlamaTrainStep(s, *plan); },
+                BuildLlama,
                 LlamaParamCount,
                 CheckLlamaParallelism,
                 LlamaLayerGraph});
