@@ -18,6 +18,7 @@
 #include <string_view>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "sim/ir/dtype.h"
 #include "sim/ir/program.h"
 
@@ -72,6 +73,11 @@ struct LayerGraph {
   // The value named `name`; nullptr for the layer input, parameters and
   // unknown names.
   const LayerValue* Find(std::string_view name) const;
+  // Every name is unique, every input names an earlier value, the layer
+  // input or a parameter, and every need names a value or the layer input;
+  // otherwise an internal error naming the value (a front-end's table is
+  // wrong: a misspelt need would silently drop a residual).
+  absl::Status Validate() const;
 };
 
 }  // namespace gpusim

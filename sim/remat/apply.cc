@@ -43,6 +43,7 @@ absl::Status PlanLayerGroups(const LayerGraph& graph, const RematSpec& spec, boo
 }  // namespace
 
 absl::StatusOr<RematPlan> ApplyRematPolicy(const LayerGraph& graph, const RematSpec& spec) {
+  RETURN_IF_ERROR(graph.Validate());
   ASSIGN_OR_RETURN(std::unique_ptr<RematPolicy> policy, MakeRematPolicy(spec));
   RematPlan plan;
   plan.policy = spec.policy;

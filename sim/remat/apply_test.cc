@@ -155,5 +155,17 @@ TEST(ApplyRematPolicyTest, NumLayersOutOfRangeIsRefusedByName) {
   EXPECT_TRUE(ApplyRematPolicy(Graph(), spec).ok());
 }
 
+TEST(ApplyRematPolicyTest, AMisspeltNeedIsAnInternalError) {
+  LayerGraph g = Graph();
+  g.values[3].needs = {"prbs"};
+  absl::StatusOr<RematPlan> p = ApplyRematPolicy(g, Policy("full"));
+  ASSERT_FALSE(p.ok());
+  EXPECT_EQ(p.status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(p.status().message(), "layer graph: the backward rule of 'p' needs 'prbs', which is no value");
+  g = Graph();
+  g.values[1].inputs = {"o", "W:wq"};  // read before it is defined
+  EXPECT_EQ(ApplyRematPolicy(g, Policy("none")).status().code(), absl::StatusCode::kInternal);
+}
+
 }  // namespace
 }  // namespace gpusim
