@@ -56,6 +56,7 @@ struct GridBase::State {
     ProgramSpec program;
     std::map<std::string, std::string> written;  // under the section
     std::string at;                              // the section node's location
+    RunSpec run;  // maxtext: the whole run, its block lowered with the settings
   };
   std::mutex mu;
   std::map<std::string, std::shared_ptr<const Section>> sections;  // by section + settings
@@ -93,6 +94,16 @@ absl::StatusOr<std::shared_ptr<const GridBase::State::Section>> GridBase::State:
   {
     std::lock_guard<std::mutex> l(mu);
     if (auto it = sections.find(key); it != sections.end()) return it->second;
+  }
+  if (name == "maxtext") {
+    // The block's keys lower into most of the run (sim/config/maxtext.h):
+    // the run is parsed whole, once per combination of them.
+    std::vector<std::string> sets = base_sets;
+    for (const GridSetting* g : settings) sets.push_back(g->text);
+    auto s = std::make_shared<Section>();
+    ASSIGN_OR_RETURN(s->run, config.Spec(sets));
+    std::lock_guard<std::mutex> l(mu);
+    return sections.emplace(key, std::move(s)).first->second;
   }
   ConfigNode mini = ConfigNode::Map(root.location());
   if (const ConfigEntry* e = root.FindEntry(name)) mini.Set(name, e->key_location, e->value);
@@ -156,10 +167,16 @@ absl::StatusOr<GridSetting> GridBase::Parse(const std::string& text) const {
     RETURN_IF_ERROR(st.config.Spec(sets).status());
     return absl::InvalidArgumentError(absl::StrCat("--vary ", g.path, ": not a setting a grid can vary (", why, ")"));
   };
+  if (st.maxtext && section == "maxtext") {
+    g.kind = GridSetting::Kind::kSection;
+    g.key = section;
+    RETURN_IF_ERROR(state_->SectionOf(section, {&g}).status());
+    return g;
+  }
   if (st.maxtext && section != "device" && section != "allocator" && section != "xla" &&
       g.path != "parallelism.gather_dtype") {
-    return refuse("a maxtext config's grid varies device, allocator, xla and parallelism.gather_dtype; "
-                  "its maxtext block is lowered once");
+    return refuse("beside a maxtext block a grid varies maxtext.*, device, allocator, xla and "
+                  "parallelism.gather_dtype");
   }
   if (section == "device" || section == "model" || section == "program") {
     const bool present = section == "device" || (section == "model" ? st.has_model : st.spec.program.present);
@@ -188,7 +205,16 @@ absl::StatusOr<GridSetting> GridBase::Parse(const std::string& text) const {
 
 absl::StatusOr<RunSpec> GridBase::Point(const std::vector<const GridSetting*>& settings) const {
   State& st = *state_;
+  // maxtext.* settings first: the run their block lowers to is the start.
+  std::vector<const GridSetting*> maxtext;
+  for (const GridSetting* g : settings) {
+    if (g->kind == GridSetting::Kind::kSection && g->key == "maxtext") maxtext.push_back(g);
+  }
   RunSpec s = st.spec;
+  if (!maxtext.empty()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const State::Section> sec, st.SectionOf("maxtext", maxtext));
+    s = sec->run;
+  }
   std::vector<std::string> order;  // sections, in the order first set
   std::map<std::string, std::vector<const GridSetting*>> by_section;
   for (const GridSetting* g : settings) {
@@ -200,6 +226,7 @@ absl::StatusOr<RunSpec> GridBase::Point(const std::vector<const GridSetting*>& s
         s.allocator.options[g->key] = g->parsed->allocator.options.at(g->key);
         break;
       case GridSetting::Kind::kSection: {
+        if (g->key == "maxtext") break;
         auto [it, inserted] = by_section.try_emplace(g->key);
         if (inserted) order.push_back(g->key);
         it->second.push_back(g);

@@ -14,6 +14,8 @@
 //   device, device.*, model, model.*, program.*: the section as a whole,
 //   re-parsed with the point's settings of that section once per distinct
 //   combination (a device's defaults span keys, as a model's do).
+//   maxtext.* (a maxtext config): the whole run, its block lowered with
+//   the point's maxtext settings, once per distinct combination.
 // Any other path, and on a maxtext config any path its block sets, is
 // refused by name: the error --set PATH=VALUE gives, else
 //   --vary PATH: not a setting a grid can vary (...)
@@ -39,7 +41,7 @@ struct GridSetting {
   std::string path;
   Kind kind = Kind::kField;
   const SettingInfo* setting = nullptr;  // kField: its table entry
-  std::string key;                       // kOption: the option; kSection: the section (device, model, program)
+  std::string key;                       // kOption: the option; kSection: device, model, program or maxtext
   // kField, kOption: a default spec holding the parsed value and where it
   // was written ("--set PATH=VALUE"). kSection: the tree with only this
   // override applied (for the section's re-parse).
