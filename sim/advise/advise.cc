@@ -187,12 +187,12 @@ absl::StatusOr<std::vector<GridAxis>> DefaultAxes(const std::string& config) {
   return axes;
 }
 
+namespace {
+
 // Every value of every axis parses and is modelled by the run's family: a
 // misspelt path or a refused value is the user's input, an error before any
 // point is simulated. Each value is parsed once, into the typed setting the
 // points apply.
-namespace {
-
 absl::StatusOr<TypedAxes> ParseAxes(const GridBase& base, const std::vector<GridAxis>& axes) {
   RETURN_IF_ERROR(CheckStepInput(base.spec()));
   TypedAxes typed(axes.size());
