@@ -15,6 +15,7 @@
 #include "sim/step/step.h"
 #include "sim/step/temp_heap.h"
 #include "sim/trace/trace_io.h"
+#include "sim/step/model_program.h"
 
 namespace gpusim {
 namespace {
@@ -86,7 +87,7 @@ BENCHMARK(BM_Stage1LoadRunSpec)->Unit(benchmark::kMillisecond);
 void BM_Stage2BuildProgram(benchmark::State& state) {
   auto spec = LoadRunSpec(kLlama7b, {});
   for (auto _ : state) {
-    auto p = BuildLlamaTrainStep(*spec);
+    auto p = BuildModelProgram(*spec);
     benchmark::DoNotOptimize(p);
   }
 }
@@ -94,7 +95,7 @@ BENCHMARK(BM_Stage2BuildProgram)->Unit(benchmark::kMillisecond);
 
 void BM_Stage3Lower(benchmark::State& state) {
   auto spec = LoadRunSpec(kLlama7b, {});
-  auto p = BuildLlamaTrainStep(*spec);
+  auto p = BuildModelProgram(*spec);
   LowerOptions o;
   o.reuse_operand_buffers = true;
   for (auto _ : state) {
