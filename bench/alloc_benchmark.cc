@@ -19,6 +19,7 @@
 #include "sim/alloc/heap_planner.h"
 #include "sim/config/loader.h"
 #include "sim/step/step.h"
+#include "sim/step/temp_heap.h"
 
 namespace gpusim {
 namespace {
@@ -145,13 +146,7 @@ std::vector<HeapBuffer> DeepLlamaTemps(int64_t layers) {
   spec->model.n_layers = layers;
   auto step = PrepareStep(*spec);
   if (!step.ok()) return {};
-  std::vector<HeapBuffer> temps;
-  const int64_t last = static_cast<int64_t>(step->lowered.trace.events.size()) - 1;
-  for (const BufferInfo& b : step->lowered.buffers) {
-    if (b.argument || b.output) continue;
-    temps.push_back({b.id, b.bytes, b.alloc_event, b.free_event >= 0 ? b.free_event : last});
-  }
-  return temps;
+  return TempHeapBuffers(step->lowered);
 }
 
 void BM_PackDeepLlamaTemps(benchmark::State& state) {

@@ -13,6 +13,7 @@
 #include "sim/config/loader.h"
 #include "sim/report/render.h"
 #include "sim/step/step.h"
+#include "sim/step/temp_heap.h"
 #include "sim/trace/trace_io.h"
 #include "sim/step/model_program.h"
 
@@ -121,13 +122,7 @@ BENCHMARK(BM_Stage4Engine)->Unit(benchmark::kMillisecond);
 std::vector<HeapBuffer> Llama7bTemps(const benchmark::State& state) {
   auto spec = LoadRunSpec(kLlama7b, {state.range(0) ? "loop.mode=unrolled" : "loop.mode=rolled"});
   auto r = SimulateStep(*spec);
-  std::vector<HeapBuffer> temps;
-  const int64_t last = static_cast<int64_t>(r->lowered.trace.events.size()) - 1;
-  for (const BufferInfo& b : r->lowered.buffers) {
-    if (b.argument || b.output) continue;
-    temps.push_back({b.id, b.bytes, b.alloc_event, b.free_event >= 0 ? b.free_event : last});
-  }
-  return temps;
+  return TempHeapBuffers(r->lowered);
 }
 
 void BM_Stage5HeapPackBestOf(benchmark::State& state) {

@@ -8,6 +8,7 @@
 #include "sim/alloc/heap_planner.h"
 #include "sim/config/loader.h"
 #include "sim/step/step.h"
+#include "sim/step/temp_heap.h"
 
 namespace gpusim {
 namespace {
@@ -20,12 +21,7 @@ TEST(HeapPlannerLlamaTest, MatchesQuadraticOracleOnLlama7bTemps) {
       ASSERT_TRUE(spec.ok()) << spec.status();
       auto step = PrepareStep(*spec);
       ASSERT_TRUE(step.ok()) << step.status();
-      std::vector<HeapBuffer> temps;
-      const int64_t last = static_cast<int64_t>(step->lowered.trace.events.size()) - 1;
-      for (const BufferInfo& b : step->lowered.buffers) {
-        if (b.argument || b.output) continue;
-        temps.push_back({b.id, b.bytes, b.alloc_event, b.free_event >= 0 ? b.free_event : last});
-      }
+      const std::vector<HeapBuffer> temps = TempHeapBuffers(step->lowered);
       ASSERT_GT(temps.size(), 1000u);
       for (HeapOrder order : {HeapOrder::kSpatial, HeapOrder::kTemporal}) {
         const HeapPlan fast = PackBestFit(temps, order);

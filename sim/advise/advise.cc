@@ -22,6 +22,7 @@
 #include "sim/advise/json_lines.h"
 #include "sim/base/file_util.h"
 #include "sim/base/status.h"
+#include "sim/config/grid.h"
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
 #include "sim/base/json_writer.h"
@@ -36,17 +37,28 @@ double Throughput(const AdvicePoint& p) {
   return p.step_time_s > 0 ? 1.0 / p.step_time_s : 0;
 }
 
-// The settings of grid point `index` ("path=value", one per axis).
-std::vector<std::string> SettingsOf(const std::vector<GridAxis>& axes, int64_t index) {
-  std::vector<std::string> settings(axes.size());
+// The value of each axis at grid point `index` (the last axis varies fastest).
+std::vector<size_t> ValuesOf(const std::vector<GridAxis>& axes, int64_t index) {
+  std::vector<size_t> values(axes.size());
   int64_t rest = index;
   for (size_t a = axes.size(); a-- > 0;) {
     const int64_t n = static_cast<int64_t>(axes[a].values.size());
-    settings[a] = axes[a].path + "=" + axes[a].values[static_cast<size_t>(rest % n)];
+    values[a] = static_cast<size_t>(rest % n);
     rest /= n;
   }
+  return values;
+}
+
+// The settings of grid point `index` ("path=value", one per axis).
+std::vector<std::string> SettingsOf(const std::vector<GridAxis>& axes, int64_t index) {
+  const std::vector<size_t> values = ValuesOf(axes, index);
+  std::vector<std::string> settings(axes.size());
+  for (size_t a = 0; a < axes.size(); ++a) settings[a] = axes[a].path + "=" + axes[a].values[values[a]];
   return settings;
 }
+
+// Each axis's values as typed settings (sim/config/grid.h), in axis order.
+using TypedAxes = std::vector<std::vector<GridSetting>>;
 
 // Note [Shared preparation]
 // Building, lowering and heap-packing a step (PrepareStep) read neither the
@@ -74,14 +86,18 @@ std::string GroupKey(const std::vector<std::string>& settings) {
 
 // Evaluates the points of one group (same GroupKey) in order; `prepared`
 // holds the group's prepared step once one point got that far.
-void EvaluateGroup(const AdviseOptions& o, const RunConfig& config, const std::vector<int64_t>& indices,
-                   std::vector<AdvicePoint>& points, std::vector<Bytes>& budgets, const std::function<void()>& done) {
+// Each point's spec is the base spec with its typed settings applied (Note
+// [Typed grid points] in sim/config/grid.cc): no YAML is read per point.
+void EvaluateGroup(const AdviseOptions& o, const GridBase& base, const std::vector<GridAxis>& axes,
+                   const TypedAxes& typed, const std::vector<int64_t>& indices, std::vector<AdvicePoint>& points,
+                   std::vector<Bytes>& budgets, const std::function<void()>& done) {
   std::optional<absl::StatusOr<StepReport>> prepared;
   for (int64_t i : indices) {
     AdvicePoint& p = points[static_cast<size_t>(i)];
-    std::vector<std::string> sets = o.base_sets;
-    sets.insert(sets.end(), p.settings.begin(), p.settings.end());
-    auto spec = config.Spec(sets);
+    const std::vector<size_t> values = ValuesOf(axes, p.index);
+    std::vector<const GridSetting*> settings(axes.size());
+    for (size_t a = 0; a < axes.size(); ++a) settings[a] = &typed[a][values[a]];
+    auto spec = base.Point(settings);
     if (!spec.ok()) {
       p.error = std::string(spec.status().message());
       done();
@@ -171,26 +187,28 @@ absl::StatusOr<std::vector<GridAxis>> DefaultAxes(const std::string& config) {
   return axes;
 }
 
-// Every value of every axis loads and is modelled by the run's family: a
+namespace {
+
+// Every value of every axis parses and is modelled by the run's family: a
 // misspelt path or a refused value is the user's input, an error before any
-// point is simulated.
-absl::Status CheckAxes(const RunConfig& config, const std::vector<std::string>& base_sets,
-                       const std::vector<GridAxis>& axes) {
-  {
-    ASSIGN_OR_RETURN(RunSpec base, config.Spec(base_sets));
-    RETURN_IF_ERROR(CheckStepInput(base));
-  }
-  for (const GridAxis& a : axes) {
-    for (const std::string& v : a.values) {
-      std::vector<std::string> sets = base_sets;
-      sets.push_back(absl::StrCat(a.path, "=", v));
-      ASSIGN_OR_RETURN(RunSpec spec, config.Spec(sets));
+// point is simulated. Each value is parsed once, into the typed setting the
+// points apply.
+absl::StatusOr<TypedAxes> ParseAxes(const GridBase& base, const std::vector<GridAxis>& axes) {
+  RETURN_IF_ERROR(CheckStepInput(base.spec()));
+  TypedAxes typed(axes.size());
+  for (size_t a = 0; a < axes.size(); ++a) {
+    for (const std::string& v : axes[a].values) {
+      ASSIGN_OR_RETURN(GridSetting g, base.Parse(absl::StrCat(axes[a].path, "=", v)));
+      ASSIGN_OR_RETURN(RunSpec spec, base.Point({&g}));
       RETURN_IF_ERROR(ApplyCapabilities(spec).status());
       RETURN_IF_ERROR(CheckStepInput(spec));
+      typed[a].push_back(std::move(g));
     }
   }
-  return absl::OkStatus();
+  return typed;
 }
+
+}  // namespace
 
 void Rank(AdviceResult& r) {
   r.winner = -1;
@@ -227,7 +245,8 @@ absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
     ASSIGN_OR_RETURN(axes, DefaultAxes(o.config));
   }
   ASSIGN_OR_RETURN(RunConfig config, RunConfig::Read(o.config));
-  RETURN_IF_ERROR(CheckAxes(config, o.base_sets, axes));
+  ASSIGN_OR_RETURN(GridBase base, GridBase::Make(config, o.base_sets));
+  ASSIGN_OR_RETURN(TypedAxes typed, ParseAxes(base, axes));
   int64_t total = 1;
   constexpr int64_t kMaxGridPoints = 1000000;
   for (const GridAxis& a : axes) {
@@ -284,7 +303,7 @@ absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
   auto worker = [&]() {
     try {
       for (int64_t g = next++; g < static_cast<int64_t>(groups.size()) && !failed; g = next++) {
-        EvaluateGroup(o, config, groups[static_cast<size_t>(g)], result.points, budgets, count_done);
+        EvaluateGroup(o, base, axes, typed, groups[static_cast<size_t>(g)], result.points, budgets, count_done);
       }
     } catch (const std::bad_alloc&) {
       std::lock_guard<std::mutex> l(failure_mu);

@@ -203,11 +203,16 @@ struct AllocatorConfig {
 };
 
 // Unknown names or options are errors naming the key (`allocator.<key>`),
-// the unknown name with a did-you-mean and the valid keys.
+// the unknown name with a did-you-mean and the valid keys. A spec whose
+// `typed` was parsed from its impl and options is not parsed again.
 absl::StatusOr<AllocatorConfig> ParseAllocator(const AllocatorSpec& spec);
 // REQUIRES: config from ParseAllocator. Errors only for a capacity outside
 // (0, 2^46).
 absl::StatusOr<std::unique_ptr<Allocator>> BuildAllocator(const AllocatorConfig& config, Bytes capacity);
+// Parses run->allocator once into run->allocator.typed (AllocatorSpec::
+// typed). An error names where the option was written, e.g.
+// "run.yaml:12:3: allocator.mem_fraction: expected a number in (0, 1]".
+absl::Status ParseAllocatorOptions(RunSpec* run);
 // ParseAllocator, then BuildAllocator.
 absl::StatusOr<std::unique_ptr<Allocator>> MakeAllocator(const AllocatorSpec& spec, Bytes capacity);
 std::vector<AllocatorInfo> ListAllocators();

@@ -1,13 +1,19 @@
 // The allocator registry: name → (parse, make), with one-line docs and the
 // typed parameters each takes, declared beside each implementation
 // (`gpusim list allocators`). Options arrive as strings
-// (AllocatorSpec::options); `parse` reads and validates them once into the
-// implementation's typed options (an unknown key is an error naming
-// `allocator.<key>` and the valid keys), `make` builds from those.
+// (AllocatorSpec::options); the entry's parameter docs are the one list of
+// its keys (any other is an error naming `allocator.<key>` and the valid
+// keys), `parse` reads and validates them once into the implementation's
+// typed options (held in the spec: AllocatorSpec::typed), `make` builds
+// from those.
 #include <any>
 #include <functional>
 #include <map>
+#include <memory>
+#include <string_view>
+#include <utility>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/alloc/allocator.h"
@@ -43,7 +49,6 @@ Made Wrap(Allocator* a) { return std::unique_ptr<Allocator>(a); }
 using Members = std::vector<AllocatorConfig>;
 
 Parsed ParseMembersOption(const AllocatorSpec& spec, size_t min, size_t max) {
-  if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {"members"}); !s.ok()) return s;
   auto it = spec.options.find("members");
   if (it == spec.options.end()) {
     return absl::InvalidArgumentError(absl::StrCat("allocator.members: allocator '", spec.impl,
@@ -108,10 +113,7 @@ const std::map<std::string, Entry>& Registry() {
   static const auto* kRegistry = new std::map<std::string, Entry>{
       {"ideal",
        {"no fragmentation: allocated = reserved = live bytes (the lower bound)", {},
-        [](const AllocatorSpec& spec) -> Parsed {
-          if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {}); !s.ok()) return s;
-          return std::any();
-        },
+        [](const AllocatorSpec&) -> Parsed { return std::any(); },
         [](const std::any&, Bytes cap) -> Made { return Wrap(new IdealAllocator(cap)); }}},
       {"pytorch_caching",
        {"PyTorch v2.5.1 CUDA caching allocator (c10/cuda/CUDACachingAllocator.cpp), exact to the byte and address",
@@ -165,7 +167,6 @@ const std::map<std::string, Entry>& Registry() {
           "XLA's sort order (GlobalDecreasingSizeBestFitHeap), best = the smaller heap of both"},
          kPlannerAlignment},
         [](const AllocatorSpec& spec) -> Parsed {
-          if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {"order", "alignment"}); !s.ok()) return s;
           XlaBestFitOptions o;
           if (auto it = spec.options.find("order"); it != spec.options.end()) {
             if (it->second == "spatial") {
@@ -190,7 +191,6 @@ const std::map<std::string, Entry>& Registry() {
        {"offline: greedy by size for offset calculation (Pisarchyk & Lee 2020), planned at the end",
         {kPlannerAlignment},
         [](const AllocatorSpec& spec) -> Parsed {
-          if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, {"alignment"}); !s.ok()) return s;
           return Typed(PlannerAlignment(spec.options));
         },
         [](const std::any& o, Bytes cap) -> Made {
@@ -203,16 +203,42 @@ const std::map<std::string, Entry>& Registry() {
 }  // namespace
 
 absl::StatusOr<AllocatorConfig> ParseAllocator(const AllocatorSpec& spec) {
+  if (spec.typed != nullptr) {
+    const AllocatorConfig* parsed = std::any_cast<AllocatorConfig>(spec.typed.get());
+    if (parsed != nullptr && parsed->spec.impl == spec.impl && parsed->spec.options == spec.options) return *parsed;
+  }
   auto it = Registry().find(spec.impl);
   if (it == Registry().end()) {
     return absl::InvalidArgumentError(UnknownEntryMessage("allocator.impl", "allocator", spec.impl, ListAllocators()));
   }
+  // The entry's parameter docs are the one list of its keys.
+  std::vector<std::string> keys;
+  for (const ParamDoc& p : it->second.parameters) keys.push_back(p.name.substr(std::string_view("allocator.").size()));
+  if (absl::Status s = CheckOptionKeys(spec.impl, spec.options, keys); !s.ok()) return s;
   Parsed options = it->second.parse(spec);
   if (!options.ok()) return options.status();
   AllocatorConfig c;
   c.spec = spec;
   c.options = *std::move(options);
   return c;
+}
+
+absl::Status ParseAllocatorOptions(RunSpec* run) {
+  absl::StatusOr<AllocatorConfig> c = ParseAllocator(run->allocator);
+  if (!c.ok()) {
+    // Messages start at the key ("allocator.mem_fraction: ...",
+    // "allocator.members[1] (bfc): ..."): prefix where it was written.
+    const absl::string_view msg = c.status().message();
+    if (!absl::StartsWith(msg, "allocator.")) return c.status();
+    const size_t end = msg.find_first_of(":[ ");
+    auto at = run->written.find(std::string(msg.substr(0, end)));
+    if (at == run->written.end()) at = run->written.find("allocator.impl");
+    if (at == run->written.end() || at->second.empty()) return c.status();
+    return absl::InvalidArgumentError(absl::StrCat(at->second, ": ", msg));
+  }
+  c->spec.typed = nullptr;
+  run->allocator.typed = std::make_shared<const std::any>(*std::move(c));
+  return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<Allocator>> BuildAllocator(const AllocatorConfig& config, Bytes capacity) {
@@ -233,7 +259,13 @@ absl::StatusOr<std::unique_ptr<Allocator>> MakeAllocator(const AllocatorSpec& sp
 
 std::vector<AllocatorInfo> ListAllocators() {
   std::vector<AllocatorInfo> out;
-  for (const auto& [n, e] : Registry()) out.push_back({n, e.doc, e.parameters});
+  for (const auto& [n, e] : Registry()) {
+    AllocatorInfo info;
+    info.name = n;
+    info.doc = e.doc;
+    info.params = e.parameters;
+    out.push_back(std::move(info));
+  }
   return out;
 }
 

@@ -16,6 +16,7 @@
 #include "sim/base/data_dir.h"
 #include "sim/base/status.h"
 #include "sim/config/node.h"
+#include "sim/config/overrides.h"
 #include "sim/config/schema.h"
 #include "sim/config/spec_parse.h"
 
@@ -175,7 +176,25 @@ absl::StatusOr<ConfigNode> ResolveRef(const ConfigNode& ref,
   return base;
 }
 
-// Applies one "PATH=VALUE" to the resolved tree `root`.
+}  // namespace
+
+namespace internal {
+
+void SetPath(ConfigNode& root, const std::vector<std::string>& keys,
+             const SourceLocation& loc, ConfigNode value) {
+  if (!root.is_map()) root = ConfigNode::Map(root.location());
+  ConfigNode* node = &root;
+  for (size_t i = 0; i + 1 < keys.size(); ++i) {
+    ConfigNode* child = node->FindMutable(keys[i]);
+    if (child == nullptr || !child->is_map()) {
+      node->Set(keys[i], loc, ConfigNode::Map(loc));
+      child = node->FindMutable(keys[i]);
+    }
+    node = child;
+  }
+  node->Set(keys.back(), loc, std::move(value));
+}
+
 absl::Status ApplyOverride(ConfigNode& root, const std::string& text,
                            const std::string& config_dir) {
   SourceLocation loc;
@@ -215,24 +234,18 @@ absl::Status ApplyOverride(ConfigNode& root, const std::string& text,
   }
   ASSIGN_OR_RETURN(ConfigNode value,
                    ParseYamlString(text.substr(eq + 1), "", loc.label));
-  if (!root.is_map()) root = ConfigNode::Map(root.location());
   if (schema->kind() == Schema::Kind::kRef) {  // device=NAME, model=NAME
     const RefKind& kind = keys[0] == kDevice.key ? kDevice : kModel;
     ASSIGN_OR_RETURN(value, ResolveRef(value, kind, Bases{config_dir, "", ""},
                                        keys[0], 0));
   }
-  ConfigNode* node = &root;
-  for (size_t i = 0; i + 1 < keys.size(); ++i) {
-    ConfigNode* child = node->FindMutable(keys[i]);
-    if (child == nullptr || !child->is_map()) {
-      node->Set(keys[i], loc, ConfigNode::Map(loc));
-      child = node->FindMutable(keys[i]);
-    }
-    node = child;
-  }
-  node->Set(keys.back(), loc, std::move(value));
+  SetPath(root, keys, loc, std::move(value));
   return absl::OkStatus();
 }
+
+}  // namespace internal
+
+namespace {
 
 // Resolves, validates and parses a single device or model.
 template <typename Spec, typename ParseFn>
@@ -292,7 +305,7 @@ absl::StatusOr<RunSpec> SpecFromResolved(ConfigNode root, const std::string& pat
                                          const std::vector<std::string>& overrides) {
   const std::string dir = DirName(path);
   for (const std::string& text : overrides) {
-    RETURN_IF_ERROR(ApplyOverride(root, text, dir));
+    RETURN_IF_ERROR(internal::ApplyOverride(root, text, dir));
   }
   RETURN_IF_ERROR(ValidateKeys(root, RunSchema(), ""));
   return internal::ParseRunNode(root);

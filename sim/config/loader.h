@@ -74,6 +74,8 @@ class RunConfig {
   const std::string& path() const { return path_; }
 
  private:
+  friend class GridBase;  // sim/config/grid.h: grid points from the resolved tree
+
   std::shared_ptr<const ConfigNode> root_;  // resolved, before overrides
   std::string path_;
 };

@@ -4,8 +4,10 @@
 #ifndef GPUSIM_SIM_CONFIG_SPEC_H_
 #define GPUSIM_SIM_CONFIG_SPEC_H_
 
+#include <any>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <utility>
 #include <string>
 #include <vector>
@@ -135,8 +137,20 @@ struct BatchSpec {
 };
 
 struct AllocatorSpec {
+  AllocatorSpec() = default;
+  AllocatorSpec(std::string impl_name, std::map<std::string, std::string> written_options)
+      : impl(std::move(impl_name)), options(std::move(written_options)) {}
+
   std::string impl = "ideal";                   // allocator.impl
-  std::map<std::string, std::string> options;   // allocator.<option>
+  std::map<std::string, std::string> options;   // allocator.<option>, as written
+  // The options read and checked once into the implementation's typed
+  // options: sim/alloc's AllocatorConfig (BfcOptions, PyTorchCachingOptions,
+  // parsed members, ...), type-erased here because sim/config sits below
+  // sim/alloc. Set by ParseAllocatorOptions (sim/alloc/allocator.h) when
+  // the spec is checked (sim/step ApplyCapabilities), with errors at
+  // FILE:LINE:COL of the option; null before. MakeAllocator builds from it
+  // when it was parsed from this impl and these options.
+  std::shared_ptr<const std::any> typed;
 };
 
 // A small JAX program described in a run config's `program:` section

@@ -559,6 +559,60 @@ void RecordWritten(const ConfigNode& node, const std::string& path,
   }
 }
 
+// The run-level sections a grid setting may vary (sim/config/grid.h), read
+// by ParseRunNode and by ParseRunSettings alike: optimizer and loop (head),
+// then remat, parallelism, batch, xla and allocator (tail); the program
+// sections are read between the two.
+void ReadHeadSections(Reader& r, RunSpec& run) {
+  Reader opt = r.Map("optimizer");
+  opt.Enum("kind", &run.optimizer.kind, {"adamw", "sgd"});
+  opt.DTypeField("moment_dtype", &run.optimizer.moment_dtype);
+  opt.Bool("clip_grad_norm", &run.optimizer.clip_grad_norm);
+  Reader loop = r.Map("loop");
+  loop.Enum("mode", &run.loop.mode, {"rolled", "unrolled"});
+  loop.Int("trip_count", &run.loop.trip_count, kOptional, 0);
+  loop.Int("unroll", &run.loop.unroll, kOptional, 1);
+}
+
+void ReadTailSections(Reader& r, RunSpec& run) {
+  Reader remat = r.Map("remat");
+  remat.String("policy", &run.remat.policy, kOptional);
+  if (const ConfigNode* rm = r.Get("remat"); rm != nullptr && rm->is_map()) {
+    if (const ConfigNode* p = rm->Find("policy"); p != nullptr) run.remat.policy_at = p->location().ToString();
+  }
+  remat.StringList("names", &run.remat.names);
+  remat.StringList("offload_names", &run.remat.offload_names);
+  remat.StringList("policies", &run.remat.policies);
+  remat.Enum("method", &run.remat.method, {"uniform", "block", "sequential", "sqrt"});
+  remat.Int("num_layers", &run.remat.num_layers, kOptional, 1);
+  Reader par = r.Map("parallelism");
+  par.Int("fsdp", &run.parallelism.fsdp, kOptional, 1);
+  par.Int("tensor", &run.parallelism.tensor, kOptional, 1);
+  par.Bool("sequence_parallel", &run.parallelism.sequence_parallel);
+  par.Enum("gather_dtype", &run.parallelism.gather_dtype,
+           {"compute", "weight"});
+  Reader batch = r.Map("batch");
+  batch.Int("per_device", &run.batch.per_device, kOptional, 1);
+  batch.Int("seq_len", &run.batch.seq_len, kOptional, 1);
+  Reader xla = r.Map("xla");
+  xla.Bool("dynamic_slice_fusion", &run.xla.dynamic_slice_fusion);
+  Reader alloc = r.Map("allocator");
+  alloc.String("impl", &run.allocator.impl, kOptional);
+  // Every other allocator key is an option for the allocator registry.
+  if (const ConfigNode* a = r.Get("allocator"); a != nullptr && a->is_map()) {
+    for (const ConfigEntry& e : a->entries()) {
+      if (e.key == "impl") continue;
+      if (!e.value.is_scalar()) {
+        alloc.Fail(e.value, e.key,
+                   absl::StrCat("expected a scalar option value, got ",
+                                e.value.Describe()));
+        break;
+      }
+      run.allocator.options[e.key] = e.value.scalar();
+    }
+  }
+}
+
 }  // namespace
 
 absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
@@ -727,14 +781,8 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
     if (run.allocator.impl == "ideal") run.allocator.impl = "pytorch_caching";
   }
 
-  Reader opt = r.Map("optimizer");
-  opt.Enum("kind", &run.optimizer.kind, {"adamw", "sgd"});
-  opt.DTypeField("moment_dtype", &run.optimizer.moment_dtype);
-  opt.Bool("clip_grad_norm", &run.optimizer.clip_grad_norm);
+  ReadHeadSections(r, run);
   Reader loop = r.Map("loop");
-  loop.Enum("mode", &run.loop.mode, {"rolled", "unrolled"});
-  loop.Int("trip_count", &run.loop.trip_count, kOptional, 0);
-  loop.Int("unroll", &run.loop.unroll, kOptional, 1);
   if (has_hlo) {
     // Relative to the file the key was written in (a --set value: to the
     // working directory).
@@ -751,42 +799,7 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
     Reader program = r.Map("program");
     ParseProgram(program, &run.program);
   }
-  Reader remat = r.Map("remat");
-  remat.String("policy", &run.remat.policy, kOptional);
-  if (const ConfigNode* rm = r.Get("remat"); rm != nullptr && rm->is_map()) {
-    if (const ConfigNode* p = rm->Find("policy"); p != nullptr) run.remat.policy_at = p->location().ToString();
-  }
-  remat.StringList("names", &run.remat.names);
-  remat.StringList("offload_names", &run.remat.offload_names);
-  remat.StringList("policies", &run.remat.policies);
-  remat.Enum("method", &run.remat.method, {"uniform", "block", "sequential", "sqrt"});
-  remat.Int("num_layers", &run.remat.num_layers, kOptional, 1);
-  Reader par = r.Map("parallelism");
-  par.Int("fsdp", &run.parallelism.fsdp, kOptional, 1);
-  par.Int("tensor", &run.parallelism.tensor, kOptional, 1);
-  par.Bool("sequence_parallel", &run.parallelism.sequence_parallel);
-  par.Enum("gather_dtype", &run.parallelism.gather_dtype,
-           {"compute", "weight"});
-  Reader batch = r.Map("batch");
-  batch.Int("per_device", &run.batch.per_device, kOptional, 1);
-  batch.Int("seq_len", &run.batch.seq_len, kOptional, 1);
-  Reader xla = r.Map("xla");
-  xla.Bool("dynamic_slice_fusion", &run.xla.dynamic_slice_fusion);
-  Reader alloc = r.Map("allocator");
-  alloc.String("impl", &run.allocator.impl, kOptional);
-  // Every other allocator key is an option for the allocator registry.
-  if (const ConfigNode* a = r.Get("allocator"); a != nullptr && a->is_map()) {
-    for (const ConfigEntry& e : a->entries()) {
-      if (e.key == "impl") continue;
-      if (!e.value.is_scalar()) {
-        alloc.Fail(e.value, e.key,
-                   absl::StrCat("expected a scalar option value, got ",
-                                e.value.Describe()));
-        break;
-      }
-      run.allocator.options[e.key] = e.value.scalar();
-    }
-  }
+  ReadTailSections(r, run);
   RETURN_IF_ERROR(status);
   for (const ConfigEntry& e : root.entries()) {
     if (e.key == "device" || e.key == "program" || !e.value.is_map()) continue;
@@ -803,6 +816,32 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
     }
   }
   return run;
+}
+
+absl::Status ParseRunSettings(const ConfigNode& root, RunSpec* run) {
+  absl::Status status;
+  Reader r = Reader::Top(root, RunSchema(), "", &status);
+  r.Enum("framework", &run->framework, {"jax", "pytorch"});
+  ReadHeadSections(r, *run);
+  ReadTailSections(r, *run);
+  RETURN_IF_ERROR(status);
+  RecordWrittenLeaves(root, "", &run->written);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<ProgramSpec> ParseProgramNode(const ConfigNode& root) {
+  absl::Status status;
+  ProgramSpec p;
+  Reader r = Reader::Top(root, RunSchema(), "", &status);
+  Reader program = r.Map("program");
+  ParseProgram(program, &p);
+  RETURN_IF_ERROR(status);
+  return p;
+}
+
+void RecordWrittenLeaves(const ConfigNode& node, const std::string& path,
+                         std::map<std::string, std::string>* out) {
+  RecordWritten(node, path, out);
 }
 
 // Note [Magnitude checks]: the families compute tensor sizes, parameter

@@ -33,6 +33,7 @@
 #ifndef GPUSIM_SIM_CONFIG_SPEC_PARSE_H_
 #define GPUSIM_SIM_CONFIG_SPEC_PARSE_H_
 
+#include <map>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -52,6 +53,19 @@ absl::StatusOr<ModelSpec> ParseModelNode(const ConfigNode& node,
 // Exactly one of `model` and `program` must be written; with `program`,
 // loop.trip_count (>= 1) is required and `model` stays default.
 absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root);
+
+// The run-level settings written in `root` (framework and the optimizer,
+// loop, remat, parallelism, batch, xla and allocator sections; nothing
+// else is read) into *run, with the same reads, checks and messages as
+// ParseRunNode, and where each was written into run->written. A grid
+// setting's value is parsed with it (sim/config/grid.h).
+absl::Status ParseRunSettings(const ConfigNode& root, RunSpec* run);
+// The `program:` section of `root` alone, as ParseRunNode reads it.
+absl::StatusOr<ProgramSpec> ParseProgramNode(const ConfigNode& root);
+// Where every leaf under `node` (a mapping at key path `path`) was
+// written, as RunSpec::written records it.
+void RecordWrittenLeaves(const ConfigNode& node, const std::string& path,
+                         std::map<std::string, std::string>* out);
 
 // The deepest model a family builds (Note [Magnitude checks]): unrolled
 // layers, every one built (the temp heap packer's cost grows with layers x

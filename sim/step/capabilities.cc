@@ -5,6 +5,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sim/alloc/allocator.h"
 #include "sim/base/status.h"
 #include "sim/config/settings.h"
 #include "models/family.h"
@@ -103,6 +104,10 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& spec) {
           absl::StrCat(Where(spec, "allocator." + key), "allocator.", key, ": allocator 'ideal' takes no options"));
     }
   }
+  // The allocator's options, read once into its typed options with errors
+  // where they were written (every builder of this spec's allocator reuses
+  // them: AllocatorSpec::typed).
+  RETURN_IF_ERROR(ParseAllocatorOptions(&out));
   return out;
 }
 

@@ -14,6 +14,7 @@
 #include "sim/base/status.h"
 #include "sim/step/capabilities.h"
 #include "sim/step/model_program.h"
+#include "sim/step/temp_heap.h"
 #include "models/family.h"
 
 namespace gpusim {
@@ -149,12 +150,7 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
     // XLA's temp is the size of the packed temp heap (buffer_assignment.cc,
     // heap_simulator.cc): best-fit over the temps' live ranges, spatial and
     // temporal orders, the smaller kept; ≥ the live peak.
-    std::vector<HeapBuffer> temps;
-    const int64_t last = static_cast<int64_t>(r.lowered.trace.events.size()) - 1;
-    for (const BufferInfo& b : r.lowered.buffers) {
-      if (b.argument || b.output) continue;
-      temps.push_back({b.id, b.bytes, b.alloc_event, b.free_event >= 0 ? b.free_event : last});
-    }
+    const std::vector<HeapBuffer> temps = TempHeapBuffers(r.lowered);
     HeapPlan plan = PackBestOf(temps);
     r.temp = plan.heap_size;
     r.heap_algorithm = plan.algorithm;
@@ -187,8 +183,8 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
 // options (otherwise JAX's defaults), and the engine tracks live bytes only.
 absl::Status CheckJaxArena(StepReport& r) {
   const RunSpec& spec = r.spec;
-  AllocatorSpec bfc{"bfc", {}};
-  if (spec.allocator.impl == "bfc") bfc.options = spec.allocator.options;
+  // The configured bfc as ApplyCapabilities parsed it, else JAX's defaults.
+  const AllocatorSpec bfc = spec.allocator.impl == "bfc" ? spec.allocator : AllocatorSpec("bfc", {});
   // Parsed once: the arena's options and the allocator come from one read.
   ASSIGN_OR_RETURN(AllocatorConfig config, ParseAllocator(bfc));
   const BfcOptions& o = *config.options_as<BfcOptions>();
