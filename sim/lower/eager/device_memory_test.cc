@@ -224,20 +224,6 @@ TEST(EagerDeviceMemory, InsertsIndexPutSortTemporaries) {
   EXPECT_FALSE(AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report).ok());
 }
 
-TEST(EagerDeviceMemory, NcclBuffersAreNamedWithTheReason) {
-  Trace t;
-  t.meta = {{"framework", "pytorch"}, {"torch_version", "2.15.0"}};
-  TraceEvent c;
-  c.type = EventType::kCollective;
-  c.name = "all_reduce";
-  t.events = {c};
-  EagerDeviceMemory report;
-  ASSERT_TRUE(AddEagerDeviceMemory(t, Device("h100-sxm-80gb"), &report).ok());
-  ASSERT_EQ(report.not_modelled.size(), 1u);
-  EXPECT_NE(report.not_modelled[0].find("NCCL buffers (1 collectives; cudaMalloc'd by NCCL outside the caching"),
-            std::string::npos);
-}
-
 TEST(EagerDeviceMemory, LeavesOtherTracesAloneAndNamesBadFacts) {
   Trace t;
   t.events = {Compute("x:sum", "sum", Phase::kForward, {1})};
