@@ -255,8 +255,8 @@ TEST(PyTorchDeviceMemory, DistributedStepCountsNcclOutsideTheAllocator) {
   const std::string fits = Write("pt_ddp.gpusim", DdpStep(int64_t{1} << 30));
   Result r = GpusimStdout("replay " + fits + " --format json");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_NE(r.out.find("\"nccl\": {\"world_size\": 2, \"rank\": 0, \"total_bytes\": 402653184"), std::string::npos)
-      << r.out;
+  EXPECT_NE(r.out.find("\"nccl\": {"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"total_bytes\": 402653184"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("NCCL channels per communicator ASSUMED 32"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"collective_events\": 1,"), std::string::npos) << r.out;
   EXPECT_EQ(r.out.find("\"collective_s\": 0,"), std::string::npos) << r.out;

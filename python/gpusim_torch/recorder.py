@@ -421,6 +421,12 @@ class Recorder(TorchDispatchMode):
                 ev["role"] = "activation" if ev["phase"] == "forward" else "temporary"
         self.rec.name = name
         self.rec.meta = recording_meta(self.device_type, self.warmup_steps)
+        if self.world is None and self.groups:
+            # Collectives under a process group the caller made (the
+            # gpusim_torch.record block): its world.
+            import torch.distributed as dist
+            if dist.is_initialized():
+                self.world = (dist.get_world_size(), dist.get_rank())
         if self.world is not None:
             self.rec.meta += [("world_size", str(self.world[0])), ("rank", str(self.world[1]))]
             for gname, (cid, ranks) in sorted(self.groups.items(), key=lambda kv: kv[1][0]):

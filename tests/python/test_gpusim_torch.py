@@ -611,6 +611,31 @@ class DistributedTest(unittest.TestCase):
         return text
 
     @unittest.skipUnless(V2, "PyTorch 2.x has the fake process group")
+    def test_record_block_under_the_callers_group(self):
+        import torch.distributed as dist
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        dist.init_process_group("fake", store=FakeStore(), rank=3, world_size=4)
+        try:
+            sub = dist.new_group([2, 3])
+            with tempfile.TemporaryDirectory() as d:
+                out = os.path.join(d, "t.gpusim")
+                x = torch.empty(1024, 256, device="meta")
+                with gpusim_torch.record(out, batch=x):
+                    dist.all_reduce(x)
+                    y = torch.empty(4 * 1024, 256, device="meta")
+                    dist.all_gather_into_tensor(y, x)
+                    dist.reduce_scatter_tensor(x, y[:2048], group=sub)
+                    dist.broadcast(x, src=2, group=sub)
+                text = open(out).read()
+        finally:
+            dist.destroy_process_group()
+        self.assertIn("\nmeta world_size 4\nmeta rank 3\nmeta comm.0 0%2C1%2C2%2C3\nmeta comm.1 2%2C3\n", text)
+        colls = [keyed(ln.split()) for ln in text.splitlines() if ln.startswith("collective ")]
+        self.assertEqual([(c["kind"], c["group"], c["read"], c["write"]) for c in colls],
+                         [("all_reduce", "4", "1048576", "1048576"), ("all_gather", "4", "1048576", "4194304"),
+                          ("reduce_scatter", "2", "2097152", "1048576"), ("broadcast", "2", "1048576", "1048576")])
+
+    @unittest.skipUnless(V2, "PyTorch 2.x has the fake process group")
     def test_ddp_buckets_all_reduces_and_buffer_broadcasts(self):
         with tempfile.TemporaryDirectory() as d:
             # bucket_cap_mb 25 (the default): one bucket.
