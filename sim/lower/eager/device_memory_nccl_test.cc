@@ -2,17 +2,11 @@
 
 #include <gtest/gtest.h>
 
-#include "sim/config/loader.h"
+#include "sim/lower/eager/test_device.h"
 #include "sim/lower/eager/device_memory.h"
 
 namespace gpusim {
 namespace {
-
-DeviceSpec Device(const std::string& name) {
-  absl::StatusOr<DeviceSpec> d = LoadDeviceSpec(name, "");
-  EXPECT_TRUE(d.ok()) << d.status();
-  return *d;
-}
 
 // A DDP step of rank 1 of 4 as python/gpusim_torch writes it: one bucket's
 // all-reduce on the collective stream, after the gradient's compute, and the

@@ -4,16 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "sim/config/loader.h"
+#include "sim/lower/eager/test_device.h"
 
 namespace gpusim {
 namespace {
-
-DeviceSpec Device(const std::string& name) {
-  absl::StatusOr<DeviceSpec> d = LoadDeviceSpec(name, "");
-  EXPECT_TRUE(d.ok()) << d.status();
-  return *d;
-}
 
 TEST(EagerDeviceMemory, CublasWorkspaceByVersionDeviceAndConfig) {
   const DeviceSpec a100 = Device("a100-sxm-80gb");
