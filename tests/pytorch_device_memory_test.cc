@@ -167,5 +167,120 @@ TEST(PyTorchDeviceMemory, CudnnWorkspaceRefusedWhereItDoesNotApply) {
   EXPECT_NE(r.out.find("is not a step recorded from PyTorch by python/gpusim_torch"), std::string::npos) << r.out;
 }
 
+TEST(PyTorchDeviceMemory, CudnnWorkspaceOnEveryCommandThatReplaysAStep) {
+  const std::string conv = Write("pt_conv3.gpusim", kConvStep);
+  const std::string w = " --device a100-sxm-80gb --cudnn-workspace winograd_nonfused";
+  // run TRACE is replay's report.
+  Result run = GpusimStdout("run " + conv + w + " --format json");
+  ASSERT_EQ(run.code, 0) << run.out;
+  EXPECT_NE(run.out.find("\"largest_bytes\": 47185920"), std::string::npos) << run.out;
+  EXPECT_EQ(run.out, GpusimStdout("replay " + conv + w + " --format json").out);
+  // explain lists the workspace among the blocks at the peak.
+  Result ex = GpusimStdout("explain " + conv + w + " --format json");
+  ASSERT_EQ(ex.code, 0) << ex.out;
+  EXPECT_NE(ex.out.find("47185920"), std::string::npos) << ex.out;
+  EXPECT_EQ(GpusimStdout("explain " + conv + " --device a100-sxm-80gb --format json").out.find("47185920"),
+            std::string::npos);
+  // viz and compare replay the trace with it: a higher peak than without.
+  const std::string dir = ::testing::TempDir() + "/pt_conv_viz";
+  Result viz = GpusimStdout("viz " + conv + w + " --out " + dir + " --format json");
+  ASSERT_EQ(viz.code, 0) << viz.out;
+  Result viz0 = GpusimStdout("viz " + conv + " --device a100-sxm-80gb --out " + dir + " --format json");
+  ASSERT_EQ(viz0.code, 0) << viz0.out;
+  EXPECT_NE(viz.out, viz0.out);
+  Result cmp = GpusimStdout("compare " + conv + w + " --allocators pytorch_caching --format json");
+  ASSERT_EQ(cmp.code, 0) << cmp.out;
+  EXPECT_NE(cmp.out, GpusimStdout("compare " + conv + " --device a100-sxm-80gb --allocators pytorch_caching "
+                                  "--format json").out);
+  // Refused by name where it does not apply: a bad name, run configs, a
+  // Kineto recording.
+  Result r = Gpusim("viz " + conv + " --out " + dir + " --cudnn-workspace fft");
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--cudnn-workspace 'fft': expected none, gemm, winograd_nonfused or bound"), std::string::npos)
+      << r.out;
+  const std::string config = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
+  for (const std::string& cmd : {"run " + config, "explain " + config, "viz " + config + " --out " + dir,
+                                 "compare " + config + " --vary batch.per_device=1,2"}) {
+    r = Gpusim(cmd + " --cudnn-workspace gemm");
+    EXPECT_EQ(r.code, 1) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("--cudnn-workspace gemm: applies to a step recorded from PyTorch"), std::string::npos)
+        << cmd << ": " << r.out;
+  }
+  const std::string kineto =
+      GPUSIM_SOURCE_DIR "/traces/recorded/tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz";
+  for (const std::string& cmd : {"explain " + kineto, "viz " + kineto + " --out " + dir, "compare " + kineto}) {
+    r = Gpusim(cmd + " --cudnn-workspace bound");
+    EXPECT_EQ(r.code, 1) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find("is not a step recorded from PyTorch by python/gpusim_torch"), std::string::npos)
+        << cmd << ": " << r.out;
+  }
+  r = Gpusim("run " + conv + " --out " + dir);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("gpusim viz TRACE --out DIR"), std::string::npos) << r.out;
+}
+
+// Rank 0 of 2 under DDP (format 1.3): a bucket all-reduced on the collective
+// stream after the gradient, the copy back waiting for it; and a block that
+// fits an H100's 84,508,606,464 usable bytes but not once NCCL's 384 MiB are
+// off them.
+constexpr char kDdpStep[] =
+    "gpusim-trace 1.3\n"
+    "name ddp\n"
+    "meta framework pytorch\n"
+    "meta torch_version 2.15.0+cu132\n"
+    "meta warmup_steps 2\n"
+    "meta world_size 2\n"
+    "meta rank 0\n"
+    "meta comm.0 0%2C1\n"
+    "stream 0 compute\n"
+    "stream 1 collective\n"
+    "marker start_state phase=other\n"
+    "alloc 0 1048576 role=gradient name=bucket phase=other\n"
+    "marker step\n"
+    "compute mul kind=elementwise phase=backward read=1048576 write=1048576 uses=0\n"
+    "collective allreduce_ kind=all_reduce stream=1 phase=backward dtype=f32 read=1048576 write=1048576 "
+    "group=2 after=3 uses=0\n"
+    "compute copy_ kind=copy phase=backward read=1048576 write=1048576 after=4 uses=0\n"
+    "alloc 1 BIG role=activation name=big\n"
+    "free 1\n"
+    "end 8\n";
+
+std::string DdpStep(int64_t big) {
+  std::string s = kDdpStep;
+  s.replace(s.find("BIG"), 3, std::to_string(big));
+  return s;
+}
+
+TEST(PyTorchDeviceMemory, DistributedStepCountsNcclOutsideTheAllocator) {
+  const std::string fits = Write("pt_ddp.gpusim", DdpStep(int64_t{1} << 30));
+  Result r = GpusimStdout("replay " + fits + " --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"nccl\": {"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"total_bytes\": 402653184"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("NCCL channels per communicator ASSUMED 32"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"collective_events\": 1,"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\"collective_s\": 0,"), std::string::npos) << r.out;
+  r = Gpusim("replay " + fits);
+  EXPECT_NE(r.out.find("collectives 1 on the collective stream"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("outside the allocator: NCCL buffers 402,653,184 B (0.38 GiB) (rank 0 of 2; communicator 0 "
+                       "of 2 ranks: 32 channels x 12,582,912 B (0.01 GiB)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("less NCCL buffers 402,653,184 B (0.38 GiB)"), std::string::npos) << r.out;
+  // 84,508,606,464 - 300 MiB fits the device, not the device less NCCL.
+  const std::string tight = Write("pt_ddp2.gpusim", DdpStep(int64_t{84508606464} - (300 << 20)));
+  r = GpusimStdout("replay " + tight + " --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"oom\": {"), std::string::npos) << r.out;
+  std::string single = DdpStep(int64_t{84508606464} - (300 << 20));
+  single.replace(single.find("meta comm.0 0%2C1\n"), 18, "");
+  single.replace(single.find("group=2"), 7, "group=1");
+  single.replace(single.find("world_size 2"), 12, "world_size 1");
+  r = GpusimStdout("replay " + Write("pt_ddp3.gpusim", single) + " --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("\"total_bytes\": 0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.out.find("\"oom\": {"), std::string::npos) << r.out;
+}
+
 }  // namespace
 }  // namespace gpusim

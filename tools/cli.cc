@@ -105,7 +105,18 @@ struct RunOptions {
   std::string megatron_args;  // --megatron-args "LAUNCH LINE"
   int64_t world_size = 0;     // --world-size (with --megatron-args)
   int64_t gpus_per_node = 8;  // --gpus-per-node (with --megatron-args)
+  std::string cudnn_workspace;  // --cudnn-workspace (a recorded PyTorch step)
 };
+
+// --cudnn-workspace given for a run config (YAML or HLO): refused by name.
+absl::Status RefuseCudnnForConfig(const std::string& command, const RunOptions& o) {
+  if (o.cudnn_workspace.empty()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      command, " --cudnn-workspace ", o.cudnn_workspace,
+      ": applies to a step recorded from PyTorch (python/gpusim_torch), and ",
+      o.config.empty() ? std::string("a Megatron-LM launch line") : o.config, " is a run config"));
+}
+
 
 bool IsHloFile(const std::string& f) {
   return (f.size() > 4 && f.substr(f.size() - 4) == ".hlo") || (f.size() > 7 && f.substr(f.size() - 7) == ".hlo.gz");
@@ -230,6 +241,30 @@ int CmdRun(const RunOptions& o) {
   if (o.config.empty() && o.megatron_args.empty()) {
     return Fail(absl::InvalidArgumentError("run: give a run config (YAML or STEP.hlo) or --megatron-args"));
   }
+  const std::string& f = o.config;
+  const bool yaml = absl::EndsWith(f, ".yaml") || absl::EndsWith(f, ".yml");
+  if (o.megatron_args.empty() && !yaml && !IsHloFile(f) && RecordingFormatOf(f).value_or("") == "gpusim-trace") {
+    // A recorded step (python/gpusim_torch): what `gpusim replay` reports.
+    if (!o.out_dir.empty() || !o.charts_dir.empty() || !o.timeline.empty() || !o.snapshot.empty()) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          "run ", o.config, ": --out, --charts, --timeline and --snapshot are for run configs; a recorded step's "
+          "files are written by `gpusim viz TRACE --out DIR [--snapshot FILE]`")));
+    }
+    ReplayCli c;
+    c.trace = o.config;
+    c.device = o.device;
+    c.format = o.format;
+    c.cudnn_workspace = o.cudnn_workspace;
+    for (const std::string& s : o.sets) {
+      if (s.rfind("allocator.", 0) != 0) {
+        return Fail(absl::InvalidArgumentError(
+            absl::StrCat("run TRACE: --set ", s, ": only allocator.OPTION=VALUE applies to a recorded step")));
+      }
+      c.sets.push_back(s);
+    }
+    return CmdReplay(c);
+  }
+  if (absl::Status st = RefuseCudnnForConfig("run", o); !st.ok()) return Fail(st);
   auto spec = o.megatron_args.empty() ? LoadSpec(o.config, o.sets, o.device) : MegatronSpecFromFlags(o);
   if (!spec.ok()) return Fail(spec.status());
   if (spec->megatron.present) return CmdRunMegatron(o, *spec);
@@ -253,8 +288,9 @@ int CmdExplain(const RunOptions& o, int top) {
   const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") || (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
   if (!yaml && !IsHloFile(f)) {  // a native or recorded trace (tools/cli_replay.cc)
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
-    return CmdExplainTrace(f, top, o.format, o.device);
+    return CmdExplainTrace(f, top, o.format, o.device, o.cudnn_workspace);
   }
+  if (absl::Status st = RefuseCudnnForConfig("explain", o); !st.ok()) return Fail(st);
   auto spec = LoadSpec(o.config, o.sets, o.device);
   if (!spec.ok()) return Fail(spec.status());
   std::string note;
@@ -373,7 +409,7 @@ int CmdAdvise(const AdviseCli& c) {
 // kept for the timeline; then the charts, timeline and report are written.
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
            const std::string& allocator, const std::string& out_dir, const std::string& snapshot,
-           const std::string& format) {
+           const std::string& format, const std::string& cudnn_workspace) {
   std::ifstream in(file);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
   std::string first;
@@ -385,6 +421,10 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   VizOptions viz;
   const bool yaml = file.size() > 5 && (file.substr(file.size() - 5) == ".yaml" || file.substr(file.size() - 4) == ".yml");
   if (yaml || IsHloFile(file)) {
+    RunOptions as_config;
+    as_config.config = file;
+    as_config.cudnn_workspace = cudnn_workspace;
+    if (absl::Status st = RefuseCudnnForConfig("viz", as_config); !st.ok()) return Fail(st);
     std::vector<std::string> config_sets = sets;
     if (!allocator.empty()) config_sets.push_back("allocator.impl=" + allocator);
     auto spec = LoadSpec(file, config_sets, yaml ? "" : device);
@@ -413,7 +453,8 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
       // (Note [One start state for every command], sim/alloc/start_state.cc).
       ReplayOptions o;
       o.allocator = alloc_spec;
-      absl::Status st = ResolveReplayCapacity(device, &o);
+      absl::Status st = CheckCudnnWorkspaceApplies(file, cudnn_workspace);
+      if (st.ok()) st = ResolveReplayCapacity(device, &o);
       if (!st.ok()) return Fail(st);
       std::optional<std::vector<RecordedMemorySample>> counters;
       report = ReportFromRecording(file, device, o, &counters);
@@ -429,15 +470,12 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
       auto dev = ReplayDevice(device);
       if (!dev.ok()) return Fail(dev.status());
       spec.device = *dev;
-      if (const std::string* fw = FindMeta(*trace, "framework"); fw != nullptr && *fw == "pytorch") {
-        // As replay: what the device's CUDA libraries add joins the trace.
-        EagerDeviceMemory added;
-        auto with = AddEagerDeviceMemory(*trace, spec.device, &added);
-        if (!with.ok()) {
-          return Fail(absl::Status(with.status().code(), absl::StrCat(file, ": ", with.status().message())));
-        }
-        trace = std::move(*with);
-      }
+      // As replay: what the device's CUDA libraries add joins the trace,
+      // and NCCL's buffers come off the capacity as the context does.
+      EagerDeviceMemory added;
+      absl::Status st = AddDeviceMemoryToTrace(*trace, file, spec.device, &added, {cudnn_workspace});
+      if (!st.ok()) return Fail(st);
+      spec.device.context_reserve += added.nccl.total;
       spec.allocator = alloc_spec;
       report = ReportFromTrace(*trace, spec);
     }
@@ -606,6 +644,10 @@ int RunCli(int argc, char** argv) {
   run_cmd->add_option("--world-size", run.world_size, "GPUs of the --megatron-args run")->check(CLI::PositiveNumber);
   run_cmd->add_option("--gpus-per-node", run.gpus_per_node, "GPUs per node of the --megatron-args run")
       ->check(CLI::PositiveNumber);
+  constexpr char kCudnnHelp[] =
+      "A recorded PyTorch step: the cuDNN workspace assumption, none (default), gemm, winograd_nonfused or bound "
+      "(the algorithm is chosen on the GPU)";
+  run_cmd->add_option("--cudnn-workspace", run.cudnn_workspace, kCudnnHelp);
 
   RunOptions explain;
   int explain_top = 15;
@@ -622,6 +664,7 @@ int RunCli(int argc, char** argv) {
   explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));
   std::string explain_allocator;
   explain_cmd->add_option("--allocator", explain_allocator, kAllocatorHelp);
+  explain_cmd->add_option("--cudnn-workspace", explain.cudnn_workspace, kCudnnHelp);
 
   RunOptions diff;
   std::vector<std::string> diff_base;
@@ -661,7 +704,7 @@ int RunCli(int argc, char** argv) {
   cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
   cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
-  std::string viz_file, viz_out, viz_device, viz_allocator, viz_snapshot, viz_format = "text";
+  std::string viz_file, viz_out, viz_device, viz_allocator, viz_snapshot, viz_format = "text", viz_cudnn;
   std::vector<std::string> viz_sets;
   CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
   viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
@@ -674,6 +717,7 @@ int RunCli(int argc, char** argv) {
                       "Allocator (gpusim list allocators): a trace is replayed through it (default pytorch_caching); "
                       "for a config = --set allocator.impl=NAME");
   viz_cmd->add_option("--format", viz_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
+  viz_cmd->add_option("--cudnn-workspace", viz_cudnn, kCudnnHelp);
 
   viz_cmd->add_option("--snapshot", viz_snapshot,
                       "Also write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
@@ -704,9 +748,7 @@ int RunCli(int argc, char** argv) {
                        "Start pytorch_caching from an empty allocator even where a warm start can be inferred");
   replay_cmd->add_flag("--check-addresses", replay.check_addresses,
                        "Snapshot: rebuild the allocator state and check every allocation's address");
-  replay_cmd->add_option("--cudnn-workspace", replay.cudnn_workspace,
-                         "PyTorch recording: the cuDNN workspace assumption, none (default), gemm, "
-                         "winograd_nonfused or bound (the algorithm is chosen on the GPU)");
+  replay_cmd->add_option("--cudnn-workspace", replay.cudnn_workspace, kCudnnHelp);
   replay_cmd->add_option("--snapshot", replay.snapshot,
                          "Write the replayed step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
   replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));
@@ -731,6 +773,7 @@ int RunCli(int argc, char** argv) {
   compare_cmd->add_option("--allocator", compare_allocator,
                           std::string(kAllocatorHelp) + "; a trace: the same as --allocators NAME");
   compare_cmd->add_option("--format", compare.format, "Output format")->check(CLI::IsMember({"text", "json"}));
+  compare_cmd->add_option("--cudnn-workspace", compare.cudnn_workspace, std::string(kCudnnHelp) + "; a trace only");
 
   CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
   std::string dev_format = "text";
@@ -761,7 +804,9 @@ int RunCli(int argc, char** argv) {
     if (*explain_cmd) return CmdExplain(explain, explain_top);
     if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
     if (*advise_cmd) return CmdAdvise(advise);
-    if (*viz_cmd) return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot, viz_format);
+    if (*viz_cmd) {
+      return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot, viz_format, viz_cudnn);
+    }
     if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
     if (*val_cmd) return CmdValidateAny(validate_file, validate_sets, validate_format);
     if (*replay_cmd) return CmdReplay(replay);
@@ -775,6 +820,9 @@ int RunCli(int argc, char** argv) {
               "compare CONFIG: --allocators, --device and --device-index are for recorded traces; vary the "
               "allocator with --vary allocator.impl=a,b"));
         }
+        compare_config.config = f;
+        compare_config.cudnn_workspace = compare.cudnn_workspace;
+        if (absl::Status st = RefuseCudnnForConfig("compare", compare_config); !st.ok()) return Fail(st);
         if (compare_vary.empty()) return Fail(absl::InvalidArgumentError("compare CONFIG: give --vary path=v1,v2,..."));
         compare_config.config = f;
         compare_config.format = compare.format;

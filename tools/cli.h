@@ -40,6 +40,7 @@ absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const st
                                                std::optional<std::vector<RecordedMemorySample>>* counters);
 struct CompareCli {
   std::string trace, allocators, device, format = "text";
+  std::string cudnn_workspace;  // --cudnn-workspace (a PyTorch recording)
   int device_index = -1;
 };
 int CmdCompare(const CompareCli& c);
@@ -55,8 +56,10 @@ std::string RenderVizJson(const StepReport& r, const std::string& out_dir, const
 // size (python/gpusim_torch sweep), naming the trace's meta step_file.
 absl::Status RefuseTraceGrid(const std::string& command, const std::string& path);
 // `device`: for a PyTorch recording, the device whose CUDA libraries'
-// allocations are added (sim/lower/eager/device_memory.h); default H100.
-int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device);
+// allocations are added (sim/lower/eager/device_memory.h); default H100;
+// `cudnn_workspace`: --cudnn-workspace, refused by name where it does not apply.
+int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device,
+                    const std::string& cudnn_workspace);
 }  // namespace gpusim
 
 #endif  // GPUSIM_TOOLS_CLI_H_

@@ -125,7 +125,8 @@ int CmdCompare(const CompareCli& c) {
   if (names.empty()) return FailStatus(absl::InvalidArgumentError("--allocators: give at least one name"));
   ReplayOptions o;
   if (c.device_index >= 0) o.device = c.device_index;
-  absl::Status st = ResolveReplayCapacity(c.device, &o);
+  absl::Status st = CheckCudnnWorkspaceApplies(c.trace, c.cudnn_workspace);
+  if (st.ok()) st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
   // Import once (the same import and start state as `replay`), replay per
   // allocator.
@@ -135,8 +136,12 @@ int CmdCompare(const CompareCli& c) {
     auto device = ReplayDevice(c.device);
     if (!device.ok()) return FailStatus(device.status());
     EagerDeviceMemory added;
-    st = AddDeviceMemory(*loaded, *device, &added);
+    st = AddDeviceMemory(*loaded, *device, &added, {c.cudnn_workspace});
     if (!st.ok()) return FailStatus(st);
+    auto less = CapacityLessNccl(o, added);
+    if (!less.ok()) return FailStatus(absl::Status(less.status().code(), absl::StrCat(c.trace, ": ",
+                                                                                     less.status().message())));
+    o = *std::move(less);
   }
   std::vector<ReplayResult> rows;
   for (const std::string& n : names) {
@@ -174,17 +179,20 @@ absl::Status RefuseTraceGrid(const std::string& command, const std::string& path
       "other setting) cannot be varied here; ", how));
 }
 
-int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device) {
+int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device,
+                    const std::string& cudnn_workspace) {
+  if (absl::Status st = CheckCudnnWorkspaceApplies(path, cudnn_workspace); !st.ok()) return FailStatus(st);
   auto trace = LoadTraceForExplain(path);
   if (!trace.ok()) return FailStatus(trace.status());
-  if (const std::string* fw = FindMeta(*trace, "framework"); fw != nullptr && *fw == "pytorch") {
-    // As replay does: the device's CUDA libraries' allocations join the trace.
+  if (RecordingFormatOf(path).value_or("") == "gpusim-trace") {
+    // As replay does: the device's CUDA libraries' allocations join a
+    // PyTorch recording (any other native trace refuses --cudnn-workspace).
     auto d = ReplayDevice(device);
     if (!d.ok()) return FailStatus(d.status());
     EagerDeviceMemory added;
-    auto t = AddEagerDeviceMemory(*trace, *d, &added);
-    if (!t.ok()) return FailStatus(absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message())));
-    trace = std::move(*t);
+    if (absl::Status st = AddDeviceMemoryToTrace(*trace, path, *d, &added, {cudnn_workspace}); !st.ok()) {
+      return FailStatus(st);
+    }
   }
   const TracePeak p = ExplainTracePeak(*trace, path, top);
   std::cout << (format == "json" ? RenderTracePeakJson(p) : RenderTracePeakText(p));

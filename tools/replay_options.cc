@@ -48,20 +48,45 @@ absl::StatusOr<DeviceSpec> ReplayDevice(const std::string& device) {
 absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, EagerDeviceMemory* report,
                              const EagerDeviceOptions& options) {
   if (!loaded.native.has_value()) return absl::OkStatus();
-  auto t = AddEagerDeviceMemory(*loaded.native, device, report, options);
-  if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(loaded.path, ": ", t.status().message()));
-  loaded.native = std::move(*t);
+  return AddDeviceMemoryToTrace(*loaded.native, loaded.path, device, report, options);
+}
+
+absl::Status AddDeviceMemoryToTrace(Trace& trace, const std::string& path, const DeviceSpec& device,
+                                    EagerDeviceMemory* report, const EagerDeviceOptions& options) {
+  auto t = AddEagerDeviceMemory(trace, device, report, options);
+  if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
+  trace = std::move(*t);
   return absl::OkStatus();
 }
 
-absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std::string& device,
-                                             const ReplayOptions& o) {
-  ReplayReport report;
-  if (!o.cudnn_workspace.empty() && RecordingFormatOf(path).value_or("") != "gpusim-trace") {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--cudnn-workspace ", o.cudnn_workspace, ": ", path,
-        " is not a step recorded from PyTorch by python/gpusim_torch (a recording's own workspaces are in it)"));
+absl::Status CheckCudnnWorkspaceApplies(const std::string& path, const std::string& cudnn_workspace) {
+  if (cudnn_workspace.empty() || RecordingFormatOf(path).value_or("") == "gpusim-trace") return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrCat(
+      "--cudnn-workspace ", cudnn_workspace, ": ", path,
+      " is not a step recorded from PyTorch by python/gpusim_torch (a recording's own workspaces are in it)"));
+}
+
+absl::StatusOr<ReplayOptions> CapacityLessNccl(const ReplayOptions& o, const EagerDeviceMemory& added) {
+  if (added.nccl.total <= Bytes(0)) return o;
+  ReplayOptions less = o;
+  const bool given = o.capacity > Bytes(0);
+  const Bytes base = given ? o.capacity : o.default_capacity;
+  if (added.nccl.total >= base) {
+    return absl::InvalidArgumentError(absl::StrCat("NCCL buffers of ", added.nccl.total.value(),
+                                                   " B (Note [NCCL buffers]) leave no capacity of the ",
+                                                   base.value(), " B usable"));
   }
+  less.capacity = base - added.nccl.total;
+  less.capacity_source = absl::StrCat(given ? o.capacity_source : o.default_capacity_source, " less NCCL buffers ",
+                                      FormatBytes(added.nccl.total));
+  return less;
+}
+
+absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std::string& device,
+                                             const ReplayOptions& options) {
+  ReplayReport report;
+  RETURN_IF_ERROR(CheckCudnnWorkspaceApplies(path, options.cudnn_workspace));
+  ReplayOptions o = options;
   if (!o.check_addresses && RecordingFormatOf(path).value_or("") == "kineto") {
     // Note [Replaying as the trace is parsed]: streamed when it allows.
     ASSIGN_OR_RETURN(report.replay, ReplayFile(path, o));
@@ -73,6 +98,7 @@ absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std:
   if (loaded.native.has_value()) {
     ASSIGN_OR_RETURN(d, ReplayDevice(device));
     RETURN_IF_ERROR(AddDeviceMemory(loaded, *d, &added, EagerDeviceOptions{o.cudnn_workspace}));
+    ASSIGN_OR_RETURN(o, CapacityLessNccl(o, added));
   }
   ASSIGN_OR_RETURN(report.replay, ReplayLoaded(loaded, o));
   if (report.replay.format != "gpusim-trace") return report;

@@ -31,6 +31,10 @@ def _record_options(r):
     r.add_argument("--bound", action="append", default=[], metavar="OP=N",
                    help="result rows for a data-dependent op, e.g. nonzero=4096")
     r.add_argument("--name", help="the trace's name (default: STEP.py's base name)")
+    r.add_argument("--world-size", type=int, metavar="N",
+                   help="run the step as one rank of N under a fake process group (DDP, FSDP): its "
+                        "collectives are recorded (PyTorch 2.x)")
+    r.add_argument("--rank", type=int, default=0, metavar="R", help="the rank recorded (default 0)")
 
 
 def _parser():
@@ -100,7 +104,7 @@ def _record(args, setup, out, batch_size):
         extra.append(("batch_size", str(batch_size)))
     return record_step(call, out, steps=args.steps, autocast=args.autocast, device_type=args.device_type,
                        mode=args.mode, frames=not args.no_frames, bounds=bounds, name=name,
-                       extra_meta=extra)
+                       extra_meta=extra, world_size=args.world_size, rank=args.rank)
 
 
 def _sweep(args, setup):

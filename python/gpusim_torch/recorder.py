@@ -29,6 +29,7 @@ import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 from torch.utils._pytree import tree_flatten
 
+from gpusim_torch import collectives
 from gpusim_torch import fallbacks
 from gpusim_torch import ops
 
@@ -124,6 +125,13 @@ class Recorder(TorchDispatchMode):
         self.notes = {}         # message -> count (fallbacks, item() calls)
         self.window_start = []  # bufs live when the window began
         self.warmup_steps = 0   # steps run before the recorded one (record_step sets it)
+        # Note [Collectives under a fake process group] (collectives.py).
+        self.world = None       # (world_size, rank) of a distributed recording
+        self.groups = {}        # group name -> (comm id, ranks), in first-use order
+        self.last_compute = -1  # event index of the last compute event
+        self.pending = {}       # buffer id -> collective event index not yet waited for
+        self.wait_all = False   # the backward ended: the next compute waits every collective
+        self.shadows = {}       # storage address -> CPU copy of a small tensor's data
 
     # -- op boundary ---------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -131,12 +139,74 @@ class Recorder(TorchDispatchMode):
         if self.live:
             self._sweep()
         name = ops.op_name(func)
+        if getattr(func, "namespace", "") == "c10d":
+            return self._collective(func, name, args)
+        if self.shadows:
+            out = self._shadowed(func, name, args, kwargs)
+            if out is not None:
+                return out
         try:
             out = func(*args, **kwargs)
         except (NotImplementedError, RuntimeError) as e:
             out = fallbacks.run(self, func, name, args, kwargs, e)
+        if name == "copy_" and len(args) >= 2 and self._relevant(args[0]) and isinstance(args[1], torch.Tensor) \
+                and args[1].device.type == "cpu" and args[0].is_contiguous() and args[1].numel() <= 65536 \
+                and args[0].shape == args[1].shape:
+            self.shadows[_storage(args[0])._cdata] = args[1].detach().clone()
         self._after(func, name, args, kwargs, out)
         return out
+
+    # -- collectives (Note [Collectives under a fake process group]) ---------
+    def _collective(self, func, name, args):
+        try:
+            kind, ranks, gname, read, write, tensors = collectives.describe(func, name, args)
+        except ValueError as e:
+            raise RecordError(str(e))
+        if gname not in self.groups:
+            self.groups[gname] = (len(self.groups), ranks)
+        for t in tensors:  # a broadcast leaves what every rank holds; the rest change data
+            if kind != "broadcast":
+                self.shadows.pop(_storage(t)._cdata, None)
+        if self.in_window:
+            uses = sorted({self.live[_storage(t)._cdata].id for t in tensors
+                           if self._relevant(t) and _storage(t)._cdata in self.live})
+            ev = {"type": "collective", "name": self._label(name), "kind": kind, "stream": 1,
+                  "phase": self._phase(), "read": read, "write": write, "group": len(ranks),
+                  "uses": uses}
+            if self.last_compute >= 0:
+                ev["after"] = [self.last_compute]
+            dt = ops.DTYPE_NAMES.get(tensors[0].dtype) if tensors else None
+            if dt is not None:
+                ev["dtype"] = dt
+            if kind in ("all_reduce", "reduce_scatter"):
+                # What DDP and FSDP reduce are gradients (DDP's buckets,
+                # reducer.cpp initialize_buckets), unless already classified.
+                for t in tensors:
+                    b = self.live.get(_storage(t)._cdata) if self._relevant(t) else None
+                    if b is not None and b.event is not None and b.event["role"] is None:
+                        b.event["role"] = "gradient"
+            at = len(self.rec.events)
+            self._emit(ev)
+            for u in uses:
+                self.pending[u] = at
+        return collectives.completed(func, args)
+
+    def _shadowed(self, func, name, args, kwargs):
+        """A copy back to the CPU of a shadowed tensor, from its shadow;
+        a write into a shadowed storage drops the shadow. None: not handled."""
+        if name == "copy_" and len(args) >= 2 and isinstance(args[0], torch.Tensor) \
+                and args[0].device.type == "cpu" and self._relevant(args[1]):
+            sh = self.shadows.get(_storage(args[1])._cdata)
+            if sh is not None and sh.shape == args[1].shape:
+                from torch.utils._python_dispatch import _disable_current_modes
+                with _disable_current_modes():
+                    args[0].copy_(sh)
+                return args[0]
+        if func._schema.is_mutable:
+            for t in tree_flatten((args, kwargs))[0]:
+                if isinstance(t, torch.Tensor) and self._relevant(t):
+                    self.shadows.pop(_storage(t)._cdata, None)
+        return None
 
     def _relevant(self, t):
         return isinstance(t, torch.Tensor) and t.device.type == self.device_type and not t.is_sparse
@@ -212,6 +282,14 @@ class Recorder(TorchDispatchMode):
         dt = ops.DTYPE_NAMES.get((outs or ins)[0].dtype)
         if dt is not None:
             ev["dtype"] = dt
+        if self.pending:
+            waits = set(self.pending.values()) if self.wait_all else \
+                {self.pending[u] for u in ev["uses"] if u in self.pending}
+            if waits:
+                ev["after"] = sorted(waits)
+                self.pending = {b: i for b, i in self.pending.items() if i not in waits}
+        self.wait_all = False
+        self.last_compute = len(self.rec.events)
         facts = ops.device_facts(name, args, kwargs, outs)
         if facts is not None:
             ev["op"], ev["dims"] = facts
@@ -235,6 +313,7 @@ class Recorder(TorchDispatchMode):
         phase = self._phase()
         for bid, key in dead:
             b = self.live.pop(key)
+            self.shadows.pop(key, None)
             _free_weak_ref(b.handle)
             if b.silent:
                 continue
@@ -262,6 +341,8 @@ class Recorder(TorchDispatchMode):
 
     def set_phase(self, phase):
         if phase != self.phase:
+            if self.phase == "backward" and self.pending:
+                self.wait_all = True  # DDP's finalize_backward waits for every bucket
             self.phase = phase
             if self.in_window:
                 self.rec.events.append({"type": "marker", "name": phase, "phase": phase})
@@ -340,6 +421,20 @@ class Recorder(TorchDispatchMode):
                 ev["role"] = "activation" if ev["phase"] == "forward" else "temporary"
         self.rec.name = name
         self.rec.meta = recording_meta(self.device_type, self.warmup_steps)
+        if self.world is None and self.groups:
+            # Collectives under a process group the caller made (the
+            # gpusim_torch.record block): its world.
+            import torch.distributed as dist
+            if dist.is_initialized():
+                self.world = (dist.get_world_size(), dist.get_rank())
+        if self.world is not None:
+            self.rec.meta += [("world_size", str(self.world[0])), ("rank", str(self.world[1]))]
+            for gname, (cid, ranks) in sorted(self.groups.items(), key=lambda kv: kv[1][0]):
+                self.rec.meta.append(("comm.%d" % cid, ",".join(str(r) for r in ranks)))
+            for env in ("NCCL_BUFFSIZE", "NCCL_LL_BUFFSIZE", "NCCL_LL128_BUFFSIZE", "NCCL_MIN_NCHANNELS",
+                        "NCCL_MAX_NCHANNELS"):
+                if os.environ.get(env):
+                    self.rec.meta.append((env, os.environ[env]))
         self.rec.comments = list(comments) + [
             "note: %s (x%d)" % (msg, n) for msg, n in sorted(self.notes.items())]
         return self.rec

@@ -9,6 +9,7 @@ import os
 import torch
 
 from gpusim_torch import autocast_emul
+from gpusim_torch import collectives
 from gpusim_torch.recorder import Recorder, RecordError, roles_of, storage_key, _storage
 from gpusim_torch.trace_writer import write_trace
 
@@ -151,18 +152,28 @@ def _default_step(loss_fn, autocast_ctx):
 
 def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None, loss_fn=None,
                 step=None, steps=3, autocast=None, device_type="cuda", mode="auto",
-                frames=True, bounds=None, name=None, extra_meta=()):
+                frames=True, bounds=None, name=None, extra_meta=(), world_size=None, rank=0):
     """Records the last of `steps` training steps and writes it to `out`
     (a gpusim native trace). Either `setup(device) -> dict(model=, batch=,
     optimizer=, loss_fn= | step=)`, or those objects directly (built on the
     meta device). `extra_meta`: (key, value) pairs added to the trace's meta
-    lines (the CLI adds step_file and batch_size). Returns the Recording."""
+    lines (the CLI adds step_file and batch_size). `world_size`, `rank`:
+    run the step as that rank of a fake process group (Note [Collectives
+    under a fake process group], collectives.py). Returns the Recording."""
     if device_type not in DEVICE_TYPES:
         raise RecordError("--device-type: expected one of %s, got '%s'" % (", ".join(DEVICE_TYPES), device_type))
     if autocast is not None and autocast not in AUTOCAST:
         raise RecordError("--autocast: expected bf16 or fp16, got '%s'" % autocast)
     if steps < 1:
         raise RecordError("--steps: expected at least 1, got %d" % steps)
+    if world_size is None and rank != 0:
+        raise RecordError("--rank %d: give --world-size N too" % rank)
+    if world_size is not None:
+        if world_size < 1 or not 0 <= rank < world_size:
+            raise RecordError("--world-size %d --rank %d: expected N >= 1 and 0 <= R < N" % (world_size, rank))
+        why_not = collectives.refusal()
+        if why_not:
+            raise RecordError("--world-size: " + why_not)
     chosen, why, backward_ok = choose_mode(mode)
     if chosen == "fake":
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -178,7 +189,11 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
     notes = []
     hooks = []
     gc_was = gc.isenabled()
-    with outer, autocast_emul.cuda_autocast(chosen == "meta", rec):
+    group = contextlib.nullcontext()
+    if world_size is not None:
+        group = collectives.fake_process_group(world_size, rank, notes)
+        rec.world = (world_size, rank)
+    with group, outer, autocast_emul.cuda_autocast(chosen == "meta", rec):
         with rec:
             if setup is not None:
                 try:
@@ -255,6 +270,9 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
                 "facts (op=, dims=) and meta lines"]
     if autocast:
         comments.append("loss_fn under autocast(%s)" % autocast)
+    if world_size is not None:
+        comments.append("rank %d of %d under a fake process group (backend \"fake\"); its collectives "
+                        "recorded, NCCL's buffers sized by gpusim" % (rank, world_size))
     comments += notes
     recording = rec.finish(name or "gpusim_torch-step", comments)
     recording.meta.extend(extra_meta)

@@ -1,6 +1,8 @@
 """Writes a recorded step as a gpusim native trace (traces/FORMAT.md).
 
-Version 1.2 when the recording carries `meta` lines or op facts (`op=`,
+Version 1.3 when it is a distributed step (meta world_size, kind=broadcast;
+Note [Collectives under a fake process group] in collectives.py), else
+version 1.2 when the recording carries `meta` lines or op facts (`op=`,
 `dims=`; Note [Op facts for the device model] in ops.py), which a
 recording by the collector always does; frames (1.1): `frame ID FUNCTION
 FILE LINE` lines (interned, each defined before the first event that uses
@@ -64,7 +66,9 @@ def render_trace(rec, frames=True):
     add = lines.append
     meta = getattr(rec, "meta", [])
     facts = bool(meta) or any("op" in e or "dims" in e for e in rec.events)
-    add(b"gpusim-trace 1.2" if facts else b"gpusim-trace 1.1" if frames else b"gpusim-trace 1")
+    distributed = any(k == "world_size" for k, _ in meta) or any(e.get("kind") == "broadcast" for e in rec.events)
+    add(b"gpusim-trace 1.3" if distributed else b"gpusim-trace 1.2" if facts else
+        b"gpusim-trace 1.1" if frames else b"gpusim-trace 1")
     add(b"# format: traces/FORMAT.md; recorded by python/gpusim_torch")
     for c in rec.comments:
         add(("# " + c).encode("utf-8", "surrogateescape"))
@@ -72,6 +76,8 @@ def render_trace(rec, frames=True):
     for k, v in meta:
         add(b"meta " + _token_bytes(k) + b" " + _token_bytes(v))
     add(b"stream 0 compute")
+    if any(e.get("stream") == 1 for e in rec.events):
+        add(b"stream 1 collective")
     defined = set()
     count = 0
     for ev in rec.events:
@@ -119,7 +125,7 @@ def _event_line(ev, stack):
             if v == 0:
                 continue
             parts.append(b"flops=" + format_flops(v).encode())
-        elif key in ("uses", "dims"):
+        elif key in ("uses", "dims", "after"):
             if v:
                 parts.append(key.encode() + b"=" + ",".join(str(u) for u in v).encode())
         elif key == "op":

@@ -11,6 +11,7 @@ double BusBandwidthFactor(OpKind kind, int64_t n) {
   GPUSIM_CHECK(IsCollective(kind));
   if (n <= 1) return 0;
   const double dn = static_cast<double>(n);
+  if (kind == OpKind::kBroadcast) return 1;
   const double f = (dn - 1) / dn;
   return kind == OpKind::kAllReduce ? 2 * f : f;
 }

@@ -6,10 +6,12 @@
 // comparable with the link bandwidth: busbw = algbw · f with
 //   all-gather, reduce-scatter: f = (n−1)/n
 //   all-reduce:                 f = 2(n−1)/n
+//   broadcast:                  f = 1 (busbw = algbw: the root's buffer
+//                               passes every link of the chain once)
 // where algbw = S / t and S is the full buffer (the all-gather output, the
 // reduce-scatter or all-reduce input). Hence t = f · S / busbw. NCCL's own
 // cost model (src/graph/tuning.cc, ncclTopoTuneModel) adds a latency of
-// nsteps·hwLat, nsteps = n−1 (AG, RS) or 2(n−1) (AR), with the inter-node
+// nsteps·hwLat, nsteps = n−1 (AG, RS, broadcast) or 2(n−1) (AR), with the inter-node
 // steps (nNodes−1, or 2(nNodes−1)) charged the network latency:
 //   t = (steps − inter_steps)·α_intra + inter_steps·α_inter + f · S / (bw · eff)
 // bw is the slowest link of the ring: NVLink inside a node, the network
@@ -40,7 +42,7 @@ struct CollectiveOptions {
 // REQUIRES: IsCollective(kind).
 double BusBandwidthFactor(OpKind kind, int64_t n);
 
-// Ring latency steps for `kind` over n ranks: n−1 or 2(n−1).
+// Ring latency steps for `kind` over n ranks: n−1 (2(n−1) for all-reduce).
 int64_t RingSteps(OpKind kind, int64_t n);
 
 // Time of one collective moving `full_bytes` (S above) over `group` ranks.

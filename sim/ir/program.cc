@@ -18,7 +18,7 @@ constexpr std::array<std::string_view, kNumOpKinds> kOpKindNames = {
     "transpose",     "copy",           "convert",        "gather",
     "scatter",       "dynamic_slice",  "dynamic_update_slice",
     "all_gather",    "reduce_scatter", "all_reduce",     "host_to_device",
-    "device_to_host"};
+    "device_to_host", "broadcast"};
 
 }  // namespace
 
@@ -57,7 +57,8 @@ bool ParseOpKind(std::string_view s, OpKind* out) {
 }
 
 bool IsCollective(OpKind k) {
-  return k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllReduce;
+  return k == OpKind::kAllGather || k == OpKind::kReduceScatter || k == OpKind::kAllReduce ||
+         k == OpKind::kBroadcast;
 }
 
 absl::Status CheckTensorSizes(const Program& p) {

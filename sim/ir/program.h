@@ -57,8 +57,9 @@ enum class OpKind {
   kAllReduce,
   kHostToDevice,
   kDeviceToHost,
+  kBroadcast,  // a root's buffer to every rank (NCCL ncclBroadcast; trace format 1.3)
 };
-constexpr int kNumOpKinds = 16;
+constexpr int kNumOpKinds = 17;
 std::string_view OpKindName(OpKind k);
 bool ParseOpKind(std::string_view s, OpKind* out);
 bool IsCollective(OpKind k);

@@ -25,7 +25,11 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
   absl::StatusOr<SimResult> sim = Simulate(charged.has_value() ? *charged : trace, device, allocator);
   if (!sim.ok()) return sim.status();
   r.device = device.name;
-  for (const TraceEvent& e : trace.events) r.timed_events += IsTimed(e.type) ? 1 : 0;
+  for (const TraceEvent& e : trace.events) {
+    r.timed_events += IsTimed(e.type) ? 1 : 0;
+    r.collective_events += e.type == EventType::kCollective ? 1 : 0;
+  }
+  r.collective_busy = sim->collective_busy;
   r.step_time = sim->step_time;
   r.compute_busy = sim->compute_busy;
   r.host_busy = sim->host_busy;
@@ -76,6 +80,12 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
                                           "recording has no module calls), kernels waited %.4f s for it\n",
                                           r.host_busy.seconds(), r.host_charged_events, r.host_wait.seconds()));
   }
+  if (r.collective_events > 0) {
+    absl::StrAppend(&out, absl::StrFormat("  collectives %d on the collective stream, busy %.6f s (ring all-reduce, "
+                                          "all-gather, reduce-scatter, broadcast over the device's links; "
+                                          "sim/device/collective_model.h)\n",
+                                          r.collective_events, r.collective_busy.seconds()));
+  }
   if (r.oom.happened) {
     absl::StrAppend(&out, absl::StrFormat("  OOM at event %d: %s requested for %s, %s live\n", r.oom.event,
                                           FormatBytes(r.oom.requested), r.oom.buffer, FormatBytes(r.oom.live)));
@@ -92,6 +102,18 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
                               "    outside the allocator: CUDA context + library handles %s (memory.context_reserve, "
                               "taken off the capacity)\n",
                               FormatBytes(dm.context_reserve)));
+    if (dm.nccl.distributed) {
+      absl::StrAppend(&out, absl::StrFormat("    outside the allocator: NCCL buffers %s (rank %d of %d; ",
+                                            FormatBytes(dm.nccl.total), dm.nccl.rank, dm.nccl.world_size));
+      if (dm.nccl.communicators.empty()) absl::StrAppend(&out, "no process group ran a collective");
+      for (size_t i = 0; i < dm.nccl.communicators.size(); ++i) {
+        const NcclCommunicator& c = dm.nccl.communicators[i];
+        absl::StrAppend(&out, i > 0 ? ", " : "", absl::StrFormat("communicator %s of %d ranks: ", c.id, c.ranks),
+                        c.ranks > 1 ? absl::StrFormat("%d channels x %s", c.channels, FormatBytes(c.per_channel))
+                                    : std::string("no connections"));
+      }
+      absl::StrAppend(&out, "; Note [NCCL buffers]), taken off the capacity\n");
+    }
     for (const std::string& n : dm.not_modelled) absl::StrAppend(&out, "    not modelled: ", n, "\n");
     for (const std::string& n : dm.assumptions) absl::StrAppend(&out, "    assumed: ", n, "\n");
     if (dm.has_step) {
@@ -117,6 +139,8 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
   w.Double("compute_s", r.compute_busy.seconds());
   w.Double("host_issue_s", r.host_busy.seconds());
   w.Double("host_wait_s", r.host_wait.seconds());
+  w.Int("collective_events", r.collective_events);
+  w.Double("collective_s", r.collective_busy.seconds());
   w.Int("timed_events", r.timed_events);
   w.Double("flops", r.flops);
   w.Int("peak_live_bytes", r.peak_live.value());
@@ -145,6 +169,25 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
     w.BeginObject("device_memory");
     w.String("torch_version", dm.torch_version);
     w.Int("context_reserve_bytes", dm.context_reserve.value());
+    if (dm.nccl.distributed) {
+      w.BeginObject("nccl");
+      w.Int("world_size", dm.nccl.world_size);
+      w.Int("rank", dm.nccl.rank);
+      w.Int("total_bytes", dm.nccl.total.value());
+      w.BeginArray("communicators");
+      for (const NcclCommunicator& c : dm.nccl.communicators) {
+        w.BeginObject();
+        w.String("id", c.id);
+        w.Int("ranks", c.ranks);
+        w.Int("channels", c.channels);
+        w.Int("bytes", c.bytes.value());
+        w.EndObject();
+      }
+      w.EndArray();
+      w.EndObject();
+    } else {
+      w.Null("nccl");
+    }
     w.BeginArray("added");
     for (const DeviceAddition& a : dm.added) {
       w.BeginObject();

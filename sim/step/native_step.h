@@ -34,6 +34,10 @@ struct NativeStepReport {
   // events charged host.op, the host's issue time, kernel waits for it.
   int64_t host_charged_events = 0;
   SimTime host_busy, host_wait;
+  // Collective events (a distributed step) and their stream's busy time,
+  // priced by the kernel model's ring collectives (Note [Ring collectives]).
+  int64_t collective_events = 0;
+  SimTime collective_busy;
   double flops = 0;
   OomInfo oom;
   Bytes peak_live;
@@ -48,11 +52,13 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
                                                     const DeviceSpec& device, Allocator* allocator, int top);
 
 std::string RenderNativeStepText(const NativeStepReport& r);
-// Key "step": {device, step_time_s, compute_s, host_issue_s, host_wait_s, timed_events, flops,
+// Key "step": {device, step_time_s, compute_s, host_issue_s, host_wait_s, collective_events,
+// collective_s, timed_events, flops,
 // peak_live_bytes, largest: [{name, role, bytes, where}] (where: the
 // innermost frame "function file:line", or ""), oom (null or {event,
 // requested_bytes, live_bytes, buffer}), device_memory (null, or {torch_version,
-// context_reserve_bytes, added: [{what, source, count, largest_bytes, kept}],
+// context_reserve_bytes, nccl (null, or {world_size, rank, total_bytes,
+// communicators: [{id, ranks, channels, bytes}]}), added: [{what, source, count, largest_bytes, kept}],
 // not_modelled: [text], assumptions: [text], step_start_live_bytes,
 // step_rise_bytes (null without a step marker)})}.
 void NativeStepJson(JsonWriter& w, const NativeStepReport& r);

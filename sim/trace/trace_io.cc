@@ -51,6 +51,9 @@ constexpr std::array<std::string_view, 12> kLineWords = {
 constexpr int kFramesMinor = 1;
 // The minor version that introduced `meta` lines and `op=` / `dims=` keys.
 constexpr int kOpFactsMinor = 2;
+// The minor version that introduced `kind=broadcast` and the distributed
+// step's meta keys (world_size, rank, ranks_per_node, comm.ID).
+constexpr int kCollectivesMinor = 3;
 
 constexpr std::array<EventType, 6> kEventTypes = {
     EventType::kAlloc, EventType::kFree,       EventType::kCompute,
@@ -312,6 +315,7 @@ absl::Status Parser::ParseField(Key key, std::string_view v, TraceEvent& e) {
         for (int k = 0; k < kNumOpKinds; ++k) all[k] = static_cast<OpKind>(k);
         return Expected(Cat("an op kind (", NameList(all, OpKindName), ")"), v);
       }
+      if (e.kind == OpKind::kBroadcast) RETURN_IF_ERROR(NeedsMinor(kCollectivesMinor, "kind 'broadcast'"));
       return absl::OkStatus();
     case Key::kStream:
       if (!ParseInt64(v, &i) || !IsValidStreamId(i)) {
@@ -682,12 +686,19 @@ absl::StatusOr<Trace> ReadTraceFile(const std::string& path) {
 absl::Status WriteTrace(const Trace& trace, std::ostream& out) {
   RETURN_IF_ERROR(CheckWritable(trace));
   // Version 1.1 only when the trace uses frames, 1.2 only when it uses meta
-  // lines or op facts, so that traces without them stay readable by older
+  // lines or op facts, 1.3 only with a broadcast or the meta world_size of a
+  // distributed step, so that traces without them stay readable by older
   // readers byte for byte as before.
   bool op_facts = !trace.meta.empty();
-  for (const TraceEvent& e : trace.events) op_facts |= !e.op.empty() || !e.dims.empty();
+  bool collectives = FindMeta(trace, "world_size") != nullptr;
+  for (const TraceEvent& e : trace.events) {
+    op_facts |= !e.op.empty() || !e.dims.empty();
+    collectives |= e.kind == OpKind::kBroadcast;
+  }
   std::string buf = Cat("gpusim-trace ", kTraceFormatMajor);
-  if (op_facts) {
+  if (collectives) {
+    Append(buf, ".", kCollectivesMinor);
+  } else if (op_facts) {
     Append(buf, ".", kOpFactsMinor);
   } else if (!trace.frames.empty()) {
     Append(buf, ".", kFramesMinor);

@@ -21,7 +21,9 @@ namespace gpusim {
 // The format version this code writes; readers accept any minor version of
 // this major (see traces/FORMAT.md, "Versioning").
 constexpr int kTraceFormatMajor = 1;
-constexpr int kTraceFormatMinor = 2;  // 1.1: `frame` lines, `stack=` keys; 1.2: `meta` lines, `op=`, `dims=`
+// 1.1: `frame` lines, `stack=` keys; 1.2: `meta` lines, `op=`, `dims=`;
+// 1.3: `kind=broadcast`, a distributed step's meta keys.
+constexpr int kTraceFormatMinor = 3;
 
 // Parses a trace from `in`. `source_name` prefixes error messages
 // ("t.trace:7: ..."). Syntax only: semantic checks (double frees, undeclared

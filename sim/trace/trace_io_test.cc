@@ -255,6 +255,21 @@ TEST(TraceIo, WritesOpFactsOnlyWhenUsedAsVersion12) {
   t.events[0].op.clear();
   t.events[0].dims.clear();
   EXPECT_EQ(Write(t).substr(0, 15), "gpusim-trace 1\n");
+  // 1.3 with a broadcast or a distributed step's meta world_size.
+  TraceEvent b;
+  b.type = EventType::kCollective;
+  b.name = "broadcast_";
+  b.kind = OpKind::kBroadcast;
+  b.group = 2;
+  t.events.push_back(b);
+  const std::string with_broadcast = Write(t);
+  EXPECT_EQ(with_broadcast.substr(0, 17), "gpusim-trace 1.3\n");
+  back = Read(with_broadcast);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectEqualTrace(*back, t);
+  t.events.pop_back();
+  t.meta = {{"world_size", "2"}};
+  EXPECT_EQ(Write(t).substr(0, 17), "gpusim-trace 1.3\n");
 }
 
 TEST(TraceIo, ReadsFramesByIdInAnyOrder) {
@@ -328,7 +343,7 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       {h + "compute a =3\n", "t.trace:2: compute: unknown key ''"},
       {"gpusim-trace 1.9\ncompute a flop=3\n",
        "t.trace:2: compute: unknown key 'flop' (did you mean 'flops'?) (the file "
-       "is version 1.9; this reader knows 1.2)"},
+       "is version 1.9; this reader knows 1.3)"},
       {h + "compute a flops=1 flops=2\n", "t.trace:2: compute: duplicate key 'flops'"},
       {h + "compute a flops=-1\n",
        "t.trace:2: compute: expected a non-negative number of flops, got '-1'"},
@@ -377,6 +392,9 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       {"gpusim-trace 1.2\nmeta a\n",
        "t.trace:2: meta: expected a name ('-' for none, %XX escapes), got end of line"},
       {"gpusim-trace 1.2\nmeta a b c\n", "t.trace:2: meta: expected end of line, got 'c'"},
+      // Version 1.3: broadcast.
+      {"gpusim-trace 1.2\ncollective b kind=broadcast group=2\n",
+       "t.trace:2: collective: kind 'broadcast' needs format version 1.3 (the header says 1.2)"},
       // Version 1.1: frames.
       {h + "frame 0 f a.py 1\n",
        "t.trace:2: frame: line type 'frame' needs format version 1.1 (the header says 1.0)"},

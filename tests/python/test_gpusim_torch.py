@@ -520,6 +520,144 @@ class CliTest(unittest.TestCase):
             self.assertIn("unknown key(s) junk", r.stderr)
 
 
+DDP_STEP = """
+import torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def setup(device):
+    model = nn.Sequential(nn.Linear(256, 512, device=device), nn.ReLU(), nn.Linear(512, 256, device=device))
+    if NORM:
+        model.append(nn.BatchNorm1d(256, device=device))
+    ddp = DDP(model, bucket_cap_mb=CAP)
+    return dict(model=ddp, batch=torch.randn(32, 256, device=device),
+                optimizer=torch.optim.SGD(ddp.parameters(), lr=0.1), loss_fn=lambda m, b: m(b).sum())
+"""
+# The two Linear layers' parameters in f32: 256*512 + 512 + 512*256 + 256.
+DDP_PARAM_BYTES = (256 * 512 + 512 + 512 * 256 + 256) * 4
+
+
+def ddp_step_file(d, cap, norm):
+    step = os.path.join(d, "ddp_step.py")
+    open(step, "w").write(DDP_STEP.replace("CAP", repr(cap)).replace("NORM", repr(norm)))
+    return step
+
+
+def record_ddp(d, cap, norm, **kw):
+    """Records DDP_STEP in this process, as the CLI does; the trace's path."""
+    import runpy
+    out = os.path.join(d, "ddp.gpusim")
+    setup = runpy.run_path(ddp_step_file(d, cap, norm))["setup"]
+    gpusim_torch.record_step(setup, out, steps=3, mode="meta", **kw)
+    return out
+
+
+def trace_lines(path, word):
+    return [ln.split() for ln in open(path) if ln.startswith(word + " ")]
+
+
+def keyed(tokens):
+    return dict(t.split("=", 1) for t in tokens if "=" in t)
+
+
+class DistributedTest(unittest.TestCase):
+    """Note [Collectives under a fake process group]: a 2-layer model under
+    DDP, world size 2."""
+
+    @unittest.skipIf(V2, "PyTorch 1.13's refusal")
+    def test_world_size_is_refused_by_name_on_1_13(self):
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(RecordError) as e:
+                record_ddp(d, 25, False, world_size=2)
+            self.assertIn("--world-size: torch %s has no fake process group" % torch.__version__, str(e.exception))
+            self.assertIn("AutogradMeta", str(e.exception))
+
+    def test_rank_options_are_checked(self):
+        with tempfile.TemporaryDirectory() as d:
+            with self.assertRaises(RecordError) as e:
+                record_ddp(d, 25, False, rank=1)
+            self.assertIn("--rank 1: give --world-size N too", str(e.exception))
+            with self.assertRaises(RecordError) as e:
+                record_ddp(d, 25, False, world_size=2, rank=2)
+            self.assertIn("expected N >= 1 and 0 <= R < N", str(e.exception))
+
+    def check_ddp(self, out, buckets):
+        text = open(out).read()
+        self.assertTrue(text.startswith("gpusim-trace 1.3\n"))
+        self.assertIn("\nstream 1 collective\n", text)
+        colls = [c for c in trace_lines(out, "collective") if keyed(c)["kind"] == "all_reduce"]
+        self.assertEqual(len(colls), buckets, colls)
+        allocs = {t[1]: int(t[2]) for t in trace_lines(out, "alloc")}
+        total = 0
+        for c in colls:
+            k = keyed(c)
+            self.assertEqual((k["group"], k["stream"], k["dtype"], k["phase"]), ("2", "1", "f32", "backward"))
+            self.assertEqual(k["read"], k["write"])
+            # The bucket all-reduced is a caching-allocator block of its
+            # bytes (reducer.cpp initialize_buckets), live from before the step.
+            (bucket,) = k["uses"].split(",")
+            self.assertEqual(allocs[bucket], int(k["read"]))
+            self.assertIn("alloc %s %d role=gradient " % (bucket, allocs[bucket]), text)
+            total += int(k["read"])
+            self.assertIn("after", k)
+        # Parameters, and BatchNorm's weight and bias (256 each) when present.
+        self.assertIn(total, (DDP_PARAM_BYTES, DDP_PARAM_BYTES + 2 * 256 * 4))
+        # Every collective is waited for by a later compute event.
+        lines = [ln.split() for ln in text.splitlines()
+                 if ln.split() and ln.split()[0] in ("alloc", "free", "compute", "copy", "collective", "marker")]
+        coll_at = {i for i, t in enumerate(lines) if t[0] == "collective"}
+        waited = {int(a) for t in lines if t[0] == "compute" for a in keyed(t).get("after", "").split(",") if a}
+        self.assertEqual(waited & coll_at, coll_at)
+        return text
+
+    @unittest.skipUnless(V2, "PyTorch 2.x has the fake process group")
+    def test_record_block_under_the_callers_group(self):
+        import torch.distributed as dist
+        from torch.testing._internal.distributed.fake_pg import FakeStore
+        dist.init_process_group("fake", store=FakeStore(), rank=3, world_size=4)
+        try:
+            sub = dist.new_group([2, 3])
+            with tempfile.TemporaryDirectory() as d:
+                out = os.path.join(d, "t.gpusim")
+                x = torch.empty(1024, 256, device="meta")
+                with gpusim_torch.record(out, batch=x):
+                    dist.all_reduce(x)
+                    y = torch.empty(4 * 1024, 256, device="meta")
+                    dist.all_gather_into_tensor(y, x)
+                    dist.reduce_scatter_tensor(x, y[:2048], group=sub)
+                    dist.broadcast(x, src=2, group=sub)
+                text = open(out).read()
+        finally:
+            dist.destroy_process_group()
+        self.assertIn("\nmeta world_size 4\nmeta rank 3\nmeta comm.0 0%2C1%2C2%2C3\nmeta comm.1 2%2C3\n", text)
+        colls = [keyed(ln.split()) for ln in text.splitlines() if ln.startswith("collective ")]
+        self.assertEqual([(c["kind"], c["group"], c["read"], c["write"]) for c in colls],
+                         [("all_reduce", "4", "1048576", "1048576"), ("all_gather", "4", "1048576", "4194304"),
+                          ("reduce_scatter", "2", "2097152", "1048576"), ("broadcast", "2", "1048576", "1048576")])
+
+    @unittest.skipUnless(V2, "PyTorch 2.x has the fake process group")
+    def test_ddp_buckets_all_reduces_and_buffer_broadcasts(self):
+        with tempfile.TemporaryDirectory() as d:
+            # bucket_cap_mb 25 (the default): one bucket.
+            text = self.check_ddp(record_ddp(d, 25, False, world_size=2, rank=1), 1)
+            self.assertIn("\nmeta world_size 2\nmeta rank 1\nmeta comm.0 0%2C1\n", text)
+            self.assertIn("DDP's _verify_param_shape_across_processes skipped", text)
+            # Through the CLI, 0.25 MiB: two buckets; with BatchNorm, DDP's
+            # broadcast_buffers sends rank 0's running stats before the forward.
+            step = ddp_step_file(d, 0.25, True)
+            out = os.path.join(d, "cli.gpusim")
+            r = run_cli("record", step, "--out", out, "--mode", "meta", "--world-size", "2")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.check_ddp(out, 2)
+            kinds = [keyed(c)["kind"] for c in trace_lines(out, "collective")]
+            self.assertEqual(kinds[0], "broadcast")
+            if GPUSIM:
+                j = replay_json(out, "--device", "h100-sxm-80gb")
+                nccl = j["step"]["device_memory"]["nccl"]
+                self.assertEqual((nccl["world_size"], nccl["rank"]), (2, 0))
+                self.assertEqual(nccl["total_bytes"], 32 * 12 * 2 ** 20)
+                self.assertEqual(len(nccl["communicators"]), 1)
+
 SWEEP_STEP = """
 import torch
 from torch import nn

@@ -16,7 +16,7 @@ double RooflineKernelModel::MatmulSeconds(double flops, DType dtype, const Devic
 SimTime RooflineKernelModel::Duration(const TraceEvent& e, const DeviceSpec& d) const {
   if (IsCollective(e.kind)) {
     // S: the full buffer — the output of an all-gather, the input of a
-    // reduce-scatter or all-reduce.
+    // reduce-scatter, all-reduce or broadcast.
     const Bytes full = e.kind == OpKind::kAllGather ? e.bytes_written : e.bytes_read;
     return CollectiveTime(e.kind, static_cast<double>(full.value()), e.group, d, collectives_);
   }

@@ -83,6 +83,31 @@ void StepRise(const Trace& t, EagerDeviceMemory* report) {
   if (report->has_step) report->step_peak_live = Bytes(peak);
 }
 
+// The inserted events are allocs and frees, never timed, so the k-th timed
+// event of `out` is the k-th of `recorded`: `after=` indices move with them.
+absl::Status RemapAfter(const Trace& recorded, Trace* out) {
+  std::vector<int64_t> timed_at;  // k -> index in out
+  for (size_t i = 0; i < out->events.size(); ++i) {
+    if (IsTimed(out->events[i].type)) timed_at.push_back(static_cast<int64_t>(i));
+  }
+  std::vector<int64_t> new_index(recorded.events.size(), -1);
+  size_t k = 0;
+  for (size_t i = 0; i < recorded.events.size(); ++i) {
+    if (!IsTimed(recorded.events[i].type)) continue;
+    if (k >= timed_at.size()) return absl::InternalError("device memory: timed events lost");
+    new_index[i] = timed_at[k++];
+  }
+  for (TraceEvent& e : out->events) {
+    for (int64_t& a : e.after) {
+      if (a < 0 || static_cast<size_t>(a) >= new_index.size() || new_index[static_cast<size_t>(a)] < 0) {
+        return absl::InternalError("device memory: after= names an event that is not timed");
+      }
+      a = new_index[static_cast<size_t>(a)];
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, const DeviceSpec& device,
@@ -346,7 +371,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   };
   int64_t conv_directions = 0, conv_unsized = 0;
   std::set<std::vector<int64_t>> benchmarked;  // Conv_v7.cpp BenchmarkCache keys
-  int64_t convs = 0, embeddings = 0, index_sorts = 0, collectives = 0;
+  int64_t convs = 0, embeddings = 0, index_sorts = 0;
   std::set<std::string> index_why, embedding_why;
   for (size_t i = 0; i < recorded.events.size(); ++i) {
     const TraceEvent& e = recorded.events[i];
@@ -357,7 +382,6 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
         have.insert(p);
       }
     }
-    collectives += e.type == EventType::kCollective ? 1 : 0;
     if (e.type != EventType::kCompute || e.op.empty()) {
       out.events.push_back(e);
       continue;
@@ -569,15 +593,9 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
         "index_put(accumulate) sort temporaries (", index_sorts, " ops: ", absl::StrJoin(index_why, "; "),
         "; aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel)"));
   }
-  if (collectives > 0) {
-    // NCCL cudaMallocs its channel buffers (NCCL_BUFFSIZE per protocol, per
-    // channel and peer) outside the caching allocator; their size depends
-    // on the topology and NCCL version, which a recording does not carry.
-    report->not_modelled.push_back(absl::StrCat(
-        "NCCL buffers (", collectives,
-        " collectives; cudaMalloc'd by NCCL outside the caching allocator: they count for the OOM decision, not "
-        "max_memory_allocated; sized by NCCL_BUFFSIZE, channels and peers, which the trace does not record)"));
-  }
+  ASSIGN_OR_RETURN(report->nccl, NcclDeviceMemory(recorded, device));
+  if (report->nccl.distributed) report->assumptions.push_back(report->nccl.assumption);
+  RETURN_IF_ERROR(RemapAfter(recorded, &out));
   StepRise(out, report);
   return out;
 }

@@ -38,11 +38,13 @@
 // - cuDNN convolution workspaces under a named assumption (Note [cuDNN
 //   convolution workspaces], device_memory_conv.h): none by default, named
 //   in the report as an assumption.
+// - NCCL's connection buffers of a distributed step (Note [NCCL buffers],
+//   device_memory_nccl.h): outside the caching allocator, taken off the
+//   capacity like the context, the channel count named as an assumption.
 // Not modelled, and named in the report when the step has such ops: the
 // sort and scan temporaries of embedding_dense_backward (CUB radix sort,
 // unique_by_key, segment scans; EmbeddingBackwardKernel.cu), index_put with
-// mask or non-adjacent indices, NCCL buffers (the recorder does not record
-// collectives).
+// mask or non-adjacent indices.
 #ifndef GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_H_
 #define GPUSIM_SIM_LOWER_EAGER_DEVICE_MEMORY_H_
 
@@ -53,6 +55,7 @@
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
+#include "sim/lower/eager/device_memory_nccl.h"
 #include "sim/trace/trace.h"
 
 namespace gpusim {
@@ -71,6 +74,7 @@ struct EagerDeviceMemory {
   std::string torch_version;  // meta torch_version
   std::string device;
   Bytes context_reserve;      // outside the allocator: CUDA context + library handles
+  NcclMemory nccl;            // outside the allocator too: NCCL's buffers (distributed steps)
   std::vector<DeviceAddition> added;
   std::vector<std::string> not_modelled;  // each with the op count that would need it
   // Choices gpusim cannot know and made by name (the cuDNN workspace

@@ -3,16 +3,10 @@
 #include <gtest/gtest.h>
 
 #include "absl/strings/str_cat.h"
-#include "sim/config/loader.h"
+#include "sim/lower/eager/test_device.h"
 
 namespace gpusim {
 namespace {
-
-DeviceSpec Device(const std::string& name) {
-  absl::StatusOr<DeviceSpec> d = LoadDeviceSpec(name, "");
-  EXPECT_TRUE(d.ok()) << d.status();
-  return *d;
-}
 
 constexpr CubBuild kCub2{8, true};
 constexpr CubBuild kCub1{4, false};

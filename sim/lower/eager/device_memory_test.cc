@@ -4,16 +4,10 @@
 
 #include "absl/strings/str_cat.h"
 
-#include "sim/config/loader.h"
+#include "sim/lower/eager/test_device.h"
 
 namespace gpusim {
 namespace {
-
-DeviceSpec Device(const std::string& name) {
-  absl::StatusOr<DeviceSpec> d = LoadDeviceSpec(name, "");
-  EXPECT_TRUE(d.ok()) << d.status();
-  return *d;
-}
 
 TEST(EagerDeviceMemory, CublasWorkspaceByVersionDeviceAndConfig) {
   const DeviceSpec a100 = Device("a100-sxm-80gb");
@@ -222,20 +216,6 @@ TEST(EagerDeviceMemory, InsertsIndexPutSortTemporaries) {
   EXPECT_NE(report.not_modelled[0].find("re-record"), std::string::npos);
   t.events[1].dims = {8192, 1, 0};
   EXPECT_FALSE(AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report).ok());
-}
-
-TEST(EagerDeviceMemory, NcclBuffersAreNamedWithTheReason) {
-  Trace t;
-  t.meta = {{"framework", "pytorch"}, {"torch_version", "2.15.0"}};
-  TraceEvent c;
-  c.type = EventType::kCollective;
-  c.name = "all_reduce";
-  t.events = {c};
-  EagerDeviceMemory report;
-  ASSERT_TRUE(AddEagerDeviceMemory(t, Device("h100-sxm-80gb"), &report).ok());
-  ASSERT_EQ(report.not_modelled.size(), 1u);
-  EXPECT_NE(report.not_modelled[0].find("NCCL buffers (1 collectives; cudaMalloc'd by NCCL outside the caching"),
-            std::string::npos);
 }
 
 TEST(EagerDeviceMemory, LeavesOtherTracesAloneAndNamesBadFacts) {
