@@ -978,7 +978,9 @@ class GptBuilder {
         buckets_.push_back(bk);
       }
       if (g_.distributed_optimizer && layout.padding() > 0) {
-        b_.AddArgument(absl::StrCat("params.padding.chunk", c), {layout.padding()}, m_.weight_dtype, Role::kParameter,
+        // Not a parameter (the model's parameter count leaves it out): room in
+        // the param buffer.
+        b_.AddArgument(absl::StrCat("params.padding.chunk", c), {layout.padding()}, m_.weight_dtype, Role::kWorkspace,
                        false, "DDP param buffer padding (distributed optimizer)");
       }
     }

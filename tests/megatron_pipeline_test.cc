@@ -92,6 +92,14 @@ TEST(MegatronPipelineThroughALaunchLine, DistributedOptimizerPadsTheGradBuffer) 
   }
   EXPECT_EQ(grad_pad, 480 * 4);
   EXPECT_EQ(param_pad, 480 * 2);
+  // Through the step: the state is 6 B per parameter, 12 B per shard element
+  // (Note [Megatron bytes per parameter]) and the padding; the parameter
+  // count leaves the padding out.
+  auto r = SimulateMegatron(Spec(absl::StrCat(args, "--use-distributed-optimizer"), 7));
+  ASSERT_TRUE(r.ok()) << r.status();
+  const StepReport& s = r->ranks[0].report;
+  EXPECT_EQ(s.param_count, 209184);
+  EXPECT_EQ(s.argument.value() - 64 * 8, 6 * 209184 + 12 * ((209184 + 6) / 7) + 480 * (4 + 2));
   // Without the distributed optimizer Megatron pads nothing.
   auto plain = BuildGptTrainStep(Spec(args, 7));
   ASSERT_TRUE(plain.ok()) << plain.status();
