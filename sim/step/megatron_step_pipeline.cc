@@ -100,6 +100,14 @@ absl::StatusOr<MegatronPipelineTimes> SimulatePipeline(const std::vector<Megatro
   CollectiveOptions links;
   links.gpus_per_node = g.gpus_per_node;
   const double bytes = static_cast<double>(PipelineMessageBytes(spec));
+  if (p > 1 && device.nvlink_bandwidth <= 0 && device.pcie_bandwidth <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("device '", device.name, "': links.nvlink or links.pcie is needed to ",
+                                                   "time the sends between pipeline stages"));
+  }
+  if (p > 1 && device.collective_efficiency <= 0) {
+    return absl::InvalidArgumentError(absl::StrCat("device '", device.name, "': efficiency.collective must be > 0 to ",
+                                                   "time the sends between pipeline stages"));
+  }
   for (int64_t r = 0; r < p; ++r) {
     const bool inter = p > 1 && CrossesNodes(g, spec.parallelism.tensor, r, (r + 1) % p);
     out.send_inter_node.push_back(inter);

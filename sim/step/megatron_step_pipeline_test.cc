@@ -89,6 +89,15 @@ TEST(MegatronPipelineTest, OverlappedSendsFreeTheSender) {
   EXPECT_LT(overlapped->step, blocking->step);
 }
 
+TEST(MegatronPipelineTest, ADeviceWithoutLinksIsRefusedByName) {
+  const RunSpec s = Pipeline(2, 1);
+  DeviceSpec d;
+  d.name = "bare";
+  auto t = SimulatePipeline(Uniform(s, SimTime(1000), SimTime(2000)), s, d);
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("device 'bare': links.nvlink or links.pcie"), std::string::npos) << t.status();
+}
+
 TEST(MegatronPipelineTest, MessageBytesAndNodes) {
   RunSpec s = Pipeline(2, 1);
   s.parallelism.tensor = 4;
