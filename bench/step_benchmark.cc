@@ -14,6 +14,7 @@
 #include "sim/report/render.h"
 #include "sim/step/step.h"
 #include "sim/trace/trace_io.h"
+#include "sim/step/model_program.h"
 
 namespace gpusim {
 namespace {
@@ -85,7 +86,7 @@ BENCHMARK(BM_Stage1LoadRunSpec)->Unit(benchmark::kMillisecond);
 void BM_Stage2BuildProgram(benchmark::State& state) {
   auto spec = LoadRunSpec(kLlama7b, {});
   for (auto _ : state) {
-    auto p = BuildLlamaTrainStep(*spec);
+    auto p = BuildModelProgram(*spec);
     benchmark::DoNotOptimize(p);
   }
 }
@@ -93,7 +94,7 @@ BENCHMARK(BM_Stage2BuildProgram)->Unit(benchmark::kMillisecond);
 
 void BM_Stage3Lower(benchmark::State& state) {
   auto spec = LoadRunSpec(kLlama7b, {});
-  auto p = BuildLlamaTrainStep(*spec);
+  auto p = BuildModelProgram(*spec);
   LowerOptions o;
   o.reuse_operand_buffers = true;
   for (auto _ : state) {

@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/names.h"
+#include "sim/base/status.h"
 #include "sim/config/settings.h"
 #include "models/gpt.h"
 #include "models/jax_program.h"
@@ -43,6 +44,17 @@ absl::Status CheckGptParallelism(const RunSpec& s) {
                        "shards the tensor-parallel group's activations; Megatron-LM turns it off at tensor 1)"));
 }
 
+// The layered families' build functions: the pipeline always passes the
+// plan it decided on their layer_graph (sim/step/model_program.h).
+absl::StatusOr<Program> BuildLlama(const RunSpec& s, const RematPlan* plan) {
+  GPUSIM_CHECK(plan != nullptr);
+  return BuildLlamaTrainStep(s, *plan);
+}
+absl::StatusOr<Program> BuildGpt(const RunSpec& s, const RematPlan* plan) {
+  GPUSIM_CHECK(plan != nullptr);
+  return BuildGptTrainStep(s, *plan);
+}
+
 std::vector<ModelFamily>* MakeFamilies() {
   auto* f = new std::vector<ModelFamily>;
   // models/llama.h: MaxText layers/llama2.py (jax), FSDP Llama (pytorch).
@@ -58,9 +70,10 @@ std::vector<ModelFamily>* MakeFamilies() {
                 Join({llama, {"xla.dynamic_slice_fusion"}}),
                 llama,
                 {},
-                BuildLlamaTrainStep,
+                BuildLlama,
                 LlamaParamCount,
-                CheckLlamaParallelism});
+                CheckLlamaParallelism,
+                LlamaLayerGraph});
   // models/gpt.h: Megatron-LM GPT as Korthikanti et al. 2022 count it.
   const Settings gpt = Join({kTransformerCore,
                              {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "optimizer.clip_grad_norm", "remat.method", "remat.num_layers", "parallelism.tensor",
@@ -73,9 +86,10 @@ std::vector<ModelFamily>* MakeFamilies() {
                 {{"model.attention", "explicit"},
                  {"model.scan_layers", "false"},
                  {"loop.mode", "unrolled"}},
-                BuildGptTrainStep,
+                BuildGpt,
                 GptParamCount,
-                CheckGptParallelism});
+                CheckGptParallelism,
+                GptLayerGraph});
   // A Megatron-LM launch line (sim/config/megatron_args.h): the gpt layers
   // of one pipeline rank under Megatron's schedule, main_grad buffers and
   // optimizer (models/gpt.h, models/megatron_schedule.h). The launch line
@@ -87,15 +101,17 @@ std::vector<ModelFamily>* MakeFamilies() {
                 {},
                 gpt,
                 {{"model.scan_layers", "false"}, {"loop.mode", "unrolled"}},
-                BuildGptTrainStep,
-                nullptr});
+                BuildGpt,
+                nullptr,
+                nullptr,
+                GptLayerGraph});
   // models/jax_program.h: a program file's lax.scan under jax.grad.
   f->push_back({"program",
                 "a run config's program: section: one lax.scan under jax.grad with donation (models/jax_program.h)",
                 {"framework", "loop.mode", "loop.trip_count", "xla.dynamic_slice_fusion"},
                 {"framework", "loop.mode", "loop.trip_count"},
                 {},
-                BuildJaxProgram,
+                [](const RunSpec& s, const RematPlan*) { return BuildJaxProgram(s); },
                 nullptr});
   // sim/import/hlo/hlo_front_end.h: an HLO module jax.jit(...).lower() printed.
   f->push_back({"hlo",
@@ -104,7 +120,7 @@ std::vector<ModelFamily>* MakeFamilies() {
                 {"framework", "loop.trip_count"},
                 {},
                 {},
-                BuildHloProgram,
+                [](const RunSpec& s, const RematPlan*) { return BuildHloProgram(s); },
                 nullptr});
   return f;
 }

@@ -4,9 +4,9 @@
 // the capability check (sim/step/capabilities.h) refuses any other setting
 // given a value that differs from what the family does (`fixed`).
 //
-// To add a family: a builder under models/ (NAME.h/.cc), an entry in
-// family.cc, and the name in the `model.family` enum of
-// sim/config/spec_parse.cc.
+// To add a family: a builder under models/ (NAME.h/.cc) with its layer
+// graph function, an entry in family.cc, and the name in the
+// `model.family` enum of sim/config/spec_parse.cc.
 #ifndef GPUSIM_MODELS_FAMILY_H_
 #define GPUSIM_MODELS_FAMILY_H_
 
@@ -18,7 +18,9 @@
 #include "absl/status/statusor.h"
 #include "sim/base/registry.h"
 #include "sim/config/spec.h"
+#include "sim/ir/layer_graph.h"
 #include "sim/ir/program.h"
+#include "sim/ir/remat_plan.h"
 
 namespace gpusim {
 
@@ -33,13 +35,19 @@ struct ModelFamily {
   // straight-line). A run may give exactly this value; the pipeline writes
   // it into the spec so reports show what was simulated.
   std::map<std::string, std::string> fixed;
-  absl::StatusOr<Program> (*build)(const RunSpec& spec);
+  // Builds the step. `plan` is the remat plan the pipeline decided on
+  // layer_graph's layer (sim/step/model_program.h); null when the family
+  // has no layer graph. Builders read the plan, never a remat policy.
+  absl::StatusOr<Program> (*build)(const RunSpec& spec, const RematPlan* plan);
   // Parameters of the whole model (the header's count); null for programs.
   int64_t (*param_count)(const ModelSpec& m);
   // Checks the values of settings it models that it cannot run (a split
   // that does not divide); null when every value runs. The capability
   // check calls it, so `--vary` values are checked before any point runs.
   absl::Status (*check)(const RunSpec& spec) = nullptr;
+  // One decoder layer (sim/ir/layer_graph.h) for the remat decision
+  // (sim/remat/apply.h); null for families without layers (programs, HLO).
+  absl::StatusOr<LayerGraph> (*layer_graph)(const RunSpec& spec) = nullptr;
 
   const std::vector<std::string>& settings(const std::string& framework) const {
     return framework == "pytorch" ? pytorch_settings : jax_settings;

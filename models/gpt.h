@@ -13,11 +13,18 @@
 
 #include "absl/status/statusor.h"
 #include "sim/config/spec.h"
+#include "sim/ir/layer_graph.h"
 #include "sim/ir/program.h"
+#include "sim/ir/remat_plan.h"
 
 namespace gpusim {
 
-absl::StatusOr<Program> BuildGptTrainStep(const RunSpec& spec);
+// One decoder layer of this rank (the graph the remat policy is applied to,
+// sim/remat/apply.h; Megatron's full recompute by layer groups).
+absl::StatusOr<LayerGraph> GptLayerGraph(const RunSpec& spec);
+// The step (or a Megatron launch line's pipeline rank), its layers saved,
+// recomputed and offloaded as `plan` (ApplyRematPolicy on GptLayerGraph) says.
+absl::StatusOr<Program> BuildGptTrainStep(const RunSpec& spec, const RematPlan& plan);
 int64_t GptParamCount(const ModelSpec& m);
 
 // Bytes autograd keeps for the backward pass of decoder layer `layer` (the

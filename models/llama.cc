@@ -17,8 +17,8 @@
 namespace gpusim {
 namespace llama_internal {
 
-LlamaBuilder::LlamaBuilder(const RunSpec& s, const RematPolicy& policy)
-    : s_(s), m_(s.model), policy_(policy), b_(absl::StrCat(s.model.name, "-train-step")) {
+LlamaBuilder::LlamaBuilder(const RunSpec& s, const RematPlan& plan)
+    : s_(s), m_(s.model), plan_(plan), b_(absl::StrCat(s.model.name, "-train-step")) {
   B_ = s.batch.per_device;
   S_ = s.batch.seq_len;
   T_ = B_ * S_;
@@ -45,12 +45,12 @@ LlamaBuilder::LlamaBuilder(const RunSpec& s, const RematPolicy& policy)
   // A scanned layer stack with trip count 1 is inlined (XLA
   // WhileLoopSimplifier), which is the unrolled form.
   rolled_ = m_.scan_layers && s.loop.mode == "rolled" && L_ > 1;
+  graph_ = MakeLayerGraph();
 }
 
 absl::StatusOr<Program> LlamaBuilder::Build() {
   RETURN_IF_ERROR(CheckLlamaParallelism(s_));
   DeclareState();
-  RETURN_IF_ERROR(DecideSavedSet());
   PlanZeroStacks();
   b_.set_phase(Phase::kForward);
   TensorId x = Embedding();
@@ -168,13 +168,26 @@ int64_t LlamaParamCount(const ModelSpec& m) {
   return m.n_layers * LlamaLayerParamCount(m) + emb + (m.tied_embeddings ? 0 : emb) + m.d_model;
 }
 
-absl::StatusOr<Program> BuildLlamaTrainStep(const RunSpec& spec) {
-  if (spec.model.family != "llama") {
-    return absl::InvalidArgumentError(
-        absl::StrCat("model.family: '", spec.model.family, "' has no builder yet (expected llama)"));
-  }
-  ASSIGN_OR_RETURN(std::unique_ptr<RematPolicy> policy, MakeRematPolicy(spec.remat));
-  LlamaBuilder b(spec, *policy);
+namespace {
+
+absl::Status CheckLlamaFamily(const RunSpec& spec) {
+  if (spec.model.family == "llama") return absl::OkStatus();
+  return absl::InvalidArgumentError(
+      absl::StrCat("model.family: '", spec.model.family, "' has no builder yet (expected llama)"));
+}
+
+}  // namespace
+
+absl::StatusOr<LayerGraph> LlamaLayerGraph(const RunSpec& spec) {
+  RETURN_IF_ERROR(CheckLlamaFamily(spec));
+  RETURN_IF_ERROR(CheckLlamaParallelism(spec));
+  const RematPlan unused;
+  return LlamaBuilder(spec, unused).graph();
+}
+
+absl::StatusOr<Program> BuildLlamaTrainStep(const RunSpec& spec, const RematPlan& plan) {
+  RETURN_IF_ERROR(CheckLlamaFamily(spec));
+  LlamaBuilder b(spec, plan);
   return b.Build();
 }
 

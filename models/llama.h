@@ -15,7 +15,9 @@
 
 #include "absl/status/statusor.h"
 #include "sim/config/spec.h"
+#include "sim/ir/layer_graph.h"
 #include "sim/ir/program.h"
+#include "sim/ir/remat_plan.h"
 
 namespace gpusim {
 
@@ -37,7 +39,12 @@ absl::Status CheckLlamaParallelism(const RunSpec& spec);
 // steady iteration standing for the others (models/rolled_loop.h, Note
 // [Rolled loop built once] in sim/lower/lower.h), so its cost does not grow
 // with the depth.
-absl::StatusOr<Program> BuildLlamaTrainStep(const RunSpec& spec);
+// One decoder layer of this rank (the graph the remat policy is applied to,
+// sim/remat/apply.h); refuses a tensor split CheckLlamaParallelism refuses.
+absl::StatusOr<LayerGraph> LlamaLayerGraph(const RunSpec& spec);
+// The step, its layers saved, recomputed and offloaded as `plan` (made by
+// ApplyRematPolicy on LlamaLayerGraph(spec)) says.
+absl::StatusOr<Program> BuildLlamaTrainStep(const RunSpec& spec, const RematPlan& plan);
 
 
 }  // namespace gpusim

@@ -3,7 +3,7 @@
 //   llama.cc        the step's structure (Build) and the public entry points
 //   llama_layer.cc  the decoder layer table, its forward/backward emission,
 //                   tensor and sequence parallelism
-//   llama_scan.cc   the saved set, residual and gradient stacks, host
+//   llama_scan.cc   residual and gradient stacks of the plan's saved set, host
 //                   offload, param_scan_axis transposes (scan structure)
 //   llama_state.cc  parameters and their sharding, weight gathers and
 //                   gradient reduction, embedding, head and loss, optimizer
@@ -24,8 +24,9 @@
 #include "absl/status/statusor.h"
 #include "sim/config/spec.h"
 #include "sim/ir/builder.h"
+#include "sim/ir/layer_graph.h"
 #include "sim/ir/program.h"
-#include "sim/remat/remat_policy.h"
+#include "sim/ir/remat_plan.h"
 
 namespace gpusim {
 namespace llama_internal {
@@ -46,36 +47,24 @@ struct Param {
   TensorId residual_stack = kNoTensor;  // rolled: the saved per-layer slices, stacked [L, ...]
 };
 
-// A forward value of one decoder layer, declared once and emitted for the
-// forward pass and (when not saved) again as recompute in the backward pass.
-struct FwdNode {
-  std::string out;
-  std::vector<int64_t> shape;
-  DType dtype;
-  OpKind kind;
-  std::vector<std::string> ins;  // "x" (layer input), "W:name" (gathered weight), other outs
-  double flops;
-  std::string tag;               // checkpoint_name, MaxText's
-  bool is_dot = false;
-  bool dot_batch_dims = false;
-  int64_t m = 0, n = 0, k = 0, batch = 1;
-};
-
 // One device's training step for a RunSpec of the llama family. Build()
 // checks CheckLlamaParallelism first; a builder is used once.
 class LlamaBuilder {
  public:
-  LlamaBuilder(const RunSpec& s, const RematPolicy& policy);
+  LlamaBuilder(const RunSpec& s, const RematPlan& plan);
 
   absl::StatusOr<Program> Build();
+
+  // One decoder layer at this rank's widths (the graph the step pipeline
+  // applies the remat policy to, sim/remat/apply.h).
+  const LayerGraph& graph() const { return graph_; }
 
  private:
 
   // --- scan structure (../shared/reference/xla_semantics.md §3-§5) -------------
 
-  absl::Status DecideSavedSet();
-
-  const std::set<std::string>& saved_names() const { return saved_names_; }
+  // The plan's per-layer saved set (values of graph_, the layer input).
+  const std::set<std::string>& saved_names() const { return plan_.saved; }
 
   void PrepareScanSources();
 
@@ -169,13 +158,13 @@ class LlamaBuilder {
   // The part of the causal S x S score matrix the attention kernels compute.
   double CausalFraction() const { return m_.attention == "flash" ? 0.5 : 1.0; }
 
-  std::vector<FwdNode> LayerNodes() const;
+  // The decoder layer's table (sim/ir/layer_graph.h), for this rank's
+  // widths; built once, in the constructor.
+  LayerGraph MakeLayerGraph() const;
 
   std::map<std::string, TensorId> EmitLayerForward(int l, TensorId x,
                                                    const std::map<std::string, TensorId>& known,
                                                    bool recompute, const std::set<std::string>& only);
-
-  static const std::vector<std::string>& Residuals(bool flash);
 
   TensorId EmitLayerBackward(int l, TensorId x, const std::map<std::string, TensorId>& fwd,
                              const std::map<std::string, TensorId>& weights, TensorId dy);
@@ -219,7 +208,7 @@ class LlamaBuilder {
 
   const RunSpec& s_;
   const ModelSpec& m_;
-  const RematPolicy& policy_;
+  const RematPlan& plan_;                       // the remat decision for graph_
   ProgramBuilder b_;
   int64_t B_, S_, T_, D_, H_, K_, Dh_, M_, V_, L_, N_;
   // Tensor parallelism (Note [Llama tensor parallelism]): the group size, the
@@ -230,9 +219,7 @@ class LlamaBuilder {
   bool embed_sharded_ = false;  // jax, t_ > 1, no SP: the residual stream is sharded on embed
   DType cdt_, wdt_, gdt_;
   bool rolled_ = true;
-  std::set<std::string> saved_names_;           // per-layer saved set (names of FwdNodes, "x")
-  std::set<std::string> recompute_names_;       // recomputed in the backward pass
-  std::set<std::string> offload_names_;         // offloaded to pinned host (Note [Host offload])
+  LayerGraph graph_;                            // one decoder layer (MakeLayerGraph)
   std::map<std::string, TensorId> host_stacks_; // rolled: [L, ...] host-memory residual stacks
   std::map<std::pair<int, std::string>, TensorId> host_values_;  // unrolled: per layer
   std::vector<OpId> pending_wait_;              // copies the next iteration waits for

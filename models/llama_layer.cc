@@ -105,18 +105,23 @@ std::map<std::string, TensorId> LlamaBuilder::GatherLayer(int l, const char* why
   return w;
 }
 
-std::vector<FwdNode> LlamaBuilder::LayerNodes() const {
+LayerGraph LlamaBuilder::MakeLayerGraph() const {
   // Per-rank widths under tensor parallelism (Note [Llama tensor
   // parallelism]); at t = 1 the whole layer.
   const int64_t q = Ht_ * Dh_, kv = Kt_ * Dh_;
   const double T = static_cast<double>(T_), M = static_cast<double>(Mt_);
   const double R = static_cast<double>(RsElements());  // one residual-stream value
   const std::vector<int64_t> rs = Rs();
-  std::vector<FwdNode> n;
+  LayerGraph g;
+  g.n_layers = L_;
+  std::vector<LayerValue>& n = g.values;
+  // A weight matmul; its backward (dW) reads its input `needs` (the norm
+  // output, before any gather: the backward gathers it again).
   auto dot = [&](std::string out, std::vector<int64_t> shape, std::string in, std::string w, int64_t kdim,
-                 int64_t ndim, std::string tag) {
-    FwdNode f{std::move(out), std::move(shape), cdt_, OpKind::kMatmul, {std::move(in), std::move(w)},
-              2.0 * T * static_cast<double>(kdim) * static_cast<double>(ndim), std::move(tag), true, false};
+                 int64_t ndim, std::string tag, std::string needs) {
+    LayerValue f{std::move(out), std::move(shape), cdt_, OpKind::kMatmul, {std::move(in), std::move(w)},
+                 2.0 * T * static_cast<double>(kdim) * static_cast<double>(ndim), std::move(tag), true, false,
+                 {std::move(needs)}};
     f.m = T_; f.n = ndim; f.k = kdim;
     n.push_back(std::move(f));
   };
@@ -133,6 +138,7 @@ std::vector<FwdNode> LlamaBuilder::LayerNodes() const {
       ins.push_back(out + "_rms");
     }
     n.push_back({out, rs, cdt_, OpKind::kElementwise, ins, 4 * R, ""});
+    n.back().needs = {in};
   };
   // A column-parallel GEMM's input: the norm output, gathered when the
   // stream is sharded (transient; the backward gathers it again).
@@ -146,8 +152,8 @@ std::vector<FwdNode> LlamaBuilder::LayerNodes() const {
   // (checkpoint_name and the dot are on the logical value).
   auto row_dot = [&](const std::string& out, const std::string& in, const std::string& w, int64_t kdim,
                      const std::string& tag) {
-    if (t_ == 1) return dot(out, rs, in, w, kdim, D_, tag);
-    dot(out + "_partial", {B_, S_, D_}, in, w, kdim, D_, "");
+    if (t_ == 1) return dot(out, rs, in, w, kdim, D_, tag, in);
+    dot(out + "_partial", {B_, S_, D_}, in, w, kdim, D_, "", in);
     n.back().is_dot = false;
     collective(out, ResidualSharded() ? OpKind::kReduceScatter : OpKind::kAllReduce, rs, out + "_partial");
     n.back().tag = tag;
@@ -155,9 +161,9 @@ std::vector<FwdNode> LlamaBuilder::LayerNodes() const {
   };
   norm("h1", "x", "W:attn_norm");
   const std::string h1 = column_input("h1");
-  dot("q_lin", {B_, S_, Ht_, Dh_}, h1, "W:wq", D_, q, "");
-  dot("k_lin", {B_, S_, Kt_, Dh_}, h1, "W:wk", D_, kv, "");
-  dot("value_proj", {B_, S_, Kt_, Dh_}, h1, "W:wv", D_, kv, "value_proj");
+  dot("q_lin", {B_, S_, Ht_, Dh_}, h1, "W:wq", D_, q, "", "h1");
+  dot("k_lin", {B_, S_, Kt_, Dh_}, h1, "W:wk", D_, kv, "", "h1");
+  dot("value_proj", {B_, S_, Kt_, Dh_}, h1, "W:wv", D_, kv, "value_proj", "h1");
   // RoPE (embeddings.py); MaxText tags query_proj/key_proj after it.
   n.push_back({"query_proj", {B_, S_, Ht_, Dh_}, cdt_, OpKind::kElementwise, {"q_lin"}, 6 * T * q, "query_proj"});
   n.push_back({"key_proj", {B_, S_, Kt_, Dh_}, cdt_, OpKind::kElementwise, {"k_lin"}, 6 * T * kv, "key_proj"});
@@ -168,19 +174,22 @@ std::vector<FwdNode> LlamaBuilder::LayerNodes() const {
   const double attn_flops = 2.0 * 2.0 * static_cast<double>(B_ * Ht_ * Dh_) * static_cast<double>(S_) *
                             static_cast<double>(S_) * CausalFraction();
   if (m_.attention == "flash") {
+    // The flash backward reads q, k, v, its output and the softmax
+    // statistics (LayerBackwardOps).
     n.push_back({"attn_out", {B_, S_, Ht_, Dh_}, cdt_, OpKind::kAttention, {"query_proj", "key_proj", "value_proj"},
                  attn_flops, "context"});
+    n.back().needs = {"query_proj", "key_proj", "value_proj", "attn_out", "attn_lse"};
     n.push_back({"attn_lse", {B_, Ht_, S_}, DType::kF32, OpKind::kAttention, {"query_proj", "key_proj"}, 0,
                  "context"});
   } else {
-    FwdNode sc{"scores", {B_, Ht_, S_, S_}, cdt_, OpKind::kMatmul, {"query_proj", "key_proj"}, attn_flops / 2, "",
-               true, true};
+    LayerValue sc{"scores", {B_, Ht_, S_, S_}, cdt_, OpKind::kMatmul, {"query_proj", "key_proj"}, attn_flops / 2, "",
+                  true, true, {"query_proj", "key_proj"}};
     sc.m = S_; sc.n = S_; sc.k = Dh_; sc.batch = B_ * Ht_;
     n.push_back(sc);
     n.push_back({"probs", {B_, Ht_, S_, S_}, cdt_, OpKind::kElementwise, {"scores"},
-                 5.0 * static_cast<double>(B_ * Ht_ * S_ * S_), ""});
-    FwdNode av{"attn_out", {B_, S_, Ht_, Dh_}, cdt_, OpKind::kMatmul, {"probs", "value_proj"}, attn_flops / 2,
-               "context", true, true};
+                 5.0 * static_cast<double>(B_ * Ht_ * S_ * S_), "", false, false, {"probs"}});
+    LayerValue av{"attn_out", {B_, S_, Ht_, Dh_}, cdt_, OpKind::kMatmul, {"probs", "value_proj"}, attn_flops / 2,
+                  "context", true, true, {"probs", "value_proj"}};
     av.m = S_; av.n = Dh_; av.k = S_; av.batch = B_ * Ht_;
     n.push_back(av);
   }
@@ -188,12 +197,13 @@ std::vector<FwdNode> LlamaBuilder::LayerNodes() const {
   n.push_back({"x1", rs, cdt_, OpKind::kElementwise, {"x", "out_proj"}, R, ""});
   norm("h2", "x1", "W:mlp_norm");
   const std::string h2 = column_input("h2");
-  dot("mlpwi_0", {B_, S_, Mt_}, h2, "W:wi_0", D_, Mt_, "mlpwi_0");
-  dot("mlpwi_1", {B_, S_, Mt_}, h2, "W:wi_1", D_, Mt_, "mlpwi_1");
-  n.push_back({"act", {B_, S_, Mt_}, cdt_, OpKind::kElementwise, {"mlpwi_0", "mlpwi_1"}, 5 * T * M, ""});
+  dot("mlpwi_0", {B_, S_, Mt_}, h2, "W:wi_0", D_, Mt_, "mlpwi_0", "h2");
+  dot("mlpwi_1", {B_, S_, Mt_}, h2, "W:wi_1", D_, Mt_, "mlpwi_1", "h2");
+  n.push_back({"act", {B_, S_, Mt_}, cdt_, OpKind::kElementwise, {"mlpwi_0", "mlpwi_1"}, 5 * T * M, "", false, false,
+               {"mlpwi_0", "mlpwi_1"}});
   row_dot("mlpwo", "act", "W:wo_mlp", Mt_, "mlpwo");
   n.push_back({"y", rs, cdt_, OpKind::kElementwise, {"x1", "mlpwo"}, R, "decoder_layer_input"});
-  return n;
+  return g;
 }
 
 // Emits the forward nodes in `only` (all when empty). Weights are gathered
@@ -207,48 +217,36 @@ std::map<std::string, TensorId> LlamaBuilder::EmitLayerForward(int l, TensorId x
   v["x"] = x;
   b_.set_recompute(recompute);
   const std::string pre = absl::StrCat("layer", l, recompute ? ".remat." : ".");
-  for (const FwdNode& f : LayerNodes()) {
-    if (!only.empty() && !only.count(f.out)) continue;
+  for (const LayerValue& f : graph_.values) {
+    if (!only.empty() && !only.count(f.name)) continue;
     std::vector<TensorId> ins;
-    for (const std::string& in : f.ins) ins.push_back(v.at(in));
+    for (const std::string& in : f.inputs) ins.push_back(v.at(in));
     const Role role = Role::kActivation;
-    TensorId out = b_.AddTensor(pre + f.out, f.shape, f.dtype, role,
-                                absl::StrCat(recompute ? "recomputed " : "", "layer ", l, " ", f.out));
-    Op& op = b_.AddOp(pre + f.out, f.kind, ins, {out}, f.flops);
+    TensorId out = b_.AddTensor(pre + f.name, f.shape, f.dtype, role,
+                                absl::StrCat(recompute ? "recomputed " : "", "layer ", l, " ", f.name));
+    Op& op = b_.AddOp(pre + f.name, f.kind, ins, {out}, f.flops);
     op.dtype = cdt_;
     op.m = f.m; op.n = f.n; op.k = f.k; op.batch = f.batch;
     if (IsCollective(f.kind)) op.group = t_;
     if (!recompute) WaitForPending(op);
-    v[f.out] = out;
+    v[f.name] = out;
   }
   b_.set_recompute(false);
   return v;
-}
-
-// Which forward values the backward pass of a layer reads.
-const std::vector<std::string>& LlamaBuilder::Residuals(bool flash) {
-  static const std::vector<std::string> kFlash = {"h1", "query_proj", "key_proj", "value_proj", "attn_out",
-                                                  "attn_lse", "x1", "h2", "mlpwi_0", "mlpwi_1", "act"};
-  static const std::vector<std::string> kExplicit = {"h1", "query_proj", "key_proj", "value_proj", "probs",
-                                                     "attn_out", "x1", "h2", "mlpwi_0", "mlpwi_1", "act"};
-  return flash ? kFlash : kExplicit;
 }
 
 // Backward of one layer: `fwd` holds the saved values (by name); the rest
 // are recomputed from them (remat), then the gradient ops run.
 TensorId LlamaBuilder::EmitLayerBackward(int l, TensorId x, const std::map<std::string, TensorId>& fwd,
                                          const std::map<std::string, TensorId>& weights, TensorId dy) {
-  const std::vector<FwdNode> nodes = LayerNodes();
-  std::map<std::string, const FwdNode*> by_name;
-  for (const FwdNode& f : nodes) by_name[f.out] = &f;
-  for (const std::string& r : saved_names_) {
+  for (const std::string& r : plan_.saved) {
     if (r != "x" && !rolled_) b_.tensor(fwd.at(r)).role = Role::kResidual;
   }
-  const std::set<std::string>& need = recompute_names_;
+  const std::set<std::string>& need = plan_.recompute;
   std::map<std::string, TensorId> v;
-  for (const std::string& r : saved_names_) v[r] = fwd.at(r);
+  for (const std::string& r : plan_.saved) v[r] = fwd.at(r);
   if (rolled_) MaterialiseResidualSlices(l, v);
-  for (const std::string& r : offload_names_) v[r] = fwd.at(r);
+  for (const std::string& r : plan_.offload) v[r] = fwd.at(r);
   for (const auto& [k, t] : weights) v[k] = t;  // the backward's own gather
   if (!need.empty()) {
     auto re = EmitLayerForward(l, x, v, /*recompute=*/true, need);

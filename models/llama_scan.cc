@@ -1,6 +1,6 @@
-// The llama step's scan structure: the saved set under the remat policy,
-// residual and gradient stacks of a rolled layer scan, host offload, and the
-// param_scan_axis transposes. See llama_builder.h.
+// The llama step's scan structure: residual and gradient stacks of the remat
+// plan's saved set, host offload, and the param_scan_axis transposes. See
+// llama_builder.h.
 #include <algorithm>
 #include <map>
 #include <optional>
@@ -56,41 +56,9 @@ namespace llama_internal {
 // does not read them). On the device, offloaded values are transients:
 // produced, copied out, freed; reloaded, read, freed.
 
-// The saved set of a layer under the remat policy; the layer input (the
-// scan carry) is always saved. Offloaded values are residuals too, kept in
-// pinned host memory (Note [Host offload]).
-// As JAX's remat partial evaluation does (ad_checkpoint.py
-// remat_partial_eval): walk back from the values the backward rules read;
-// a value the policy saves is a residual, any other is recomputed and its
-// own inputs become needed in turn. So a saveable value is saved only if
-// the backward pass or a recomputation reads it.
-absl::Status LlamaBuilder::DecideSavedSet() {
-  const std::vector<FwdNode> nodes = LayerNodes();
-  saved_names_ = {"x"};
-  recompute_names_.clear();
-  offload_names_.clear();
-  std::vector<std::string> work = Residuals(m_.attention == "flash");
-  while (!work.empty()) {
-    const std::string n = work.back();
-    work.pop_back();
-    if (n == "x" || n.rfind("W:", 0) == 0 || saved_names_.count(n) || recompute_names_.count(n)) continue;
-    const FwdNode* f = nullptr;
-    for (const FwdNode& node : nodes) {
-      if (node.out == n) f = &node;
-    }
-    const SaveDecision d =
-        policy_.no_remat() ? SaveDecision::kSave : policy_.Decide({f->tag, f->is_dot, f->dot_batch_dims});
-    if (d == SaveDecision::kOffload) {
-      offload_names_.insert(n);
-    } else if (d == SaveDecision::kSave) {
-      saved_names_.insert(n);
-    } else {
-      recompute_names_.insert(n);
-      for (const std::string& in : f->ins) work.push_back(in);
-    }
-  }
-  return absl::OkStatus();
-}
+// The saved set of a layer is the plan's (sim/remat/apply.h Note [Saved
+// set]): the layer input (the scan carry) is always saved; offloaded values
+// are residuals too, kept in pinned host memory (Note [Host offload]).
 
 // Flax nn.scan (flax/core/axes_scan.py transpose_to_front): stacked params
 // whose layer axis is not 0 are transposed to put it first before the
@@ -118,7 +86,7 @@ void LlamaBuilder::PlanZeroStacks() {
   for (const Param& p : params_) {
     if (p.per_layer && ParamResidualDType(p).has_value()) count(Stacked0(Shard(p)), *ParamResidualDType(p));
   }
-  for (const std::string& r : saved_names_) {
+  for (const std::string& r : plan_.saved) {
     auto [shape, dt] = ResidualShape(r);
     count(Stacked0(shape), dt);
   }
@@ -173,14 +141,12 @@ TensorId LlamaBuilder::ZeroStack(const std::string& name, std::vector<int64_t> s
 // residual stacks]); nullopt when the slice is forwarded.
 std::optional<DType> LlamaBuilder::ParamResidualDType(const Param& p) const {
   const bool is_norm = p.full.size() == 1;
-  if (!policy_.no_remat() || is_norm) return std::nullopt;
+  if (!plan_.no_remat || is_norm) return std::nullopt;
   return cdt_;
 }
 
 std::pair<std::vector<int64_t>, DType> LlamaBuilder::ResidualShape(const std::string& r) const {
-  for (const FwdNode& f : LayerNodes()) {
-    if (f.out == r) return {f.shape, f.dtype};
-  }
+  if (const LayerValue* f = graph_.Find(r)) return {f->shape, f->dtype};
   return {Rs(), cdt_};  // "x", the carry
 }
 
@@ -213,7 +179,7 @@ void LlamaBuilder::AllocResidualStacks() {
         absl::StrFormat("residual stack of layer parameters (%s, %s): %s", std::string(DTypeName(*dt)),
                         "the bf16 cast each dot saves", p.name));
   }
-  for (const std::string& r : saved_names_) {
+  for (const std::string& r : plan_.saved) {
     auto [shape, dt] = ResidualShape(r);
     TensorId st = ZeroStack(
         "residual_stack." + r, Stacked0(shape), dt, Role::kResidual,
@@ -233,7 +199,7 @@ void LlamaBuilder::StoreResiduals(int l, const std::map<std::string, TensorId>& 
     op.bytes_read = per_layer_src;
     op.bytes_written = per_layer_dst;
   }
-  for (const std::string& r : saved_names_) {
+  for (const std::string& r : plan_.saved) {
     TensorId v = vals.at(r);
     Op& op = b_.AddOp(absl::StrCat("layer", l, ".stack_", r), OpKind::kDynamicUpdateSlice, {stacks_.at(r), v}, {}, 0);
     op.bytes_read = b_.tensor(v).bytes();
@@ -248,7 +214,7 @@ void LlamaBuilder::WaitForPending(Op& op) {
 }
 
 void LlamaBuilder::OffloadResiduals(int l, const std::map<std::string, TensorId>& vals) {
-  for (const std::string& r : offload_names_) {
+  for (const std::string& r : plan_.offload) {
     auto [shape, dt] = ResidualShape(r);
     const Bytes bytes(Elements(shape) * DTypeSize(dt));
     const std::string name = absl::StrCat("layer", l, ".offload_", r);
@@ -284,10 +250,10 @@ void LlamaBuilder::OffloadResiduals(int l, const std::map<std::string, TensorId>
 // iteration (they may not start before the iteration does).
 std::map<std::string, TensorId> LlamaBuilder::ReloadResiduals(int l) {
   std::map<std::string, TensorId> out;
-  if (offload_names_.empty()) return out;
+  if (plan_.offload.empty()) return out;
   OpId start = b_.next_op() - 1;
   while (start >= 0 && !IsComputeKind(b_.op(start).kind)) --start;
-  for (const std::string& r : offload_names_) {
+  for (const std::string& r : plan_.offload) {
     auto [shape, dt] = ResidualShape(r);
     const Bytes bytes(Elements(shape) * DTypeSize(dt));
     TensorId src = rolled_ ? host_stacks_.at(r) : host_values_.at({l, r});
@@ -307,7 +273,7 @@ std::map<std::string, TensorId> LlamaBuilder::ReloadResiduals(int l) {
 // the body reads the stacks directly, one layer's slice per read.
 std::map<std::string, TensorId> LlamaBuilder::LoadResiduals(int) {
   std::map<std::string, TensorId> v;
-  for (const std::string& r : saved_names_) {
+  for (const std::string& r : plan_.saved) {
     const Tensor& st = b_.tensor(stacks_.at(r));
     b_.set_read_bytes(st.id, Bytes(st.bytes().value() / L_));
     v[r] = st.id;
@@ -361,7 +327,7 @@ void LlamaBuilder::MaterialiseResidualSlices(int l, std::map<std::string, Tensor
   static const std::set<std::string> kGemmRead = {"act", "h2", "attn_out", "h1", "probs"};
   static const std::set<std::string> kAttentionRead = {"query_proj", "key_proj", "value_proj", "attn_out",
                                                        "attn_lse"};
-  for (const std::string& r : saved_names_) {
+  for (const std::string& r : plan_.saved) {
     const bool attention = kAttentionRead.count(r) > 0;
     if (!kGemmRead.count(r) && !attention) continue;
     const SliceReader reader =

@@ -8,6 +8,7 @@
 #include "sim/config/loader.h"
 #include "sim/ir/compute_graph.h"
 #include "sim/lower/lower.h"
+#include "sim/step/model_program.h"
 
 namespace gpusim {
 namespace {
@@ -39,7 +40,7 @@ TEST(LlamaTest, ParamCountsOfOtherSizes) {
 TEST(LlamaTest, TrainStateBytesPerDeviceUnderFsdp2) {
   auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {});
   ASSERT_TRUE(spec.ok()) << spec.status();
-  auto program = BuildLlamaTrainStep(*spec);
+  auto program = BuildModelProgram(*spec);
   ASSERT_TRUE(program.ok()) << program.status();
   Bytes params, moments, batch, scalars;
   for (const Tensor& t : program->tensors) {
@@ -65,8 +66,8 @@ TEST(LlamaTest, FullRematRecomputesAndNoneDoesNot) {
   auto full = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"model.n_layers=2", "remat.policy=full"});
   auto none = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"model.n_layers=2", "remat.policy=none"});
   ASSERT_TRUE(full.ok() && none.ok());
-  auto pf = BuildLlamaTrainStep(*full);
-  auto pn = BuildLlamaTrainStep(*none);
+  auto pf = BuildModelProgram(*full);
+  auto pn = BuildModelProgram(*none);
   ASSERT_TRUE(pf.ok() && pn.ok());
   auto count = [](const Program& p) {
     int n = 0;
@@ -97,7 +98,7 @@ Bytes ParamStackBytes(const std::string& policy, const std::string& axis = "0") 
   auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml",
                           {"model.n_layers=2", "remat.policy=" + policy, "model.param_scan_axis=" + axis});
   EXPECT_TRUE(spec.ok()) << spec.status();
-  auto p = BuildLlamaTrainStep(*spec);
+  auto p = BuildModelProgram(*spec);
   EXPECT_TRUE(p.ok()) << p.status();
   Bytes n(0);
   for (const Tensor& t : p->tensors) {
@@ -127,7 +128,7 @@ TEST(LlamaTest, ParamResidualStacksOnlyWithoutRemat) {
 TEST(LlamaTest, TransposedCopyLivesThroughTheBackwardLoop) {
   auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"model.n_layers=2", "model.param_scan_axis=1"});
   ASSERT_TRUE(spec.ok()) << spec.status();
-  auto p = BuildLlamaTrainStep(*spec);
+  auto p = BuildModelProgram(*spec);
   ASSERT_TRUE(p.ok()) << p.status();
   auto graph = ComputeGraph::Build(*p);
   ASSERT_TRUE(graph.ok());
@@ -151,7 +152,7 @@ TEST(LlamaTest, SameShapeStackInitsAreFusedBeforeTheFirstLoop) {
   auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml",
                           {"model.n_layers=2", "remat.policy=none", "model.weight_dtype=bf16"});
   ASSERT_TRUE(spec.ok()) << spec.status();
-  auto p = BuildLlamaTrainStep(*spec);
+  auto p = BuildModelProgram(*spec);
   ASSERT_TRUE(p.ok()) << p.status();
   auto graph = ComputeGraph::Build(*p);
   ASSERT_TRUE(graph.ok());
@@ -183,7 +184,7 @@ TEST(LlamaTest, SameShapeStackInitsAreFusedBeforeTheFirstLoop) {
 std::set<std::string> SavedSet(const std::string& policy) {
   auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml", {"model.n_layers=2", "remat.policy=" + policy});
   EXPECT_TRUE(spec.ok()) << spec.status();
-  auto p = BuildLlamaTrainStep(*spec);
+  auto p = BuildModelProgram(*spec);
   EXPECT_TRUE(p.ok()) << p.status();
   std::set<std::string> saved;
   const std::string prefix = "residual_stack.";

@@ -11,6 +11,7 @@
 #include "models/llama.h"
 #include "sim/config/loader.h"
 #include "sim/step/step.h"
+#include "sim/step/model_program.h"
 
 namespace gpusim {
 namespace {
@@ -23,7 +24,7 @@ RunSpec Spec(std::vector<std::string> sets) {
 }
 
 Program Build(const std::vector<std::string>& sets) {
-  auto p = BuildLlamaTrainStep(Spec(sets));
+  auto p = BuildModelProgram(Spec(sets));
   EXPECT_TRUE(p.ok()) << p.status();
   return p.ok() ? *p : Program{};
 }
@@ -168,14 +169,14 @@ TEST(LlamaTensorParallelTest, TensorAndSequenceParallelismChangeTheStep) {
 }
 
 TEST(LlamaTensorParallelTest, RefusesWhatItCannotSplit) {
-  auto sp1 = BuildLlamaTrainStep(Spec({"parallelism.sequence_parallel=true"}));
+  auto sp1 = BuildModelProgram(Spec({"parallelism.sequence_parallel=true"}));
   ASSERT_FALSE(sp1.ok());
   EXPECT_EQ(sp1.status().message().rfind("--set parallelism.sequence_parallel=true: parallelism.sequence_parallel: "
                                          "true needs parallelism.tensor > 1",
                                          0),
             0u)
       << sp1.status();
-  auto t3 = BuildLlamaTrainStep(Spec({"parallelism.tensor=3"}));
+  auto t3 = BuildModelProgram(Spec({"parallelism.tensor=3"}));
   ASSERT_FALSE(t3.ok());
   EXPECT_EQ(t3.status().message().rfind("--set parallelism.tensor=3: parallelism.tensor: 3 must divide", 0), 0u)
       << t3.status();

@@ -9,6 +9,7 @@
 #include "models/gpt.h"
 #include "sim/config/loader.h"
 #include "sim/step/step.h"
+#include "sim/step/model_program.h"
 
 namespace gpusim {
 namespace {
@@ -26,7 +27,7 @@ Program Build(std::vector<std::string> sets) {
   o.insert(o.end(), sets.begin(), sets.end());
   auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/examples/gpt22b_korthikanti.yaml", o);
   EXPECT_TRUE(spec.ok()) << spec.status();
-  auto p = BuildGptTrainStep(*spec);
+  auto p = BuildModelProgram(*spec);
   EXPECT_TRUE(p.ok()) << p.status();
   return *p;
 }
@@ -73,7 +74,7 @@ TEST(GptRematMethodsTest, CheckpointSequentialLeavesTheLastSegment) {
   auto bad = LoadRunSpec(GPUSIM_SOURCE_DIR "/examples/gpt22b_korthikanti.yaml",
                          {"model.n_layers=9", "remat.policy=full", "remat.method=sequential", "remat.num_layers=10"});
   ASSERT_TRUE(bad.ok());
-  EXPECT_EQ(BuildGptTrainStep(*bad).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(BuildModelProgram(*bad).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(GptRematMethodsTest, SqrtNSegments) {

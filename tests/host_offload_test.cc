@@ -12,6 +12,7 @@
 #include "sim/config/loader.h"
 #include "sim/lower/lower.h"
 #include "sim/step/step.h"
+#include "sim/step/model_program.h"
 
 namespace gpusim {
 namespace {
@@ -149,24 +150,24 @@ std::set<std::string> DeviceSaved(const Program& p) {
 TEST(HostOffloadTest, SaveAndOffloadOnlyTheseNames) {
   for (const char* policy : {"save_and_offload_only_these_names", "custom"}) {
     SCOPED_TRACE(policy);
-    auto p = BuildLlamaTrainStep(Spec({std::string("remat.policy=") + policy, "remat.names=[query_proj]",
+    auto p = BuildModelProgram(Spec({std::string("remat.policy=") + policy, "remat.names=[query_proj]",
                                        "remat.offload_names=[key_proj, value_proj]"}));
     ASSERT_TRUE(p.ok()) << p.status();
     EXPECT_EQ(DeviceSaved(*p), (std::set<std::string>{"x", "query_proj"}));
     EXPECT_EQ(HostNames(*p), (std::set<std::string>{"key_proj", "value_proj"}));
   }
   // ad_checkpoint.py: the two name sets must not intersect.
-  auto bad = BuildLlamaTrainStep(Spec({"remat.policy=save_and_offload_only_these_names", "remat.names=[key_proj]",
+  auto bad = BuildModelProgram(Spec({"remat.policy=save_and_offload_only_these_names", "remat.names=[key_proj]",
                                        "remat.offload_names=[key_proj]"}));
   EXPECT_EQ(bad.status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 TEST(HostOffloadTest, SaveFromBothPolicies) {
-  auto both = BuildLlamaTrainStep(Spec({"remat.policy=save_from_both_policies",
+  auto both = BuildModelProgram(Spec({"remat.policy=save_from_both_policies",
                                         "remat.policies=[dots_with_no_batch_dims_saveable, save_only_these_names]",
                                         "remat.names=[context]"}));
   ASSERT_TRUE(both.ok()) << both.status();
-  auto flash = BuildLlamaTrainStep(Spec({"remat.policy=minimal_flash"}));
+  auto flash = BuildModelProgram(Spec({"remat.policy=minimal_flash"}));
   ASSERT_TRUE(flash.ok()) << flash.status();
   // minimal's saved set plus the attention output (tagged `context`).
   EXPECT_EQ(DeviceSaved(*both), (std::set<std::string>{"x", "q_lin", "k_lin", "value_proj", "attn_out", "attn_lse",
@@ -174,7 +175,7 @@ TEST(HostOffloadTest, SaveFromBothPolicies) {
   EXPECT_EQ(DeviceSaved(*both), DeviceSaved(*flash));
   // Only boolean policies combine (JAX raises ValueError otherwise).
   for (const char* bad : {"[minimal_offloaded, dots_saveable]", "[dots_saveable]", "[nope, dots_saveable]"}) {
-    auto p = BuildLlamaTrainStep(Spec({"remat.policy=save_from_both_policies", std::string("remat.policies=") + bad}));
+    auto p = BuildModelProgram(Spec({"remat.policy=save_from_both_policies", std::string("remat.policies=") + bad}));
     EXPECT_EQ(p.status().code(), absl::StatusCode::kInvalidArgument) << bad;
   }
 }
@@ -199,7 +200,7 @@ TEST(HostOffloadTest, EagerOffloadCopiesOnTheComputeStream) {
                             "model.mlp_dim=2048", "model.vocab=1024", "batch.seq_len=256", "batch.per_device=1",
                             "remat.policy=none"});
   ASSERT_TRUE(saved.ok());
-  auto ps = BuildGptTrainStep(*saved);
+  auto ps = BuildModelProgram(*saved);
   ASSERT_TRUE(ps.ok());
   EXPECT_LT(GptLayerActivationBytes(r->program, 1), GptLayerActivationBytes(*ps, 1));
 }

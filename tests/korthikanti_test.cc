@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "models/gpt.h"
 #include "sim/config/loader.h"
+#include "sim/step/model_program.h"
 
 namespace gpusim {
 namespace {
@@ -30,7 +31,7 @@ Bytes LayerBytes(const Shape& x, const std::string& policy, bool sp, int64_t t) 
                                  std::string("parallelism.sequence_parallel=") + (sp ? "true" : "false"),
                                  "batch.per_device=" + std::to_string(x.b), "batch.seq_len=" + std::to_string(x.s)});
   EXPECT_TRUE(spec.ok()) << spec.status();
-  auto p = BuildGptTrainStep(*spec);
+  auto p = BuildModelProgram(*spec);
   EXPECT_TRUE(p.ok()) << p.status();
   return GptLayerActivationBytes(*p, 1);
 }

@@ -7,6 +7,7 @@
 #include "models/gpt.h"
 #include "sim/config/loader.h"
 #include "sim/step/megatron_step.h"
+#include "sim/step/model_program.h"
 
 namespace gpusim {
 namespace {
@@ -100,7 +101,7 @@ int64_t LayerBytes(const std::string& extra, int64_t t) {
   auto spec = ParseRunSpec(absl::StrCat("device: h100-sxm-80gb\nmegatron:\n  world_size: ", t, "\n  args: \"", args, "\"\n"),
                            "t.yaml");
   EXPECT_TRUE(spec.ok()) << spec.status();
-  auto p = BuildGptTrainStep(*spec);
+  auto p = BuildModelProgram(*spec);
   EXPECT_TRUE(p.ok()) << p.status();
   return GptLayerActivationBytes(*p, 1).value();
 }

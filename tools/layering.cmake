@@ -10,7 +10,7 @@ set(GPUSIM_DEPS_sim/base "")
 set(GPUSIM_DEPS_sim/ir sim/base)
 set(GPUSIM_DEPS_sim/trace sim/base sim/ir)
 set(GPUSIM_DEPS_sim/config sim/base sim/ir)
-set(GPUSIM_DEPS_sim/remat sim/base sim/config)
+set(GPUSIM_DEPS_sim/remat sim/base sim/config sim/ir)
 set(GPUSIM_DEPS_sim/device sim/base sim/config sim/ir sim/trace)
 set(GPUSIM_DEPS_sim/alloc sim/base sim/config sim/trace)
 # sim/lower/xla reads the compiler options of the run (XlaSpec, issue 12).
@@ -21,12 +21,14 @@ set(GPUSIM_DEPS_sim/engine sim/alloc sim/base sim/config sim/device sim/ir sim/t
 # rules (sim/lower/xla/fusion). A debt: the fusion decision belongs to the
 # XLA lowering, applied to the imported IR (issue 11 step 6).
 set(GPUSIM_DEPS_sim/import sim/base sim/ir sim/trace sim/config sim/lower)
-# models/ still applies remat policies and XLA's loop-slice rule itself
-# (issue 11 step 6 moves that into sim/lower): until then it may use
-# sim/remat and sim/lower. The family registry (models/family.cc) also
-# registers the HLO front-end (sim/import/hlo), a debt of the same step.
-set(GPUSIM_DEPS_models sim/base sim/config sim/ir sim/remat sim/lower sim/import)
-set(GPUSIM_DEPS_sim/step models sim/alloc sim/base sim/config sim/device sim/engine sim/ir sim/lower sim/trace)
+# models/ emits layer graphs and reads the remat plan the step pipeline
+# decides on them (sim/remat/apply.h), never a policy. It still applies
+# XLA's loop-slice rule itself (sim/lower/xla/loop_slices.h, entry_tuple.h;
+# issue 11 step 6 moves that into sim/lower): until then it may use
+# sim/lower. The family registry (models/family.cc) also registers the HLO
+# front-end (sim/import/hlo), a debt of the same step.
+set(GPUSIM_DEPS_models sim/base sim/config sim/ir sim/lower sim/import)
+set(GPUSIM_DEPS_sim/step models sim/alloc sim/base sim/config sim/device sim/engine sim/ir sim/lower sim/remat sim/trace)
 set(GPUSIM_DEPS_sim/advise sim/base sim/config sim/remat sim/step sim/ir sim/lower sim/engine sim/trace sim/device)
 set(GPUSIM_DEPS_sim/replay sim/alloc sim/base sim/config sim/import sim/trace sim/ir)
 set(GPUSIM_DEPS_sim/calibrate sim/alloc sim/base sim/config sim/device sim/engine sim/import sim/step sim/trace sim/ir sim/lower)

@@ -13,6 +13,7 @@
 #include "sim/alloc/heap_planner.h"
 #include "sim/base/status.h"
 #include "sim/step/capabilities.h"
+#include "sim/step/model_program.h"
 #include "models/family.h"
 
 namespace gpusim {
@@ -113,7 +114,7 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
   const RunSpec& spec = r.spec;
   r.modelled = ModelledSettings(spec);
   ASSIGN_OR_RETURN(const ModelFamily* family, FamilyOf(spec));
-  ASSIGN_OR_RETURN(r.program, family->build(spec));
+  ASSIGN_OR_RETURN(r.program, BuildFamilyProgram(*family, spec));
   if (family->param_count != nullptr) {
     r.param_count = family->param_count(spec.model);
   } else {

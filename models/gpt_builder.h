@@ -1,0 +1,173 @@
+// Internal to the gpt family (models/gpt.h): the builder that emits one
+// training step (or one Megatron-LM pipeline rank's) as Program IR, split
+// over four files along its seams:
+//   gpt.cc            the step's structure (Build, the pipeline slots), the
+//                     head and loss, and the public entry points
+//   gpt_layer.cc      the decoder layer's table (its LayerGraph), its
+//                     forward, recompute and backward emission, host offload
+//   gpt_megatron.cc   Megatron launch lines: parameters and main_grad
+//                     buffers, gradient buckets and their reduction, the
+//                     (distributed) optimizer step, parameter all-gathers
+//   gpt_optimizer.cc  the plain family's parameters, gradient clipping and
+//                     AdamW
+// The remat decision is the plan's (sim/ir/remat_plan.h), made by the step
+// pipeline on MakeLayerGraph()'s graph. Nothing outside models/gpt*.cc
+// includes this header.
+#ifndef GPUSIM_MODELS_GPT_BUILDER_H_
+#define GPUSIM_MODELS_GPT_BUILDER_H_
+
+#include <cstdint>
+#include <map>
+#include <set>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
+#include "models/megatron_schedule.h"
+#include "sim/config/spec.h"
+#include "sim/ir/builder.h"
+#include "sim/ir/layer_graph.h"
+#include "sim/ir/program.h"
+#include "sim/ir/remat_plan.h"
+
+namespace gpusim {
+namespace gpt_internal {
+
+// One device's training step for a RunSpec of the gpt family or a Megatron
+// launch line's rank (RunSpec::megatron). A builder is used once; `plan`
+// must outlive it.
+class GptBuilder {
+ public:
+  GptBuilder(const RunSpec& s, const RematPlan& plan);
+
+  // The tensor-parallel split must divide the layer's widths.
+  absl::Status CheckSplit() const;
+  // One decoder layer (CheckSplit first), for the remat decision.
+  absl::StatusOr<LayerGraph> Graph() const;
+  absl::StatusOr<Program> Build();
+
+ private:
+  // Megatron launch lines (RunSpec::megatron): a gradient bucket, and the
+  // head's values of one micro-batch between its forward and backward.
+  struct Bucket {
+    std::vector<TensorId> grads;
+    std::set<std::string> units;  // "head", "layerN", "embed": all done -> ready
+    int64_t elements = 0;
+    bool emitted = false;
+  };
+  struct HeadState {
+    TensorId xf = kNoTensor, logits = kNoTensor, dlogits = kNoTensor;
+  };
+
+  // --- step structure, head and loss (gpt.cc) -------------------------------
+
+  // Transformer layers of virtual stage k (even when the launch line's
+  // parser left no per-stage list, as a hand-built spec may).
+  int64_t StageLayers(int64_t k) const {
+    if (!g_.stage_layers.empty()) return g_.stage_layers[static_cast<size_t>(k)];
+    return L_ / (g_.pipeline * g_.virtual_stages);
+  }
+  // Names of micro-batch k's values: "mbK." (none with a single micro-batch).
+  std::string MbPrefix(int64_t mb) const {
+    return mg_ && g_.microbatches > 1 ? absl::StrCat("mb", mb, ".") : std::string();
+  }
+  // One forward / backward pass of (micro-batch, chunk).
+  void ForwardSlot(const PipelineSlot& slot);
+  void BackwardSlot(const PipelineSlot& slot);
+  // Layer index within its model chunk (recompute groups count from there:
+  // transformer_block.py _checkpointed_forward loops over the chunk's layers).
+  int64_t Local(int l) const { return l - chunk_first_; }
+  // The residual stream's sequence length on this rank (SP shards it).
+  int64_t Ssp() const { return sp_ ? S_ / t_ : S_; }
+  void HeadForward(int64_t mb, TensorId x);
+  TensorId HeadBackward(int64_t mb);
+  TensorId OutputWeight() const {
+    return params_.at(params_.count("output") ? "output" : "embedding");
+  }
+  // Under SP, `x` all-gathered along the sequence; else `x`.
+  TensorId Gathered(TensorId x, const std::string& name);
+
+  // --- decoder layer (gpt_layer.cc) -------------------------------------------
+
+  LayerGraph MakeLayerGraph() const;
+  // REQUIRES: `name` is a value of graph_.
+  const LayerValue& NodeOf(const std::string& name) const;
+  // Megatron's full recompute (Note [Saved set], sim/remat/apply.h): the
+  // plan's layer groups count from the layer's index within its chunk.
+  bool Checkpointed(int l) const { return plan_.Checkpointed(Local(l)); }
+  TensorId Param(int l, const std::string& w) { return params_.at(absl::StrCat("layer", l, ".", w)); }
+  // Emits the values in `only` (all when empty) not yet `known`.
+  std::map<std::string, TensorId> Forward(int l, std::map<std::string, TensorId> known, bool recompute,
+                                          const std::set<std::string>& only);
+  // Marks the plan's saved values (or a checkpointed group's input) residual.
+  void MarkSaved(int l, const std::map<std::string, TensorId>& v);
+  // Copies the plan's offloaded values to pinned host and back.
+  void Offload(int l, const std::map<std::string, TensorId>& v);
+  void Reload(int l, std::map<std::string, TensorId>* v);
+  // d(name) += contribution.
+  void AddGrad(std::map<std::string, TensorId>& g, const std::string& name, TensorId contribution);
+  // The layer's backward from its saved (or `recomputed`) values; returns dx.
+  TensorId Backward(int l, const std::map<std::string, TensorId>& fwd,
+                    const std::map<std::string, TensorId>* recomputed, TensorId dy);
+
+  // --- Megatron launch lines (gpt_megatron.cc) ------------------------------
+
+  void DeclareMegatronParams();
+  // A weight gradient into its main_grad (Note [Megatron main_grad]).
+  void WeightGrad(const std::string& param, std::vector<TensorId> reads, OpKind kind, double flops, int64_t m,
+                  int64_t n, int64_t k);
+  void BuildBuckets();
+  void EmitReduce(Bucket& bk);
+  // `unit`'s gradients are all written; launches the buckets that are ready.
+  void UnitDone(const std::string& unit);
+  void ReduceGradients(bool /*at_end*/);
+  void MegatronOptimizer();
+  void EmitParamGathers();
+
+  // --- plain family's parameters and optimizer (gpt_optimizer.cc) ------------
+
+  void DeclareParams();
+  TensorId GradNorm();
+  void Optimizer();
+
+  const RunSpec& s_;
+  const ModelSpec& m_;
+  const RematPlan& plan_;
+  ProgramBuilder b_;
+  int64_t S_, B_, H_, A_, F_, V_, L_, t_, K_ = 0, Dh_ = 0;
+  bool sp_;
+  DType cdt_;
+  LayerGraph graph_;  // one decoder layer (MakeLayerGraph)
+  std::map<std::pair<std::string, std::string>, TensorId> host_;  // offloaded values in pinned host memory
+  std::map<std::string, TensorId> params_, grads_;
+  std::map<std::string, std::pair<TensorId, TensorId>> moments_;
+  TensorId tokens_ = kNoTensor;
+  // Megatron launch lines (RunSpec::megatron): this pipeline rank's chunks
+  // and schedule, main_grad buffers, optimizer state, gradient buckets.
+  const MegatronSpec& g_;
+  bool mg_;
+  int64_t cp_ = 1, dp_ = 1, Sfull_ = 0;
+  bool first_stage_ = true, last_stage_ = true;
+  std::vector<std::vector<int>> chunks_;
+  std::vector<PipelineSlot> schedule_;
+  std::string mbp_;    // name prefix of the current micro-batch
+  int chunk_first_ = 0;  // first layer of the current chunk
+  std::map<std::pair<int64_t, int64_t>, std::vector<std::map<std::string, TensorId>>> fwd_;
+  std::map<int64_t, HeadState> head_;
+  std::map<std::string, TensorId> main_grad_;
+  std::map<std::string, std::vector<TensorId>> states_;
+  std::vector<TensorId> shard_states_;
+  std::vector<std::string> param_order_;
+  std::vector<Bucket> buckets_;
+  std::set<std::string> done_;
+  std::vector<OpId> reduce_ops_;
+  std::map<int64_t, OpId> param_gather_;
+};
+
+}  // namespace gpt_internal
+}  // namespace gpusim
+
+#endif  // GPUSIM_MODELS_GPT_BUILDER_H_

@@ -1,0 +1,345 @@
+// The gpt decoder layer: its table of forward values (a LayerGraph), their
+// emission for the forward pass and as recompute under the remat plan, host
+// offload of the values the plan offloads, and the backward ops. See
+// gpt_builder.h.
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "models/gpt_builder.h"
+#include "sim/base/status.h"
+
+namespace gpusim {
+namespace gpt_internal {
+
+LayerGraph GptBuilder::MakeLayerGraph() const {
+  const double s = static_cast<double>(S_), b = static_cast<double>(B_), h = static_cast<double>(H_);
+  const double a = static_cast<double>(A_), f = static_cast<double>(F_), t = static_cast<double>(t_);
+  // Grouped-query attention (Ainslie et al. 2023, arXiv 2305.13245;
+  // Megatron-LM --group-query-attention --num-query-groups K,
+  // megatron/core/transformer/attention.py SelfAttention.linear_qkv of
+  // width (A + 2K)·Dh, each TP rank holding A/t query heads and K/t
+  // groups): the fused QKV GEMM is (A + 2K)·Dh wide; scores and context
+  // run over the A/t query heads of a rank. K = A is multi-head attention.
+  const int64_t At = A_ / t_, Ft = F_ / t_;
+  const int64_t Wqkv = (A_ + 2 * K_) * Dh_, Wc = A_ * Dh_;
+  const double wqkv = static_cast<double>(Wqkv), wc = static_cast<double>(Wc), dh = static_cast<double>(Dh_);
+  // Megatron launch lines: SwiGLU (fc1 twice as wide, gate x up), flash
+  // attention, hidden dropout off when --hidden-dropout 0.
+  const bool swiglu = mg_ && g_.swiglu;
+  const bool flash = mg_ && g_.attention == "flash";
+  const bool masks = !mg_ || g_.hidden_dropout > 0;
+  const int64_t F1t = (swiglu ? 2 : 1) * Ft;
+  const double f1 = (swiglu ? 2 : 1) * f;
+  LayerGraph graph;
+  graph.n_layers = L_;
+  graph.checkpoint_unit = CheckpointUnit::kLayerGroups;
+  std::vector<LayerValue>& n = graph.values;
+  auto add = [&](LayerValue x) { n.push_back(std::move(x)); };
+  // Layer input x [s/t (SP) or s, b, h]; LayerNorm keeps its input.
+  add({"ln1", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "W:ln1"}, 8 * s * b * h / (sp_ ? t : 1), "", false,
+       false, {"x"}});
+  std::string qkv_in = "ln1";
+  if (sp_) {  // SP: all-gather along the sequence before the column-parallel GEMM (transient)
+    add({"ln1_full", {S_, B_, H_}, cdt_, OpKind::kAllGather, {"ln1"}, 0, "", false, false, {}});
+    qkv_in = "ln1_full";
+  }
+  // Column-parallel QKV GEMM; its weight gradient reads the (sharded, with
+  // SP re-gathered) input.
+  LayerValue qkv{"qkv", {S_, B_, Wqkv / t_}, cdt_, OpKind::kMatmul, {qkv_in, "W:w_qkv"}, 2 * s * b * h * wqkv / t, "qkv",
+           true, false, {"ln1"}};
+  qkv.m = S_ * B_; qkv.n = Wqkv / t_; qkv.k = H_;
+  add(qkv);
+  if (flash) {
+    // Note [Megatron flash attention]: TE's flash / cuDNN fused attention
+    // keeps q, k, v, its output and the fp32 softmax statistics (one per
+    // query row and head) for the backward, never the s x s scores; the
+    // attention dropout runs inside the kernel from its RNG state. Causal:
+    // half the QK^T and AV work. The backward recomputes the scores: 2.5x
+    // the forward FLOPs (FlashAttention-2, Dao 2023, Sec. 3.1).
+    // Context parallelism (TE AttnFuncWithCPAndKVP2P, cp_comm_type p2p):
+    // the local queries meet every rank's K and V passed round the CP
+    // ring, double-buffered (two K/V chunks in flight), cp - 1 chunks
+    // received per pass; the backward sends dK/dV round the same ring.
+    const double keys = static_cast<double>(Sfull_);
+    std::vector<std::string> ins = {"qkv"};
+    if (cp_ > 1) {
+      LayerValue ring{"kv_ring", {2, 2, S_, B_, K_ * Dh_ / t_}, cdt_, OpKind::kAllGather, {"qkv"}, 0, "", false,
+                false, {}};
+      ring.group = cp_;
+      ring.comm_scale = static_cast<double>(cp_) / 2.0;
+      add(ring);
+      ins.push_back("kv_ring");
+    }
+    add({"attn_lse", {B_, At, S_}, DType::kF32, OpKind::kElementwise, {"qkv"}, b * a / t * s, "attn_lse", false,
+         false, {}});
+    LayerValue fa{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kAttention, ins, 2 * b * a / t * s * keys * dh,
+            "context", false, true, {"qkv", "context", "attn_lse"}};
+    fa.bwd_scale = 2.5;
+    add(fa);
+  } else {
+    // QK^T (batch dims b, a/t), softmax, dropout, AV: the attention core.
+    LayerValue sc{"scores", {B_, At, S_, S_}, cdt_, OpKind::kMatmul, {"qkv"}, 2 * b * a / t * s * s * dh,
+            "attn_scores", true, true, {"qkv"}};
+    sc.m = S_; sc.n = S_; sc.k = Dh_; sc.batch = B_ * At;
+    add(sc);
+    add({"probs", {B_, At, S_, S_}, cdt_, OpKind::kElementwise, {"scores"}, 5 * b * a / t * s * s, "attn_probs",
+         false, false, {"probs"}});
+    add({"attn_mask", {B_, At, S_, S_}, DType::kU8, OpKind::kElementwise, {"probs"}, b * a / t * s * s,
+         "attn_dropout_mask", false, false, {}});
+    add({"dropped", {B_, At, S_, S_}, cdt_, OpKind::kElementwise, {"probs", "attn_mask"}, b * a / t * s * s,
+         "attn_dropped", false, false, {"attn_mask"}});
+    LayerValue av{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kMatmul, {"dropped", "qkv"}, 2 * b * a / t * s * s * dh,
+            "context", true, true, {"dropped", "qkv"}};
+    av.m = S_; av.n = Dh_; av.k = S_; av.batch = B_ * At;
+    add(av);
+  }
+  LayerValue proj{"proj_partial", {S_, B_, H_}, cdt_, OpKind::kMatmul, {"context", "W:w_proj"}, 2 * s * b * wc * h / t,
+            "out_proj", true, false, {"context"}};
+  proj.m = S_ * B_; proj.n = H_; proj.k = Wc / t_;
+  add(proj);
+  // Row-parallel output: all-reduce (g), or reduce-scatter with SP.
+  add({"proj", {Ssp(), B_, H_}, cdt_, sp_ ? OpKind::kReduceScatter : OpKind::kAllReduce, {"proj_partial"}, 0,
+       "", false, false, {}});
+  if (masks) {
+    add({"drop1_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"proj"}, s * b * h / (sp_ ? t : 1),
+         "", false, false, {}});
+    add({"x_mid", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "proj", "drop1_mask"},
+         3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop1_mask"}});
+  } else {
+    add({"x_mid", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "proj"}, s * b * h / (sp_ ? t : 1), "",
+         false, false, {}});
+  }
+  add({"ln2", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "W:ln2"}, 8 * s * b * h / (sp_ ? t : 1), "",
+       false, false, {"x_mid"}});
+  std::string fc1_in = "ln2";
+  if (sp_) {
+    add({"ln2_full", {S_, B_, H_}, cdt_, OpKind::kAllGather, {"ln2"}, 0, "", false, false, {}});
+    fc1_in = "ln2_full";
+  }
+  LayerValue fc1{"fc1", {S_, B_, F1t}, cdt_, OpKind::kMatmul, {fc1_in, "W:w_fc1"}, 2 * s * b * h * f1 / t, "mlpwi", true,
+           false, {"ln2"}};
+  fc1.m = S_ * B_; fc1.n = F1t; fc1.k = H_;
+  add(fc1);
+  // GeLU, or SwiGLU: silu(gate) x up (megatron/core/fusions/fused_bias_swiglu.py
+  // saves its input, the fc1 output).
+  const std::string act = swiglu ? "swiglu" : "gelu";
+  add({act, {S_, B_, Ft}, cdt_, OpKind::kElementwise, {"fc1"}, 8 * s * b * f / t, "", false, false, {"fc1"}});
+  LayerValue fc2{"fc2_partial", {S_, B_, H_}, cdt_, OpKind::kMatmul, {act, "W:w_fc2"}, 2 * s * b * h * f / t, "mlpwo",
+           true, false, {act}};
+  fc2.m = S_ * B_; fc2.n = H_; fc2.k = Ft;
+  add(fc2);
+  add({"fc2", {Ssp(), B_, H_}, cdt_, sp_ ? OpKind::kReduceScatter : OpKind::kAllReduce, {"fc2_partial"}, 0, "",
+       false, false, {}});
+  if (masks) {
+    add({"drop2_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"fc2"}, s * b * h / (sp_ ? t : 1), "",
+         false, false, {}});
+    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2", "drop2_mask"},
+         3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop2_mask"}});
+  } else {
+    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2"}, s * b * h / (sp_ ? t : 1), "",
+         false, false, {}});
+  }
+  return graph;
+}
+
+const LayerValue& GptBuilder::NodeOf(const std::string& name) const {
+  const LayerValue* v = graph_.Find(name);
+  GPUSIM_CHECK(v != nullptr);
+  return *v;
+}
+
+// Emits the nodes in `only` (all when empty), starting from `known`.
+std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string, TensorId> known,
+                                                    bool recompute, const std::set<std::string>& only) {
+  b_.set_recompute(recompute);
+  const std::string pre = absl::StrCat(mbp_, "layer", l, recompute ? ".remat." : ".");
+  for (const LayerValue& n : graph_.values) {
+    if (!only.empty() && !only.count(n.name)) continue;
+    if (known.count(n.name)) continue;
+    std::vector<TensorId> ins;
+    for (const std::string& i : n.inputs) ins.push_back(IsParamInput(i) ? Param(l, ParamOfInput(i)) : known.at(i));
+    TensorId out = b_.AddTensor(pre + n.name, n.shape, n.dtype, Role::kActivation,
+                                absl::StrCat(recompute ? "recomputed " : "", "layer ", l, " ", n.name));
+    Op& op = b_.AddOp(pre + n.name, n.kind, ins, {out}, n.flops);
+    op.dtype = cdt_;
+    op.group = IsCollective(n.kind) ? (n.group > 0 ? n.group : t_) : 1;
+    op.m = n.m; op.n = n.n; op.k = n.k; op.batch = n.batch;
+    if (n.comm_scale != 1) {
+      op.bytes_written = Bytes(static_cast<int64_t>(static_cast<double>(op.bytes_written.value()) * n.comm_scale));
+    }
+    known[n.name] = out;
+  }
+  b_.set_recompute(false);
+  return known;
+}
+
+void GptBuilder::MarkSaved(int l, const std::map<std::string, TensorId>& v) {
+  if (Checkpointed(l)) {
+    // Full recompute keeps only the checkpoint's input (uniform groups: the
+    // first layer of each group of remat.num_layers).
+    if (plan_.GroupStart(Local(l))) b_.tensor(v.at(plan_.input)).role = Role::kResidual;
+    return;
+  }
+  for (const std::string& name : plan_.saved) b_.tensor(v.at(name)).role = Role::kResidual;
+}
+
+// Host offload of the values the policy marks Offloadable. Under jax the
+// copies run on the host-copy stream as in models/llama.cc (Note [Host
+// offload]). Under pytorch they are torch.autograd.graph.save_on_cpu's
+// pack and unpack hooks: `packed.copy_(tensor)` into pinned memory and
+// `tensor.to(device, non_blocking=True)`, both issued on the current
+// (compute) stream, so they do not overlap compute.
+void GptBuilder::Offload(int l, const std::map<std::string, TensorId>& v) {
+  for (const std::string& name : plan_.offload) {
+    const Tensor src = b_.tensor(v.at(name));  // a copy: AddTensor may reallocate
+    TensorId h = b_.AddTensor(absl::StrCat(mbp_, "host.layer", l, ".", name), src.shape, src.dtype, Role::kResidual,
+                              absl::StrCat("layer ", l, " ", name, " offloaded to pinned host"));
+    b_.tensor(h).host = true;
+    Op& op = b_.AddOp(absl::StrCat(mbp_, "layer", l, ".offload_", name), OpKind::kDeviceToHost, {src.id}, {h}, 0);
+    op.on_compute_stream = s_.framework == "pytorch";
+    host_[{mbp_ + absl::StrCat(l), name}] = h;
+  }
+}
+
+void GptBuilder::Reload(int l, std::map<std::string, TensorId>* v) {
+  OpId start = b_.next_op() - 1;
+  for (const std::string& name : plan_.offload) {
+    const Tensor h = b_.tensor(host_.at({mbp_ + absl::StrCat(l), name}));
+    TensorId t = b_.AddTensor(absl::StrCat(mbp_, "layer", l, ".reload.", name), h.shape, h.dtype, Role::kResidual,
+                              absl::StrCat("layer ", l, " ", name, " copied back from pinned host"));
+    Op& op = b_.AddOp(absl::StrCat(mbp_, "layer", l, ".reload_", name), OpKind::kHostToDevice, {h.id}, {t}, 0);
+    op.on_compute_stream = s_.framework == "pytorch";
+    if (start >= 0) op.control_deps.push_back(start);
+    (*v)[name] = t;
+  }
+}
+
+// d(name) accumulated: a second contribution is added in.
+void GptBuilder::AddGrad(std::map<std::string, TensorId>& g, const std::string& name, TensorId contribution) {
+  auto it = g.find(name);
+  if (it == g.end()) {
+    g[name] = contribution;
+    return;
+  }
+  const Tensor t = b_.tensor(contribution);  // a copy: AddTensor may reallocate
+  TensorId sum = b_.AddTensor(b_.tensor(it->second).name + "+", t.shape, t.dtype, Role::kTemporary,
+                              "summed gradient");
+  b_.AddOp(t.name + ".accumulate", OpKind::kElementwise, {it->second, contribution}, {sum},
+           static_cast<double>(t.elements()));
+  it->second = sum;
+}
+
+TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
+                              const std::map<std::string, TensorId>* recomputed, TensorId dy) {
+  std::map<std::string, TensorId> v;
+  if (recomputed != nullptr) {
+    v = *recomputed;
+  } else if (Checkpointed(l)) {
+    // Recompute the layer (or, uniform groups, the group) from its input.
+    v = Forward(l, {{"x", fwd.at("x")}}, true, {});
+  } else {
+    for (const std::string& s : plan_.saved) v[s] = fwd.at(s);
+    Reload(l, &v);
+    if (!plan_.recompute.empty()) v = Forward(l, v, true, plan_.recompute);
+  }
+  std::map<std::string, TensorId> g{{"x_out", dy}};
+  const std::string pre = absl::StrCat(mbp_, "layer", l, ".d_");
+  for (auto it = graph_.values.rbegin(); it != graph_.values.rend(); ++it) {
+    const LayerValue& n = *it;
+    const std::string weight = n.param();
+    auto gi = g.find(n.name);
+    if (gi == g.end()) continue;
+    const TensorId dout = gi->second;
+    std::vector<TensorId> reads = {dout};
+    for (const std::string& need : n.needs) reads.push_back(v.at(need));
+    if (IsCollective(n.kind)) {
+      // The conjugate: all-gather ↔ reduce-scatter; all-reduce's (g) backward
+      // is the identity, its partner f (before the column-parallel GEMM)
+      // all-reduces the input gradient (below).
+      const std::string in = n.inputs[0];
+      if (n.kind == OpKind::kAllReduce) {
+        AddGrad(g, in, dout);
+        continue;
+      }
+      const LayerValue& src = NodeOf(in);
+      TensorId d = b_.AddTensor(pre + in, src.shape, cdt_, Role::kTemporary, "gradient of " + in);
+      Op& op = b_.AddOp(pre + n.name + ".conjugate",
+                        n.kind == OpKind::kAllGather ? OpKind::kReduceScatter : OpKind::kAllGather, {dout}, {d}, 0);
+      op.group = n.group > 0 ? n.group : t_;
+      AddGrad(g, in, d);
+      continue;
+    }
+    if (!weight.empty() && n.kind == OpKind::kMatmul) {
+      // dW = Xᵀ dY (needs X, with SP re-gathered), dX = dY Wᵀ.
+      TensorId xin = v.at(n.needs[0]);
+      if (sp_ && (n.name == "qkv" || n.name == "fc1")) {
+        TensorId full = b_.AddTensor(pre + n.name + ".input_regathered", {S_, B_, H_}, cdt_, Role::kTemporary,
+                                     "SP: the saved sharded input all-gathered again for dW");
+        Op& ag = b_.AddOp(pre + n.name + ".regather", OpKind::kAllGather, {xin}, {full}, 0);
+        ag.group = t_;
+        xin = full;
+      }
+      if (mg_) {
+        WeightGrad(absl::StrCat("layer", l, ".", weight), {xin, dout}, OpKind::kMatmul, n.flops, n.k, n.n, n.m);
+      } else {
+        TensorId dw = b_.AddTensor(pre + weight, b_.tensor(Param(l, weight)).shape, cdt_, Role::kGradient,
+                                   absl::StrCat("gradient of layer ", l, " ", weight));
+        Op& w = b_.AddOp(pre + weight, OpKind::kMatmul, {xin, dout}, {dw}, n.flops);
+        w.m = n.k; w.n = n.n; w.k = n.m;
+        grads_[absl::StrCat("layer", l, ".", weight)] = dw;
+      }
+      const std::string in = n.inputs[0];
+      std::vector<int64_t> in_shape = in == "x" ? std::vector<int64_t>{Ssp(), B_, H_} : NodeOf(in).shape;
+      TensorId dx = b_.AddTensor(pre + in, in_shape, cdt_, Role::kTemporary, "gradient of " + in);
+      Op& x = b_.AddOp(pre + n.name + ".dx", OpKind::kMatmul, {dout, Param(l, weight)}, {dx}, n.flops);
+      x.m = n.m; x.n = n.k; x.k = n.n;
+      if (!sp_ && (n.name == "qkv" || n.name == "fc1") && t_ > 1) {
+        // f's backward: all-reduce the input gradient across the TP group.
+        TensorId r = b_.AddTensor(pre + in + ".reduced", in_shape, cdt_, Role::kTemporary, "all-reduced gradient");
+        Op& ar = b_.AddOp(pre + n.name + ".f_backward", OpKind::kAllReduce, {dx}, {r}, 0);
+        ar.group = t_;
+        dx = r;
+      }
+      AddGrad(g, in, dx);
+      continue;
+    }
+    if (n.kind == OpKind::kAttention) {
+      // Flash attention's backward: one kernel writing dQKV (and, under
+      // CP, the dK/dV passed back round the ring).
+      std::vector<TensorId> outs;
+      for (const std::string& in : n.inputs) {
+        outs.push_back(b_.AddTensor(pre + in + "." + n.name, NodeOf(in).shape, cdt_, Role::kTemporary,
+                                    "gradient of " + in));
+      }
+      Op& op = b_.AddOp(pre + n.name + ".backward", n.kind, reads, outs, n.flops * n.bwd_scale);
+      op.dtype = cdt_;
+      for (size_t i = 0; i < n.inputs.size(); ++i) AddGrad(g, n.inputs[i], outs[i]);
+      continue;
+    }
+    // Other ops: one backward op per input that carries a gradient.
+    for (const std::string& in : n.inputs) {
+      if (in == "attn_mask" || in == "drop1_mask" || in == "drop2_mask") continue;  // masks have no gradient
+      if (IsParamInput(in)) continue;  // the weight's gradient, below
+      std::vector<int64_t> in_shape = in == "x" ? std::vector<int64_t>{Ssp(), B_, H_} : NodeOf(in).shape;
+      TensorId d = b_.AddTensor(pre + in + "." + n.name, in_shape, cdt_, Role::kTemporary, "gradient of " + in);
+      Op& op = b_.AddOp(pre + n.name + ".d" + in, n.kind, reads, {d}, n.kind == OpKind::kMatmul ? n.flops : n.flops);
+      op.m = n.m; op.n = n.n; op.k = n.k; op.batch = n.batch;
+      AddGrad(g, in, d);
+    }
+    if (!weight.empty() && mg_) {  // norm weights: into main_grad
+      WeightGrad(absl::StrCat("layer", l, ".", weight), reads, OpKind::kReduce, 2.0 * S_ * B_ * H_, 0, 0, 0);
+    } else if (!weight.empty()) {  // LayerNorm scale and bias
+      TensorId dw = b_.AddTensor(pre + weight, {2, H_}, DType::kF32, Role::kGradient,
+                                 absl::StrCat("gradient of layer ", l, " ", weight));
+      b_.AddOp(pre + weight, OpKind::kReduce, reads, {dw}, 2.0 * S_ * B_ * H_);
+      grads_[absl::StrCat("layer", l, ".", weight)] = dw;
+    }
+  }
+  return g.at("x");
+}
+
+}  // namespace gpt_internal
+}  // namespace gpusim

@@ -1,0 +1,85 @@
+// LayerGraph: a framework-neutral description of one decoder layer's forward
+// values, declared once by a transformer family (models/llama_layer.cc,
+// models/gpt_layer.cc: each keeps its own table) and read by everything that
+// must not know the family: the remat decision (sim/remat/apply.h walks it
+// and returns a RematPlan, sim/ir/remat_plan.h) and the builders' forward,
+// recompute and backward emission.
+//
+// Names: a value's `inputs` are other values of the graph, the layer input
+// (LayerGraph::input), or a layer parameter written "W:NAME" (kParamPrefix).
+// `needs` are the values the value's backward rule reads (what autograd
+// saves for it, what JAX's partial eval makes residual); the layer input
+// may appear there too.
+#ifndef GPUSIM_SIM_IR_LAYER_GRAPH_H_
+#define GPUSIM_SIM_IR_LAYER_GRAPH_H_
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "sim/ir/dtype.h"
+#include "sim/ir/program.h"
+
+namespace gpusim {
+
+inline constexpr std::string_view kParamPrefix = "W:";
+
+// True for an input naming a layer parameter ("W:wq").
+inline bool IsParamInput(std::string_view name) { return name.substr(0, kParamPrefix.size()) == kParamPrefix; }
+// "W:wq" -> "wq". REQUIRES: IsParamInput(name).
+inline std::string ParamOfInput(std::string_view name) { return std::string(name.substr(kParamPrefix.size())); }
+
+// One forward value of the layer and the op that produces it.
+struct LayerValue {
+  std::string name;
+  std::vector<int64_t> shape;
+  DType dtype = DType::kBF16;
+  OpKind kind = OpKind::kElementwise;
+  std::vector<std::string> inputs;  // values, the layer input, "W:param" (emitted in this order)
+  double flops = 0;
+  std::string tag;               // the checkpoint_name a remat policy sees; empty: untagged
+  bool is_dot = false;           // produced by dot_general (a matmul)
+  bool dot_batch_dims = false;   // a dot_general with batch dimensions (QK^T, AV)
+  std::vector<std::string> needs = {};  // values the backward rule reads
+  int64_t m = 0, n = 0, k = 0, batch = 1;  // GEMM dimensions, for the kernel model
+  int64_t group = 0;             // collective: its group size; 0: the tensor-parallel group
+  double comm_scale = 1;         // collective: bytes moved / output bytes (e.g. a CP ring)
+  double bwd_scale = 1;          // backward FLOPs / forward FLOPs where one op's backward is one op
+
+  // The first "W:" input's parameter name; empty when the op reads none.
+  std::string param() const;
+};
+
+// How a layer checkpointed whole (remat.policy `full`) is recomputed:
+//  - kValues: jax.checkpoint / nn.remat with nothing_saveable: partial
+//    evaluation recomputes only what the backward rules read, from the
+//    saved input (jax/_src/ad_checkpoint.py remat_partial_eval).
+//  - kLayerGroups: torch.utils.checkpoint around groups of whole layers
+//    (Megatron-LM --recompute-granularity full, grouped by
+//    --recompute-method / --recompute-num-layers, megatron/core/transformer/
+//    transformer_block.py TransformerBlock._checkpointed_forward): each
+//    checkpointed group saves its first layer's input and reruns its whole
+//    forward before its layers' backward passes.
+enum class CheckpointUnit { kValues, kLayerGroups };
+
+struct LayerGraph {
+  std::string input = "x";        // the layer input (always saved)
+  std::vector<LayerValue> values;  // in forward order
+  int64_t n_layers = 1;           // layers of the model (the group rules count them)
+  CheckpointUnit checkpoint_unit = CheckpointUnit::kValues;
+
+  // The value named `name`; nullptr for the layer input, parameters and
+  // unknown names.
+  const LayerValue* Find(std::string_view name) const;
+  // Every name is unique, every input names an earlier value, the layer
+  // input or a parameter, and every need names a value or the layer input;
+  // otherwise an internal error naming the value (a front-end's table is
+  // wrong: a misspelt need would silently drop a residual).
+  absl::Status Validate() const;
+};
+
+}  // namespace gpusim
+
+#endif  // GPUSIM_SIM_IR_LAYER_GRAPH_H_
