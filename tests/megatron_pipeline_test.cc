@@ -10,6 +10,7 @@
 #include "models/gpt.h"
 #include "sim/config/loader.h"
 #include "sim/step/megatron_step.h"
+#include "sim/step/model_program.h"
 
 namespace gpusim {
 namespace {
@@ -83,7 +84,7 @@ TEST(MegatronPipelineThroughALaunchLine, DistributedOptimizerPadsTheGradBuffer) 
   const std::string args = "--num-layers 1 --hidden-size 96 --num-attention-heads 2 --seq-length 64 "
                            "--micro-batch-size 1 --tokenizer-type NullTokenizer --vocab-size 1000 --bf16 "
                            "--normalization RMSNorm --disable-bias-linear --position-embedding-type rope ";
-  auto padded = BuildGptTrainStep(Spec(absl::StrCat(args, "--use-distributed-optimizer"), 7));
+  auto padded = BuildModelProgram(Spec(absl::StrCat(args, "--use-distributed-optimizer"), 7));
   ASSERT_TRUE(padded.ok()) << padded.status();
   int64_t grad_pad = 0, param_pad = 0;
   for (const Tensor& t : padded->tensors) {
@@ -101,7 +102,7 @@ TEST(MegatronPipelineThroughALaunchLine, DistributedOptimizerPadsTheGradBuffer) 
   EXPECT_EQ(s.param_count, 209184);
   EXPECT_EQ(s.argument.value() - 64 * 8, 6 * 209184 + 12 * ((209184 + 6) / 7) + 480 * (4 + 2));
   // Without the distributed optimizer Megatron pads nothing.
-  auto plain = BuildGptTrainStep(Spec(args, 7));
+  auto plain = BuildModelProgram(Spec(args, 7));
   ASSERT_TRUE(plain.ok()) << plain.status();
   for (const Tensor& t : plain->tensors) EXPECT_FALSE(absl::StrContains(t.name, "padding")) << t.name;
 }
