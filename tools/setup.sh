@@ -14,7 +14,7 @@ cd "$(dirname "$0")/.."
 TEST=0
 PKGS=(cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev libgraphviz-dev graphviz
-      libsimdjson-dev zlib1g-dev python3 python3-dev)
+      libsimdjson-dev zlib1g-dev libisal-dev python3 python3-dev)
 for arg in "$@"; do
   case "$arg" in
     --test) PKGS+=(chromium python3-venv clang-14 libclang-rt-14-dev python3-torch python3-torchvision nodejs); TEST=1 ;;

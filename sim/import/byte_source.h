@@ -21,6 +21,16 @@ class ByteSource {
   // the source and how many bytes were delivered before it.
   // REQUIRES: n > 0.
   virtual absl::StatusOr<size_t> Read(char* buf, size_t n) = 0;
+  // Zero-copy reading, for sources that hold their input in blocks (the
+  // gzip read-ahead, Note [Decompressing ahead]): replaces *block with the
+  // next block of input, whose bytes are (*block)[*begin, block->size()),
+  // and may keep the storage of the *block it was given. *begin >=
+  // kBlockHeadroom, so that a reader can move bytes it has not read yet in
+  // front of them. No bytes (*begin == block->size()): the end of the input.
+  // Returns false (and changes nothing) when the source has no blocks; a
+  // reader then uses Read(). Errors as Read's.
+  static constexpr size_t kBlockHeadroom = 1 << 16;
+  virtual absl::StatusOr<bool> SwapBlock(std::string* /*block*/, size_t* /*begin*/) { return false; }
   // True when the bytes are decompressed from a gzip file: byte offsets in
   // error messages then count decompressed bytes.
   virtual bool decompressed() const = 0;

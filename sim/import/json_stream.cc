@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cstring>
 
 #include "sim/base/status.h"
 #include "sim/base/str_cat.h"
@@ -18,6 +19,7 @@ namespace {
 // is read in 1 MiB chunks after a few reads.
 constexpr size_t kFirstRead = 1 << 16;
 constexpr size_t kReadBuffer = 1 << 20;
+static_assert(kFastWindow <= kFirstRead / 2 && kFastWindow < ByteSource::kBlockHeadroom);
 
 // The bytes Scanner::Composite stops at: inside a string, and outside one.
 constexpr std::array<bool, 256> ByteTable(std::string_view bytes) {
@@ -39,7 +41,7 @@ std::string Shown(int c) {
 class Scanner {
  public:
   Scanner(ByteSource& source, const std::string& label)
-      : source_(source), label_(label), buf_(kFirstRead) {}
+      : source_(source), label_(label), buf_(kFirstRead, '\0') {}
 
   int64_t offset() const { return base_ + static_cast<int64_t>(pos_); }
 
@@ -90,6 +92,42 @@ class Scanner {
     return Scalar(out);
   }
 
+  // The unread input from the cursor on, contiguous: at least `want` bytes
+  // when the input has them (the unread tail moves to the buffer's front).
+  // REQUIRES: want <= kFirstRead / 2.
+  std::string_view Window(size_t want) {
+    while (end_ - pos_ < want && !eof_ && deferred_.ok()) {
+      if (blocks_ != 0) {
+        absl::StatusOr<bool> in_blocks = NextBlock();
+        if (!in_blocks.ok()) {
+          deferred_ = in_blocks.status();
+          break;
+        }
+        if (*in_blocks) continue;
+      }
+      if (pos_ > 0) {
+        std::memmove(buf_.data(), buf_.data() + pos_, end_ - pos_);
+        base_ += static_cast<int64_t>(pos_);
+        end_ -= pos_;
+        pos_ = 0;
+      }
+      // Grown as Fill() grows it, so that the tail moved is a small part
+      // of what is read.
+      if (last_read_full_ && buf_.size() < kReadBuffer) buf_.resize(std::min(buf_.size() * 4, kReadBuffer));
+      absl::StatusOr<size_t> n = source_.Read(buf_.data() + end_, buf_.size() - end_);
+      if (!n.ok()) {
+        deferred_ = n.status();
+        break;
+      }
+      last_read_full_ = end_ + *n == buf_.size();
+      end_ += *n;
+      eof_ = *n == 0;
+    }
+    return std::string_view(buf_.data() + pos_, end_ - pos_);
+  }
+  // Consumes `n` bytes of the last Window().
+  void Skip(size_t n) { pos_ += n; }
+
   // Reads a string value into `raw` (escapes left as they are).
   absl::Status Key(std::string* raw) {
     ASSIGN_OR_RETURN(int c, SkipWsAndPeek());
@@ -106,6 +144,13 @@ class Scanner {
 
  private:
   absl::Status Fill() {
+    // A read error Window() met is returned here, after the bytes before
+    // it were consumed, as if no window had been read.
+    if (!deferred_.ok()) return deferred_;
+    if (blocks_ != 0) {
+      ASSIGN_OR_RETURN(bool in_blocks, NextBlock());
+      if (in_blocks) return absl::OkStatus();
+    }
     base_ += static_cast<int64_t>(end_);
     pos_ = end_ = 0;
     if (last_read_full_ && buf_.size() < kReadBuffer) {
@@ -113,8 +158,31 @@ class Scanner {
     }
     ASSIGN_OR_RETURN(size_t n, source_.Read(buf_.data(), buf_.size()));
     end_ = n;
+    eof_ = n == 0;
     last_read_full_ = n == buf_.size();
     return absl::OkStatus();
+  }
+
+  // Block mode (ByteSource::SwapBlock: no copy of the input): the next
+  // block becomes buf_, the unread bytes moved in front of its own. False
+  // when the source has no blocks (then it reads into buf_).
+  absl::StatusOr<bool> NextBlock() {
+    size_t begin = 0;
+    ASSIGN_OR_RETURN(bool in_blocks, source_.SwapBlock(&spare_, &begin));
+    blocks_ = in_blocks ? 1 : 0;
+    if (!in_blocks) return false;
+    if (begin == spare_.size()) {  // the end: buf_ keeps what is left
+      eof_ = true;
+      return true;
+    }
+    const size_t keep = end_ - pos_;  // < kFastWindow < kBlockHeadroom <= begin
+    const int64_t at = offset();
+    std::memcpy(spare_.data() + begin - keep, buf_.data() + pos_, keep);
+    std::swap(buf_, spare_);
+    pos_ = begin - keep;
+    end_ = buf_.size();
+    base_ = at - static_cast<int64_t>(pos_);
+    return true;
   }
 
   absl::Status Composite(std::string* out) {
@@ -249,11 +317,15 @@ class Scanner {
 
   ByteSource& source_;
   const std::string& label_;
-  std::vector<char> buf_;
+  std::string buf_;
+  std::string spare_;  // block mode: the block before buf_, handed back
+  int blocks_ = -1;    // block mode: -1 not known yet, 0 no, 1 yes
   size_t pos_ = 0;
   size_t end_ = 0;
   int64_t base_ = 0;  // input offset of buf_[0]
   bool last_read_full_ = false;
+  bool eof_ = false;        // the source said end of input
+  absl::Status deferred_;   // a read error met by Window()
   std::string closers_;
   std::vector<int64_t> opened_at_;
 };
@@ -269,9 +341,16 @@ absl::Status ScanArray(Scanner& s, JsonStreamVisitor& visitor, std::string_view 
   while (true) {
     ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
     const int64_t at = s.offset();
-    RETURN_IF_ERROR(s.Value(&text));
-    text.reserve(text.size() + kJsonPadding);
-    RETURN_IF_ERROR(visitor.OnElement(text, at));
+    size_t used = 0;
+    if (c == '{') {
+      ASSIGN_OR_RETURN(used, visitor.OnElementInPlace(s.Window(kFastWindow), at));
+      s.Skip(used);
+    }
+    if (used == 0) {
+      RETURN_IF_ERROR(s.Value(&text));
+      text.reserve(text.size() + kJsonPadding);
+      RETURN_IF_ERROR(visitor.OnElement(text, at));
+    }
     ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
     if (c == ',') {
       RETURN_IF_ERROR(s.Expect(',', ""));

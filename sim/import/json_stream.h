@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 #include "sim/import/byte_source.h"
 
 namespace gpusim::import_internal {
@@ -23,6 +24,9 @@ namespace gpusim::import_internal {
 // Every text handed to a visitor has at least this many bytes of capacity
 // past its end (simdjson needs SIMDJSON_PADDING = 64).
 inline constexpr size_t kJsonPadding = 64;
+// What the scanner keeps contiguous ahead of an element for
+// OnElementInPlace (a trace event is a few hundred bytes).
+inline constexpr size_t kFastWindow = 1 << 14;
 
 class JsonStreamVisitor {
  public:
@@ -30,6 +34,15 @@ class JsonStreamVisitor {
   // One element of the event array; `offset` is its first byte's offset in
   // the (decompressed) input. text.capacity() >= text.size() + kJsonPadding.
   virtual absl::Status OnElement(const std::string& text, int64_t offset) = 0;
+  // The fast path (Note [One pass per trace event] in kineto.cc): `window`
+  // holds the input from an element's first byte ('{') on, as far as the
+  // read buffer reaches (at least kFastWindow bytes when the input has
+  // them). A visitor that reads the whole element from it returns how many
+  // bytes it took (the element's length) after handling it as OnElement
+  // would; 0 declines, with no effect, and the element goes to OnElement.
+  virtual absl::StatusOr<size_t> OnElementInPlace(std::string_view /*window*/, int64_t /*offset*/) {
+    return size_t{0};
+  }
   // Whether to capture the value of top-level key `key` (other than the
   // event array) for OnTopLevelValue; others are skipped without copying.
   virtual bool WantsTopLevelKey(std::string_view /*key*/) { return false; }

@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "sim/base/status.h"
+#include "sim/import/json_fast.h"
 #include "sim/import/json_stream.h"
 #include "sim/import/simdjson_util.h"
 #include "sim/base/str_cat.h"
@@ -33,6 +34,23 @@ struct Args {
   std::vector<std::vector<int64_t>> input_dims;
   std::vector<std::string> input_types, concrete_inputs;
 };
+
+// The integer "args" key `key` is read into, or null.
+std::optional<int64_t>* ArgSlot(Args& args, std::string_view key) {
+  if (key == "Device Type") return &args.device_type;
+  if (key == "Device Id") return &args.device_id;
+  if (key == "Addr") return &args.addr;
+  if (key == "Bytes") return &args.bytes;
+  if (key == "Total Allocated") return &args.total_allocated;
+  if (key == "Total Reserved") return &args.total_reserved;
+  if (key == "Ev Idx") return &args.ev_idx;
+  if (key == "stream") return &args.stream;
+  if (key == "device") return &args.device;
+  if (key == "correlation") return &args.correlation;
+  if (key == "External id" || key == "external id") return &args.external_id;
+  if (key == "bytes") return &args.op_bytes;
+  return nullptr;
+}
 
 enum class Class { kUnknown, kMemory, kOp, kPython, kCapture, kSkip };
 
@@ -189,10 +207,11 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       if (err == simdjson::INCORRECT_TYPE) return Error(offset, "expected a trace event object");
       return JsonError(text, offset, doc, err);
     }
-    std::string_view ph, name, cat, pid, tid;
-    std::optional<int64_t> ts, dur;
-    Args args;
-    bool have_args = false;
+    Fields f;
+    std::string_view &ph = f.ph, &name = f.name, &cat = f.cat, &pid = f.pid, &tid = f.tid;
+    std::optional<int64_t>&ts = f.ts, &dur = f.dur;
+    Args& args = f.args;
+    bool& have_args = f.have_args;
     for (auto field_result : obj) {
       od::field field;
       if (auto err = std::move(field_result).get(field)) return JsonError(text, offset, doc, err);
@@ -221,6 +240,131 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
         have_args = true;
       }
     }
+    return Emit(f, offset);
+  }
+
+  // Note [One pass per trace event]
+  // Most of a streamed replay's time went to reading each trace event twice:
+  // json_stream.cc found its end (copying it out of the read buffer), then
+  // simdjson On-Demand indexed and walked it for the fields (perf of
+  // bench/replay_stream_benchmark.cc, 1 M events: element scan 13%, the
+  // copies 5%, the walk 29%). The events Kineto writes are plain: ASCII
+  // keys and names without escapes, integers, one nested "args". So an
+  // element is first read in place, in one pass that finds its end and its
+  // fields together (json_fast.h), into the same Fields the general walk
+  // fills; anything that pass does not read exactly — an escape, a
+  // non-ASCII byte, a field of an unexpected type, an element past the
+  // read buffer, "Input Dims" and the like — declines before any effect,
+  // and the element takes the general path, whose values and errors are
+  // the reference. Both then go through Emit.
+  absl::StatusOr<size_t> OnElementInPlace(std::string_view window, int64_t offset) override {
+    if (!options_.fast_path) return size_t{0};
+    import_internal::FastJson j(window);
+    Fields f;
+    if (!FastWalk(j, f)) return size_t{0};
+    RETURN_IF_ERROR(Emit(f, offset));
+    return static_cast<size_t>(j.pos() - window.data());
+  }
+
+ private:
+  // The microseconds ParseMicrosToNanos takes (a smaller bound than its
+  // range check's, so that both agree inside it).
+  static constexpr int64_t kMaxMicros = std::numeric_limits<int64_t>::max() / 1000 - 2;
+
+  // An event's fields, as the walk found them.
+  struct Fields {
+    std::string_view ph, name, cat, pid, tid;
+    std::optional<int64_t> ts, dur;
+    Args args;
+    bool have_args = false;
+  };
+
+  // The fields of the object at the cursor, read as OnElement reads them;
+  // false: not read (the general path's to read).
+  // Keys of the fast walk, in the order Kineto writes a [memory] event's
+  // (the guesses of FastJson::Key); "s" is read and ignored. The "args"
+  // keys are ArgSlotAt's.
+  enum TopKey { kPh, kCat, kName, kPid, kTid, kTs, kS, kArgs, kDur };
+  static const import_internal::KeyTable& TopKeys() {
+    static const auto& t =
+        *new import_internal::KeyTable({"ph", "cat", "name", "pid", "tid", "ts", "s", "args", "dur"});
+    return t;
+  }
+  static const import_internal::KeyTable& ArgKeys() {
+    static const auto& t = *new import_internal::KeyTable(
+        {"Device Type", "Device Id", "Addr", "Bytes", "Total Allocated", "Total Reserved", "Ev Idx", "stream", "device",
+         "correlation", "External id", "external id", "bytes"});
+    return t;
+  }
+  // ArgSlot of ArgKeys().name(k).
+  static std::optional<int64_t>* ArgSlotAt(Args& a, int k) {
+    std::optional<int64_t>* slots[] = {&a.device_type,  &a.device_id,      &a.addr,   &a.bytes,      &a.total_allocated,
+                                       &a.total_reserved, &a.ev_idx,       &a.stream, &a.device,     &a.correlation,
+                                       &a.external_id,    &a.external_id,  &a.op_bytes};
+    return slots[k];
+  }
+
+  bool FastWalk(import_internal::FastJson& j, Fields& f) const {
+    return j.Object(TopKeys(), [&](int k, std::string_view /*key*/, int* guess) {
+      switch (k) {
+        case kPh:
+          return j.String(&f.ph);
+        case kName:
+          return j.String(&f.name);
+        case kCat:
+          return j.String(&f.cat);
+        case kPid:
+        case kTid:
+          return j.RawScalar(k == kPid ? &f.pid : &f.tid);
+        case kTs:
+        case kDur: {
+          std::string_view tok;
+          int64_t ns = 0;
+          bool integer = false;
+          if (!j.Number(&tok, &ns, &integer)) return false;
+          // ParseMicrosToNanos of an integer: its range, times 1000.
+          if (integer && ns <= kMaxMicros && ns >= -kMaxMicros) {
+            ns *= 1000;
+          } else if (!ParseMicrosToNanos(tok, &ns)) {
+            return false;
+          }
+          (k == kTs ? f.ts : f.dur) = ns;
+          return true;
+        }
+        case kArgs:
+          if (Classify(f.ph, f.name, f.cat) == Class::kSkip) return j.SkipValue(1);
+          f.have_args = true;
+          return FastArgs(j, f.args);
+        default:  // "s" and keys OnElement does not read
+          *guess = k == kS ? kArgs : 0;
+          return j.SkipValue(1);
+      }
+    });
+  }
+
+  bool FastArgs(import_internal::FastJson& j, Args& args) const {
+    return j.Object(ArgKeys(), [&](int k, std::string_view key, int* /*guess*/) {
+      if (k == import_internal::FastJson::kUnknownKey) {
+        if (options_.keep_shapes && (key == "Input Dims" || key == "Input type" || key == "Concrete Inputs")) {
+          return false;
+        }
+        return j.SkipValue(2);
+      }
+      std::string_view tok;
+      int64_t n = 0;
+      bool integer = false;
+      if (!j.Number(&tok, &n, &integer) || (!integer && !ParseInteger(tok, &n))) return false;
+      *ArgSlotAt(args, k) = n;
+      return true;
+    });
+  }
+
+  // The kept event of `f` (the element at `offset`).
+  absl::Status Emit(Fields& f, int64_t offset) {
+    const std::string_view ph = f.ph, name = f.name, cat = f.cat, pid = f.pid, tid = f.tid;
+    const std::optional<int64_t> ts = f.ts, dur = f.dur;
+    Args& args = f.args;
+    const bool have_args = f.have_args;
     const Class c = Classify(ph, name, cat);
     if (c == Class::kMemory) {
       const size_t before = out_.memory_events.size();
@@ -316,19 +460,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
                                                                                : args.concrete_inputs));
         continue;
       }
-      std::optional<int64_t>* slot = nullptr;
-      if (key == "Device Type") slot = &args.device_type;
-      else if (key == "Device Id") slot = &args.device_id;
-      else if (key == "Addr") slot = &args.addr;
-      else if (key == "Bytes") slot = &args.bytes;
-      else if (key == "Total Allocated") slot = &args.total_allocated;
-      else if (key == "Total Reserved") slot = &args.total_reserved;
-      else if (key == "Ev Idx") slot = &args.ev_idx;
-      else if (key == "stream") slot = &args.stream;
-      else if (key == "device") slot = &args.device;
-      else if (key == "correlation") slot = &args.correlation;
-      else if (key == "External id" || key == "external id") slot = &args.external_id;
-      else if (key == "bytes") slot = &args.op_bytes;
+      std::optional<int64_t>* slot = ArgSlot(args, key);
       if (slot == nullptr) continue;
       od::value fv = field.value();
       std::string_view tok;

@@ -46,6 +46,10 @@ struct KinetoImportOptions {
   // Python call stack open on its thread (Note [Kineto call stacks] in
   // kineto.cc), as RecordedMemoryEvent::stack into RecordedTrace::frames.
   bool keep_stacks = true;
+  // Note [One pass per trace event] (kineto.cc): plain events are read in
+  // one pass in place; false reads every event through the general path
+  // (simdjson), which the tests compare it with.
+  bool fast_path = true;
   // When set, each kept [memory] event goes to it, in file order, with the
   // metadata read so far, instead of into RecordedTrace::memory_events:
   // nothing is sorted and no stacks are attached (the caller checks the

@@ -1,6 +1,8 @@
 // libFuzzer target: the Kineto / Chrome-trace importer (sim/import/kineto.h),
-// plain JSON from memory (whole, and in small reads that must give the same result), or gzip (input starting 1f 8b) through the file
-// path (OpenByteSource, zlib), then ToNativeTrace on every device.
+// plain JSON from memory (whole, in small reads, and through the general
+// path alone, which must all give the same result), or gzip (input starting
+// 1f 8b) through the file path (OpenByteSource: ISA-L, zlib at errors), then
+// ToNativeTrace on every device.
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -22,6 +24,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // The same bytes in small reads (1..64 bytes, chosen by the input).
     fuzz::ChunkedSource chunked(bytes, 1 + (size > 0 ? data[size / 2] % 64 : 0));
     fuzz::CheckSameImport(recorded, ImportKinetoTrace(chunked, "fuzz.json"));
+    // Note [One pass per trace event]: the general path alone gives the same.
+    KinetoImportOptions general;
+    general.fast_path = false;
+    std::unique_ptr<ByteSource> again = StringByteSource(bytes);
+    fuzz::CheckSameImport(recorded, ImportKinetoTrace(*again, "fuzz.json", general), "fast vs general path differ");
   }
   if (!recorded.ok()) {
     fuzz::CheckRejection(recorded.status(),

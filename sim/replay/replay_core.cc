@@ -134,10 +134,11 @@ void ReplayCore::OomAt(const MemoryOp& e, const RecordedMemoryEvent* m, int64_t 
 absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int64_t source) {
   Allocator& a = *allocator_;
   if (e.type == EventType::kAlloc) {
-    live_sizes_[e.buffer] = e.size;
+    Live& block = live_blocks_[e.buffer];
+    block.size = e.size;
     live_ += e.size;
     live_peak_ = std::max(live_peak_, live_);
-    const bool restored = restored_.contains(e.buffer);
+    const bool restored = !restored_.empty() && restored_.contains(e.buffer);
     const int64_t w = restored || source < 0 ? -1 : CaptureOf(m);
     bool ok = false;
     if (w >= 0) {
@@ -157,9 +158,9 @@ absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int
       }
     }
     if (restored) {
-      placed_[e.buffer] = e.size;
+      block.placed = true;
     } else if (w >= 0 ? ok : a.Alloc(e.buffer, e.size, e.stream)) {
-      placed_[e.buffer] = e.size;
+      block.placed = true;
       // Note [Growing inferred segments]: Kineto records block sizes.
       if (warm_ != nullptr && pass_ != nullptr && w < 0 && m != nullptr && kineto_sizes_ && m->address.has_value()) {
         const std::optional<uint64_t> at = a.AddressOf(e.buffer);
@@ -175,20 +176,18 @@ absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int
       OomAt(e, m, source);
     }
   } else if (e.type == EventType::kFree) {
-    if (auto s = live_sizes_.find(e.buffer); s != live_sizes_.end()) {
-      live_ -= s->second;
-      live_sizes_.erase(s);
-    }
-    auto it = placed_.find(e.buffer);
-    if (it != placed_.end()) {
-      // A private pool keeps its freed blocks for the graph's later use.
-      if (auto p = pool_of_.find(e.buffer); p != pool_of_.end()) {
-        p->second->Free(e.buffer);
-        pool_of_.erase(p);
-      } else {
-        a.Free(e.buffer);
+    if (auto it = live_blocks_.find(e.buffer); it != live_blocks_.end()) {
+      live_ -= it->second.size;
+      if (it->second.placed) {
+        // A private pool keeps its freed blocks for the graph's later use.
+        if (auto p = pool_of_.empty() ? pool_of_.end() : pool_of_.find(e.buffer); p != pool_of_.end()) {
+          p->second->Free(e.buffer);
+          pool_of_.erase(p);
+        } else {
+          a.Free(e.buffer);
+        }
       }
-      placed_.erase(it);
+      live_blocks_.erase(it);
     }
   } else {
     return absl::OkStatus();

@@ -71,7 +71,13 @@ class ReplayCore {
   const WarmStart* warm_ = nullptr;
   WarmPass* pass_ = nullptr;
   absl::flat_hash_set<BufferId> restored_;
-  absl::flat_hash_map<BufferId, Bytes> placed_;  // buffers the allocator holds
+  // Live buffers: requested bytes (for the no-fragmentation bound) and
+  // whether the allocator holds them (placed, or restored at the start).
+  struct Live {
+    Bytes size;
+    bool placed = false;
+  };
+  absl::flat_hash_map<BufferId, Live> live_blocks_;
   // Note [CUDA graph private pools]: one allocator per capture window.
   const std::vector<CaptureWindow>* captures_ = nullptr;
   std::vector<std::unique_ptr<Allocator>> pools_;
@@ -80,8 +86,6 @@ class ReplayCore {
   AllocatorUsage last_;  // usage after the latest op
   PeakTracker peak_;
   double alloc_abs_ = 0, reserved_abs_ = 0;
-  // Live requested bytes, for the no-fragmentation bound.
-  absl::flat_hash_map<BufferId, Bytes> live_sizes_;
   Bytes live_, live_peak_;
 };
 

@@ -110,10 +110,10 @@ class ChunkedSource : public ByteSource {
 
 // Aborts unless two imports of the same bytes agree (status text, events).
 inline void CheckSameImport(const absl::StatusOr<RecordedTrace>& a,
-                            const absl::StatusOr<RecordedTrace>& b) {
+                            const absl::StatusOr<RecordedTrace>& b,
+                            const char* what = "whole vs chunked reads differ") {
   if (a.status() != b.status()) {
-    Fail("whole vs chunked reads differ", absl::InternalError(a.status().ToString() + " vs " +
-                                                              b.status().ToString()));
+    Fail(what, absl::InternalError(a.status().ToString() + " vs " + b.status().ToString()));
   }
   if (!a.ok()) return;
   bool same = a->memory_events.size() == b->memory_events.size() && a->ops.size() == b->ops.size();
@@ -127,7 +127,7 @@ inline void CheckSameImport(const absl::StatusOr<RecordedTrace>& a,
     same = a->ops[i].name == b->ops[i].name && a->ops[i].start == b->ops[i].start &&
            a->ops[i].duration == b->ops[i].duration;
   }
-  if (!same) Fail("whole vs chunked reads differ", absl::InternalError("different events"));
+  if (!same) Fail(what, absl::InternalError("different events"));
 }
 
 inline bool IsGzip(const uint8_t* data, size_t size) {
