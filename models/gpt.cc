@@ -30,12 +30,11 @@ GptBuilder::GptBuilder(const RunSpec& s, const RematPlan& plan)
   sp_ = s.parallelism.sequence_parallel && t_ > 1;
   cdt_ = m_.compute_dtype;
   Sfull_ = S_;
-  const int64_t per_chunk = L_ / (mg_ ? g_.pipeline * g_.virtual_stages : 1);
   if (mg_) {
-    // Note [Megatron ranks]: pipeline rank r holds model chunks c = 0..v-1
-    // of per_chunk layers each, chunk c being virtual stage c x p + r
-    // (megatron/core/transformer/transformer_block.py
-    // get_num_layers_to_build and TransformerLayer._get_layer_offset);
+    // Note [Megatron ranks]: pipeline rank r holds model chunks c = 0..v-1,
+    // chunk c being virtual stage c x p + r with the layers after those of
+    // the virtual stages before it (MegatronSpec::stage_layers, Note
+    // [Megatron uneven stages] in sim/config/megatron_args.cc);
     // CP splits the sequence into cp chunks per rank (the load-balanced
     // 2 x cp halves, get_batch_on_this_cp_rank).
     cp_ = g_.context;
@@ -44,9 +43,11 @@ GptBuilder::GptBuilder(const RunSpec& s, const RematPlan& plan)
     first_stage_ = g_.stage == 0;
     last_stage_ = g_.stage == g_.pipeline - 1;
     for (int64_t c = 0; c < g_.virtual_stages; ++c) {
+      const int64_t k = c * g_.pipeline + g_.stage;
+      int64_t start = 0;
+      for (int64_t j = 0; j < k; ++j) start += StageLayers(j);
       std::vector<int> layers;
-      const int64_t start = (c * g_.pipeline + g_.stage) * per_chunk;
-      for (int64_t j = 0; j < per_chunk; ++j) layers.push_back(static_cast<int>(start + j));
+      for (int64_t j = 0; j < StageLayers(k); ++j) layers.push_back(static_cast<int>(start + j));
       chunks_.push_back(layers);
     }
     schedule_ = MegatronSchedule(g_.pipeline, g_.stage, g_.virtual_stages, g_.microbatches, g_.microbatch_group);
@@ -79,12 +80,16 @@ absl::StatusOr<Program> GptBuilder::Build() {
   graph_ = MakeLayerGraph();
   DeclareParams();
   if (mg_ && g_.overlap_param_gather && dp_ * cp_ > 1) EmitParamGathers();
-  for (const PipelineSlot& slot : schedule_) {
-    if (slot.forward) {
-      ForwardSlot(slot);
+  for (size_t i = 0; i < schedule_.size(); ++i) {
+    // Megatron: each pass of the schedule is a "pipeline_slot" region, the
+    // unit the ranks wait on each other by (sim/step/megatron_step_pipeline.h).
+    if (mg_) b_.BeginRegion(absl::StrCat("pipeline_slot", i), "pipeline_slot");
+    if (schedule_[i].forward) {
+      ForwardSlot(schedule_[i]);
     } else {
-      BackwardSlot(slot);
+      BackwardSlot(schedule_[i]);
     }
+    if (mg_) b_.EndRegion();
   }
   b_.set_layer(-1);
   if (mg_) ReduceGradients(/*at_end=*/true);

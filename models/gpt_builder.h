@@ -64,6 +64,12 @@ class GptBuilder {
 
   // --- step structure, head and loss (gpt.cc) -------------------------------
 
+  // Transformer layers of virtual stage k (even when the launch line's
+  // parser left no per-stage list, as a hand-built spec may).
+  int64_t StageLayers(int64_t k) const {
+    if (!g_.stage_layers.empty()) return g_.stage_layers[static_cast<size_t>(k)];
+    return L_ / (g_.pipeline * g_.virtual_stages);
+  }
   // Names of micro-batch k's values: "mbK." (none with a single micro-batch).
   std::string MbPrefix(int64_t mb) const {
     return mg_ && g_.microbatches > 1 ? absl::StrCat("mb", mb, ".") : std::string();

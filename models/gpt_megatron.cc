@@ -12,6 +12,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/gpt_builder.h"
+#include "models/megatron_schedule_buckets.h"
 
 namespace gpusim {
 namespace gpt_internal {
@@ -138,30 +139,34 @@ void GptBuilder::WeightGrad(const std::string& param, std::vector<TensorId> read
   b_.AddOp(name + ".accumulate", OpKind::kElementwise, acc, {}, static_cast<double>(b_.tensor(dw).elements()));
 }
 
-// Note [Megatron gradient buckets]: DDP groups a chunk's parameters, in
-// reverse order (the order backward produces their gradients), into
-// buckets of --ddp-bucket-size elements, by default max(40M, 1M x the
-// data-parallel x CP size) (distributed_data_parallel.py
-// DistributedDataParallel.__init__), one bucket per chunk without
-// --overlap-grad-reduce. With it a bucket's reduce-scatter (distributed
-// optimizer) or all-reduce is launched on the communication stream as soon
-// as the last micro-batch's backward has written all of its gradients
-// (param_and_grad_buffer.py _ParamAndGradBucketGroup.register_grad_ready),
-// overlapping the rest of the backward; otherwise all run after the last
-// backward (finish_grad_sync). Tied embeddings with PP > 1: the first and
-// last stage then all-reduce the embedding gradient between them
-// (finalize_model_grads.py _allreduce_word_embedding_grads).
+// Note [Megatron gradient buckets]: DDP lays each chunk's main_grad
+// buffer out in buckets (Note [Megatron gradient buffer layout],
+// models/megatron_schedule_buckets.cc: reverse module order, the
+// distributed optimizer's padding, --ddp-bucket-size, one bucket without
+// --overlap-grad-reduce, on pipeline ranks after the first and for chunks
+// after the first). With --overlap-grad-reduce a bucket's reduce-scatter
+// (distributed optimizer) or all-reduce is launched on the communication
+// stream as soon as the last micro-batch's backward has written all of its
+// gradients (param_and_grad_buffer.py
+// _ParamAndGradBucketGroup.register_grad_ready), overlapping the rest of
+// the backward; otherwise all run after the last backward
+// (finish_grad_sync). The padding is held as buffers of its own beside the
+// gradients (and the params under the distributed optimizer). Tied
+// embeddings with PP > 1: the first and last stage then all-reduce the
+// embedding gradient between them (finalize_model_grads.py
+// _allreduce_word_embedding_grads).
 void GptBuilder::BuildBuckets() {
   const int64_t d = dp_ * cp_;
-  const int64_t size = !g_.overlap_grad_reduce ? std::numeric_limits<int64_t>::max()
-                       : g_.bucket_size > 0   ? g_.bucket_size
-                                              : std::max<int64_t>(40000000, 1000000 * d);
+  const bool shared_tied = m_.tied_embeddings && g_.pipeline > 1;
   for (size_t c = 0; c < chunks_.size(); ++c) {
-    std::vector<std::pair<std::string, std::vector<std::string>>> units;
+    std::vector<std::pair<std::string, std::string>> order;  // (param, unit) in buffer order
+    auto unit = [&](const std::string& name, std::vector<std::string> names) {
+      for (auto it = names.rbegin(); it != names.rend(); ++it) order.push_back({*it, name});
+    };
     if (c + 1 == chunks_.size() && last_stage_) {
       std::vector<std::string> head = {"ln_f"};
       if (params_.count("output")) head.push_back("output");
-      units.push_back({"head", head});
+      unit("head", head);
     }
     for (auto it = chunks_[c].rbegin(); it != chunks_[c].rend(); ++it) {
       std::vector<std::string> names;
@@ -169,26 +174,45 @@ void GptBuilder::BuildBuckets() {
       for (const std::string& p : param_order_) {
         if (absl::StartsWith(p, pre)) names.push_back(p);
       }
-      units.push_back({absl::StrCat("layer", *it), names});
+      unit(absl::StrCat("layer", *it), names);
     }
     if (c == 0 && first_stage_) {
       std::vector<std::string> emb = {"embedding"};
       if (params_.count("position")) emb.push_back("position");
-      units.push_back({"embed", emb});
+      unit("embed", emb);
     }
-    Bucket cur;
-    for (const auto& [unit, names] : units) {
-      cur.units.insert(unit);
-      for (const std::string& n : names) {
-        cur.grads.push_back(main_grad_.at(n));
-        cur.elements += b_.tensor(main_grad_.at(n)).elements();
-      }
-      if (cur.elements >= size) {
-        buckets_.push_back(cur);
-        cur = Bucket();
-      }
+    std::vector<int64_t> numel;
+    std::vector<bool> shared;
+    for (const auto& [name, u] : order) {
+      numel.push_back(b_.tensor(main_grad_.at(name)).elements());
+      shared.push_back(shared_tied && (name == "embedding" || name == "output"));
     }
-    if (!cur.grads.empty()) buckets_.push_back(cur);
+    const bool bucketed = g_.overlap_grad_reduce && g_.stage == 0 && c == 0;
+    const int64_t size = !bucketed ? 0 : g_.bucket_size > 0 ? g_.bucket_size : std::max<int64_t>(40000000, 1000000 * d);
+    const MegatronBufferLayout layout = LayOutGradBuffer(numel, shared, size, g_.distributed_optimizer, d);
+    for (const MegatronBucketLayout& bl : layout.buckets) {
+      Bucket bk;
+      int64_t own = 0;
+      for (int64_t i = bl.first_param; i <= bl.last_param; ++i) {
+        const auto& [name, u] = order[static_cast<size_t>(i)];
+        bk.grads.push_back(main_grad_.at(name));
+        bk.units.insert(u);
+        own += numel[static_cast<size_t>(i)];
+      }
+      bk.elements = bl.end - bl.start;
+      if (bk.elements > own) {
+        bk.grads.push_back(b_.AddArgument(absl::StrCat("main_grad.padding.chunk", c, ".bucket", buckets_.size()),
+                                          {bk.elements - own}, g_.grad_dtype, Role::kGradient, false,
+                                          "DDP grad buffer padding (distributed optimizer)"));
+      }
+      buckets_.push_back(bk);
+    }
+    if (g_.distributed_optimizer && layout.padding() > 0) {
+      // Not a parameter (the model's parameter count leaves it out): room in
+      // the param buffer.
+      b_.AddArgument(absl::StrCat("params.padding.chunk", c), {layout.padding()}, m_.weight_dtype, Role::kWorkspace,
+                     false, "DDP param buffer padding (distributed optimizer)");
+    }
   }
 }
 

@@ -1,6 +1,7 @@
 // Megatron's pipeline schedules: warm-up counts and the activations each
 // stage holds at once (Note [Megatron pipeline schedules]).
 #include "models/megatron_schedule.h"
+#include "models/megatron_schedule_buckets.h"
 
 #include "gtest/gtest.h"
 
@@ -58,6 +59,44 @@ TEST(MegatronScheduleTest, AllWarmupWhenTheScheduleIsShort) {
   // p = 4, v = 2, m = 4: stage 0's warm-up 10 > m x v = 8: every forward first.
   EXPECT_EQ(MegatronWarmup(4, 0, 2, 4, 4), 8);
   EXPECT_EQ(MaxInFlight(MegatronSchedule(4, 0, 2, 4, 4)), 8);
+}
+
+// Note [Megatron gradient buffer layout], worked by hand from
+// _ParamAndGradBuffer.__init__.
+TEST(MegatronBufferLayoutTest, DistributedOptimizerPadsParamStartsAndBucketEnds) {
+  // dp 3: bucket ends at multiples of lcm(3, 128) = 384, params start at
+  // multiples of 64. p0 [0, 100); p1 starts at 128, ends 178 >= 120: bucket
+  // [0, 384); p2 [384, 1384): bucket [384, 1536).
+  const MegatronBufferLayout l = LayOutGradBuffer({100, 50, 1000}, {false, false, false}, 120, true, 3);
+  ASSERT_EQ(l.buckets.size(), 2u);
+  EXPECT_EQ(l.buckets[0].end, 384);
+  EXPECT_EQ(l.buckets[0].numel_unpadded, 178);
+  EXPECT_EQ(l.buckets[0].last_param, 1);
+  EXPECT_EQ(l.buckets[1].start, 384);
+  EXPECT_EQ(l.buckets[1].end, 1536);
+  EXPECT_EQ(l.numel, 1536);
+  EXPECT_EQ(l.padding(), 1536 - 1150);
+  // Without the distributed optimizer nothing is padded: [0, 150), [150, 1150).
+  const MegatronBufferLayout plain = LayOutGradBuffer({100, 50, 1000}, {false, false, false}, 120, false, 3);
+  ASSERT_EQ(plain.buckets.size(), 2u);
+  EXPECT_EQ(plain.buckets[0].end, 150);
+  EXPECT_EQ(plain.numel, 1150);
+  EXPECT_EQ(plain.padding(), 0);
+  // One bucket (bucket_size 0), dp 8: the end padded to 128.
+  EXPECT_EQ(LayOutGradBuffer({1000}, {false}, 0, true, 8).numel, 1024);
+}
+
+TEST(MegatronBufferLayoutTest, SharedEmbeddingGetsItsOwnBucket) {
+  // dp 2, lcm 128: p0 [0, 10) closes at p1's padded start 64 -> [0, 128);
+  // the shared p1 [128, 148) -> [128, 256); p2 [256, 286) -> [256, 384).
+  const MegatronBufferLayout l = LayOutGradBuffer({10, 20, 30}, {false, true, false}, 0, true, 2);
+  ASSERT_EQ(l.buckets.size(), 3u);
+  EXPECT_EQ(l.buckets[0].end, 128);
+  EXPECT_EQ(l.buckets[0].numel_unpadded, 64);
+  EXPECT_EQ(l.buckets[1].start, 128);
+  EXPECT_EQ(l.buckets[1].end, 256);
+  EXPECT_EQ(l.buckets[2].end, 384);
+  EXPECT_EQ(l.numel, 384);
 }
 
 }  // namespace

@@ -1,5 +1,5 @@
 // A Megatron-LM launch line under the single-step commands: explain, diff
-// and run --out show its peak rank (PeakRankView, sim/step/megatron_step.h)
+// run --out and viz show its peak rank (PeakRankView, sim/step/megatron_step.h)
 // with the pipeline's step time; compare still refuses it by name (per row).
 #include <filesystem>
 #include <string>
@@ -49,10 +49,25 @@ TEST(CliMegatronTest, RunWritesThePeakRanksStepFiles) {
   EXPECT_NE(r.out.find("Per rank"), std::string::npos) << r.out;
 }
 
+// viz draws the peak rank too (its charts take seconds).
+TEST(CliMegatronTest, VizDrawsThePeakRank) {
+  const std::string out = ::testing::TempDir() + "/cli_megatron_viz";
+  std::filesystem::remove_all(out);
+  const std::string small =
+      Write("cli_megatron_viz.yaml",
+            "device: h100-sxm-80gb\nmegatron:\n  world_size: 2\n  args: \"--num-layers 2 --hidden-size 64 "
+            "--num-attention-heads 2 --seq-length 32 --micro-batch-size 1 --tokenizer-type NullTokenizer "
+            "--vocab-size 100 --bf16 --pipeline-model-parallel-size 2 --global-batch-size 1\"\n");
+  Result r = Gpusim("viz " + small + " --out " + out);
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Megatron-LM launch line: pipeline stage 0 of 2"), std::string::npos) << r.out;
+  EXPECT_TRUE(std::filesystem::exists(out + "/report.html")) << r.out;
+}
+
 TEST(CliMegatronTest, CompareStillRefusesALaunchLine) {
   Result r = Gpusim("compare " + Launch() + " --vary device=h100-sxm-80gb,a100-sxm-80gb");
-  EXPECT_NE(r.out.find("runs with `gpusim run` (every pipeline rank, sim/step/megatron_step.h), `explain` and `diff` "
-                       "(its peak rank); this command does not take one yet"),
+  EXPECT_NE(r.out.find("runs with `gpusim run` (every pipeline rank, sim/step/megatron_step.h), `explain`, `diff` "
+                       "and `viz` (its peak rank); this command does not take one yet"),
             std::string::npos)
       << r.out;
 }

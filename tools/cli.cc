@@ -419,6 +419,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   std::optional<StepReport> other;
   std::vector<RecordedMemorySample> recorded_counters;
   VizOptions viz;
+  std::string rank_note;  // a launch line: which rank is drawn
   const bool yaml = file.size() > 5 && (file.substr(file.size() - 5) == ".yaml" || file.substr(file.size() - 4) == ".yml");
   if (yaml || IsHloFile(file)) {
     RunOptions as_config;
@@ -429,9 +430,14 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     if (!allocator.empty()) config_sets.push_back("allocator.impl=" + allocator);
     auto spec = LoadSpec(file, config_sets, yaml ? "" : device);
     if (!spec.ok()) return Fail(spec.status());
-    report = SimulateStep(*spec);
-    other = OtherLoopMode(*spec);
-    if (other.has_value()) viz.other_loop_mode = &*other;
+    if (spec->megatron.present) {
+      // A launch line: its peak rank, as explain and run --out show it.
+      report = SimulateOneStep(*spec, &rank_note);
+    } else {
+      report = SimulateStep(*spec);
+      other = OtherLoopMode(*spec);
+      if (other.has_value()) viz.other_loop_mode = &*other;
+    }
   } else {
     // A trace has no config: only allocator options apply.
     AllocatorSpec alloc_spec{allocator.empty() ? "pytorch_caching" : allocator, {}};
@@ -491,7 +497,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   if (format == "json") {
     std::cout << RenderVizJson(*report, out_dir, snapshot);
   } else {
-    std::cout << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
+    std::cout << rank_note << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
   }
   return 0;
 }

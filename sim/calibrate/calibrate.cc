@@ -27,6 +27,7 @@ struct Prepared {
   std::vector<Trace> traces;
   TimeBreakdown before;
   Bytes predicted_bytes{-1};
+  std::vector<MegatronSlotEvents> slots;  // per trace of a launch line: its pipeline slots
 };
 
 // One kernel case's measurements.
@@ -68,21 +69,19 @@ absl::StatusOr<TimeBreakdown> Time(const Prepared& c, const std::vector<FitParam
                                    const std::vector<double>& values) {
   // A fresh allocator per trial: its device calls are timed too (engine.h,
   // Note [Allocator time]), and a cudaFree's drain depends on the timing.
-  std::vector<SimTime> own, passes;
+  std::vector<MegatronRankTimes> ranks;
   TimeBreakdown slowest;
   for (size_t i = 0; i < c.traces.size(); ++i) {
     const RunSpec& run = c.runs[i];
     ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(run.allocator, run.device.usable()));
     ASSIGN_OR_RETURN(SimResult s, Simulate(c.traces[i], WithParameters(run.device, params, values), alloc.get()));
     if (i == 0 || s.step_time > slowest.step) slowest = Breakdown(s);
-    if (run.megatron.present) {
-      own.push_back(s.step_time);
-      passes.push_back(MegatronPassTime(c.traces[i], s, run.megatron));
-    }
+    if (run.megatron.present) ranks.push_back(RankTimesOf(c.slots[i], s));
   }
-  if (!own.empty()) {
-    SimTime bubble;
-    slowest.step = MegatronPipelineStep(own, passes, c.runs[0].megatron, &bubble);
+  if (!ranks.empty()) {
+    ASSIGN_OR_RETURN(const MegatronPipelineTimes pipe,
+                     SimulatePipeline(ranks, c.runs[0], WithParameters(c.runs[0].device, params, values)));
+    slowest.step = pipe.step;
   }
   return slowest;
 }
@@ -247,6 +246,7 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
       for (MegatronRank& k : m->ranks) {
         p.runs.push_back(k.report.spec);
         p.traces.push_back(std::move(k.report.lowered.trace));
+        p.slots.push_back(std::move(k.slots));
       }
     } else {
       absl::StatusOr<StepReport> r = SimulateStep(c.run);

@@ -120,10 +120,10 @@ const std::vector<ArgRule>& Rules() {
       {"cpu-offloading", ArgKind::kRefused, "activation CPU offloading is not modelled"},
       {"use-torch-fsdp2", ArgKind::kRefused, "FSDP2 is not modelled"},
       {"use-custom-fsdp", ArgKind::kRefused, "Megatron FSDP is not modelled"},
-      {"decoder-first-pipeline-num-layers", ArgKind::kRefused, "uneven pipeline stages are not modelled"},
-      {"decoder-last-pipeline-num-layers", ArgKind::kRefused, "uneven pipeline stages are not modelled"},
-      {"account-for-embedding-in-pipeline-split", ArgKind::kRefused, "uneven pipeline stages are not modelled"},
-      {"account-for-loss-in-pipeline-split", ArgKind::kRefused, "uneven pipeline stages are not modelled"},
+      {"decoder-first-pipeline-num-layers", ArgKind::kModelled, "uneven pipeline stages"},
+      {"decoder-last-pipeline-num-layers", ArgKind::kModelled, "uneven pipeline stages"},
+      {"account-for-embedding-in-pipeline-split", ArgKind::kModelled, "the embedding counted as a layer of the split"},
+      {"account-for-loss-in-pipeline-split", ArgKind::kModelled, "the loss counted as a layer of the split"},
       {"rampup-batch-size", ArgKind::kRefused, "batch-size ramp-up changes the step over training"},
       {"cross-entropy-loss-fusion", ArgKind::kRefused, "the fused cross-entropy kernel is not modelled"},
       {"use-precision-aware-optimizer", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
@@ -227,12 +227,14 @@ const std::vector<ArgRule>& Rules() {
       {"no-bias-dropout-fusion", ArgKind::kNoEffect, "kernel fusion: modelled per op, not per fused kernel"},
       {"no-rope-fusion", ArgKind::kNoEffect, "kernel fusion: modelled per op, not per fused kernel"},
       {"no-persist-layer-norm", ArgKind::kNoEffect, "kernel choice"},
-      {"overlap-p2p-communication", ArgKind::kNoEffect, "pipeline p2p sends are not timed (activations only)"},
+      {"overlap-p2p-communication", ArgKind::kModelled,
+       "interleaved p2p overlapped with compute (Megatron's default since 2023-10; the flag is the older spelling)"},
+      {"no-overlap-p2p-communication", ArgKind::kModelled, "interleaved p2p batched and waited on (1F1B always is)"},
       {"no-async-tensor-model-parallel-allreduce", ArgKind::kNoEffect, "TP collectives are serial on their stream"},
       {"calculate-per-token-loss", ArgKind::kNoEffect, "loss normalisation"},
       {"distributed-backend", ArgKind::kNoEffect, "NCCL is modelled"},
       {"distributed-timeout-minutes", ArgKind::kNoEffect, "timeouts"},
-      {"use-tp-pp-dp-mapping", ArgKind::kNoEffect, "rank order (every rank of a stage has the same shape)"},
+      {"use-tp-pp-dp-mapping", ArgKind::kModelled, "rank order: which pipeline sends cross nodes"},
       {"log-interval", ArgKind::kNoEffect, "logging"},
       {"log-throughput", ArgKind::kNoEffect, "logging"},
       {"log-params-norm", ArgKind::kNoEffect, "logging"},
@@ -355,6 +357,90 @@ class Args {
 };
 
 int64_t CeilTo(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+// Note [Megatron uneven stages]: transformer layers per virtual stage, after
+// megatron/core/transformer/transformer_block.py get_num_layers_to_build
+// and validate_args (NVIDIA/Megatron-LM, 2025-05):
+//  - --decoder-first/last-pipeline-num-layers F, L': the first (last) rank
+//    holds F (L') layers, the other ranks (L - F - L') / their count each;
+//    not with --account-for-*, and with the interleaved schedule only
+//    through --num-virtual-stages-per-pipeline-rank;
+//  - otherwise (L + embedding + loss) / p per rank, where
+//    --account-for-embedding-in-pipeline-split (-loss-) counts the
+//    embedding (loss) as one layer of the first (last) virtual stage, which
+//    then builds one layer fewer;
+//  - every rank's count is split evenly over its v model chunks; virtual
+//    stage k = c x p + r takes the layers after those of stages 0..k-1
+//    (TransformerLayer._get_layer_offset).
+// A virtual stage left with no transformer layer is refused (the model
+// chunk would hold only the embedding or the loss).
+absl::Status StageLayers(const Args& g, int64_t layers, int64_t pp, int64_t per_vp, int64_t vstages,
+                         MegatronSpec* mg) {
+  const bool has_first = g.Has("decoder-first-pipeline-num-layers");
+  const bool has_last = g.Has("decoder-last-pipeline-num-layers");
+  int64_t first = 0, last = 0;
+  bool emb = false, loss = false;
+  RETURN_IF_ERROR(g.Int("decoder-first-pipeline-num-layers", &first));
+  RETURN_IF_ERROR(g.Int("decoder-last-pipeline-num-layers", &last));
+  RETURN_IF_ERROR(g.Flag("account-for-embedding-in-pipeline-split", &emb));
+  RETURN_IF_ERROR(g.Flag("account-for-loss-in-pipeline-split", &loss));
+  const std::string uneven = has_first ? "decoder-first-pipeline-num-layers" : "decoder-last-pipeline-num-layers";
+  std::vector<int64_t> per_rank(static_cast<size_t>(pp), 0);
+  if (has_first || has_last) {
+    if (emb || loss) return g.Error(uneven, "does not go with --account-for-embedding/loss-in-pipeline-split");
+    if (pp < 2) return g.Error(uneven, "needs PP > 1");
+    if (per_vp > 0) {
+      return g.Error(uneven, "with the interleaved schedule, give --num-virtual-stages-per-pipeline-rank");
+    }
+    const int64_t left = pp - (has_first ? 1 : 0) - (has_last ? 1 : 0);
+    const int64_t rest = layers - first - last;
+    if (left == 0) return g.Error(uneven, "with both first and last set, PP 2 leaves no middle stage to divide by");
+    if (rest < 0 || rest % left != 0) {
+      return g.Error(uneven, absl::StrCat("the layers left (", rest, ") must divide over the other ", left,
+                                          " pipeline stage", left == 1 ? "" : "s"));
+    }
+    for (int64_t r = 0; r < pp; ++r) per_rank[static_cast<size_t>(r)] = rest / left;
+    if (has_first) per_rank.front() = first;
+    if (has_last) per_rank.back() = last;
+  } else {
+    const int64_t split = layers + (emb ? 1 : 0) + (loss ? 1 : 0);
+    if (split % pp != 0) {
+      return g.Error("pipeline-model-parallel-size",
+                     absl::StrCat("must divide --num-layers (", layers, emb || loss ? " + the embedding/loss counted" : "",
+                                  " = ", split, "), or give --decoder-first/last-pipeline-num-layers"));
+    }
+    for (int64_t& n : per_rank) n = split / pp;
+  }
+  if (per_vp > 0) {
+    if (per_rank.front() % per_vp != 0) {
+      return g.Error("num-layers-per-virtual-pipeline-stage", "must divide the layers per pipeline stage");
+    }
+    vstages = per_rank.front() / per_vp;
+  }
+  mg->virtual_stages = std::max<int64_t>(1, vstages);
+  const int64_t v = mg->virtual_stages;
+  if (v > 1) {
+    if (pp < 2) return g.Error("num-layers-per-virtual-pipeline-stage", "the interleaved schedule needs PP > 1");
+    for (int64_t n : per_rank) {
+      if (n % v != 0) return g.Error("num-virtual-stages-per-pipeline-rank", "must divide the layers per pipeline stage");
+    }
+  }
+  mg->stage_layers.assign(static_cast<size_t>(pp * v), 0);
+  for (int64_t k = 0; k < pp * v; ++k) {
+    int64_t n = per_rank[static_cast<size_t>(k % pp)] / v;
+    if (k == 0 && emb) --n;
+    if (k == pp * v - 1 && loss) --n;
+    if (n <= 0) {
+      return g.Error(k == 0 && emb ? "account-for-embedding-in-pipeline-split"
+                     : k == pp * v - 1 && loss ? "account-for-loss-in-pipeline-split"
+                                               : uneven,
+                     absl::StrCat("leaves virtual stage ", k, " with no transformer layer (a chunk of only the "
+                                  "embedding or the loss is not modelled)"));
+    }
+    mg->stage_layers[static_cast<size_t>(k)] = n;
+  }
+  return absl::OkStatus();
+}
 
 }  // namespace
 
@@ -623,10 +709,6 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   if (m.n_heads % tp != 0) return g.Error("tensor-model-parallel-size", "must divide --num-attention-heads");
   if (m.n_kv_heads % tp != 0) return g.Error("tensor-model-parallel-size", "must divide the query groups");
   if (m.mlp_dim % tp != 0) return g.Error("tensor-model-parallel-size", "must divide --ffn-hidden-size");
-  if (m.n_layers % pp != 0) {
-    return g.Error("pipeline-model-parallel-size",
-                   absl::StrCat("must divide --num-layers (", m.n_layers, "): uneven stages are not modelled"));
-  }
   if (cp > 1 && seq % (2 * cp) != 0) {
     return g.Error("context-parallel-size", "2 x CP must divide the sequence length (load-balanced chunks)");
   }
@@ -642,21 +724,27 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   if (per_vp > 0 && vstages > 0) {
     return g.Error("num-virtual-stages-per-pipeline-rank", "give it or --num-layers-per-virtual-pipeline-stage");
   }
-  if (per_vp > 0) {
-    if ((m.n_layers / pp) % per_vp != 0) {
-      return g.Error("num-layers-per-virtual-pipeline-stage", "must divide the layers per pipeline stage");
-    }
-    vstages = m.n_layers / pp / per_vp;
-  }
-  mg.virtual_stages = std::max<int64_t>(1, vstages);
-  if (mg.virtual_stages > 1) {
-    if (pp < 2) return g.Error("num-layers-per-virtual-pipeline-stage", "the interleaved schedule needs PP > 1");
-    if ((m.n_layers / pp) % mg.virtual_stages != 0) {
-      return g.Error("num-virtual-stages-per-pipeline-rank", "must divide the layers per pipeline stage");
-    }
-  }
+  RETURN_IF_ERROR(StageLayers(g, m.n_layers, pp, per_vp, vstages, &mg));
   RETURN_IF_ERROR(g.Int("microbatch-group-size-per-virtual-pipeline-stage", &mg.microbatch_group));
   if (mg.microbatch_group == 0) mg.microbatch_group = pp;
+  // Note [Megatron p2p settings]: overlap_p2p_comm is on unless
+  // --no-overlap-p2p-communication, and validate_args switches it off
+  // without the interleaved schedule; batch_p2p_comm = not overlap_p2p_comm
+  // (argument_utils.py); the interleaved schedule without overlap needs
+  // PP > 2 (validate_args). --use-tp-pp-dp-mapping orders ranks
+  // tp-cp-ep-pp-dp instead of tp-cp-ep-dp-pp (initialize.py).
+  bool old_overlap = false, no_overlap = false;
+  RETURN_IF_ERROR(g.Flag("overlap-p2p-communication", &old_overlap));
+  RETURN_IF_ERROR(g.Flag("no-overlap-p2p-communication", &no_overlap));
+  if (old_overlap && no_overlap) {
+    return g.Error("no-overlap-p2p-communication", "contradicts --overlap-p2p-communication");
+  }
+  mg.overlap_p2p = !no_overlap && mg.virtual_stages > 1;
+  if (mg.virtual_stages > 1 && no_overlap && pp <= 2) {
+    return g.Error("no-overlap-p2p-communication",
+                   "the interleaved schedule without p2p overlap needs PP > 2 (Megatron's validate_args)");
+  }
+  RETURN_IF_ERROR(g.Flag("use-tp-pp-dp-mapping", &mg.tp_pp_dp_mapping));
   // Batch.
   const int64_t micro = run->batch.per_device;
   mg.global_batch = micro * mg.data;

@@ -93,5 +93,56 @@ TEST(MegatronArgsTest, MappingFormAndNoEffectList) {
   EXPECT_NE(bad.status().message().find("expected exactly one of"), std::string::npos) << bad.status();
 }
 
+// Note [Megatron uneven stages]: get_num_layers_to_build's counts.
+TEST(MegatronArgsTest, UnevenStages) {
+  const std::string l10 = "--num-layers 10 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+                          "--micro-batch-size 1 --bf16 --pipeline-model-parallel-size 4";
+  auto s = Parse(absl::StrCat(l10, " --decoder-first-pipeline-num-layers 1 --decoder-last-pipeline-num-layers 3"), 4);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->megatron.stage_layers, (std::vector<int64_t>{1, 3, 3, 3}));
+  s = Parse(absl::StrCat(l10, " --account-for-embedding-in-pipeline-split --account-for-loss-in-pipeline-split"), 4);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->megatron.stage_layers, (std::vector<int64_t>{2, 3, 3, 2}));  // (10 + 2) / 4, less one at each end
+  // Interleaved, 2 chunks per rank, the first rank given 4 layers.
+  s = Parse("--num-layers 12 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
+            "--pipeline-model-parallel-size 2 --num-virtual-stages-per-pipeline-rank 2 --global-batch-size 4 "
+            "--decoder-first-pipeline-num-layers 4",
+            2);
+  ASSERT_TRUE(s.ok()) << s.status();
+  // Rank 0 holds 4 (2 per chunk), rank 1 the other 8 (4 per chunk): virtual stages 0..3 = 2, 4, 2, 4.
+  EXPECT_EQ(s->megatron.stage_layers, (std::vector<int64_t>{2, 4, 2, 4}));
+  s = Parse(absl::StrCat(l10, " --decoder-first-pipeline-num-layers 2"), 4);
+  EXPECT_NE(s.status().message().find("--decoder-first-pipeline-num-layers: the layers left (8) must divide over the "
+                                      "other 3 pipeline stages"),
+            std::string::npos)
+      << s.status();
+  s = Parse(absl::StrCat(l10, " --decoder-first-pipeline-num-layers 1 --account-for-loss-in-pipeline-split"), 4);
+  EXPECT_NE(s.status().message().find("does not go with --account-for"), std::string::npos) << s.status();
+  s = Parse("--num-layers 3 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 --micro-batch-size 1 "
+            "--pipeline-model-parallel-size 4 --account-for-embedding-in-pipeline-split",
+            4);
+  EXPECT_NE(s.status().message().find("--account-for-embedding-in-pipeline-split: leaves virtual stage 0 with no "
+                                      "transformer layer"),
+            std::string::npos)
+      << s.status();
+}
+
+TEST(MegatronArgsTest, PointToPointSettings) {
+  const std::string vp = "--num-layers 8 --hidden-size 1024 --num-attention-heads 16 --seq-length 2048 "
+                         "--micro-batch-size 1 --num-layers-per-virtual-pipeline-stage 1 --global-batch-size 8 ";
+  auto s = Parse(absl::StrCat(vp, "--pipeline-model-parallel-size 4"), 4);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->megatron.overlap_p2p);  // Megatron's default under the interleaved schedule
+  s = Parse(absl::StrCat(vp, "--pipeline-model-parallel-size 4 --no-overlap-p2p-communication"), 4);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(s->megatron.overlap_p2p);
+  s = Parse(absl::StrCat(vp, "--pipeline-model-parallel-size 2 --no-overlap-p2p-communication"), 2);
+  EXPECT_NE(s.status().message().find("needs PP > 2"), std::string::npos) << s.status();
+  s = Parse(absl::StrCat(kBase, " --pipeline-model-parallel-size 2 --use-tp-pp-dp-mapping"), 8);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(s->megatron.overlap_p2p);  // 1F1B: switched off (validate_args)
+  EXPECT_TRUE(s->megatron.tp_pp_dp_mapping);
+}
+
 }  // namespace
 }  // namespace gpusim

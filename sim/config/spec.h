@@ -209,6 +209,11 @@ struct MegatronSpec {
   int64_t pipeline = 1;              // --pipeline-model-parallel-size
   int64_t virtual_stages = 1;        // model chunks per pipeline rank (--num-layers-per-virtual-pipeline-stage)
   int64_t microbatch_group = 0;      // --microbatch-group-size-per-virtual-pipeline-stage (0: = pipeline)
+  bool overlap_p2p = true;           // interleaved: p2p overlapped (--no-overlap-p2p-communication: off)
+  bool tp_pp_dp_mapping = false;     // --use-tp-pp-dp-mapping: rank order tp-cp-ep-pp-dp
+  // Transformer layers of each virtual stage k = chunk x pipeline + rank
+  // (uneven stages: Note [Megatron uneven stages], sim/config/megatron_args.cc).
+  std::vector<int64_t> stage_layers;
   int64_t context = 1;               // --context-parallel-size
   int64_t data = 1;                  // world_size / (TP x PP x CP)
   int64_t global_batch = 0;          // --global-batch-size

@@ -41,4 +41,13 @@ SimTime CollectiveTime(OpKind kind, double full_bytes, int64_t group,
   return SimTime::FromSeconds(latency + transfer);
 }
 
+SimTime PointToPointTime(double bytes, bool inter_node, const DeviceSpec& d, const CollectiveOptions& options) {
+  if (bytes <= 0) return SimTime(0);
+  double bw = d.nvlink_bandwidth > 0 ? d.nvlink_bandwidth : d.pcie_bandwidth;
+  if (inter_node && d.network_bandwidth > 0) bw = std::min(bw, d.network_bandwidth);
+  GPUSIM_CHECK(bw > 0);
+  const double latency = inter_node ? options.network_step_latency.seconds() : d.link_latency.seconds();
+  return SimTime::FromSeconds(latency + bytes / (bw * d.collective_efficiency));
+}
+
 }  // namespace gpusim

@@ -51,6 +51,13 @@ int64_t RingSteps(OpKind kind, int64_t n);
 SimTime CollectiveTime(OpKind kind, double full_bytes, int64_t group,
                        const DeviceSpec& d, const CollectiveOptions& options = {});
 
+// One point-to-point NCCL send/recv of `bytes` between two ranks, α–β as
+// above with one step: the link's latency plus bytes / (bw · eff), over
+// NVLink (PCIe without it) inside a node, the network between nodes (NCCL's
+// p2p runs the Simple protocol over the same transports; tuning.cc prices
+// no p2p, so the ring's per-step latency and efficiency stand for it).
+SimTime PointToPointTime(double bytes, bool inter_node, const DeviceSpec& d, const CollectiveOptions& options = {});
+
 }  // namespace gpusim
 
 #endif  // GPUSIM_SIM_DEVICE_COLLECTIVE_MODEL_H_

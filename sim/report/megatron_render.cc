@@ -40,10 +40,22 @@ std::string RenderMegatronText(const MegatronReport& r) {
   absl::StrAppend(&o, "\nMegatron-LM launch line: ", Layout(g, r.spec), "\n");
   absl::StrAppendFormat(&o, "  %d parameters in the model; global batch %d = micro-batch %d x %d micro-batches x DP %d\n",
                         r.param_count, g.global_batch, r.spec.batch.per_device, g.microbatches, g.data);
-  absl::StrAppendFormat(&o, "  step %.4f s = slowest rank %.4f s + pipeline bubble %.4f s; %.1f TFLOP/s/GPU "
-                        "(Megatron's formula), %.0f tokens/s/GPU\n",
+  absl::StrAppendFormat(&o, "  step %.4f s = slowest rank's own step %.4f s + waits on other stages %.4f s "
+                        "(bubble and p2p sends); %.1f TFLOP/s/GPU (Megatron's formula), %.0f tokens/s/GPU\n",
                         r.step_time.seconds(), (r.step_time - r.bubble).seconds(), r.bubble.seconds(),
                         r.model_tflops_per_device, r.tokens_per_s_per_device);
+  if (g.pipeline > 1) {
+    absl::StrAppendFormat(&o, "  p2p: %s per message ([s, b, h] of one micro-batch), ", FormatBytes(
+                          Bytes(PipelineMessageBytes(r.spec))));
+    for (const MegatronRank& k : r.ranks) {
+      absl::StrAppendFormat(&o, "%s%d->%d %.3f ms%s", &k == &r.ranks.front() ? "" : ", ", k.stage,
+                            (k.stage + 1) % g.pipeline, k.send_time.seconds() * 1e3,
+                            k.send_inter_node ? " (network)" : " (NVLink)");
+      if (g.virtual_stages == 1 && k.stage + 2 == g.pipeline) break;  // 1F1B: no wrap-around send
+    }
+    absl::StrAppend(&o, g.virtual_stages > 1 && g.overlap_p2p ? "; overlapped with compute\n"
+                                                                : "; the sender waits for its send\n");
+  }
   o += "\nPer rank (one row per pipeline stage; every TP/CP/DP rank of a stage is alike)\n";
   o += "  stage  ranks        in-flight  peak allocated              end allocated               peak reserved               own step  (host issue, GPU waiting on it)\n";
   for (const MegatronRank& k : r.ranks) {
@@ -87,6 +99,8 @@ std::string RenderMegatronJson(const MegatronReport& r) {
       .Int("param_count", r.param_count)
       .Double("step_time_s", r.step_time.seconds())
       .Double("bubble_s", r.bubble.seconds())
+      .Int("p2p_message_bytes", g.pipeline > 1 ? PipelineMessageBytes(r.spec) : 0)
+      .Bool("p2p_overlapped", g.virtual_stages > 1 && g.overlap_p2p)
       .Double("model_tflops_per_gpu", r.model_tflops_per_device)
       .Double("tokens_per_s_per_gpu", r.tokens_per_s_per_device)
       .Int("peak_rank_stage", r.ranks[r.peak].stage)
@@ -115,6 +129,10 @@ std::string RenderMegatronJson(const MegatronReport& r) {
         .Bool("fits", s.fits)
         .Double("own_step_time_s", s.sim.step_time.seconds())
         .Double("compute_per_pass_s", k.compute_per_pass.seconds())
+        .Double("p2p_send_s", k.send_time.seconds())
+        .Bool("p2p_send_inter_node", k.send_inter_node)
+        .Double("pipeline_wait_s", k.pipeline_wait.seconds())
+        .Double("pipeline_end_s", k.pipeline_end.seconds())
         .Double("host_issue_s", s.sim.host_busy.seconds())
         .Double("host_wait_s", s.sim.host_wait.seconds())
         .String("peak_why", Why(k))

@@ -2,15 +2,12 @@
 //
 // Note [Megatron step time]: each pipeline rank's program is its own
 // schedule (models/megatron_schedule.h): warm-up forwards, 1F1B pairs,
-// cool-down backwards, gradient sync, optimizer, replayed on one device.
-// Stages wait for each other only at the edges of the schedule: in the
-// steady state a stage's passes follow back to back. So the step is the
-// slowest rank's own step plus the pipeline bubble, (p - 1) passes of one
-// (micro-batch, chunk) forward + backward of the slowest stage: Narayanan
-// et al. 2021 (arXiv 2104.04473, Sec. 2.2): (p - 1)(t_f + t_b) for 1F1B,
-// divided by v for the interleaved schedule (a chunk is 1/v of a stage).
-// Point-to-point sends between stages are not timed (activations of
-// [s/cp, b, h] over NVLink, small beside a pass).
+// cool-down backwards, gradient sync, optimizer, simulated on one device as
+// if its inputs were always there. The ranks' steps are then replayed
+// together, each slot waiting for what it receives from its neighbour over
+// the link between them (Note [Megatron pipeline in time],
+// megatron_step_pipeline.cc): the step is the last rank's end, and the
+// bubble is what that adds to the slowest rank's own step.
 #include "sim/step/megatron_step.h"
 
 #include <algorithm>
@@ -67,15 +64,6 @@ SimTime MegatronPassTime(const Trace& tr, const SimResult& sim, const MegatronSp
   return SimTime(busy.ns() / (g.microbatches * g.virtual_stages));
 }
 
-SimTime MegatronPipelineStep(const std::vector<SimTime>& own_steps, const std::vector<SimTime>& passes,
-                             const MegatronSpec& g, SimTime* bubble) {
-  SimTime slowest, pass;
-  for (SimTime t : own_steps) slowest = Max(slowest, t);
-  for (SimTime t : passes) pass = Max(pass, t);
-  *bubble = SimTime(pass.ns() * (g.pipeline - 1));
-  return slowest + *bubble;
-}
-
 MegatronRankView PeakRankView(const MegatronReport& r) {
   const MegatronRank& k = r.ranks[r.peak];
   MegatronRankView v;
@@ -101,7 +89,7 @@ absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
   out.spec = spec;
   const MegatronSpec& g = spec.megatron;
   const int64_t per_stage = g.world_size / g.pipeline;
-  std::vector<SimTime> own, passes;
+  std::vector<MegatronRankTimes> times;
   for (int64_t r = 0; r < g.pipeline; ++r) {
     RunSpec s = spec;
     s.megatron.stage = r;
@@ -119,12 +107,20 @@ absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
     StepReport& rep = rank.report;
     rep.tokens_per_step = static_cast<double>(g.microbatches * spec.batch.per_device * spec.batch.seq_len);
     rank.compute_per_pass = MegatronPassTime(rep.lowered.trace, rep.sim, g);
-    own.push_back(rep.sim.step_time);
-    passes.push_back(rank.compute_per_pass);
+    rank.slots = SlotEventsOf(rep.program, rep.lowered);
+    times.push_back(RankTimesOf(rank.slots, rep.sim));
     out.ranks.push_back(std::move(rank));
   }
   out.param_count = MegatronParamCount(spec);
-  out.step_time = MegatronPipelineStep(own, passes, g, &out.bubble);
+  ASSIGN_OR_RETURN(const MegatronPipelineTimes pipe, SimulatePipeline(times, spec, spec.device));
+  out.step_time = pipe.step;
+  out.bubble = pipe.bubble;
+  for (size_t i = 0; i < out.ranks.size(); ++i) {
+    out.ranks[i].send_time = pipe.send_time[i];
+    out.ranks[i].send_inter_node = pipe.send_inter_node[i];
+    out.ranks[i].pipeline_wait = pipe.rank_wait[i];
+    out.ranks[i].pipeline_end = pipe.rank_end[i];
+  }
   for (size_t i = 0; i < out.ranks.size(); ++i) {
     const Bytes peak = out.ranks[i].report.sim.allocator.peak_allocated;
     if (peak > out.ranks[out.peak].report.sim.allocator.peak_allocated) out.peak = i;

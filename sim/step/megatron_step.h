@@ -12,6 +12,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/config/spec.h"
+#include "sim/step/megatron_step_pipeline.h"
 #include "sim/step/step.h"
 
 namespace gpusim {
@@ -25,6 +26,11 @@ struct MegatronRank {
   bool embedding = false, head = false;
   StepReport report;           // this rank's own step (its schedule, no waits on other stages)
   SimTime compute_per_pass;    // compute-stream time of one (micro-batch, chunk) forward + backward
+  MegatronSlotEvents slots;    // its schedule's slots in its trace (calibration re-times them)
+  SimTime send_time;           // one activation to the next stage (Note [Megatron pipeline in time])
+  bool send_inter_node = false;
+  SimTime pipeline_wait;       // its slots' waits on neighbouring stages
+  SimTime pipeline_end;        // when its step ends in the pipeline
 };
 
 struct MegatronReport {
@@ -33,8 +39,8 @@ struct MegatronReport {
   size_t peak = 0;                  // index of the rank with the largest peak allocated
   size_t last = 0;                  // the rank Megatron's training log reports (global rank world - 1)
   int64_t param_count = 0;          // the whole model (tied output counted once)
-  SimTime bubble;                   // (p - 1) x the slowest stage's pass
-  SimTime step_time;                // slowest rank's own step + bubble
+  SimTime bubble;                   // step_time - the slowest rank's own step (waits on other stages)
+  SimTime step_time;                // the last rank's end, the ranks replayed together
   double model_tflops_per_device = 0;  // Megatron's formula (training.py num_floating_point_operations)
   double tokens_per_s_per_device = 0;
 };
@@ -55,13 +61,10 @@ MegatronRankView PeakRankView(const MegatronReport& r);
 // One line naming the rank shown, for the text outputs.
 std::string DescribeRankView(const MegatronRankView& v);
 
-// Note [Megatron step time]: the compute-stream time of one (micro-batch,
-// chunk) forward + backward of a rank whose trace `trace` simulated as
-// `sim`, and the pipeline's step from every rank's own step and pass time.
-// Calibration re-times ranks with trial devices through these.
+// The compute-stream time of one (micro-batch, chunk) forward + backward of
+// a rank whose trace `trace` simulated as `sim` (reported per rank; the step
+// itself comes from SimulatePipeline, megatron_step_pipeline.h).
 SimTime MegatronPassTime(const Trace& trace, const SimResult& sim, const MegatronSpec& g);
-SimTime MegatronPipelineStep(const std::vector<SimTime>& own_steps, const std::vector<SimTime>& passes,
-                             const MegatronSpec& g, SimTime* bubble);
 
 // FLOPs of one training step of the whole model as Megatron's
 // num_floating_point_operations counts them (megatron/training/training.py).

@@ -103,7 +103,7 @@ absl::Status CheckStepInput(const RunSpec& spec) {
   if (spec.megatron.present && !spec.megatron.rank_selected) {
     return absl::InvalidArgumentError(absl::StrCat(
         spec.source_file, ": a Megatron-LM launch line (megatron:) runs with `gpusim run` (every pipeline rank, "
-        "sim/step/megatron_step.h), `explain` and `diff` (its peak rank); this command does not take one yet"));
+        "sim/step/megatron_step.h), `explain`, `diff` and `viz` (its peak rank); this command does not take one yet"));
   }
   return absl::OkStatus();
 }
