@@ -1,17 +1,11 @@
-// The model-family registry; see family.h.
+// The families models/ builds; see family.h.
 #include "models/family.h"
 
-#include <set>
-
 #include "absl/strings/str_cat.h"
-#include "absl/strings/str_join.h"
-#include "sim/base/names.h"
 #include "sim/base/status.h"
-#include "sim/config/settings.h"
 #include "models/gpt.h"
 #include "models/jax_program.h"
 #include "models/llama.h"
-#include "sim/import/hlo/hlo_front_end.h"
 
 namespace gpusim {
 namespace {
@@ -113,15 +107,6 @@ std::vector<ModelFamily>* MakeFamilies() {
                 {},
                 [](const RunSpec& s, const RematPlan*) { return BuildJaxProgram(s); },
                 nullptr});
-  // sim/import/hlo/hlo_front_end.h: an HLO module jax.jit(...).lower() printed.
-  f->push_back({"hlo",
-                "an imported HLO module (program_hlo: FILE, gpusim run STEP.hlo): XLA-GPU fusion, while-loop state, "
-                "donation (sim/import/hlo, sim/lower/xla/fusion.cc)",
-                {"framework", "loop.trip_count"},
-                {},
-                {},
-                [](const RunSpec& s, const RematPlan*) { return BuildHloProgram(s); },
-                nullptr});
   return f;
 }
 
@@ -130,60 +115,6 @@ std::vector<ModelFamily>* MakeFamilies() {
 const std::vector<ModelFamily>& ModelFamilies() {
   static const std::vector<ModelFamily>* const kFamilies = MakeFamilies();
   return *kFamilies;
-}
-
-namespace {
-
-// A setting's type, read off its default as the settings table writes it.
-std::string TypeOfDefault(const std::string& v) {
-  if (v == "true" || v == "false") return "bool";
-  if (!v.empty() && v.front() == '[') return "list";
-  if (!v.empty() && v.find_first_not_of("-0123456789") == std::string::npos) return "int";
-  if (!v.empty() && v.find_first_not_of("-0123456789.e") == std::string::npos) return "double";
-  return "string";
-}
-
-}  // namespace
-
-std::vector<RegistryEntry> ListModelFamilies() {
-  const RunSpec defaults;
-  std::vector<RegistryEntry> out;
-  for (const ModelFamily& f : ModelFamilies()) {
-    RegistryEntry e{f.name, f.doc, {}, {}};
-    std::set<std::string> seen;
-    for (const std::vector<std::string>* list : {&f.jax_settings, &f.pytorch_settings}) {
-      for (const std::string& path : *list) {
-        if (!seen.insert(path).second) continue;
-        const SettingInfo* s = FindSetting(path);
-        if (s == nullptr) {
-          e.params.push_back({path, "string", "", "", "", ""});
-          continue;
-        }
-        const std::string def = s->default_value(defaults);
-        e.params.push_back({path, TypeOfDefault(def), "", def, "", s->doc});
-      }
-    }
-    std::string fixed;
-    for (const auto& [path, value] : f.fixed) absl::StrAppend(&fixed, fixed.empty() ? "" : ", ", path, " = ", value);
-    e.notes = {{"models under jax", absl::StrJoin(f.jax_settings, ", ")},
-               {"models under pytorch", absl::StrJoin(f.pytorch_settings, ", ")},
-               {"runs as", fixed}};
-    out.push_back(std::move(e));
-  }
-  return out;
-}
-
-absl::StatusOr<const ModelFamily*> FamilyOf(const RunSpec& spec) {
-  const std::string name = !spec.program_hlo.empty() ? "hlo"
-                           : spec.program.present   ? "program"
-                           : spec.megatron.present  ? "megatron"
-                                                    : spec.model.family;
-  std::vector<std::string> names;
-  for (const ModelFamily& f : ModelFamilies()) {
-    if (f.name == name) return &f;
-    if (f.name != "program" && f.name != "hlo" && f.name != "megatron") names.push_back(f.name);
-  }
-  return absl::InvalidArgumentError(absl::StrCat("model.family: ", UnknownNameMessage("model family", name, names)));
 }
 
 }  // namespace gpusim

@@ -6,7 +6,8 @@
 //
 // To add a family: a builder under models/ (NAME.h/.cc) with its layer
 // graph function, an entry in family.cc, and the name in the
-// `model.family` enum of sim/config/spec_parse.cc.
+// `model.family` enum of sim/config/spec_parse.cc. A front-end backed by an
+// importer (sim/import) registers in sim/step/families.cc instead.
 #ifndef GPUSIM_MODELS_FAMILY_H_
 #define GPUSIM_MODELS_FAMILY_H_
 
@@ -16,7 +17,6 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "sim/base/registry.h"
 #include "sim/config/spec.h"
 #include "sim/ir/layer_graph.h"
 #include "sim/ir/program.h"
@@ -54,18 +54,10 @@ struct ModelFamily {
   }
 };
 
-// Every family, by name.
+// The families models/ builds, by name. The step pipeline's registry
+// (sim/step/families.h: Families, FamilyOf, ListModelFamilies) adds the
+// importer-backed ones (an HLO module), which models/ may not link.
 const std::vector<ModelFamily>& ModelFamilies();
-// Their registry entries (sim/base/registry.h) for `gpusim list models`:
-// the settings each models as parameters (with the setting table's doc and
-// default), and notes naming the settings per framework and the values it
-// runs unmodelled settings at.
-std::vector<RegistryEntry> ListModelFamilies();
-// The family a run uses: "hlo" for program_hlo, "program" when
-// spec.program.present, otherwise
-// spec.model.family. Unknown: "model.family: unknown family 'x' (did you
-// mean 'y'?)".
-absl::StatusOr<const ModelFamily*> FamilyOf(const RunSpec& spec);
 
 }  // namespace gpusim
 

@@ -12,8 +12,7 @@
 #include "models/rolled_loop.h"
 #include "sim/base/status.h"
 #include "sim/ir/builder.h"
-#include "sim/lower/xla/entry_tuple.h"
-#include "sim/lower/xla/loop_slices.h"
+#include "sim/ir/loop_slice.h"
 
 namespace gpusim {
 namespace {
@@ -59,7 +58,7 @@ class JaxProgramBuilder {
     b_.set_phase(Phase::kBackward);
     Backward();
     RETURN_IF_ERROR(Outputs());
-    AddEntryTupleTable(b_);  // Note [Entry result tuple]
+    b_.set_entry_result_tuple(true);  // Note [Entry result tuple] (sim/lower/xla/entry_tuple.h)
     return b_.Finish();
   }
 
@@ -357,24 +356,21 @@ class JaxProgramBuilder {
       for (const std::string& c : carries_) v[c] = cur[c];
       for (const auto& [x, src] : p_.xs) {
         v[x] = {input_.at(src), SizeOf(x)};
-        // Note [Materialised loop slices]: the forward body's read of a
-        // scanned input by a GEMM is a buffer of its own.
-        std::vector<SliceReader> readers;
+        if (!rolled_) continue;
+        // Note [Materialised loop slices] (sim/lower/xla/loop_slices.h):
+        // the forward body reads its slice of a scanned input; lowering
+        // decides from its readers whether that slice is a buffer.
+        LoopSlice slice{SliceSource::kScannedInput, x, {}};
         for (const ProgramOpSpec& op : p_.body) {
           if (invariant_.count(op.out)) continue;
           for (size_t i = 0; i < op.in.size(); ++i) {
             if (op.in[i] != x) continue;
-            readers.push_back(op.op == "matmul" && GemmOf(op, false) ? SliceReader::kGemm : SliceReader::kFused);
+            slice.readers.push_back(op.op == "matmul" ? DotRead(op, false) : SliceRead{});
           }
         }
-        if (rolled_ && SliceMaterialises(readers, s_.xla)) {
-          const SliceReader why = *std::find_if(readers.begin(), readers.end(),
-                                                [&](SliceReader r) { return SliceMaterialises(r, s_.xla); });
-          const ValueType& xt = type_.at(x);
-          v[x] = Whole(MaterialiseSlice(b_, input_.at(src), xt.shape, xt.dtype, Role::kActivation,
-                                        absl::StrCat("iter", t, ".slice_", x),
-                                        absl::StrCat("scanned input `", x, "`"), why));
-        }
+        const ValueType& xt = type_.at(x);
+        v[x] = Whole(b_.AddLoopSlice(absl::StrCat("iter", t, ".slice_", x), input_.at(src), xt.shape, xt.dtype,
+                                     Role::kActivation, std::move(slice)));
       }
       const std::string it = absl::StrCat("iter", t, ".");
       if (rolled_) {
@@ -454,21 +450,19 @@ class JaxProgramBuilder {
 
   // The residual `name` of iteration t as the backward pass reads it.
   // Rolled, a stacked residual (or a scanned input) is a dynamic-slice of
-  // its stack, made a buffer of its own at its first read in the iteration
-  // when a reader does not fuse it (Note [Materialised loop slices]).
+  // its stack at its first read in the iteration; lowering decides whether
+  // it is a buffer (Note [Materialised loop slices]).
   Ref Residual(int64_t t, const std::string& name) {
     const bool sliced = rolled_ && t >= 0 && (stack_.count(name) || xs_.count(name));
-    if (sliced && SliceMaterialises(BackwardReaders(name), s_.xla)) {
+    if (sliced) {
       auto it = slice_.find({t, name});
       if (it == slice_.end()) {
         const ValueType& v = type_.at(name);
-        const std::vector<SliceReader> readers = BackwardReaders(name);
-        const SliceReader why = *std::find_if(readers.begin(), readers.end(),
-                                              [&](SliceReader r) { return SliceMaterialises(r, s_.xla); });
-        const TensorId src = stack_.count(name) ? stack_.at(name) : input_.at(XsSource(name));
-        const TensorId sl = MaterialiseSlice(
-            b_, src, v.shape, v.dtype, Role::kResidual, absl::StrCat("iter", t, ".slice_", name),
-            absl::StrCat(stack_.count(name) ? "stacked residual `" : "scanned input `", name, "`"), why);
+        const bool stacked = stack_.count(name) > 0;
+        const TensorId src = stacked ? stack_.at(name) : input_.at(XsSource(name));
+        const TensorId sl = b_.AddLoopSlice(
+            absl::StrCat("iter", t, ".slice_", name), src, v.shape, v.dtype, Role::kResidual,
+            {stacked ? SliceSource::kStackedResidual : SliceSource::kScannedInput, name, BackwardReaders(name)});
         it = slice_.emplace(std::make_pair(t, name), sl).first;
       }
       return Whole(it->second);
@@ -485,30 +479,33 @@ class JaxProgramBuilder {
     return x;
   }
 
-  // A dot a @ w as XLA keeps it: a GEMM, or strength-reduced (DotStaysGemm).
-  // `transpose_a`: the weight gradient aᵀ·dc (contracting over a's rows).
-  bool GemmOf(const ProgramOpSpec& op, bool weight_grad) const {
+  // The dot that reads `op`'s operands in the backward pass: da = dc @ wᵀ,
+  // or (`weight_grad`) dw = aᵀ·dc, an outer product when a is a vector (a
+  // broadcast multiply, fused). Lowering decides whether XLA keeps it a
+  // GEMM (DotStaysGemm in sim/lower/xla/loop_slices.h).
+  SliceRead DotRead(const ProgramOpSpec& op, bool weight_grad) const {
     const ValueType &a = type_.at(op.in[0]), &w = type_.at(op.in[1]);
     const int64_t k = a.shape.back(), n = w.shape[1];
     const int64_t m = a.elements() / std::max<int64_t>(k, 1);
     const bool a_vector = a.shape.size() == 1;
-    if (weight_grad) return DotStaysGemm(k, n, m, false, false) && !a_vector;  // a vector: an outer product
-    return DotStaysGemm(m, k, n, a_vector, false);
+    if (weight_grad && a_vector) return SliceRead{};
+    if (weight_grad) return {SliceReader::kDot, {k, n, m, false, false}};
+    return {SliceReader::kDot, {m, k, n, a_vector, false}};
   }
 
   // What reads residual `name` in a backward iteration.
-  std::vector<SliceReader> BackwardReaders(const std::string& name) const {
-    std::vector<SliceReader> r;
+  std::vector<SliceRead> BackwardReaders(const std::string& name) const {
+    std::vector<SliceRead> r;
     for (const ProgramOpSpec& op : p_.body) {
       if (!useful_.count(op.out) || invariant_.count(op.out)) continue;
       const std::string& a = op.in[0];
       const std::string b = op.in.size() > 1 ? op.in[1] : "";
       const bool da = useful_.count(a) > 0, db = !b.empty() && useful_.count(b) > 0;
       if (op.op == "matmul") {
-        if (da && b == name) r.push_back(GemmOf(op, false) ? SliceReader::kGemm : SliceReader::kFused);
-        if (db && a == name) r.push_back(GemmOf(op, true) ? SliceReader::kGemm : SliceReader::kFused);
+        if (da && b == name) r.push_back(DotRead(op, false));
+        if (db && a == name) r.push_back(DotRead(op, true));
       } else if (op.op == "mul" || op.op == "scale") {
-        if ((da && b == name) || (db && a == name)) r.push_back(SliceReader::kFused);
+        if ((da && b == name) || (db && a == name)) r.push_back(SliceRead{});
       }
     }
     return r;
@@ -744,7 +741,7 @@ class JaxProgramBuilder {
   std::map<std::string, Ref> final_ct_;
   std::map<std::string, Ref> final_const_ct_;
   std::map<std::string, Ref> vals_hoisted_;
-  std::map<std::pair<int64_t, std::string>, TensorId> slice_;  // materialised (iteration, residual) slices
+  std::map<std::pair<int64_t, std::string>, TensorId> slice_;  // (iteration, residual) slices
   std::set<std::string> invariant_;   // consts and ops on them only
 };
 

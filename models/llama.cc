@@ -12,7 +12,6 @@
 #include "models/llama_builder.h"
 #include "models/rolled_loop.h"
 #include "sim/base/status.h"
-#include "sim/lower/xla/entry_tuple.h"
 
 namespace gpusim {
 namespace llama_internal {
@@ -123,7 +122,9 @@ absl::StatusOr<Program> LlamaBuilder::Build() {
 
   b_.set_phase(Phase::kOptimizer);
   Optimizer(head.loss);
-  if (s_.framework == "jax") AddEntryTupleTable(b_);  // Note [Entry result tuple]
+  // A jitted train step returns its outputs as one tuple (Note [Entry
+  // result tuple], sim/lower/xla/entry_tuple.h).
+  b_.set_entry_result_tuple(s_.framework == "jax");
   return b_.Finish();
 }
 

@@ -11,7 +11,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/llama_builder.h"
-#include "sim/lower/xla/loop_slices.h"
+#include "sim/ir/loop_slice.h"
 
 namespace gpusim {
 namespace llama_internal {
@@ -320,9 +320,10 @@ void LlamaBuilder::FinishStackedGrads() {
 // Note [Materialised loop slices] (sim/lower/xla/loop_slices.h): in the
 // rolled backward body a saved value that a GEMM (a dW = Xᵀ·dY, a
 // recomputed dot) or the attention backward (cuDNN custom call, or its
-// batched dots) reads is a dynamic-slice of its stack written to a buffer
-// of its own each iteration; values only elementwise ops read (the norms'
-// inputs, the SwiGLU operands) are read in place.
+// batched dots) reads is a dynamic-slice of its stack, which lowering
+// writes to a buffer of its own each iteration unless its readers fuse it;
+// values only elementwise ops read (the norms' inputs, the SwiGLU
+// operands) are read from the stack directly.
 void LlamaBuilder::MaterialiseResidualSlices(int l, std::map<std::string, TensorId>& v) {
   static const std::set<std::string> kGemmRead = {"act", "h2", "attn_out", "h1", "probs"};
   static const std::set<std::string> kAttentionRead = {"query_proj", "key_proj", "value_proj", "attn_out",
@@ -332,10 +333,9 @@ void LlamaBuilder::MaterialiseResidualSlices(int l, std::map<std::string, Tensor
     if (!kGemmRead.count(r) && !attention) continue;
     const SliceReader reader =
         attention && m_.attention == "flash" ? SliceReader::kCustomCall : SliceReader::kGemm;
-    if (!SliceMaterialises(reader, s_.xla)) continue;
     auto [shape, dt] = ResidualShape(r);
-    v[r] = MaterialiseSlice(b_, stacks_.at(r), shape, dt, Role::kResidual, absl::StrCat("layer", l, ".slice_", r),
-                            absl::StrCat("stacked residual `", r, "`"), reader);
+    v[r] = b_.AddLoopSlice(absl::StrCat("layer", l, ".slice_", r), stacks_.at(r), shape, dt, Role::kResidual,
+                           {SliceSource::kStackedResidual, r, {{reader, {}}}});
   }
 }
 

@@ -9,7 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "models/llama_builder.h"
-#include "sim/lower/xla/loop_slices.h"
+#include "sim/ir/loop_slice.h"
 
 namespace gpusim {
 namespace llama_internal {
@@ -96,18 +96,17 @@ TensorId LlamaBuilder::Gather(const std::string& name, int layer, const std::str
   if (b_.phase() == Phase::kBackward && p.residual_stack != kNoTensor) src = p.residual_stack;
   const Bytes slice = Bytes(b_.tensor(src).bytes().value() / (p.per_layer ? L_ : 1));
   TensorId cur = src;
-  // Note [Materialised loop slices]: a rolled loop's per-layer slice of a
-  // stacked weight that no cast fuses is a buffer of its own when an
-  // all-gather (FSDP) or a GEMM (no FSDP, weights already in the compute
-  // dtype) reads it; a cast reads it in place and its output is the buffer.
+  // Note [Materialised loop slices] (sim/lower/xla/loop_slices.h): a
+  // rolled loop's per-layer slice of a stacked weight that no cast reads
+  // is read by an all-gather (FSDP) or a GEMM (no FSDP, weights already in
+  // the compute dtype), and lowering decides whether it is a buffer; a
+  // cast reads it in place and its output is the buffer.
   if (rolled_ && p.per_layer && layer >= 0 && p.full.size() > 1 && gdt_ == b_.tensor(src).dtype &&
       (N_ > 1 || b_.tensor(src).dtype == cdt_)) {
     const SliceReader reader = N_ > 1 ? SliceReader::kAllGather : SliceReader::kGemm;
-    if (SliceMaterialises(reader, s_.xla)) {
-      cur = MaterialiseSlice(b_, src, shard, b_.tensor(src).dtype, Role::kTemporary, base + ".slice",
-                             absl::StrCat("stacked weights `", name, "`"), reader);
-      src = cur;
-    }
+    cur = b_.AddLoopSlice(base + ".slice", src, shard, b_.tensor(src).dtype, Role::kTemporary,
+                          {SliceSource::kStackedWeights, name, {{reader, {}}}});
+    src = cur;
   }
   if (gdt_ != b_.tensor(src).dtype) {
     cur = b_.AddTensor(base + ".cast", shard, gdt_, Role::kTemporary, "weight shard cast for gather");

@@ -26,7 +26,7 @@
 #include "sim/base/names.h"
 #include "sim/base/registry.h"
 #include "sim/device/kernel_model.h"
-#include "models/family.h"
+#include "sim/step/families.h"
 #include "sim/config/units_parse.h"
 #include "sim/base/file_util.h"
 #include "sim/base/output_dir.h"

@@ -21,14 +21,15 @@ set(GPUSIM_DEPS_sim/engine sim/alloc sim/base sim/config sim/device sim/ir sim/t
 # rules (sim/lower/xla/fusion). A debt: the fusion decision belongs to the
 # XLA lowering, applied to the imported IR (issue 11 step 6).
 set(GPUSIM_DEPS_sim/import sim/base sim/ir sim/trace sim/config sim/lower)
-# models/ emits layer graphs and reads the remat plan the step pipeline
-# decides on them (sim/remat/apply.h), never a policy. It still applies
-# XLA's loop-slice rule itself (sim/lower/xla/loop_slices.h, entry_tuple.h;
-# issue 11 step 6 moves that into sim/lower): until then it may use
-# sim/lower. The family registry (models/family.cc) also registers the HLO
-# front-end (sim/import/hlo), a debt of the same step.
-set(GPUSIM_DEPS_models sim/base sim/config sim/ir sim/lower sim/import)
-set(GPUSIM_DEPS_sim/step models sim/alloc sim/base sim/config sim/device sim/engine sim/ir sim/lower sim/remat sim/trace)
+# models/ emits layer graphs and Program IR and reads the remat plan the
+# step pipeline decides on them (sim/remat/apply.h), never a policy; what
+# its annotations become (loop slices, the entry result tuple) is
+# sim/lower/xla's, applied by the pipeline: models/ includes neither
+# sim/remat, sim/lower nor sim/import.
+set(GPUSIM_DEPS_models sim/base sim/config sim/ir)
+# sim/step runs the pipeline; its family registry (sim/step/families.h)
+# adds the importer-backed front-ends (sim/import/hlo) to models/'s.
+set(GPUSIM_DEPS_sim/step models sim/alloc sim/base sim/config sim/device sim/engine sim/import sim/ir sim/lower sim/remat sim/trace)
 set(GPUSIM_DEPS_sim/advise sim/base sim/config sim/remat sim/step sim/ir sim/lower sim/engine sim/trace sim/device)
 set(GPUSIM_DEPS_sim/replay sim/alloc sim/base sim/config sim/import sim/trace sim/ir)
 set(GPUSIM_DEPS_sim/calibrate sim/alloc sim/base sim/config sim/device sim/engine sim/import sim/step sim/trace sim/ir sim/lower)

@@ -46,6 +46,17 @@ Op& ProgramBuilder::AddOp(std::string name, OpKind kind, std::vector<TensorId> i
   return program_.ops.back();
 }
 
+TensorId ProgramBuilder::AddLoopSlice(const std::string& name, TensorId source, std::vector<int64_t> shape,
+                                      DType dtype, Role role, LoopSlice slice) {
+  const TensorId t = AddTensor(name, std::move(shape), dtype, role);
+  Op& op = AddOp(name, OpKind::kDynamicSlice, {source}, {t}, 0);
+  op.bytes_read = tensor(t).bytes();
+  op.dtype = dtype;
+  op.loop_slice = static_cast<int32_t>(program_.loop_slices.size());
+  program_.loop_slices.push_back(std::move(slice));
+  return t;
+}
+
 void ProgramBuilder::BeginRegion(std::string name, std::string kind, bool while_loop) {
   Region r;
   r.name = std::move(name);

@@ -29,6 +29,14 @@ class ProgramBuilder {
   Op& AddOp(std::string name, OpKind kind, std::vector<TensorId> inputs,
             std::vector<TensorId> outputs, double flops = 0);
 
+  // A per-iteration slice of `source` (a stack, or a scanned operand): a
+  // tensor of `shape`/`dtype` written by a kDynamicSlice op annotated with
+  // `slice` (sim/ir/loop_slice.h). Lowering decides whether it is a buffer
+  // of its own; if not, its readers read `source` in place, one slice's
+  // bytes per read, and the op and tensor are removed.
+  TensorId AddLoopSlice(const std::string& name, TensorId source, std::vector<int64_t> shape, DType dtype,
+                        Role role, LoopSlice slice);
+
   // Ops that read `id` touch only `bytes` of it per read (a dynamic-slice of
   // a stacked buffer fused into its consumer).
   void set_read_bytes(TensorId id, Bytes bytes) { read_bytes_[id] = bytes; }
@@ -44,6 +52,10 @@ class ProgramBuilder {
   void EndRegion();
   // The innermost open region stands for `repeat` iterations (Region::repeat).
   void set_region_repeat(int64_t repeat);
+
+  // Program::entry_result_tuple: the step returns its outputs as a jitted
+  // function does (Note [Entry result tuple], sim/lower/xla/entry_tuple.h).
+  void set_entry_result_tuple(bool v) { program_.entry_result_tuple = v; }
 
   OpId next_op() const { return static_cast<OpId>(program_.ops.size()); }
   Program Finish() { return std::move(program_); }

@@ -13,6 +13,7 @@
 #include "absl/status/status.h"
 #include "sim/base/units.h"
 #include "sim/ir/dtype.h"
+#include "sim/ir/loop_slice.h"
 
 namespace gpusim {
 
@@ -108,6 +109,10 @@ struct Op {
   // Runs on the compute stream even when its kind has its own stream (a
   // PyTorch save_on_cpu copy, issued on the current stream).
   bool on_compute_stream = false;
+  // A kDynamicSlice that reads one iteration's slice of a stack: its index
+  // in Program::loop_slices; -1 otherwise. Lowering decides whether the
+  // slice is a buffer (sim/lower/xla/loop_slices.h LowerLoopSlices).
+  int32_t loop_slice = -1;
 };
 
 // A contiguous range of ops with a meaning: a decoder layer's forward, a loop.
@@ -134,6 +139,11 @@ struct Program {
   std::vector<Tensor> tensors;
   std::vector<Op> ops;
   std::vector<Region> regions;
+  std::vector<LoopSlice> loop_slices;  // the annotations Op::loop_slice indexes
+  // The step's live-out values are returned as one flat tuple (a jitted
+  // function's result pytree): the XLA lowering adds the tuple's pointer
+  // table (sim/lower/xla/entry_tuple.h, Note [Entry result tuple]).
+  bool entry_result_tuple = false;
 
   const Tensor& tensor(TensorId id) const { return tensors[static_cast<size_t>(id)]; }
   const Op& op(OpId id) const { return ops[static_cast<size_t>(id)]; }

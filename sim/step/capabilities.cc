@@ -8,7 +8,7 @@
 #include "sim/alloc/allocator.h"
 #include "sim/base/status.h"
 #include "sim/config/settings.h"
-#include "models/family.h"
+#include "sim/step/families.h"
 
 namespace gpusim {
 namespace {

@@ -15,7 +15,7 @@
 #include "sim/step/capabilities.h"
 #include "sim/step/model_program.h"
 #include "sim/step/temp_heap.h"
-#include "models/family.h"
+#include "sim/step/families.h"
 
 namespace gpusim {
 namespace {

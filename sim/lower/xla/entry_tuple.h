@@ -2,7 +2,7 @@
 #ifndef GPUSIM_SIM_LOWER_XLA_ENTRY_TUPLE_H_
 #define GPUSIM_SIM_LOWER_XLA_ENTRY_TUPLE_H_
 
-#include "sim/ir/builder.h"
+#include "sim/ir/program.h"
 
 namespace gpusim {
 
@@ -18,10 +18,12 @@ namespace gpusim {
 // the array itself, with no tuple. The HLO importer adds the same table
 // (sim/import/hlo/hlo_loops.cc Outputs).
 //
-// Adds the table to `b` when it has two or more live-out tensors (call it
-// after the last output is marked): a live-out u8[8 x outputs] buffer
-// written by one op at the end.
-void AddEntryTupleTable(ProgramBuilder& b);
+// A front-end marks a program whose outputs are a jitted function's result
+// (Program::entry_result_tuple); the step pipeline then calls this
+// (sim/step/model_program.h). When `p` is marked and has two or more
+// live-out tensors it adds the table: a live-out u8[8 x outputs] buffer
+// written by one op at the end, in the last op's phase.
+void AddEntryTupleTable(Program* p);
 
 }  // namespace gpusim
 

@@ -1,6 +1,8 @@
 // Materialised loop slices: which per-iteration slices of a stacked or
-// loop-carried operand XLA's GPU compiler writes to a buffer of their own,
-// and the helper the builders call to emit that buffer.
+// loop-carried operand XLA's GPU compiler writes to a buffer of their own.
+// Front-ends emit every such slice as an annotated dynamic-slice
+// (sim/ir/loop_slice.h, ProgramBuilder::AddLoopSlice); LowerLoopSlices
+// below decides each one.
 //
 // Note [Materialised loop slices]
 // A rolled loop reads one slice of a stacked operand per iteration: the
@@ -38,26 +40,26 @@
 // buffer each iteration, live from the slice to its last use in that
 // iteration, and the fusing consumers read that buffer too. The run config
 // key `xla.dynamic_slice_fusion: true` stands for the debug option.
+//
+// A slice every reader fuses is no buffer: LowerLoopSlices removes its
+// dynamic-slice and tensor, and its readers read the stack in place (one
+// slice's bytes per read, as the builder counted them). The ids after it
+// close up, so the program is the one a builder emitting no slice would
+// have written: a control dependency on the removed op moves to the op
+// before it on the compute stream (the point in that stream's order the
+// fused slice stood at), a region keeps the ops it had.
 #ifndef GPUSIM_SIM_LOWER_XLA_LOOP_SLICES_H_
 #define GPUSIM_SIM_LOWER_XLA_LOOP_SLICES_H_
 
 #include <cstdint>
-#include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/config/spec.h"
-#include "sim/ir/builder.h"
+#include "sim/ir/loop_slice.h"
+#include "sim/ir/program.h"
 
 namespace gpusim {
-
-// What reads a loop slice.
-enum class SliceReader {
-  kFused,          // elementwise / reduce: the slice fuses into its loop fusion
-  kGemm,           // a dot that stays a GEMM (DotStaysGemm)
-  kCustomCall,     // cuDNN attention and other library calls
-  kAllGather,
-  kReduceScatter,
-};
 
 std::string_view SliceReaderName(SliceReader r);  // "a GEMM", "a custom call", ...
 
@@ -67,20 +69,22 @@ std::string_view SliceReaderName(SliceReader r);  // "a GEMM", "a custom call", 
 bool DotStaysGemm(int64_t lhs_non_contracting, int64_t rhs_non_contracting, int64_t contracting,
                   bool lhs_vector, bool rhs_vector);
 
+// A reader as XLA keeps it: a kDot becomes kGemm or kFused (DotStaysGemm).
+SliceReader ResolveReader(const SliceRead& read);
+
 // Whether a slice read by `reader` is its own buffer under `xla`.
+// REQUIRES: reader != kDot (resolve it first).
 bool SliceMaterialises(SliceReader reader, const XlaSpec& xla);
 
 // Whether a slice read by all of `readers` is its own buffer.
 bool SliceMaterialises(const std::vector<SliceReader>& readers, const XlaSpec& xla);
 
-// Emits the dynamic-slice that writes one slice of `source` (a stack, or a
-// loop-carried operand) to a buffer of its own: a new tensor of `shape` and
-// `dtype`, read from `source` at `name`. `what` names the source in words
-// ("stacked residual `w2`"); the origin reads "per-iteration slice of
-// stacked residual `w2`, read by a GEMM".
-// REQUIRES: source is a tensor of b.
-TensorId MaterialiseSlice(ProgramBuilder& b, TensorId source, const std::vector<int64_t>& shape, DType dtype,
-                          Role role, const std::string& name, const std::string& what, SliceReader reader);
+// Decides every annotated loop slice of `p` (Op::loop_slice): a buffer of
+// its own, whose origin then reads "per-iteration slice of stacked
+// residual `w2`, read by a GEMM (...)", or fused into its readers and
+// removed. The step pipeline runs it on every program
+// (sim/step/model_program.h).
+void LowerLoopSlices(const XlaSpec& xla, Program* p);
 
 }  // namespace gpusim
 
