@@ -7,6 +7,8 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "sim/ir/builder.h"
+#include "sim/lower/xla/entry_tuple.h"
 #include "sim/config/loader.h"
 #include "sim/report/explain.h"
 #include "sim/step/step.h"
@@ -174,6 +176,112 @@ TEST(LoopSlicesTest, LlamaStackedWeightsFeedingAnAllGatherAreSliced) {
   EXPECT_EQ(CountSlices({"model.n_layers=4", "parallelism.gather_dtype=weight"}, "read by an all-gather"),
             7 * 4 * 2);
   EXPECT_EQ(CountSlices({"model.n_layers=4"}, "read by an all-gather"), 0);
+}
+
+}  // namespace
+}  // namespace gpusim
+
+namespace gpusim {
+namespace {
+
+TEST(LoopSlicesTest, DotReadersAreResolvedByTheirShape) {
+  EXPECT_EQ(ResolveReader({SliceReader::kDot, {1, 1048576, 1024, true, false}}), SliceReader::kGemm);
+  EXPECT_EQ(ResolveReader({SliceReader::kDot, {100, 100, 49'999, false, false}}), SliceReader::kFused);
+  EXPECT_EQ(ResolveReader({SliceReader::kDot, {1, 1, 1 << 30, true, true}}), SliceReader::kFused);
+  EXPECT_EQ(ResolveReader({SliceReader::kAllGather, {}}), SliceReader::kAllGather);
+}
+
+// A stack, a GEMM, an all-gather, then the slice with its reader and a
+// host copy issued after the slice; `reader` decides the slice.
+::gpusim::Program SliceProgram(SliceReader reader) {
+  ProgramBuilder b("p");
+  const TensorId stack = b.AddArgument("stack", {4, 8}, DType::kF32, Role::kResidual, false);
+  const TensorId w = b.AddArgument("w", {8}, DType::kF32, Role::kParameter, true);
+  const TensorId a = b.AddTensor("a", {8}, DType::kF32, Role::kTemporary);
+  b.AddOp("gemm", OpKind::kMatmul, {w}, {a});
+  const TensorId g = b.AddTensor("g", {8}, DType::kF32, Role::kTemporary);
+  b.AddOp("gather", OpKind::kAllGather, {a}, {g});
+  b.BeginRegion("iter0", "iteration");
+  const TensorId s =
+      b.AddLoopSlice("iter0.slice_r", stack, {8}, DType::kF32, Role::kResidual,
+                     {SliceSource::kStackedResidual, "r", {{SliceReader::kFused, {}}, {reader, {}}}});
+  const TensorId out = b.AddTensor("out", {8}, DType::kF32, Role::kParameter);
+  b.tensor(out).live_out = true;
+  b.tensor(out).aliases = w;
+  Op& read = b.AddOp("read", OpKind::kElementwise, {s, g}, {out});
+  EXPECT_EQ(read.bytes_read.value(), 64);  // the slice's 32 B and g's
+  b.EndRegion();
+  const TensorId h = b.AddTensor("h", {8}, DType::kF32, Role::kTemporary);
+  Op& copy = b.AddOp("copy", OpKind::kHostToDevice, {}, {h});
+  copy.control_deps = {2, 3};  // the slice, and the reader
+  return b.Finish();
+}
+
+TEST(LoopSlicesTest, AFusedSliceIsRemovedAndTheProgramClosesUp) {
+  ::gpusim::Program p = SliceProgram(SliceReader::kFused);
+  LowerLoopSlices(XlaSpec{}, &p);
+  ASSERT_EQ(p.ops.size(), 4u);
+  ASSERT_EQ(p.tensors.size(), 6u);
+  for (size_t i = 0; i < p.ops.size(); ++i) EXPECT_EQ(p.ops[i].id, static_cast<OpId>(i));
+  for (size_t i = 0; i < p.tensors.size(); ++i) EXPECT_EQ(p.tensors[i].id, static_cast<TensorId>(i));
+  const Op& read = p.ops[2];
+  EXPECT_EQ(read.name, "read");
+  EXPECT_EQ(p.tensor(read.inputs[0]).name, "stack");  // in place
+  EXPECT_EQ(p.tensor(read.inputs[1]).name, "g");
+  EXPECT_EQ(p.tensor(read.outputs[0]).name, "out");
+  EXPECT_EQ(read.bytes_read.value(), 64);             // one slice's bytes, as built
+  EXPECT_EQ(p.tensor(read.outputs[0]).aliases, 1);    // still `w`
+  // The dependency on the slice moves to the compute op before it (the
+  // gemm; the all-gather runs on the collective stream).
+  EXPECT_EQ(p.ops[3].control_deps, (std::vector<OpId>{0, 2}));
+  EXPECT_EQ(p.regions[0].first, 2);
+  EXPECT_EQ(p.regions[0].last, 2);
+}
+
+TEST(LoopSlicesTest, AMaterialisedSliceStaysWithItsOrigin) {
+  ::gpusim::Program p = SliceProgram(SliceReader::kGemm);
+  LowerLoopSlices(XlaSpec{}, &p);
+  ASSERT_EQ(p.ops.size(), 5u);
+  EXPECT_EQ(p.ops[2].kind, OpKind::kDynamicSlice);
+  EXPECT_EQ(p.tensor(p.ops[3].inputs[0]).name, "iter0.slice_r");
+  EXPECT_EQ(p.tensor(p.ops[2].outputs[0]).origin,
+            "per-iteration slice of stacked residual `r`, read by a GEMM (a buffer of its own: Note [Materialised "
+            "loop slices])");
+  EXPECT_EQ(p.ops[4].control_deps, (std::vector<OpId>{2, 3}));
+  EXPECT_EQ(p.regions[0].first, 2);
+  EXPECT_EQ(p.regions[0].last, 3);
+  XlaSpec dsf;
+  dsf.dynamic_slice_fusion = true;
+  ::gpusim::Program q = SliceProgram(SliceReader::kGemm);
+  LowerLoopSlices(dsf, &q);
+  EXPECT_EQ(q.ops.size(), 4u);
+}
+
+TEST(EntryTupleTest, AMarkedProgramWithTwoOutputsGetsItsTable) {
+  auto make = [](bool marked, int outputs) {
+    ProgramBuilder b("p");
+    b.set_phase(Phase::kOptimizer);
+    for (int i = 0; i < outputs; ++i) {
+      const TensorId t = b.AddTensor("o" + std::to_string(i), {4}, DType::kF32, Role::kParameter);
+      b.tensor(t).live_out = true;
+      b.AddOp("write" + std::to_string(i), OpKind::kElementwise, {}, {t});
+    }
+    b.set_entry_result_tuple(marked);
+    ::gpusim::Program p = b.Finish();
+    AddEntryTupleTable(&p);
+    return p;
+  };
+  const ::gpusim::Program p = make(true, 3);
+  ASSERT_EQ(p.tensors.size(), 4u);
+  EXPECT_EQ(p.tensors[3].name, "output tuple index table");
+  EXPECT_EQ(p.tensors[3].bytes().value(), 24);
+  EXPECT_TRUE(p.tensors[3].live_out);
+  ASSERT_EQ(p.ops.size(), 4u);
+  EXPECT_EQ(p.ops[3].inputs, (std::vector<TensorId>{0, 1, 2}));
+  EXPECT_EQ(p.ops[3].bytes_read.value(), 0);
+  EXPECT_EQ(p.ops[3].phase, Phase::kOptimizer);
+  EXPECT_EQ(make(false, 3).tensors.size(), 3u);  // not a jitted step's result
+  EXPECT_EQ(make(true, 1).tensors.size(), 1u);   // a single output is the array itself
 }
 
 }  // namespace
