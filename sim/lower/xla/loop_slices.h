@@ -47,7 +47,13 @@
 // close up, so the program is the one a builder emitting no slice would
 // have written: a control dependency on the removed op moves to the op
 // before it on the compute stream (the point in that stream's order the
-// fused slice stood at), a region keeps the ops it had.
+// fused slice stood at), a region keeps the ops it had. The pass changes
+// reads only, never what a reader writes: buffer assignment sizes each
+// logical buffer from its HLO shape (Compiler::BufferSizeBytesFunction,
+// xla/service/compiler.h), and the slice's readers keep theirs — dW = Xᵀ·dY
+// of a fused weight slice is one layer's [k, n], not the stack (a builder
+// that sized it from the operand it read once charged a 4-layer llama7b
+// stack: LoopSlicesTest.AFusedWeightSliceLeavesTheWeightGradientOneLayer).
 #ifndef GPUSIM_SIM_LOWER_XLA_LOOP_SLICES_H_
 #define GPUSIM_SIM_LOWER_XLA_LOOP_SLICES_H_
 
