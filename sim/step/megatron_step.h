@@ -29,7 +29,7 @@ struct MegatronRank {
   MegatronSlotEvents slots;    // its schedule's slots in its trace (calibration re-times them)
   SimTime send_time;           // one activation to the next stage (Note [Megatron pipeline in time])
   bool send_inter_node = false;
-  SimTime pipeline_wait;       // its slots' waits on neighbouring stages
+  SimTime pipeline_wait;       // its waits on neighbouring stages (MegatronPipelineTimes::rank_wait)
   SimTime pipeline_end;        // when its step ends in the pipeline
 };
 

@@ -183,6 +183,10 @@ std::vector<OneFOneBItem> OneFOneBItems(const std::vector<PipelineSlot>& s, int6
   return items;
 }
 
+// The 1F1B ranks replayed call by call (Note [Late-posted receives]): sets
+// out.rank_end (before the tails) and out.rank_wait, the time each rank's
+// p2p calls held it. REQUIRES: each rank's slot_end one per slot of its
+// schedule.
 absl::Status ReplayOneFOneB(const std::vector<MegatronRankTimes>& ranks,
                             const std::vector<std::vector<PipelineSlot>>& schedule,
                             const std::function<SimTime(int64_t, int64_t)>& transfer, MegatronPipelineTimes& out) {
@@ -190,14 +194,7 @@ absl::Status ReplayOneFOneB(const std::vector<MegatronRankTimes>& ranks,
   int64_t m = 0;
   for (const PipelineSlot& x : schedule.front()) m = std::max(m, x.microbatch + 1);
   std::vector<std::vector<OneFOneBItem>> items;
-  for (int64_t r = 0; r < p; ++r) {
-    const size_t ri = static_cast<size_t>(r);
-    if (ranks[ri].slot_end.size() != schedule[ri].size()) {
-      return absl::InternalError(absl::StrCat("pipeline rank ", r, ": ", ranks[ri].slot_end.size(),
-                                              " slots simulated, its schedule has ", schedule[ri].size()));
-    }
-    items.push_back(OneFOneBItems(schedule[ri], r, p, m));
-  }
+  for (int64_t r = 0; r < p; ++r) items.push_back(OneFOneBItems(schedule[static_cast<size_t>(r)], r, p, m));
   const SimTime unset(-1);
   std::vector<SimTime> send_post(static_cast<size_t>(2 * m * p), unset), recv_post = send_post;
   std::vector<size_t> pos(static_cast<size_t>(p), 0);
@@ -280,18 +277,16 @@ absl::StatusOr<MegatronPipelineTimes> SimulatePipeline(const std::vector<Megatro
   auto transfer = [&](int64_t a, int64_t b) { return out.send_time[static_cast<size_t>((b + 1) % p == a ? b : a)]; };
   const bool blocking = !(g.overlap_p2p && v > 1);
   std::vector<std::vector<PipelineSlot>> schedule;
-  if (v == 1) {
-    std::vector<std::vector<PipelineSlot>> slots;
-    for (int64_t r = 0; r < p; ++r) slots.push_back(MegatronSchedule(p, r, v, m, g.microbatch_group));
-    RETURN_IF_ERROR(ReplayOneFOneB(ranks, slots, transfer, out));
-    return Finish(ranks, out);
-  }
   for (int64_t r = 0; r < p; ++r) {
     schedule.push_back(MegatronSchedule(p, r, v, m, g.microbatch_group));
     if (ranks[static_cast<size_t>(r)].slot_end.size() != schedule.back().size()) {
       return absl::InternalError(absl::StrCat("pipeline rank ", r, ": ", ranks[static_cast<size_t>(r)].slot_end.size(),
                                               " slots simulated, its schedule has ", schedule.back().size()));
     }
+  }
+  if (v == 1) {
+    RETURN_IF_ERROR(ReplayOneFOneB(ranks, schedule, transfer, out));
+    return Finish(ranks, out);
   }
   const SimTime unset(-1);
   std::vector<SimTime> fwd_end(static_cast<size_t>(m * stages), unset), bwd_end = fwd_end;
