@@ -39,6 +39,10 @@ GptBuilder::GptBuilder(const RunSpec& s, const RematPlan& plan)
     // 2 x cp halves, get_batch_on_this_cp_rank).
     cp_ = g_.context;
     dp_ = g_.data;
+    for (MegatronGroup k : {MegatronGroup::kTensor, MegatronGroup::kContext, MegatronGroup::kDataContext,
+                            MegatronGroup::kModel, MegatronGroup::kWorld, MegatronGroup::kEmbedding}) {
+      group_nodes_[k] = MegatronGroupNodes(g_, t_, k, g_.stage);
+    }
     S_ = Sfull_ / cp_;
     first_stage_ = g_.stage == 0;
     last_stage_ = g_.stage == g_.pipeline - 1;
@@ -265,7 +269,8 @@ TensorId GptBuilder::HeadBackward(int64_t mb) {
     WeightGrad("ln_f", {dfull, h.xf}, OpKind::kReduce, 2.0 * S_ * B_ * H_, 0, 0, 0);
     if (!sp_) return dfull;
     TensorId d = b_.AddTensor(mbp_ + "d_final", {Ssp(), B_, H_}, cdt_, Role::kTemporary, "gradient into the last layer");
-    b_.AddOp(mbp_ + "d_final.reduce_scatter", OpKind::kReduceScatter, {dfull}, {d}, 0).group = t_;
+    SetGroup(b_.AddOp(mbp_ + "d_final.reduce_scatter", OpKind::kReduceScatter, {dfull}, {d}, 0), t_,
+             MegatronGroup::kTensor);
     return d;
   }
   TensorId dx = b_.AddTensor("d_final", {Ssp(), B_, H_}, cdt_, Role::kTemporary, "gradient into the last layer");
@@ -285,8 +290,13 @@ TensorId GptBuilder::HeadBackward(int64_t mb) {
 TensorId GptBuilder::Gathered(TensorId x, const std::string& name) {
   if (!sp_) return x;
   TensorId full = b_.AddTensor(name, {S_, B_, H_}, cdt_, Role::kTemporary, "SP: the sequence all-gathered");
-  b_.AddOp(name, OpKind::kAllGather, {x}, {full}, 0).group = t_;
+  SetGroup(b_.AddOp(name, OpKind::kAllGather, {x}, {full}, 0), t_, MegatronGroup::kTensor);
   return full;
+}
+
+void GptBuilder::SetGroup(Op& op, int64_t size, MegatronGroup kind) const {
+  op.group = size;
+  if (mg_) op.group_nodes = group_nodes_.at(kind);
 }
 
 }  // namespace gpt_internal

@@ -26,6 +26,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/str_cat.h"
+#include "models/megatron_ranks.h"
 #include "models/megatron_schedule.h"
 #include "sim/config/spec.h"
 #include "sim/ir/builder.h"
@@ -89,6 +90,10 @@ class GptBuilder {
   }
   // Under SP, `x` all-gathered along the sequence; else `x`.
   TensorId Gathered(TensorId x, const std::string& name);
+  // Makes `op` a collective over `size` ranks of Megatron's `kind` group,
+  // with the nodes that group spans (Note [Megatron rank order]); outside a
+  // launch line the nodes stay unknown (consecutive ranks).
+  void SetGroup(Op& op, int64_t size, MegatronGroup kind) const;
 
   // --- decoder layer (gpt_layer.cc) -------------------------------------------
 
@@ -150,6 +155,7 @@ class GptBuilder {
   const MegatronSpec& g_;
   bool mg_;
   int64_t cp_ = 1, dp_ = 1, Sfull_ = 0;
+  std::map<MegatronGroup, int64_t> group_nodes_;  // this stage's groups (launch lines only)
   bool first_stage_ = true, last_stage_ = true;
   std::vector<std::vector<int>> chunks_;
   std::vector<PipelineSlot> schedule_;

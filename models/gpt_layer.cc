@@ -165,7 +165,10 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
                                 absl::StrCat(recompute ? "recomputed " : "", "layer ", l, " ", n.name));
     Op& op = b_.AddOp(pre + n.name, n.kind, ins, {out}, n.flops);
     op.dtype = cdt_;
-    op.group = IsCollective(n.kind) ? (n.group > 0 ? n.group : t_) : 1;
+    // The one layer value with its own group is the CP ring (kv_ring).
+    if (IsCollective(n.kind)) {
+      SetGroup(op, n.group > 0 ? n.group : t_, n.group > 0 ? MegatronGroup::kContext : MegatronGroup::kTensor);
+    }
     op.m = n.m; op.n = n.n; op.k = n.k; op.batch = n.batch;
     if (n.comm_scale != 1) {
       op.bytes_written = Bytes(static_cast<int64_t>(static_cast<double>(op.bytes_written.value()) * n.comm_scale));
@@ -268,7 +271,7 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
       TensorId d = b_.AddTensor(pre + in, src.shape, cdt_, Role::kTemporary, "gradient of " + in);
       Op& op = b_.AddOp(pre + n.name + ".conjugate",
                         n.kind == OpKind::kAllGather ? OpKind::kReduceScatter : OpKind::kAllGather, {dout}, {d}, 0);
-      op.group = n.group > 0 ? n.group : t_;
+      SetGroup(op, n.group > 0 ? n.group : t_, n.group > 0 ? MegatronGroup::kContext : MegatronGroup::kTensor);
       AddGrad(g, in, d);
       continue;
     }
@@ -279,7 +282,7 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
         TensorId full = b_.AddTensor(pre + n.name + ".input_regathered", {S_, B_, H_}, cdt_, Role::kTemporary,
                                      "SP: the saved sharded input all-gathered again for dW");
         Op& ag = b_.AddOp(pre + n.name + ".regather", OpKind::kAllGather, {xin}, {full}, 0);
-        ag.group = t_;
+        SetGroup(ag, t_, MegatronGroup::kTensor);
         xin = full;
       }
       if (mg_) {
@@ -300,7 +303,7 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
         // f's backward: all-reduce the input gradient across the TP group.
         TensorId r = b_.AddTensor(pre + in + ".reduced", in_shape, cdt_, Role::kTemporary, "all-reduced gradient");
         Op& ar = b_.AddOp(pre + n.name + ".f_backward", OpKind::kAllReduce, {dx}, {r}, 0);
-        ar.group = t_;
+        SetGroup(ar, t_, MegatronGroup::kTensor);
         dx = r;
       }
       AddGrad(g, in, dx);

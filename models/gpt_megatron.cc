@@ -223,7 +223,7 @@ void GptBuilder::EmitReduce(Bucket& bk) {
   const OpId after = b_.next_op() - 1;
   Op& op = b_.AddOp(absl::StrCat("grad_sync.bucket", reduce_ops_.size()),
                     g_.distributed_optimizer ? OpKind::kReduceScatter : OpKind::kAllReduce, bk.grads, {}, 0);
-  op.group = d;
+  SetGroup(op, d, MegatronGroup::kDataContext);
   op.dtype = g_.grad_dtype;
   if (after >= 0) op.control_deps.push_back(after);
   reduce_ops_.push_back(op.id);
@@ -249,7 +249,7 @@ void GptBuilder::ReduceGradients(bool /*at_end*/) {
     const TensorId g = main_grad_.at(first_stage_ ? "embedding" : "output");
     const OpId after = b_.next_op() - 1;
     Op& op = b_.AddOp("embedding_grad.all_reduce", OpKind::kAllReduce, {g}, {}, 0);
-    op.group = 2;
+    SetGroup(op, 2, MegatronGroup::kEmbedding);
     op.dtype = g_.grad_dtype;
     op.control_deps.push_back(after);
     reduce_ops_.push_back(op.id);
@@ -286,7 +286,8 @@ void GptBuilder::MegatronOptimizer() {
     norm = b_.AddTensor("grad_norm", {}, DType::kF32, Role::kScalar, "global gradient norm (clip)");
     const int64_t group = t_ * g_.pipeline * (g_.distributed_optimizer ? d : 1);
     if (group > 1) {
-      b_.AddOp("grad_norm.all_reduce", OpKind::kAllReduce, {sq}, {norm}, 0).group = group;
+      SetGroup(b_.AddOp("grad_norm.all_reduce", OpKind::kAllReduce, {sq}, {norm}, 0), group,
+               g_.distributed_optimizer ? MegatronGroup::kWorld : MegatronGroup::kModel);
     } else {
       b_.AddOp("grad_norm.sqrt", OpKind::kElementwise, {sq}, {norm}, 1);
     }
@@ -345,7 +346,7 @@ void GptBuilder::MegatronOptimizer() {
   Op& ag = b_.AddOp(gather_now ? "param_all_gather" : "param_copy_shard", gather_now ? OpKind::kAllGather
                                                                                      : OpKind::kElementwise,
                     {outs.front()}, new_params, gather_now ? 0 : static_cast<double>(local));
-  ag.group = gather_now ? d : 1;
+  if (gather_now) SetGroup(ag, d, MegatronGroup::kDataContext);
 }
 
 // --overlap-param-gather: each chunk's param all-gather of the previous
@@ -364,7 +365,7 @@ void GptBuilder::EmitParamGathers() {
       if (in_chunk) bytes += b_.tensor(params_.at(p)).bytes().value();
     }
     Op& op = b_.AddOp(absl::StrCat("param_all_gather.chunk", c), OpKind::kAllGather, {}, {}, 0);
-    op.group = d;
+    SetGroup(op, d, MegatronGroup::kDataContext);
     op.bytes_written = Bytes(bytes);
     param_gather_[static_cast<int64_t>(c)] = op.id;
   }

@@ -64,12 +64,20 @@ TEST(CliMegatronTest, VizDrawsThePeakRank) {
   EXPECT_TRUE(std::filesystem::exists(out + "/report.html")) << r.out;
 }
 
-TEST(CliMegatronTest, CompareStillRefusesALaunchLine) {
+TEST(CliMegatronTest, CompareAndAdviseTakeALaunchLine) {
+  // One row per device, each the peak rank's figures with the pipeline's
+  // step (sim/advise/advise_megatron_test.cc checks them against run).
   Result r = Gpusim("compare " + Launch() + " --vary device=h100-sxm-80gb,a100-sxm-80gb");
-  EXPECT_NE(r.out.find("runs with `gpusim run` (every pipeline rank, sim/step/megatron_step.h), `explain`, `diff` "
-                       "and `viz` (its peak rank); this command does not take one yet"),
-            std::string::npos)
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("peak rank: stage 0 of 2, ranks 0-0; step s is the pipeline's"), std::string::npos) << r.out;
+  r = Gpusim("advise " + Launch() + " --vary megatron.args.micro-batch-size=1,2");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("megatron.args.micro-batch-size=2  (peak rank: stage 0 of 2, ranks 0-0)"), std::string::npos)
       << r.out;
+  // Without --vary there is no grid for a launch line: refused by name.
+  r = Gpusim("advise " + Launch());
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("a Megatron-LM launch line has no default grid"), std::string::npos) << r.out;
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "sim/config/loader.h"
 #include "sim/remat/remat_policy.h"
 #include "sim/base/json_writer.h"
+#include "sim/step/megatron_step.h"
 #include "sim/step/step.h"
 #include "sim/step/capabilities.h"
 
@@ -84,6 +85,25 @@ std::string GroupKey(const std::vector<std::string>& settings) {
   return key;
 }
 
+// A launch line's point: every pipeline rank simulated (SimulateMegatron),
+// the figures those of the rank with the largest peak, the step the
+// pipeline's.
+void EvaluateLaunchLine(const AdviseOptions& o, const RunSpec& spec, int64_t i, AdvicePoint& p, Bytes& budget) {
+  absl::StatusOr<MegatronReport> m = SimulateMegatron(spec);
+  if (!m.ok()) {
+    p.error = std::string(m.status().message());
+    return;
+  }
+  const MegatronRankView v = PeakRankView(*m);
+  p.ok = true;
+  if (o.on_report) o.on_report(i, v.report);
+  p.peak = v.report.peak;
+  p.step_time_s = m->step_time.seconds();
+  p.tokens_per_s = m->tokens_per_s_per_device;
+  p.rank = absl::StrCat("stage ", v.stage, " of ", v.stages, ", ranks ", v.first_rank, "-", v.last_rank);
+  if (budget.value() == 0) budget = spec.device.usable();
+}
+
 // Evaluates the points of one group (same GroupKey) in order; `prepared`
 // holds the group's prepared step once one point got that far.
 // Each point's spec is the base spec with its typed settings applied (Note
@@ -100,6 +120,11 @@ void EvaluateGroup(const AdviseOptions& o, const GridBase& base, const std::vect
     auto spec = base.Point(settings);
     if (!spec.ok()) {
       p.error = std::string(spec.status().message());
+      done();
+      continue;
+    }
+    if (spec->megatron.present) {
+      EvaluateLaunchLine(o, *spec, i, p, budgets[static_cast<size_t>(i)]);
       done();
       continue;
     }
@@ -168,6 +193,11 @@ absl::StatusOr<GridAxis> ParseAxis(const std::string& text) {
 
 absl::StatusOr<std::vector<GridAxis>> DefaultAxes(const std::string& config) {
   ASSIGN_OR_RETURN(RunSpec spec, LoadRunSpec(config, {}));
+  if (spec.megatron.present) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        config, ": a Megatron-LM launch line has no default grid; give the axes with --vary (megatron.args.NAME=..., "
+                "megatron.world_size=..., megatron.gpus_per_node=..., device=..., allocator.*)"));
+  }
   // Only axes the run's family models (sim/step/capabilities.h).
   const std::vector<std::string> modelled = ModelledSettings(spec);
   auto models = [&](const char* path) { return std::find(modelled.begin(), modelled.end(), path) != modelled.end(); };
@@ -194,14 +224,16 @@ namespace {
 // point is simulated. Each value is parsed once, into the typed setting the
 // points apply.
 absl::StatusOr<TypedAxes> ParseAxes(const GridBase& base, const std::vector<GridAxis>& axes) {
-  RETURN_IF_ERROR(CheckStepInput(base.spec()));
+  // A launch line's points run every rank (EvaluateLaunchLine).
+  const bool launch_line = base.spec().megatron.present;
+  if (!launch_line) RETURN_IF_ERROR(CheckStepInput(base.spec()));
   TypedAxes typed(axes.size());
   for (size_t a = 0; a < axes.size(); ++a) {
     for (const std::string& v : axes[a].values) {
       ASSIGN_OR_RETURN(GridSetting g, base.Parse(absl::StrCat(axes[a].path, "=", v)));
       ASSIGN_OR_RETURN(RunSpec spec, base.Point({&g}));
       RETURN_IF_ERROR(ApplyCapabilities(spec).status());
-      RETURN_IF_ERROR(CheckStepInput(spec));
+      if (!launch_line) RETURN_IF_ERROR(CheckStepInput(spec));
       typed[a].push_back(std::move(g));
     }
   }
@@ -338,6 +370,15 @@ absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
   return result;
 }
 
+namespace {
+
+// "  (peak rank: stage 1 of 4, ranks 8-15)" for a launch line's point.
+std::string RankNote(const AdvicePoint& p) {
+  return p.rank.empty() ? "" : absl::StrCat("  (peak rank: ", p.rank, ")");
+}
+
+}  // namespace
+
 std::string RenderAdviceText(const AdviceResult& r, int top) {
   std::string o;
   int ok = 0, fit = 0;
@@ -359,15 +400,15 @@ std::string RenderAdviceText(const AdviceResult& r, int top) {
   int shown = 0;
   for (const AdvicePoint* p : front) {
     if (shown++ >= top) break;
-    absl::StrAppendFormat(&o, "  %-6s %-22s %-11.4f %-14.0f %s\n", p->fits ? "yes" : "no",
+    absl::StrAppendFormat(&o, "  %-6s %-22s %-11.4f %-14.0f %s%s\n", p->fits ? "yes" : "no",
                           absl::StrFormat("%.2f GiB", p->peak.GiB()), p->step_time_s, p->tokens_per_s,
-                          absl::StrJoin(p->settings, " "));
+                          absl::StrJoin(p->settings, " "), RankNote(*p));
   }
   if (r.winner >= 0) {
     const AdvicePoint& w = r.points[static_cast<size_t>(r.winner)];
-    absl::StrAppendFormat(&o, "\nFastest that fits: %s\n  peak %s, margin %s; step %.4f s, %.0f tokens/s/device\n",
-                          absl::StrJoin(w.settings, " "), FormatBytes(w.peak), FormatBytes(r.budget - w.peak),
-                          w.step_time_s, w.tokens_per_s);
+    absl::StrAppendFormat(&o, "\nFastest that fits: %s%s\n  peak %s, margin %s; step %.4f s, %.0f tokens/s/device\n",
+                          absl::StrJoin(w.settings, " "), RankNote(w), FormatBytes(w.peak),
+                          FormatBytes(r.budget - w.peak), w.step_time_s, w.tokens_per_s);
   } else {
     o += "\nNo setting fits the budget.\n";
   }
@@ -383,6 +424,7 @@ void PointJson(JsonWriter& w, const AdvicePoint& p) {
   w.EndArray();
   w.Bool("ok", p.ok).String("error", p.error).Int("peak_bytes", p.peak.value()).Double("step_time_s", p.step_time_s)
       .Double("tokens_per_s_per_device", p.tokens_per_s).Bool("fits", p.fits).Bool("on_front", p.on_front);
+  if (!p.rank.empty()) w.String("peak_rank", p.rank);
   w.EndObject();
 }
 
@@ -411,9 +453,10 @@ std::string RenderAdviceJsonLines(const AdviceResult& r) {
     for (size_t i = 0; i < p.settings.size(); ++i) absl::StrAppend(&line, i ? "," : "", JsonEscape(p.settings[i]));
     absl::StrAppendFormat(&line,
                           "],\"ok\":%s,\"error\":%s,\"peak_bytes\":%d,\"step_time_s\":%.17g,"
-                          "\"tokens_per_s_per_device\":%.17g,\"budget_bytes\":%d}\n",
+                          "\"tokens_per_s_per_device\":%.17g,\"budget_bytes\":%d%s}\n",
                           p.ok ? "true" : "false", JsonEscape(p.error), p.peak.value(), p.step_time_s,
-                          p.tokens_per_s, r.budget.value());
+                          p.tokens_per_s, r.budget.value(),
+                          p.rank.empty() ? "" : absl::StrCat(",\"peak_rank\":", JsonEscape(p.rank)));
     o += line;
   }
   return o;
@@ -487,6 +530,7 @@ absl::StatusOr<AdviceResult> MergeAdviceJsonLines(const std::vector<std::string>
       p.peak = Bytes(static_cast<int64_t>(peak->number));
       p.step_time_s = step->number;
       p.tokens_per_s = tok->number;
+      if (auto it = obj->find("peak_rank"); it != obj->end()) p.rank = it->second.text;
       r.budget = Bytes(static_cast<int64_t>(budget->number));
       r.points.push_back(std::move(p));
     }

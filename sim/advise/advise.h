@@ -37,6 +37,10 @@ struct AdvicePoint {
   double tokens_per_s = 0;
   bool fits = false;                  // peak <= budget
   bool on_front = false;              // not dominated (faster and smaller)
+  // A launch line's point: the rank its peak is of, the pipeline stage with
+  // the largest peak ("stage 1 of 4, ranks 8-15"); its step time is the
+  // pipeline's. Empty otherwise.
+  std::string rank;
 };
 
 struct AdviceResult {

@@ -94,22 +94,6 @@ TEST(AdviseTest, BadAxisAndShardAreErrors) {
   EXPECT_FALSE(Advise(o).ok());
 }
 
-// A Megatron-LM launch line runs only through `gpusim run` (every rank):
-// advise and compare refuse it before any point (exit 1), where they used to
-// exit 0 with "0 simulated" (each point failed on its own).
-TEST(AdviseTest, MegatronLaunchLineIsRefusedBeforeAnyPoint) {
-  AdviseOptions o;
-  o.config = GPUSIM_SOURCE_DIR "/examples/megatron/llama3_8b_cp2.yaml";
-  o.axes = {*ParseAxis("allocator.impl=pytorch_caching")};
-  o.budget = 80_GiB;
-  absl::StatusOr<AdviceResult> r = Advise(o);
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_NE(r.status().message().find("Megatron-LM launch line"), std::string::npos) << r.status();
-  o.axes.clear();  // the default axes too
-  EXPECT_FALSE(Advise(o).ok());
-}
-
 // Issue 17: a std::bad_alloc in a worker thread (not the calling one) comes
 // back from Advise as a Status (the CLI's exit 1), never std::terminate. The
 // progress callback runs inside each worker's evaluation, so throwing there

@@ -42,6 +42,7 @@ absl::StatusOr<std::vector<CompareRow>> Compare(const std::string& config, const
   ASSIGN_OR_RETURN(AdviceResult result, Advise(o));
   for (const AdvicePoint& p : result.points) {
     if (!p.ok) rows[static_cast<size_t>(p.index)].error = p.error;
+    rows[static_cast<size_t>(p.index)].rank = p.rank;
   }
   return rows;
 }

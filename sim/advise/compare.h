@@ -23,6 +23,7 @@ struct CompareRow {
   std::string peak_phase;  // phase of the event holding the peak
   double step_s = 0, recompute_s = 0, host_transfer_s = 0, host_exposed_s = 0;
   double layer_forward_ms = 0, layer_backward_ms = 0;  // means over layers; 0 without layers
+  std::string rank;  // a launch line: the rank the figures are of (AdvicePoint::rank); else empty
 };
 
 // `vary` is "path=v1,v2,...". A misspelt path, a bad value or a value the

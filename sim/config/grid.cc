@@ -12,6 +12,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "sim/base/status.h"
+#include "sim/config/megatron_args.h"
 #include "sim/config/node.h"
 #include "sim/config/overrides.h"
 #include "sim/config/schema.h"
@@ -47,6 +48,7 @@ struct GridBase::State {
   RunSpec spec;      // root parsed
   bool has_model = false;  // magnitudes are checked per point
   bool maxtext = false;
+  bool megatron = false;
   std::string model_at;
 
   // A section re-parsed with a point's settings of it.
@@ -56,7 +58,7 @@ struct GridBase::State {
     ProgramSpec program;
     std::map<std::string, std::string> written;  // under the section
     std::string at;                              // the section node's location
-    RunSpec run;  // maxtext: the whole run, its block lowered with the settings
+    RunSpec run;  // maxtext, megatron: the whole run, its block lowered with the settings
   };
   std::mutex mu;
   std::map<std::string, std::shared_ptr<const Section>> sections;  // by section + settings
@@ -105,6 +107,27 @@ absl::StatusOr<std::shared_ptr<const GridBase::State::Section>> GridBase::State:
     std::lock_guard<std::mutex> l(mu);
     return sections.emplace(key, std::move(s)).first->second;
   }
+  if (name == "megatron") {
+    // The launch line fills most of the run (sim/config/megatron_args.h):
+    // the block with the point's keys set (SetMegatronKey), the run parsed
+    // whole from it, once per combination.
+    auto tree = std::make_shared<ConfigNode>(*config.root_);
+    const ConfigEntry* e = tree->FindEntry("megatron");
+    GPUSIM_CHECK(e != nullptr);
+    ConfigNode block = e->value;
+    const SourceLocation block_at = e->key_location;
+    for (const GridSetting* g : settings) {
+      ASSIGN_OR_RETURN(block, SetMegatronKey(block, g->path.substr(g->path.find('.') + 1),
+                                             g->text.substr(g->text.find('=') + 1), SetLocation(g->text)));
+    }
+    tree->Set("megatron", block_at, std::move(block));
+    RunConfig c = config;
+    c.root_ = std::move(tree);
+    auto s = std::make_shared<Section>();
+    ASSIGN_OR_RETURN(s->run, c.Spec(base_sets));
+    std::lock_guard<std::mutex> l(mu);
+    return sections.emplace(key, std::move(s)).first->second;
+  }
   ConfigNode mini = ConfigNode::Map(root.location());
   if (const ConfigEntry* e = root.FindEntry(name)) mini.Set(name, e->key_location, e->value);
   for (const GridSetting* g : settings) {
@@ -138,6 +161,7 @@ absl::StatusOr<GridBase> GridBase::Make(const RunConfig& config, const std::vect
   for (const std::string& text : base_sets) RETURN_IF_ERROR(internal::ApplyOverride(state->root, text, state->dir));
   ASSIGN_OR_RETURN(state->spec, config.Spec(base_sets));
   state->maxtext = state->spec.maxtext.present;
+  state->megatron = state->spec.megatron.present;
   if (const ConfigNode* m = state->root.Find("model"); m != nullptr && !state->maxtext) {
     state->has_model = true;
     state->model_at = m->location().ToString();
@@ -151,6 +175,20 @@ const RunSpec& GridBase::spec() const { return state_->spec; }
 
 absl::StatusOr<GridSetting> GridBase::Parse(const std::string& text) const {
   const State& st = *state_;
+  if (st.megatron && absl::StartsWith(text, "megatron.")) {
+    // megatron is one leaf of the run schema (megatron_args.h checks its
+    // keys): SetMegatronKey checks the path, the point's parse the value.
+    GridSetting g;
+    g.text = text;
+    g.path = std::string(absl::StripAsciiWhitespace(absl::string_view(text).substr(0, text.find('='))));
+    if (text.find('=') == std::string::npos) {
+      return absl::InvalidArgumentError(absl::StrCat("--vary ", text, ": expected PATH=VALUE"));
+    }
+    g.kind = GridSetting::Kind::kSection;
+    g.key = "megatron";
+    RETURN_IF_ERROR(state_->SectionOf("megatron", {&g}).status());
+    return g;
+  }
   ConfigNode probe = ConfigNode::Map(SourceLocation());
   RETURN_IF_ERROR(internal::ApplyOverride(probe, text, st.dir));
   RETURN_IF_ERROR(ValidateKeys(probe, RunSchema(), ""));
@@ -177,6 +215,10 @@ absl::StatusOr<GridSetting> GridBase::Parse(const std::string& text) const {
       g.path != "parallelism.gather_dtype") {
     return refuse("beside a maxtext block a grid varies maxtext.*, device, allocator, xla and "
                   "parallelism.gather_dtype");
+  }
+  if (st.megatron && section != "device" && section != "allocator") {
+    return refuse("beside a megatron block a grid varies megatron.world_size, megatron.gpus_per_node, "
+                  "megatron.args.NAME, device and allocator");
   }
   if (section == "device" || section == "model" || section == "program") {
     const bool present = section == "device" || (section == "model" ? st.has_model : st.spec.program.present);
@@ -206,13 +248,19 @@ absl::StatusOr<GridSetting> GridBase::Parse(const std::string& text) const {
 absl::StatusOr<RunSpec> GridBase::Point(const std::vector<const GridSetting*>& settings) const {
   State& st = *state_;
   // maxtext.* settings first: the run their block lowers to is the start.
-  std::vector<const GridSetting*> maxtext;
+  // megatron.* likewise.
+  std::vector<const GridSetting*> maxtext, megatron;
   for (const GridSetting* g : settings) {
     if (g->kind == GridSetting::Kind::kSection && g->key == "maxtext") maxtext.push_back(g);
+    if (g->kind == GridSetting::Kind::kSection && g->key == "megatron") megatron.push_back(g);
   }
   RunSpec s = st.spec;
   if (!maxtext.empty()) {
     ASSIGN_OR_RETURN(std::shared_ptr<const State::Section> sec, st.SectionOf("maxtext", maxtext));
+    s = sec->run;
+  }
+  if (!megatron.empty()) {
+    ASSIGN_OR_RETURN(std::shared_ptr<const State::Section> sec, st.SectionOf("megatron", megatron));
     s = sec->run;
   }
   std::vector<std::string> order;  // sections, in the order first set
@@ -226,7 +274,7 @@ absl::StatusOr<RunSpec> GridBase::Point(const std::vector<const GridSetting*>& s
         s.allocator.options[g->key] = g->parsed->allocator.options.at(g->key);
         break;
       case GridSetting::Kind::kSection: {
-        if (g->key == "maxtext") break;
+        if (g->key == "maxtext" || g->key == "megatron") break;
         auto [it, inserted] = by_section.try_emplace(g->key);
         if (inserted) order.push_back(g->key);
         it->second.push_back(g);

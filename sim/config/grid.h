@@ -16,7 +16,11 @@
 //   combination (a device's defaults span keys, as a model's do).
 //   maxtext.* (a maxtext config): the whole run, its block lowered with
 //   the point's maxtext settings, once per distinct combination.
-// Any other path, and on a maxtext config any path its block sets, is
+//   megatron.world_size, megatron.gpus_per_node, megatron.args.NAME (a
+//   launch line): the whole run, parsed from the block with those keys set
+//   (SetMegatronKey, sim/config/megatron_args.h), once per combination.
+// Any other path, on a maxtext config any path its block sets, and beside a
+// megatron block anything but megatron.*, device and allocator, is
 // refused by name: the error --set PATH=VALUE gives, else
 //   --vary PATH: not a setting a grid can vary (...)
 #ifndef GPUSIM_SIM_CONFIG_GRID_H_

@@ -851,4 +851,39 @@ absl::Status ParseMegatronNode(const ConfigNode& node, RunSpec* run) {
   return ApplyMegatronArgs(args, run);
 }
 
+absl::StatusOr<ConfigNode> SetMegatronKey(const ConfigNode& node, const std::string& key, const std::string& value,
+                                          const SourceLocation& where) {
+  const std::string at = where.ToString();
+  if (!node.is_map()) return absl::InvalidArgumentError(absl::StrCat(at, ": megatron: the config's block is not a mapping"));
+  ConfigNode out = node;
+  if (key == "world_size" || key == "gpus_per_node") {
+    out.Set(key, where, ConfigNode::Scalar(value, where));
+    return out;
+  }
+  if (!absl::StartsWith(key, "args.") || key.size() == 5) {
+    return absl::InvalidArgumentError(absl::StrCat(at, ": megatron.", key, ": expected megatron.world_size, ",
+                                                   "megatron.gpus_per_node or megatron.args.NAME (a launch-line argument)"));
+  }
+  const std::string name = Canonical(key.substr(5));
+  ConfigNode args = ConfigNode::Map(where);
+  SourceLocation args_at = where;
+  if (const ConfigEntry* e = node.FindEntry("args"); e != nullptr) {
+    args_at = e->key_location;
+    if (e->value.is_scalar()) {
+      ASSIGN_OR_RETURN(std::vector<MegatronArg> split, SplitMegatronArgs(e->value.scalar(), e->value.location()));
+      args = ConfigNode::Map(e->value.location());
+      for (const MegatronArg& a : split) {
+        SourceLocation l;
+        l.label = a.where;
+        args.Set(a.name, l, ConfigNode::Scalar(a.value, l));
+      }
+    } else if (e->value.is_map()) {
+      for (const ConfigEntry& a : e->value.entries()) args.Set(Canonical(a.key), a.key_location, a.value);
+    }
+  }
+  args.Set(name, where, ConfigNode::Scalar(value, where));
+  out.Set("args", args_at, std::move(args));
+  return out;
+}
+
 }  // namespace gpusim

@@ -52,6 +52,14 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
 // The `megatron:` block at `node` (path "megatron").
 absl::Status ParseMegatronNode(const ConfigNode& node, RunSpec* run);
 
+// The megatron: block `node` with one key set, for a grid point
+// (sim/config/grid.h): `key` is world_size, gpus_per_node or args.NAME (an
+// argument, dashes or underscores, without "--"), `value` its value written
+// at `where`. A launch-line string becomes the mapping of its arguments
+// first, each keeping where it was written. Errors: a key the block has not.
+absl::StatusOr<ConfigNode> SetMegatronKey(const ConfigNode& node, const std::string& key, const std::string& value,
+                                          const SourceLocation& where);
+
 }  // namespace gpusim
 
 #endif  // GPUSIM_SIM_CONFIG_MEGATRON_ARGS_H_

@@ -23,10 +23,11 @@ int64_t RingSteps(OpKind kind, int64_t n) {
 }
 
 SimTime CollectiveTime(OpKind kind, double full_bytes, int64_t group,
-                       const DeviceSpec& d, const CollectiveOptions& options) {
+                       const DeviceSpec& d, const CollectiveOptions& options, int64_t nodes) {
   if (group <= 1) return SimTime(0);
   const int64_t per_node = std::max<int64_t>(options.gpus_per_node, 1);
-  const int64_t nodes = (group + per_node - 1) / per_node;
+  if (nodes <= 0) nodes = (group + per_node - 1) / per_node;
+  nodes = std::min(nodes, group);
   const double intra_bw = d.nvlink_bandwidth > 0 ? d.nvlink_bandwidth : d.pcie_bandwidth;
   double bw = intra_bw;
   if (nodes > 1 && d.network_bandwidth > 0) bw = std::min(bw, d.network_bandwidth);

@@ -17,6 +17,16 @@
 // bw is the slowest link of the ring: NVLink inside a node, the network
 // (one NIC per GPU) once the ring crosses nodes. eff is efficiency.collective
 // (achieved bus bandwidth / link peak).
+//
+// Which nodes a group spans follows from its ranks, not its size: a
+// data-parallel group under TP 8 has one rank per node. The op says how many
+// nodes (Op::group_nodes, set by the Megatron builder from Megatron's rank
+// order, models/megatron_ranks.h); when it does not, the group is taken as
+// consecutive ranks, ceil(n / gpus_per_node) nodes. With nNodes = n (one
+// rank a node) every step is an inter-node step; with k ranks a node the
+// ring crosses the network nNodes times (NCCL joins each node's ranks, one
+// segment of the ring, to the next node's over the network: src/graph/
+// connect.cc connectRings), the hierarchical split above.
 #ifndef GPUSIM_SIM_DEVICE_COLLECTIVE_MODEL_H_
 #define GPUSIM_SIM_DEVICE_COLLECTIVE_MODEL_H_
 
@@ -45,11 +55,12 @@ double BusBandwidthFactor(OpKind kind, int64_t n);
 // Ring latency steps for `kind` over n ranks: n−1 (2(n−1) for all-reduce).
 int64_t RingSteps(OpKind kind, int64_t n);
 
-// Time of one collective moving `full_bytes` (S above) over `group` ranks.
+// Time of one collective moving `full_bytes` (S above) over `group` ranks
+// spanning `nodes` nodes (0: consecutive ranks, from options.gpus_per_node).
 // Zero when group <= 1. Falls back to PCIe when the device has no NVLink, and
 // to the intra-node link when it has no network bandwidth.
 SimTime CollectiveTime(OpKind kind, double full_bytes, int64_t group,
-                       const DeviceSpec& d, const CollectiveOptions& options = {});
+                       const DeviceSpec& d, const CollectiveOptions& options = {}, int64_t nodes = 0);
 
 // One point-to-point NCCL send/recv of `bytes` between two ranks, α–β as
 // above with one step: the link's latency plus bytes / (bw · eff), over

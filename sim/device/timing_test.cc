@@ -109,6 +109,21 @@ TEST(TimingTest, RingAcrossNodesUsesTheNetwork) {
   EXPECT_EQ(CollectiveTime(OpKind::kAllGather, 8e6, 16, d, big_node).ns(), 15'000 + 150'000);
 }
 
+TEST(TimingTest, TheNodesAGroupSpansComeFromTheOp) {
+  // 4 ranks one to a node (a data-parallel group under TP 8): all 3 steps
+  // inter-node, the network's bandwidth: 3 · 9.6 us + 3/4 · 8e6 / (1e10 · 0.5).
+  const DeviceSpec d = HandDevice();
+  TraceEvent e = Collective(OpKind::kAllGather, 8'000'000, 4);
+  e.group_nodes = 4;
+  EXPECT_EQ(EventDuration(e, d).ns(), 3 * 9'600 + 1'200'000);
+  // 4 ranks over 2 nodes: 1 inter-node step of 3.
+  e.group_nodes = 2;
+  EXPECT_EQ(EventDuration(e, d).ns(), 2 * 1'000 + 9'600 + 1'200'000);
+  // One node: as without the field.
+  e.group_nodes = 1;
+  EXPECT_EQ(EventDuration(e, d).ns(), 123'000);
+}
+
 TEST(TimingTest, TwoStreamsOverlap) {
   // Compute (stream 0) and a gather (stream 1) start together; the step is
   // the longer one and only the gather's excess is exposed.

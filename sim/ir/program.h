@@ -100,6 +100,9 @@ struct Op {
   int layer = -1;             // decoder layer, -1 outside layers
   bool recompute = false;     // rematerialised in the backward pass
   int64_t group = 1;          // collective group size (devices)
+  // Nodes the collective's group spans (its ranks' distinct nodes); 0: not
+  // known, the group taken as consecutive ranks (collective_model.h).
+  int64_t group_nodes = 0;
   // Matmul shape, for shape-aware kernel models: [batch] x (m x k) @ (k x n).
   int64_t m = 0, n = 0, k = 0, batch = 1;
   // Ops this one may not start before (besides its data dependencies): an

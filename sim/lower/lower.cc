@@ -185,6 +185,7 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
     e.dtype = op.dtype;
     e.phase = op.phase;
     e.group = op.group;
+    e.group_nodes = op.group_nodes;
     e.recompute = op.recompute;
     e.m = op.m;
     e.n = op.n;

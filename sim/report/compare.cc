@@ -22,6 +22,7 @@ std::string RenderCompareText(const std::vector<CompareRow>& rows) {
                           absl::StrFormat("%.4f", r.host_transfer_s) +
                               (r.host_transfer_s > 0 ? absl::StrFormat(" (%.3f)", r.host_exposed_s) : ""),
                           r.step_s, r.layer_forward_ms, r.layer_backward_ms);
+    if (!r.rank.empty()) absl::StrAppendFormat(&o, "%-50s peak rank: %s; step s is the pipeline's\n", "", r.rank);
   }
   o += "(GiB = 2^30; PCIe s: host copies both ways, exposed in parentheses; layer times: mean over layers)\n";
   return o;
@@ -46,8 +47,9 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
         .Double("host_transfer_s", r.host_transfer_s)
         .Double("host_transfer_exposed_s", r.host_exposed_s)
         .Double("layer_forward_ms", r.layer_forward_ms)
-        .Double("layer_backward_ms", r.layer_backward_ms)
-        .EndObject();
+        .Double("layer_backward_ms", r.layer_backward_ms);
+    if (!r.rank.empty()) w.String("peak_rank", r.rank);
+    w.EndObject();
   }
   w.EndArray();
   return w.Finish();

@@ -14,6 +14,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "models/megatron_ranks.h"
 #include "models/megatron_schedule.h"
 #include "sim/base/status.h"
 #include "sim/lower/lower.h"
@@ -88,7 +89,6 @@ absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
   MegatronReport out;
   out.spec = spec;
   const MegatronSpec& g = spec.megatron;
-  const int64_t per_stage = g.world_size / g.pipeline;
   std::vector<MegatronRankTimes> times;
   for (int64_t r = 0; r < g.pipeline; ++r) {
     RunSpec s = spec;
@@ -96,8 +96,11 @@ absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
     s.megatron.rank_selected = true;
     MegatronRank rank;
     rank.stage = r;
-    rank.first_rank = r * per_stage;
-    rank.last_rank = (r + 1) * per_stage - 1;
+    // Note [Megatron rank order]: the stage's lowest and highest global rank
+    // (a contiguous range in the default order, not under the mapping).
+    const int64_t t = spec.parallelism.tensor;
+    rank.first_rank = MegatronGlobalRank(g, t, {0, 0, 0, r});
+    rank.last_rank = MegatronGlobalRank(g, t, {t - 1, g.context - 1, g.data - 1, r});
     rank.embedding = r == 0;
     rank.head = r == g.pipeline - 1;
     rank.warmup = MegatronWarmup(g.pipeline, r, g.virtual_stages, g.microbatches, g.microbatch_group);

@@ -19,7 +19,7 @@ namespace gpusim {
 
 struct MegatronRank {
   int64_t stage = 0;           // pipeline rank
-  int64_t first_rank = 0;      // lowest global rank of the stage (rank order tp-cp-dp-pp)
+  int64_t first_rank = 0;      // lowest global rank of the stage (Note [Megatron rank order])
   int64_t last_rank = 0;       // highest
   int64_t warmup = 0;          // forward passes before the first backward
   int64_t in_flight = 0;       // (micro-batch, chunk) activations held at once
@@ -29,7 +29,7 @@ struct MegatronRank {
   MegatronSlotEvents slots;    // its schedule's slots in its trace (calibration re-times them)
   SimTime send_time;           // one activation to the next stage (Note [Megatron pipeline in time])
   bool send_inter_node = false;
-  SimTime pipeline_wait;       // its slots' waits on neighbouring stages
+  SimTime pipeline_wait;       // its waits on neighbouring stages (MegatronPipelineTimes::rank_wait)
   SimTime pipeline_end;        // when its step ends in the pipeline
 };
 

@@ -23,19 +23,45 @@
 // Model: a rank's own step (its trace simulated alone) gives each slot's
 // length as the time from the end of the slot before to its own end, and
 // the tail after its last slot (the last buckets' reduce, the optimizer).
-// The ranks are replayed together: a slot starts when its rank is free and
-// its input has arrived (the producer's end plus one transfer,
-// PointToPointTime over NVLink inside a node or the network between nodes);
-// without overlap the sender is free only once its send has arrived. A
-// receive is not held back by the receiver posting it late (the sender side
-// is the one that blocks). The step is the last rank's end, so the bubble
-// ((p - 1) passes at the ends of 1F1B, Narayanan et al. 2021 Sec. 2.2) comes
-// out of the replay rather than a formula, uneven stages included.
+// The ranks are replayed together; a transfer is PointToPointTime over
+// NVLink inside a node or the network between nodes. The step is the last
+// rank's end, so the bubble ((p - 1) passes at the ends of 1F1B, Narayanan
+// et al. 2021 Sec. 2.2) comes out of the replay rather than a formula,
+// uneven stages included.
+//
+// Note [Late-posted receives]
+// Under 1F1B every p2p call is a batch: _communicate hands its isends and
+// irecvs to torch.distributed.batch_isend_irecv (_batched_p2p_ops, one NCCL
+// group), waits on every request, then torch.cuda.synchronize(). An NCCL
+// send of a message larger than the connection's FIFO (NCCL_BUFFSIZE, 4 MiB
+// for Simple) cannot complete before the peer posts the matching receive, so
+// a message moves at max(sender posts, receiver posts) + transfer, and the
+// call ends when its last message has. Which calls sit between two passes
+// follows forward_backward_pipelining_without_interleaving: before the first
+// pass recv_forward; between two forwards (warm-up) send_forward, then
+// recv_forward, two calls; forward then backward (steady state) one
+// send_forward_recv_backward; backward then forward one
+// send_backward_recv_forward; between two backwards (cool-down)
+// send_backward, then recv_backward; after the last pass send_backward. The
+// first stage has no backward sends or forward receives, the last no
+// forward sends or backward receives (p2p_communication.py skips them).
+// So the steady state's pairs rendezvous: a rank that finishes its forward
+// early waits in send_forward_recv_backward until its neighbour finishes
+// the backward whose gradient it sends.
+//   The interleaved schedule keeps the simpler rule (a slot starts when its
+// rank is free and its input has arrived, the producer's end plus one
+// transfer; under --no-overlap-p2p-communication the sender is free only
+// once its send has arrived): with --overlap-p2p-communication (its
+// default) each receive is posted one step ahead of the pass that needs it
+// (the fwd_wait_handles / bwd_wait_handles), so a send is not held by a
+// late receive there.
 #include "sim/step/megatron_step_pipeline.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "absl/strings/str_cat.h"
+#include "models/megatron_ranks.h"
 #include "models/megatron_schedule.h"
 #include "sim/base/status.h"
 #include "sim/device/collective_model.h"
@@ -76,20 +102,153 @@ int64_t PipelineMessageBytes(const RunSpec& spec) {
 }
 
 bool CrossesNodes(const MegatronSpec& g, int64_t tensor, int64_t from, int64_t to) {
+  // Note [Megatron rank order] (models/megatron_ranks.h).
   const int64_t per_node = std::max<int64_t>(g.gpus_per_node, 1);
-  const int64_t inner = tensor * g.context;  // tp and cp come first in both orders
-  for (int64_t d = 0; d < g.data; ++d) {
-    for (int64_t y = 0; y < inner; ++y) {
-      // tp-cp-ep-dp-pp: rank = y + inner (d + data stage); tp-cp-ep-pp-dp:
-      // rank = y + inner (stage + p d).
-      auto rank = [&](int64_t stage) {
-        return g.tp_pp_dp_mapping ? y + inner * (stage + g.pipeline * d) : y + inner * (d + g.data * stage);
-      };
-      if (rank(from) / per_node != rank(to) / per_node) return true;
+  MegatronCoords c;
+  for (c.dp = 0; c.dp < g.data; ++c.dp) {
+    for (c.cp = 0; c.cp < g.context; ++c.cp) {
+      for (c.tp = 0; c.tp < tensor; ++c.tp) {
+        MegatronCoords a = c, b = c;
+        a.pp = from;
+        b.pp = to;
+        if (MegatronGlobalRank(g, tensor, a) / per_node != MegatronGlobalRank(g, tensor, b) / per_node) return true;
+      }
     }
   }
   return false;
 }
+
+namespace {
+
+// The ranks' ends: each rank's free time (out.rank_end, when its last slot
+// and send are done) plus the tail of its own step after its last slot.
+MegatronPipelineTimes Finish(const std::vector<MegatronRankTimes>& ranks, MegatronPipelineTimes& out) {
+  SimTime slowest_own(0);
+  for (size_t r = 0; r < ranks.size(); ++r) {
+    const MegatronRankTimes& own = ranks[r];
+    const SimTime tail = own.own_step - (own.slot_end.empty() ? SimTime(0) : own.slot_end.back());
+    out.rank_end[r] += tail;
+    out.step = Max(out.step, out.rank_end[r]);
+    slowest_own = Max(slowest_own, own.own_step);
+  }
+  out.bubble = out.step - slowest_own;
+  return out;
+}
+
+// One batched p2p call of a rank (Note [Late-posted receives]): the
+// messages it sends and receives, each named by its direction, micro-batch
+// and sending rank.
+struct P2pCall {
+  std::vector<int64_t> sends, recvs;
+};
+struct OneFOneBItem {
+  bool is_slot = false;
+  size_t slot = 0;
+  P2pCall call;
+};
+
+std::vector<OneFOneBItem> OneFOneBItems(const std::vector<PipelineSlot>& s, int64_t r, int64_t p, int64_t m) {
+  auto msg = [&](bool forward, int64_t mb, int64_t sender) { return ((forward ? 0 : m) + mb) * p + sender; };
+  auto input = [&](const PipelineSlot& x) -> std::vector<int64_t> {
+    if (x.forward) return r > 0 ? std::vector<int64_t>{msg(true, x.microbatch, r - 1)} : std::vector<int64_t>{};
+    return r + 1 < p ? std::vector<int64_t>{msg(false, x.microbatch, r + 1)} : std::vector<int64_t>{};
+  };
+  auto output = [&](const PipelineSlot& x) -> std::vector<int64_t> {
+    if (x.forward) return r + 1 < p ? std::vector<int64_t>{msg(true, x.microbatch, r)} : std::vector<int64_t>{};
+    return r > 0 ? std::vector<int64_t>{msg(false, x.microbatch, r)} : std::vector<int64_t>{};
+  };
+  std::vector<OneFOneBItem> items;
+  auto call = [&](std::vector<int64_t> sends, std::vector<int64_t> recvs) {
+    if (sends.empty() && recvs.empty()) return;
+    OneFOneBItem it;
+    it.call.sends = std::move(sends);
+    it.call.recvs = std::move(recvs);
+    items.push_back(std::move(it));
+  };
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (i == 0) {
+      call({}, input(s[i]));
+    } else if (s[i - 1].forward != s[i].forward) {
+      call(output(s[i - 1]), input(s[i]));  // send_forward_recv_backward, send_backward_recv_forward
+    } else {
+      call(output(s[i - 1]), {});  // send_forward / send_backward, then
+      call({}, input(s[i]));       // recv_forward / recv_backward
+    }
+    OneFOneBItem it;
+    it.is_slot = true;
+    it.slot = i;
+    items.push_back(std::move(it));
+  }
+  if (!s.empty()) call(output(s.back()), {});
+  return items;
+}
+
+// The 1F1B ranks replayed call by call (Note [Late-posted receives]): sets
+// out.rank_end (before the tails) and out.rank_wait, the time each rank's
+// p2p calls held it. REQUIRES: each rank's slot_end one per slot of its
+// schedule.
+absl::Status ReplayOneFOneB(const std::vector<MegatronRankTimes>& ranks,
+                            const std::vector<std::vector<PipelineSlot>>& schedule,
+                            const std::function<SimTime(int64_t, int64_t)>& transfer, MegatronPipelineTimes& out) {
+  const int64_t p = static_cast<int64_t>(ranks.size());
+  int64_t m = 0;
+  for (const PipelineSlot& x : schedule.front()) m = std::max(m, x.microbatch + 1);
+  std::vector<std::vector<OneFOneBItem>> items;
+  for (int64_t r = 0; r < p; ++r) items.push_back(OneFOneBItems(schedule[static_cast<size_t>(r)], r, p, m));
+  const SimTime unset(-1);
+  std::vector<SimTime> send_post(static_cast<size_t>(2 * m * p), unset), recv_post = send_post;
+  std::vector<size_t> pos(static_cast<size_t>(p), 0);
+  std::vector<bool> posted(static_cast<size_t>(p), false);
+  std::vector<SimTime> free(static_cast<size_t>(p), SimTime(0));
+  out.rank_wait.assign(static_cast<size_t>(p), SimTime(0));
+  size_t left = 0;
+  for (const auto& it : items) left += it.size();
+  while (left > 0) {
+    bool moved = false;
+    for (int64_t r = 0; r < p; ++r) {
+      const size_t ri = static_cast<size_t>(r);
+      while (pos[ri] < items[ri].size()) {
+        const OneFOneBItem& it = items[ri][pos[ri]];
+        if (it.is_slot) {
+          const std::vector<SimTime>& end = ranks[ri].slot_end;
+          free[ri] += end[it.slot] - (it.slot == 0 ? SimTime(0) : end[it.slot - 1]);
+        } else {
+          if (!posted[ri]) {
+            for (int64_t x : it.call.sends) send_post[static_cast<size_t>(x)] = free[ri];
+            for (int64_t x : it.call.recvs) recv_post[static_cast<size_t>(x)] = free[ri];
+            posted[ri] = true;
+            moved = true;
+          }
+          SimTime done = free[ri];
+          bool ready = true;
+          for (const auto* list : {&it.call.sends, &it.call.recvs}) {
+            for (int64_t x : *list) {
+              const SimTime a = send_post[static_cast<size_t>(x)], b = recv_post[static_cast<size_t>(x)];
+              if (a == unset || b == unset) {
+                ready = false;
+                continue;
+              }
+              const int64_t sender = x % p, receiver = x / p < m ? sender + 1 : sender - 1;
+              done = Max(done, Max(a, b) + transfer(sender, receiver));
+            }
+          }
+          if (!ready) break;
+          out.rank_wait[ri] += done - free[ri];
+          free[ri] = done;
+          posted[ri] = false;
+        }
+        ++pos[ri];
+        --left;
+        moved = true;
+      }
+    }
+    if (!moved) return absl::InternalError("the pipeline schedules wait on each other (no p2p call can complete)");
+  }
+  out.rank_end = free;
+  return absl::OkStatus();
+}
+
+}  // namespace
 
 absl::StatusOr<MegatronPipelineTimes> SimulatePipeline(const std::vector<MegatronRankTimes>& ranks,
                                                        const RunSpec& spec, const DeviceSpec& device) {
@@ -124,6 +283,10 @@ absl::StatusOr<MegatronPipelineTimes> SimulatePipeline(const std::vector<Megatro
       return absl::InternalError(absl::StrCat("pipeline rank ", r, ": ", ranks[static_cast<size_t>(r)].slot_end.size(),
                                               " slots simulated, its schedule has ", schedule.back().size()));
     }
+  }
+  if (v == 1) {
+    RETURN_IF_ERROR(ReplayOneFOneB(ranks, schedule, transfer, out));
+    return Finish(ranks, out);
   }
   const SimTime unset(-1);
   std::vector<SimTime> fwd_end(static_cast<size_t>(m * stages), unset), bwd_end = fwd_end;
@@ -165,16 +328,8 @@ absl::StatusOr<MegatronPipelineTimes> SimulatePipeline(const std::vector<Megatro
     }
     if (!moved) return absl::InternalError("the pipeline schedules wait on each other (no slot can start)");
   }
-  SimTime slowest_own(0);
-  for (int64_t r = 0; r < p; ++r) {
-    const MegatronRankTimes& own = ranks[static_cast<size_t>(r)];
-    const SimTime tail = own.own_step - (own.slot_end.empty() ? SimTime(0) : own.slot_end.back());
-    out.rank_end.push_back(free[static_cast<size_t>(r)] + tail);
-    out.step = Max(out.step, out.rank_end.back());
-    slowest_own = Max(slowest_own, own.own_step);
-  }
-  out.bubble = out.step - slowest_own;
-  return out;
+  out.rank_end = free;
+  return Finish(ranks, out);
 }
 
 }  // namespace gpusim

@@ -44,7 +44,10 @@ struct MegatronPipelineTimes {
   SimTime step;                        // the slowest rank's end
   SimTime bubble;                      // step - the slowest rank's own step
   std::vector<SimTime> rank_end;       // per pipeline rank
-  std::vector<SimTime> rank_wait;      // per rank: time its slots waited on a neighbour
+  // Per rank, time it waited on a neighbour: 1F1B, the time its p2p calls
+  // held it, transfers included (Note [Late-posted receives]); interleaved,
+  // its slots' waits for their input.
+  std::vector<SimTime> rank_wait;
   std::vector<SimTime> send_time;      // per rank r: one message r -> r + 1 (mod p); 0 when p = 1
   std::vector<bool> send_inter_node;   // per rank r: that link crosses nodes
 };

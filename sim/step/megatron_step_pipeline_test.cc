@@ -77,6 +77,24 @@ TEST(MegatronPipelineTest, BlockingSendsByHand) {
   EXPECT_NEAR(static_cast<double>(t->rank_end[1].ns()), 2 * 1000 + 2 * 300 + 2000, 2);
 }
 
+TEST(MegatronPipelineTest, ALateReceiveHoldsTheTransfer) {
+  // p = 3, m = 2, f = 1, b = 2, T = 3 (us). Rank 1 is in send_forward(F0)
+  // until rank 2 has it (5 + 3 = 8), and only then posts recv_forward(F1).
+  // Rank 0 posted its send of F1 at 5, but the transfer starts when both
+  // sides have posted: F1 reaches rank 1 at 8 + 3 = 11, not 5 + 3 = 8 (Note
+  // [Late-posted receives]). Rank 1: F1 [11, 12], its send_forward_recv_backward
+  // with rank 2 (posted at 11) done at 15, B0 [15, 17], its send_backward to
+  // rank 0 done at 20; rank 0: B0 [20, 22]; rank 2 sends B1 at 18, rank 1
+  // posts for it at 20: 23, B1 [23, 25], sent to rank 0 by 28; rank 0's B1
+  // [28, 30]. The rule without the receiver's post gives 27.
+  const RunSpec s = Pipeline(3, 2);
+  auto t = SimulatePipeline(Uniform(s, SimTime(1000), SimTime(2000)), s, Links(SimTime(3000)));
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_NEAR(static_cast<double>(t->rank_end[0].ns()), 30000, 10);
+  EXPECT_NEAR(static_cast<double>(t->rank_end[1].ns()), 28000, 10);
+  EXPECT_NEAR(static_cast<double>(t->rank_end[2].ns()), 23000, 10);
+}
+
 TEST(MegatronPipelineTest, OverlappedSendsFreeTheSender) {
   // Interleaved, p = 2, v = 2, m = 2: with overlap the senders never wait on
   // their own sends, so the step is no longer than when they do.

@@ -48,6 +48,7 @@ struct TraceEvent {
   DType dtype = DType::kBF16;
   Phase phase = Phase::kForward;
   int64_t group = 1;          // collective group size
+  int64_t group_nodes = 0;    // nodes the group spans; 0: consecutive ranks (Op::group_nodes)
   bool recompute = false;
   int64_t m = 0, n = 0, k = 0, batch = 1;  // matmul shape when known
   std::vector<int64_t> after; // indices of earlier timed events this waits on

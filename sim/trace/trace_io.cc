@@ -35,13 +35,13 @@ namespace {
 enum class Key {
   kBuffer, kSize, kRole, kName, kKind, kStream, kPhase, kDtype, kFlops,
   kRead, kWrite, kGroup, kM, kN, kK, kBatch, kRecompute, kAfter, kUses,
-  kDurNs, kStack, kOp, kDims,
+  kDurNs, kStack, kOp, kDims, kNodes,
 };
-constexpr std::array<std::string_view, 23> kKeyNames = {
+constexpr std::array<std::string_view, 24> kKeyNames = {
     "buffer", "size",  "role",  "name", "kind",      "stream", "phase",
     "dtype",  "flops", "read",  "write", "group",    "m",      "n",
     "k",      "batch", "recompute", "after", "uses", "dur_ns", "stack",
-    "op",     "dims"};
+    "op",     "dims", "nodes"};
 
 constexpr std::array<std::string_view, 12> kLineWords = {
     "alloc", "free", "compute", "copy", "collective", "marker",
@@ -54,6 +54,9 @@ constexpr int kOpFactsMinor = 2;
 // The minor version that introduced `kind=broadcast` and the distributed
 // step's meta keys (world_size, rank, ranks_per_node, comm.ID).
 constexpr int kCollectivesMinor = 3;
+// The minor version that introduced the `nodes=` key (the nodes a
+// collective's group spans).
+constexpr int kNodesMinor = 4;
 
 constexpr std::array<EventType, 6> kEventTypes = {
     EventType::kAlloc, EventType::kFree,       EventType::kCompute,
@@ -362,6 +365,11 @@ absl::Status Parser::ParseField(Key key, std::string_view v, TraceEvent& e) {
     case Key::kDims:
       RETURN_IF_ERROR(NeedsMinor(kOpFactsMinor, "key 'dims'"));
       return ParseList(v, "a comma-separated list of non-negative integers", &e.dims);
+    case Key::kNodes:
+      RETURN_IF_ERROR(NeedsMinor(kNodesMinor, "key 'nodes'"));
+      if (!ParseInt64(v, &i) || i < 1) return Expected("a positive node count", v);
+      e.group_nodes = i;
+      return absl::OkStatus();
   }
   return Err("internal: unhandled key");
 }
@@ -553,6 +561,7 @@ std::string FieldText(Key key, const TraceEvent& e) {
     case Key::kStack: return Join(e.stack, ",");
     case Key::kOp: return e.op.empty() ? "" : EscapeTraceName(e.op);
     case Key::kDims: return Join(e.dims, ",");
+    case Key::kNodes: return num(e.group_nodes, d.group_nodes);
   }
   return "";
 }
@@ -687,16 +696,19 @@ absl::Status WriteTrace(const Trace& trace, std::ostream& out) {
   RETURN_IF_ERROR(CheckWritable(trace));
   // Version 1.1 only when the trace uses frames, 1.2 only when it uses meta
   // lines or op facts, 1.3 only with a broadcast or the meta world_size of a
-  // distributed step, so that traces without them stay readable by older
+  // distributed step, 1.4 only with a `nodes=` key, so that traces without them stay readable by older
   // readers byte for byte as before.
   bool op_facts = !trace.meta.empty();
-  bool collectives = FindMeta(trace, "world_size") != nullptr;
+  bool collectives = FindMeta(trace, "world_size") != nullptr, nodes = false;
   for (const TraceEvent& e : trace.events) {
     op_facts |= !e.op.empty() || !e.dims.empty();
     collectives |= e.kind == OpKind::kBroadcast;
+    nodes |= e.group_nodes != 0;
   }
   std::string buf = Cat("gpusim-trace ", kTraceFormatMajor);
-  if (collectives) {
+  if (nodes) {
+    Append(buf, ".", kNodesMinor);
+  } else if (collectives) {
     Append(buf, ".", kCollectivesMinor);
   } else if (op_facts) {
     Append(buf, ".", kOpFactsMinor);

@@ -22,8 +22,8 @@ namespace gpusim {
 // this major (see traces/FORMAT.md, "Versioning").
 constexpr int kTraceFormatMajor = 1;
 // 1.1: `frame` lines, `stack=` keys; 1.2: `meta` lines, `op=`, `dims=`;
-// 1.3: `kind=broadcast`, a distributed step's meta keys.
-constexpr int kTraceFormatMinor = 3;
+// 1.3: `kind=broadcast`, a distributed step's meta keys; 1.4: `nodes=`.
+constexpr int kTraceFormatMinor = 4;
 
 // Parses a trace from `in`. `source_name` prefixes error messages
 // ("t.trace:7: ..."). Syntax only: semantic checks (double frees, undeclared

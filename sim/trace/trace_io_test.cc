@@ -31,6 +31,7 @@ void ExpectEqualEvent(const TraceEvent& a, const TraceEvent& b, size_t i) {
   EXPECT_EQ(a.dtype, b.dtype);
   EXPECT_EQ(a.phase, b.phase);
   EXPECT_EQ(a.group, b.group);
+  EXPECT_EQ(a.group_nodes, b.group_nodes);
   EXPECT_EQ(a.recompute, b.recompute);
   EXPECT_EQ(a.m, b.m);
   EXPECT_EQ(a.n, b.n);
@@ -270,6 +271,21 @@ TEST(TraceIo, WritesOpFactsOnlyWhenUsedAsVersion12) {
   t.events.pop_back();
   t.meta = {{"world_size", "2"}};
   EXPECT_EQ(Write(t).substr(0, 17), "gpusim-trace 1.3\n");
+  // 1.4 with a collective whose group says the nodes it spans.
+  TraceEvent n;
+  n.type = EventType::kCollective;
+  n.name = "grad_sync.bucket0";
+  n.kind = OpKind::kAllReduce;
+  n.group = 8;
+  n.group_nodes = 8;
+  t.events.push_back(n);
+  const std::string with_nodes = Write(t);
+  EXPECT_EQ(with_nodes.substr(0, 17), "gpusim-trace 1.4\n");
+  EXPECT_NE(with_nodes.find(" group=8 nodes=8"), std::string::npos) << with_nodes;
+  back = Read(with_nodes);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectEqualTrace(*back, t);
+  EXPECT_EQ(back->events.back().group_nodes, 8);
 }
 
 TEST(TraceIo, ReadsFramesByIdInAnyOrder) {
@@ -343,7 +359,7 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       {h + "compute a =3\n", "t.trace:2: compute: unknown key ''"},
       {"gpusim-trace 1.9\ncompute a flop=3\n",
        "t.trace:2: compute: unknown key 'flop' (did you mean 'flops'?) (the file "
-       "is version 1.9; this reader knows 1.3)"},
+       "is version 1.9; this reader knows 1.4)"},
       {h + "compute a flops=1 flops=2\n", "t.trace:2: compute: duplicate key 'flops'"},
       {h + "compute a flops=-1\n",
        "t.trace:2: compute: expected a non-negative number of flops, got '-1'"},
@@ -392,6 +408,11 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       {"gpusim-trace 1.2\nmeta a\n",
        "t.trace:2: meta: expected a name ('-' for none, %XX escapes), got end of line"},
       {"gpusim-trace 1.2\nmeta a b c\n", "t.trace:2: meta: expected end of line, got 'c'"},
+      // Version 1.4: nodes.
+      {"gpusim-trace 1.3\ncollective b kind=all_reduce group=2 nodes=2\n",
+       "t.trace:2: collective: key 'nodes' needs format version 1.4 (the header says 1.3)"},
+      {"gpusim-trace 1.4\ncollective b kind=all_reduce group=2 nodes=0\n",
+       "t.trace:2: collective: expected a positive node count, got '0'"},
       // Version 1.3: broadcast.
       {"gpusim-trace 1.2\ncollective b kind=broadcast group=2\n",
        "t.trace:2: collective: kind 'broadcast' needs format version 1.3 (the header says 1.2)"},

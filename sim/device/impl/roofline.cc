@@ -18,7 +18,7 @@ SimTime RooflineKernelModel::Duration(const TraceEvent& e, const DeviceSpec& d) 
     // S: the full buffer — the output of an all-gather, the input of a
     // reduce-scatter, all-reduce or broadcast.
     const Bytes full = e.kind == OpKind::kAllGather ? e.bytes_written : e.bytes_read;
-    return CollectiveTime(e.kind, static_cast<double>(full.value()), e.group, d, collectives_);
+    return CollectiveTime(e.kind, static_cast<double>(full.value()), e.group, d, collectives_, e.group_nodes);
   }
   if (e.kind == OpKind::kHostToDevice || e.kind == OpKind::kDeviceToHost) {
     return SimTime::FromSeconds(static_cast<double>(e.bytes_read.value()) / d.pcie_bandwidth) +
