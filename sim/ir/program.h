@@ -115,7 +115,7 @@ struct Region {
   std::string name;
   // "layer": one decoder layer's forward or backward (models/llama.cc,
   //   models/gpt.cc); the charts' loop iterations;
-  // "iteration": one iteration of a JAX program's scan (models/jax_program.cc);
+  // "iteration": one iteration of a rolled program-file scan (models/jax_program.cc);
   // "loop": a scan or an HLO while, around its iterations;
   // "phase": the head's forward and backward, the optimizer (models/llama_state.cc);
   // "pipeline_slot": one pass of a Megatron rank's pipeline schedule
