@@ -45,7 +45,8 @@ void BM_VizScaleSvgs(benchmark::State& state) {
     benchmark::DoNotOptimize(bytes);
   }
   state.counters["target_s"] = 5;
-  state.counters["svg_KiB"] = static_cast<double>(bytes >> 10);
+  state.counters["svg_bytes"] =
+      benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
 }
 BENCHMARK(BM_VizScaleSvgs)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 
@@ -58,7 +59,8 @@ void BM_VizScalePerfetto(benchmark::State& state) {
     bytes = json.size();
     benchmark::DoNotOptimize(bytes);
   }
-  state.counters["json_MiB"] = static_cast<double>(bytes >> 20);
+  state.counters["json_bytes"] =
+      benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
 }
 BENCHMARK(BM_VizScalePerfetto)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
 

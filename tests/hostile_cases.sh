@@ -237,8 +237,8 @@ run_case "SIGINT while a snapshot converts: no temp files, no orphan" "0" "nothi
   BIN=$1 W=$2
   TMPDIR=$W/sigtmp "$BIN" replay "$W/slow.pickle" >/dev/null 2>&1 &
   pid=$!
-  # No deadlines (the case's wall limit guards hangs): until the converter
-  # has written a file or gpusim has ended, then until the converter ends.
+  # No deadlines (the wall limit of run_case guards hangs): until the
+  # converter has written a file or gpusim has ended, then until it ends.
   while [ -z "$(ls -A "$W/sigtmp")" ] && kill -0 $pid 2>/dev/null; do sleep 0.025; done
   [ -n "$(ls -A "$W/sigtmp")" ] || { echo "the converter never started"; exit 1; }
   kill -INT $pid

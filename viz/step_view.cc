@@ -135,8 +135,8 @@ StepView BuildStepView(const StepReport& r) {
     for (size_t k = 0; k < tr.repeats.size() && k < r.sim.repeat_periods.size(); ++k) {
       const TraceRepeat& rp = tr.repeats[k];
       if (rp.times <= 1 || rp.first < 0 || rp.last < rp.first || rp.last >= static_cast<int64_t>(n)) continue;
-      RepeatSpan s{rp.first, rp.last, rp.times, r.sim.repeat_periods[k], absl::StrCat("events ", rp.first, "-", rp.last),
-                   v.step_time, SimTime(0)};
+      RepeatSpan s{rp.first,   rp.last,    rp.times, r.sim.repeat_periods[k],
+                   absl::StrCat("events ", rp.first, "-", rp.last), v.step_time, SimTime(0)};
       for (int64_t e = rp.first; e <= rp.last; ++e) {
         s.t0 = std::min(s.t0, v.start[static_cast<size_t>(e)]);
         s.t1 = Max(s.t1, v.end[static_cast<size_t>(e)]);
