@@ -59,7 +59,15 @@ TEST_P(CalibrationSpecErrorTest, ReportsLocationAndPath) {
   const std::string path = Write(GetParam().name + ".yaml", GetParam().text);
   auto s = LoadCalibrationSpec(path);
   ASSERT_FALSE(s.ok());
-  EXPECT_EQ(std::string(s.status().message()), path + ":" + GetParam().error);
+  // "{tmp}/name": a path under ::testing::TempDir(), which main sets
+  // (tests/test_main.cc) after these parameters are made.
+  std::string want = GetParam().error;
+  if (const size_t at = want.find("{tmp}"); at != std::string::npos) {
+    const size_t end = want.find('\'', at);
+    const std::string name = want.substr(at + 5, end - at - 5);
+    want.replace(at, end - at, std::filesystem::path(::testing::TempDir() + name).lexically_normal().string());
+  }
+  EXPECT_EQ(std::string(s.status().message()), path + ":" + want);
 }
 
 const std::string kCfg = kConfig;
@@ -98,8 +106,7 @@ INSTANTIATE_TEST_SUITE_P(
                 "2:5: cases[0].measured.step_time_s: missing required key (a fit: true case needs a step "
                 "time, or iteration_time_ms)"},
         BadCase{"no_config", "cases:\n  - name: a\n    config: nowhere.yaml\n    source: s\n",
-                "3:13: cases[0].config: no such file '" +
-                    std::filesystem::path(::testing::TempDir() + "/nowhere.yaml").lexically_normal().string() + "'"},
+                "3:13: cases[0].config: no such file '{tmp}/nowhere.yaml'"},
         BadCase{"bad_parameter", "parameters:\n  efficiency.matmull: {min: 0.1}\n" + OneCase(""),
                 "2:3: parameters: unknown device parameter 'efficiency.matmull' (did you mean "
                 "'efficiency.matmul'?); fittable: efficiency.matmul, efficiency.attention, efficiency.memory, "
@@ -132,13 +139,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "2:5: cases[0].device: missing required key"},
         BadCase{"kineto_bad_device",
                 "cases:\n  - name: a\n    kineto: " + kTrace + "\n    device: nowhere/gpu.yaml\n    source: s\n",
-                "4:13: cases[0].device: no such file '" +
-                    std::filesystem::path(::testing::TempDir() + "/nowhere/gpu.yaml").lexically_normal().string() +
-                    "'"},
+                "4:13: cases[0].device: no such file '{tmp}/nowhere/gpu.yaml'"},
         BadCase{"kineto_no_file", "cases:\n  - name: a\n    kineto: nowhere.json.gz\n    device: h100-sxm-80gb\n",
-                "3:13: cases[0].kineto: no such file '" +
-                    std::filesystem::path(::testing::TempDir() + "/nowhere.json.gz").lexically_normal().string() +
-                    "'"},
+                "3:13: cases[0].kineto: no such file '{tmp}/nowhere.json.gz'"},
         BadCase{"config_device",
                 "cases:\n  - name: a\n    config: " + kCfg + "\n    device: h100-sxm-80gb\n    source: s\n",
                 "4:13: cases[0].device: not allowed in a config case (the device comes from its run config); "

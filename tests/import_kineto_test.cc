@@ -221,7 +221,9 @@ TEST(ImportKinetoTest, DeviceIdSelection) {
   ASSERT_TRUE(tc.ok());
   EXPECT_EQ(tc->memory_events.size(), 1240u);
   EXPECT_TRUE(tc->ops.empty());
-  auto native = ToNativeTrace(*t, {.device = 0});
+  ToNativeOptions device0;
+  device0.device = 0;
+  auto native = ToNativeTrace(*t, device0);
   EXPECT_FALSE(native.ok()) << "device 0 has no memory events";
 }
 

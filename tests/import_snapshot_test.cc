@@ -40,7 +40,9 @@ TEST(ImportSnapshotTest, GptTrainingSnapshot) {
       in_blocks += b.size;
       // PyTorch keeps an inactive block's last requested size, so only
       // allocated blocks promise requested_size <= size.
-      if (b.state == "active_allocated") EXPECT_LE(b.requested_size, b.size);
+      if (b.state == "active_allocated") {
+        EXPECT_LE(b.requested_size, b.size);
+      }
     }
     EXPECT_EQ(in_blocks, seg.total_size) << "blocks tile their segment";
   }

@@ -45,7 +45,9 @@ Summary CheckTraceEventFormat(const std::string& json) {
   EXPECT_FALSE(err) << simdjson::error_message(err);
   if (err) return s;
   std::string_view unit;
-  if (!doc["displayTimeUnit"].get(unit)) EXPECT_TRUE(unit == "ms" || unit == "ns") << unit;
+  if (!doc["displayTimeUnit"].get(unit)) {
+    EXPECT_TRUE(unit == "ms" || unit == "ns") << unit;
+  }
   int64_t peak = -1;
   if (!doc["otherData"]["peak_bytes"].get(peak)) s.peak_bytes = peak;
   simdjson::dom::array events;
@@ -145,7 +147,9 @@ Summary CheckTraceEventFormat(const std::string& json) {
     std::vector<double> stack;
     for (const auto& [b, e] : v) {
       while (!stack.empty() && stack.back() <= b) stack.pop_back();
-      if (!stack.empty()) EXPECT_LE(e, stack.back()) << "thread " << thread.second << ": slices overlap at " << b;
+      if (!stack.empty()) {
+        EXPECT_LE(e, stack.back()) << "thread " << thread.second << ": slices overlap at " << b;
+      }
       stack.push_back(e);
     }
   }

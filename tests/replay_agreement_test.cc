@@ -140,7 +140,9 @@ TEST(ReplayAgreement, VizDrawsWhatReplayReplaysOnEveryShippedTrace) {
     std::stringstream html;
     html << in.rdbuf();
     EXPECT_NE(html.str().find(device), std::string::npos);
-    if (device != "h100-sxm-80gb") EXPECT_EQ(html.str().find("H100 SXM5"), std::string::npos);
+    if (device != "h100-sxm-80gb") {
+      EXPECT_EQ(html.str().find("H100 SXM5"), std::string::npos);
+    }
     ++checked;
   }
   EXPECT_EQ(checked, static_cast<int>(std::size(kShipped)));

@@ -258,7 +258,9 @@ TEST(VizWrite, WritesEveryFile) {
     auto data = ReadFileToString(dir + "/" + f);
     ASSERT_TRUE(data.ok()) << f;
     EXPECT_GT(data->size(), 100u) << f;
-    if (std::string(f).ends_with(".png")) EXPECT_EQ(data->substr(1, 3), "PNG") << f;
+    if (std::string(f).ends_with(".png")) {
+      EXPECT_EQ(data->substr(1, 3), "PNG") << f;
+    }
   }
   // The PNG of a hand-written SVG has its pixel size.
   auto png = ReadFileToString(dir + "/memory_map.png");

@@ -194,6 +194,33 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
     if (e.recompute) absl::StrAppend(&args, ",\"recompute\":true");
     slice(1 + e.stream, e.name, EventTypeName(e.type), v.start[i], v.end[i], args);
   }
+  // Note [Repeated iterations in the charts] (viz/step_view.h): per stream
+  // a repeat ran on, one slice over its further iterations (the first one's
+  // start on that stream plus a period to its end there plus times - 1
+  // periods: after its run as built, before the events after it), and one
+  // on the iterations track.
+  for (const viz_internal::RepeatSpan& rs : v.repeats) {
+    const std::string name = absl::StrCat(rs.label, " ×", rs.times - 1, " more (built once)");
+    const std::string args =
+        absl::StrCat("\"first_event\":", rs.first, ",\"last_event\":", rs.last, ",\"iterations\":", rs.times - 1,
+                     ",\"period_ns\":", rs.period.ns());
+    for (StreamId s : streams) {
+      SimTime a = v.step_time, b(0);
+      for (int64_t i = rs.first; i <= rs.last; ++i) {
+        const TraceEvent& e = tr.events[static_cast<size_t>(i)];
+        if (!IsTimed(e.type) || e.stream != s) continue;
+        a = std::min(a, v.start[static_cast<size_t>(i)]);
+        b = Max(b, v.end[static_cast<size_t>(i)]);
+      }
+      if (b < a) continue;
+      slice(1 + s, name, "repeat", a + rs.period, b + rs.period * (rs.times - 1), args);
+    }
+    SimTime t1 = rs.t1;
+    for (const auto& it : v.iterations) {
+      if (it.t0 >= rs.t0 && it.t0 < t1) t1 = it.t0;  // siblings on one track do not overlap
+    }
+    slice(kIterationTid, name, "iteration", rs.t0, t1, args);
+  }
 
   // The memory clock: per event, the running maximum of issue times.
   std::vector<SimTime> mt(n);
@@ -249,15 +276,41 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
   };
   live.Add(SimTime(0), {cur});
   by_role.Add(SimTime(0), role_values());
+  // A repeat's further iterations: its run's maximum (with the roles then)
+  // a period after its first memory event, its end value (times - 1)
+  // periods after its last (Note [Repeated iterations in the charts]).
+  size_t rep = 0;
+  std::vector<int64_t> rep_max;
+  SimTime rep_t0, rep_t1;
   for (size_t i = 0; i < n; ++i) {
     const TraceEvent& e = tr.events[i];
-    if (e.type != EventType::kAlloc && e.type != EventType::kFree) continue;
-    const BufferInfo& b = r.lowered.buffers[static_cast<size_t>(e.buffer)];
-    const int64_t d = e.type == EventType::kAlloc ? b.bytes.value() : -b.bytes.value();
-    cur += d;
-    roles[static_cast<size_t>(b.role)] += d;
-    live.Add(mt[i], {cur});
-    by_role.Add(mt[i], role_values());
+    const bool memory = e.type == EventType::kAlloc || e.type == EventType::kFree;
+    if (memory) {
+      const BufferInfo& b = r.lowered.buffers[static_cast<size_t>(e.buffer)];
+      const int64_t d = e.type == EventType::kAlloc ? b.bytes.value() : -b.bytes.value();
+      cur += d;
+      roles[static_cast<size_t>(b.role)] += d;
+      live.Add(mt[i], {cur});
+      by_role.Add(mt[i], role_values());
+    }
+    if (rep >= v.repeats.size() || static_cast<int64_t>(i) < v.repeats[rep].first) continue;
+    const viz_internal::RepeatSpan& rs = v.repeats[rep];
+    if (memory) {
+      if (rep_max.empty()) rep_t0 = mt[i];
+      if (rep_max.empty() || cur > rep_max[0]) rep_max = role_values();
+      rep_t1 = mt[i];
+    }
+    if (static_cast<int64_t>(i) < rs.last) continue;
+    if (!rep_max.empty()) {
+      const SimTime ta = std::max(mt[i], rep_t0 + rs.period);
+      const SimTime tb = std::max(ta, rep_t1 + rs.period * (rs.times - 1));
+      live.Add(ta, {rep_max[0]});
+      by_role.Add(ta, rep_max);
+      live.Add(tb, {cur});
+      by_role.Add(tb, role_values());
+    }
+    ++rep;
+    rep_max.clear();
   }
   std::vector<std::vector<std::string>> tracks;
   tracks.push_back(live.TakeEvents());

@@ -129,24 +129,67 @@ StepView BuildStepView(const StepReport& r) {
     ClipSiblings(&v.loops);
   }
 
+  // Note [Repeated iterations in the charts]: the repeats the engine
+  // charged, with their periods.
+  if (!v.event_clock) {
+    for (size_t k = 0; k < tr.repeats.size() && k < r.sim.repeat_periods.size(); ++k) {
+      const TraceRepeat& rp = tr.repeats[k];
+      if (rp.times <= 1 || rp.first < 0 || rp.last < rp.first || rp.last >= static_cast<int64_t>(n)) continue;
+      RepeatSpan s{rp.first,   rp.last,    rp.times, r.sim.repeat_periods[k],
+                   absl::StrCat("events ", rp.first, "-", rp.last), v.step_time, SimTime(0)};
+      for (int64_t e = rp.first; e <= rp.last; ++e) {
+        s.t0 = std::min(s.t0, v.start[static_cast<size_t>(e)]);
+        s.t1 = Max(s.t1, v.end[static_cast<size_t>(e)]);
+      }
+      s.t0 += s.period;
+      s.t1 += s.period * (rp.times - 1);
+      if (program_matches) {
+        for (const Region& g : r.program.regions) {
+          if (g.repeat == rp.times && g.first <= g.last && g.last < v.num_ops &&
+              v.op_event[static_cast<size_t>(g.first)] >= rp.first &&
+              v.op_event[static_cast<size_t>(g.last)] <= rp.last) {
+            s.label = g.name;
+          }
+        }
+      }
+      v.repeats.push_back(std::move(s));
+    }
+  }
+
   // Live bytes in trace order (the engine's ideal tracker).
   Bytes cur = tr.preexisting;
   v.live_peak = cur;
   int64_t live_peak_event = -1;
+  size_t rep = 0;
+  Bytes rep_max(-1);
+  SimTime rep_t0, rep_t1;  // the steady run's first and last memory event
   for (size_t e = 0; e < n; ++e) {
     const TraceEvent& ev = tr.events[e];
-    if (ev.type == EventType::kAlloc) {
-      cur += r.lowered.buffers[static_cast<size_t>(ev.buffer)].bytes;
-    } else if (ev.type == EventType::kFree) {
-      cur -= r.lowered.buffers[static_cast<size_t>(ev.buffer)].bytes;
-    } else {
-      continue;
+    const bool memory = ev.type == EventType::kAlloc || ev.type == EventType::kFree;
+    if (memory) {
+      const Bytes b = r.lowered.buffers[static_cast<size_t>(ev.buffer)].bytes;
+      cur += ev.type == EventType::kAlloc ? b : Bytes(0) - b;
+      v.live.push_back({v.start[e], cur, static_cast<int64_t>(e)});
+      if (cur > v.live_peak) {
+        v.live_peak = cur;
+        live_peak_event = static_cast<int64_t>(e);
+      }
     }
-    v.live.push_back({v.start[e], cur, static_cast<int64_t>(e)});
-    if (cur > v.live_peak) {
-      v.live_peak = cur;
-      live_peak_event = static_cast<int64_t>(e);
+    if (rep >= v.repeats.size() || static_cast<int64_t>(e) < v.repeats[rep].first) continue;
+    const RepeatSpan& rs = v.repeats[rep];
+    if (memory) {
+      if (rep_max < Bytes(0)) rep_t0 = v.start[e];
+      rep_max = std::max(rep_max, cur);
+      rep_t1 = v.start[e];
     }
+    if (static_cast<int64_t>(e) < rs.last) continue;
+    // The further iterations' memory events, each a period after the last.
+    if (rep_max >= Bytes(0)) {
+      v.live.push_back({rep_t0 + rs.period, rep_max, rs.last});
+      v.live.push_back({rep_t1 + rs.period * (rs.times - 1), cur, rs.last});
+    }
+    ++rep;
+    rep_max = Bytes(-1);
   }
   v.peak_event = v.xla && r.temp_peak_event >= 0 ? r.temp_peak_event : live_peak_event;
   if (v.peak_event >= 0) {

@@ -34,6 +34,28 @@ struct LivePoint {
   int64_t event = -1;
 };
 
+// Note [Repeated iterations in the charts]
+// A rolled loop built once (Note [Rolled loop built once], sim/lower/
+// lower.h) has its steady iteration's events in the trace once; the engine
+// starts the events after them (times - 1) periods later
+// (SimResult::repeat_periods). Drawn as built, that time was empty: no
+// slice on any stream, no memory sample, a flat live curve. The iterations
+// it stands for are the steady one again, one period apart, each with its
+// live set, so the charts draw them there, in bounded output whatever the
+// trip count: per stream one slice over the further iterations' span
+// (Perfetto), and the memory curves the steady iteration's maximum over
+// that span, settling at its end value, as a curve reduced to per-column
+// maxima draws it wherever a pixel column spans a period.
+struct RepeatSpan {
+  int64_t first = 0, last = -1;  // the steady iteration's events (Trace::repeats)
+  int64_t times = 1;             // the iterations it stands for
+  SimTime period;
+  std::string label;  // its program region's name, or "events first-last"
+  // The further iterations, on the charts' clock: from the steady run's
+  // start plus one period to its end plus (times - 1) periods.
+  SimTime t0, t1;
+};
+
 struct StepView {
   const StepReport* r = nullptr;
   bool xla = false;  // framework jax: XLA static accounting
@@ -51,7 +73,11 @@ struct StepView {
   std::vector<Span> phases;      // maximal runs of ops with one phase
   std::vector<Span> loops;       // program regions of kind "loop"
   std::vector<Span> iterations;  // "layer" regions, else runs of one op.layer
-  std::vector<LivePoint> live;   // live bytes after every memory event
+  std::vector<RepeatSpan> repeats;  // in trace order
+  // Live bytes after every memory event, and over each repeat's further
+  // iterations its maximum then its end value (Note [Repeated iterations in
+  // the charts]).
+  std::vector<LivePoint> live;
   Bytes live_peak;
   // The peak `explain` describes: XLA the temp peak, eager the live peak.
   int64_t peak_event = -1;

@@ -55,7 +55,9 @@ TEST(AllocatorRegistryTest, ParameterDocsAreTheKeysEachEntryTakes) {
       const std::string key = p.name.substr(10);
       keys.push_back(key);
       absl::StatusOr<AllocatorConfig> c = ParseAllocator({a.name, {{key, p.default_value}}});
-      if (!c.ok()) EXPECT_EQ(c.status().message().find("unknown option"), std::string::npos) << c.status();
+      if (!c.ok()) {
+        EXPECT_EQ(c.status().message().find("unknown option"), std::string::npos) << c.status();
+      }
     }
     absl::StatusOr<AllocatorConfig> c = ParseAllocator({a.name, {{"no_such_key", "1"}}});
     ASSERT_FALSE(c.ok()) << a.name;

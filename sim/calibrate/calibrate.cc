@@ -230,7 +230,7 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
     auto failed = [&](const absl::Status& s) {
       return absl::Status(s.code(), absl::StrCat(c.location.ToString(), ": case '", c.name, "': ", s.message()));
     };
-    Prepared p{&c, {}, {}, {}, Bytes(-1)};
+    Prepared p{&c, {}, {}, {}, Bytes(-1), {}};
     if (c.run.megatron.present) {
       // Megatron's log reports the memory of the last rank.
       absl::StatusOr<MegatronReport> m = SimulateMegatron(c.run);

@@ -293,6 +293,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     }
     period[k] = Max(period[k], SimTime(0));
   }
+  r.repeat_periods = period;
   if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
   // Exposed communication (and host copies): time on those streams during
   // which the compute stream is idle (interval overlap with compute's busy

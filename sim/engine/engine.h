@@ -98,6 +98,10 @@ struct SimResult {
   OomInfo oom;
   // Time.
   std::vector<SimTime> start, end;     // per event (memory events: issue time)
+  // Per Trace::repeats entry: the period of its steady iteration (the events
+  // after the range start (times - 1) periods later). The charts draw the
+  // iterations it stands for in that time (viz/step_view.h).
+  std::vector<SimTime> repeat_periods;
   SimTime step_time;
   SimTime compute_busy;                // compute stream busy
   SimTime collective_busy;             // collective stream busy

@@ -121,7 +121,14 @@ struct Op {
 // A contiguous range of ops with a meaning: a decoder layer's forward, a loop.
 struct Region {
   std::string name;
-  std::string kind;  // "layer", "loop", "phase"
+  // "layer": one decoder layer's forward or backward (models/llama.cc,
+  //   models/gpt.cc); the charts' loop iterations;
+  // "iteration": one iteration of a rolled program-file scan (models/jax_program.cc);
+  // "loop": a scan or an HLO while, around its iterations;
+  // "phase": the head's forward and backward, the optimizer (models/llama_state.cc);
+  // "pipeline_slot": one pass of a Megatron rank's pipeline schedule
+  //   (models/gpt.cc; sim/step/megatron_step_pipeline.h replays them).
+  std::string kind;
   OpId first = 0;    // first op (inclusive)
   OpId last = 0;     // last op (inclusive)
   // A rolled loop lowered to one XLA `while`: the entry schedule moves it

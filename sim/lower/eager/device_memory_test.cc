@@ -109,7 +109,9 @@ TEST(EagerDeviceMemory, InsertsWorkspacesAndStagingIntoAPyTorchRecording) {
                       "alloc 7 24 ln:sum reduction semaphores", "ln:sum", "free 7", "free 6",
                       "alloc 8 8519680 cublas_workspace (autograd thread, stream 0)", "fc:mm", "conv"}));
   for (const TraceEvent& e : out->events) {
-    if (e.type == EventType::kAlloc && e.buffer != 4) EXPECT_EQ(e.role, Role::kWorkspace);
+    if (e.type == EventType::kAlloc && e.buffer != 4) {
+      EXPECT_EQ(e.role, Role::kWorkspace);
+    }
   }
   ASSERT_EQ(report.added.size(), 3u);
   EXPECT_EQ(report.added[0].what, "cuBLAS workspace");

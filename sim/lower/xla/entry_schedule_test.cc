@@ -94,7 +94,9 @@ TEST(EntryScheduleTest, ScanCarryListWritesTheZeroCotangentBeforeTheForwardLoop)
   int slices_in_w2 = 0;
   for (const Tensor& t : r.program.tensors) {
     if (t.name.find(".slice_w2") != std::string::npos) slices_in_w2 += t.aliases == w2;
-    if (t.name == "ct_w2.zeros" || t.name == "iter2.ct_w2") EXPECT_EQ(t.aliases, kNoTensor) << t.name;
+    if (t.name == "ct_w2.zeros" || t.name == "iter2.ct_w2") {
+      EXPECT_EQ(t.aliases, kNoTensor) << t.name;
+    }
   }
   EXPECT_EQ(slices_in_w2, 2);
   ASSERT_EQ(r.entry_schedule.decisions.size(), 2u);  // w1 and w2
