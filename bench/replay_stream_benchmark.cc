@@ -212,11 +212,61 @@ BENCHMARK(BM_EndToEnd)
     ->Iterations(1)
     ->MeasureProcessCPUTime();
 
-// Writes a warm trace of `n` events as a caching allocator records it: the
-// stream's first 100,000 events run through the pytorch_caching model
-// unrecorded (the cache warms; blocks live then are freed in the window),
-// then every event with the model's address, block size and totals (Kineto
-// records block sizes, Total Allocated and Total Reserved after each).
+// A training loop's allocation stream, one event at a time: every step
+// makes the same 2,048 requests (sizes as SyntheticStream's, from a fixed
+// seed) and frees them in the same order (a random live block after about
+// half the requests once 256 are live, the rest at the step's end), so a
+// caching allocator warmed by a few steps reuses its segments and Total
+// Reserved stays constant, as in a warm recording.
+class TrainingSteps {
+ public:
+  TrainingSteps() {
+    uint64_t x = 0x2545f4914f6cdd1dULL;
+    auto rand = [&x] {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      return x;
+    };
+    std::vector<int64_t> live;
+    constexpr int64_t kRequests = 2048;
+    for (int64_t j = 0; j < kRequests; ++j) {
+      const int shift = static_cast<int>(9 + rand() % 18);  // 512 B .. 64 MiB
+      step_.push_back({true, j, (int64_t{1} << shift) + static_cast<int64_t>(rand() % 4096) * 512});
+      live.push_back(j);
+      if (live.size() > 256 && rand() % 2 == 0) {
+        const size_t k = rand() % live.size();
+        step_.push_back({false, live[k], 0});
+        live[k] = live.back();
+        live.pop_back();
+      }
+    }
+    while (!live.empty()) {
+      const size_t k = rand() % live.size();
+      step_.push_back({false, live[k], 0});
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  size_t step_events() const { return step_.size(); }
+  SyntheticEvent Next() {
+    SyntheticEvent e = step_[at_ % step_.size()];
+    e.id += static_cast<int64_t>(at_ / step_.size()) * 2048;
+    ++at_;
+    return e;
+  }
+
+ private:
+  std::vector<SyntheticEvent> step_;
+  uint64_t at_ = 0;
+};
+
+// Writes a warm trace of `n` events as a caching allocator records it: two
+// and a half steps run through the pytorch_caching model unrecorded (the
+// cache warms; the blocks live then are freed in the window, allocated
+// before it), then every event with the model's address, block size and
+// totals (Kineto records the block size, Total Allocated and Total Reserved
+// after each).
 std::string WriteWarmKineto(int64_t n) {
   char path[] = "/tmp/gpusim_stream_warm_XXXXXX.json.gz";
   const int fd = mkstemps(path, 8);
@@ -226,11 +276,10 @@ std::string WriteWarmKineto(int64_t n) {
   gzputs(f, "{\"deviceProperties\": [{\"id\": 0, \"name\": \"synthetic\", \"totalGlobalMem\": 1099511627776}],\n"
             "\"traceEvents\": [\n");
   PyTorchCachingAllocator a(Bytes(1LL << 40));
-  SyntheticStream stream;
-  constexpr int64_t kWarmUp = 100'000;
-  for (int64_t i = 0; i < kWarmUp + n; ++i) {
-    int64_t unused = 0;
-    const SyntheticEvent e = stream.Next(&unused);
+  TrainingSteps steps;
+  const int64_t warm_up = static_cast<int64_t>(steps.step_events()) * 5 / 2;
+  for (int64_t i = 0; i < warm_up + n; ++i) {
+    const SyntheticEvent e = steps.Next();
     int64_t addr = 0, block = 0;
     if (e.alloc) {
       if (!a.Alloc(e.id, Bytes(e.size), 0)) return "";
@@ -241,7 +290,7 @@ std::string WriteWarmKineto(int64_t n) {
       block = -a.BlockSizeOf(e.id)->value();
       a.Free(e.id);
     }
-    if (i < kWarmUp) continue;
+    if (i < warm_up) continue;
     const AllocatorUsage u = a.usage();
     char buf[320];
     std::snprintf(buf, sizeof buf,
@@ -249,7 +298,7 @@ std::string WriteWarmKineto(int64_t n) {
                   "\"tid\": 1, \"ts\": %lld, \"s\": \"t\", \"args\": {\"Device Type\": 1, \"Device Id\": 0, "
                   "\"Addr\": %lld, \"Bytes\": %lld, \"Total Allocated\": %lld, \"Total Reserved\": %lld, "
                   "\"Ev Idx\": %lld}}\n",
-                  i == kWarmUp ? "" : ",", static_cast<long long>(i), static_cast<long long>(addr),
+                  i == warm_up ? "" : ",", static_cast<long long>(i), static_cast<long long>(addr),
                   static_cast<long long>(block), static_cast<long long>(u.allocated.value()),
                   static_cast<long long>(u.reserved.value()), static_cast<long long>(i));
     gzputs(f, buf);
@@ -280,6 +329,7 @@ void BM_EndToEndWarm(benchmark::State& state) {
     state.counters["passes"] = std::stod(r->import.substr(12));
     state.counters["warm_applied"] = r->warm_start.has_value() && r->warm_start->applied;
     state.counters["reserved_exact_share"] = r->reserved.has_value() ? r->reserved->exact_share() : -1;
+    if (r->warm_start.has_value() && !r->warm_start->applied) state.SetLabel(r->warm_start->why_not);
     benchmark::DoNotOptimize(RenderReplayText(*r));
   }
   std::remove(path.c_str());

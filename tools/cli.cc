@@ -490,7 +490,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
       if (!st.ok()) return Fail(st);
       spec.device.context_reserve += added.nccl.total;
       spec.allocator = alloc_spec;
-      report = ReportFromTrace(*trace, spec);
+      report = ReportFromNativeTrace(*trace, file, spec);
     }
   }
   if (!report.ok()) return Fail(report.status());
