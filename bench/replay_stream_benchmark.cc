@@ -139,15 +139,27 @@ void BM_PyTorchCachingAlone(benchmark::State& state) {
 }
 BENCHMARK(BM_PyTorchCachingAlone)->Arg(10'000'000)->Unit(benchmark::kMillisecond)->Iterations(1);
 
+// A temporary gzip'd Kineto trace open for its events (deviceProperties
+// first, of a device of `memory` bytes); *path receives its name. nullptr
+// when it cannot be made.
+gzFile OpenKineto(int64_t memory, std::string* path) {
+  char name[] = "/tmp/gpusim_stream_XXXXXX.json.gz";
+  const int fd = mkstemps(name, 8);
+  if (fd < 0) return nullptr;
+  close(fd);
+  *path = name;
+  gzFile f = gzopen(name, "wb1");
+  const std::string head = "{\"deviceProperties\": [{\"id\": 0, \"name\": \"synthetic\", \"totalGlobalMem\": " +
+                           std::to_string(memory) + "}],\n\"traceEvents\": [\n";
+  gzputs(f, head.c_str());
+  return f;
+}
+
 // Writes the stream as a gzip'd Kineto trace; returns its path.
 std::string WriteKineto(int64_t n) {
-  char path[] = "/tmp/gpusim_stream_XXXXXX.json.gz";
-  const int fd = mkstemps(path, 8);
-  if (fd < 0) return "";
-  close(fd);
-  gzFile f = gzopen(path, "wb1");
-  gzputs(f, "{\"deviceProperties\": [{\"id\": 0, \"name\": \"synthetic\", \"totalGlobalMem\": 85899345920}],\n"
-            "\"traceEvents\": [\n");
+  std::string path;
+  gzFile f = OpenKineto(85899345920, &path);
+  if (f == nullptr) return "";
   SyntheticStream stream;
   int64_t allocated = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -268,13 +280,9 @@ class TrainingSteps {
 // totals (Kineto records the block size, Total Allocated and Total Reserved
 // after each).
 std::string WriteWarmKineto(int64_t n) {
-  char path[] = "/tmp/gpusim_stream_warm_XXXXXX.json.gz";
-  const int fd = mkstemps(path, 8);
-  if (fd < 0) return "";
-  close(fd);
-  gzFile f = gzopen(path, "wb1");
-  gzputs(f, "{\"deviceProperties\": [{\"id\": 0, \"name\": \"synthetic\", \"totalGlobalMem\": 1099511627776}],\n"
-            "\"traceEvents\": [\n");
+  std::string path;
+  gzFile f = OpenKineto(int64_t{1} << 40, &path);
+  if (f == nullptr) return "";
   PyTorchCachingAllocator a(Bytes(1LL << 40));
   TrainingSteps steps;
   const int64_t warm_up = static_cast<int64_t>(steps.step_events()) * 5 / 2;
@@ -282,7 +290,11 @@ std::string WriteWarmKineto(int64_t n) {
     const SyntheticEvent e = steps.Next();
     int64_t addr = 0, block = 0;
     if (e.alloc) {
-      if (!a.Alloc(e.id, Bytes(e.size), 0)) return "";
+      if (!a.Alloc(e.id, Bytes(e.size), 0)) {
+        gzclose(f);
+        std::remove(path.c_str());
+        return "";
+      }
       addr = static_cast<int64_t>(a.AddressOf(e.id).value());
       block = a.BlockSizeOf(e.id)->value();
     } else {

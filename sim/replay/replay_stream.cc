@@ -374,12 +374,11 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
   to_native.device = options.device;
   MemoryOpPairer pairer(path, to_native);
   std::unique_ptr<ReplayCore> core;
-  std::optional<int32_t> device = options.device;
+  EventChecks checks;
+  checks.device = options.device;
   int64_t index = 0;  // recorded memory-event index: every kept event counts
   bool checked_first_reserved = false;
   bool first_had_allocated = false;
-  SimTime last_time(std::numeric_limits<int64_t>::min());
-  int64_t last_seq = std::numeric_limits<int64_t>::min();
   std::vector<MemoryOp> ops;
   RecycledIds ids;
 
@@ -387,14 +386,8 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
   bool provisional_capacity = false;
   auto on_event = [&](const RecordedMemoryEvent& m, const RecordedMetadata& meta) -> absl::Status {
     const int64_t i = index++;
-    if (m.time < last_time || (m.time == last_time && m.seq < last_seq)) {
-      return NotStreamable(absl::StrCat("memory event ", i, " is out of (ts, Ev Idx) order"));
-    }
-    last_time = m.time;
-    last_seq = m.seq;
-    if (!device.has_value()) device = m.device;
-    if (m.device != *device) {
-      if (!options.device.has_value()) return NotStreamable("memory events on several devices");
+    ASSIGN_OR_RETURN(bool mine, checks.Check(m, i, options));
+    if (!mine) {
       // Another device's totals still make the comparison appear (as in
       // ReplayRecorded, whose check reads every event).
       if (core != nullptr && !r.offline) {
@@ -403,7 +396,6 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
       }
       return absl::OkStatus();
     }
-    if (m.stream >= 0) return NotStreamable("recorded streams");
     ops.clear();
     ASSIGN_OR_RETURN(bool converted, pairer.Add(m, i, 0, ops));
     if (!converted) {
