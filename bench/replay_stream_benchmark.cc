@@ -139,15 +139,27 @@ void BM_PyTorchCachingAlone(benchmark::State& state) {
 }
 BENCHMARK(BM_PyTorchCachingAlone)->Arg(10'000'000)->Unit(benchmark::kMillisecond)->Iterations(1);
 
+// A temporary gzip'd Kineto trace open for its events (deviceProperties
+// first, of a device of `memory` bytes); *path receives its name. nullptr
+// when it cannot be made.
+gzFile OpenKineto(int64_t memory, std::string* path) {
+  char name[] = "/tmp/gpusim_stream_XXXXXX.json.gz";
+  const int fd = mkstemps(name, 8);
+  if (fd < 0) return nullptr;
+  close(fd);
+  *path = name;
+  gzFile f = gzopen(name, "wb1");
+  const std::string head = "{\"deviceProperties\": [{\"id\": 0, \"name\": \"synthetic\", \"totalGlobalMem\": " +
+                           std::to_string(memory) + "}],\n\"traceEvents\": [\n";
+  gzputs(f, head.c_str());
+  return f;
+}
+
 // Writes the stream as a gzip'd Kineto trace; returns its path.
 std::string WriteKineto(int64_t n) {
-  char path[] = "/tmp/gpusim_stream_XXXXXX.json.gz";
-  const int fd = mkstemps(path, 8);
-  if (fd < 0) return "";
-  close(fd);
-  gzFile f = gzopen(path, "wb1");
-  gzputs(f, "{\"deviceProperties\": [{\"id\": 0, \"name\": \"synthetic\", \"totalGlobalMem\": 85899345920}],\n"
-            "\"traceEvents\": [\n");
+  std::string path;
+  gzFile f = OpenKineto(85899345920, &path);
+  if (f == nullptr) return "";
   SyntheticStream stream;
   int64_t allocated = 0;
   for (int64_t i = 0; i < n; ++i) {
@@ -206,6 +218,137 @@ void BM_EndToEnd(benchmark::State& state) {
 // CPU time is the process's (MeasureProcessCPUTime): the decompressing
 // thread's too (Note [Decompressing ahead]).
 BENCHMARK(BM_EndToEnd)
+    ->Arg(1'000'000)
+    ->Arg(10'000'000)
+    ->Unit(benchmark::kMillisecond)
+    ->Iterations(1)
+    ->MeasureProcessCPUTime();
+
+// A training loop's allocation stream, one event at a time: every step
+// makes the same 2,048 requests (sizes as SyntheticStream's, from a fixed
+// seed) and frees them in the same order (a random live block after about
+// half the requests once 256 are live, the rest at the step's end), so a
+// caching allocator warmed by a few steps reuses its segments and Total
+// Reserved stays constant, as in a warm recording.
+class TrainingSteps {
+ public:
+  TrainingSteps() {
+    uint64_t x = 0x2545f4914f6cdd1dULL;
+    auto rand = [&x] {
+      x ^= x << 13;
+      x ^= x >> 7;
+      x ^= x << 17;
+      return x;
+    };
+    std::vector<int64_t> live;
+    constexpr int64_t kRequests = 2048;
+    for (int64_t j = 0; j < kRequests; ++j) {
+      const int shift = static_cast<int>(9 + rand() % 18);  // 512 B .. 64 MiB
+      step_.push_back({true, j, (int64_t{1} << shift) + static_cast<int64_t>(rand() % 4096) * 512});
+      live.push_back(j);
+      if (live.size() > 256 && rand() % 2 == 0) {
+        const size_t k = rand() % live.size();
+        step_.push_back({false, live[k], 0});
+        live[k] = live.back();
+        live.pop_back();
+      }
+    }
+    while (!live.empty()) {
+      const size_t k = rand() % live.size();
+      step_.push_back({false, live[k], 0});
+      live[k] = live.back();
+      live.pop_back();
+    }
+  }
+  size_t step_events() const { return step_.size(); }
+  SyntheticEvent Next() {
+    SyntheticEvent e = step_[at_ % step_.size()];
+    e.id += static_cast<int64_t>(at_ / step_.size()) * 2048;
+    ++at_;
+    return e;
+  }
+
+ private:
+  std::vector<SyntheticEvent> step_;
+  uint64_t at_ = 0;
+};
+
+// Writes a warm trace of `n` events as a caching allocator records it: two
+// and a half steps run through the pytorch_caching model unrecorded (the
+// cache warms; the blocks live then are freed in the window, allocated
+// before it), then every event with the model's address, block size and
+// totals (Kineto records the block size, Total Allocated and Total Reserved
+// after each).
+std::string WriteWarmKineto(int64_t n) {
+  std::string path;
+  gzFile f = OpenKineto(int64_t{1} << 40, &path);
+  if (f == nullptr) return "";
+  PyTorchCachingAllocator a(Bytes(1LL << 40));
+  TrainingSteps steps;
+  const int64_t warm_up = static_cast<int64_t>(steps.step_events()) * 5 / 2;
+  for (int64_t i = 0; i < warm_up + n; ++i) {
+    const SyntheticEvent e = steps.Next();
+    int64_t addr = 0, block = 0;
+    if (e.alloc) {
+      if (!a.Alloc(e.id, Bytes(e.size), 0)) {
+        gzclose(f);
+        std::remove(path.c_str());
+        return "";
+      }
+      addr = static_cast<int64_t>(a.AddressOf(e.id).value());
+      block = a.BlockSizeOf(e.id)->value();
+    } else {
+      addr = static_cast<int64_t>(a.AddressOf(e.id).value());
+      block = -a.BlockSizeOf(e.id)->value();
+      a.Free(e.id);
+    }
+    if (i < warm_up) continue;
+    const AllocatorUsage u = a.usage();
+    char buf[320];
+    std::snprintf(buf, sizeof buf,
+                  "%s{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"pid\": 1, "
+                  "\"tid\": 1, \"ts\": %lld, \"s\": \"t\", \"args\": {\"Device Type\": 1, \"Device Id\": 0, "
+                  "\"Addr\": %lld, \"Bytes\": %lld, \"Total Allocated\": %lld, \"Total Reserved\": %lld, "
+                  "\"Ev Idx\": %lld}}\n",
+                  i == warm_up ? "" : ",", static_cast<long long>(i), static_cast<long long>(addr),
+                  static_cast<long long>(block), static_cast<long long>(u.allocated.value()),
+                  static_cast<long long>(u.reserved.value()), static_cast<long long>(i));
+    gzputs(f, buf);
+  }
+  gzputs(f, "]}\n");
+  gzclose(f);
+  return path;
+}
+
+// Note [Streaming a warm trace in passes]: the warm trace streamed in
+// passes (facts, the cold start's first Total Reserved, then the replay from
+// the inferred state to its fixed point), in memory bounded by the distinct
+// blocks; reports the passes and whether the warm start was applied.
+void BM_EndToEndWarm(benchmark::State& state) {
+  const std::string path = WriteWarmKineto(state.range(0));
+  if (path.empty()) {
+    state.SkipWithError("cannot write the warm trace");
+    return;
+  }
+  ResetPeakRss();
+  for (auto _ : state) {
+    auto r = ReplayFile(path, ReplayOptions());
+    if (!r.ok() || r->import.rfind("streamed in ", 0) != 0) {
+      state.SkipWithError(r.ok() ? ("not streamed in passes: " + r->import).c_str()
+                                 : std::string(r.status().message()).c_str());
+      break;
+    }
+    state.counters["passes"] = std::stod(r->import.substr(12));
+    state.counters["warm_applied"] = r->warm_start.has_value() && r->warm_start->applied;
+    state.counters["reserved_exact_share"] = r->reserved.has_value() ? r->reserved->exact_share() : -1;
+    if (r->warm_start.has_value() && !r->warm_start->applied) state.SetLabel(r->warm_start->why_not);
+    benchmark::DoNotOptimize(RenderReplayText(*r));
+  }
+  std::remove(path.c_str());
+  state.SetItemsProcessed(state.iterations() * state.range(0));
+  state.counters["peak_rss_MB"] = PeakRssMb();
+}
+BENCHMARK(BM_EndToEndWarm)
     ->Arg(1'000'000)
     ->Arg(10'000'000)
     ->Unit(benchmark::kMillisecond)

@@ -243,7 +243,14 @@ int CmdRun(const RunOptions& o) {
   }
   const std::string& f = o.config;
   const bool yaml = absl::EndsWith(f, ".yaml") || absl::EndsWith(f, ".yml");
-  if (o.megatron_args.empty() && !yaml && !IsHloFile(f) && RecordingFormatOf(f).value_or("") == "gpusim-trace") {
+  const std::string format = o.megatron_args.empty() && !yaml && !IsHloFile(f) ? RecordingFormatOf(f).value_or("") : "";
+  if (!format.empty() && format != "gpusim-trace") {
+    // A recording (the importer registry's formats: Kineto, snapshot, memory
+    // timeline) is not a step to simulate: `replay` is its command.
+    return Fail(absl::InvalidArgumentError(absl::StrCat("run ", f, ": this is a recorded trace (", format,
+                                                        "); use `gpusim replay ", f, "`")));
+  }
+  if (format == "gpusim-trace") {
     // A recorded step (python/gpusim_torch): what `gpusim replay` reports.
     if (!o.out_dir.empty() || !o.charts_dir.empty() || !o.timeline.empty() || !o.snapshot.empty()) {
       return Fail(absl::InvalidArgumentError(absl::StrCat(
@@ -483,7 +490,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
       if (!st.ok()) return Fail(st);
       spec.device.context_reserve += added.nccl.total;
       spec.allocator = alloc_spec;
-      report = ReportFromTrace(*trace, spec);
+      report = ReportFromNativeTrace(*trace, file, spec);
     }
   }
   if (!report.ok()) return Fail(report.status());

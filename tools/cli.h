@@ -38,6 +38,12 @@ int CmdReplay(const ReplayCli& c);
 absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const std::string& device,
                                                const ReplayOptions& options,
                                                std::optional<std::vector<RecordedMemorySample>>* counters);
+// A native trace (gpusim-trace) as `gpusim viz` draws it: the start state
+// `gpusim replay` replays it from (ReplayNativeTrace: the bytes live before
+// recording, Trace::preexisting, held by the allocator) through `spec`'s
+// allocator at its usable memory, then the trace through the engine from
+// that state (Note [One start state for every command]).
+absl::StatusOr<StepReport> ReportFromNativeTrace(const Trace& trace, const std::string& path, const RunSpec& spec);
 struct CompareCli {
   std::string trace, allocators, device, format = "text";
   std::string cudnn_workspace;  // --cudnn-workspace (a PyTorch recording)

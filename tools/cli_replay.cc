@@ -95,6 +95,16 @@ absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const st
   return ReportFromTrace(trace, spec, replay.start.has_value() ? &*replay.start : nullptr);
 }
 
+absl::StatusOr<StepReport> ReportFromNativeTrace(const Trace& trace, const std::string& path, const RunSpec& spec) {
+  ReplayOptions o;
+  o.allocator = spec.allocator;
+  o.capacity = spec.device.usable();
+  o.capacity_source = spec.device.name;
+  o.keep_start_state = true;
+  ASSIGN_OR_RETURN(ReplayResult replay, ReplayNativeTrace(trace, path, o));
+  return ReportFromTrace(trace, spec, replay.start.has_value() ? &*replay.start : nullptr);
+}
+
 int CmdReplay(const ReplayCli& c) {
   ReplayOptions o;
   o.allocator.impl = c.allocator;

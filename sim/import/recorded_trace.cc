@@ -166,6 +166,7 @@ namespace {
 struct TraceSink {
   std::vector<TraceEvent> head, body;
   std::vector<int64_t> head_source, body_source;
+  std::vector<std::pair<BufferId, int64_t>>* head_addresses = nullptr;  // ToNativeOptions::head_addresses
   std::function<void(SimTime)> before;  // emits the timed events that start before a time
   void Reserve(size_t n) { body.reserve(n); }
   bool TakesHead() const { return true; }
@@ -180,6 +181,7 @@ struct TraceSink {
     e.role = m.category.value_or(Role::kTemporary);
     if (m.address.has_value()) e.name = HexAddress(*m.address);
     if (with_stack) e.stack = m.stack;
+    if (to_head && head_addresses != nullptr && m.address.has_value()) head_addresses->emplace_back(id, *m.address);
     (to_head ? head : body).push_back(std::move(e));
     (to_head ? head_source : body_source).push_back(to_head ? -1 : source);
   }
@@ -482,10 +484,16 @@ void Sources(Sink& sink, const ToNativeOptions& options) {
 
 struct StreamSink {
   std::vector<MemoryOp>* ops = nullptr;
-  bool TakesHead() const { return false; }
+  bool take_head = false;
+  std::vector<std::pair<BufferId, Bytes>> head;  // with take_head
+  bool TakesHead() const { return take_head; }
   void Before(SimTime) {}
-  void Alloc(bool, BufferId id, Bytes size, StreamId s, const RecordedMemoryEvent&, bool, int64_t) {
-    ops->push_back({EventType::kAlloc, s, id, size});
+  void Alloc(bool to_head, BufferId id, Bytes size, StreamId s, const RecordedMemoryEvent&, bool, int64_t) {
+    if (to_head) {
+      head.emplace_back(id, size);
+    } else {
+      ops->push_back({EventType::kAlloc, s, id, size});
+    }
   }
   void Free(BufferId id, StreamId s, int64_t) { ops->push_back({EventType::kFree, s, id, Bytes(0)}); }
 };
@@ -501,8 +509,10 @@ struct MemoryOpPairer::State {
   StreamSink sink;
 };
 
-MemoryOpPairer::MemoryOpPairer(std::string source_file, ToNativeOptions options)
-    : state_(std::make_unique<State>(std::move(source_file), std::move(options))) {}
+MemoryOpPairer::MemoryOpPairer(std::string source_file, ToNativeOptions options, bool take_head)
+    : state_(std::make_unique<State>(std::move(source_file), std::move(options))) {
+  state_->sink.take_head = take_head;
+}
 MemoryOpPairer::~MemoryOpPairer() = default;
 
 absl::StatusOr<bool> MemoryOpPairer::Add(const RecordedMemoryEvent& m, int64_t index, StreamId stream,
@@ -514,6 +524,7 @@ absl::StatusOr<bool> MemoryOpPairer::Add(const RecordedMemoryEvent& m, int64_t i
 const ConversionStats& MemoryOpPairer::stats() const { return state_->stats; }
 const std::optional<Bytes>& MemoryOpPairer::initial_allocated() const { return state_->pairing.initial_allocated; }
 BufferId MemoryOpPairer::next_buffer() const { return state_->pairing.next_id; }
+const std::vector<std::pair<BufferId, Bytes>>& MemoryOpPairer::head() const { return state_->sink.head; }
 absl::StatusOr<Bytes> MemoryOpPairer::Preexisting() const { return state_->pairing.Preexisting(); }
 
 
@@ -521,6 +532,8 @@ absl::StatusOr<Trace> ToNativeTrace(const RecordedTrace& recorded, const ToNativ
                                     ConversionStats* stats_out) {
   ConversionStats stats;
   TraceSink sink;
+  sink.head_addresses = options.head_addresses;
+  if (sink.head_addresses != nullptr) sink.head_addresses->clear();
   ASSIGN_OR_RETURN(Converted c, Convert(recorded, options, options.include_gpu_ops, sink, stats));
   Trace trace;
   trace.name = options.name.empty() ? BaseName(recorded.metadata.source_file) : options.name;

@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -165,6 +166,11 @@ struct ToNativeOptions {
   // alloc that implied it; a GPU op and an alloc of a block live before
   // recording: -1).
   std::vector<int64_t>* source_index = nullptr;
+  // When set (ToNativeTrace), receives each head alloc (the blocks live
+  // through the recording, then those freed in it but allocated before it)
+  // that has a recorded address: its buffer id and that address, in order —
+  // the block's identity for a start state rebuilt at the recorded addresses.
+  std::vector<std::pair<BufferId, int64_t>>* head_addresses = nullptr;
 };
 
 struct ConversionStats {
@@ -231,7 +237,12 @@ absl::StatusOr<MemoryOpStream> ToMemoryOps(const RecordedTrace& recorded, const 
 // recording (RecordedTrace::live_through) and timed events are not handled.
 class MemoryOpPairer {
  public:
-  MemoryOpPairer(std::string source_file, ToNativeOptions options);
+  // `take_head`: a free that no live block matches is paired as
+  // ToMemoryOps pairs it (its alloc belongs at the trace's start): Add emits
+  // the free and returns true, and the head alloc's buffer id is appended
+  // to head_ids() — for a caller that knows the head already (a second pass
+  // over the trace: sim/replay/replay_stream.cc).
+  MemoryOpPairer(std::string source_file, ToNativeOptions options, bool take_head = false);
   ~MemoryOpPairer();
   MemoryOpPairer(const MemoryOpPairer&) = delete;
   MemoryOpPairer& operator=(const MemoryOpPairer&) = delete;
@@ -242,6 +253,9 @@ class MemoryOpPairer {
   // Total Allocated before the first event that recorded it.
   const std::optional<Bytes>& initial_allocated() const;
   BufferId next_buffer() const;  // one past the largest buffer id so far
+  // With take_head: the head allocs' buffer ids so far, in order, with
+  // their requested bytes.
+  const std::vector<std::pair<BufferId, Bytes>>& head() const;
   // After the last event: MemoryOpStream::preexisting (live bytes checked
   // to fit in int64).
   absl::StatusOr<Bytes> Preexisting() const;

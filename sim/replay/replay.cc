@@ -83,17 +83,16 @@ absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int
     } else if (!recorded->memory_events.empty()) {
       device = recorded->memory_events.front().device;
     }
-    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*recorded, device, stream, next_id, warm->grown_ends, a, &restored));
-    if (ws.applied) {
-      r.start_state = absl::StrFormat(
-          "warm, inferred from the recorded addresses and Total Reserved: %d small + %d large segments (%s), %s "
-          "where no recorded block lies; %d blocks live at the start%s",
-          ws.small_segments, ws.large_segments, FormatBytes(ws.inferred_bytes), FormatBytes(ws.untouched_bytes),
-          ws.restored_blocks,
-          ws.grown_segments == 0 ? ""
-                                 : absl::StrFormat("; %d segments grown past their blocks by the recorded block sizes",
-                                                   ws.grown_segments));
+    WarmFactCollector facts(device, a);
+    for (const RecordedMemoryEvent& m : recorded->memory_events) facts.Add(m);
+    // The head allocs of the native trace, in order, are the start blocks.
+    std::vector<BufferId> head_ids;
+    for (size_t i = 0; i < stream.ops.size() && source[i] < 0; ++i) {
+      if (stream.ops[i].type == EventType::kAlloc) head_ids.push_back(stream.ops[i].buffer);
     }
+    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(facts, head_ids, stream.preexisting, next_id, warm->grown_ends, a,
+                                                    &restored));
+    if (ws.applied) r.start_state = WarmStartState(ws);
     r.warm_start = std::move(ws);
   }
   std::vector<BufferId> held;
@@ -159,19 +158,7 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
           r.warm_start = std::move(w.warm_start);
           break;
         }
-        // Keep the growths that fit in the spare reserved bytes together.
-        Bytes spare = w.warm_start->spare_bytes;
-        bool changed = false;
-        std::map<int64_t, int64_t> ends;  // this pass's segments
-        for (const InferredSegment& s : w.warm_start->segments) ends[s.begin] = s.end;
-        for (const auto& [begin, end] : pass.found) {
-          const int64_t now = ends[begin];
-          if (end > now && Bytes(end - now) <= spare) {
-            spare -= Bytes(end - now);
-            pass.grown_ends[begin] = end;
-            changed = true;
-          }
-        }
+        const bool changed = replay_internal::KeepGrowths(*w.warm_start, pass);
         w.warm_start->passes = n;
         if (!changed || n == kMaxPasses) return w;
       }

@@ -31,6 +31,22 @@ constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSi
 
 }  // namespace
 
+bool KeepGrowths(const WarmStart& ws, WarmPass& pass) {
+  Bytes spare = ws.spare_bytes;
+  bool changed = false;
+  std::map<int64_t, int64_t> ends;  // this pass's segments
+  for (const InferredSegment& s : ws.segments) ends[s.begin] = s.end;
+  for (const auto& [begin, end] : pass.found) {
+    const int64_t now = ends[begin];
+    if (end > now && Bytes(end - now) <= spare) {
+      spare -= Bytes(end - now);
+      pass.grown_ends[begin] = end;
+      changed = true;
+    }
+  }
+  return changed;
+}
+
 absl::StatusOr<std::unique_ptr<ReplayCore>> ReplayCore::Make(const ReplayOptions& options,
                                                              const std::vector<CaptureWindow>* captures,
                                                              bool kineto_sizes, ReplayResult& r) {

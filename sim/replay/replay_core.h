@@ -28,6 +28,10 @@ struct WarmPass {
   std::map<int64_t, int64_t> grown_ends;  // segment begin → end
   std::map<int64_t, int64_t> found;
 };
+// After a pass from the warm start `ws`: keeps in pass.grown_ends the growths
+// it found that fit in the spare reserved bytes together; whether any did
+// (if none, the passes have reached their fixed point).
+bool KeepGrowths(const WarmStart& ws, WarmPass& pass);
 
 class ReplayCore {
  public:

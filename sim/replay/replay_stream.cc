@@ -32,14 +32,42 @@
 // first one that fails stops the pass and names itself, and the file is
 // imported whole and replayed as before — the same numbers either way
 // (tests/replay_stream_test.cc compares the two on every shipped trace and
-// on synthetic ones that trip each condition).
+// on synthetic ones that trip each condition). The first two (blocks live
+// at the start, the warm start) need only facts that a pass over the file
+// can collect in memory bounded by the distinct blocks: those traces are
+// streamed more than once (Note [Streaming a warm trace in passes]).
+//
+// Note [Streaming a warm trace in passes]
+// A warm recording (Total Reserved constant from the start) frees blocks
+// allocated before it began, and its start state is inferred from every
+// address (Note [Warm start from recorded addresses]). Neither needs the
+// events held: pass 1 streams the trace into the pairing (taking the head:
+// which frees have no alloc, in order, and their requested bytes), the warm
+// fact collector (Note [Warm facts, not events]: bounded by the distinct
+// blocks) and the file's metadata (deviceProperties, which Kineto writes
+// last, so the capacity is known before pass 2). The inference runs on the
+// facts. Pass 2 replays the stream cold — the head allocated first, as
+// ToMemoryOps puts it — as far as the first recorded Total Reserved: when
+// the cold start explains it, or no warm start can be inferred, it goes on
+// to the end and that is the result, as in ReplayRecorded. Otherwise each
+// further pass replays the stream from the inferred state (restored into
+// the allocator, the head blocks in it), growing segments to the fixed
+// point of Note [Growing inferred segments] as the whole-trace path does,
+// one stream per pass. Buffer ids are recycled as in one pass, but for the
+// head blocks', which are restored by id and so never reused. Any fact a
+// pass cannot take (order, devices, streams, captures, an error) sends the
+// trace to the whole-trace path, named, as above.
+#include <functional>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/status/status.h"
 #include "absl/strings/str_cat.h"
+#include "sim/alloc/options.h"
 #include "sim/base/status.h"
 #include "sim/import/kineto.h"
 #include "sim/import/import.h"
@@ -88,6 +116,9 @@ class RecycledIds {
     return small;
   }
   void Release(BufferId small) { free_.push_back(small); }
+  // An id of its own (before any OnAlloc), and `id` freed as it.
+  BufferId Reserve() { return next_++; }
+  void Bind(BufferId id, BufferId small) { of_[id] = small; }
 
  private:
   absl::flat_hash_map<BufferId, BufferId> of_;
@@ -97,6 +128,238 @@ class RecycledIds {
 
 // Stops the pass: the trace needs the whole-trace path, for `why`.
 absl::Status NotStreamable(std::string why) { return absl::CancelledError(why); }
+// Stops the one pass: the trace streams in passes (Note [Streaming a warm
+// trace in passes]), for `why`.
+absl::Status NeedsPasses(std::string why) { return absl::AbortedError(why); }
+
+// What every pass checks of each event before it uses it: (ts, Ev Idx)
+// order, one device, no recorded streams. Returns false for an event of
+// another device (options.device chosen).
+struct EventChecks {
+  std::optional<int32_t> device;
+  SimTime last_time{std::numeric_limits<int64_t>::min()};
+  int64_t last_seq = std::numeric_limits<int64_t>::min();
+  absl::StatusOr<bool> Check(const RecordedMemoryEvent& m, int64_t i, const ReplayOptions& options) {
+    if (m.time < last_time || (m.time == last_time && m.seq < last_seq)) {
+      return NotStreamable(absl::StrCat("memory event ", i, " is out of (ts, Ev Idx) order"));
+    }
+    last_time = m.time;
+    last_seq = m.seq;
+    if (!device.has_value()) device = m.device;
+    if (m.device != *device) {
+      if (!options.device.has_value()) return NotStreamable("memory events on several devices");
+      return false;
+    }
+    if (m.stream >= 0) return NotStreamable("recorded streams");
+    return true;
+  }
+};
+
+// Pass 1 of Note [Streaming a warm trace in passes].
+struct StreamFacts {
+  RecordedMetadata metadata;  // the whole file's
+  std::optional<int32_t> device;
+  std::vector<Bytes> head;    // requested bytes of the head allocs, in order
+  Bytes preexisting;          // Trace::preexisting
+  int64_t events = 0;         // memory events of the device
+  int64_t first_reserved = -1;  // the first alloc or free of the device recording Total Reserved
+  bool any_allocated = false, any_reserved = false;  // some memory event records the total
+  std::unique_ptr<Allocator> rounding;   // the allocator's block rounding, for `warm`
+  std::optional<WarmFactCollector> warm;  // pytorch_caching, infer_warm_start
+};
+
+// The import of one pass; `on_event` gets each memory event with its index.
+absl::StatusOr<RecordedTrace> StreamEvents(const std::string& path,
+                                           const std::function<absl::Status(const RecordedMemoryEvent&, int64_t)>& on_event) {
+  int64_t index = 0;  // recorded memory-event index: every kept event counts
+  KinetoImportOptions ko;
+  ko.keep_gpu_ops = false;
+  ko.keep_cpu_ops = false;
+  ko.keep_stacks = false;
+  ko.on_memory_event = [&](const RecordedMemoryEvent& m, const RecordedMetadata&) { return on_event(m, index++); };
+  return ImportKinetoTrace(path, ko);
+}
+
+// Why a pass stopped, for ReplayResult::import (a trace error included: the
+// whole-trace path reports it as it always has).
+std::string WhyStopped(const absl::Status& s) {
+  return absl::IsCancelled(s) ? std::string(s.message()) : absl::StrCat("the trace has an error (", s.message(), ")");
+}
+
+absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOptions& options) {
+  StreamFacts f;
+  EventChecks checks;
+  checks.device = options.device;
+  ToNativeOptions to_native;
+  to_native.device = options.device;
+  MemoryOpPairer pairer(path, to_native, /*take_head=*/true);
+  std::vector<MemoryOp> ops;
+  auto on_event = [&](const RecordedMemoryEvent& m, int64_t i) -> absl::Status {
+    f.any_allocated |= m.total_allocated.has_value();
+    f.any_reserved |= m.total_reserved.has_value();
+    ASSIGN_OR_RETURN(bool mine, checks.Check(m, i, options));
+    if (!mine) return absl::OkStatus();
+    if (f.events++ == 0 && options.allocator.impl == "pytorch_caching" && options.infer_warm_start) {
+      ASSIGN_OR_RETURN(f.rounding, MakeAllocator(options.allocator, Bytes(int64_t{1} << 40)));
+      if (f.rounding->ModelsSegments()) f.warm.emplace(m.device, *f.rounding);
+    }
+    ops.clear();
+    RETURN_IF_ERROR(pairer.Add(m, i, 0, ops).status());
+    if (f.warm.has_value()) f.warm->Add(m);
+    if (f.first_reserved < 0 && m.total_reserved.has_value() &&
+        (m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kFree)) {
+      f.first_reserved = i;
+    }
+    return absl::OkStatus();
+  };
+  ASSIGN_OR_RETURN(RecordedTrace t, StreamEvents(path, on_event));
+  if (!t.captures.empty()) return NotStreamable("CUDA graph captures");
+  if (f.events == 0) return NotStreamable("no memory events");
+  ASSIGN_OR_RETURN(f.preexisting, pairer.Preexisting());
+  for (const auto& [id, size] : pairer.head()) f.head.push_back(size);
+  f.device = checks.device;
+  f.metadata = std::move(t.metadata);
+  return f;
+}
+
+// A replay pass from the facts: cold (warm == nullptr), or from the warm
+// start with the growths of earlier passes. A cold pass with
+// `stop_at_first_reserved` stops (Cancelled) after the first Total Reserved
+// when the cold start misses it; *missed says whether it did.
+absl::Status ReplayPass(const std::string& path, const ReplayOptions& options, const StreamFacts& f,
+                        replay_internal::WarmPass* warm, bool stop_at_first_reserved, bool* missed, ReplayResult& r) {
+  r.source = path;
+  r.format = "kineto";
+  ASSIGN_OR_RETURN(std::unique_ptr<ReplayCore> core, ReplayCore::Make(options, nullptr, /*kineto_sizes=*/true, r));
+  if (r.offline) return NotStreamable("an offline planner places the whole trace at its end");
+  if (f.any_allocated) r.allocated.emplace();
+  if (f.any_reserved) r.reserved.emplace();
+  RecycledIds ids;
+  std::vector<BufferId> head_ids;
+  for (size_t k = 0; k < f.head.size(); ++k) head_ids.push_back(ids.Reserve());
+  const BufferId first_body_id = static_cast<BufferId>(head_ids.size());
+  absl::flat_hash_set<BufferId> restored;
+  if (warm != nullptr) {
+    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*f.warm, head_ids, f.preexisting, kPreexistingId,
+                                                    warm->grown_ends, core->allocator(), &restored));
+    if (ws.applied) r.start_state = WarmStartState(ws);
+    r.warm_start = std::move(ws);
+  }
+  RETURN_IF_ERROR(core->Start(f.preexisting, kPreexistingId, r.warm_start.has_value() ? &*r.warm_start : nullptr,
+                              std::move(restored), warm));
+  for (size_t k = 0; k < f.head.size(); ++k) {
+    RETURN_IF_ERROR(core->Op({EventType::kAlloc, 0, head_ids[k], f.head[k]}, nullptr, -1));
+  }
+  ToNativeOptions to_native;
+  to_native.device = options.device;
+  MemoryOpPairer pairer(path, to_native, /*take_head=*/true);
+  EventChecks checks;
+  checks.device = f.device;
+  std::vector<MemoryOp> ops;
+  size_t heads_bound = 0;
+  auto on_event = [&](const RecordedMemoryEvent& m, int64_t i) -> absl::Status {
+    ASSIGN_OR_RETURN(bool mine, checks.Check(m, i, options));
+    if (!mine) return absl::OkStatus();
+    ops.clear();
+    RETURN_IF_ERROR(pairer.Add(m, i, 0, ops).status());
+    for (; heads_bound < pairer.head().size(); ++heads_bound) {
+      if (heads_bound >= head_ids.size()) return absl::InternalError("stream passes: the head grew");
+      ids.Bind(pairer.head()[heads_bound].first, head_ids[heads_bound]);
+    }
+    for (MemoryOp op : ops) {
+      const bool free = op.type == EventType::kFree;
+      op.buffer = free ? ids.OnFree(op.buffer) : ids.OnAlloc(op.buffer);
+      RETURN_IF_ERROR(core->Op(op, &m, i));
+      if (free && op.buffer >= first_body_id) ids.Release(op.buffer);
+    }
+    if (!ops.empty()) core->EndEvent(&m, i);
+    if (i == f.first_reserved) {
+      *missed = r.reserved.has_value() && r.reserved->first_mismatch == i;
+      if (*missed && stop_at_first_reserved) return absl::CancelledError("stopped at the first Total Reserved");
+    }
+    return absl::OkStatus();
+  };
+  RETURN_IF_ERROR(StreamEvents(path, on_event).status());
+  if (heads_bound != head_ids.size()) return absl::InternalError("stream passes: the head shrank");
+  r.conversion = pairer.stats();
+  return core->Finish();
+}
+
+// Note [Streaming a warm trace in passes]: nullopt (and *why_not) when a
+// pass finds what needs the whole trace.
+absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::string& path,
+                                                                 const ReplayOptions& options_in,
+                                                                 const std::string& why_passes,
+                                                                 std::string* why_not) {
+  auto give_up = [&](std::string why) -> std::optional<ReplayResult> {
+    if (why_not != nullptr) *why_not = std::move(why);
+    return std::nullopt;
+  };
+  // The start state under the import's buffer ids is ReplayRecorded's.
+  if (options_in.keep_start_state) return give_up("the start state is kept");
+  auto facts = CollectFacts(path, options_in);
+  if (!facts.ok()) return give_up(WhyStopped(facts.status()));
+  const StreamFacts& f = *facts;
+  ReplayOptions options = options_in;
+  if (absl::Status st = replay_internal::ResolveCapacity(f.metadata, &options); !st.ok()) {
+    return give_up(WhyStopped(st));
+  }
+  int64_t passes = 1;
+  auto done = [&](ReplayResult r) {
+    r.import = absl::StrCat("streamed in ", passes, " passes (", why_passes, ")");
+    return std::optional<ReplayResult>(std::move(r));
+  };
+  // Can a warm start be inferred at all? (On an allocator of its own.)
+  std::optional<WarmStart> first_warm;
+  if (f.warm.has_value()) {
+    auto scratch = MakeAllocator(options.allocator, options.capacity);
+    if (!scratch.ok()) return give_up(WhyStopped(scratch.status()));
+    std::vector<BufferId> head_ids;
+    for (size_t k = 0; k < f.head.size(); ++k) head_ids.push_back(static_cast<BufferId>(k));
+    absl::flat_hash_set<BufferId> restored;
+    auto ws = RestoreWarmStart(*f.warm, head_ids, f.preexisting, kPreexistingId, {}, **scratch, &restored);
+    if (!ws.ok()) return give_up(WhyStopped(ws.status()));
+    first_warm = *std::move(ws);
+  }
+  auto cold = [&](bool stop, bool* missed) -> absl::StatusOr<std::optional<ReplayResult>> {
+    ReplayResult r;
+    ++passes;
+    *missed = false;
+    absl::Status st = ReplayPass(path, options, f, nullptr, stop, missed, r);
+    if (stop && *missed && absl::IsCancelled(st)) return std::optional<ReplayResult>();  // stopped there
+    if (!st.ok()) return st;
+    return std::optional<ReplayResult>(std::move(r));
+  };
+  bool missed = false;
+  const bool warm_applies = first_warm.has_value() && first_warm->applied;
+  auto c = cold(warm_applies, &missed);
+  if (!c.ok()) return give_up(WhyStopped(c.status()));
+  if (c->has_value()) {
+    ReplayResult r = std::move(**c);
+    if (missed && first_warm.has_value() && r.allocator == "pytorch_caching") r.warm_start = std::move(first_warm);
+    return done(std::move(r));
+  }
+  // From the inferred state, to the fixed point (as ReplayRecorded).
+  replay_internal::WarmPass pass;
+  constexpr int64_t kMaxPasses = 64;
+  for (int64_t n = 1;; ++n) {
+    ReplayResult w;
+    pass.found.clear();
+    ++passes;
+    absl::Status st = ReplayPass(path, options, f, &pass, false, &missed, w);
+    if (!st.ok()) return give_up(WhyStopped(st));
+    if (!w.warm_start->applied) {
+      auto full = cold(false, &missed);
+      if (!full.ok()) return give_up(WhyStopped(full.status()));
+      ReplayResult r = std::move(**full);
+      r.warm_start = std::move(w.warm_start);
+      return done(std::move(r));
+    }
+    const bool changed = replay_internal::KeepGrowths(*w.warm_start, pass);
+    w.warm_start->passes = n;
+    if (!changed || n == kMaxPasses) return done(std::move(w));
+  }
+}
 
 }  // namespace
 
@@ -111,12 +374,11 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
   to_native.device = options.device;
   MemoryOpPairer pairer(path, to_native);
   std::unique_ptr<ReplayCore> core;
-  std::optional<int32_t> device = options.device;
+  EventChecks checks;
+  checks.device = options.device;
   int64_t index = 0;  // recorded memory-event index: every kept event counts
   bool checked_first_reserved = false;
   bool first_had_allocated = false;
-  SimTime last_time(std::numeric_limits<int64_t>::min());
-  int64_t last_seq = std::numeric_limits<int64_t>::min();
   std::vector<MemoryOp> ops;
   RecycledIds ids;
 
@@ -124,14 +386,8 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
   bool provisional_capacity = false;
   auto on_event = [&](const RecordedMemoryEvent& m, const RecordedMetadata& meta) -> absl::Status {
     const int64_t i = index++;
-    if (m.time < last_time || (m.time == last_time && m.seq < last_seq)) {
-      return NotStreamable(absl::StrCat("memory event ", i, " is out of (ts, Ev Idx) order"));
-    }
-    last_time = m.time;
-    last_seq = m.seq;
-    if (!device.has_value()) device = m.device;
-    if (m.device != *device) {
-      if (!options.device.has_value()) return NotStreamable("memory events on several devices");
+    ASSIGN_OR_RETURN(bool mine, checks.Check(m, i, options));
+    if (!mine) {
       // Another device's totals still make the comparison appear (as in
       // ReplayRecorded, whose check reads every event).
       if (core != nullptr && !r.offline) {
@@ -140,11 +396,10 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
       }
       return absl::OkStatus();
     }
-    if (m.stream >= 0) return NotStreamable("recorded streams");
     ops.clear();
     ASSIGN_OR_RETURN(bool converted, pairer.Add(m, i, 0, ops));
     if (!converted) {
-      return NotStreamable(absl::StrCat("memory event ", i, " frees a block allocated before recording"));
+      return NeedsPasses(absl::StrCat("memory event ", i, " frees a block allocated before recording"));
     }
     if (core == nullptr) {
       devices_at_first = meta.devices.size();
@@ -177,8 +432,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
       checked_first_reserved = true;
       if (options.infer_warm_start && r.allocator == "pytorch_caching" && r.reserved.has_value() &&
           r.reserved->first_mismatch == i) {
-        return NotStreamable("the cold start misses the first Total Reserved (a warm start is inferred from the "
-                             "whole trace)");
+        return NeedsPasses("the cold start misses the first Total Reserved: a warm start is inferred");
       }
     }
     return absl::OkStatus();
@@ -194,6 +448,9 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
     if (why_not != nullptr) *why_not = std::move(why);
     return std::nullopt;
   };
+  if (absl::IsAborted(imported.status())) {
+    return ReplayKinetoInPasses(path, options_in, std::string(imported.status().message()), why_not);
+  }
   if (!imported.ok()) {
     // Not streamable, or bad input: the whole-trace path reports the error
     // as it always has.

@@ -2,7 +2,6 @@
 // from the final segments, replayed forward through pytorch_caching with
 // every address checked (ReplaySnapshot, sim/replay/replay.h).
 #include <algorithm>
-#include <charconv>
 #include <map>
 #include <memory>
 #include <optional>
@@ -369,23 +368,18 @@ struct AddressReplay {
 // Note [One start state for every command] (sim/alloc/start_state.cc) for a
 // snapshot: the rebuilt window start holds its blocks under this replay's
 // ids; the import (ToNativeTrace) allocates the same blocks first, as head
-// allocs named by their recorded address (the blocks live through the
-// window and those freed in it), before any free. Each restored block
-// becomes the import's buffer at its address (held: its head alloc is not
-// replayed again); a restored block the import never allocates keeps an id
-// past the import's.
-absl::Status StartStateUnderImportIds(const Trace& imported, AllocatorStartState* start) {
+// allocs, before any free, and says which recorded address each is
+// (ToNativeOptions::head_addresses: the pairing's own identity of a block).
+// Each restored block becomes the import's buffer at its address (held: its
+// head alloc is not replayed again); a restored block the import never
+// allocates keeps an id past the import's.
+absl::Status StartStateUnderImportIds(const Trace& imported,
+                                      const std::vector<std::pair<BufferId, int64_t>>& head_addresses,
+                                      AllocatorStartState* start) {
   absl::flat_hash_map<uint64_t, BufferId> head;  // address → import id
   BufferId next = 0;
   for (const TraceEvent& e : imported.events) next = std::max(next, e.buffer + 1);
-  for (const TraceEvent& e : imported.events) {
-    if (e.type == EventType::kFree) break;
-    uint64_t addr = 0;  // the import names an alloc by its address, "0x..." (recorded_trace.cc)
-    if (e.type != EventType::kAlloc || e.name.size() < 3 || e.name.compare(0, 2, "0x") != 0) continue;
-    const char* end = e.name.data() + e.name.size();
-    auto [p, ec] = std::from_chars(e.name.data() + 2, end, addr, 16);
-    if (ec == std::errc() && p == end) head.emplace(addr, e.buffer);
-  }
+  for (const auto& [id, addr] : head_addresses) head.emplace(static_cast<uint64_t>(addr), id);
   std::vector<BufferId> held;
   for (SegmentLayout& seg : start->segments) {
     for (SegmentLayout::Block& b : seg.blocks) {
@@ -507,8 +501,10 @@ absl::StatusOr<ReplayResult> ReplaySnapshot(const RecordedSnapshot& snapshot, co
     ToNativeOptions to_native;
     to_native.device = ar.device;
     to_native.include_gpu_ops = false;
+    std::vector<std::pair<BufferId, int64_t>> head_addresses;
+    to_native.head_addresses = &head_addresses;
     ASSIGN_OR_RETURN(Trace imported, ToNativeTrace(snapshot.trace, to_native));
-    RETURN_IF_ERROR(StartStateUnderImportIds(imported, &*r.start));
+    RETURN_IF_ERROR(StartStateUnderImportIds(imported, head_addresses, &*r.start));
   }
   if (!options.check_addresses) r.addresses.reset();
   r.source = snapshot.trace.metadata.source_file;

@@ -54,71 +54,99 @@ struct Span {
 
 }  // namespace
 
-absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const MemoryOpStream& trace,
-                                           BufferId preexisting_id, const std::map<int64_t, int64_t>& grown_ends,
-                                           Allocator& a, absl::flat_hash_set<BufferId>* restored) {
-  WarmStart w;
-  // The blocks, and those live at the start (frees with no earlier alloc,
-  // in order: ToNativeTrace's head allocs).
-  struct StartBlock {
-    int64_t address, size, requested;
-  };
-  std::vector<StartBlock> start_blocks;
-  std::vector<Span> small, large;
-  absl::flat_hash_map<int64_t, int64_t> live;  // address → requested
-  bool have_reserved = false;
-  for (const RecordedMemoryEvent& m : recorded.memory_events) {
-    if (m.device != device) continue;
-    const bool is_alloc = m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kPreexisting;
-    const bool is_free = m.kind == MemoryEventKind::kFree || m.kind == MemoryEventKind::kFreeCompleted;
-    if (!is_alloc && !is_free) continue;
-    if (!have_reserved) {
-      if (!m.total_reserved.has_value()) {
-        w.why_not = "the first memory event records no Total Reserved";
-        return w;
-      }
-      w.recorded_reserved = *m.total_reserved;
-      have_reserved = true;
+void WarmFactCollector::Add(const RecordedMemoryEvent& m) {
+  if (!why_not_.empty() || m.device != device_) return;
+  const bool is_alloc = m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kPreexisting;
+  const bool is_free = m.kind == MemoryEventKind::kFree || m.kind == MemoryEventKind::kFreeCompleted;
+  if (!is_alloc && !is_free) return;
+  if (!have_reserved_) {
+    if (!m.total_reserved.has_value()) {
+      why_not_ = "the first memory event records no Total Reserved";
+      return;
     }
-    if (!m.address.has_value()) {
-      w.why_not = "memory events without addresses";
-      return w;
-    }
-    const int64_t addr = *m.address;
-    const int64_t block = a.RoundedBlockSize(m.size).value();
-    (block <= kSmallSize ? small : large).push_back({addr, addr + block});
-    if (is_alloc) {
-      live[addr] = m.size.value();
-    } else if (!live.erase(addr)) {
-      start_blocks.push_back({addr, block, m.size.value()});
-    }
+    recorded_reserved_ = *m.total_reserved;
+    have_reserved_ = true;
   }
-  if (!have_reserved) {
+  if (!m.address.has_value()) {
+    why_not_ = "memory events without addresses";
+    return;
+  }
+  const int64_t addr = *m.address;
+  const int64_t block = rounding_.RoundedBlockSize(m.size).value();
+  if (block <= kSmallSize) {
+    const int64_t start = AlignDown(addr);
+    if (addr + block > start + kSegmentAlign) {
+      if (!straddle_.has_value()) straddle_ = std::make_pair(addr, block);
+    } else {
+      small_windows_[start] = true;
+    }
+  } else {
+    // The union of the large blocks' ranges, ranges that overlap or touch
+    // merged (one cluster).
+    int64_t begin = addr, end = addr + block, largest = block;
+    auto it = clusters_.upper_bound(begin);
+    if (it != clusters_.begin() && std::prev(it)->second.end >= begin) --it;
+    while (it != clusters_.end() && it->first <= end) {
+      begin = std::min(begin, it->first);
+      end = std::max(end, it->second.end);
+      largest = std::max(largest, it->second.largest);
+      it = clusters_.erase(it);
+    }
+    clusters_[begin] = {end, largest};
+  }
+  if (is_alloc) {
+    live_[addr] = m.size.value();
+  } else if (!live_.erase(addr)) {
+    start_blocks_.push_back({addr, block, m.size.value()});
+  }
+}
+
+std::string WarmStartState(const WarmStart& ws) {
+  return absl::StrFormat(
+      "warm, inferred from the recorded addresses and Total Reserved: %d small + %d large segments (%s), %s "
+      "where no recorded block lies; %d blocks live at the start%s",
+      ws.small_segments, ws.large_segments, FormatBytes(ws.inferred_bytes), FormatBytes(ws.untouched_bytes),
+      ws.restored_blocks,
+      ws.grown_segments == 0
+          ? ""
+          : absl::StrFormat("; %d segments grown past their blocks by the recorded block sizes", ws.grown_segments));
+}
+
+absl::StatusOr<WarmStart> RestoreWarmStart(const WarmFactCollector& facts, const std::vector<BufferId>& head_ids,
+                                           Bytes preexisting, BufferId preexisting_id,
+                                           const std::map<int64_t, int64_t>& grown_ends, Allocator& a,
+                                           absl::flat_hash_set<BufferId>* restored) {
+  WarmStart w;
+  using StartBlock = WarmFactCollector::StartBlock;
+  const std::vector<StartBlock>& start_blocks = facts.start_blocks_;
+  if (!facts.why_not_.empty()) {
+    w.why_not = facts.why_not_;
+    if (facts.have_reserved_) w.recorded_reserved = facts.recorded_reserved_;
+    return w;
+  }
+  if (!facts.have_reserved_) {
     w.why_not = "no memory events";
     return w;
   }
+  w.recorded_reserved = facts.recorded_reserved_;
   // Small-pool segments: the aligned 2 MiB windows.
+  if (facts.straddle_.has_value()) {
+    w.why_not = absl::StrFormat("a small-pool block at 0x%x (%d bytes) crosses a 2 MiB boundary",
+                                facts.straddle_->first, facts.straddle_->second);
+    return w;
+  }
   std::map<int64_t, bool> segments_small;  // start → small (size 2 MiB)
   std::map<int64_t, int64_t> segments;     // start → end, both pools
-  for (const Span& s : small) {
-    const int64_t start = AlignDown(s.begin);
-    if (s.end > start + kSegmentAlign) {
-      w.why_not = absl::StrFormat("a small-pool block at 0x%x (%d bytes) crosses a 2 MiB boundary", s.begin,
-                                  s.end - s.begin);
-      return w;
-    }
+  for (const auto& [start, small] : facts.small_windows_) {
     segments[start] = start + kSegmentAlign;
     segments_small[start] = true;
   }
   // Large-pool clusters, widened to 2 MiB boundaries and merged.
-  std::sort(large.begin(), large.end(), [](const Span& x, const Span& y) { return x.begin < y.begin; });
   std::vector<Span> clusters;
-  for (const Span& s : large) {
-    if (!clusters.empty() && s.begin <= clusters.back().end) {
-      clusters.back().end = std::max(clusters.back().end, s.end);
-    } else {
-      clusters.push_back(s);
-    }
+  std::vector<int64_t> largest_in;
+  for (const auto& [begin, c] : facts.clusters_) {
+    clusters.push_back({begin, c.end});
+    largest_in.push_back(c.largest);
   }
   // get_allocation_size: a segment made for a request < kMinLargeAlloc
   // (10 MiB) is kLargeBuffer (20 MiB); larger requests get their own size
@@ -126,14 +154,6 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
   // all < 10 MiB therefore lies in a 20 MiB segment: widen it upwards to
   // 20 MiB where the next cluster leaves room (the low end is where best fit
   // carved the first block).
-  std::vector<int64_t> largest_in(clusters.size(), 0);
-  {
-    size_t c = 0;
-    for (const Span& s : large) {
-      while (s.begin >= clusters[c].end) ++c;
-      largest_in[c] = std::max(largest_in[c], s.end - s.begin);
-    }
-  }
   std::vector<Span> widened;
   for (size_t c = 0; c < clusters.size(); ++c) {
     Span s{AlignDown(clusters[c].begin), AlignUp(clusters[c].end)};
@@ -178,8 +198,8 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
     return w;
   }
   w.untouched_bytes = w.recorded_reserved - w.inferred_bytes;
-  const int64_t pre = trace.preexisting.value();
-  const int64_t pre_block = pre == 0 ? 0 : a.RoundedBlockSize(trace.preexisting).value();
+  const int64_t pre = preexisting.value();
+  const int64_t pre_block = pre == 0 ? 0 : a.RoundedBlockSize(preexisting).value();
   if (pre_block > w.untouched_bytes.value() || w.untouched_bytes.value() % 512 != 0) {
     w.why_not = absl::StrFormat("the %d bytes live before recording at unknown addresses do not fit in the %d "
                                 "reserved bytes where no recorded block lies",
@@ -193,11 +213,6 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_
     w.segments.push_back({u, u + w.untouched_bytes.value(), false, true});
   }
   // The head allocs of the native trace, in order, are the start blocks.
-  std::vector<BufferId> head_ids;
-  for (const MemoryOp& e : trace.ops) {
-    if (head_ids.size() == start_blocks.size()) break;
-    if (e.type == EventType::kAlloc) head_ids.push_back(e.buffer);
-  }
   if (head_ids.size() != start_blocks.size()) return absl::InternalError("warm start: head allocs do not pair");
   std::map<int64_t, std::pair<const StartBlock*, BufferId>> at_start;
   for (size_t i = 0; i < start_blocks.size(); ++i) at_start[start_blocks[i].address] = {&start_blocks[i], head_ids[i]};

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "sim/alloc/allocator.h"
@@ -52,18 +53,66 @@ struct WarmStart {
 std::optional<std::pair<int64_t, int64_t>> SegmentGrowthFor(const WarmStart& w, int64_t addr, int64_t recorded_block,
                                                             int64_t model_block);
 
+// Note [Warm facts, not events]: what the warm-start inference reads from a
+// recording, collected one memory event at a time (in recorded order) in
+// memory bounded by the distinct blocks, not by the events: the first
+// event's Total Reserved, the 2 MiB windows of small-pool blocks, the union
+// of large-pool block ranges (with the largest block of each cluster), the
+// live blocks, and the blocks freed but never allocated (live at the start).
+// The whole-trace replay feeds it the imported events; the streamed one
+// (sim/replay/replay_stream.cc) feeds it as the trace is parsed, so both
+// infer from the same facts.
+class WarmFactCollector {
+ public:
+  // `device`: the recorded device whose events count; `rounding`: the
+  // allocator whose RoundedBlockSize gives a request's block (it must
+  // outlive the collector).
+  WarmFactCollector(int32_t device, const Allocator& rounding) : device_(device), rounding_(rounding) {}
+  void Add(const RecordedMemoryEvent& m);
+
+  // A block live at the start: freed in the recording, never allocated in it.
+  struct StartBlock {
+    int64_t address, size, requested;
+  };
+  struct Cluster {
+    int64_t end = 0;
+    int64_t largest = 0;  // the largest block in it
+  };
+
+ private:
+  friend absl::StatusOr<WarmStart> RestoreWarmStart(const WarmFactCollector&, const std::vector<BufferId>&, Bytes,
+                                                    BufferId, const std::map<int64_t, int64_t>&, Allocator&,
+                                                    absl::flat_hash_set<BufferId>*);
+  int32_t device_;
+  const Allocator& rounding_;
+  std::string why_not_;  // the first fact that rules the inference out while reading
+  bool have_reserved_ = false;
+  Bytes recorded_reserved_;
+  std::optional<std::pair<int64_t, int64_t>> straddle_;  // the first small block across a 2 MiB boundary
+  std::map<int64_t, bool> small_windows_;                // 2 MiB window starts
+  std::map<int64_t, Cluster> clusters_;                   // large-pool ranges, begin → end (touching merged)
+  absl::flat_hash_map<int64_t, int64_t> live_;            // address → requested
+  std::vector<StartBlock> start_blocks_;
+};
+
 // Restores into `a` (a caching allocator: Allocator::ModelsSegments) the
-// segment set inferred from `recorded` (device `device`) and the blocks live
-// at its start: the head allocs of `trace` (ToMemoryOps' allocs of blocks
-// freed but never allocated in the recording, in order) at their recorded
-// addresses, and trace.preexisting as one block of buffer `preexisting_id` in the segment no address lies in.
-// Buffers restored are added to `restored`. When the data rule the
-// inference out, returns applied = false and why, and leaves `a` untouched.
-// `grown_ends` (segment begin → end) are the growths earlier passes found.
+// segment set inferred from `facts` (the recording's memory events, Note
+// [Warm facts, not events]) and the blocks live at its start: `head_ids`
+// (the buffer ids of ToMemoryOps' head allocs — the blocks freed but never
+// allocated in the recording — in order) at their recorded addresses, and
+// `preexisting` (Trace::preexisting) as one block of buffer `preexisting_id`
+// in the segment no address lies in. Buffers restored are added to
+// `restored`. When the data rule the inference out, returns applied = false
+// and why, and leaves `a` untouched. `grown_ends` (segment begin → end) are
+// the growths earlier passes found.
 // REQUIRES: a.ModelsSegments().
-absl::StatusOr<WarmStart> RestoreWarmStart(const RecordedTrace& recorded, int32_t device, const MemoryOpStream& trace,
-                                           BufferId preexisting_id, const std::map<int64_t, int64_t>& grown_ends,
-                                           Allocator& a, absl::flat_hash_set<BufferId>* restored);
+absl::StatusOr<WarmStart> RestoreWarmStart(const WarmFactCollector& facts, const std::vector<BufferId>& head_ids,
+                                           Bytes preexisting, BufferId preexisting_id,
+                                           const std::map<int64_t, int64_t>& grown_ends, Allocator& a,
+                                           absl::flat_hash_set<BufferId>* restored);
+
+// ReplayResult::start_state of an applied warm start.
+std::string WarmStartState(const WarmStart& ws);
 
 }  // namespace gpusim
 
