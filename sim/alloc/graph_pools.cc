@@ -19,7 +19,7 @@ GraphPoolAllocator::GraphPoolAllocator(std::unique_ptr<Allocator> main, Allocato
   peak_reserved_ = std::max(s.peak_reserved, usage_.reserved);
 }
 
-void GraphPoolAllocator::Sample() {
+AllocatorUsage GraphPoolAllocator::Sum() const {
   AllocatorUsage u = main_->usage();
   for (const auto& p : pools_) {
     if (p == nullptr) continue;
@@ -27,10 +27,16 @@ void GraphPoolAllocator::Sample() {
     u.allocated += pu.allocated;
     u.reserved += pu.reserved;
   }
-  usage_ = u;
-  peak_allocated_ = std::max(peak_allocated_, u.allocated);
-  peak_reserved_ = std::max(peak_reserved_, u.reserved);
+  return u;
 }
+
+void GraphPoolAllocator::Sample() {
+  usage_ = Sum();
+  peak_allocated_ = std::max(peak_allocated_, usage_.allocated);
+  peak_reserved_ = std::max(peak_reserved_, usage_.reserved);
+}
+
+bool GraphPoolAllocator::Fits() const { return Sum().reserved <= capacity_; }
 
 void GraphPoolAllocator::Forward(int32_t pool) {
   if (recording()) {
@@ -44,13 +50,34 @@ void GraphPoolAllocator::Forward(int32_t pool) {
   scratch_.clear();
 }
 
-bool GraphPoolAllocator::Place(Allocator& a, int32_t pool, BufferId id, Bytes size, StreamId stream) {
+bool GraphPoolAllocator::Place(Allocator& a, int32_t pool, BufferId id, Bytes size, StreamId stream, bool fresh) {
   bool ok = a.Alloc(id, size, stream);
-  if (ok && !pools_.empty()) {
-    Sample();
-    if (usage_.reserved > capacity_) {  // the pools share the device
-      a.Free(id);
-      ok = false;
+  if (ok && !pools_.empty() && !Fits()) {
+    // The pools together pass the device: the cudaMalloc that gave `a` its
+    // segment fails. CUDACachingAllocator.cpp alloc_block failing:
+    // release_cached_blocks frees the main pool's cached segments (not a
+    // pool in use), then malloc retries once.
+    a.Free(id);
+    ok = false;
+    if (fresh) {
+      scratch_.clear();  // the pool got nothing: it never existed
+      pools_[static_cast<size_t>(pool)].reset();
+      --pools_used_;
+    } else {
+      if (a.ModelsSegments()) a.ReleaseCache();  // the segment just taken, with the others cached
+      Forward(pool);
+    }
+    if (main_->ModelsSegments()) {
+      main_->ReleaseCache();
+      Forward(-1);
+    }
+    if (!fresh) {
+      ok = a.Alloc(id, size, stream);
+      if (ok && !Fits()) {
+        a.Free(id);
+        ok = false;
+        if (a.ModelsSegments()) a.ReleaseCache();
+      }
     }
   }
   Forward(pool);
@@ -66,7 +93,7 @@ bool GraphPoolAllocator::Alloc(BufferId id, Bytes size, StreamId stream) {
       return ok.ok() && *ok;
     }
   }
-  return Place(*main_, -1, id, size, stream);
+  return Place(*main_, -1, id, size, stream, false);
 }
 
 absl::StatusOr<bool> GraphPoolAllocator::AllocInPool(int32_t pool, BufferId id, Bytes size, StreamId stream) {
@@ -76,12 +103,13 @@ absl::StatusOr<bool> GraphPoolAllocator::AllocInPool(int32_t pool, BufferId id, 
   }
   if (static_cast<size_t>(pool) >= pools_.size()) pools_.resize(static_cast<size_t>(pool) + 1);
   std::unique_ptr<Allocator>& p = pools_[static_cast<size_t>(pool)];
-  if (p == nullptr) {
+  const bool fresh = p == nullptr;
+  if (fresh) {
     ASSIGN_OR_RETURN(p, MakeAllocator(spec_, capacity_));
     p->RecordEventsTo(&scratch_);
     ++pools_used_;
   }
-  return Place(*p, pool, id, size, stream);
+  return Place(*p, pool, id, size, stream, fresh);
 }
 
 Allocator* GraphPoolAllocator::Holder(BufferId id) const {

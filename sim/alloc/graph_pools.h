@@ -23,11 +23,13 @@
 //
 // Device memory is shared: an allocation, in the main pool or a private one,
 // that would take the reserved bytes of all pools together past the
-// capacity is undone and fails (an out-of-memory result; a segment the
-// allocator took for it stays cached, where the real cudaMalloc would have
-// failed before making it, and the real allocator would first release the
-// main pool's cache and retry: near the capacity the totals are then an
-// upper bound, and the replay's OOM count names the event). A pool's
+// capacity is undone, as the cudaMalloc for its segment failing: the
+// allocator that took the segment releases its cache (a pool made for this
+// request is dropped), the main pool releases its cache
+// (release_cached_blocks, which spares pools in use) and the request is
+// tried once more, then fails (an out-of-memory result). Releasing a
+// pool's cache there drops its other unused cached segments too, which the
+// real pool would keep: an approximation only at the capacity. A pool's
 // addresses are its own allocator's, moved up by (pool + 1) · 2^47 so that
 // no two pools' addresses meet (the main allocator's space ends at 2^47,
 // sim/alloc/address_space.h); GraphPoolOfAddress reads the pool back.
@@ -99,10 +101,13 @@ class GraphPoolAllocator : public Allocator {
   // The allocator buffer `id` lives in, or null.
   Allocator* Holder(BufferId id) const;
   static uint64_t Offset(int32_t pool) { return static_cast<uint64_t>(pool + 1) << kGraphPoolAddressShift; }
-  bool Place(Allocator& a, int32_t pool, BufferId id, Bytes size, StreamId stream);
+  // `a` is pool `pool` (-1: main), made for this request when `fresh`.
+  bool Place(Allocator& a, int32_t pool, BufferId id, Bytes size, StreamId stream, bool fresh);
+  AllocatorUsage Sum() const;  // over the main pool and the private ones
+  bool Fits() const;           // Sum().reserved within the capacity
   // Sends what `a` (pool `pool`, -1: main) logged to this allocator's log.
   void Forward(int32_t pool);
-  void Sample();
+  void Sample();  // usage_ and the peaks from Sum()
 
   std::unique_ptr<Allocator> main_;
   AllocatorSpec spec_;

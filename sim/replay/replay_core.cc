@@ -153,14 +153,13 @@ absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int
     bool ok = false;
     if (w >= 0) {
       ASSIGN_OR_RETURN(ok, pooled_->AllocInPool(static_cast<int32_t>(w), e.buffer, e.size, e.stream));
-      if (ok) {
-        ++r_.graph_pool_allocs;
-        // What the engine's replay of the same import routes (viz).
-        if (r_.start.has_value()) {
-          GraphPoolMembers& g = r_.start->graph_pools;
-          g.pool_of[e.buffer] = static_cast<int32_t>(w);
-          g.pools = std::max(g.pools, static_cast<int32_t>(w) + 1);
-        }
+      if (ok) ++r_.graph_pool_allocs;
+      // What the engine's replay of the same import routes (viz), served
+      // or not.
+      if (r_.start.has_value()) {
+        GraphPoolMembers& g = r_.start->graph_pools;
+        g.pool_of[e.buffer] = static_cast<int32_t>(w);
+        g.pools = std::max(g.pools, static_cast<int32_t>(w) + 1);
       }
     }
     if (restored) {
