@@ -90,7 +90,7 @@ absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int
     for (size_t i = 0; i < stream.ops.size() && source[i] < 0; ++i) {
       if (stream.ops[i].type == EventType::kAlloc) head_ids.push_back(stream.ops[i].buffer);
     }
-    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(facts, head_ids, stream.preexisting, next_id, warm->grown_ends, a,
+    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(facts, head_ids, stream.preexisting, next_id, warm->kept, a,
                                                     &restored));
     if (ws.applied) r.start_state = WarmStartState(ws);
     r.warm_start = std::move(ws);

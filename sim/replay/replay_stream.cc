@@ -241,7 +241,7 @@ absl::Status ReplayPass(const std::string& path, const ReplayOptions& options, c
   absl::flat_hash_set<BufferId> restored;
   if (warm != nullptr) {
     ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*f.warm, head_ids, f.preexisting, kPreexistingId,
-                                                    warm->grown_ends, core->allocator(), &restored));
+                                                    warm->kept, core->allocator(), &restored));
     if (ws.applied) r.start_state = WarmStartState(ws);
     r.warm_start = std::move(ws);
   }
