@@ -153,7 +153,11 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
         w.format = r.format;
         w.conversion = r.conversion;
         pass.found.clear();
-        RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, w, &pass));
+        pass.may_stop = n < kMaxPasses;
+        if (absl::Status st = ReplayTraceInto(trace, source, &recorded, options, w, &pass);
+            !st.ok() && !replay_internal::StoppedAtDeparture(st, pass)) {
+          return st;
+        }
         if (!w.warm_start.has_value() || !w.warm_start->applied) {
           r.warm_start = std::move(w.warm_start);
           break;

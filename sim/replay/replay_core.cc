@@ -79,7 +79,10 @@ absl::Status ReplayCore::Start(Bytes preexisting, BufferId preexisting_id, const
   r_.preexisting = preexisting;
   warm_ = warm != nullptr && warm->applied ? warm : nullptr;
   pass_ = pass;
-  if (pass_ != nullptr) pass_->departure.reset();
+  if (pass_ != nullptr) {
+    pass_->departure.reset();
+    pass_->stopped = false;
+  }
   restored_ = std::move(restored);
   live_ = live_peak_ = preexisting;
   // Bytes that do not fit are an OOM before the first event (event -1), not
@@ -186,6 +189,15 @@ absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int
         const std::optional<uint64_t> at = a.AddressOf(e.buffer);
         if (at.has_value() && static_cast<int64_t>(*at) != *m->address && !pass_->departure.has_value()) {
           pass_->departure = DepartureOf(source, *m->address, e.buffer);
+          // KeepGrowths will correct the start from it: the rest of this
+          // pass would be replayed again.
+          Bytes spare = warm_->spare_bytes;
+          WarmCorrections probe = pass_->kept;
+          if (pass_->may_stop && pass_->found.empty() &&
+              CorrectForDeparture(*warm_, *pass_->departure, &spare, &probe)) {
+            pass_->stopped = true;
+            return absl::AbortedError("warm pass: stopped at a departure from the recorded addresses");
+          }
         }
         if (at.has_value() && static_cast<int64_t>(*at) == *m->address) {
           const int64_t recorded_block = (e.size.value() + 511) / 512 * 512;

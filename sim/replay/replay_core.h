@@ -29,7 +29,15 @@ struct WarmPass {
   WarmCorrections kept;                     // from earlier passes
   std::map<int64_t, int64_t> found;         // growths, segment begin → end
   std::optional<AddressDeparture> departure;  // this pass's first (ReplayCore::Start clears it)
+  // Whether the pass may stop at a departure that corrects the start (and
+  // found no growth before it): the rest of it would be replayed again.
+  bool may_stop = true;
+  bool stopped = false;  // it did (ReplayCore::Op returned Aborted)
 };
+// Whether `st`, from a warm pass, is its stop at a departure.
+inline bool StoppedAtDeparture(const absl::Status& st, const WarmPass& pass) {
+  return pass.stopped && absl::IsAborted(st);
+}
 // After a pass from the warm start `ws`: keeps in pass.kept the growths it
 // found that fit in the spare reserved bytes together and what its first
 // departure from the recorded addresses says (Note [Departures from the
