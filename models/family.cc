@@ -70,15 +70,14 @@ std::vector<ModelFamily>* MakeFamilies() {
                 LlamaLayerGraph});
   // models/gpt.h: Megatron-LM GPT as Korthikanti et al. 2022 count it.
   const Settings gpt = Join({kTransformerCore,
-                             {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "optimizer.clip_grad_norm", "remat.method", "remat.num_layers", "parallelism.tensor",
+                             {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "model.attention", "optimizer.clip_grad_norm", "remat.method", "remat.num_layers", "parallelism.tensor",
                               "parallelism.sequence_parallel"}});
   f->push_back({"gpt",
-                "Megatron-LM GPT (LayerNorm, fused QKV with grouped-query heads, tied or untied output layer, explicit softmax attention with dropout, GeLU MLP), tensor "
+                "Megatron-LM GPT (LayerNorm, fused QKV with grouped-query heads, tied or untied output layer, explicit softmax attention with dropout or flash attention, GeLU MLP), tensor "
                 "and sequence parallelism, Megatron recompute (Korthikanti et al. 2022, arXiv 2205.05198)",
                 gpt,
                 gpt,
-                {{"model.attention", "explicit"},
-                 {"model.scan_layers", "false"},
+                {{"model.scan_layers", "false"},
                  {"loop.mode", "unrolled"}},
                 BuildGpt,
                 GptParamCount,
