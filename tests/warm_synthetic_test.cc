@@ -19,19 +19,28 @@
 namespace gpusim {
 namespace {
 
-ReplayOptions Options() {
+// `path` replayed both ways (pytorch_caching, the device's recorded
+// memory): streamed (ReplayFile) and whole (every event imported first),
+// which must agree byte for byte in JSON.
+std::vector<ReplayResult> BothPaths(const std::string& path) {
   ReplayOptions o;
   o.default_capacity = Bytes(1LL << 40);
   o.default_capacity_source = "test";
-  return o;
-}
-
-ReplayResult Whole(const std::string& path, const ReplayOptions& o) {
+  std::vector<ReplayResult> out;
+  auto streamed = ReplayFile(path, o);
+  EXPECT_TRUE(streamed.ok()) << streamed.status();
+  if (!streamed.ok()) return out;
+  EXPECT_EQ(streamed->import.rfind("streamed in ", 0), 0u) << streamed->import;
+  out.push_back(*std::move(streamed));
   auto rec = ImportRecordedTrace(path, "kineto");
   EXPECT_TRUE(rec.ok()) << rec.status();
-  auto r = ReplayRecorded(*rec, o);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return *r;
+  if (!rec.ok()) return {};
+  auto whole = ReplayRecorded(*rec, o);
+  EXPECT_TRUE(whole.ok()) << whole.status();
+  if (!whole.ok()) return {};
+  EXPECT_EQ(RenderReplayJson(out[0]), RenderReplayJson(*whole));
+  out.push_back(*std::move(whole));
+  return out;
 }
 
 struct Shape {
@@ -65,14 +74,10 @@ TEST(WarmSyntheticTest, InfersTheModelsStartStateAndReplaysExactly) {
   }
   ASSERT_GT(touching, 10) << "the trace must have large segments that meet";
 
-  const ReplayOptions o = Options();
-  auto streamed = ReplayFile(rec.path, o);
-  ASSERT_TRUE(streamed.ok()) << streamed.status();
-  EXPECT_EQ(streamed->import.rfind("streamed in ", 0), 0u) << streamed->import;
-  const ReplayResult whole = Whole(rec.path, o);
-  EXPECT_EQ(RenderReplayJson(*streamed), RenderReplayJson(whole));
-  for (const ReplayResult* r : {static_cast<const ReplayResult*>(&*streamed), &whole}) {
-    SCOPED_TRACE(r == &whole ? "whole" : "streamed");
+  const std::vector<ReplayResult> results = BothPaths(rec.path);
+  ASSERT_EQ(results.size(), 2u);
+  for (const ReplayResult* r : {&results[0], &results[1]}) {
+    SCOPED_TRACE(r == &results[1] ? "whole" : "streamed");
     const std::string text = RenderReplayText(*r);
     ASSERT_TRUE(r->warm_start.has_value() && r->warm_start->applied) << text;
     std::vector<Shape> inferred;
@@ -121,9 +126,9 @@ TEST(WarmSyntheticTest, BytesAtUnknownAddressesLeaveADepartureNamed) {
     gzclose(in);
     gzclose(out);
   }
-  auto r = ReplayFile(path, Options());
-  ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(RenderReplayJson(*r), RenderReplayJson(Whole(path, Options())));
+  const std::vector<ReplayResult> results = BothPaths(path);
+  ASSERT_EQ(results.size(), 2u);
+  const ReplayResult* r = &results[0];
   ASSERT_TRUE(r->warm_start.has_value() && r->warm_start->applied);
   EXPECT_EQ(r->preexisting, Bytes(3 << 20));
   const std::string text = RenderReplayText(*r);
