@@ -139,7 +139,7 @@ bool FastJson::Number(std::string_view* out) {
   return Number(out, &value, &is_integer);
 }
 
-bool FastJson::NumberSlow(std::string_view* out, int64_t* value, bool* is_integer) {
+[[gnu::noinline]] bool FastJson::NumberSlow(std::string_view* out, int64_t* value, bool* is_integer) {
   if (!SkipWs()) return false;
   const char* b = p_;
   const char* q = p_;
@@ -283,7 +283,14 @@ bool FastJson::RawScalar(std::string_view* out) {
   const char* b = p_;
   const char c = *p_;
   if (c == '{' || c == '[') return false;
-  if (!SkipValue(0)) return false;
+  if (c == '-' || IsDigit(c)) {  // SkipValue's Number, inline
+    std::string_view ignored;
+    int64_t value = 0;
+    bool is_integer = false;
+    if (!Number(&ignored, &value, &is_integer)) return false;
+  } else if (!SkipValue(0)) {
+    return false;
+  }
   SkipWs();
   *out = std::string_view(b, static_cast<size_t>(p_ - b));
   return true;

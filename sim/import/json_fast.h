@@ -55,9 +55,14 @@ inline uint64_t DigitsValue(const char* p, int n) {
 inline uint64_t DigitsValue16(const char* p, int n) {
   return n <= 8 ? DigitsValue(p, n) : DigitsValue(p, n - 8) * 100000000 + DigitsValue(p + n - 8, 8);
 }
-inline bool EndsNumber(char c) {
-  return c == ',' || c == '}' || c == ']' || c == ' ' || c == '\n' || c == '\r' || c == '\t';
+// The bytes JSON may put right after a number.
+constexpr std::array<bool, 256> NumberEnds() {
+  std::array<bool, 256> t{};
+  for (char c : {',', '}', ']', ' ', '\n', '\r', '\t'}) t[static_cast<unsigned char>(c)] = true;
+  return t;
 }
+inline constexpr std::array<bool, 256> kNumberEnds = NumberEnds();
+inline bool EndsNumber(char c) { return kNumberEnds[static_cast<unsigned char>(c)]; }
 }  // namespace json_fast_internal
 #endif
 
@@ -136,7 +141,7 @@ class FastJson {
   bool Number(std::string_view* out);
   // As Number; when the token is an integer of at most 18 digits (no
   // fraction, no exponent), also its value in *value and *is_integer true.
-  bool Number(std::string_view* out, int64_t* value, bool* is_integer) {
+  [[gnu::always_inline]] bool Number(std::string_view* out, int64_t* value, bool* is_integer) {
 #if defined(GPUSIM_JSON_FAST_SWAR)
     // Inline, the common case: an integer of 1..15 digits, at the cursor,
     // then a byte that ends it; anything else goes to NumberSlow, which

@@ -259,11 +259,15 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   // the reference. Both then go through Emit.
   absl::StatusOr<size_t> OnElementInPlace(std::string_view window, int64_t offset) override {
     if (!options_.fast_path) return size_t{0};
+    if (window.size() > 1024) {
+      for (int k = 0; k < 4; ++k) __builtin_prefetch(window.data() + 768 + 64 * k);
+    }
     // Note [Events of one shape]: a [memory] event like the last one walked
     // is read against its shape.
     if (!shape_.empty()) {
       import_internal::FastJson j(window);
       Fields f;
+      recording_ = false;
       if (MatchShape(j, f)) {
         RETURN_IF_ERROR(Emit(f, offset));
         return static_cast<size_t>(j.pos() - window.data());
@@ -272,6 +276,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     import_internal::FastJson j(window);
     Fields f;
     shape_.Begin(window.data());
+    recording_ = true;
     if (!FastWalk(j, f)) return size_t{0};
     if (f.have_args && Classify(f.ph, f.name, f.cat) == Class::kMemory && shape_.Learn(j.pos())) {
       shape_ph_.assign(f.ph);
@@ -314,24 +319,23 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   }
   // ArgSlot of ArgKeys().name(k).
   static std::optional<int64_t>* ArgSlotAt(Args& a, int k) {
-    std::optional<int64_t>* slots[] = {&a.device_type,  &a.device_id,      &a.addr,   &a.bytes,      &a.total_allocated,
-                                       &a.total_reserved, &a.ev_idx,       &a.stream, &a.device,     &a.correlation,
-                                       &a.external_id,    &a.external_id,  &a.op_bytes};
-    return slots[k];
+    static constexpr std::optional<int64_t> Args::*kSlots[] = {
+        &Args::device_type,    &Args::device_id, &Args::addr,        &Args::bytes,       &Args::total_allocated,
+        &Args::total_reserved, &Args::ev_idx,    &Args::stream,      &Args::device,      &Args::correlation,
+        &Args::external_id,    &Args::external_id, &Args::op_bytes};
+    return &(a.*kSlots[k]);
   }
 
   // FastWalk's read of the value of top-level field k (kPid, kTid, kTs,
   // kDur) and of the integer "args" field ArgKeys().name(k): the holes of
   // an event's shape (Note [Events of one shape]), recorded as they are read.
   static constexpr int kArgField = 100;  // hole field of args key k: kArgField + k
-  bool TopValue(import_internal::FastJson& j, int k, Fields& f) {
-    j.SkipWs();
-    const char* from = j.pos();
-    bool ok = false;
+  [[gnu::always_inline]] bool TopValue(import_internal::FastJson& j, int k, Fields& f) {
+    std::string_view tok;
     if (k == kPid || k == kTid) {
-      ok = j.RawScalar(k == kPid ? &f.pid : &f.tid);
+      if (!j.RawScalar(&tok)) return false;
+      (k == kPid ? f.pid : f.tid) = tok;
     } else {
-      std::string_view tok;
       int64_t ns = 0;
       bool integer = false;
       if (!j.Number(&tok, &ns, &integer)) return false;
@@ -342,20 +346,17 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
         return false;
       }
       (k == kTs ? f.ts : f.dur) = ns;
-      ok = true;
     }
-    if (ok) shape_.Hole(k, from, j.pos());
-    return ok;
+    if (recording_) shape_.Hole(k, tok.data(), j.pos());
+    return true;
   }
-  bool ArgValue(import_internal::FastJson& j, int k, Args& args) {
-    j.SkipWs();
-    const char* from = j.pos();
+  [[gnu::always_inline]] bool ArgValue(import_internal::FastJson& j, int k, Args& args) {
     std::string_view tok;
     int64_t n = 0;
     bool integer = false;
     if (!j.Number(&tok, &n, &integer) || (!integer && !ParseInteger(tok, &n))) return false;
     *ArgSlotAt(args, k) = n;
-    shape_.Hole(kArgField + k, from, j.pos());
+    if (recording_) shape_.Hole(kArgField + k, tok.data(), j.pos());
     return true;
   }
 
@@ -732,6 +733,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   // Note [Events of one shape]: the last [memory] event walked, and its
   // literal ph, name and cat.
   import_internal::EventShape shape_;
+  bool recording_ = false;  // the walk records its holes into shape_
   std::string shape_ph_, shape_name_, shape_cat_;
 };
 
