@@ -259,9 +259,6 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   // the reference. Both then go through Emit.
   absl::StatusOr<size_t> OnElementInPlace(std::string_view window, int64_t offset) override {
     if (!options_.fast_path) return size_t{0};
-    if (window.size() > 1024) {
-      for (int k = 0; k < 4; ++k) __builtin_prefetch(window.data() + 768 + 64 * k);
-    }
     // Note [Events of one shape]: a [memory] event like the last one walked
     // is read against its shape.
     if (!shape_.empty()) {
