@@ -45,6 +45,7 @@
 #include "sim/alloc/impl/pytorch_caching.h"
 #include "sim/import/import.h"
 #include "sim/replay/replay.h"
+#include "tests/warm_trace.h"
 
 namespace gpusim {
 namespace {
@@ -227,108 +228,33 @@ BENCHMARK(BM_EndToEnd)
     ->Iterations(1)
     ->MeasureProcessCPUTime();
 
-// A training loop's allocation stream, one event at a time: every step
-// makes the same 2,048 requests (sizes as SyntheticStream's, from a fixed
-// seed) and frees them in the same order (a random live block after about
-// half the requests once 256 are live, the rest at the step's end), so a
-// caching allocator warmed by a few steps reuses its segments and Total
-// Reserved stays constant, as in a warm recording.
-class TrainingSteps {
- public:
-  TrainingSteps() {
-    uint64_t x = 0x2545f4914f6cdd1dULL;
-    auto rand = [&x] {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      return x;
-    };
-    std::vector<int64_t> live;
-    constexpr int64_t kRequests = 2048;
-    for (int64_t j = 0; j < kRequests; ++j) {
-      const int shift = static_cast<int>(9 + rand() % 18);  // 512 B .. 64 MiB
-      step_.push_back({true, j, (int64_t{1} << shift) + static_cast<int64_t>(rand() % 4096) * 512});
-      live.push_back(j);
-      if (live.size() > 256 && rand() % 2 == 0) {
-        const size_t k = rand() % live.size();
-        step_.push_back({false, live[k], 0});
-        live[k] = live.back();
-        live.pop_back();
-      }
-    }
-    while (!live.empty()) {
-      const size_t k = rand() % live.size();
-      step_.push_back({false, live[k], 0});
-      live[k] = live.back();
-      live.pop_back();
-    }
-  }
-  size_t step_events() const { return step_.size(); }
-  SyntheticEvent Next() {
-    SyntheticEvent e = step_[at_ % step_.size()];
-    e.id += static_cast<int64_t>(at_ / step_.size()) * 2048;
-    ++at_;
-    return e;
-  }
-
- private:
-  std::vector<SyntheticEvent> step_;
-  uint64_t at_ = 0;
-};
-
-// Writes a warm trace of `n` events as a caching allocator records it: two
-// and a half steps run through the pytorch_caching model unrecorded (the
-// cache warms; the blocks live then are freed in the window, allocated
-// before it), then every event with the model's address, block size and
-// totals (Kineto records the block size, Total Allocated and Total Reserved
-// after each).
-std::string WriteWarmKineto(int64_t n) {
-  std::string path;
-  gzFile f = OpenKineto(int64_t{1} << 40, &path);
-  if (f == nullptr) return "";
-  PyTorchCachingAllocator a(Bytes(1LL << 40));
-  TrainingSteps steps;
-  const int64_t warm_up = static_cast<int64_t>(steps.step_events()) * 5 / 2;
-  for (int64_t i = 0; i < warm_up + n; ++i) {
-    const SyntheticEvent e = steps.Next();
-    int64_t addr = 0, block = 0;
-    if (e.alloc) {
-      if (!a.Alloc(e.id, Bytes(e.size), 0)) {
-        gzclose(f);
-        std::remove(path.c_str());
-        return "";
-      }
-      addr = static_cast<int64_t>(a.AddressOf(e.id).value());
-      block = a.BlockSizeOf(e.id)->value();
-    } else {
-      addr = static_cast<int64_t>(a.AddressOf(e.id).value());
-      block = -a.BlockSizeOf(e.id)->value();
-      a.Free(e.id);
-    }
-    if (i < warm_up) continue;
-    const AllocatorUsage u = a.usage();
-    char buf[320];
-    std::snprintf(buf, sizeof buf,
-                  "%s{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"pid\": 1, "
-                  "\"tid\": 1, \"ts\": %lld, \"s\": \"t\", \"args\": {\"Device Type\": 1, \"Device Id\": 0, "
-                  "\"Addr\": %lld, \"Bytes\": %lld, \"Total Allocated\": %lld, \"Total Reserved\": %lld, "
-                  "\"Ev Idx\": %lld}}\n",
-                  i == warm_up ? "" : ",", static_cast<long long>(i), static_cast<long long>(addr),
-                  static_cast<long long>(block), static_cast<long long>(u.allocated.value()),
-                  static_cast<long long>(u.reserved.value()), static_cast<long long>(i));
-    gzputs(f, buf);
-  }
-  gzputs(f, "]}\n");
-  gzclose(f);
-  return path;
+// A warm trace of `n` events as the pytorch_caching model records it
+// (tests/warm_trace.h): two and a half steps of a training loop of 2,048
+// requests run through the model unrecorded (the cache warms; the blocks
+// live then are freed in the window, allocated before it), then every event
+// with the model's address, block size and totals. `truth`: the model's
+// segments at the first recorded event.
+std::string WriteWarmKineto(int64_t n, std::vector<SegmentLayout>* truth) {
+  char name[] = "/tmp/gpusim_stream_XXXXXX.json.gz";
+  const int fd = mkstemps(name, 8);
+  if (fd < 0) return "";
+  close(fd);
+  warm_trace::TrainingSteps steps;
+  warm_trace::WarmRecording rec = warm_trace::WriteWarmKineto(name, steps, steps.step_events() * 5 / 2, n);
+  *truth = std::move(rec.start);
+  return rec.path;
 }
 
 // Note [Streaming a warm trace in passes]: the warm trace streamed in
 // passes (facts, the cold start's first Total Reserved, then the replay from
 // the inferred state to its fixed point), in memory bounded by the distinct
-// blocks; reports the passes and whether the warm start was applied.
+// blocks; reports the passes, whether the warm start was applied, the share
+// of events whose reserved (and allocated) is exact, how many inferred
+// segments are the model's own (of how many), and the facts reported
+// undetermined.
 void BM_EndToEndWarm(benchmark::State& state) {
-  const std::string path = WriteWarmKineto(state.range(0));
+  std::vector<SegmentLayout> truth;
+  const std::string path = WriteWarmKineto(state.range(0), &truth);
   if (path.empty()) {
     state.SkipWithError("cannot write the warm trace");
     return;
@@ -344,6 +270,18 @@ void BM_EndToEndWarm(benchmark::State& state) {
     state.counters["passes"] = std::stod(r->import.substr(12));
     state.counters["warm_applied"] = r->warm_start.has_value() && r->warm_start->applied;
     state.counters["reserved_exact_share"] = r->reserved.has_value() ? r->reserved->exact_share() : -1;
+    state.counters["allocated_exact_share"] = r->allocated.has_value() ? r->allocated->exact_share() : -1;
+    if (r->warm_start.has_value()) {
+      int64_t same = 0;
+      for (const InferredSegment& s : r->warm_start->segments) {
+        for (const SegmentLayout& t : truth) {
+          same += static_cast<int64_t>(t.address) == s.begin && t.size == s.end - s.begin;
+        }
+      }
+      state.counters["segments_true"] = static_cast<double>(truth.size());
+      state.counters["segments_inferred_true"] = static_cast<double>(same);
+      state.counters["undetermined"] = static_cast<double>(r->warm_start->undetermined.size());
+    }
     if (r->warm_start.has_value() && !r->warm_start->applied) state.SetLabel(r->warm_start->why_not);
     benchmark::DoNotOptimize(RenderReplayText(*r));
   }
