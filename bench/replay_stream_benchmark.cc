@@ -5,29 +5,32 @@
 // and the pytorch_caching allocator alone on the same alloc/free stream.
 // Targets (README "Replaying recorded traces"): at most 300 MB resident
 // (met: the trace streams, Note [Replaying as the trace is parsed]) and at
-// least 2 M events/s end to end on 10 M events (not met: 1.35-1.62 M/s of
-// process CPU on the loaded 2-core machine, was 0.59-0.80); the allocator
-// alone at least 10 M events/s on one core (met).
+// least 2 M events/s end to end on 10 M events (met: 2.17-2.37 M/s of
+// process CPU at load 1.8-3.2 on the shared 2-core machine, main before
+// 1.65-1.77 M/s in the same hour); the allocator alone at least 10 M
+// events/s on one core (met: 11.5-14.4 M/s).
 //   build/replay_stream_benchmark --benchmark_filter='Alone|EndToEnd/'
 // Each benchmark reports its own peak resident memory (peak_rss_MB). The
 // whole-trace path (BM_EndToEndWhole: every event imported first) needs
 // ~170 B an event; it runs on 1 M events only.
 //
 // Where the time goes (perf record of `gpusim replay --cold-start` on the
-// 1 M-event trace, % of the process's cycles; session 6):
-//   before (1.33 s CPU): zlib inflate + crc32 24% (read-ahead thread),
-//     element scan Scanner::Value 13% + copies (memmove) 5%, simdjson field
-//     walk 29% (OnElement 8, ParseArgs 5, from_chars 4, stage 1 3,
-//     NumberToken 2, KeyOf 2, key compares 4), replay 19% (allocator 8,
-//     ReplayCore::Op 4, stream lambda 3, Pairing::Step 3), kernel 3%.
-//   after (0.66-0.72 s CPU): ISA-L inflate + CRC 22% (Note [Decompressing
-//     with ISA-L]), the one-pass read 42% (FastJson::Key 14, Number 11,
-//     String 5, OnElementInPlace 8, Emit 2: Note [One pass per trace event];
-//     Key and Number are the first to touch each event's bytes, decompressed
-//     on the other core, and carry those cache misses), allocator 9%,
-//     ReplayCore::Op 4%, pairing 4%, stream glue 4%, memmove 2% (the blocks
-//     now reach the scanner without a copy: ByteSource::SwapBlock), kernel
-//     7% (file reads, page clearing).
+// 1 M-event trace, % of the process's cycles):
+//   session 6, before (1.33 s CPU): zlib inflate + crc32 24% (read-ahead
+//     thread), element scan Scanner::Value 13% + copies (memmove) 5%,
+//     simdjson field walk 29%, replay 19%.
+//   session 6, after (0.62-0.72 s CPU): ISA-L inflate + CRC 22% (Note
+//     [Decompressing with ISA-L]), the one-pass read 42% (FastJson::Key 14,
+//     Number 11, String 5, OnElementInPlace 8, Emit 2: Note [One pass per
+//     trace event]), allocator 9%, ReplayCore::Op 4%, pairing 4%, stream
+//     glue 4%, kernel 7%.
+//   session 8 (0.39-0.44 s CPU; callgrind on 200 k events: 920 M
+//     instructions, was 1,515 M): [memory] events read against the shape of
+//     the last one walked (Note [Events of one shape]) and integers by a
+//     16-byte digit test: ISA-L + CRC 25%, the read 27% (OnElementInPlace
+//     21, Emit 3, RawScalar 2, ScanArray 1), pairing 5%, replay core and
+//     allocator ~25%, stream glue (the on_memory_event lambda, RecycledIds,
+//     the ops vector) 7%.
 #include <unistd.h>
 #include <zlib.h>
 
