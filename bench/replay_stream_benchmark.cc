@@ -5,29 +5,32 @@
 // and the pytorch_caching allocator alone on the same alloc/free stream.
 // Targets (README "Replaying recorded traces"): at most 300 MB resident
 // (met: the trace streams, Note [Replaying as the trace is parsed]) and at
-// least 2 M events/s end to end on 10 M events (not met: 1.35-1.62 M/s of
-// process CPU on the loaded 2-core machine, was 0.59-0.80); the allocator
-// alone at least 10 M events/s on one core (met).
+// least 2 M events/s end to end on 10 M events (met: 2.17-2.37 M/s of
+// process CPU at load 1.8-3.2 on the shared 2-core machine, main before
+// 1.65-1.77 M/s in the same hour); the allocator alone at least 10 M
+// events/s on one core (met: 11.5-14.4 M/s).
 //   build/replay_stream_benchmark --benchmark_filter='Alone|EndToEnd/'
 // Each benchmark reports its own peak resident memory (peak_rss_MB). The
 // whole-trace path (BM_EndToEndWhole: every event imported first) needs
 // ~170 B an event; it runs on 1 M events only.
 //
 // Where the time goes (perf record of `gpusim replay --cold-start` on the
-// 1 M-event trace, % of the process's cycles; session 6):
-//   before (1.33 s CPU): zlib inflate + crc32 24% (read-ahead thread),
-//     element scan Scanner::Value 13% + copies (memmove) 5%, simdjson field
-//     walk 29% (OnElement 8, ParseArgs 5, from_chars 4, stage 1 3,
-//     NumberToken 2, KeyOf 2, key compares 4), replay 19% (allocator 8,
-//     ReplayCore::Op 4, stream lambda 3, Pairing::Step 3), kernel 3%.
-//   after (0.66-0.72 s CPU): ISA-L inflate + CRC 22% (Note [Decompressing
-//     with ISA-L]), the one-pass read 42% (FastJson::Key 14, Number 11,
-//     String 5, OnElementInPlace 8, Emit 2: Note [One pass per trace event];
-//     Key and Number are the first to touch each event's bytes, decompressed
-//     on the other core, and carry those cache misses), allocator 9%,
-//     ReplayCore::Op 4%, pairing 4%, stream glue 4%, memmove 2% (the blocks
-//     now reach the scanner without a copy: ByteSource::SwapBlock), kernel
-//     7% (file reads, page clearing).
+// 1 M-event trace, % of the process's cycles):
+//   session 6, before (1.33 s CPU): zlib inflate + crc32 24% (read-ahead
+//     thread), element scan Scanner::Value 13% + copies (memmove) 5%,
+//     simdjson field walk 29%, replay 19%.
+//   session 6, after (0.62-0.72 s CPU): ISA-L inflate + CRC 22% (Note
+//     [Decompressing with ISA-L]), the one-pass read 42% (FastJson::Key 14,
+//     Number 11, String 5, OnElementInPlace 8, Emit 2: Note [One pass per
+//     trace event]), allocator 9%, ReplayCore::Op 4%, pairing 4%, stream
+//     glue 4%, kernel 7%.
+//   session 8 (0.39-0.44 s CPU; callgrind on 200 k events: 920 M
+//     instructions, was 1,515 M): [memory] events read against the shape of
+//     the last one walked (Note [Events of one shape]) and integers by a
+//     16-byte digit test: ISA-L + CRC 25%, the read 27% (OnElementInPlace
+//     21, Emit 3, RawScalar 2, ScanArray 1), pairing 5%, replay core and
+//     allocator ~25%, stream glue (the on_memory_event lambda, RecycledIds,
+//     the ops vector) 7%.
 #include <unistd.h>
 #include <zlib.h>
 
@@ -42,6 +45,7 @@
 #include "sim/alloc/impl/pytorch_caching.h"
 #include "sim/import/import.h"
 #include "sim/replay/replay.h"
+#include "tests/warm_trace.h"
 
 namespace gpusim {
 namespace {
@@ -224,108 +228,33 @@ BENCHMARK(BM_EndToEnd)
     ->Iterations(1)
     ->MeasureProcessCPUTime();
 
-// A training loop's allocation stream, one event at a time: every step
-// makes the same 2,048 requests (sizes as SyntheticStream's, from a fixed
-// seed) and frees them in the same order (a random live block after about
-// half the requests once 256 are live, the rest at the step's end), so a
-// caching allocator warmed by a few steps reuses its segments and Total
-// Reserved stays constant, as in a warm recording.
-class TrainingSteps {
- public:
-  TrainingSteps() {
-    uint64_t x = 0x2545f4914f6cdd1dULL;
-    auto rand = [&x] {
-      x ^= x << 13;
-      x ^= x >> 7;
-      x ^= x << 17;
-      return x;
-    };
-    std::vector<int64_t> live;
-    constexpr int64_t kRequests = 2048;
-    for (int64_t j = 0; j < kRequests; ++j) {
-      const int shift = static_cast<int>(9 + rand() % 18);  // 512 B .. 64 MiB
-      step_.push_back({true, j, (int64_t{1} << shift) + static_cast<int64_t>(rand() % 4096) * 512});
-      live.push_back(j);
-      if (live.size() > 256 && rand() % 2 == 0) {
-        const size_t k = rand() % live.size();
-        step_.push_back({false, live[k], 0});
-        live[k] = live.back();
-        live.pop_back();
-      }
-    }
-    while (!live.empty()) {
-      const size_t k = rand() % live.size();
-      step_.push_back({false, live[k], 0});
-      live[k] = live.back();
-      live.pop_back();
-    }
-  }
-  size_t step_events() const { return step_.size(); }
-  SyntheticEvent Next() {
-    SyntheticEvent e = step_[at_ % step_.size()];
-    e.id += static_cast<int64_t>(at_ / step_.size()) * 2048;
-    ++at_;
-    return e;
-  }
-
- private:
-  std::vector<SyntheticEvent> step_;
-  uint64_t at_ = 0;
-};
-
-// Writes a warm trace of `n` events as a caching allocator records it: two
-// and a half steps run through the pytorch_caching model unrecorded (the
-// cache warms; the blocks live then are freed in the window, allocated
-// before it), then every event with the model's address, block size and
-// totals (Kineto records the block size, Total Allocated and Total Reserved
-// after each).
-std::string WriteWarmKineto(int64_t n) {
-  std::string path;
-  gzFile f = OpenKineto(int64_t{1} << 40, &path);
-  if (f == nullptr) return "";
-  PyTorchCachingAllocator a(Bytes(1LL << 40));
-  TrainingSteps steps;
-  const int64_t warm_up = static_cast<int64_t>(steps.step_events()) * 5 / 2;
-  for (int64_t i = 0; i < warm_up + n; ++i) {
-    const SyntheticEvent e = steps.Next();
-    int64_t addr = 0, block = 0;
-    if (e.alloc) {
-      if (!a.Alloc(e.id, Bytes(e.size), 0)) {
-        gzclose(f);
-        std::remove(path.c_str());
-        return "";
-      }
-      addr = static_cast<int64_t>(a.AddressOf(e.id).value());
-      block = a.BlockSizeOf(e.id)->value();
-    } else {
-      addr = static_cast<int64_t>(a.AddressOf(e.id).value());
-      block = -a.BlockSizeOf(e.id)->value();
-      a.Free(e.id);
-    }
-    if (i < warm_up) continue;
-    const AllocatorUsage u = a.usage();
-    char buf[320];
-    std::snprintf(buf, sizeof buf,
-                  "%s{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"pid\": 1, "
-                  "\"tid\": 1, \"ts\": %lld, \"s\": \"t\", \"args\": {\"Device Type\": 1, \"Device Id\": 0, "
-                  "\"Addr\": %lld, \"Bytes\": %lld, \"Total Allocated\": %lld, \"Total Reserved\": %lld, "
-                  "\"Ev Idx\": %lld}}\n",
-                  i == warm_up ? "" : ",", static_cast<long long>(i), static_cast<long long>(addr),
-                  static_cast<long long>(block), static_cast<long long>(u.allocated.value()),
-                  static_cast<long long>(u.reserved.value()), static_cast<long long>(i));
-    gzputs(f, buf);
-  }
-  gzputs(f, "]}\n");
-  gzclose(f);
-  return path;
+// A warm trace of `n` events as the pytorch_caching model records it
+// (tests/warm_trace.h): two and a half steps of a training loop of 2,048
+// requests run through the model unrecorded (the cache warms; the blocks
+// live then are freed in the window, allocated before it), then every event
+// with the model's address, block size and totals. `truth`: the model's
+// segments at the first recorded event.
+std::string WriteWarmKineto(int64_t n, std::vector<SegmentLayout>* truth) {
+  char name[] = "/tmp/gpusim_stream_XXXXXX.json.gz";
+  const int fd = mkstemps(name, 8);
+  if (fd < 0) return "";
+  close(fd);
+  warm_trace::TrainingSteps steps;
+  warm_trace::WarmRecording rec = warm_trace::WriteWarmKineto(name, steps, steps.step_events() * 5 / 2, n);
+  *truth = std::move(rec.start);
+  return rec.path;
 }
 
 // Note [Streaming a warm trace in passes]: the warm trace streamed in
 // passes (facts, the cold start's first Total Reserved, then the replay from
 // the inferred state to its fixed point), in memory bounded by the distinct
-// blocks; reports the passes and whether the warm start was applied.
+// blocks; reports the passes, whether the warm start was applied, the share
+// of events whose reserved (and allocated) is exact, how many inferred
+// segments are the model's own (of how many), and the facts reported
+// undetermined.
 void BM_EndToEndWarm(benchmark::State& state) {
-  const std::string path = WriteWarmKineto(state.range(0));
+  std::vector<SegmentLayout> truth;
+  const std::string path = WriteWarmKineto(state.range(0), &truth);
   if (path.empty()) {
     state.SkipWithError("cannot write the warm trace");
     return;
@@ -341,6 +270,18 @@ void BM_EndToEndWarm(benchmark::State& state) {
     state.counters["passes"] = std::stod(r->import.substr(12));
     state.counters["warm_applied"] = r->warm_start.has_value() && r->warm_start->applied;
     state.counters["reserved_exact_share"] = r->reserved.has_value() ? r->reserved->exact_share() : -1;
+    state.counters["allocated_exact_share"] = r->allocated.has_value() ? r->allocated->exact_share() : -1;
+    if (r->warm_start.has_value()) {
+      int64_t same = 0;
+      for (const InferredSegment& s : r->warm_start->segments) {
+        for (const SegmentLayout& t : truth) {
+          same += static_cast<int64_t>(t.address) == s.begin && t.size == s.end - s.begin;
+        }
+      }
+      state.counters["segments_true"] = static_cast<double>(truth.size());
+      state.counters["segments_inferred_true"] = static_cast<double>(same);
+      state.counters["undetermined"] = static_cast<double>(r->warm_start->undetermined.size());
+    }
     if (r->warm_start.has_value() && !r->warm_start->applied) state.SetLabel(r->warm_start->why_not);
     benchmark::DoNotOptimize(RenderReplayText(*r));
   }

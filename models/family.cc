@@ -70,20 +70,26 @@ std::vector<ModelFamily>* MakeFamilies() {
                 LlamaLayerGraph});
   // models/gpt.h: Megatron-LM GPT as Korthikanti et al. 2022 count it.
   const Settings gpt = Join({kTransformerCore,
-                             {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "optimizer.clip_grad_norm", "remat.method", "remat.num_layers", "parallelism.tensor",
+                             {"model.n_kv_heads", "model.head_dim", "model.tied_embeddings", "model.attention",
+                              "optimizer.clip_grad_norm", "remat.method", "remat.num_layers", "parallelism.tensor",
                               "parallelism.sequence_parallel"}});
   f->push_back({"gpt",
-                "Megatron-LM GPT (LayerNorm, fused QKV with grouped-query heads, tied or untied output layer, explicit softmax attention with dropout, GeLU MLP), tensor "
-                "and sequence parallelism, Megatron recompute (Korthikanti et al. 2022, arXiv 2205.05198)",
+                "Megatron-LM GPT (LayerNorm, fused QKV with grouped-query heads, tied or untied output layer, "
+                "explicit softmax attention with dropout by default or flash attention, GeLU MLP), tensor and "
+                "sequence parallelism, Megatron recompute (Korthikanti et al. 2022, arXiv 2205.05198)",
                 gpt,
                 gpt,
-                {{"model.attention", "explicit"},
-                 {"model.scan_layers", "false"},
-                 {"loop.mode", "unrolled"}},
+                {{"model.attention", "explicit"}, {"model.scan_layers", "false"}, {"loop.mode", "unrolled"}},
                 BuildGpt,
                 GptParamCount,
                 CheckGptParallelism,
                 GptLayerGraph});
+  // gpt's settings but the attention kernel, which a launch line's
+  // --attention-backend / --use-flash-attn / --transformer-impl decide.
+  Settings megatron;
+  for (const std::string& path : gpt) {
+    if (path != "model.attention") megatron.push_back(path);
+  }
   // A Megatron-LM launch line (sim/config/megatron_args.h): the gpt layers
   // of one pipeline rank under Megatron's schedule, main_grad buffers and
   // optimizer (models/gpt.h, models/megatron_schedule.h). The launch line
@@ -93,7 +99,7 @@ std::vector<ModelFamily>* MakeFamilies() {
                 "(GQA, SwiGLU, RMSNorm, RoPE or learned positions, biases, flash or unfused attention), TP/SP, 1F1B "
                 "and interleaved PP, CP, DP with main_grad buckets, the distributed optimizer, recompute",
                 {},
-                gpt,
+                megatron,
                 {{"model.scan_layers", "false"}, {"loop.mode", "unrolled"}},
                 BuildGpt,
                 nullptr,

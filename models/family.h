@@ -30,10 +30,13 @@ struct ModelFamily {
   // Setting paths (sim/config/settings.h) the family models under
   // framework jax and under framework pytorch.
   std::vector<std::string> jax_settings, pytorch_settings;
-  // For settings it does not model whose default is not what it does: the
-  // value it behaves as ("loop.mode" → "unrolled": layers are emitted
-  // straight-line). A run may give exactly this value; the pipeline writes
-  // it into the spec so reports show what was simulated.
+  // Where the family's value for a setting is not the spec's default: the
+  // value a run that does not write the setting runs, which the pipeline
+  // writes into the spec so reports show what was simulated. For a setting
+  // the family does not model it is the only value a run may give
+  // ("loop.mode" → "unrolled": layers are emitted straight-line); for one it
+  // models, the family's default (gpt's "model.attention" → "explicit", as
+  // Korthikanti et al. count it).
   std::map<std::string, std::string> fixed;
   // Builds the step. `plan` is the remat plan the pipeline decided on
   // layer_graph's layer (sim/step/model_program.h); null when the family

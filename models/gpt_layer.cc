@@ -26,10 +26,12 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
   const int64_t At = A_ / t_, Ft = F_ / t_;
   const int64_t Wqkv = (A_ + 2 * K_) * Dh_, Wc = A_ * Dh_;
   const double wqkv = static_cast<double>(Wqkv), wc = static_cast<double>(Wc), dh = static_cast<double>(Dh_);
-  // Megatron launch lines: SwiGLU (fc1 twice as wide, gate x up), flash
-  // attention, hidden dropout off when --hidden-dropout 0.
+  // Megatron launch lines: SwiGLU (fc1 twice as wide, gate x up), hidden
+  // dropout off when --hidden-dropout 0. Flash attention: the launch line's
+  // --attention-backend, or a gpt config's model.attention (the same TE
+  // flash kernels, Note [Megatron flash attention]).
   const bool swiglu = mg_ && g_.swiglu;
-  const bool flash = mg_ && g_.attention == "flash";
+  const bool flash = mg_ ? g_.attention == "flash" : m_.attention == "flash";
   const bool masks = !mg_ || g_.hidden_dropout > 0;
   const int64_t F1t = (swiglu ? 2 : 1) * Ft;
   const double f1 = (swiglu ? 2 : 1) * f;

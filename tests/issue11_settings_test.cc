@@ -30,7 +30,7 @@ TEST(Issue11SettingsTest, EachNamedSettingChangesTheResultOrIsRefusedByName) {
       {kLlama, "--set remat.method=block --set remat.num_layers=3", "remat.method: not modelled"},
       {kGpt, "--set model.n_kv_heads=8", ""},
       {kGpt, "--set model.tied_embeddings=false", ""},
-      {kGpt, "--set model.attention=flash", "--set model.attention=flash: model.attention: not modelled"},
+      {kGpt, "--set model.attention=flash", ""},  // modelled: models/gpt_layer.cc
       {kGpt, "--set parallelism.fsdp=8", "--set parallelism.fsdp=8: parallelism.fsdp: not modelled"},
       {kLlama, "--set allocator.impl=bfc --set allocator.mem_fraction=0.5", ""},
       {kLlama, "--set allocator.impl=pytorch_caching", "--set allocator.impl=pytorch_caching: allocator.impl:"},

@@ -209,5 +209,50 @@ TEST(KinetoFastPathTest, EveryExitGivesTheGeneralPathsResult) {
   EXPECT_THAT(general, testing::HasSubstr(std::string(40000, 'k')));
 }
 
+// Note [Events of one shape]: [memory] events read against the shape of the
+// last one walked give what the general path gives, whatever their values
+// (lengths, signs, fractions, exponents, strings where numbers were) and
+// whatever breaks the shape between them.
+TEST(KinetoFastPathTest, EventsOfOneShapeGiveTheGeneralPathsResult) {
+  auto mem = [](const std::string& ts, const std::string& pid, const std::string& addr, const std::string& bytes,
+                const std::string& total) {
+    return R"({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": )" + pid + R"(, "tid": 2, "ts": )" +
+           ts + R"(, "s": "t", "args": {"Device Type": 1, "Device Id": 0, "Addr": )" + addr + R"(, "Bytes": )" +
+           bytes + R"(, "Total Allocated": )" + total + R"(, "Total Reserved": 2097152, "Ev Idx": 3}})";
+  };
+  const std::vector<std::string> events = {
+      mem("10", "1", "4096", "512", "512"),
+      mem("11", "1", "140737488355328", "-512", "0"),
+      mem("1234567890123", "\"Spans\"", "8", "99999999999999999", "1"),
+      mem("12.5", "1", "8", "-99999999999999999", "0"),
+      mem("1e3", "1", "8", "1", "1"),
+      mem("13", "1", "8", "1.5", "1"),                       // an integer field that is not one
+      mem("14", "1", "8", "12345678901234567890", "1"),       // past int64
+      mem("15", "1", "8", "-0", "1"),
+      mem("16", "1", "\"8\"", "1", "1"),
+      mem("17", "1", "8", "01", "1"),
+      mem("18", "1", "8", "1", "-1"),                        // a negative total: the event's error
+      R"({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 2, "ts": 19, "s": "p", "args": {"Device Type": 1, "Bytes": 5}})",
+      mem("20", "1", "8", "1", "1"),
+      R"({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 2, "ts": 21, "s": "t", "args": {"Device Type": 1, "Bytes": 5}})",
+      R"({"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 22, "dur": 3, "args": {"stream": 7}})",
+      mem("23", "1", "8", "2", "3"),
+      mem("24", "1", "8", "2", "3").substr(0, 60),  // cut short inside the shape: the document's error
+  };
+  for (const KinetoImportOptions& o : EveryOption()) {
+    // Each event after two of the shape, and all of them in a row.
+    for (const std::string& e : events) {
+      std::string general;
+      const std::string doc = R"({"traceEvents": [)" + events[0] + ",\n" + events[1] + ",\n" + e + "]}";
+      EXPECT_EQ(ImportBoth(doc, o, &general), general) << e;
+    }
+    std::string all = R"({"traceEvents": [)";
+    for (size_t i = 0; i + 1 < events.size(); ++i) all += (i == 0 ? "" : ",\n") + events[i];
+    std::string general;
+    EXPECT_EQ(ImportBoth(all + "]}", o, &general), general);
+    EXPECT_EQ(ImportBoth(all + ",\n" + events.back(), o, &general), general);
+  }
+}
+
 }  // namespace
 }  // namespace gpusim

@@ -35,10 +35,11 @@ std::string RandomConfig(std::mt19937_64& rng) {
                   "\n  head_dim: ", head_dim, "\n  mlp_dim: ", d_model * Pick(rng, {2, 4}),
                   "\n  vocab: ", Pick(rng, {256, 1000, 32000}), "\n");
   // Only settings the family models (sim/step/capabilities refuses the
-  // rest by name): attention kernel, layer scan and loop mode are Llama's.
+  // rest by name): both model the attention kernel; layer scan and loop
+  // mode are Llama's.
+  absl::StrAppend(&y, "  attention: ", Pick(rng, {"flash", "explicit"}), "\n");
   if (llama) {
-    absl::StrAppend(&y, "  attention: ", Pick(rng, {"flash", "explicit"}),
-                    "\n  scan_layers: ", Pick(rng, {"true", "false"}), "\n");
+    absl::StrAppend(&y, "  scan_layers: ", Pick(rng, {"true", "false"}), "\n");
     absl::StrAppend(&y, "loop: {mode: ", Pick(rng, {"rolled", "unrolled"}), "}\n");
   }
   absl::StrAppend(&y, "remat: {policy: ", Pick(rng, {"none", "full", "minimal"}), "}\n");

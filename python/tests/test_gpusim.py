@@ -88,7 +88,9 @@ def test_advise_is_the_cli_json():
     assert a == json.loads(out)
 
 
-def test_gil_is_released_while_simulating():
+def _ticks_during_one_call():
+    """Ticks of a second Python thread while gpusim.run runs: (ticks inside
+    the call, its start, its end)."""
     ticks = []
     stop = threading.Event()
 
@@ -105,11 +107,23 @@ def test_gil_is_released_while_simulating():
     end = time.monotonic()
     stop.set()
     t.join()
-    during = [x for x in ticks if start < x < end]
-    # With the GIL held for the whole call the ticker could not run inside it
-    # (no tick after the first few µs); released, it ticks all along.
-    assert len(during) >= 5, (len(during), end - start)
-    assert max(during) - min(during) > 0.5 * (end - start), (min(during) - start, end - max(during))
+    return [x for x in ticks if start < x < end], start, end
+
+
+def test_gil_is_released_while_simulating():
+    # With the GIL held for the whole call the ticker cannot run inside it
+    # (no tick after the first few µs), in every attempt; released, it ticks
+    # all along. The ticker is a thread the OS schedules: on a loaded
+    # machine one call may see it descheduled for a while, so the property
+    # must hold in one of three calls, never in none.
+    seen = []
+    for _ in range(3):
+        during, start, end = _ticks_during_one_call()
+        spread = max(during) - min(during) if during else 0.0
+        if len(during) >= 5 and spread > 0.5 * (end - start):
+            return
+        seen.append((len(during), round(spread, 4), round(end - start, 4)))
+    raise AssertionError(f"no call let the ticker run (ticks, spread s, call s): {seen}")
 
 
 def test_html_repr_shows_summary_and_timeline():

@@ -139,7 +139,7 @@ bool FastJson::Number(std::string_view* out) {
   return Number(out, &value, &is_integer);
 }
 
-bool FastJson::Number(std::string_view* out, int64_t* value, bool* is_integer) {
+[[gnu::noinline]] bool FastJson::NumberSlow(std::string_view* out, int64_t* value, bool* is_integer) {
   if (!SkipWs()) return false;
   const char* b = p_;
   const char* q = p_;
@@ -151,13 +151,30 @@ bool FastJson::Number(std::string_view* out, int64_t* value, bool* is_integer) {
   if (*q == '0') {
     ++q;
   } else {
-    // (v wraps past 19 digits: it is not used then.)
-    uint64_t eight = 0;
-    while (end_ - q >= 8 && EightDigits(q, &eight)) {
-      v = v * 100000000 + eight;
-      q += 8;
+    bool done = false;
+#if defined(GPUSIM_JSON_FAST_SWAR)
+    // The length of the run of digits in one 16-byte test, then its value
+    // in one or two word conversions (runs of 1..16 digits: every integer
+    // a trace holds).
+    if (end_ - q >= 16) {
+      const unsigned stop = json_fast_internal::NonDigits(_mm_loadu_si128(reinterpret_cast<const __m128i*>(q)));
+      if (stop != 0) {
+        const int n = __builtin_ctz(stop);  // >= 1: *q is a digit
+        v = json_fast_internal::DigitsValue16(q, n);
+        q += n;
+        done = true;
+      }
     }
-    while (q < end_ && IsDigit(*q)) v = v * 10 + static_cast<uint64_t>(*q++ - '0');
+#endif
+    if (!done) {
+      // (v wraps past 19 digits: it is not used then.)
+      uint64_t eight = 0;
+      while (end_ - q >= 8 && EightDigits(q, &eight)) {
+        v = v * 100000000 + eight;
+        q += 8;
+      }
+      while (q < end_ && IsDigit(*q)) v = v * 10 + static_cast<uint64_t>(*q++ - '0');
+    }
   }
   bool integer = q - digits <= 18;
   if (q < end_ && *q == '.') {
@@ -182,6 +199,25 @@ bool FastJson::Number(std::string_view* out, int64_t* value, bool* is_integer) {
   *is_integer = integer;
   if (integer) *value = negative ? -static_cast<int64_t>(v) : static_cast<int64_t>(v);
   p_ = q;
+  return true;
+}
+
+bool EventShape::Learn(const char* end) {
+  runs_.clear();
+  literal_.clear();
+  if (overflow_) return false;
+  const char* at = begin_;
+  for (int i = 0; i <= recorded_; ++i) {
+    const char* to = i < recorded_ ? recorded_holes_[static_cast<size_t>(i)].from : end;
+    Run r;
+    r.at = static_cast<uint32_t>(literal_.size());
+    r.size = static_cast<uint32_t>(to - at);
+    r.field = i < recorded_ ? recorded_holes_[static_cast<size_t>(i)].field : kNoField;
+    literal_.append(at, to);
+    runs_.push_back(r);
+    if (i < recorded_) at = recorded_holes_[static_cast<size_t>(i)].to;
+  }
+  literal_.append(16, '\0');
   return true;
 }
 
@@ -247,7 +283,14 @@ bool FastJson::RawScalar(std::string_view* out) {
   const char* b = p_;
   const char c = *p_;
   if (c == '{' || c == '[') return false;
-  if (!SkipValue(0)) return false;
+  if (c == '-' || IsDigit(c)) {  // SkipValue's Number, inline
+    std::string_view ignored;
+    int64_t value = 0;
+    bool is_integer = false;
+    if (!Number(&ignored, &value, &is_integer)) return false;
+  } else if (!SkipValue(0)) {
+    return false;
+  }
   SkipWs();
   *out = std::string_view(b, static_cast<size_t>(p_ - b));
   return true;

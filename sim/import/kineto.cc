@@ -259,9 +259,27 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   // the reference. Both then go through Emit.
   absl::StatusOr<size_t> OnElementInPlace(std::string_view window, int64_t offset) override {
     if (!options_.fast_path) return size_t{0};
+    // Note [Events of one shape]: a [memory] event like the last one walked
+    // is read against its shape.
+    if (!shape_.empty()) {
+      import_internal::FastJson j(window);
+      Fields f;
+      recording_ = false;
+      if (MatchShape(j, f)) {
+        RETURN_IF_ERROR(Emit(f, offset));
+        return static_cast<size_t>(j.pos() - window.data());
+      }
+    }
     import_internal::FastJson j(window);
     Fields f;
+    shape_.Begin(window.data());
+    recording_ = true;
     if (!FastWalk(j, f)) return size_t{0};
+    if (f.have_args && Classify(f.ph, f.name, f.cat) == Class::kMemory && shape_.Learn(j.pos())) {
+      shape_ph_.assign(f.ph);
+      shape_name_.assign(f.name);
+      shape_cat_.assign(f.cat);
+    }
     RETURN_IF_ERROR(Emit(f, offset));
     return static_cast<size_t>(j.pos() - window.data());
   }
@@ -298,13 +316,63 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   }
   // ArgSlot of ArgKeys().name(k).
   static std::optional<int64_t>* ArgSlotAt(Args& a, int k) {
-    std::optional<int64_t>* slots[] = {&a.device_type,  &a.device_id,      &a.addr,   &a.bytes,      &a.total_allocated,
-                                       &a.total_reserved, &a.ev_idx,       &a.stream, &a.device,     &a.correlation,
-                                       &a.external_id,    &a.external_id,  &a.op_bytes};
-    return slots[k];
+    static constexpr std::optional<int64_t> Args::*kSlots[] = {
+        &Args::device_type,    &Args::device_id, &Args::addr,        &Args::bytes,       &Args::total_allocated,
+        &Args::total_reserved, &Args::ev_idx,    &Args::stream,      &Args::device,      &Args::correlation,
+        &Args::external_id,    &Args::external_id, &Args::op_bytes};
+    return &(a.*kSlots[k]);
   }
 
-  bool FastWalk(import_internal::FastJson& j, Fields& f) const {
+  // FastWalk's read of the value of top-level field k (kPid, kTid, kTs,
+  // kDur) and of the integer "args" field ArgKeys().name(k): the holes of
+  // an event's shape (Note [Events of one shape]), recorded as they are read.
+  static constexpr int kArgField = 100;  // hole field of args key k: kArgField + k
+  [[gnu::always_inline]] bool TopValue(import_internal::FastJson& j, int k, Fields& f) {
+    std::string_view tok;
+    if (k == kPid || k == kTid) {
+      if (!j.RawScalar(&tok)) return false;
+      (k == kPid ? f.pid : f.tid) = tok;
+    } else {
+      int64_t ns = 0;
+      bool integer = false;
+      if (!j.Number(&tok, &ns, &integer)) return false;
+      // ParseMicrosToNanos of an integer: its range, times 1000.
+      if (integer && ns <= kMaxMicros && ns >= -kMaxMicros) {
+        ns *= 1000;
+      } else if (!ParseMicrosToNanos(tok, &ns)) {
+        return false;
+      }
+      (k == kTs ? f.ts : f.dur) = ns;
+    }
+    if (recording_) shape_.Hole(k, tok.data(), j.pos());
+    return true;
+  }
+  [[gnu::always_inline]] bool ArgValue(import_internal::FastJson& j, int k, Args& args) {
+    std::string_view tok;
+    int64_t n = 0;
+    bool integer = false;
+    if (!j.Number(&tok, &n, &integer) || (!integer && !ParseInteger(tok, &n))) return false;
+    *ArgSlotAt(args, k) = n;
+    if (recording_) shape_.Hole(kArgField + k, tok.data(), j.pos());
+    return true;
+  }
+
+  // The event at the cursor read against shape_: the fields of the event
+  // it was learned from, with the holes' values read here.
+  bool MatchShape(import_internal::FastJson& j, Fields& f) {
+    if (!shape_.Match(j, [&](int field) {
+          return field >= kArgField ? ArgValue(j, field - kArgField, f.args) : TopValue(j, field, f);
+        })) {
+      return false;
+    }
+    f.ph = shape_ph_;
+    f.name = shape_name_;
+    f.cat = shape_cat_;
+    f.have_args = true;
+    return true;
+  }
+
+  bool FastWalk(import_internal::FastJson& j, Fields& f) {
     return j.Object(TopKeys(), [&](int k, std::string_view /*key*/, int* guess) {
       switch (k) {
         case kPh:
@@ -315,22 +383,9 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
           return j.String(&f.cat);
         case kPid:
         case kTid:
-          return j.RawScalar(k == kPid ? &f.pid : &f.tid);
         case kTs:
-        case kDur: {
-          std::string_view tok;
-          int64_t ns = 0;
-          bool integer = false;
-          if (!j.Number(&tok, &ns, &integer)) return false;
-          // ParseMicrosToNanos of an integer: its range, times 1000.
-          if (integer && ns <= kMaxMicros && ns >= -kMaxMicros) {
-            ns *= 1000;
-          } else if (!ParseMicrosToNanos(tok, &ns)) {
-            return false;
-          }
-          (k == kTs ? f.ts : f.dur) = ns;
-          return true;
-        }
+        case kDur:
+          return TopValue(j, k, f);
         case kArgs:
           if (Classify(f.ph, f.name, f.cat) == Class::kSkip) return j.SkipValue(1);
           f.have_args = true;
@@ -342,7 +397,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     });
   }
 
-  bool FastArgs(import_internal::FastJson& j, Args& args) const {
+  bool FastArgs(import_internal::FastJson& j, Args& args) {
     return j.Object(ArgKeys(), [&](int k, std::string_view key, int* /*guess*/) {
       if (k == import_internal::FastJson::kUnknownKey) {
         if (options_.keep_shapes && (key == "Input Dims" || key == "Input type" || key == "Concrete Inputs")) {
@@ -350,12 +405,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
         }
         return j.SkipValue(2);
       }
-      std::string_view tok;
-      int64_t n = 0;
-      bool integer = false;
-      if (!j.Number(&tok, &n, &integer) || (!integer && !ParseInteger(tok, &n))) return false;
-      *ArgSlotAt(args, k) = n;
-      return true;
+      return ArgValue(j, k, args);
     });
   }
 
@@ -677,6 +727,11 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   std::vector<int32_t> memory_threads_;  // per kept memory event
   absl::flat_hash_map<std::string, int32_t> thread_ids_;
   std::string thread_key_;
+  // Note [Events of one shape]: the last [memory] event walked, and its
+  // literal ph, name and cat.
+  import_internal::EventShape shape_;
+  bool recording_ = false;  // the walk records its holes into shape_
+  std::string shape_ph_, shape_name_, shape_cat_;
 };
 
 }  // namespace

@@ -279,11 +279,14 @@ struct Pairing {
       return absl::InvalidArgumentError(Cat(source_file, ": memory event ", index, " (", MemoryEventKindName(m.kind),
                                             "): negative size ", m.size.value()));
     }
+    // The live block at the event's address, looked up once (nothing below
+    // changes by_address before the event's own insert or erase).
+    auto at_address = m.address.has_value() ? by_address.find(*m.address) : by_address.end();
     // A free without an address whose size no live block has, or one whose
     // address none has: its alloc was before recording.
     if (is_free && !sink.TakesHead()) {
       const bool matched = m.address.has_value()
-                               ? by_address.contains(*m.address)
+                               ? at_address != by_address.end()
                                : (by_size.contains(m.size.value()) && !by_size.at(m.size.value()).empty());
       if (!matched) return false;
     }
@@ -299,15 +302,15 @@ struct Pairing {
     if (is_alloc) {
       const BufferId id = next_id++;
       if (m.address.has_value()) {
-        auto it = by_address.find(*m.address);
-        if (it != by_address.end()) {
+        if (at_address != by_address.end()) {
           ++stats.implicit_frees;
-          body_live -= it->second.size.value();
-          sink.Free(it->second.id, s, source);
+          body_live -= at_address->second.size.value();
+          sink.Free(at_address->second.id, s, source);
           ++stats.frees;
-          by_address.erase(it);
+          at_address->second = {id, m.size};
+        } else {
+          by_address.emplace(*m.address, Live{id, m.size});
         }
-        by_address[*m.address] = {id, m.size};
       } else {
         by_size[m.size.value()].push_back(id);
       }
@@ -321,12 +324,11 @@ struct Pairing {
     BufferId id = -1;
     Bytes freed = m.size;  // the matched alloc's size when matched by address
     if (m.address.has_value()) {
-      auto it = by_address.find(*m.address);
-      if (it != by_address.end()) {
-        id = it->second.id;
-        freed = it->second.size;
-        if (it->second.size != m.size) ++stats.size_mismatches;
-        by_address.erase(it);
+      if (at_address != by_address.end()) {
+        id = at_address->second.id;
+        freed = at_address->second.size;
+        if (at_address->second.size != m.size) ++stats.size_mismatches;
+        by_address.erase(at_address);
         ++stats.frees_matched_by_address;
       }
     } else {

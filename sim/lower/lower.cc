@@ -6,6 +6,7 @@
 #include "absl/strings/str_cat.h"
 #include "sim/base/status.h"
 #include "sim/ir/compute_graph.h"
+#include "sim/lower/stream_for.h"
 
 namespace gpusim {
 namespace {
@@ -15,14 +16,6 @@ EventType EventTypeFor(OpKind k) {
   if (k == OpKind::kHostToDevice || k == OpKind::kDeviceToHost) return EventType::kCopy;
   return EventType::kCompute;
 }
-
-StreamId StreamFor(OpKind k) {
-  if (IsCollective(k)) return kCollectiveStream;
-  if (k == OpKind::kHostToDevice || k == OpKind::kDeviceToHost) return kHostCopyStream;
-  return kComputeStream;
-}
-
-StreamId StreamFor(const Op& op) { return op.on_compute_stream ? kComputeStream : StreamFor(op.kind); }
 
 // Tensors that alias a donated input share its buffer one after another:
 // each must be dead (its last reader run) by the time the next is written,
@@ -50,6 +43,13 @@ absl::Status CheckAliasChains(const Program& p, const ComputeGraph& graph) {
 }
 
 }  // namespace
+
+StreamId StreamFor(const Op& op) {
+  if (op.on_compute_stream) return kComputeStream;
+  if (IsCollective(op.kind)) return kCollectiveStream;
+  if (op.kind == OpKind::kHostToDevice || op.kind == OpKind::kDeviceToHost) return kHostCopyStream;
+  return kComputeStream;
+}
 
 absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& options) {
   RETURN_IF_ERROR(CheckTensorSizes(p));

@@ -90,7 +90,7 @@ absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int
     for (size_t i = 0; i < stream.ops.size() && source[i] < 0; ++i) {
       if (stream.ops[i].type == EventType::kAlloc) head_ids.push_back(stream.ops[i].buffer);
     }
-    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(facts, head_ids, stream.preexisting, next_id, warm->grown_ends, a,
+    ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(facts, head_ids, stream.preexisting, next_id, warm->kept, a,
                                                     &restored));
     if (ws.applied) r.start_state = WarmStartState(ws);
     r.warm_start = std::move(ws);
@@ -153,7 +153,11 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
         w.format = r.format;
         w.conversion = r.conversion;
         pass.found.clear();
-        RETURN_IF_ERROR(ReplayTraceInto(trace, source, &recorded, options, w, &pass));
+        pass.may_stop = n < kMaxPasses;
+        if (absl::Status st = ReplayTraceInto(trace, source, &recorded, options, w, &pass);
+            !st.ok() && !replay_internal::StoppedAtDeparture(st, pass)) {
+          return st;
+        }
         if (!w.warm_start.has_value() || !w.warm_start->applied) {
           r.warm_start = std::move(w.warm_start);
           break;

@@ -41,10 +41,13 @@ bool KeepGrowths(const WarmStart& ws, WarmPass& pass) {
     const int64_t now = ends[begin];
     if (end > now && Bytes(end - now) <= spare) {
       spare -= Bytes(end - now);
-      pass.grown_ends[begin] = end;
+      pass.kept.grown_ends[begin] = end;
       changed = true;
     }
   }
+  // Note [Departures from the recorded addresses]: only when no growth
+  // explains the pass (a growth changes what follows the departure too).
+  if (!changed && pass.departure.has_value()) changed = CorrectForDeparture(ws, *pass.departure, &spare, &pass.kept);
   return changed;
 }
 
@@ -81,6 +84,10 @@ absl::Status ReplayCore::Start(Bytes preexisting, BufferId preexisting_id, const
   r_.preexisting = preexisting;
   warm_ = warm != nullptr && warm->applied ? warm : nullptr;
   pass_ = pass;
+  if (pass_ != nullptr) {
+    pass_->departure.reset();
+    pass_->stopped = false;
+  }
   restored_ = std::move(restored);
   live_ = live_peak_ = preexisting;
   // Bytes that do not fit are an OOM before the first event (event -1), not
@@ -169,6 +176,18 @@ absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int
       // Note [Growing inferred segments]: Kineto records block sizes.
       if (warm_ != nullptr && pass_ != nullptr && w < 0 && m != nullptr && kineto_sizes_ && m->address.has_value()) {
         const std::optional<uint64_t> at = a.AddressOf(e.buffer);
+        if (at.has_value() && static_cast<int64_t>(*at) != *m->address && !pass_->departure.has_value()) {
+          pass_->departure = DepartureOf(source, *m->address, e.buffer);
+          // KeepGrowths will correct the start from it: the rest of this
+          // pass would be replayed again.
+          Bytes spare = warm_->spare_bytes;
+          WarmCorrections probe = pass_->kept;
+          if (pass_->may_stop && pass_->found.empty() &&
+              CorrectForDeparture(*warm_, *pass_->departure, &spare, &probe)) {
+            pass_->stopped = true;
+            return absl::AbortedError("warm pass: stopped at a departure from the recorded addresses");
+          }
+        }
         if (at.has_value() && static_cast<int64_t>(*at) == *m->address) {
           const int64_t recorded_block = (e.size.value() + 511) / 512 * 512;
           if (auto g = SegmentGrowthFor(*warm_, *m->address, recorded_block, a.BlockSizeOf(e.buffer)->value())) {
@@ -218,8 +237,35 @@ void ReplayCore::EndEvent(const RecordedMemoryEvent* m, int64_t source) {
   }
 }
 
+// Note [Departures from the recorded addresses]: the model's placement of
+// `buffer` and the free block it was carved from (read from the segments
+// once, at the first departure of a pass).
+AddressDeparture ReplayCore::DepartureOf(int64_t source, int64_t recorded, BufferId buffer) const {
+  const Allocator& a = *allocator_;
+  AddressDeparture d;
+  d.event = source;
+  d.recorded = recorded;
+  d.placed = static_cast<int64_t>(*a.AddressOf(buffer));
+  d.block = a.BlockSizeOf(buffer)->value();
+  d.free_end = d.placed + d.block;
+  for (const SegmentLayout& seg : a.Segments()) {
+    for (size_t k = 0; k < seg.blocks.size(); ++k) {
+      const SegmentLayout::Block& b = seg.blocks[k];
+      const int64_t begin = static_cast<int64_t>(b.address), end = begin + b.size;
+      if (begin == d.placed && k + 1 < seg.blocks.size() && seg.blocks[k + 1].buffer < 0) {
+        d.free_end = static_cast<int64_t>(seg.blocks[k + 1].address) + seg.blocks[k + 1].size;
+      }
+      if (b.buffer < 0 && begin <= recorded && recorded < end) d.recorded_free = end - recorded;
+    }
+  }
+  return d;
+}
+
 absl::Status ReplayCore::Finish() {
   Allocator& a = *allocator_;
+  if (pass_ != nullptr && pass_->departure.has_value() && r_.warm_start.has_value()) {
+    r_.warm_start->undetermined.push_back(DepartureUnexplained(*pass_->departure));
+  }
   r_.no_fragmentation_peak = live_peak_;
   RETURN_IF_ERROR(a.Finish());
   r_.stats = a.stats();  // summed over the private pools (GraphPoolAllocator)

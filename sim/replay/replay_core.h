@@ -9,6 +9,7 @@
 
 #include <map>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -26,12 +27,23 @@ namespace replay_internal {
 // One warm-start replay (Note [Growing inferred segments]): the segment
 // growths earlier passes found, and those this pass finds.
 struct WarmPass {
-  std::map<int64_t, int64_t> grown_ends;  // segment begin → end
-  std::map<int64_t, int64_t> found;
+  WarmCorrections kept;                     // from earlier passes
+  std::map<int64_t, int64_t> found;         // growths, segment begin → end
+  std::optional<AddressDeparture> departure;  // this pass's first (ReplayCore::Start clears it)
+  // Whether the pass may stop at a departure that corrects the start (and
+  // found no growth before it): the rest of it would be replayed again.
+  bool may_stop = true;
+  bool stopped = false;  // it did (ReplayCore::Op returned Aborted)
 };
-// After a pass from the warm start `ws`: keeps in pass.grown_ends the growths
-// it found that fit in the spare reserved bytes together; whether any did
-// (if none, the passes have reached their fixed point).
+// Whether `st`, from a warm pass, is its stop at a departure.
+inline bool StoppedAtDeparture(const absl::Status& st, const WarmPass& pass) {
+  return pass.stopped && absl::IsAborted(st);
+}
+// After a pass from the warm start `ws`: keeps in pass.kept the growths it
+// found that fit in the spare reserved bytes together and what its first
+// departure from the recorded addresses says (Note [Departures from the
+// recorded addresses]); whether anything was kept (if not, the passes have
+// reached their fixed point).
 bool KeepGrowths(const WarmStart& ws, WarmPass& pass);
 
 class ReplayCore {
@@ -66,6 +78,7 @@ class ReplayCore {
   ReplayCore(const ReplayOptions& options, ReplayResult& r) : options_(options), r_(r) {}
   int64_t CaptureOf(const RecordedMemoryEvent* m) const;
   void OomAt(const MemoryOp& e, const RecordedMemoryEvent* m, int64_t source);
+  AddressDeparture DepartureOf(int64_t source, int64_t recorded, BufferId buffer) const;
 
   const ReplayOptions& options_;
   ReplayResult& r_;

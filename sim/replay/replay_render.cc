@@ -200,6 +200,7 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
         .Int("untouched_bytes", ws.untouched_bytes.value())
         .Int("restored_blocks", ws.restored_blocks)
         .Int("grown_segments", ws.grown_segments)
+        .Int("joined_boundaries", ws.joined_boundaries)
         .Int("passes", ws.passes);
     w.BeginArray("undetermined");
     for (const std::string& u : ws.undetermined) w.String({}, u);

@@ -280,7 +280,7 @@ absl::Status ReplayPass(const std::string& path, const ReplayOptions& options, c
   absl::flat_hash_set<BufferId> restored;
   if (warm != nullptr) {
     ASSIGN_OR_RETURN(WarmStart ws, RestoreWarmStart(*f.warm, head_ids, f.preexisting, kPreexistingId,
-                                                    warm->grown_ends, core->allocator(), &restored));
+                                                    warm->kept, core->allocator(), &restored));
     if (ws.applied) r.start_state = WarmStartState(ws);
     r.warm_start = std::move(ws);
   }
@@ -384,9 +384,10 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
   for (int64_t n = 1;; ++n) {
     ReplayResult w;
     pass.found.clear();
+    pass.may_stop = n < kMaxPasses;
     ++passes;
     absl::Status st = ReplayPass(path, options, f, &pass, false, &missed, w);
-    if (!st.ok()) return give_up(WhyStopped(st));
+    if (!st.ok() && !replay_internal::StoppedAtDeparture(st, pass)) return give_up(WhyStopped(st));
     if (!w.warm_start->applied) {
       auto full = cold(false, &missed);
       if (!full.ok()) return give_up(WhyStopped(full.status()));

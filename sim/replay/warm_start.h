@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <optional>
+#include <set>
 #include <utility>
 #include <string>
 #include <vector>
@@ -26,6 +27,29 @@ struct InferredSegment {
   int64_t begin = 0, end = 0;
   bool small = false;
   bool untouched = false;  // the reserved bytes where no recorded block lies
+  // Its end is a 2 MiB boundary where its blocks meet the next segment's:
+  // a boundary chosen, not recorded (Note [Segment boundaries where blocks
+  // meet]).
+  bool joinable_end = false;
+};
+
+// What earlier passes of the warm replay found about the start state.
+struct WarmCorrections {
+  std::map<int64_t, int64_t> grown_ends;  // segment begin → end (Note [Growing inferred segments])
+  std::set<int64_t> joined;               // chosen boundaries that are not segment boundaries
+};
+
+// The first alloc a warm replay placed elsewhere than its recorded address
+// (Note [Departures from the recorded addresses]).
+struct AddressDeparture {
+  int64_t event = -1;     // the recorded memory event
+  int64_t recorded = 0;   // its recorded address
+  int64_t placed = 0;     // where the model placed it
+  int64_t block = 0;      // the model's block
+  int64_t free_end = 0;   // the end of the free block the model carved it from
+  // The model's free bytes from the recorded address to the end of the free
+  // block it lies in (0: it lies in no free block).
+  int64_t recorded_free = 0;
 };
 
 struct WarmStart {
@@ -43,6 +67,7 @@ struct WarmStart {
   Bytes spare_bytes;  // of untouched_bytes, what the bytes live before recording leave free
   int64_t grown_segments = 0;  // segments grown by Note [Growing inferred segments]
   int64_t passes = 1;          // replays run to reach the fixed point
+  int64_t joined_boundaries = 0;  // chosen boundaries joined by Note [Departures from the recorded addresses]
 };
 
 // Note [Growing inferred segments]: after a warm replay placed a large-pool
@@ -52,6 +77,16 @@ struct WarmStart {
 // nullopt when the placement says nothing about the segment's end.
 std::optional<std::pair<int64_t, int64_t>> SegmentGrowthFor(const WarmStart& w, int64_t addr, int64_t recorded_block,
                                                             int64_t model_block);
+
+// Note [Departures from the recorded addresses]: what the first departure
+// of a replay from the warm start `w` says about that start, added to
+// `kept` (growths within *spare bytes, which shrink by them); whether
+// anything was.
+bool CorrectForDeparture(const WarmStart& w, const AddressDeparture& d, Bytes* spare, WarmCorrections* kept);
+
+// The sentence WarmStart::undetermined carries for a departure no
+// correction explains.
+std::string DepartureUnexplained(const AddressDeparture& d);
 
 // Note [Warm facts, not events]: what the warm-start inference reads from a
 // recording, collected one memory event at a time (in recorded order) in
@@ -81,7 +116,7 @@ class WarmFactCollector {
 
  private:
   friend absl::StatusOr<WarmStart> RestoreWarmStart(const WarmFactCollector&, const std::vector<BufferId>&, Bytes,
-                                                    BufferId, const std::map<int64_t, int64_t>&, Allocator&,
+                                                    BufferId, const WarmCorrections&, Allocator&,
                                                     absl::flat_hash_set<BufferId>*);
   int32_t device_;
   const Allocator& rounding_;
@@ -90,7 +125,7 @@ class WarmFactCollector {
   Bytes recorded_reserved_;
   std::optional<std::pair<int64_t, int64_t>> straddle_;  // the first small block across a 2 MiB boundary
   std::map<int64_t, bool> small_windows_;                // 2 MiB window starts
-  std::map<int64_t, Cluster> clusters_;                   // large-pool ranges, begin → end (touching merged)
+  std::map<int64_t, Cluster> clusters_;                   // large-pool ranges, begin → end (overlapping merged)
   absl::flat_hash_map<int64_t, int64_t> live_;            // address → requested
   std::vector<StartBlock> start_blocks_;
 };
@@ -103,12 +138,11 @@ class WarmFactCollector {
 // `preexisting` (Trace::preexisting) as one block of buffer `preexisting_id`
 // in the segment no address lies in. Buffers restored are added to
 // `restored`. When the data rule the inference out, returns applied = false
-// and why, and leaves `a` untouched. `grown_ends` (segment begin → end) are
-// the growths earlier passes found.
+// and why, and leaves `a` untouched. `kept` is what earlier passes found.
 // REQUIRES: a.ModelsSegments().
 absl::StatusOr<WarmStart> RestoreWarmStart(const WarmFactCollector& facts, const std::vector<BufferId>& head_ids,
                                            Bytes preexisting, BufferId preexisting_id,
-                                           const std::map<int64_t, int64_t>& grown_ends, Allocator& a,
+                                           const WarmCorrections& kept, Allocator& a,
                                            absl::flat_hash_set<BufferId>* restored);
 
 // ReplayResult::start_state of an applied warm start.

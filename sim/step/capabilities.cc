@@ -67,10 +67,15 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& spec) {
   }
   RunSpec out = spec;
   for (const SettingInfo& s : RunSettings()) {
-    if (s.path == "allocator.impl" || Contains(modelled, s.path)) continue;
-    const std::string value = s.value(spec);
+    if (s.path == "allocator.impl") continue;
     auto fixed = family->fixed.find(s.path);
     const bool written = spec.written.count(s.path) > 0;
+    if (Contains(modelled, s.path)) {
+      // The family's default, where it is not the spec's (ModelFamily::fixed).
+      if (fixed != family->fixed.end() && !written) SetFixed(out, s.path, fixed->second);
+      continue;
+    }
+    const std::string value = s.value(spec);
     if (fixed != family->fixed.end()) {
       if (value == fixed->second) continue;
       if (!written) {

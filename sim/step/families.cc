@@ -56,12 +56,17 @@ std::vector<RegistryEntry> ListModelFamilies() {
           e.params.push_back({path, "string", "", "", "", ""});
           continue;
         }
-        const std::string def = s->default_value(defaults);
+        // The family's default where it has one (ModelFamily::fixed).
+        auto own = f.fixed.find(path);
+        const std::string def = own != f.fixed.end() ? own->second : s->default_value(defaults);
         e.params.push_back({path, TypeOfDefault(def), "", def, "", s->doc});
       }
     }
-    std::string fixed;
-    for (const auto& [path, value] : f.fixed) absl::StrAppend(&fixed, fixed.empty() ? "" : ", ", path, " = ", value);
+    std::string fixed;  // the values of settings it does not model
+    for (const auto& [path, value] : f.fixed) {
+      if (seen.count(path) > 0) continue;
+      absl::StrAppend(&fixed, fixed.empty() ? "" : ", ", path, " = ", value);
+    }
     e.notes = {{"models under jax", absl::StrJoin(f.jax_settings, ", ")},
                {"models under pytorch", absl::StrJoin(f.pytorch_settings, ", ")},
                {"runs as", fixed}};

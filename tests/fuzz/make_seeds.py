@@ -80,6 +80,21 @@ def kineto():
           kineto_slice(legacy, 10, 3, 3, 2, ["schemaVersion", "deviceProperties"]))
     # A bare top-level array is a Chrome trace too.
     write("kineto", "bare_array.json", json.dumps(gpu_mem[:4]) + "\n")
+    # Note [Events of one shape] (sim/import/json_fast.h): [memory] events
+    # written with one format, values of every length and kind in the holes,
+    # and one with a blank more that breaks the shape.
+    def mem(ts, addr, b, total):
+        return ('{"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 2, "ts": %s, '
+                '"s": "t", "args": {"Device Type": 1, "Device Id": 0, "Addr": %s, "Bytes": %s, '
+                '"Total Allocated": %s, "Total Reserved": 2097152, "Ev Idx": %s}}' % (ts, addr, b, total, ts))
+    shaped = [mem(10, 140737488355328, 512, 512), mem(11, 140737488355328, -512, 0),
+              mem(12, 8, 99999999999999999, 99999999999999999), mem(13, 8, -99999999999999999, 0),
+              mem("14.5", 8, 1, 1), mem(15, 8, "1e3", 1), mem(16, 8, "12345678901234567890", 1),
+              mem(17, '"8"', 1, 1), mem(18, 8, "01", 1), mem(19, 8, 2, 2).replace('"s": "t"', '"s":  "t"'),
+              mem(20, 8, -2, 0)]
+    write("kineto", "memory_events_of_one_shape.json",
+          '{"traceEvents": [\n' + ",\n".join(shaped) +
+          '\n], "deviceProperties": [{"id": 0, "name": "d", "totalGlobalMem": 1073741824}]}\n')
 
 
 def memory_timeline():

@@ -5,6 +5,8 @@
 
 #include "absl/strings/str_cat.h"
 #include "sim/base/status.h"
+#include "sim/lower/lower.h"
+#include "sim/lower/stream_for.h"
 
 namespace gpusim {
 
@@ -67,11 +69,6 @@ std::string SourceWords(const LoopSlice& s) {
   return s.value;
 }
 
-// The compute stream's kinds (sim/lower/lower.cc StreamFor).
-bool OnComputeStream(OpKind k) {
-  return !IsCollective(k) && k != OpKind::kHostToDevice && k != OpKind::kDeviceToHost;
-}
-
 // Removes the ops `drop_op` marks and the tensors `read_as` gives a
 // stand-in for (its readers read the stand-in instead), and renumbers the
 // rest in order: the program a builder emitting neither would have written.
@@ -97,7 +94,7 @@ void CloseUp(const std::vector<bool>& drop_op, const std::vector<TensorId>& read
       continue;
     }
     op_id[o] = next_op++;
-    if (OnComputeStream(p->ops[o].kind)) last_compute = op_id[o];
+    if (StreamFor(p->ops[o]) == kComputeStream) last_compute = op_id[o];
   }
   kept_before[n_ops] = next_op;
 
