@@ -60,6 +60,36 @@ std::string RunGpusim(const std::string& args, int* code) {
   return RunCommand(std::string(GPUSIM_BINARY) + " " + args, code);
 }
 
+// replay, compare and viz of `path` through `impl` (viz writing `out`, with
+// `viz_extra` after it) succeed and agree on peak allocated, peak reserved
+// and capacity. After an OOM replay goes on (each failed allocation
+// counted) where the engine stops allocating: allocated is then not
+// compared with viz's. *replay and *viz get the two JSON texts.
+void ExpectReplayCompareVizAgree(const std::string& path, const std::string& impl, const std::string& out,
+                                 const std::string& viz_extra, std::string* replay, std::string* viz) {
+  int rc = -1, cc = -1, vc = -1;
+  *replay = RunGpusim("replay --format json --allocator " + impl + " " + path, &rc);
+  const std::string compare = RunGpusim("compare --format json --allocators " + impl + " " + path, &cc);
+  *viz = RunGpusim("viz --format json --allocator " + impl + " " + path + " --out " + out + viz_extra, &vc);
+  ASSERT_EQ(rc, 0) << *replay;
+  ASSERT_EQ(cc, 0) << compare;
+  ASSERT_EQ(vc, 0) << *viz;
+  simdjson::dom::parser rp, cp, vp;
+  simdjson::dom::element r, c, v;
+  ASSERT_EQ(rp.parse(*replay).get(r), simdjson::SUCCESS) << *replay;
+  ASSERT_EQ(cp.parse(compare).get(c), simdjson::SUCCESS) << compare;
+  ASSERT_EQ(vp.parse(*viz).get(v), simdjson::SUCCESS) << *viz;
+  const simdjson::dom::element a = r["allocator"];
+  const simdjson::dom::element row = c["allocators"].at(0)["allocator"];
+  const bool oom = int64_t(a["ooms"]) > 0;
+  for (const char* key : {"peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes"}) {
+    if (!oom || std::string_view(key) != "peak_allocated_bytes") {
+      EXPECT_EQ(int64_t(a[key]), int64_t(v[key])) << key << "\nreplay:\n" << *replay << "\nviz:\n" << *viz;
+    }
+    EXPECT_EQ(int64_t(a[key]), int64_t(row[key])) << key << "\ncompare:\n" << compare;
+  }
+}
+
 TEST(ReplayAgreement, ReplayAndCompareAgreeOnEveryShippedTrace) {
   if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 needed for the pickle";
   for (const char* name : kShipped) {
@@ -172,32 +202,14 @@ TEST(ReplayAgreement, ReplayCompareAndVizAgreeOnNativeTraces) {
     SCOPED_TRACE(path);
     for (const char* impl : {"pytorch_caching", "bfc"}) {
       SCOPED_TRACE(impl);
-      int rc = -1, cc = -1, vc = -1;
-      const std::string replay = RunGpusim(std::string("replay --format json --allocator ") + impl + " " + path, &rc);
-      const std::string compare =
-          RunGpusim(std::string("compare --format json --allocators ") + impl + " " + path, &cc);
-      const std::string out = ::testing::TempDir() + "/viz_native_" + std::to_string(checked++);
-      const std::string viz =
-          RunGpusim(std::string("viz --format json --allocator ") + impl + " " + path + " --out " + out, &vc);
-      ASSERT_EQ(rc, 0) << replay;
-      ASSERT_EQ(cc, 0) << compare;
-      ASSERT_EQ(vc, 0) << viz;
-      simdjson::dom::parser rp, cp, vp;
-      simdjson::dom::element r, c, v;
-      ASSERT_EQ(rp.parse(replay).get(r), simdjson::SUCCESS) << replay;
-      ASSERT_EQ(cp.parse(compare).get(c), simdjson::SUCCESS) << compare;
+      // (llama7b through bfc OOMs at event 63.)
+      std::string replay, viz;
+      ExpectReplayCompareVizAgree(path, impl, ::testing::TempDir() + "/viz_native_" + std::to_string(checked++), "",
+                                  &replay, &viz);
+      if (HasFatalFailure()) return;
+      simdjson::dom::parser vp;
+      simdjson::dom::element v;
       ASSERT_EQ(vp.parse(viz).get(v), simdjson::SUCCESS) << viz;
-      const simdjson::dom::element a = r["allocator"];
-      const simdjson::dom::element row = c["allocators"].at(0)["allocator"];
-      // After an OOM replay goes on (each failed allocation counted) where
-      // the engine stops allocating: allocated is compared without one
-      // (llama7b through bfc OOMs at event 63).
-      const bool oom = int64_t(a["ooms"]) > 0;
-      for (const char* key : {"peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes"}) {
-        if (oom && std::string_view(key) == "peak_allocated_bytes") continue;
-        EXPECT_EQ(int64_t(a[key]), int64_t(v[key])) << key << "\nreplay:\n" << replay << "\nviz:\n" << viz;
-        EXPECT_EQ(int64_t(a[key]), int64_t(row[key])) << key << "\ncompare:\n" << compare;
-      }
       if (path.find("native_large_pre") != std::string::npos) {
         EXPECT_EQ(int64_t(v["peak_allocated_bytes"]), 73555456) << viz;  // 40,000,000 B before + 32 MiB + 1,000
       }
@@ -275,33 +287,15 @@ TEST(ReplayAgreement, ReplayCompareAndVizAgreeOnACaptureTrace) {
   int checked = 0;
   for (const char* impl : {"pytorch_caching", "bfc"}) {
     SCOPED_TRACE(impl);
-    int rc = -1, cc = -1, vc = -1;
-    const std::string replay = RunGpusim(std::string("replay --format json --allocator ") + impl + " " + path, &rc);
-    const std::string compare = RunGpusim(std::string("compare --format json --allocators ") + impl + " " + path, &cc);
     const std::string out = ::testing::TempDir() + "/viz_capture_" + std::to_string(checked++);
     const std::string pickle = out + ".pickle";
-    const std::string viz = RunGpusim(std::string("viz --format json --allocator ") + impl + " " + path + " --out " +
-                                          out + " --snapshot " + pickle,
-                                      &vc);
-    ASSERT_EQ(rc, 0) << replay;
-    ASSERT_EQ(cc, 0) << compare;
-    ASSERT_EQ(vc, 0) << viz;
-    simdjson::dom::parser rp, cp, vp;
-    simdjson::dom::element r, c, v;
+    std::string replay, viz;
+    ExpectReplayCompareVizAgree(path, impl, out, " --snapshot " + pickle, &replay, &viz);
+    if (HasFatalFailure()) return;
+    simdjson::dom::parser rp;
+    simdjson::dom::element r;
     ASSERT_EQ(rp.parse(replay).get(r), simdjson::SUCCESS) << replay;
-    ASSERT_EQ(cp.parse(compare).get(c), simdjson::SUCCESS) << compare;
-    ASSERT_EQ(vp.parse(viz).get(v), simdjson::SUCCESS) << viz;
     const simdjson::dom::element a = r["allocator"];
-    const simdjson::dom::element row = c["allocators"].at(0)["allocator"];
-    // After an OOM replay goes on where the engine stops allocating (as on
-    // native traces): allocated is compared only without one.
-    const bool oom = int64_t(a["ooms"]) > 0;
-    for (const char* key : {"peak_allocated_bytes", "peak_reserved_bytes", "capacity_bytes"}) {
-      if (!oom || std::string_view(key) != "peak_allocated_bytes") {
-        EXPECT_EQ(int64_t(a[key]), int64_t(v[key])) << key << "\nreplay:\n" << replay << "\nviz:\n" << viz;
-      }
-      EXPECT_EQ(int64_t(a[key]), int64_t(row[key])) << key << "\ncompare:\n" << compare;
-    }
     if (std::string_view(impl) == "bfc") {
       // A second BFC region (60 GiB) does not fit beside the first: the
       // capture's request is an OOM in all three, and no pool is left.
