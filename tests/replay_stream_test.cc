@@ -141,8 +141,7 @@ TEST(ReplayStreamTest, WhatNeedsTheWholeTraceIsNamedAndGivesTheSameNumbers) {
     // One event out by one place overflows a window of none.
     ReplayOptions no_window = Options();
     no_window.reorder_window = 0;
-    cases.push_back({"unsorted_no_window", unsorted, no_window,
-                     "whole: memory event 4 arrives older than the 0-event reorder window allows"});
+    cases.push_back({"unsorted_no_window", unsorted, no_window, "whole: memory event 4 is out of (ts, Ev Idx) order"});
     // ts 1 after three later events: a window of two overflows, three sorts it.
     std::vector<Event> far = ColdEvents();
     std::rotate(far.begin(), far.begin() + 1, far.begin() + 4);  // ts 2, 3, 4, 1, 5, ...
@@ -169,7 +168,7 @@ TEST(ReplayStreamTest, WhatNeedsTheWholeTraceIsNamedAndGivesTheSameNumbers) {
     ReplayOptions no_window = Options();
     no_window.reorder_window = 0;
     cases.push_back({"before_unsorted_no_window", late_path, no_window,
-                     "whole: memory event 7 arrives older than the 0-event reorder window allows"});
+                     "whole: memory event 7 is out of (ts, Ev Idx) order"});
   }
   {
     std::vector<Event> ev = ColdEvents();
@@ -211,20 +210,14 @@ TEST(ReplayStreamTest, WhatNeedsTheWholeTraceIsNamedAndGivesTheSameNumbers) {
                      "streamed in 3 passes (the cold start misses the first Total Reserved: a warm start is inferred)"});
   }
   // Kineto writes deviceProperties last: the caching allocator streams at a
-  // capacity it never reaches and takes the recorded one at the end.
-  // A trace shorter than the reorder window is handed on after its end,
-  // with the whole file's metadata; a window of none hands each event on
-  // as it is read, before deviceProperties, as a longer trace does.
-  ReplayOptions no_window = Options(), no_window_bfc = Options("bfc");
-  no_window.reorder_window = no_window_bfc.reorder_window = 0;
+  // capacity it never reaches and takes the recorded one at the end (the
+  // reorder window is not used: these are in order).
   cases.push_back({"devices_last", WriteTrace("devices_last", ColdEvents(), 0, -1, "", /*devices_first=*/false),
-                   no_window, "streamed"});
-  cases.push_back({"devices_last_bfc", WriteTrace("devices_last_bfc", ColdEvents(), 0, -1, "", false), no_window_bfc,
+                   Options(), "streamed"});
+  cases.push_back({"devices_last_bfc", WriteTrace("devices_last_bfc", ColdEvents(), 0, -1, "", false), Options("bfc"),
                    "whole: deviceProperties after the memory events"});
-  cases.push_back({"devices_last_bfc_window", WriteTrace("devices_last_bfc", ColdEvents(), 0, -1, "", false),
-                   Options("bfc"), "streamed"});
   cases.push_back({"devices_last_small", WriteTrace("devices_last_small", ColdEvents(), 0, -1, "", false, 16 << 20),
-                   no_window, "whole: deviceProperties after the memory events, and the reserved bytes reach the "
+                   Options(), "whole: deviceProperties after the memory events, and the reserved bytes reach the "
                    "capacity"});
   cases.push_back({"offline", WriteTrace("offline", ColdEvents(), 0, -1), Options("greedy_by_size"),
                    "whole: an offline planner places the whole trace at its end"});

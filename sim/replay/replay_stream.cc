@@ -89,6 +89,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "sim/alloc/options.h"
 #include "sim/base/status.h"
@@ -150,6 +151,9 @@ class RecycledIds {
   BufferId next_ = 0;
 };
 
+// Why a pass with no reorder window stops at an event out of order.
+constexpr char kOutOfOrder[] = " is out of (ts, Ev Idx) order";
+
 // Stops the pass: the trace needs the whole-trace path, for `why`.
 absl::Status NotStreamable(std::string why) { return absl::CancelledError(why); }
 // Stops the one pass: the trace streams in passes (Note [Streaming a warm
@@ -165,7 +169,7 @@ struct EventChecks {
   int64_t last_seq = std::numeric_limits<int64_t>::min();
   absl::StatusOr<bool> Check(const RecordedMemoryEvent& m, int64_t i, const ReplayOptions& options) {
     if (m.time < last_time || (m.time == last_time && m.seq < last_seq)) {
-      return NotStreamable(absl::StrCat("memory event ", i, " is out of (ts, Ev Idx) order"));
+      return NotStreamable(absl::StrCat("memory event ", i, kOutOfOrder));
     }
     last_time = m.time;
     last_seq = m.seq;
@@ -199,11 +203,15 @@ struct StreamFacts {
 // whole metadata.
 absl::StatusOr<RecordedTrace> ImportInOrder(const std::string& path, int64_t window,
                                             replay_internal::ReorderWindow::Emit on_event) {
-  replay_internal::ReorderWindow reorder(window, std::move(on_event));
   KinetoImportOptions ko;
   ko.keep_gpu_ops = false;
   ko.keep_cpu_ops = false;
   ko.keep_stacks = false;
+  if (window <= 0) {  // as read (the passes check the order)
+    ko.on_memory_event = std::move(on_event);
+    return ImportKinetoTrace(path, ko);
+  }
+  replay_internal::ReorderWindow reorder(window, std::move(on_event));
   ko.on_memory_event = [&](const RecordedMemoryEvent& m, const RecordedMetadata& meta) { return reorder.Add(m, meta); };
   absl::StatusOr<RecordedTrace> t = ImportKinetoTrace(path, ko);
   if (t.ok()) RETURN_IF_ERROR(reorder.Drain(t->metadata));
@@ -401,11 +409,9 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
   }
 }
 
-}  // namespace
-
-absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::string& path,
-                                                                  const ReplayOptions& options_in,
-                                                                  std::string* why_not) {
+// ReplayKinetoStreaming through a window of options_in.reorder_window events.
+absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoOnce(const std::string& path, const ReplayOptions& options_in,
+                                                             std::string* why_not) {
   ReplayOptions options = options_in;
   ReplayResult r;
   r.source = path;
@@ -519,6 +525,24 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
   }
   r.import = "streamed";
   return std::optional<ReplayResult>(std::move(r));
+}
+
+}  // namespace
+
+// Note [A bounded reorder window]: the window is used only when a pass
+// without one meets an event out of order.
+absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::string& path,
+                                                                  const ReplayOptions& options,
+                                                                  std::string* why_not) {
+  ReplayOptions as_read = options;
+  as_read.reorder_window = 0;
+  std::string why;
+  ASSIGN_OR_RETURN(std::optional<ReplayResult> r, ReplayKinetoOnce(path, as_read, &why));
+  if (r.has_value() || options.reorder_window <= 0 || !absl::EndsWith(why, kOutOfOrder)) {
+    if (why_not != nullptr) *why_not = std::move(why);
+    return r;
+  }
+  return ReplayKinetoOnce(path, options, why_not);
 }
 
 }  // namespace gpusim
