@@ -4,6 +4,7 @@
 // sends the trace to the whole-trace path, named.
 #include <zlib.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -134,8 +135,23 @@ TEST(ReplayStreamTest, WhatNeedsTheWholeTraceIsNamedAndGivesTheSameNumbers) {
   {
     std::vector<Event> ev = ColdEvents();
     std::swap(ev[3], ev[4]);  // ts 5 before ts 4
-    cases.push_back({"unsorted", WriteTrace("unsorted", ev, 0, -1), Options(),
-                     "whole: memory event 4 is out of (ts, Ev Idx) order"});
+    // Note [A bounded reorder window]: put back in order as it streams.
+    const std::string unsorted = WriteTrace("unsorted", ev, 0, -1);
+    cases.push_back({"unsorted", unsorted, Options(), "streamed"});
+    // One event out by one place overflows a window of none.
+    ReplayOptions no_window = Options();
+    no_window.reorder_window = 0;
+    cases.push_back({"unsorted_no_window", unsorted, no_window, "whole: memory event 4 is out of (ts, Ev Idx) order"});
+    // ts 1 after three later events: a window of two overflows, three sorts it.
+    std::vector<Event> far = ColdEvents();
+    std::rotate(far.begin(), far.begin() + 1, far.begin() + 4);  // ts 2, 3, 4, 1, 5, ...
+    const std::string far_path = WriteTrace("unsorted_far", far, 0, -1);
+    ReplayOptions two = Options(), three = Options();
+    two.reorder_window = 2;
+    three.reorder_window = 3;
+    cases.push_back({"unsorted_far_2", far_path, two,
+                     "whole: memory event 3 arrives older than the 2-event reorder window allows"});
+    cases.push_back({"unsorted_far_3", far_path, three, "streamed"});
   }
   {
     std::vector<Event> ev = ColdEvents();
@@ -146,7 +162,12 @@ TEST(ReplayStreamTest, WhatNeedsTheWholeTraceIsNamedAndGivesTheSameNumbers) {
     // still goes whole.
     std::vector<Event> late = ev;
     std::swap(late[6], late[7]);
-    cases.push_back({"before_unsorted", WriteTrace("before_unsorted", late, 2048, -1), Options(),
+    const std::string late_path = WriteTrace("before_unsorted", late, 2048, -1);
+    cases.push_back({"before_unsorted", late_path, Options(),
+                     "streamed in 2 passes (memory event 2 frees a block allocated before recording)"});
+    ReplayOptions no_window = Options();
+    no_window.reorder_window = 0;
+    cases.push_back({"before_unsorted_no_window", late_path, no_window,
                      "whole: memory event 7 is out of (ts, Ev Idx) order"});
   }
   {
@@ -171,9 +192,26 @@ TEST(ReplayStreamTest, WhatNeedsTheWholeTraceIsNamedAndGivesTheSameNumbers) {
                    WriteTrace("capture", ColdEvents(), 0, -1,
                               ",{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaStreamBeginCapture\", "
                               "\"ts\": 3, \"dur\": 1, \"pid\": 1, \"tid\": 1, \"args\": {}}\n"),
-                   Options(), "whole: CUDA graph captures"});
+                   Options(), "streamed in 2 passes (CUDA graph captures, whose runtime calls follow the memory events)"});
+  {
+    // Note [Capture windows from a first pass]: a window closed inside the
+    // trace (events 3-4 in it), warm and cold, written after the memory
+    // events as Kineto writes runtime calls.
+    const std::string window =
+        ",{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaStreamBeginCapture\", "
+        "\"ts\": 3, \"dur\": 1, \"pid\": 1, \"tid\": 1, \"args\": {}}\n"
+        ",{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"hipStreamEndCapture\", "
+        "\"ts\": 4, \"dur\": 1, \"pid\": 1, \"tid\": 1, \"args\": {}}\n";
+    const std::string why = "streamed in 2 passes (CUDA graph captures, whose runtime calls follow the memory events)";
+    cases.push_back({"capture_window", WriteTrace("capture_window", ColdEvents(), 0, 2 << 20, window), Options(), why});
+    cases.push_back({"capture_window_bfc", WriteTrace("capture_window_bfc", ColdEvents(), 0, -1, window),
+                     Options("bfc"), why});
+    cases.push_back({"capture_warm", WriteTrace("capture_warm", ColdEvents(), 0, 64 << 20, window), Options(),
+                     "streamed in 3 passes (the cold start misses the first Total Reserved: a warm start is inferred)"});
+  }
   // Kineto writes deviceProperties last: the caching allocator streams at a
-  // capacity it never reaches and takes the recorded one at the end.
+  // capacity it never reaches and takes the recorded one at the end (the
+  // reorder window is not used: these are in order).
   cases.push_back({"devices_last", WriteTrace("devices_last", ColdEvents(), 0, -1, "", /*devices_first=*/false),
                    Options(), "streamed"});
   cases.push_back({"devices_last_bfc", WriteTrace("devices_last_bfc", ColdEvents(), 0, -1, "", false), Options("bfc"),
@@ -268,34 +306,55 @@ TEST(ReplayStreamTest, WarmTracesStreamInPassesWithTheWholeTracesNumbers) {
   }
 }
 
+// Every shipped Kineto trace streams (Note [A bounded reorder window]: the
+// V100 HTA trace, out of order by 20,380 events, and the MI300X one, by
+// 276, were imported whole and sorted before), with the whole-trace
+// path's numbers.
 TEST(ReplayStreamTest, EveryShippedKinetoTraceGivesTheWholeTracesNumbers) {
-  const char* const kKineto[] = {
-      "hta_df_index_resolver_v100_rank1.pt.trace.json.gz",
-      "kineto_tbplugin_resnet50_v100_legacy_noaddr.pt.trace.json.gz",
-      "tracelens_h100_bert-small_inference.pt.trace.json.gz",
-      "tracelens_h100_owlv2-large_inference.pt.trace.json.gz",
-      "tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz",
+  const std::string warm = "streamed in 3 passes (the cold start misses the first Total Reserved: a warm start is "
+                           "inferred)";
+  struct Shipped {
+    const char* name;
+    std::string warm_import;  // with the warm start inferred; cold: "streamed"
   };
-  int streamed = 0, passes = 0;
-  for (const char* name : kKineto) {
-    const std::string path = RecordedTracePath(name);
+  const Shipped kKineto[] = {
+      {"hta_df_index_resolver_v100_rank1.pt.trace.json.gz", warm},
+      {"kineto_tbplugin_resnet50_v100_legacy_noaddr.pt.trace.json.gz", "streamed"},
+      {"tracelens_h100_bert-small_inference.pt.trace.json.gz", warm},
+      {"tracelens_h100_owlv2-large_inference.pt.trace.json.gz",
+       "streamed in 4 passes (the cold start misses the first Total Reserved: a warm start is inferred)"},
+      {"tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz", "streamed"},
+  };
+  int checked = 0;
+  for (const Shipped& t : kKineto) {
+    const std::string path = RecordedTracePath(t.name);
     if (path.empty()) continue;
-    for (bool warm : {true, false}) {
-      SCOPED_TRACE(std::string(name) + (warm ? " warm" : " cold"));
+    for (bool infer : {true, false}) {
+      SCOPED_TRACE(std::string(t.name) + (infer ? " warm" : " cold"));
       ReplayOptions o = Options();
-      o.infer_warm_start = warm;
+      o.infer_warm_start = infer;
       auto s = ReplayFile(path, o);
       ASSERT_TRUE(s.ok()) << s.status();
-      streamed += s->import.rfind("streamed", 0) == 0;
-      if (warm) passes += s->import.rfind("streamed in ", 0) == 0;
+      EXPECT_EQ(s->import, infer ? t.warm_import : "streamed");
       EXPECT_EQ(RenderReplayJson(*s), RenderReplayJson(Whole(path, o))) << s->import;
+      ++checked;
     }
   }
-  EXPECT_GT(streamed, 0);
-  // The warm H100 traces (Note [Streaming a warm trace in passes]; the V100
-  // one is out of order: whole).
-  if (!RecordedTracePath(kKineto[2]).empty()) {
-    EXPECT_EQ(passes, 2);
+  EXPECT_GT(checked, 0);
+  // The MI300X trace's event 276 is older than all 276 before it: the
+  // smallest window that sorts it.
+  const std::string mi300x = RecordedTracePath(kKineto[4].name);
+  if (!mi300x.empty()) {
+    ReplayOptions o = Options();
+    o.reorder_window = 276;
+    auto s = ReplayFile(mi300x, o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->import, "streamed");
+    o.reorder_window = 275;
+    s = ReplayFile(mi300x, o);
+    ASSERT_TRUE(s.ok()) << s.status();
+    EXPECT_EQ(s->import, "whole: memory event 276 arrives older than the 275-event reorder window allows");
+    EXPECT_EQ(RenderReplayJson(*s), RenderReplayJson(Whole(mi300x, o)));
   }
 }
 

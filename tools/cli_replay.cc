@@ -49,12 +49,8 @@ absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const st
   ReplayOptions o = options;
   o.keep_start_state = true;
   ASSIGN_OR_RETURN(ReplayResult replay, ReplayLoaded(loaded, o));
-  if (replay.graph_pools > 0) {
-    return absl::UnimplementedError(absl::StrCat(
-        path, ": ", replay.graph_pool_allocs, " allocations were served by ", replay.graph_pools,
-        " CUDA graph private pools (Note [CUDA graph private pools]); the engine's replay, which viz draws, does "
-        "not model private pools yet: use `gpusim replay`"));
-  }
+  // Note [CUDA graph private pools]: replay.start names the buffers its
+  // private pools served; the engine's allocator routes them the same way.
   const RecordedTrace& recorded = loaded.snapshot.has_value() ? loaded.snapshot->trace : loaded.recorded;
   ToNativeOptions to_native;
   to_native.device = o.device;

@@ -27,6 +27,7 @@
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/graph_pools.h"
 #include "sim/alloc/start_state.h"
 #include "viz/step_view.h"
 #include "viz/svg.h"
@@ -99,8 +100,13 @@ std::vector<int64_t> FirstFitPlacement(const StepReport& r, int64_t* height) {
 // reserved) and cached free space shows as empty area. `*base` bytes are
 // left free below for memory live before the trace began. Returns false
 // when the strategy places nothing (ideal) or runs out of memory.
+// A CUDA graph private pool's drawn band: [lo, hi) of the stacked ranges.
+struct PoolBand {
+  int64_t lo = 0, hi = 0;
+};
+
 bool AllocatorPlacement(const StepReport& r, int64_t base, std::vector<int64_t>* off, int64_t* height,
-                        std::string* how) {
+                        std::string* how, std::map<int32_t, PoolBand>* pools) {
   // From the replay's start state (Note [One start state for every
   // command], sim/alloc/start_state.cc): its segments are device memory too.
   auto made = MakeStartedAllocator(r.spec.allocator, r.capacity.value() > 0 ? r.capacity : Bytes(int64_t{1} << 40),
@@ -147,6 +153,12 @@ bool AllocatorPlacement(const StepReport& r, int64_t base, std::vector<int64_t>*
   for (size_t k = 0; k < merged.size(); ++k) {
     merged_off[k] = top;
     top += static_cast<int64_t>(merged[k].second - merged[k].first);
+    // Note [CUDA graph private pools]: a pool's addresses lie above the main
+    // pool's (sim/alloc/graph_pools.h), so its ranges stack together.
+    if (const int32_t pool = GraphPoolOfAddress(merged[k].first); pool >= 0) {
+      auto [it, fresh] = pools->try_emplace(pool, PoolBand{merged_off[k], top});
+      if (!fresh) it->second.hi = top;
+    }
   }
   off->assign(nb, 0);
   for (size_t i = 0; i < nb; ++i) {
@@ -158,6 +170,14 @@ bool AllocatorPlacement(const StepReport& r, int64_t base, std::vector<int64_t>*
   *height = top;
   *how = absl::StrCat("addresses: ", std::string(a.name()), " replay");
   return true;
+}
+
+// "; CUDA graph pool K" for a buffer a private pool served, else "".
+std::string GraphPoolNote(const StepReport& r, BufferId id) {
+  const GraphPoolMembers& g = r.start.graph_pools;
+  if (g.empty()) return "";
+  auto it = g.pool_of.find(id);
+  return it == g.pool_of.end() ? "" : absl::StrCat("; CUDA graph pool ", it->second, " (allocated during capture)");
 }
 
 struct Box {
@@ -198,6 +218,7 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   int64_t height = 0;
   std::string placement = "addresses: first fit (display)";
   bool pre_band = true;  // the bytes live before the trace drawn as a band at the bottom
+  std::map<int32_t, PoolBand> pool_bands;
   Bytes args(0), outs(0);
   const bool xla_offsets = v.xla && r.temp_offsets.size() == nb;
   if (xla_offsets) {
@@ -229,7 +250,8 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     // in its segments, which the placement stacks already.
     const int64_t pre = r.lowered.trace.preexisting.value();
     const bool in_start = !r.start.empty();
-    if (!AllocatorPlacement(r, in_start ? 0 : pre, &addr, &height, &placement)) {
+    if (!AllocatorPlacement(r, in_start ? 0 : pre, &addr, &height, &placement, &pool_bands)) {
+      pool_bands.clear();
       addr = FirstFitPlacement(r, &height);
       for (int64_t& x : addr) x += pre;
       height += pre;
@@ -364,6 +386,7 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     const std::string title = absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B), ",
                                            std::string(RoleName(b.role)), "; live ", viz_internal::WhenLabel(v, v.t0[q.i]), " → ",
                                            viz_internal::WhenLabel(v, v.t1[q.i]), b.origin.empty() ? "" : "; ", b.origin,
+                                           GraphPoolNote(r, b.id),
                                            absl::StrJoin(viz_internal::AllocFrames(r, b.id, 3), "",
                                                          [](std::string* out, const std::string& f) {
                                                            absl::StrAppend(out, "\n  at ", f);
@@ -372,6 +395,21 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     svg.RectWithTitle(q.x, q.y, q.w, q.h, RoleColor(b.role), title,
                       absl::StrCat("data-b=\"", q.i, "\"",
                                    q.h >= 3 && q.w >= 3 ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : ""));
+  }
+
+  // CUDA graph private pools: each pool's segments, outlined across the
+  // step (a pool keeps them while its graph lives).
+  for (const auto& [pool, band] : pool_bands) {
+    const double y_hi = Y(static_cast<double>(band.hi)), y_lo = Y(static_cast<double>(band.lo));
+    svg.RectWithTitle(kLeft, y_hi, pw, std::max(y_lo - y_hi, 0.5), "#7b3294",
+                      absl::StrCat("CUDA graph pool ", pool, ": segments of ", HumanBytes(Bytes(band.hi - band.lo)),
+                                   " (", band.hi - band.lo, " B), served to the allocations of capture ", pool,
+                                   " only, kept while the graph lives"),
+                      "fill-opacity=\"0.06\" stroke=\"#7b3294\" stroke-dasharray=\"5,3\"");
+    const std::string label = absl::StrCat("CUDA graph pool ", pool);
+    if (y_lo - y_hi >= 12 && layer.Take(LabelLayer::Of(kLeft + pw - 4, y_hi + 11, label, 10, "end"))) {
+      svg.Text(kLeft + pw - 4, y_hi + 11, label, "fill=\"#7b3294\" font-size=\"10\" text-anchor=\"end\"");
+    }
   }
 
   // Labels: the largest rectangles that hold a line of text; buffers the
@@ -467,6 +505,11 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     if (by_role[static_cast<size_t>(role)].value() == 0) continue;
     svg.Rect(lx, ly - 9, 12, 12, RoleColor(role));
     svg.Text(lx + 18, ly + 1, std::string(RoleName(role)));
+    ly += 17;
+  }
+  if (!pool_bands.empty()) {
+    svg.Rect(lx, ly - 9, 12, 12, "#7b3294", "fill-opacity=\"0.06\" stroke=\"#7b3294\" stroke-dasharray=\"3,2\"");
+    svg.Text(lx + 18, ly + 1, absl::StrCat(pool_bands.size(), " CUDA graph pool", pool_bands.size() == 1 ? "" : "s"));
     ly += 17;
   }
   if (aggregated > 0) {

@@ -39,6 +39,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/graph_pools.h"
 #include "sim/alloc/start_state.h"
 #include "sim/base/file_util.h"
 #include "sim/base/status.h"
@@ -304,9 +305,13 @@ absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r) {
     p.Int(stream);
     p.Str("segment_type");
     p.Str(total <= kSmallSegment && !expandable ? "small" : "large");
+    // A CUDA graph's private pool (Note [CUDA graph private pools]): its
+    // MempoolId, as CUDAGraph::capture_begin gives a graph its own pool
+    // ({id, 0}); the main pool is (0, 0).
+    const int32_t pool = GraphPoolOfAddress(static_cast<uint64_t>(addr));
     p.Str("segment_pool_id");
     p.BeginTuple();
-    p.Int(0);
+    p.Int(pool < 0 ? 0 : pool + 1);
     p.Int(0);
     p.EndTuple();
     p.Str("is_expandable");

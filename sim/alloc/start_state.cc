@@ -71,6 +71,9 @@ absl::StatusOr<std::unique_ptr<Allocator>> MakeStartedAllocator(const AllocatorS
                                                      " B live before recording do not fit in ", capacity.value(),
                                                      " B"));
   }
+  if (!start.graph_pools.empty()) {
+    return std::make_unique<GraphPoolAllocator>(std::move(a), spec, capacity, start.graph_pools);
+  }
   return a;
 }
 

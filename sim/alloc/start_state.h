@@ -13,6 +13,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/graph_pools.h"
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
 
@@ -30,6 +31,9 @@ struct AllocatorStartState {
   // live before recording); 0: none.
   Bytes allocated_first;
   BufferId allocated_first_id = -1;
+  // The buffers the replay's CUDA graph private pools served (Note [CUDA
+  // graph private pools]): a started allocator routes them there.
+  GraphPoolMembers graph_pools;
   bool empty() const { return segments.empty() && allocated_first <= Bytes(0); }
   bool Holds(BufferId id) const;
 };
@@ -38,7 +42,8 @@ struct AllocatorStartState {
 AllocatorStartState CaptureStartState(const Allocator& a, std::vector<BufferId> held, Bytes allocated_first,
                                       BufferId allocated_first_id);
 
-// `spec` at `capacity`, restored to `start`; an error (naming the strategy)
+// `spec` at `capacity`, restored to `start` (a GraphPoolAllocator around it
+// when start.graph_pools names any pool); an error (naming the strategy)
 // when the strategy cannot hold that state or the restored totals are not
 // the captured ones.
 absl::StatusOr<std::unique_ptr<Allocator>> MakeStartedAllocator(const AllocatorSpec& spec, Bytes capacity,

@@ -203,7 +203,9 @@ absl::StatusOr<ReplayResult> ReplayNativeTrace(const Trace& trace, const std::st
 // by that window's pool — one allocator of the chosen kind per window (pools
 // shared between graphs through graph_pool_handle() are not recorded and not
 // modelled) — its frees go back to it, and reserved and allocated are the
-// sums over the main pool and the private ones, all bounded by the capacity.
+// sums over the main pool and the private ones, all bounded by the capacity
+// (sim/alloc/graph_pools.h GraphPoolAllocator, which the engine's replay
+// that viz draws runs too: the start state names each pool's buffers).
 // Offline planners see no pools (they place the whole trace at once).
 
 absl::StatusOr<std::string> RecordingFormatOf(const std::string& path) {

@@ -57,6 +57,11 @@ struct ReplayOptions {
   // (sim/lower/eager/device_memory_conv.h; --cudnn-workspace); empty: not
   // given. Refused by name on other recordings.
   std::string cudnn_workspace;
+  // A Kineto trace streamed (ReplayKinetoStreaming): how many memory events
+  // may be held back to put it in (ts, Ev Idx) order (Note [A bounded
+  // reorder window], sim/replay/reorder_window.h). The whole-trace path
+  // sorts without a bound; only the streamed path reads this.
+  int64_t reorder_window = 65536;
 };
 
 // Predicted vs recorded totals over the events that recorded one.

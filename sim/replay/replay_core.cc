@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <utility>
 
+#include "sim/alloc/graph_pools.h"
 #include "sim/alloc/options.h"
 #include "sim/base/status.h"
 
@@ -67,8 +68,12 @@ absl::StatusOr<std::unique_ptr<ReplayCore>> ReplayCore::Make(const ReplayOptions
   core->offline_ = core->allocator_->PlansOffline();
   r.offline = core->offline_;
   if (captures != nullptr && !core->offline_ && !captures->empty()) {
+    // Note [CUDA graph private pools]: the main pool and one per capture.
     core->captures_ = captures;
-    core->pools_.resize(captures->size());
+    auto pooled = std::make_unique<GraphPoolAllocator>(std::move(core->allocator_), options.allocator,
+                                                       options.capacity, GraphPoolMembers{});
+    core->pooled_ = pooled.get();
+    core->allocator_ = std::move(pooled);
   }
   return core;
 }
@@ -118,17 +123,6 @@ absl::Status ReplayCore::Start(Bytes preexisting, BufferId preexisting_id, const
   return absl::OkStatus();
 }
 
-AllocatorUsage ReplayCore::Usage() const {
-  AllocatorUsage u = allocator_->usage();
-  for (const auto& p : pools_) {
-    if (p == nullptr) continue;
-    const AllocatorUsage pu = p->usage();
-    u.allocated += pu.allocated;
-    u.reserved += pu.reserved;
-  }
-  return u;
-}
-
 int64_t ReplayCore::CaptureOf(const RecordedMemoryEvent* m) const {  // the capture window m lies in, or -1
   if (captures_ == nullptr || m == nullptr) return -1;
   const std::vector<CaptureWindow>& captures = *captures_;
@@ -165,19 +159,14 @@ absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int
     const int64_t w = restored || source < 0 ? -1 : CaptureOf(m);
     bool ok = false;
     if (w >= 0) {
-      std::unique_ptr<Allocator>& pool = pools_[static_cast<size_t>(w)];
-      if (pool == nullptr) {
-        ASSIGN_OR_RETURN(pool, MakeAllocator(options_.allocator, options_.capacity));
-        ++r_.graph_pools;
-      }
-      ok = pool->Alloc(e.buffer, e.size, e.stream);
-      if (ok && Usage().reserved > options_.capacity) {  // the pools share the device
-        pool->Free(e.buffer);
-        ok = false;
-      }
-      if (ok) {
-        pool_of_[e.buffer] = pool.get();
-        ++r_.graph_pool_allocs;
+      ASSIGN_OR_RETURN(ok, pooled_->AllocInPool(static_cast<int32_t>(w), e.buffer, e.size, e.stream));
+      if (ok) ++r_.graph_pool_allocs;
+      // What the engine's replay of the same import routes (viz), served
+      // or not.
+      if (r_.start.has_value()) {
+        GraphPoolMembers& g = r_.start->graph_pools;
+        g.pool_of[e.buffer] = static_cast<int32_t>(w);
+        g.pools = std::max(g.pools, static_cast<int32_t>(w) + 1);
       }
     }
     if (restored) {
@@ -214,13 +203,7 @@ absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int
     if (auto it = live_blocks_.find(e.buffer); it != live_blocks_.end()) {
       live_ -= it->second.size;
       if (it->second.placed) {
-        // A private pool keeps its freed blocks for the graph's later use.
-        if (auto p = pool_of_.empty() ? pool_of_.end() : pool_of_.find(e.buffer); p != pool_of_.end()) {
-          p->second->Free(e.buffer);
-          pool_of_.erase(p);
-        } else {
-          a.Free(e.buffer);
-        }
+        a.Free(e.buffer);  // a private pool's block goes back to its pool
       }
       live_blocks_.erase(it);
     }
@@ -228,12 +211,8 @@ absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int
     return absl::OkStatus();
   }
   if (offline_) return absl::OkStatus();  // placed at Finish
-  last_ = pools_.empty() ? a.usage() : Usage();  // cheap: stats() may scan free lists
+  last_ = a.usage();  // cheap: stats() may scan free lists
   peak_.Observe(last_);
-  if (!pools_.empty()) {
-    combined_peak_.allocated = std::max(combined_peak_.allocated, last_.allocated);
-    combined_peak_.reserved = std::max(combined_peak_.reserved, last_.reserved);
-  }
   return absl::OkStatus();
 }
 
@@ -289,18 +268,8 @@ absl::Status ReplayCore::Finish() {
   }
   r_.no_fragmentation_peak = live_peak_;
   RETURN_IF_ERROR(a.Finish());
-  r_.stats = a.stats();
-  for (const auto& p : pools_) {
-    if (p == nullptr) continue;
-    const AllocatorStats ps = p->stats();
-    r_.stats.allocated += ps.allocated;
-    r_.stats.reserved += ps.reserved;
-    r_.stats.device_mallocs += ps.device_mallocs;
-    r_.stats.device_frees += ps.device_frees;
-    r_.stats.segments += ps.segments;
-    r_.stats.peak_allocated = std::max(r_.stats.peak_allocated, combined_peak_.allocated);
-    r_.stats.peak_reserved = std::max(r_.stats.peak_reserved, combined_peak_.reserved);
-  }
+  r_.stats = a.stats();  // summed over the private pools (GraphPoolAllocator)
+  if (pooled_ != nullptr) r_.graph_pools = pooled_->pools_used();
   if (offline_) {
     peak_.Observe(r_.stats);  // the plan's heap at its peak
     r_.fragmentation_at_peak = r_.stats.peak_reserved - r_.stats.peak_allocated;

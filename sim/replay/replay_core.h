@@ -16,6 +16,7 @@
 #include "absl/container/flat_hash_set.h"
 #include "absl/status/statusor.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/graph_pools.h"
 #include "sim/import/recorded_trace.h"
 #include "sim/replay/replay.h"
 #include "sim/replay/replay_internal.h"
@@ -75,7 +76,6 @@ class ReplayCore {
 
  private:
   ReplayCore(const ReplayOptions& options, ReplayResult& r) : options_(options), r_(r) {}
-  AllocatorUsage Usage() const;
   int64_t CaptureOf(const RecordedMemoryEvent* m) const;
   void OomAt(const MemoryOp& e, const RecordedMemoryEvent* m, int64_t source);
   AddressDeparture DepartureOf(int64_t source, int64_t recorded, BufferId buffer) const;
@@ -95,11 +95,10 @@ class ReplayCore {
     bool placed = false;
   };
   absl::flat_hash_map<BufferId, Live> live_blocks_;
-  // Note [CUDA graph private pools]: one allocator per capture window.
+  // Note [CUDA graph private pools]: allocator_ is then a
+  // GraphPoolAllocator (pooled_), one private pool per capture window.
   const std::vector<CaptureWindow>* captures_ = nullptr;
-  std::vector<std::unique_ptr<Allocator>> pools_;
-  absl::flat_hash_map<BufferId, Allocator*> pool_of_;  // buffers in a private pool
-  AllocatorUsage combined_peak_;
+  GraphPoolAllocator* pooled_ = nullptr;
   AllocatorUsage last_;  // usage after the latest op
   PeakTracker peak_;
   double alloc_abs_ = 0, reserved_abs_ = 0;

@@ -14,9 +14,11 @@
 //    only when the cold start misses the first recorded Total Reserved, and
 //    then reads every address;
 //  - the order: the in-memory import sorts the events by (ts, Ev Idx) when
-//    the file is not in that order;
+//    the file is not in that order; the stream puts them in order within a
+//    bounded window (Note [A bounded reorder window]);
 //  - CUDA graph captures (Note [CUDA graph private pools]): their runtime
-//    calls may come anywhere in the file;
+//    calls come after the memory events (Note [Capture windows from a
+//    first pass]);
 //  - the recorded device's memory size, when deviceProperties follow the
 //    events (Kineto writes them last). The default caching allocator reads
 //    its capacity only when a cudaMalloc would pass it, so it streams at a
@@ -57,6 +59,27 @@
 // head blocks', which are restored by id and so never reused. Any fact a
 // pass cannot take (order, devices, streams, captures, an error) sends the
 // trace to the whole-trace path, named, as above.
+//
+// Note [Capture windows from a first pass]
+// Which allocations a CUDA graph's private pool serves depends on the
+// capture windows (cudaStreamBeginCapture .. cudaStreamEndCapture, hip*),
+// which Kineto records as runtime activities. libkineto writes a trace's
+// activities buffer by buffer (libkineto/src/CuptiActivityProfiler.cpp
+// processTraceInternal: processCpuTrace for every CPU trace buffer, then
+// the CUPTI / roctracer activity buffers: runtime calls, kernels), and
+// PyTorch's memory events are CPU-buffer activities (torch/csrc/autograd/
+// profiler_kineto.cpp materializeOpEvents: cpu_trace_.addMemoryUsageActivity),
+// so in the file every runtime call follows every memory event: measured
+// on the shipped traces, bert-small's
+// memory events are traceEvents 480-715 and its runtime calls 2,101-2,485;
+// MI300X 522-1,584 and 7,589-8,059; V100 HTA 42,070-86,724 and
+// 86,727-216,049. A one-pass replay therefore meets an allocation before
+// it can know whether a capture held it. The windows themselves are few
+// (two numbers per capture), so the facts pass (pass 1 of Note [Streaming
+// a warm trace in passes]) keeps them (StreamFacts::captures, paired as
+// the whole import pairs them, sim/import/kineto.cc PairCaptures) and
+// every later pass routes allocations by them, as ReplayRecorded does; the
+// memory is bounded by the number of captures.
 #include <functional>
 #include <limits>
 #include <memory>
@@ -66,6 +89,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "sim/alloc/options.h"
 #include "sim/base/status.h"
@@ -73,6 +97,7 @@
 #include "sim/import/import.h"
 #include "sim/replay/replay.h"
 #include "sim/replay/replay_core.h"
+#include "sim/replay/reorder_window.h"
 #include "sim/replay/replay_internal.h"
 
 namespace gpusim {
@@ -126,6 +151,9 @@ class RecycledIds {
   BufferId next_ = 0;
 };
 
+// Why a pass with no reorder window stops at an event out of order.
+constexpr char kOutOfOrder[] = " is out of (ts, Ev Idx) order";
+
 // Stops the pass: the trace needs the whole-trace path, for `why`.
 absl::Status NotStreamable(std::string why) { return absl::CancelledError(why); }
 // Stops the one pass: the trace streams in passes (Note [Streaming a warm
@@ -141,7 +169,7 @@ struct EventChecks {
   int64_t last_seq = std::numeric_limits<int64_t>::min();
   absl::StatusOr<bool> Check(const RecordedMemoryEvent& m, int64_t i, const ReplayOptions& options) {
     if (m.time < last_time || (m.time == last_time && m.seq < last_seq)) {
-      return NotStreamable(absl::StrCat("memory event ", i, " is out of (ts, Ev Idx) order"));
+      return NotStreamable(absl::StrCat("memory event ", i, kOutOfOrder));
     }
     last_time = m.time;
     last_seq = m.seq;
@@ -166,18 +194,36 @@ struct StreamFacts {
   bool any_allocated = false, any_reserved = false;  // some memory event records the total
   std::unique_ptr<Allocator> rounding;   // the allocator's block rounding, for `warm`
   std::optional<WarmFactCollector> warm;  // pytorch_caching, infer_warm_start
+  std::vector<CaptureWindow> captures;    // Note [Capture windows from a first pass]
 };
 
-// The import of one pass; `on_event` gets each memory event with its index.
-absl::StatusOr<RecordedTrace> StreamEvents(const std::string& path,
-                                           const std::function<absl::Status(const RecordedMemoryEvent&, int64_t)>& on_event) {
-  int64_t index = 0;  // recorded memory-event index: every kept event counts
+// The Kineto import of `path` with its memory events handed to `on_event`
+// in (ts, Ev Idx) order, through a window of `window` events (Note [A
+// bounded reorder window]); the last ones after the file's end, with its
+// whole metadata.
+absl::StatusOr<RecordedTrace> ImportInOrder(const std::string& path, int64_t window,
+                                            replay_internal::ReorderWindow::Emit on_event) {
   KinetoImportOptions ko;
   ko.keep_gpu_ops = false;
   ko.keep_cpu_ops = false;
   ko.keep_stacks = false;
-  ko.on_memory_event = [&](const RecordedMemoryEvent& m, const RecordedMetadata&) { return on_event(m, index++); };
-  return ImportKinetoTrace(path, ko);
+  if (window <= 0) {  // as read (the passes check the order)
+    ko.on_memory_event = std::move(on_event);
+    return ImportKinetoTrace(path, ko);
+  }
+  replay_internal::ReorderWindow reorder(window, std::move(on_event));
+  ko.on_memory_event = [&](const RecordedMemoryEvent& m, const RecordedMetadata& meta) { return reorder.Add(m, meta); };
+  absl::StatusOr<RecordedTrace> t = ImportKinetoTrace(path, ko);
+  if (t.ok()) RETURN_IF_ERROR(reorder.Drain(t->metadata));
+  return t;
+}
+
+// The import of one pass; `on_event` gets each memory event with its index.
+absl::StatusOr<RecordedTrace> StreamEvents(const std::string& path, const ReplayOptions& options,
+                                           const std::function<absl::Status(const RecordedMemoryEvent&, int64_t)>& on_event) {
+  int64_t index = 0;  // recorded memory-event index: every kept event counts
+  return ImportInOrder(path, options.reorder_window,
+                       [&](const RecordedMemoryEvent& m, const RecordedMetadata&) { return on_event(m, index++); });
 }
 
 // Why a pass stopped, for ReplayResult::import (a trace error included: the
@@ -212,8 +258,8 @@ absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOp
     }
     return absl::OkStatus();
   };
-  ASSIGN_OR_RETURN(RecordedTrace t, StreamEvents(path, on_event));
-  if (!t.captures.empty()) return NotStreamable("CUDA graph captures");
+  ASSIGN_OR_RETURN(RecordedTrace t, StreamEvents(path, options, on_event));
+  f.captures = std::move(t.captures);
   if (f.events == 0) return NotStreamable("no memory events");
   ASSIGN_OR_RETURN(f.preexisting, pairer.Preexisting());
   for (const auto& [id, size] : pairer.head()) f.head.push_back(size);
@@ -230,7 +276,8 @@ absl::Status ReplayPass(const std::string& path, const ReplayOptions& options, c
                         replay_internal::WarmPass* warm, bool stop_at_first_reserved, bool* missed, ReplayResult& r) {
   r.source = path;
   r.format = "kineto";
-  ASSIGN_OR_RETURN(std::unique_ptr<ReplayCore> core, ReplayCore::Make(options, nullptr, /*kineto_sizes=*/true, r));
+  ASSIGN_OR_RETURN(std::unique_ptr<ReplayCore> core, ReplayCore::Make(options, f.captures.empty() ? nullptr : &f.captures,
+                                                                 /*kineto_sizes=*/true, r));
   if (r.offline) return NotStreamable("an offline planner places the whole trace at its end");
   if (f.any_allocated) r.allocated.emplace();
   if (f.any_reserved) r.reserved.emplace();
@@ -279,7 +326,7 @@ absl::Status ReplayPass(const std::string& path, const ReplayOptions& options, c
     }
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(StreamEvents(path, on_event).status());
+  RETURN_IF_ERROR(StreamEvents(path, options, on_event).status());
   if (heads_bound != head_ids.size()) return absl::InternalError("stream passes: the head shrank");
   r.conversion = pairer.stats();
   return core->Finish();
@@ -362,11 +409,9 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
   }
 }
 
-}  // namespace
-
-absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::string& path,
-                                                                  const ReplayOptions& options_in,
-                                                                  std::string* why_not) {
+// ReplayKinetoStreaming through a window of options_in.reorder_window events.
+absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoOnce(const std::string& path, const ReplayOptions& options_in,
+                                                             std::string* why_not) {
   ReplayOptions options = options_in;
   ReplayResult r;
   r.source = path;
@@ -439,12 +484,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
     return absl::OkStatus();
   };
 
-  KinetoImportOptions ko;
-  ko.keep_gpu_ops = false;
-  ko.keep_cpu_ops = false;
-  ko.keep_stacks = false;
-  ko.on_memory_event = on_event;
-  auto imported = ImportKinetoTrace(path, ko);
+  auto imported = ImportInOrder(path, options.reorder_window, on_event);
   auto give_up = [&](std::string why) -> std::optional<ReplayResult> {
     if (why_not != nullptr) *why_not = std::move(why);
     return std::nullopt;
@@ -458,7 +498,10 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
     return give_up(absl::IsCancelled(imported.status()) ? std::string(imported.status().message())
                                                         : absl::StrCat("the trace has an error (", imported.status().message(), ")"));
   }
-  if (!imported->captures.empty()) return give_up("CUDA graph captures");
+  if (!imported->captures.empty()) {
+    return ReplayKinetoInPasses(path, options_in, "CUDA graph captures, whose runtime calls follow the memory events",
+                                why_not);
+  }
   if (core == nullptr) return give_up("no memory events");
   if (pairer.initial_allocated().has_value() != first_had_allocated) {
     return give_up("Total Allocated first recorded after the first memory event");
@@ -482,6 +525,24 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
   }
   r.import = "streamed";
   return std::optional<ReplayResult>(std::move(r));
+}
+
+}  // namespace
+
+// Note [A bounded reorder window]: the window is used only when a pass
+// without one meets an event out of order.
+absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::string& path,
+                                                                  const ReplayOptions& options,
+                                                                  std::string* why_not) {
+  ReplayOptions as_read = options;
+  as_read.reorder_window = 0;
+  std::string why;
+  ASSIGN_OR_RETURN(std::optional<ReplayResult> r, ReplayKinetoOnce(path, as_read, &why));
+  if (r.has_value() || options.reorder_window <= 0 || !absl::EndsWith(why, kOutOfOrder)) {
+    if (why_not != nullptr) *why_not = std::move(why);
+    return r;
+  }
+  return ReplayKinetoOnce(path, options, why_not);
 }
 
 }  // namespace gpusim

@@ -296,6 +296,10 @@ absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& sp
     for (BufferId& id : r.start.held) id = id_of(id);
     std::sort(r.start.held.begin(), r.start.held.end());
     if (r.start.allocated_first > Bytes(0)) r.start.allocated_first_id = id_of(r.start.allocated_first_id);
+    GraphPoolMembers pools;
+    pools.pools = r.start.graph_pools.pools;
+    for (const auto& [id, pool] : r.start.graph_pools.pool_of) pools.pool_of[id_of(id)] = pool;
+    r.start.graph_pools = std::move(pools);
   }
   r.capacity = spec.device.usable();
   ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, StartedAllocator(r));

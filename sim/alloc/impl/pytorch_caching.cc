@@ -16,7 +16,9 @@
 //    release_block's assert): modelled with the skip.
 //  - Later versions add large_segment_size_mb (kLargeBuffer configurable)
 //    and move the config to c10/core/AllocatorConfig.cpp: not modelled.
-//  - Not modelled at all: CUDA-graph private pools, recordStream events
+//  - CUDA-graph private pools: around this class, one instance per pool
+//    (sim/alloc/graph_pools.h).
+//  - Not modelled at all: recordStream events
 //    (a block is reusable as soon as it is freed), IPC, free-memory
 //    callbacks (none fire in a plain process).
 #include "sim/alloc/impl/pytorch_caching.h"
