@@ -68,15 +68,17 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
     const double keys = static_cast<double>(Sfull_);
     std::vector<std::string> ins = {"qkv"};
     if (cp_ > 1) {
-      LayerValue ring{"kv_ring", {2, 2, S_, B_, K_ * Dh_ / t_}, cdt_, OpKind::kAllGather, {"qkv"}, 0, "", false,
-                false, {}};
+      LayerValue ring{"kv_ring", {2, 2, S_, B_, K_ * Dh_ / t_}, cdt_, OpKind::kAllGather, {"qkv"}, 0, "attn_kv_ring",
+                      false, false, {}};
       ring.group = cp_;
       ring.comm_scale = static_cast<double>(cp_) / 2.0;
       add(ring);
       ins.push_back("kv_ring");
     }
-    add({"attn_lse", {B_, At, S_}, DType::kF32, OpKind::kElementwise, {"qkv"}, b * a / t * s, "attn_lse", false,
-         false, {}});
+    LayerValue lse{"attn_lse", {B_, At, S_}, DType::kF32, OpKind::kElementwise, {"qkv"}, b * a / t * s, "attn_lse",
+                   false, false, {}};
+    lse.kernel_of = "context";  // Note [A second output of a kernel]
+    add(lse);
     LayerValue fa{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kAttention, ins, 2 * b * a / t * s * keys * dh,
             "context", false, true, {"qkv", "context", "attn_lse"}};
     fa.bwd_scale = 2.5;
@@ -161,19 +163,27 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
   for (const LayerValue& n : graph_.values) {
     if (!only.empty() && !only.count(n.name)) continue;
     if (known.count(n.name)) continue;
+    // Note [A second output of a kernel]: recomputed, it is its kernel rerun,
+    // which writes the kernel's own output again (read by nothing).
+    const LayerValue& k = recompute && !n.kernel_of.empty() ? NodeOf(n.kernel_of) : n;
     std::vector<TensorId> ins;
-    for (const std::string& i : n.inputs) ins.push_back(IsParamInput(i) ? Param(l, ParamOfInput(i)) : known.at(i));
+    for (const std::string& i : k.inputs) ins.push_back(IsParamInput(i) ? Param(l, ParamOfInput(i)) : known.at(i));
     TensorId out = b_.AddTensor(pre + n.name, n.shape, n.dtype, Role::kActivation,
                                 absl::StrCat(recompute ? "recomputed " : "", "layer ", l, " ", n.name));
-    Op& op = b_.AddOp(pre + n.name, n.kind, ins, {out}, n.flops);
+    std::vector<TensorId> outs = {out};
+    if (&k != &n) {
+      outs.push_back(b_.AddTensor(pre + k.name, k.shape, k.dtype, Role::kTemporary,
+                                  absl::StrCat("layer ", l, " ", k.name, " written again by the recomputed kernel")));
+    }
+    Op& op = b_.AddOp(pre + (&k != &n ? k.name : n.name), k.kind, ins, outs, k.flops);
     op.dtype = cdt_;
     // The one layer value with its own group is the CP ring (kv_ring).
-    if (IsCollective(n.kind)) {
-      SetGroup(op, n.group > 0 ? n.group : t_, n.group > 0 ? MegatronGroup::kContext : MegatronGroup::kTensor);
+    if (IsCollective(k.kind)) {
+      SetGroup(op, k.group > 0 ? k.group : t_, k.group > 0 ? MegatronGroup::kContext : MegatronGroup::kTensor);
     }
-    op.m = n.m; op.n = n.n; op.k = n.k; op.batch = n.batch;
-    if (n.comm_scale != 1) {
-      op.bytes_written = Bytes(static_cast<int64_t>(static_cast<double>(op.bytes_written.value()) * n.comm_scale));
+    op.m = k.m; op.n = k.n; op.k = k.k; op.batch = k.batch;
+    if (k.comm_scale != 1) {
+      op.bytes_written = Bytes(static_cast<int64_t>(static_cast<double>(op.bytes_written.value()) * k.comm_scale));
     }
     known[n.name] = out;
   }

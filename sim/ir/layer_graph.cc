@@ -34,6 +34,13 @@ absl::Status LayerGraph::Validate() const {
     }
   }
   for (const LayerValue& v : values) {
+    if (!v.kernel_of.empty()) {
+      const LayerValue* k = Find(v.kernel_of);
+      if (k == nullptr || k == &v || !k->kernel_of.empty()) {
+        return absl::InternalError(absl::StrCat("layer graph: value '", v.name, "' is an output of the kernel of '",
+                                                v.kernel_of, "', which is no value with a kernel of its own"));
+      }
+    }
     for (const std::string& need : v.needs) {
       if (need != input && !seen.count(need)) {
         return absl::InternalError(

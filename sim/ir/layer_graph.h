@@ -10,6 +10,18 @@
 // `needs` are the values the value's backward rule reads (what autograd
 // saves for it, what JAX's partial eval makes residual); the layer input
 // may appear there too.
+//
+// Note [A second output of a kernel]
+// One kernel can write two values the backward reads: TE's flash attention
+// (transformer_engine FusedAttnFunc) writes the output and the fp32
+// softmax statistics (log-sum-exp, one per query row and head). A table
+// lists the statistics as a value of their own with `kernel_of` naming the
+// output, so a remat policy can keep one and drop the other. Dropping it
+// cannot recompute it alone: the backward reruns the whole kernel, from
+// that kernel's inputs (sim/remat/apply.cc puts them in the recompute
+// closure), at that kernel's FLOPs, and the rerun writes a second copy of
+// the output too, which nothing reads (models/gpt_layer.cc Forward). This
+// is Megatron-LM's selective recompute under flash attention.
 #ifndef GPUSIM_SIM_IR_LAYER_GRAPH_H_
 #define GPUSIM_SIM_IR_LAYER_GRAPH_H_
 
@@ -47,6 +59,10 @@ struct LayerValue {
   int64_t group = 0;             // collective: its group size; 0: the tensor-parallel group
   double comm_scale = 1;         // collective: bytes moved / output bytes (e.g. a CP ring)
   double bwd_scale = 1;          // backward FLOPs / forward FLOPs where one op's backward is one op
+  // Note [A second output of a kernel]: non-empty when this value is another
+  // output of `kernel_of`'s kernel (flash attention's softmax statistics):
+  // recomputing it reruns that kernel, from that kernel's inputs.
+  std::string kernel_of = {};
 
   // The first "W:" input's parameter name; empty when the op reads none.
   std::string param() const;
@@ -74,7 +90,8 @@ struct LayerGraph {
   // unknown names.
   const LayerValue* Find(std::string_view name) const;
   // Every name is unique, every input names an earlier value, the layer
-  // input or a parameter, and every need names a value or the layer input;
+  // input or a parameter, every need names a value or the layer input, and
+  // every kernel_of names a value that is no second output itself;
   // otherwise an internal error naming the value (a front-end's table is
   // wrong: a misspelt need would silently drop a residual).
   absl::Status Validate() const;

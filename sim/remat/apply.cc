@@ -71,7 +71,10 @@ absl::StatusOr<RematPlan> ApplyRematPolicy(const LayerGraph& graph, const RematS
       plan.saved.insert(name);
     } else {
       plan.recompute.insert(name);
-      for (const std::string& in : v->inputs) work.push_back(in);
+      // Note [A second output of a kernel]: rerunning its kernel reads
+      // that kernel's inputs.
+      const LayerValue* kernel = v->kernel_of.empty() ? v : graph.Find(v->kernel_of);
+      for (const std::string& in : kernel->inputs) work.push_back(in);
     }
   }
   return plan;

@@ -167,5 +167,37 @@ TEST(ApplyRematPolicyTest, AMisspeltNeedIsAnInternalError) {
   EXPECT_EQ(ApplyRematPolicy(g, Policy("none")).status().code(), absl::StatusCode::kInternal);
 }
 
+// Note [A second output of a kernel]: q -> ring (a collective) -> o, a
+// kernel whose second output l (tagged attn_lse) is listed before it.
+LayerGraph FlashGraph() {
+  LayerGraph g;
+  g.checkpoint_unit = CheckpointUnit::kLayerGroups;
+  LayerValue l{"l", {8}, DType::kF32, OpKind::kElementwise, {"q"}, 1, "attn_lse", false, false, {}};
+  l.kernel_of = "o";
+  g.values = {
+      {"q", {8}, DType::kBF16, OpKind::kMatmul, {"x", "W:wq"}, 64, "qkv", true, false, {"x"}},
+      {"ring", {8}, DType::kBF16, OpKind::kAllGather, {"q"}, 0, "attn_kv_ring", false, false, {}},
+      l,
+      {"o", {8}, DType::kBF16, OpKind::kAttention, {"q", "ring"}, 64, "context", false, true, {"q", "o", "l"}},
+  };
+  return g;
+}
+
+TEST(ApplyRematPolicyTest, ASecondOutputIsRecomputedFromItsKernelsInputs) {
+  const RematPlan p = Plan(FlashGraph(), Policy("selective"));
+  EXPECT_EQ(p.saved, (Names{"x", "q", "o"}));
+  // Rerunning o's kernel reads the ring too, which is recomputed with it.
+  EXPECT_EQ(p.recompute, (Names{"l", "ring"}));
+  EXPECT_EQ(Plan(FlashGraph(), Policy("none")).saved, (Names{"x", "q", "o", "l"}));
+}
+
+TEST(ApplyRematPolicyTest, ASecondOutputOfNoKernelIsAnInternalError) {
+  LayerGraph g = FlashGraph();
+  g.values[2].kernel_of = "missing";
+  EXPECT_NE(std::string(g.Validate().message()).find("'l' is an output of the kernel of 'missing'"), std::string::npos);
+  g.values[2].kernel_of = "l";
+  EXPECT_FALSE(g.Validate().ok());
+}
+
 }  // namespace
 }  // namespace gpusim

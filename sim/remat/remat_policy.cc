@@ -173,11 +173,20 @@ const std::map<std::string, Entry>& Registry() {
                          [](const RematSpec&) { return SaveNames({"out_proj"}); }}},
       // --- Megatron-LM (--recompute-granularity; Korthikanti et al. 2022) ---
       {"selective",
-       {"Megatron: recompute the attention core (QK^T, softmax, dropout), save the rest", "",
+       {"Megatron: recompute the attention core (QK^T, softmax, dropout; under flash attention the flash kernel), "
+        "save the rest",
+        "",
         [](const RematSpec&) {
+          // megatron/core/transformer/attention.py: checkpoint_core_attention
+          // (recompute_granularity 'selective') wraps core_attention in
+          // tensor_parallel.checkpoint whatever its backend, so under TE's
+          // flash kernel its softmax statistics are dropped and the kernel
+          // reruns in the backward (Note [A second output of a kernel]),
+          // with its context-parallel K/V ring (TE AttnFuncWithCPAndKVP2P
+          // runs inside core_attention).
           return Predicate([](const SaveCandidate& c) {
             return SaveIf(c.name != "attn_probs" && c.name != "attn_dropout_mask" && c.name != "attn_dropped" &&
-                          c.name != "attn_scores");
+                          c.name != "attn_scores" && c.name != "attn_lse" && c.name != "attn_kv_ring");
           });
         }}},
       {"qkv_proj_offloaded", {"MaxText: offload q,k,v projections to pinned host", "",
