@@ -89,7 +89,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "absl/strings/match.h"
+#include "absl/strings/cord.h"
 #include "absl/strings/str_cat.h"
 #include "sim/alloc/options.h"
 #include "sim/base/status.h"
@@ -151,11 +151,23 @@ class RecycledIds {
   BufferId next_ = 0;
 };
 
-// Why a pass with no reorder window stops at an event out of order.
-constexpr char kOutOfOrder[] = " is out of (ts, Ev Idx) order";
-
 // Stops the pass: the trace needs the whole-trace path, for `why`.
 absl::Status NotStreamable(std::string why) { return absl::CancelledError(why); }
+
+// The payload that marks NotStreamable for an event out of (ts, Ev Idx)
+// order, which a reorder window may fix (Note [A bounded reorder window]).
+constexpr char kOutOfOrderPayload[] = "gpusim/replay/out_of_order";
+absl::Status OutOfOrder(int64_t event) {
+  absl::Status s = NotStreamable(absl::StrCat("memory event ", event, " is out of (ts, Ev Idx) order"));
+  s.SetPayload(kOutOfOrderPayload, absl::Cord("1"));
+  return s;
+}
+
+// Why the stream gave up, for ReplayResult::import.
+struct NotStreamed {
+  std::string why;
+  bool out_of_order = false;  // an event out of order stopped it (OutOfOrder)
+};
 // Stops the one pass: the trace streams in passes (Note [Streaming a warm
 // trace in passes]), for `why`.
 absl::Status NeedsPasses(std::string why) { return absl::AbortedError(why); }
@@ -169,7 +181,7 @@ struct EventChecks {
   int64_t last_seq = std::numeric_limits<int64_t>::min();
   absl::StatusOr<bool> Check(const RecordedMemoryEvent& m, int64_t i, const ReplayOptions& options) {
     if (m.time < last_time || (m.time == last_time && m.seq < last_seq)) {
-      return NotStreamable(absl::StrCat("memory event ", i, kOutOfOrder));
+      return OutOfOrder(i);
     }
     last_time = m.time;
     last_seq = m.seq;
@@ -230,6 +242,17 @@ absl::StatusOr<RecordedTrace> StreamEvents(const std::string& path, const Replay
 // whole-trace path reports it as it always has).
 std::string WhyStopped(const absl::Status& s) {
   return absl::IsCancelled(s) ? std::string(s.message()) : absl::StrCat("the trace has an error (", s.message(), ")");
+}
+
+// The stream gives up: nullopt, with why in *n.
+std::optional<ReplayResult> GiveUp(NotStreamed* n, std::string why) {
+  if (n != nullptr) n->why = std::move(why);
+  return std::nullopt;
+}
+// The stream gives up at the status a pass stopped with.
+std::optional<ReplayResult> GiveUp(NotStreamed* n, const absl::Status& stopped) {
+  if (n != nullptr) n->out_of_order = stopped.GetPayload(kOutOfOrderPayload).has_value();
+  return GiveUp(n, WhyStopped(stopped));
 }
 
 absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOptions& options) {
@@ -337,19 +360,15 @@ absl::Status ReplayPass(const std::string& path, const ReplayOptions& options, c
 absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::string& path,
                                                                  const ReplayOptions& options_in,
                                                                  const std::string& why_passes,
-                                                                 std::string* why_not) {
-  auto give_up = [&](std::string why) -> std::optional<ReplayResult> {
-    if (why_not != nullptr) *why_not = std::move(why);
-    return std::nullopt;
-  };
+                                                                 NotStreamed* why_not) {
   // The start state under the import's buffer ids is ReplayRecorded's.
-  if (options_in.keep_start_state) return give_up("the start state is kept");
+  if (options_in.keep_start_state) return GiveUp(why_not, "the start state is kept");
   auto facts = CollectFacts(path, options_in);
-  if (!facts.ok()) return give_up(WhyStopped(facts.status()));
+  if (!facts.ok()) return GiveUp(why_not, facts.status());
   const StreamFacts& f = *facts;
   ReplayOptions options = options_in;
   if (absl::Status st = replay_internal::ResolveCapacity(f.metadata, &options); !st.ok()) {
-    return give_up(WhyStopped(st));
+    return GiveUp(why_not, st);
   }
   int64_t passes = 1;
   auto done = [&](ReplayResult r) {
@@ -360,12 +379,12 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
   std::optional<WarmStart> first_warm;
   if (f.warm.has_value()) {
     auto scratch = MakeAllocator(options.allocator, options.capacity);
-    if (!scratch.ok()) return give_up(WhyStopped(scratch.status()));
+    if (!scratch.ok()) return GiveUp(why_not, scratch.status());
     std::vector<BufferId> head_ids;
     for (size_t k = 0; k < f.head.size(); ++k) head_ids.push_back(static_cast<BufferId>(k));
     absl::flat_hash_set<BufferId> restored;
     auto ws = RestoreWarmStart(*f.warm, head_ids, f.preexisting, kPreexistingId, {}, **scratch, &restored);
-    if (!ws.ok()) return give_up(WhyStopped(ws.status()));
+    if (!ws.ok()) return GiveUp(why_not, ws.status());
     first_warm = *std::move(ws);
   }
   auto cold = [&](bool stop, bool* missed) -> absl::StatusOr<std::optional<ReplayResult>> {
@@ -380,7 +399,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
   bool missed = false;
   const bool warm_applies = first_warm.has_value() && first_warm->applied;
   auto c = cold(warm_applies, &missed);
-  if (!c.ok()) return give_up(WhyStopped(c.status()));
+  if (!c.ok()) return GiveUp(why_not, c.status());
   if (c->has_value()) {
     ReplayResult r = std::move(**c);
     if (missed && first_warm.has_value() && r.allocator == "pytorch_caching") r.warm_start = std::move(first_warm);
@@ -395,10 +414,10 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
     pass.may_stop = n < kMaxPasses;
     ++passes;
     absl::Status st = ReplayPass(path, options, f, &pass, false, &missed, w);
-    if (!st.ok() && !replay_internal::StoppedAtDeparture(st, pass)) return give_up(WhyStopped(st));
+    if (!st.ok() && !replay_internal::StoppedAtDeparture(st, pass)) return GiveUp(why_not, st);
     if (!w.warm_start->applied) {
       auto full = cold(false, &missed);
-      if (!full.ok()) return give_up(WhyStopped(full.status()));
+      if (!full.ok()) return GiveUp(why_not, full.status());
       ReplayResult r = std::move(**full);
       r.warm_start = std::move(w.warm_start);
       return done(std::move(r));
@@ -411,7 +430,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
 
 // ReplayKinetoStreaming through a window of options_in.reorder_window events.
 absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoOnce(const std::string& path, const ReplayOptions& options_in,
-                                                             std::string* why_not) {
+                                                             NotStreamed* why_not) {
   ReplayOptions options = options_in;
   ReplayResult r;
   r.source = path;
@@ -485,18 +504,14 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoOnce(const std::string& 
   };
 
   auto imported = ImportInOrder(path, options.reorder_window, on_event);
-  auto give_up = [&](std::string why) -> std::optional<ReplayResult> {
-    if (why_not != nullptr) *why_not = std::move(why);
-    return std::nullopt;
-  };
+  auto give_up = [&](std::string why) { return GiveUp(why_not, std::move(why)); };
   if (absl::IsAborted(imported.status())) {
     return ReplayKinetoInPasses(path, options_in, std::string(imported.status().message()), why_not);
   }
   if (!imported.ok()) {
     // Not streamable, or bad input: the whole-trace path reports the error
     // as it always has.
-    return give_up(absl::IsCancelled(imported.status()) ? std::string(imported.status().message())
-                                                        : absl::StrCat("the trace has an error (", imported.status().message(), ")"));
+    return GiveUp(why_not, imported.status());
   }
   if (!imported->captures.empty()) {
     return ReplayKinetoInPasses(path, options_in, "CUDA graph captures, whose runtime calls follow the memory events",
@@ -536,13 +551,14 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
                                                                   std::string* why_not) {
   ReplayOptions as_read = options;
   as_read.reorder_window = 0;
-  std::string why;
+  NotStreamed why;
   ASSIGN_OR_RETURN(std::optional<ReplayResult> r, ReplayKinetoOnce(path, as_read, &why));
-  if (r.has_value() || options.reorder_window <= 0 || !absl::EndsWith(why, kOutOfOrder)) {
-    if (why_not != nullptr) *why_not = std::move(why);
-    return r;
+  if (!r.has_value() && options.reorder_window > 0 && why.out_of_order) {
+    why = NotStreamed();
+    ASSIGN_OR_RETURN(r, ReplayKinetoOnce(path, options, &why));
   }
-  return ReplayKinetoOnce(path, options, why_not);
+  if (why_not != nullptr) *why_not = std::move(why.why);
+  return r;
 }
 
 }  // namespace gpusim

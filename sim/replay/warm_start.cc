@@ -43,6 +43,7 @@ namespace gpusim {
 // reported; the replay then starts cold.
 namespace {
 
+constexpr int64_t kMinBlockSize = 512;      // kMinBlockSize (round_size)
 constexpr int64_t kSmallSize = 1048576;   // kSmallSize
 constexpr int64_t kSegmentAlign = 2097152; // kSmallBuffer / kRoundLarge
 constexpr int64_t kLargeBuffer = 20971520;  // kLargeBuffer
@@ -224,7 +225,7 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const WarmFactCollector& facts, const
   w.untouched_bytes = w.recorded_reserved - w.inferred_bytes;
   const int64_t pre = preexisting.value();
   const int64_t pre_block = pre == 0 ? 0 : a.RoundedBlockSize(preexisting).value();
-  if (pre_block > w.untouched_bytes.value() || w.untouched_bytes.value() % 512 != 0) {
+  if (pre_block > w.untouched_bytes.value() || w.untouched_bytes.value() % kMinBlockSize != 0) {
     w.why_not = absl::StrFormat("the %d bytes live before recording at unknown addresses do not fit in the %d "
                                 "reserved bytes where no recorded block lies",
                                 pre, w.untouched_bytes.value());
@@ -326,7 +327,7 @@ std::optional<std::pair<int64_t, int64_t>> SegmentGrowthFor(const WarmStart& w, 
     const InferredSegment& s = w.segments[i];
     if (addr < s.begin || addr >= s.end) continue;
     if (s.small || s.untouched || addr + model_block != s.end) return std::nullopt;
-    const int64_t need = AlignUp(addr + recorded_block + kSmallSize + 512);
+    const int64_t need = AlignUp(addr + recorded_block + kSmallSize + kMinBlockSize);
     // Room: the next segment (ascending; the untouched one is elsewhere).
     if (i + 1 < w.segments.size() && !w.segments[i + 1].untouched && w.segments[i + 1].begin < need) {
       return std::nullopt;
@@ -396,7 +397,7 @@ bool CorrectForDeparture(const WarmStart& w, const AddressDeparture& d, Bytes* s
     // recorded one's (larger when it lay below it: best fit's ties go to the
     // lower address).
     if (d.recorded_free <= 0) return false;
-    const int64_t need = AlignUp(d.placed + d.recorded_free + (d.placed < d.recorded ? 512 : 0));
+    const int64_t need = AlignUp(d.placed + d.recorded_free + (d.placed < d.recorded ? kMinBlockSize : 0));
     const bool last = i + 1 == w.segments.size() || w.segments[i + 1].untouched;
     if ((!last && w.segments[i + 1].begin < need) || Bytes(need - s.end) > *spare) return false;
     int64_t& end = kept->grown_ends[s.begin];
