@@ -49,11 +49,21 @@ def decoder_layer(c, x, w, positions, segments):
     return x + a @ bf(w["wo_mlp"])
 
 
-def loss_fn(c, axis, params, batch, unroll=False):
+# remat name -> the jax.checkpoint policy (jax/_src/ad_checkpoint.py
+# checkpoint_policies); "none" runs the layer without jax.checkpoint.
+REMAT_POLICIES = {"full": "nothing_saveable", "dots": "dots_saveable",
+                  "dots_no_batch": "dots_with_no_batch_dims_saveable", "none": None}
+
+
+def loss_fn(c, axis, params, batch, unroll=False, remat="full"):
     x = params["token_embedder"][batch["inputs"]].astype(jnp.bfloat16)
     stacked = {k: (jnp.moveaxis(v, axis, 0) if axis else v) for k, v in params["layers"].items()}
-    layer = jax.checkpoint(lambda x, w: (decoder_layer(c, x, w, batch["inputs_position"],
-                                                       batch["inputs_segmentation"]), None))
+    body = lambda x, w: (decoder_layer(c, x, w, batch["inputs_position"],  # noqa: E731
+                                       batch["inputs_segmentation"]), None)
+    if remat not in REMAT_POLICIES:
+        raise ValueError(f"remat {remat!r}: expected one of {', '.join(REMAT_POLICIES)}")
+    policy = REMAT_POLICIES[remat]
+    layer = body if policy is None else jax.checkpoint(body, policy=getattr(jax.checkpoint_policies, policy))
     x, _ = jax.lax.scan(layer, x, stacked, unroll=unroll)
     h = collect_jax.rms_norm(x, params["final_norm"])
     logits = (h @ params["logits_dense"].astype(jnp.bfloat16)).astype(jnp.float32)
@@ -67,12 +77,12 @@ def global_norm(tree):
     return jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(tree)))
 
 
-def train_step(c, axis, unroll=False):
+def train_step(c, axis, unroll=False, remat="full"):
     b1, b2, eps, wd, lr = 0.9, 0.95, 1e-8, 0.1, 1e-4   # MaxText base.yml AdamW
 
     def step(state, batch):
         params = state["params"]
-        loss, grads = jax.value_and_grad(lambda p: loss_fn(c, axis, p, batch, unroll))(params)
+        loss, grads = jax.value_and_grad(lambda p: loss_fn(c, axis, p, batch, unroll, remat))(params)
         raw_grad_norm = global_norm(grads)
         grads = jax.tree.map(lambda g: g * jnp.minimum(1.0, 1.0 / (raw_grad_norm + 1e-6)), grads)
         grad_norm = global_norm(grads)
@@ -94,7 +104,7 @@ def train_step(c, axis, unroll=False):
     return jax.jit(step, donate_argnums=(0,))
 
 
-def make_step(param_scan_axis="0", mode="rolled", n_layers=None, seq_len=None):
+def make_step(param_scan_axis="0", mode="rolled", n_layers=None, seq_len=None, remat="full"):
     c = dict(LLAMA2_7B)
     if n_layers is not None:
         c["n_layers"] = int(n_layers)
@@ -118,4 +128,4 @@ def make_step(param_scan_axis="0", mode="rolled", n_layers=None, seq_len=None):
     tokens = jax.ShapeDtypeStruct((c["batch"], c["seq_len"]), i32)
     if mode not in ("rolled", "unrolled"):
         raise ValueError(f"mode {mode!r}: expected rolled or unrolled")
-    return train_step(c, axis, mode == "unrolled"), (state, {n: tokens for n in BATCH})
+    return train_step(c, axis, mode == "unrolled", remat), (state, {n: tokens for n in BATCH})
