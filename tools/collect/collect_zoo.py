@@ -124,9 +124,10 @@ def profile_step(step, model, batch, optimizer, path):
     return ops, [{"kernel": k, "us": round(v, 3)} for k, v in top]
 
 
-def run_case(step_file, size, grad_ckpt, iters, outdir):
+def run_case(step_file, size, grad_ckpt, iters, outdir, history="python"):
     tag = "%s_%s%s" % (os.path.splitext(os.path.basename(step_file))[0], size, "_ckpt" if grad_ckpt else "")
-    rec = {"tag": tag, "step_file": os.path.relpath(step_file), "size": size, "grad_ckpt": grad_ckpt}
+    rec = {"tag": tag, "step_file": os.path.relpath(step_file), "size": size, "grad_ckpt": grad_ckpt,
+           "memory_history": history}
     dev = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     fresh()
     t0 = time.perf_counter()
@@ -148,7 +149,10 @@ def run_case(step_file, size, grad_ckpt, iters, outdir):
             torch.cuda.reset_peak_memory_stats()
             rec["allocated_before"] = torch.cuda.memory_allocated()
             rec["reserved_before"] = torch.cuda.memory_reserved()
-            torch.cuda.memory._record_memory_history(max_entries=400000, stacks="python")
+            if history == "python":
+                torch.cuda.memory._record_memory_history(max_entries=400000, stacks="python")
+            elif history == "nostack":
+                torch.cuda.memory._record_memory_history(max_entries=400000, context=None)
         result = step(model, batch, optimizer)
         prev = result  # noqa: F841 - the previous step's loss lives on, as in the recorder
         if i == 2 and cuda:
@@ -160,6 +164,8 @@ def run_case(step_file, size, grad_ckpt, iters, outdir):
             st = torch.cuda.memory_stats()
             rec["memory_stats"] = {k: int(v) for k, v in st.items() if isinstance(v, (int, float)) and (
                 ".all." in k or not k.split(".")[0].endswith("bytes"))}
+            if history == "off":
+                continue
             snap = torch.cuda.memory._snapshot()
             torch.cuda.memory._record_memory_history(enabled=None)
             path = os.path.join(outdir, "snapshots", tag + ".pickle.gz")
@@ -383,6 +389,8 @@ def main():
     ap.add_argument("--sizes", default="test,gpu")
     ap.add_argument("--iters", type=int, default=8)
     ap.add_argument("--budget", type=float, default=240.0, help="seconds; no case starts after it")
+    ap.add_argument("--history", default="python,nostack,off",
+                    help="memory-history modes to try in turn for a case (python, nostack, off)")
     ap.add_argument("--probes", action="store_true", help="run the SDPA and op probes first")
     ap.add_argument("--probe-budget", type=float, default=45.0)
     args = ap.parse_args()
@@ -423,14 +431,25 @@ def main():
             info["cases"].append({"tag": tag, "skipped": "time budget"})
             continue
         t = time.time()
-        try:
-            rec = run_case(os.path.join(args.zoo, f), size, ck, args.iters, out)
-        except Exception as e:  # noqa: BLE001 - recorded with its message
-            rec = {"tag": tag, "error": ("%s: %s" % (type(e).__name__, e))[:2000],
-                   "traceback": traceback.format_exc()[-3000:]}
-            with contextlib.suppress(Exception):
-                torch.cuda.memory._record_memory_history(enabled=None)
-            fresh()
+        # The memory history with Python stacks first; a failure is kept and
+        # the case run again with less of it (a backward under checkpoint
+        # failed with stacks recorded on torch 2.11).
+        errors = []
+        for history in args.history.split(","):
+            try:
+                rec = run_case(os.path.join(args.zoo, f), size, ck, args.iters, out, history)
+                break
+            except Exception as e:  # noqa: BLE001 - recorded with its message
+                errors.append({"memory_history": history, "error": ("%s: %s" % (type(e).__name__, e))[:2000],
+                               "traceback": traceback.format_exc()[-3000:]})
+                with contextlib.suppress(Exception):
+                    torch.cuda.memory._record_memory_history(enabled=None)
+                gc.collect()
+                fresh()
+        else:
+            rec = {"tag": tag, "error": errors[-1]["error"]}
+        if errors:
+            rec["failed_attempts"] = errors
         rec["wall_s"] = round(time.time() - t, 2)
         info["cases"].append(rec)
         print("%-28s %s" % (tag, "error " + rec["error"][:200] if "error" in rec else
