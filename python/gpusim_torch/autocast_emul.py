@@ -55,6 +55,14 @@ class _State:
         self.stack = []   # (enabled, dtype) per open AutocastCuda
         self.cache = {}   # id(leaf) -> (leaf, cast)
         self.mode = None
+        self.sdpa = None  # sdpa.Dispatcher while recording on meta
+
+
+def enabled_dtype():
+    """(enabled, dtype) of the innermost emulated CUDA autocast region."""
+    if _STATE.stack:
+        return _STATE.stack[-1]
+    return False, torch.float16
 
 
 _STATE = _State()
@@ -67,10 +75,10 @@ def _fname(func):
 class _Mode(TorchFunctionMode):
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        if not _STATE.stack or not _STATE.stack[-1][0]:
-            return func(*args, **kwargs)
-        dtype = _STATE.stack[-1][1]
         name = _fname(func)
+        if not _STATE.stack or not _STATE.stack[-1][0]:
+            return _call(func, name, args, kwargs)
+        dtype = _STATE.stack[-1][1]
         if name in LOWER:
             args, kwargs = _cast_all(args, kwargs, dtype)
         elif name in FP32:
@@ -83,7 +91,43 @@ class _Mode(TorchFunctionMode):
             if floats and len(set(floats)) > 1:
                 widest = torch.float32 if torch.float32 in floats else floats[0]
                 args, kwargs = _cast_all(args, kwargs, widest)
-        return func(*args, **kwargs)
+        return _call(func, name, args, kwargs)
+
+
+def _call(func, name, args, kwargs):
+    """func(*args, **kwargs), with F.scaled_dot_product_attention run as the
+    CUDA build dispatches it when a dispatcher is installed (sdpa.py; the
+    autocast casts above it, as AutocastCUDA wraps the composite), and
+    dropout as on CUDA (_dropout_as_on_cuda)."""
+    if name == "scaled_dot_product_attention" and _STATE.sdpa is not None:
+        return _STATE.sdpa(func, *args, **kwargs)
+    if name == "dropout" and _STATE.sdpa is not None:
+        out = _dropout_as_on_cuda(args, kwargs)
+        if out is not None:
+            return out
+    return func(*args, **kwargs)
+
+
+def _dropout_as_on_cuda(args, kwargs):
+    """aten/src/ATen/native/Dropout.cpp dropout(): on a CUDA tensor with
+    training on and 0 < p < 1 (is_fused_kernel_acceptable) the
+    out-of-place dropout is native_dropout, whose saved mask is bool
+    (cuda/Dropout.cu); elsewhere _dropout_impl draws a noise tensor of the
+    input's dtype (4 bytes an element in fp32) and keeps it for backward.
+    The meta device takes the second path, so F.dropout / nn.Dropout /
+    torch.dropout call native_dropout here, as on CUDA. In-place dropout
+    (dropout_) takes _dropout_impl on CUDA too: unchanged. None: not this case."""
+    names = ("input", "p", "training", "inplace")
+    vals = dict(zip(names, args))
+    vals.update({k: v for k, v in kwargs.items() if k in names or k == "train"})
+    x = vals.get("input")
+    p = vals.get("p", 0.5)
+    train = vals.get("training", vals.get("train", True))
+    if vals.get("inplace", False) or not isinstance(x, torch.Tensor) or x.device.type != "meta":
+        return None
+    if not (train and 0.0 < float(p) < 1.0 and x.numel() > 0):
+        return None
+    return torch.ops.aten.native_dropout(x, float(p), True)[0]
 
 
 def _flat(x):
@@ -161,9 +205,47 @@ class AutocastCuda:
         return inner
 
 
+# Note [The autocast state the emulation reports]
+# Code that saves and restores autocast reads the state through torch's
+# functions, not through the context manager: torch.utils.checkpoint
+# (_get_autocast_kwargs at forward, `torch.amp.autocast(device_type=...,
+# **kwargs)` around the recompute, for the device type of the inputs,
+# _infer_device_type: "meta" here), transformers' maybe_autocast, user code.
+# While recording on meta the emulated region is the CUDA autocast state, so
+# torch.is_autocast_enabled / get_autocast_dtype / get_autocast_gpu_dtype /
+# amp.is_autocast_available answer from it for device types "cuda" and
+# "meta", and torch.autocast("meta", ...) opens an emulated region: a
+# checkpointed block is recomputed under the autocast its forward ran in, as
+# on a GPU. Other device types go to torch's own functions.
+_EMULATED = ("cuda", "meta")
+
+
+def _state_patches(orig):
+    def is_available(device_type):
+        return True if device_type in _EMULATED else orig["is_autocast_available"](device_type)
+
+    def is_enabled(device_type=None):
+        if device_type is None or device_type in _EMULATED:
+            return enabled_dtype()[0]
+        return orig["is_autocast_enabled"](device_type)
+
+    def get_dtype(device_type):
+        if device_type in _EMULATED:
+            return enabled_dtype()[1] if _STATE.stack else torch.float16
+        return orig["get_autocast_dtype"](device_type)
+
+    def get_gpu_dtype():
+        return get_dtype("cuda")
+    return {"is_autocast_available": is_available, "is_autocast_enabled": is_enabled,
+            "get_autocast_dtype": get_dtype, "get_autocast_gpu_dtype": get_gpu_dtype}
+
+
 @contextlib.contextmanager
-def cuda_autocast(enabled, rec=None):
-    """While active (and `enabled`), CUDA autocast requests use AutocastCuda."""
+def cuda_autocast(enabled, rec=None, sdpa=None):
+    """While active (and `enabled`), CUDA autocast requests use AutocastCuda,
+    the autocast state reads answer from it, and (with `sdpa`, an
+    sdpa.Dispatcher) F.scaled_dot_product_attention runs the fused kernel
+    the CUDA build would."""
     if not enabled:
         yield
         return
@@ -173,22 +255,35 @@ def cuda_autocast(enabled, rec=None):
     orig_cuda = torch.cuda.amp.autocast
 
     def autocast(device_type, dtype=None, enabled=True, cache_enabled=None):
-        if device_type != "cuda":
+        if device_type not in _EMULATED:
             return orig(device_type, dtype=dtype, enabled=enabled, cache_enabled=cache_enabled)
         return AutocastCuda(dtype, enabled, cache_enabled)
 
     def cuda_amp_autocast(enabled=True, dtype=torch.float16, cache_enabled=True):
         return AutocastCuda(dtype, enabled, cache_enabled)
 
+    saved = {}
+    for name in ("is_autocast_enabled", "get_autocast_dtype", "get_autocast_gpu_dtype"):
+        if hasattr(torch, name):
+            saved[("torch", name)] = getattr(torch, name)
+    if hasattr(torch.amp, "is_autocast_available"):
+        saved[("amp", "is_autocast_available")] = torch.amp.is_autocast_available
+    patches = _state_patches({n: f for (_, n), f in saved.items()})
+    for (where, name) in saved:
+        setattr(torch if where == "torch" else torch.amp, name, patches[name])
     torch.autocast = autocast
     if orig_amp is not None:
         torch.amp.autocast = autocast
     torch.cuda.amp.autocast = cuda_amp_autocast
+    _STATE.sdpa = sdpa
     mode = _Mode()
     try:
         with mode:
             yield
     finally:
+        _STATE.sdpa = None
+        for (where, name), f in saved.items():
+            setattr(torch if where == "torch" else torch.amp, name, f)
         torch.autocast = orig
         if orig_amp is not None:
             torch.amp.autocast = orig_amp

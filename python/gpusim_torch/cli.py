@@ -35,6 +35,16 @@ def _record_options(r):
                    help="run the step as one rank of N under a fake process group (DDP, FSDP): its "
                         "collectives are recorded (PyTorch 2.x)")
     r.add_argument("--rank", type=int, default=0, metavar="R", help="the rank recorded (default 0)")
+    r.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                   help="a keyword argument for STEP.py's setup(device, ...), e.g. size=gpu, grad_ckpt=true")
+    r.add_argument("--device", dest="target_device", metavar="NAME",
+                   help="the gpusim device whose CUDA build is modelled where the kernel depends on it "
+                        "(the SDPA backend; default h100-sxm-80gb)")
+    r.add_argument("--cuda-torch-version", metavar="X.Y",
+                   help="the torch version of the CUDA build the step runs on, whose kernel dispatch "
+                        "rules apply (default: this torch's)")
+    r.add_argument("--sdpa-backend", choices=["flash", "efficient", "cudnn", "math"],
+                   help="force this SDPA kernel, as torch.nn.attention.sdpa_kernel([...]) does")
 
 
 def _parser():
@@ -50,7 +60,6 @@ def _parser():
     _record_options(s)
     s.add_argument("--batch-sizes", required=True, metavar="N,N,...", help="the batch sizes, e.g. 8,16,32")
     s.add_argument("--gpusim", default="gpusim", help="the gpusim binary (default: gpusim on PATH)")
-    s.add_argument("--device", default="h100-sxm-80gb", help="the modelled device for gpusim replay")
     s.add_argument("--allocator", default="pytorch_caching", help="the allocator model for gpusim replay")
     s.add_argument("--keep", metavar="DIR", help="keep the recorded traces in DIR")
     s.add_argument("--format", default="text", choices=["text", "json"])
@@ -80,9 +89,49 @@ def _takes_batch_size(setup):
     return "batch_size" in params or any(p.kind == p.VAR_KEYWORD for p in params.values())
 
 
+def _setup_value(text):
+    """--arg's VALUE: an int, a float, true/false/none, else the string."""
+    low = text.lower()
+    if low in ("true", "false"):
+        return low == "true"
+    if low == "none":
+        return None
+    for conv in (int, float):
+        try:
+            return conv(text)
+        except ValueError:
+            pass
+    return text
+
+
+def setup_kwargs(args, setup):
+    """--arg KEY=VALUE pairs as setup's keyword arguments; a key setup()
+    does not take is refused by name (never silently ignored)."""
+    kw = {}
+    for a in getattr(args, "arg", None) or []:
+        key, eq, value = a.partition("=")
+        if not eq or not key.isidentifier():
+            raise ValueError("--arg %s: expected KEY=VALUE with KEY a Python identifier" % a)
+        if key == "batch_size":
+            raise ValueError("--arg batch_size=...: use --batch-size")
+        kw[key] = _setup_value(value)
+    if kw:
+        try:
+            params = inspect.signature(setup).parameters
+        except (TypeError, ValueError):
+            params = {}
+        takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
+        unknown = sorted(k for k in kw if k not in params and not takes_any)
+        if unknown:
+            raise ValueError("%s: setup(device, ...) takes no parameter %s (--arg)" % (
+                args.step_file, ", ".join(unknown)))
+    return kw
+
+
 def _record(args, setup, out, batch_size):
     """Records STEP.py once; the Recording, or raises RecordError."""
     from gpusim_torch.session import record_step
+    setup_kw = setup_kwargs(args, setup)
     bounds = {}
     for b in args.bound:
         op, eq, n = b.partition("=")
@@ -95,16 +144,18 @@ def _record(args, setup, out, batch_size):
         if not _takes_batch_size(setup):
             raise ValueError("%s: setup(device) takes no batch_size parameter, so the batch size cannot "
                              "be set; name the batch dimension as setup(device, batch_size=...)" % args.step_file)
-        call = lambda device: setup(device, batch_size=batch_size)  # noqa: E731
+        call = lambda device: setup(device, batch_size=batch_size, **setup_kw)  # noqa: E731
     else:
-        call = setup
+        call = lambda device: setup(device, **setup_kw)  # noqa: E731
     name = args.name or os.path.splitext(os.path.basename(args.step_file))[0]
     extra = [("step_file", args.step_file)]
     if batch_size is not None:
         extra.append(("batch_size", str(batch_size)))
     return record_step(call, out, steps=args.steps, autocast=args.autocast, device_type=args.device_type,
                        mode=args.mode, frames=not args.no_frames, bounds=bounds, name=name,
-                       extra_meta=extra, world_size=args.world_size, rank=args.rank)
+                       extra_meta=extra, world_size=args.world_size, rank=args.rank,
+                       device=args.target_device, sdpa_backend=args.sdpa_backend,
+                       cuda_torch_version=args.cuda_torch_version)
 
 
 def _sweep(args, setup):
@@ -124,7 +175,7 @@ def _sweep(args, setup):
         for n in sizes:
             out = os.path.join(where, "batch%d.gpusim" % n)
             _record(args, setup, out, n)
-            r = subprocess.run([args.gpusim, "replay", out, "--device", args.device, "--allocator",
+            r = subprocess.run([args.gpusim, "replay", out, "--device", args.target_device or "h100-sxm-80gb", "--allocator",
                                 args.allocator, "--format", "json"], capture_output=True, text=True)
             if r.returncode != 0:
                 raise ValueError("gpusim replay %s: %s" % (out, r.stderr.strip()))

@@ -32,6 +32,7 @@ from torch.utils._pytree import tree_flatten
 from gpusim_torch import collectives
 from gpusim_torch import fallbacks
 from gpusim_torch import ops
+from gpusim_torch import sdpa
 
 ops.init_dtypes(torch)
 
@@ -132,6 +133,7 @@ class Recorder(TorchDispatchMode):
         self.pending = {}       # buffer id -> collective event index not yet waited for
         self.wait_all = False   # the backward ended: the next compute waits every collective
         self.shadows = {}       # storage address -> CPU copy of a small tensor's data
+        self.sdpa = None        # sdpa.Dispatcher (meta mode): the fused SDPA ops' facts
 
     # -- op boundary ---------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -212,7 +214,13 @@ class Recorder(TorchDispatchMode):
         return isinstance(t, torch.Tensor) and t.device.type == self.device_type and not t.is_sparse
 
     def _after(self, func, name, args, kwargs, out):
-        outs = [t for t in tree_flatten(out)[0] if self._relevant(t)]
+        host = sdpa.HOST_RESULTS.get(name)
+        if host and isinstance(out, (tuple, list)):
+            # Results the CUDA kernel keeps on the host: no device block.
+            skip = {id(out[i]) for i in host if i < len(out)}
+            outs = [t for t in tree_flatten(out)[0] if self._relevant(t) and id(t) not in skip]
+        else:
+            outs = [t for t in tree_flatten(out)[0] if self._relevant(t)]
         ins = [t for t in tree_flatten((args, kwargs))[0] if self._relevant(t)]
         if not outs and not ins:
             return
@@ -291,6 +299,9 @@ class Recorder(TorchDispatchMode):
         self.wait_all = False
         self.last_compute = len(self.rec.events)
         facts = ops.device_facts(name, args, kwargs, outs)
+        if name in sdpa.FUSED_OPS and self.sdpa is not None:
+            d = self.sdpa.facts_for(name, args)
+            facts = (name, d) if d is not None else None
         if facts is not None:
             ev["op"], ev["dims"] = facts
             if zero_filled and facts[0] == "index_put":

@@ -103,6 +103,64 @@ def _cuda_reported_available():
 
 
 @contextlib.contextmanager
+def _cuda_semantics_on_meta():
+    """What differs between moving a module to CUDA and moving it to meta,
+    and what CUDA allows that meta does not, made as on CUDA while recording
+    in meta mode.
+
+    - Tied parameters stay tied. nn.Module._apply swaps a CPU parameter's
+      data in place when the new tensor's type is compatible
+      (torch._has_compatible_shallow_copy_type: CPU -> CUDA is), so a
+      Parameter shared by two modules (GPT-2's wte and lm_head) stays one;
+      CPU -> meta is not compatible and each module gets its own new
+      Parameter, doubling the tied weight silently (torch/nn/modules/
+      module.py Module._apply, compute_should_use_set_data). The patched
+      _apply re-ties what was one Parameter before the move.
+    - fused=True optimizers: torch/optim/optimizer.py
+      _device_dtype_check_for_fused accepts the device types of
+      _get_fused_kernels_supported_devices, which has "cuda" and not "meta";
+      the fused kernels (_fused_adam_, _fused_adamw_, _fused_sgd_) have meta
+      kernels, in place, allocating nothing, as on CUDA (measured:
+      validation/h200_2026-12-04/probes.json adamw_fused_second_step)."""
+    import threading
+    import torch.nn as nn
+    from torch.optim import optimizer as optmod
+    orig_apply = nn.Module._apply
+    tls = threading.local()
+
+    def _apply(self, fn, *a, **k):
+        if getattr(tls, "inside", False):
+            return orig_apply(self, fn, *a, **k)
+        tls.inside = True
+        try:
+            slots = {}
+            for mod in self.modules():
+                for key, p in mod._parameters.items():
+                    if p is not None:
+                        slots.setdefault(id(p), []).append((mod, key))
+            out = orig_apply(self, fn, *a, **k)
+            for places in slots.values():
+                if len(places) > 1:
+                    first = places[0][0]._parameters[places[0][1]]
+                    for mod, key in places[1:]:
+                        mod._parameters[key] = first
+            return out
+        finally:
+            tls.inside = False
+
+    orig_fused = getattr(optmod, "_get_fused_kernels_supported_devices", None)
+    nn.Module._apply = _apply
+    if orig_fused is not None:
+        optmod._get_fused_kernels_supported_devices = lambda: list(orig_fused()) + ["meta"]
+    try:
+        yield
+    finally:
+        nn.Module._apply = orig_apply
+        if orig_fused is not None:
+            optmod._get_fused_kernels_supported_devices = orig_fused
+
+
+@contextlib.contextmanager
 def _patched_phases(rec, optimizer):
     """Phase markers for code the recorder does not drive: backward() and
     autograd.grad run as 'backward', optimizer step/zero_grad as 'optimizer'."""
@@ -152,14 +210,22 @@ def _default_step(loss_fn, autocast_ctx):
 
 def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None, loss_fn=None,
                 step=None, steps=3, autocast=None, device_type="cuda", mode="auto",
-                frames=True, bounds=None, name=None, extra_meta=(), world_size=None, rank=0):
+                frames=True, bounds=None, name=None, extra_meta=(), world_size=None, rank=0,
+                device=None, sdpa_backend=None, cuda_torch_version=None):
     """Records the last of `steps` training steps and writes it to `out`
     (a gpusim native trace). Either `setup(device) -> dict(model=, batch=,
     optimizer=, loss_fn= | step=)`, or those objects directly (built on the
     meta device). `extra_meta`: (key, value) pairs added to the trace's meta
     lines (the CLI adds step_file and batch_size). `world_size`, `rank`:
     run the step as that rank of a fake process group (Note [Collectives
-    under a fake process group], collectives.py). Returns the Recording."""
+    under a fake process group], collectives.py). `device`: the gpusim
+    device whose CUDA build the recording models where it decides by the
+    device (the SDPA kernel: Note [SDPA as dispatched on CUDA], sdpa.py;
+    default h100-sxm-80gb); `sdpa_backend`: flash|efficient|cudnn|math, the
+    SDPA kernel forced as torch.nn.attention.sdpa_kernel([...]) would;
+    `cuda_torch_version`: the torch version of the CUDA build whose dispatch
+    rules apply (default: the recording torch's).
+    Returns the Recording."""
     if device_type not in DEVICE_TYPES:
         raise RecordError("--device-type: expected one of %s, got '%s'" % (", ".join(DEVICE_TYPES), device_type))
     if autocast is not None and autocast not in AUTOCAST:
@@ -174,6 +240,16 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
         why_not = collectives.refusal()
         if why_not:
             raise RecordError("--world-size: " + why_not)
+    from gpusim_torch import sdpa
+    try:
+        target_name, target = sdpa.target_for(device, cuda_torch_version)
+    except ValueError as e:
+        raise RecordError(str(e))
+    force = None
+    if sdpa_backend is not None:
+        if sdpa_backend not in ("flash", "efficient", "cudnn", "math"):
+            raise RecordError("--sdpa-backend: expected flash, efficient, cudnn or math, got '%s'" % sdpa_backend)
+        force = sdpa.BY_NAME[sdpa_backend]
     chosen, why, backward_ok = choose_mode(mode)
     if chosen == "fake":
         from torch._subclasses.fake_tensor import FakeTensorMode
@@ -193,7 +269,15 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
     if world_size is not None:
         group = collectives.fake_process_group(world_size, rank, notes)
         rec.world = (world_size, rank)
-    with group, outer, autocast_emul.cuda_autocast(chosen == "meta", rec):
+    dispatcher = None
+    if chosen == "meta":
+        dispatcher = sdpa.Dispatcher(target, force)
+        rec.sdpa = dispatcher
+    elif force is not None:
+        raise RecordError("--sdpa-backend: modelled in meta mode only (fake CUDA tensors dispatch SDPA "
+                          "themselves); record with --mode meta")
+    semantics = _cuda_semantics_on_meta() if chosen == "meta" else contextlib.nullcontext()
+    with group, outer, semantics, autocast_emul.cuda_autocast(chosen == "meta", rec, dispatcher):
         with rec:
             if setup is not None:
                 try:
@@ -273,9 +357,21 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
     if world_size is not None:
         comments.append("rank %d of %d under a fake process group (backend \"fake\"); its collectives "
                         "recorded, NCCL's buffers sized by gpusim" % (rank, world_size))
+    if dispatcher is not None and dispatcher.counts:
+        for (backend, reason), n in sorted(dispatcher.counts.items()):
+            comments.append("scaled_dot_product_attention: %d call(s) run %s on %s (compute %d.%d, cuDNN %d)%s: %s"
+                            % (n, backend, target_name, target.major, target.minor, target.cudnn,
+                               " (forced by --sdpa-backend)" if force is not None else "", reason))
     comments += notes
     recording = rec.finish(name or "gpusim_torch-step", comments)
     recording.meta.extend(extra_meta)
+    if dispatcher is not None:
+        recording.meta.append(("sdpa_target", target_name))
+        recording.meta.append(("sdpa_target_capability", "%d.%d" % (target.major, target.minor)))
+        if force is not None:
+            recording.meta.append(("sdpa_backend_forced", sdpa_backend))
+        if cuda_torch_version:
+            recording.meta.append(("sdpa_rules_torch_version", cuda_torch_version))
     rec.release()
     if out is not None:
         write_trace(out, recording, frames=frames)
