@@ -24,6 +24,7 @@ low-precision copy stays allocated through the region.
 """
 
 import contextlib
+import types
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -56,6 +57,15 @@ class _State:
         self.cache = {}   # id(leaf) -> (leaf, cast)
         self.mode = None
         self.sdpa = None  # sdpa.Dispatcher while recording on meta
+        self.active = False  # inside cuda_autocast (recording on meta)
+
+
+def _mode_on_stack():
+    try:
+        from torch.overrides import _get_current_function_mode_stack
+    except ImportError:  # torch 1.13: one mode slot, no stack to look at
+        return True
+    return any(isinstance(m, _Mode) for m in _get_current_function_mode_stack())
 
 
 def enabled_dtype():
@@ -105,7 +115,38 @@ def _call(func, name, args, kwargs):
         out = _dropout_as_on_cuda(args, kwargs)
         if out is not None:
             return out
+    if _STATE.active and isinstance(func, types.FunctionType) and \
+            getattr(func, "__module__", "") == "torch.nn.functional":
+        with _functional_body():
+            return func(*args, **kwargs)
     return func(*args, **kwargs)
+
+
+@contextlib.contextmanager
+def _functional_body():
+    """Note [Calls inside a Python functional]
+    A TorchFunctionMode is popped while its handler runs, so the torch calls
+    inside a Python function of torch.nn.functional that dispatched to it
+    (F.multi_head_attention_forward: its linear projections, softmax and
+    scaled_dot_product_attention) would run unseen -- uncast, and SDPA by the
+    meta stub -- where CUDA autocast, which works per aten op, casts each.
+    So the body runs with the mode pushed again and torch.nn.functional's
+    has_torch_function checks off (the function already dispatched once):
+    its C calls reach the mode, its nested Python functionals run their
+    bodies, whose C calls reach it too."""
+    import torch.nn.functional as F
+    names = ("has_torch_function", "has_torch_function_unary", "has_torch_function_variadic")
+    saved = {n: getattr(F, n) for n in names if hasattr(F, n)}
+    for n in saved:
+        setattr(F, n, lambda *a, **k: False)
+    mode = _Mode()
+    mode.__enter__()
+    try:
+        yield
+    finally:
+        mode.__exit__(None, None, None)
+        for n, f in saved.items():
+            setattr(F, n, f)
 
 
 def _dropout_as_on_cuda(args, kwargs):
@@ -127,7 +168,10 @@ def _dropout_as_on_cuda(args, kwargs):
         return None
     if not (train and 0.0 < float(p) < 1.0 and x.numel() > 0):
         return None
-    return torch.ops.aten.native_dropout(x, float(p), True)[0]
+    try:
+        return torch.ops.aten.native_dropout(x, float(p), True)[0]
+    except (NotImplementedError, RuntimeError):
+        return None  # no meta kernel for native_dropout in this torch: the composite's path
 
 
 def _flat(x):
@@ -187,9 +231,21 @@ class AutocastCuda:
 
     def __enter__(self):
         _STATE.stack.append((self.enabled, self.dtype))
+        # A region opened where the recording's _Mode is not on the torch
+        # function mode stack -- the autograd engine runs backward, and so a
+        # checkpointed block's recompute, without the caller's torch function
+        # modes -- brings it back for its duration, so the recompute is cast
+        # (and dispatched) as its forward was.
+        self._pushed = None
+        if _STATE.active and not _mode_on_stack():
+            self._pushed = _Mode()
+            self._pushed.__enter__()
         return self
 
     def __exit__(self, *exc):
+        if self._pushed is not None:
+            self._pushed.__exit__(*exc)
+            self._pushed = None
         _STATE.stack.pop()
         if not any(e for e, _ in _STATE.stack):
             _STATE.cache.clear()  # clear_cache() on leaving the outermost region
@@ -276,12 +332,14 @@ def cuda_autocast(enabled, rec=None, sdpa=None):
         torch.amp.autocast = autocast
     torch.cuda.amp.autocast = cuda_amp_autocast
     _STATE.sdpa = sdpa
+    _STATE.active = True
     mode = _Mode()
     try:
         with mode:
             yield
     finally:
         _STATE.sdpa = None
+        _STATE.active = False
         for (where, name), f in saved.items():
             setattr(torch if where == "torch" else torch.amp, name, f)
         torch.autocast = orig

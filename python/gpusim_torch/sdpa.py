@@ -204,7 +204,11 @@ def can_cudnn(c, t):
     sm90_10x = (t.major == 9 and t.minor == 0) or t.major == 10
     old107 = t.major == 10 and t.minor == 7 and t.cudnn <= 92500
     limit = 128
-    if sm90_10x and not old107 and t.cudnn > 92200:
+    if t.torch < (2, 12) and sm90_10x:
+        # Measured on torch 2.11 (cuDNN 9.19, H200): head dims 192 and 256
+        # ran cuDNN, forward and backward; 512 did not.
+        limit = 256
+    elif sm90_10x and not old107 and t.cudnn > 92200:
         limit = 256  # kCuDNNFrontendSupportsD256 (cudnn-frontend >= 1.24 in the wheels)
     elif sm90_10x and t.cudnn >= 91100 and dqk == 192 and dv == 128:
         limit = 192
@@ -313,7 +317,8 @@ def select(c, t, force=None):
             continue
         why = CHECKS[b](c, t)
         if why is None:
-            return b, "first in %s that applies" % ",".join(NAMES[x] for x in priority(t))
+            return b, "first in %s that applies%s" % (",".join(NAMES[x] for x in priority(t)),
+                                                      (" (" + "; ".join(reasons) + ")") if reasons else "")
         reasons.append("%s: %s" % (NAMES[b], why))
     return NONE, "no kernel: " + "; ".join(reasons)
 
@@ -337,7 +342,8 @@ class Dispatcher:
         self.force = force
         self.by_lse = {}     # storage _cdata -> facts
         self.pending = None  # facts of the fused op about to run
-        self.counts = {}     # (backend, why) -> calls
+        self.counts = {}     # (backend, why) -> calls in the recorded step
+        self.rec = None      # the Recorder: counts only inside its window
 
     def _per_class(self, c):
         out = []
@@ -352,22 +358,16 @@ class Dispatcher:
         c = Call(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa)
         backend, why = select(c, self.target, self.force)
         key = (NAMES[backend], why)
-        self.counts[key] = self.counts.get(key, 0) + 1
+        if self.rec is None or self.rec.in_window:
+            self.counts[key] = self.counts.get(key, 0) + 1
         if backend == NONE:
             raise RuntimeError("scaled_dot_product_attention: no kernel on the target (%s)" % why)
         kw = {"scale": scale} if scale is not None else {}
-        if backend == MATH:
-            from torch.nn.attention import SDPBackend, sdpa_kernel
-            # The meta stub runs the math decomposition, as CUDA's math kernel.
-            with sdpa_kernel([SDPBackend.MATH]):
-                return orig(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal,
-                            enable_gqa=enable_gqa, **kw) if enable_gqa else \
-                    orig(q, k, v, attn_mask=attn_mask, dropout_p=dropout_p, is_causal=is_causal, **kw)
         mask = attn_mask
         if mask is not None and mask.dtype == torch.bool:
-            # convert_boolean_attn_mask(_cudnn): where(!mask, -inf, 0) in q's dtype.
-            mask = torch.where(mask.logical_not(), torch.tensor(-math.inf, dtype=q.dtype, device=q.device),
-                               torch.tensor(0.0, dtype=q.dtype, device=q.device))
+            mask = _bool_to_additive(mask, q.dtype)
+        if backend == MATH:
+            return math_attention(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa)[0]
         self.pending = facts(c, self._per_class(c), self.target.cudnn)
         try:
             lse_grad = c.requires_grad
@@ -409,6 +409,51 @@ class Dispatcher:
                 return self.by_lse.get(lse.untyped_storage()._cdata)
             return None
         return self.pending
+
+
+def _bool_to_additive(mask, dtype):
+    """convert_boolean_attn_mask(_cudnn) (attention.cpp): where(!mask, -inf,
+    0) in the query's dtype, a new tensor of the mask's shape."""
+    return torch.where(mask.logical_not(), torch.tensor(-math.inf, dtype=dtype, device=mask.device),
+                       torch.tensor(0.0, dtype=dtype, device=mask.device))
+
+
+def math_attention(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa):
+    """attention.cpp _scaled_dot_product_attention_math on a CUDA tensor, op
+    for op, so its allocations and saved tensors are the GPU's (measured on
+    torch 2.11: validation/h200_2026-12-04/kineto/t5_test.pt.trace.json.gz):
+    half/bf16 inputs upcast to fp32 unless
+    allow_fp16_bf16_reduction_math_sdp; q and k^T each scaled by
+    sqrt(scale); the causal mask built and converted; GQA keys and values
+    repeated (pre_process_group_query_attention_input); the mask added in
+    place; _safe_softmax; dropout as native_dropout (a bool mask: the
+    composite's at::dropout on a CUDA tensor); the output and the
+    probabilities cast back. Returns (output, probabilities)."""
+    origin = q.dtype
+    allowed = getattr(torch.backends.cuda, "fp16_bf16_reduction_math_sdp_allowed", lambda: False)()
+    if origin in (torch.float16, torch.bfloat16) and not allowed:
+        q, k, v = q.to(torch.float32), k.to(torch.float32), v.to(torch.float32)
+    sc = scale if scale is not None else 1.0 / math.sqrt(q.shape[-1])
+    factor = math.sqrt(abs(sc))
+    qs = q * (-factor if sc < 0 else factor)
+    if is_causal:
+        L, S = q.shape[-2], k.shape[-2]
+        mask = _bool_to_additive(torch.ones(L, S, dtype=torch.bool, device=q.device).tril(), qs.dtype)
+    if enable_gqa and k.shape[-3] != q.shape[-3]:
+        rep = q.shape[-3] // k.shape[-3]
+        k = k.repeat_interleave(rep, dim=-3)
+        v = v.repeat_interleave(rep, dim=-3)
+    attn = torch.matmul(qs, k.transpose(-2, -1) * factor)
+    if mask is not None:
+        attn.add_(mask)
+    attn = torch.ops.aten._safe_softmax(attn, -1) if hasattr(torch.ops.aten, "_safe_softmax") \
+        else torch.softmax(attn, -1)
+    if dropout_p > 0.0:
+        attn = torch.ops.aten.native_dropout(attn, float(dropout_p), True)[0]
+    out = torch.matmul(attn, v)
+    if out.dtype != origin:
+        return out.to(origin), attn.to(origin)
+    return out, attn
 
 
 def _preprocess_mask(mask, q, k):

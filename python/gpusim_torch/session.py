@@ -272,6 +272,7 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
     dispatcher = None
     if chosen == "meta":
         dispatcher = sdpa.Dispatcher(target, force)
+        dispatcher.rec = rec
         rec.sdpa = dispatcher
     elif force is not None:
         raise RecordError("--sdpa-backend: modelled in meta mode only (fake CUDA tensors dispatch SDPA "
