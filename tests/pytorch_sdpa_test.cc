@@ -87,15 +87,7 @@ TEST(PyTorchSdpa, RefusedWhereItDoesNotApply) {
   Result r = Gpusim("replay " + Write("pt_nosdpa.gpusim", plain) + " --sdpa-backend flash");
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("--sdpa-backend flash: the step has no fused SDPA events"), std::string::npos) << r.out;
-  const std::string config = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
-  const std::string dir = ::testing::TempDir() + "/pt_sdpa_viz2";
-  for (const std::string& cmd : {"run " + config, "explain " + config, "viz " + config + " --out " + dir,
-                                 "compare " + config + " --vary batch.per_device=1,2"}) {
-    r = Gpusim(cmd + " --sdpa-backend cudnn");
-    EXPECT_EQ(r.code, 1) << cmd << ": " << r.out;
-    EXPECT_NE(r.out.find("--sdpa-backend cudnn: applies to a step recorded from PyTorch"), std::string::npos)
-        << cmd << ": " << r.out;
-  }
+  ExpectRefusedOnRunConfigs("--sdpa-backend cudnn", "--sdpa-backend cudnn: applies to a step recorded from PyTorch");
   const std::string kineto =
       GPUSIM_SOURCE_DIR "/traces/recorded/tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz";
   r = Gpusim("replay " + kineto + " --sdpa-backend flash");
