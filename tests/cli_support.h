@@ -43,6 +43,20 @@ inline std::string Write(const std::string& name, const std::string& text) {
   return path;
 }
 
+// `option` (e.g. "--cudnn-workspace gemm") given with a run config to run,
+// explain, viz and compare: each refused with `message` (a recorded step's
+// option, not a config's).
+inline void ExpectRefusedOnRunConfigs(const std::string& option, const std::string& message) {
+  const std::string config = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
+  const std::string dir = ::testing::TempDir() + "/refused_on_config";
+  for (const std::string& cmd : {"run " + config, "explain " + config, "viz " + config + " --out " + dir,
+                                 "compare " + config + " --vary batch.per_device=1,2"}) {
+    const Result r = Gpusim(cmd + " " + option);
+    EXPECT_EQ(r.code, 1) << cmd << ": " << r.out;
+    EXPECT_NE(r.out.find(message), std::string::npos) << cmd << ": " << r.out;
+  }
+}
+
 }  // namespace gpusim
 
 #endif  // GPUSIM_TESTS_CLI_SUPPORT_H_

@@ -198,14 +198,7 @@ TEST(PyTorchDeviceMemory, CudnnWorkspaceOnEveryCommandThatReplaysAStep) {
   EXPECT_EQ(r.code, 1) << r.out;
   EXPECT_NE(r.out.find("--cudnn-workspace 'fft': expected none, gemm, winograd_nonfused or bound"), std::string::npos)
       << r.out;
-  const std::string config = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
-  for (const std::string& cmd : {"run " + config, "explain " + config, "viz " + config + " --out " + dir,
-                                 "compare " + config + " --vary batch.per_device=1,2"}) {
-    r = Gpusim(cmd + " --cudnn-workspace gemm");
-    EXPECT_EQ(r.code, 1) << cmd << ": " << r.out;
-    EXPECT_NE(r.out.find("--cudnn-workspace gemm: applies to a step recorded from PyTorch"), std::string::npos)
-        << cmd << ": " << r.out;
-  }
+  ExpectRefusedOnRunConfigs("--cudnn-workspace gemm", "--cudnn-workspace gemm: applies to a step recorded from PyTorch");
   const std::string kineto =
       GPUSIM_SOURCE_DIR "/traces/recorded/tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz";
   for (const std::string& cmd : {"explain " + kineto, "viz " + kineto + " --out " + dir, "compare " + kineto}) {

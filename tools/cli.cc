@@ -106,13 +106,17 @@ struct RunOptions {
   int64_t world_size = 0;     // --world-size (with --megatron-args)
   int64_t gpus_per_node = 8;  // --gpus-per-node (with --megatron-args)
   std::string cudnn_workspace;  // --cudnn-workspace (a recorded PyTorch step)
+  std::string sdpa_backend;     // --sdpa-backend (a recorded PyTorch step)
+  EagerDeviceOptions device_options() const { return {cudnn_workspace, sdpa_backend}; }
 };
 
-// --cudnn-workspace given for a run config (YAML or HLO): refused by name.
+// --cudnn-workspace or --sdpa-backend given for a run config (YAML or HLO):
+// refused by name.
 absl::Status RefuseCudnnForConfig(const std::string& command, const RunOptions& o) {
-  if (o.cudnn_workspace.empty()) return absl::OkStatus();
+  const bool cudnn = !o.cudnn_workspace.empty();
+  if (!cudnn && o.sdpa_backend.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      command, " --cudnn-workspace ", o.cudnn_workspace,
+      command, cudnn ? " --cudnn-workspace " : " --sdpa-backend ", cudnn ? o.cudnn_workspace : o.sdpa_backend,
       ": applies to a step recorded from PyTorch (python/gpusim_torch), and ",
       o.config.empty() ? std::string("a Megatron-LM launch line") : o.config, " is a run config"));
 }
@@ -262,6 +266,7 @@ int CmdRun(const RunOptions& o) {
     c.device = o.device;
     c.format = o.format;
     c.cudnn_workspace = o.cudnn_workspace;
+    c.sdpa_backend = o.sdpa_backend;
     for (const std::string& s : o.sets) {
       if (s.rfind("allocator.", 0) != 0) {
         return Fail(absl::InvalidArgumentError(
@@ -295,7 +300,7 @@ int CmdExplain(const RunOptions& o, int top) {
   const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") || (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
   if (!yaml && !IsHloFile(f)) {  // a native or recorded trace (tools/cli_replay.cc)
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
-    return CmdExplainTrace(f, top, o.format, o.device, o.cudnn_workspace);
+    return CmdExplainTrace(f, top, o.format, o.device, o.device_options());
   }
   if (absl::Status st = RefuseCudnnForConfig("explain", o); !st.ok()) return Fail(st);
   auto spec = LoadSpec(o.config, o.sets, o.device);
@@ -416,7 +421,7 @@ int CmdAdvise(const AdviseCli& c) {
 // kept for the timeline; then the charts, timeline and report are written.
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
            const std::string& allocator, const std::string& out_dir, const std::string& snapshot,
-           const std::string& format, const std::string& cudnn_workspace) {
+           const std::string& format, const EagerDeviceOptions& device_options) {
   std::ifstream in(file);
   if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
   std::string first;
@@ -431,7 +436,8 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   if (yaml || IsHloFile(file)) {
     RunOptions as_config;
     as_config.config = file;
-    as_config.cudnn_workspace = cudnn_workspace;
+    as_config.cudnn_workspace = device_options.cudnn_workspace;
+    as_config.sdpa_backend = device_options.sdpa_backend;
     if (absl::Status st = RefuseCudnnForConfig("viz", as_config); !st.ok()) return Fail(st);
     std::vector<std::string> config_sets = sets;
     if (!allocator.empty()) config_sets.push_back("allocator.impl=" + allocator);
@@ -466,7 +472,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
       // (Note [One start state for every command], sim/alloc/start_state.cc).
       ReplayOptions o;
       o.allocator = alloc_spec;
-      absl::Status st = CheckCudnnWorkspaceApplies(file, cudnn_workspace);
+      absl::Status st = CheckDeviceOptionsApply(file, device_options);
       if (st.ok()) st = ResolveReplayCapacity(device, &o);
       if (!st.ok()) return Fail(st);
       std::optional<std::vector<RecordedMemorySample>> counters;
@@ -486,7 +492,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
       // As replay: what the device's CUDA libraries add joins the trace,
       // and NCCL's buffers come off the capacity as the context does.
       EagerDeviceMemory added;
-      absl::Status st = AddDeviceMemoryToTrace(*trace, file, spec.device, &added, {cudnn_workspace});
+      absl::Status st = AddDeviceMemoryToTrace(*trace, file, spec.device, &added, device_options);
       if (!st.ok()) return Fail(st);
       spec.device.context_reserve += added.nccl.total;
       spec.allocator = alloc_spec;
@@ -661,6 +667,10 @@ int RunCli(int argc, char** argv) {
       "A recorded PyTorch step: the cuDNN workspace assumption, none (default), gemm, winograd_nonfused or bound "
       "(the algorithm is chosen on the GPU)";
   run_cmd->add_option("--cudnn-workspace", run.cudnn_workspace, kCudnnHelp);
+  constexpr char kSdpaHelp[] =
+      "A recorded PyTorch step: force the fused attention backend whose workspaces every SDPA call gets, flash, "
+      "efficient or cudnn (default: the replay device's sdp_utils.cpp choice as recorded)";
+  run_cmd->add_option("--sdpa-backend", run.sdpa_backend, kSdpaHelp);
 
   RunOptions explain;
   int explain_top = 15;
@@ -678,6 +688,7 @@ int RunCli(int argc, char** argv) {
   std::string explain_allocator;
   explain_cmd->add_option("--allocator", explain_allocator, kAllocatorHelp);
   explain_cmd->add_option("--cudnn-workspace", explain.cudnn_workspace, kCudnnHelp);
+  explain_cmd->add_option("--sdpa-backend", explain.sdpa_backend, kSdpaHelp);
 
   RunOptions diff;
   std::vector<std::string> diff_base;
@@ -717,7 +728,7 @@ int RunCli(int argc, char** argv) {
   cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
   cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
-  std::string viz_file, viz_out, viz_device, viz_allocator, viz_snapshot, viz_format = "text", viz_cudnn;
+  std::string viz_file, viz_out, viz_device, viz_allocator, viz_snapshot, viz_format = "text", viz_cudnn, viz_sdpa;
   std::vector<std::string> viz_sets;
   CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
   viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
@@ -731,6 +742,7 @@ int RunCli(int argc, char** argv) {
                       "for a config = --set allocator.impl=NAME");
   viz_cmd->add_option("--format", viz_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
   viz_cmd->add_option("--cudnn-workspace", viz_cudnn, kCudnnHelp);
+  viz_cmd->add_option("--sdpa-backend", viz_sdpa, kSdpaHelp);
 
   viz_cmd->add_option("--snapshot", viz_snapshot,
                       "Also write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
@@ -762,6 +774,7 @@ int RunCli(int argc, char** argv) {
   replay_cmd->add_flag("--check-addresses", replay.check_addresses,
                        "Snapshot: rebuild the allocator state and check every allocation's address");
   replay_cmd->add_option("--cudnn-workspace", replay.cudnn_workspace, kCudnnHelp);
+  replay_cmd->add_option("--sdpa-backend", replay.sdpa_backend, kSdpaHelp);
   replay_cmd->add_option("--snapshot", replay.snapshot,
                          "Write the replayed step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
   replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));
@@ -787,6 +800,7 @@ int RunCli(int argc, char** argv) {
                           std::string(kAllocatorHelp) + "; a trace: the same as --allocators NAME");
   compare_cmd->add_option("--format", compare.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   compare_cmd->add_option("--cudnn-workspace", compare.cudnn_workspace, std::string(kCudnnHelp) + "; a trace only");
+  compare_cmd->add_option("--sdpa-backend", compare.sdpa_backend, std::string(kSdpaHelp) + "; a trace only");
 
   CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
   std::string dev_format = "text";
@@ -818,7 +832,8 @@ int RunCli(int argc, char** argv) {
     if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
     if (*advise_cmd) return CmdAdvise(advise);
     if (*viz_cmd) {
-      return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot, viz_format, viz_cudnn);
+      return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot, viz_format,
+                    EagerDeviceOptions{viz_cudnn, viz_sdpa});
     }
     if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
     if (*val_cmd) return CmdValidateAny(validate_file, validate_sets, validate_format);
@@ -835,6 +850,7 @@ int RunCli(int argc, char** argv) {
         }
         compare_config.config = f;
         compare_config.cudnn_workspace = compare.cudnn_workspace;
+        compare_config.sdpa_backend = compare.sdpa_backend;
         if (absl::Status st = RefuseCudnnForConfig("compare", compare_config); !st.ok()) return Fail(st);
         if (compare_vary.empty()) return Fail(absl::InvalidArgumentError("compare CONFIG: give --vary path=v1,v2,..."));
         compare_config.config = f;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "sim/lower/eager/device_memory.h"
 #include "sim/replay/replay.h"
 #include "sim/step/step.h"
 #include "viz/viz.h"
@@ -24,6 +25,7 @@ struct ReplayCli {
   std::string trace, allocator = "pytorch_caching", device, format = "text";
   std::string snapshot;  // --snapshot FILE.pickle
   std::string cudnn_workspace;  // --cudnn-workspace (a PyTorch recording)
+  std::string sdpa_backend;     // --sdpa-backend (a PyTorch recording)
   std::vector<std::string> sets;
   int device_index = -1;
   bool check_addresses = false;
@@ -47,6 +49,7 @@ absl::StatusOr<StepReport> ReportFromNativeTrace(const Trace& trace, const std::
 struct CompareCli {
   std::string trace, allocators, device, format = "text";
   std::string cudnn_workspace;  // --cudnn-workspace (a PyTorch recording)
+  std::string sdpa_backend;     // --sdpa-backend (a PyTorch recording)
   int device_index = -1;
 };
 int CmdCompare(const CompareCli& c);
@@ -63,9 +66,10 @@ std::string RenderVizJson(const StepReport& r, const std::string& out_dir, const
 absl::Status RefuseTraceGrid(const std::string& command, const std::string& path);
 // `device`: for a PyTorch recording, the device whose CUDA libraries'
 // allocations are added (sim/lower/eager/device_memory.h); default H100;
-// `cudnn_workspace`: --cudnn-workspace, refused by name where it does not apply.
+// `device_options`: --cudnn-workspace and --sdpa-backend, refused by name
+// where they do not apply.
 int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device,
-                    const std::string& cudnn_workspace);
+                    const EagerDeviceOptions& device_options);
 }  // namespace gpusim
 
 #endif  // GPUSIM_TOOLS_CLI_H_

@@ -107,6 +107,7 @@ int CmdReplay(const ReplayCli& c) {
   o.check_addresses = c.check_addresses;
   o.infer_warm_start = !c.cold_start;
   o.cudnn_workspace = c.cudnn_workspace;
+  o.sdpa_backend = c.sdpa_backend;
   if (c.device_index >= 0) o.device = c.device_index;
   absl::Status st = ApplyAllocatorSets(c.sets, &o.allocator);
   if (st.ok()) st = ResolveReplayCapacity(c.device, &o);
@@ -131,7 +132,8 @@ int CmdCompare(const CompareCli& c) {
   if (names.empty()) return FailStatus(absl::InvalidArgumentError("--allocators: give at least one name"));
   ReplayOptions o;
   if (c.device_index >= 0) o.device = c.device_index;
-  absl::Status st = CheckCudnnWorkspaceApplies(c.trace, c.cudnn_workspace);
+  const EagerDeviceOptions device_options{c.cudnn_workspace, c.sdpa_backend};
+  absl::Status st = CheckDeviceOptionsApply(c.trace, device_options);
   if (st.ok()) st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
   // Import once (the same import and start state as `replay`), replay per
@@ -142,7 +144,7 @@ int CmdCompare(const CompareCli& c) {
     auto device = ReplayDevice(c.device);
     if (!device.ok()) return FailStatus(device.status());
     EagerDeviceMemory added;
-    st = AddDeviceMemory(*loaded, *device, &added, {c.cudnn_workspace});
+    st = AddDeviceMemory(*loaded, *device, &added, device_options);
     if (!st.ok()) return FailStatus(st);
     auto less = CapacityLessNccl(o, added);
     if (!less.ok()) return FailStatus(absl::Status(less.status().code(), absl::StrCat(c.trace, ": ",
@@ -186,17 +188,17 @@ absl::Status RefuseTraceGrid(const std::string& command, const std::string& path
 }
 
 int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device,
-                    const std::string& cudnn_workspace) {
-  if (absl::Status st = CheckCudnnWorkspaceApplies(path, cudnn_workspace); !st.ok()) return FailStatus(st);
+                    const EagerDeviceOptions& device_options) {
+  if (absl::Status st = CheckDeviceOptionsApply(path, device_options); !st.ok()) return FailStatus(st);
   auto trace = LoadTraceForExplain(path);
   if (!trace.ok()) return FailStatus(trace.status());
   if (RecordingFormatOf(path).value_or("") == "gpusim-trace") {
     // As replay does: the device's CUDA libraries' allocations join a
-    // PyTorch recording (any other native trace refuses --cudnn-workspace).
+    // PyTorch recording (any other native trace refuses --cudnn-workspace and --sdpa-backend).
     auto d = ReplayDevice(device);
     if (!d.ok()) return FailStatus(d.status());
     EagerDeviceMemory added;
-    if (absl::Status st = AddDeviceMemoryToTrace(*trace, path, *d, &added, {cudnn_workspace}); !st.ok()) {
+    if (absl::Status st = AddDeviceMemoryToTrace(*trace, path, *d, &added, device_options); !st.ok()) {
       return FailStatus(st);
     }
   }

@@ -59,10 +59,13 @@ absl::Status AddDeviceMemoryToTrace(Trace& trace, const std::string& path, const
   return absl::OkStatus();
 }
 
-absl::Status CheckCudnnWorkspaceApplies(const std::string& path, const std::string& cudnn_workspace) {
-  if (cudnn_workspace.empty() || RecordingFormatOf(path).value_or("") == "gpusim-trace") return absl::OkStatus();
+absl::Status CheckDeviceOptionsApply(const std::string& path, const EagerDeviceOptions& options) {
+  if (RecordingFormatOf(path).value_or("") == "gpusim-trace") return absl::OkStatus();
+  const bool cudnn = !options.cudnn_workspace.empty();
+  if (!cudnn && options.sdpa_backend.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
-      "--cudnn-workspace ", cudnn_workspace, ": ", path,
+      cudnn ? "--cudnn-workspace " : "--sdpa-backend ", cudnn ? options.cudnn_workspace : options.sdpa_backend,
+      ": ", path,
       " is not a step recorded from PyTorch by python/gpusim_torch (a recording's own workspaces are in it)"));
 }
 
@@ -85,7 +88,8 @@ absl::StatusOr<ReplayOptions> CapacityLessNccl(const ReplayOptions& o, const Eag
 absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std::string& device,
                                              const ReplayOptions& options) {
   ReplayReport report;
-  RETURN_IF_ERROR(CheckCudnnWorkspaceApplies(path, options.cudnn_workspace));
+  const EagerDeviceOptions device_options{options.cudnn_workspace, options.sdpa_backend};
+  RETURN_IF_ERROR(CheckDeviceOptionsApply(path, device_options));
   ReplayOptions o = options;
   if (!o.check_addresses && RecordingFormatOf(path).value_or("") == "kineto") {
     // Note [Replaying as the trace is parsed]: streamed when it allows.
@@ -97,7 +101,7 @@ absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std:
   std::optional<DeviceSpec> d;
   if (loaded.native.has_value()) {
     ASSIGN_OR_RETURN(d, ReplayDevice(device));
-    RETURN_IF_ERROR(AddDeviceMemory(loaded, *d, &added, EagerDeviceOptions{o.cudnn_workspace}));
+    RETURN_IF_ERROR(AddDeviceMemory(loaded, *d, &added, device_options));
     ASSIGN_OR_RETURN(o, CapacityLessNccl(o, added));
   }
   ASSIGN_OR_RETURN(report.replay, ReplayLoaded(loaded, o));

@@ -35,13 +35,13 @@ absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, 
                              const EagerDeviceOptions& options = {});
 // The same for a native trace read by the caller (explain, viz): `trace`
 // with the device's additions when it is a PyTorch recording; a
-// --cudnn-workspace given for any other trace is refused by name. Errors
+// --cudnn-workspace or --sdpa-backend given for any other trace is refused by name. Errors
 // name `path`.
 absl::Status AddDeviceMemoryToTrace(Trace& trace, const std::string& path, const DeviceSpec& device,
                                     EagerDeviceMemory* report, const EagerDeviceOptions& options = {});
-// --cudnn-workspace on `path` refused by name unless it is a native trace
-// (gpusim-trace): a recording's own workspaces are in it.
-absl::Status CheckCudnnWorkspaceApplies(const std::string& path, const std::string& cudnn_workspace);
+// --cudnn-workspace and --sdpa-backend on `path` refused by name unless it
+// is a native trace (gpusim-trace): a recording's own workspaces are in it.
+absl::Status CheckDeviceOptionsApply(const std::string& path, const EagerDeviceOptions& options);
 // `o` with NCCL's buffers (Note [NCCL buffers]) taken off the capacity, as
 // the CUDA context is: they are outside the caching allocator. Unchanged
 // without them; InvalidArgument when they leave no capacity.

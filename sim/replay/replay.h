@@ -57,6 +57,8 @@ struct ReplayOptions {
   // (sim/lower/eager/device_memory_conv.h; --cudnn-workspace); empty: not
   // given. Refused by name on other recordings.
   std::string cudnn_workspace;
+  // The same for --sdpa-backend (sim/lower/eager/device_memory_sdpa.h).
+  std::string sdpa_backend;
   // A Kineto trace streamed (ReplayKinetoStreaming): how many memory events
   // may be held back to put it in (ts, Ev Idx) order (Note [A bounded
   // reorder window], sim/replay/reorder_window.h). The whole-trace path

@@ -116,6 +116,9 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
     }
     for (const std::string& n : dm.not_modelled) absl::StrAppend(&out, "    not modelled: ", n, "\n");
     for (const std::string& n : dm.assumptions) absl::StrAppend(&out, "    assumed: ", n, "\n");
+    for (const SdpaCallClass& c : dm.sdpa) {
+      absl::StrAppend(&out, absl::StrFormat("    SDPA backend: %d x %s ran %s: %s\n", c.count, c.op, c.backend, c.why));
+    }
     if (dm.has_step) {
       absl::StrAppend(&out, absl::StrFormat("    rise above the step's start %s (live requests rounded to 512 B: "
                                             "%s at the start, %s at the highest)\n",
@@ -205,6 +208,18 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
     w.BeginArray("assumptions");
     for (const std::string& n : dm.assumptions) w.String("", n);
     w.EndArray();
+    if (!dm.sdpa.empty()) {  // only with fused SDPA events: other reports keep their keys
+      w.BeginArray("sdpa");
+      for (const SdpaCallClass& c : dm.sdpa) {
+        w.BeginObject();
+        w.String("op", c.op);
+        w.Int("count", c.count);
+        w.String("backend", c.backend);
+        w.String("why", c.why);
+        w.EndObject();
+      }
+      w.EndArray();
+    }
     if (dm.has_step) {
       w.Int("step_start_live_bytes", dm.step_start_live.value());
       w.Int("step_rise_bytes", (dm.step_peak_live - dm.step_start_live).value());

@@ -59,7 +59,8 @@ std::string RenderNativeStepText(const NativeStepReport& r);
 // requested_bytes, live_bytes, buffer}), device_memory (null, or {torch_version,
 // context_reserve_bytes, nccl (null, or {world_size, rank, total_bytes,
 // communicators: [{id, ranks, channels, bytes}]}), added: [{what, source, count, largest_bytes, kept}],
-// not_modelled: [text], assumptions: [text], step_start_live_bytes,
+// not_modelled: [text], assumptions: [text], sdpa (only with fused SDPA
+// events: [{op, count, backend, why}]), step_start_live_bytes,
 // step_rise_bytes (null without a step marker)})}.
 void NativeStepJson(JsonWriter& w, const NativeStepReport& r);
 

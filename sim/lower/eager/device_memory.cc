@@ -5,12 +5,14 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/status.h"
 #include "sim/lower/eager/device_memory_conv.h"
+#include "sim/lower/eager/device_memory_sdpa.h"
 #include "sim/lower/eager/device_memory_sort.h"
 
 namespace gpusim {
@@ -28,6 +30,18 @@ constexpr std::string_view kCudnnSource =
     "aten/src/ATen/native/cudnn/Conv_v7.cpp AlgoIterator::try_all, allocate_workspace; Conv_v8.cpp";
 constexpr std::string_view kCudnnFindSource =
     "aten/src/ATen/native/cudnn/Conv_v7.cpp findAlgorithms, getMaxWorkspaceSize (cudnn.benchmark)";
+// Note [Fused attention workspaces], per backend.
+std::string_view SdpaSource(SdpaBackend b) {
+  switch (b) {
+    case SdpaBackend::kCudnn:
+      return "aten/src/ATen/native/cudnn/MHA.cpp run_cudnn_SDP_fprop/bprop; cudnn-frontend CompositeSDPABackwardNode";
+    case SdpaBackend::kFlash:
+      return "aten/src/ATen/native/transformers/cuda/flash_attn/flash_api.cpp mha_fwd, mha_bwd";
+    default:
+      return "aten/src/ATen/native/transformers/cuda/attention_backward.cu _efficient_attention_backward; "
+             "mem_eff_attention/kernel_backward.h workspace_size";
+  }
+}
 constexpr std::string_view kReduceSource =
     "aten/src/ATen/native/cuda/Reduce.cuh setReduceConfig, ReduceConfig::global_memory_size";
 
@@ -234,12 +248,19 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   report->context_reserve = device.context_reserve;
   const std::string* framework = FindMeta(recorded, "framework");
   if (framework == nullptr || *framework != "pytorch") {
-    if (!options.cudnn_workspace.empty()) {
-      return absl::InvalidArgumentError(
-          "--cudnn-workspace applies to a step recorded from PyTorch (python/gpusim_torch; meta framework "
-          "pytorch), and this trace is not one");
+    for (const auto& [flag, value] : {std::pair<std::string, const std::string*>{"--cudnn-workspace",
+                                                                                    &options.cudnn_workspace},
+                                      {"--sdpa-backend", &options.sdpa_backend}}) {
+      if (value->empty()) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " applies to a step recorded from PyTorch (python/gpusim_torch; meta framework pytorch), and this "
+          "trace is not one"));
     }
     return recorded;
+  }
+  std::optional<SdpaBackend> sdpa_forced;
+  if (!options.sdpa_backend.empty()) {
+    ASSIGN_OR_RETURN(sdpa_forced, ParseSdpaBackend(options.sdpa_backend));
   }
   ASSIGN_OR_RETURN(const CudnnAssumption cudnn_assumed,
                    ParseCudnnAssumption(options.cudnn_workspace.empty() ? "none" : options.cudnn_workspace));
@@ -371,7 +392,8 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   };
   int64_t conv_directions = 0, conv_unsized = 0;
   std::set<std::vector<int64_t>> benchmarked;  // Conv_v7.cpp BenchmarkCache keys
-  int64_t convs = 0, embeddings = 0, index_sorts = 0;
+  int64_t convs = 0, embeddings = 0, index_sorts = 0, sdpa_calls = 0;
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> sdpa_classes;  // (op, backend, why)
   std::set<std::string> index_why, embedding_why;
   for (size_t i = 0; i < recorded.events.size(); ++i) {
     const TraceEvent& e = recorded.events[i];
@@ -491,6 +513,42 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
       apply(tmp->after);
       continue;
     }
+    if (const std::optional<SdpaOp> sdpa = SdpaOpOf(e.op)) {
+      ++sdpa_calls;
+      auto at_event = [&](const absl::Status& st) {
+        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (compute ", e.name, ", op=", e.op, "): dims=",
+                                                       absl::StrJoin(e.dims, ","), ": ", st.message()));
+      };
+      absl::StatusOr<SdpaFacts> facts = ParseSdpaFacts(e.dims);
+      if (!facts.ok()) return at_event(facts.status());
+      absl::StatusOr<SdpaChoice> choice = ChooseSdpaBackend(*sdpa, e.op, *facts, device, sdpa_forced);
+      if (!choice.ok()) return at_event(choice.status());
+      ++sdpa_classes[{e.op, SdpaBackendName(choice->backend), choice->why}];
+      const OpTemporaries tmp = SdpaWorkspaces(*facts, sdpa->backward, choice->backend, device, deterministic);
+      std::map<int, BufferId> ids;
+      std::set<BufferId> freed;
+      auto apply = [&](const std::vector<TempStep>& steps, bool before) {
+        for (const TempStep& s : steps) {
+          if (s.alloc) {
+            ids[s.slot] = alloc(s.size, absl::StrCat(e.name, " ", s.what), e.phase, e.stack, e.stream);
+            note(s.what, SdpaSource(choice->backend), s.size, false);
+          } else {
+            free_buffer(ids.at(s.slot), e.phase, e.stream);
+            if (before) freed.insert(ids.at(s.slot));
+          }
+        }
+      };
+      apply(tmp.before, true);
+      TraceEvent c = e;
+      if (!c.uses.empty()) {
+        for (const auto& [slot, id] : ids) {
+          if (!freed.contains(id)) c.uses.push_back(id);
+        }
+      }
+      out.events.push_back(std::move(c));
+      apply(tmp.after, false);
+      continue;
+    }
     const bool conv_backward = e.op == "convolution_backward";
     if (e.op == "convolution" || e.op == "_convolution" || conv_backward) {
       ++convs;
@@ -555,6 +613,14 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     out.events.push_back(e);
   }
   for (auto& [what, a] : added) report->added.push_back(std::move(a));
+  for (const auto& [key, count] : sdpa_classes) {
+    report->sdpa.push_back(SdpaCallClass{std::get<0>(key), count, std::get<1>(key), std::get<2>(key)});
+  }
+  if (sdpa_calls == 0 && sdpa_forced.has_value()) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "--sdpa-backend ", options.sdpa_backend,
+        ": the step has no fused SDPA events (_scaled_dot_product_{cudnn,flash,efficient}_attention)"));
+  }
   if (convs == 0 && !options.cudnn_workspace.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--cudnn-workspace ", options.cudnn_workspace,
                                                    ": the step has no convolutions"));

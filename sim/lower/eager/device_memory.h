@@ -38,6 +38,11 @@
 // - cuDNN convolution workspaces under a named assumption (Note [cuDNN
 //   convolution workspaces], device_memory_conv.h): none by default, named
 //   in the report as an assumption.
+// - The transient workspaces of the fused attention kernels
+//   (_scaled_dot_product_{cudnn,flash,efficient}_attention and their
+//   backward): Note [Fused attention workspaces] (device_memory_sdpa.h), for
+//   the backend the replay device's rules choose (Note [Which backend a
+//   replay runs]) or --sdpa-backend forces.
 // - NCCL's connection buffers of a distributed step (Note [NCCL buffers],
 //   device_memory_nccl.h): outside the caching allocator, taken off the
 //   capacity like the context, the channel count named as an assumption.
@@ -69,6 +74,15 @@ struct DeviceAddition {
   bool kept = false;   // never freed (held for the process's life)
 };
 
+// The fused SDPA calls of one recorded op that ran one backend for one
+// reason (Note [Which backend a replay runs]).
+struct SdpaCallClass {
+  std::string op;       // the recorded aten op
+  int64_t count = 0;    // its compute events
+  std::string backend;  // "flash", "efficient", "cudnn"
+  std::string why;      // "recorded choice (...)", "re-targeted: ...", "forced (...)"
+};
+
 struct EagerDeviceMemory {
   bool applied = false;       // the trace is a PyTorch recording (meta framework=pytorch)
   std::string torch_version;  // meta torch_version
@@ -80,6 +94,7 @@ struct EagerDeviceMemory {
   // Choices gpusim cannot know and made by name (the cuDNN workspace
   // assumption), each saying which and that it is one.
   std::vector<std::string> assumptions;
+  std::vector<SdpaCallClass> sdpa;  // empty without fused SDPA events
   // Over the trace with the additions, live requests each rounded up to 512 B
   // (the caching allocator's kMinBlockSize): at the `step` marker after the
   // start state, and their highest point after it (the figure a Kineto
@@ -114,6 +129,11 @@ struct EagerDeviceOptions {
   // not given, the default assumption none. Given, it is refused by name on a
   // trace without convolutions.
   std::string cudnn_workspace;
+  // --sdpa-backend (device_memory_sdpa.h ParseSdpaBackend); empty: not given,
+  // each call runs the backend the device's rules choose. Given, it is
+  // refused by name on a trace without fused SDPA events, and math on one
+  // with them.
+  std::string sdpa_backend;
 };
 
 // `recorded` with the device's allocations inserted (role workspace, named
