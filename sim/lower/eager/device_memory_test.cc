@@ -144,8 +144,8 @@ std::vector<std::string> Seen(const Trace& t) {
   return seen;
 }
 
-// Note [cuBLASLt workspace]: per call up to torch 2.6, the cuBLAS
-// workspace from 2.7.
+// Note [cuBLASLt workspace]: per call up to torch 2.6, one kept block per
+// (thread, stream) from 2.7 unless TORCH_CUBLASLT_UNIFIED_WORKSPACE is on.
 TEST(EagerDeviceMemory, CublasLtWorkspacePerCallByVersion) {
   Trace t;
   t.meta = {{"framework", "pytorch"}, {"torch_version", "2.2.0"}, {"torch_cuda", "12.1"}};
@@ -166,13 +166,9 @@ TEST(EagerDeviceMemory, CublasLtWorkspacePerCallByVersion) {
   out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
   ASSERT_TRUE(out.ok());
   EXPECT_EQ(out->events.size(), 2u);  // the cuBLAS workspace and the addmm only
+  // From 2.7: one kept block per (thread, stream), as measured on torch 2.11.
   t.meta[1].second = "2.7.0";
   t.meta[2].second = "12.6";
-  out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
-  ASSERT_TRUE(out.ok());
-  EXPECT_EQ(out->events.size(), 2u);  // unified with the cuBLAS workspace
-  // TORCH_CUBLASLT_UNIFIED_WORKSPACE=0: one kept block per (thread, stream).
-  t.meta.emplace_back("TORCH_CUBLASLT_UNIFIED_WORKSPACE", "0");
   t.events.push_back(t.events[0]);
   out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
   ASSERT_TRUE(out.ok());
@@ -180,6 +176,11 @@ TEST(EagerDeviceMemory, CublasLtWorkspacePerCallByVersion) {
                                                   "alloc 1 1048576 cublaslt_workspace (main thread, stream 0)",
                                                   "fc:addmm", "fc:addmm"}));
   EXPECT_TRUE(report.added[1].kept);
+  // TORCH_CUBLASLT_UNIFIED_WORKSPACE=1: the cuBLAS workspace serves cublasLt.
+  t.meta.emplace_back("TORCH_CUBLASLT_UNIFIED_WORKSPACE", "1");
+  out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->events.size(), 3u);
 }
 
 // The CS336 embedding backward: Indexing.cu's temporaries around the op.
