@@ -186,9 +186,9 @@ def _sweep(args, setup):
                              peak_reserved_bytes=j["allocator"]["peak_reserved_bytes"],
                              oom=oom is not None, step_time_s=j["step"]["step_time_s"]))
     if args.format == "json":
-        print(json.dumps(dict(device=args.device, allocator=args.allocator, rows=rows), indent=2))
+        print(json.dumps(dict(device=args.target_device or "h100-sxm-80gb", allocator=args.allocator, rows=rows), indent=2))
     else:
-        print("%s on %s (%s), re-recorded per batch size:" % (args.step_file, args.device, args.allocator))
+        print("%s on %s (%s), re-recorded per batch size:" % (args.step_file, args.target_device or "h100-sxm-80gb", args.allocator))
         print("  %10s  %22s  %22s  %5s  %10s" % ("batch", "peak allocated B", "peak reserved B", "OOM",
                                                  "step s"))
         for r in rows:

@@ -355,6 +355,19 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     ASSIGN_OR_RETURN(cublas, CublasWorkspaceBytes(*version, device, config ? *config : ""));
   }
 
+  // The (thread, stream) pairs whose addmm takes the cublasLt path, for the
+  // kept workspaces a warm-up step made (as the cuBLAS pairs above).
+  std::vector<std::pair<std::string, StreamId>> lt_pairs;
+  if (lt_kept && warm) {
+    for (const TraceEvent& e : recorded.events) {
+      if (e.type != EventType::kCompute || e.op != "addmm" || e.dims.size() != 2) continue;
+      using CudaVersion = std::pair<int, int>;
+      ASSIGN_OR_RETURN(const CudaVersion cuda, CudaOfBuild(*version, torch_cuda ? *torch_cuda : ""));
+      const bool lt = cuda >= std::make_pair(12, 1) ? e.dims[0] != 0 : e.dims[1] != 0;
+      std::pair<std::string, StreamId> key{thread_of(e), e.stream};
+      if (lt && std::find(lt_pairs.begin(), lt_pairs.end(), key) == lt_pairs.end()) lt_pairs.push_back(key);
+    }
+  }
   std::map<std::string, DeviceAddition> added;  // by `what`
   auto note = [&](const std::string& what, std::string_view source, Bytes size, bool kept) {
     DeviceAddition& a = added[what];
@@ -405,6 +418,13 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
         alloc(cublas, workspace_name(p), Phase::kOther, {}, p.second);
         note("cuBLAS workspace", kCublasSource, cublas, true);
         have.insert(p);
+      }
+      // The kept cublasLt workspaces were made by the warm-up step too.
+      for (const auto& p : lt_pairs) {
+        alloc(lt_bytes, absl::StrCat("cublaslt_workspace (", p.first, " thread, stream ", p.second, ")"),
+              Phase::kOther, {}, p.second);
+        note("cuBLASLt workspace", kCublasLtSource, lt_bytes, true);
+        have_lt.insert(p);
       }
     }
     if (e.type != EventType::kCompute || e.op.empty()) {
