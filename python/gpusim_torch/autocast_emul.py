@@ -13,9 +13,9 @@ Op lists: PyTorch aten/src/ATen/autocast_mode.cpp, TORCH_LIBRARY_IMPL(aten,
 AutocastCUDA, m): lower_precision_fp (cast floating inputs to the autocast
 dtype), fp32 (cast to float32), fp32_set_opt_dtype (reductions run with
 dtype=float32 when an input is lower precision and no dtype is given),
-promote (cast to the widest floating input). Composite ops seen here before
-they decompose take their first aten op's policy (cross_entropy ->
-log_softmax: float32).
+promote (cast to the widest floating input). cross_entropy has no autocast
+kernel: its C++ decomposition runs under autocast op by op
+(_cross_entropy_under_autocast).
 
 Cast cache (autocast_mode.cpp cached_cast): a leaf tensor that requires
 grad (a parameter) is cast once per outermost autocast region and the cast
@@ -41,7 +41,7 @@ FP32 = {"acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2"
         "hinge_embedding_loss", "kl_div", "l1_loss", "smooth_l1_loss", "huber_loss", "mse_loss",
         "margin_ranking_loss", "multilabel_margin_loss", "soft_margin_loss",
         "triplet_margin_loss", "multi_margin_loss", "binary_cross_entropy_with_logits", "dist",
-        "pdist", "cdist", "renorm", "logsumexp", "cross_entropy"}
+        "pdist", "cdist", "renorm", "logsumexp"}
 FP32_OPT_DTYPE = {"prod", "softmax", "log_softmax", "cumprod", "cumsum", "linalg_vector_norm",
                   "linalg_matrix_norm", "sum"}
 PROMOTE = {"addcdiv", "addcmul", "atan2", "bilinear", "cross", "dot", "grid_sampler",
@@ -89,6 +89,10 @@ class _Mode(TorchFunctionMode):
         if not _STATE.stack or not _STATE.stack[-1][0]:
             return _call(func, name, args, kwargs)
         dtype = _STATE.stack[-1][1]
+        if name == "cross_entropy":
+            out = _cross_entropy_under_autocast(args, kwargs)
+            if out is not None:
+                return out
         if name in LOWER:
             args, kwargs = _cast_all(args, kwargs, dtype)
         elif name in FP32:
@@ -102,6 +106,52 @@ class _Mode(TorchFunctionMode):
                 widest = torch.float32 if torch.float32 in floats else floats[0]
                 args, kwargs = _cast_all(args, kwargs, widest)
         return _call(func, name, args, kwargs)
+
+
+def _cross_entropy_under_autocast(args, kwargs):
+    """aten/src/ATen/native/LossNLL.cpp cross_entropy_loss (CompositeImplicit,
+    no AutocastCUDA kernel) as CUDA autocast runs its decomposition: a
+    log_softmax over the class dim in the input's own dtype (it passes
+    self.scalar_type(), so fp32_set_opt_dtype does not apply: the log
+    probabilities stay bf16), then nll_loss, an fp32-policy op, on an fp32
+    copy of them; with label_smoothing > 0
+    (cross_entropy_loss_label_smoothing) also the class-dim sum, whose
+    fp32_set_opt_dtype policy sums the low-precision log probabilities in
+    fp32. Measured: BERT's masked-LM loss on an H200 (torch 2.11,
+    validation/h200_2026-12-04/kineto/bert_gpu.pt.trace.json.gz: log_softmax
+    on BFloat16 with dtype 15, then nll_loss's _to_copy to float). None:
+    not a low-precision input, or class probabilities as the target (the
+    composite's other branch): the caller's default."""
+    import torch.nn.functional as F
+    names = ("input", "target", "weight", "size_average", "ignore_index", "reduce", "reduction",
+             "label_smoothing")
+    vals = dict(zip(names, args))
+    vals.update(kwargs)
+    x, target = vals.get("input"), vals.get("target")
+    if not (isinstance(x, torch.Tensor) and _is_low(x) and isinstance(target, torch.Tensor)) or \
+            target.is_floating_point() or vals.get("size_average") is not None or vals.get("reduce") is not None:
+        return None
+    dim = 1 if x.dim() >= 2 else 0
+    ignore = vals.get("ignore_index", -100)
+    reduction = vals.get("reduction", "mean")
+    weight = vals.get("weight")
+    if weight is not None:
+        weight = weight.float() if weight.dtype != torch.float32 else weight
+    smoothing = float(vals.get("label_smoothing", 0.0) or 0.0)
+    logp = torch.log_softmax(x, dim, dtype=x.dtype)
+    nll = F.nll_loss(logp.float(), target, weight, ignore_index=ignore, reduction=reduction)
+    if smoothing <= 0.0:
+        return nll
+    smooth = -(logp.sum(dim, dtype=torch.float32) if weight is None else
+               (logp.float() * weight.view([-1] + [1] * (x.dim() - 2))).sum(dim))
+    smooth = smooth.masked_fill(target == ignore, 0.0)
+    if reduction == "mean":
+        denom = (target != ignore).sum() if weight is None else None
+        smooth = smooth.sum() / denom if denom is not None else smooth.mean()
+    elif reduction == "sum":
+        smooth = smooth.sum()
+    n = x.shape[dim]
+    return (1 - smoothing) * nll + smooth * (smoothing / n)
 
 
 def _call(func, name, args, kwargs):
