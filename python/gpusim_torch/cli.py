@@ -45,6 +45,9 @@ def _record_options(r):
                         "rules apply (default: this torch's)")
     r.add_argument("--sdpa-backend", choices=["flash", "efficient", "cudnn", "math"],
                    help="force this SDPA kernel, as torch.nn.attention.sdpa_kernel([...]) does")
+    r.add_argument("--timeout", type=float, default=600.0, metavar="S",
+                   help="give up, naming the line it was running, when loading STEP.py, setup() and the "
+                        "steps take longer than S seconds per recording (default 600; 0: no limit)")
 
 
 def _parser():
@@ -72,9 +75,22 @@ def _fail(msg):
 
 
 def _load_setup(step_file):
+    from gpusim_torch.recorder import RecordError
+    from gpusim_torch.session import _user_site, refusing_compile
     if not os.path.isfile(step_file):
         raise ValueError("%s: no such file" % step_file)
-    ns = runpy.run_path(step_file, run_name="__gpusim_step__")
+    try:
+        with refusing_compile():
+            ns = runpy.run_path(step_file, run_name="__gpusim_step__")
+    except SyntaxError as e:
+        raise ValueError("%s:%s: %s: %s" % (e.filename or step_file, e.lineno, type(e).__name__, e.msg))
+    except RecordError as e:
+        raise ValueError("%s: %s" % (step_file, e))
+    except Exception as e:  # the user's file: any exception is reported, with where
+        site = _user_site(e.__traceback__)
+        first = (str(e).splitlines() or [""])[0]
+        raise ValueError("%s: loading it raised %s%s%s" % (step_file, type(e).__name__, ": " + first if first else "",
+                                                         " at " + site if site else ""))
     setup = ns.get("setup")
     if not callable(setup):
         raise ValueError("%s: defines no setup(device) function" % step_file)
@@ -130,7 +146,7 @@ def setup_kwargs(args, setup):
 
 def _record(args, setup, out, batch_size):
     """Records STEP.py once; the Recording, or raises RecordError."""
-    from gpusim_torch.session import record_step
+    from gpusim_torch.session import record_step as _record_step, time_limit
     setup_kw = setup_kwargs(args, setup)
     bounds = {}
     for b in args.bound:
@@ -147,11 +163,13 @@ def _record(args, setup, out, batch_size):
         call = lambda device: setup(device, batch_size=batch_size, **setup_kw)  # noqa: E731
     else:
         call = lambda device: setup(device, **setup_kw)  # noqa: E731
+    call.__wrapped__ = setup  # where setup is defined, for messages
     name = args.name or os.path.splitext(os.path.basename(args.step_file))[0]
     extra = [("step_file", args.step_file)]
     if batch_size is not None:
         extra.append(("batch_size", str(batch_size)))
-    return record_step(call, out, steps=args.steps, autocast=args.autocast, device_type=args.device_type,
+    with time_limit(args.timeout, "recording %s" % args.step_file):
+        return _record_step(call, out, steps=args.steps, autocast=args.autocast, device_type=args.device_type,
                        mode=args.mode, frames=not args.no_frames, bounds=bounds, name=name,
                        extra_meta=extra, world_size=args.world_size, rank=args.rank,
                        device=args.target_device, sdpa_backend=args.sdpa_backend,
@@ -200,11 +218,21 @@ def _sweep(args, setup):
 
 def main(argv):
     args = _parser().parse_args(argv)
+    if args.timeout < 0 or args.timeout != args.timeout:
+        return _fail("--timeout: expected seconds >= 0 (0: no limit), got %s" % args.timeout)
     try:
-        setup = _load_setup(args.step_file)
-    except ValueError as e:
+        import torch  # noqa: F401
+    except ImportError as e:
+        return _fail("PyTorch is not importable by %s (%s): install torch into this Python "
+                     "(pip install torch; the CPU build is enough), or run gpusim_torch with the "
+                     "Python that has it" % (sys.executable, e))
+    from gpusim_torch.recorder import RecordError
+    from gpusim_torch.session import time_limit
+    try:
+        with time_limit(args.timeout, "loading %s" % args.step_file):
+            setup = _load_setup(args.step_file)
+    except (RecordError, ValueError) as e:
         return _fail(str(e))
-    from gpusim_torch.recorder import RecordError  # imports torch
     try:
         if args.command == "sweep":
             return _sweep(args, setup)

@@ -56,9 +56,15 @@ def run(rec, func, name, args, kwargs, error):
         if name == "masked_select":
             return torch.empty((bound,), dtype=t.dtype, device=t.device)
         raise _err("aten.%s: --bound is supported for nonzero and masked_select only" % name)
-    raise _err("aten.%s failed on the %s device in torch %s and gpusim_torch has no shape "
-               "fallback for it: %s" % (name, rec.device_type, torch.__version__,
-                                        str(error).splitlines()[0] if str(error) else type(error).__name__))
+    first = str(error).splitlines()[0] if str(error) else type(error).__name__
+    # No kernel for the meta device is a NotImplementedError from the
+    # dispatcher ("Could not run 'aten::x' with arguments from the 'Meta'
+    # backend"); anything else is the op's own argument check, which the
+    # CUDA kernel makes too: the step is wrong as written, say so.
+    if not isinstance(error, NotImplementedError):
+        raise _err("aten.%s: %s (the op's argument check: it fails on a GPU too)" % (name, first))
+    raise _err("aten.%s has no kernel for the %s device in torch %s and gpusim_torch has no shape "
+               "fallback for it: %s" % (name, rec.device_type, torch.__version__, first))
 
 
 def _conv_backward(name, args):

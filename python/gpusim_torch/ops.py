@@ -34,6 +34,12 @@ _NO_KERNEL = {
     # metadata queries (FakeTensorMode dispatches prim.device and friends)
     "device", "dim", "size", "stride", "numel", "sym_size", "sym_stride", "sym_numel",
     "sym_storage_offset", "storage_offset", "is_contiguous", "layout",
+    # Views whose schema carries no alias annotation, so is_view() cannot
+    # tell: they alias their input and launch nothing (aten/src/ATen/native/
+    # TensorShape.cpp _unsafe_view: "self.view(size)" without autograd's view
+    # tracking, the reshape at the end of every matmul of a 3-D input;
+    # unsafe_split / unsafe_chunk: split's views, used by the RNN cells).
+    "_unsafe_view", "unsafe_split", "unsafe_split_with_sizes", "unsafe_chunk",
 }
 
 _MATMUL = {"mm", "addmm", "bmm", "baddbmm", "addbmm", "_scaled_mm", "addmv", "mv", "dot",

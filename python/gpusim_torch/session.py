@@ -4,7 +4,13 @@ the CLI (`python3 -m gpusim_torch record`) and the Python API
 
 import contextlib
 import gc
+import importlib
+import inspect
 import os
+import signal
+import sys
+import sysconfig
+import traceback
 
 import torch
 
@@ -121,7 +127,16 @@ def _cuda_semantics_on_meta():
       _get_fused_kernels_supported_devices, which has "cuda" and not "meta";
       the fused kernels (_fused_adam_, _fused_adamw_, _fused_sgd_) have meta
       kernels, in place, allocating nothing, as on CUDA (measured:
-      validation/h200_2026-12-04/probes.json adamw_fused_second_step)."""
+      validation/h200_2026-12-04/probes.json adamw_fused_second_step).
+    - GradScaler("cuda") is enabled. Its constructor disables itself, with
+      only a warning, where torch.cuda.amp.common.amp_definitely_not_available()
+      (no CUDA device, no torch_xla: torch/amp/grad_scaler.py
+      GradScaler.__init__; 1.13: torch/cuda/amp/grad_scaler.py, the name
+      imported from .common). On a GPU it is enabled: the scale and growth
+      tracker (0-dim fp32/int32, made lazily by the first scale()), the
+      scaled loss, unscale_'s fp64 reciprocal and found_inf, and the
+      in-place _amp_foreach_non_finite_check_and_unscale_ /
+      _amp_update_scale_ kernels all run, on meta as on CUDA."""
     import threading
     import torch.nn as nn
     from torch.optim import optimizer as optmod
@@ -149,6 +164,17 @@ def _cuda_semantics_on_meta():
             tls.inside = False
 
     orig_fused = getattr(optmod, "_get_fused_kernels_supported_devices", None)
+    amp_sites = []
+    for modname in ("torch.cuda.amp.common", "torch.cuda.amp.grad_scaler", "torch.amp.grad_scaler"):
+        mod = sys.modules.get(modname)
+        if mod is None:
+            try:
+                mod = importlib.import_module(modname)
+            except ImportError:
+                continue
+        if hasattr(mod, "amp_definitely_not_available"):
+            amp_sites.append((mod, mod.amp_definitely_not_available))
+            mod.amp_definitely_not_available = lambda: False
     nn.Module._apply = _apply
     if orig_fused is not None:
         optmod._get_fused_kernels_supported_devices = lambda: list(orig_fused()) + ["meta"]
@@ -156,6 +182,8 @@ def _cuda_semantics_on_meta():
         yield
     finally:
         nn.Module._apply = orig_apply
+        for mod, f in amp_sites:
+            mod.amp_definitely_not_available = f
         if orig_fused is not None:
             optmod._get_fused_kernels_supported_devices = orig_fused
 
@@ -193,6 +221,129 @@ def _patched_phases(rec, optimizer):
         torch.autograd.grad = orig_grad
         for attr in patched:
             delattr(optimizer, attr)
+
+
+# Note [torch.compile refused by name]
+# A torch.compile'd module or function runs what Inductor generated: fused
+# kernels, its own buffer plan, recomputation chosen by the min-cut
+# partitioner (torch/_inductor, torch/_functorch/partitioners.py). On meta
+# tensors under the recorder dynamo would trace and run something that is
+# neither that nor the eager step, and report success. Until the recorder
+# models compiled regions, each way in is refused by name, with where:
+# torch.compile (and so nn.Module.compile, which calls it) and
+# torch._dynamo.optimize while the step file loads, setup() runs and the
+# steps run; and objects compiled before that (an OptimizedModule, a module
+# whose _compiled_call_impl is set, a function dynamo wrapped, which carries
+# _torchdynamo_orig_callable: torch/_dynamo/eval_frame.py).
+COMPILE_REFUSAL = ("torch.compile is not modelled by the recorder: the compiled step runs Inductor's fused "
+                   "kernels and buffer plan, not the eager ops it would record. Record the step without "
+                   "torch.compile (gpusim models the eager step the CUDA build runs)")
+
+
+def _user_site(tb=None, stack=None):
+    """'FILE:LINE in FUNC' of the innermost frame of `tb` (or of the
+    current stack) in the user's code: not in torch, not in gpusim_torch,
+    not in Python's standard library; '' when there is none."""
+    inside = tuple(os.path.join(os.path.realpath(d), "") for d in (
+        os.path.dirname(torch.__file__), os.path.dirname(os.path.abspath(__file__)),
+        sysconfig.get_paths()["stdlib"]))
+    frames = traceback.extract_tb(tb) if tb is not None else (stack or traceback.extract_stack())
+    site = ""
+    for fs in frames:
+        if fs.filename.startswith("<") or os.path.realpath(fs.filename).startswith(inside):
+            continue
+        site = "%s:%d in %s" % (fs.filename, fs.lineno, fs.name)
+    return site
+
+
+def _def_site(fn):
+    """'FILE:LINE' where `fn` (or what it wraps) is defined, or ''."""
+    fn = getattr(fn, "__wrapped__", fn)
+    try:
+        return "%s:%d" % (inspect.getsourcefile(fn), fn.__code__.co_firstlineno)
+    except (TypeError, AttributeError):
+        return ""
+
+
+def _call_user(what, fn, *args):
+    """Runs the user's `fn`; an exception it raises becomes a RecordError
+    naming `what`, the exception and the user's line it came through."""
+    try:
+        return fn(*args)
+    except RecordError as e:
+        site = _user_site(e.__traceback__)
+        raise RecordError("%s%s" % (e, " (at %s)" % site if site and site not in str(e) else "")) from None
+    except Exception as e:  # the user's code: any exception is reported, with where
+        site = _user_site(e.__traceback__)
+        first = (str(e).splitlines() or [""])[0]
+        if not first:  # a bare assert: say where it stands
+            fs = traceback.extract_tb(e.__traceback__)[-1]
+            first = "(no message; raised at %s:%d in %s)" % (fs.filename, fs.lineno, fs.name)
+        raise RecordError("%s raised %s%s%s" % (what, type(e).__name__, ": " + first if first else "",
+                                                 " at " + site if site else "")) from None
+
+
+def _compile_refused(*a, **k):
+    site = _user_site()
+    raise RecordError("%s%s" % ("torch.compile called at %s: " % site if site else "", COMPILE_REFUSAL))
+
+
+@contextlib.contextmanager
+def refusing_compile():
+    """torch.compile and torch._dynamo.optimize raise RecordError while the
+    block runs (Note [torch.compile refused by name])."""
+    saved = []  # 1.13 has neither
+    for mod, name in ((torch, "compile"), (sys.modules.get("torch._dynamo"), "optimize")):
+        if mod is not None and hasattr(mod, name):
+            saved.append((mod, name, getattr(mod, name)))
+    for mod, name, _ in saved:
+        setattr(mod, name, _compile_refused)
+    try:
+        yield
+    finally:
+        for mod, name, f in saved:
+            setattr(mod, name, f)
+
+
+def _refuse_compiled(model, fns):
+    """Objects compiled before the recorder could see torch.compile called."""
+    optimized = None
+    ef = sys.modules.get("torch._dynamo.eval_frame")
+    if ef is not None:
+        optimized = getattr(ef, "OptimizedModule", None)
+    if model is not None and isinstance(model, torch.nn.Module):
+        for name, m in model.named_modules():
+            if (optimized is not None and isinstance(m, optimized)) or \
+                    getattr(m, "_compiled_call_impl", None) is not None:
+                raise RecordError("the model%s is a torch.compile'd module: %s" % (
+                    " (its submodule '%s')" % name if name else "", COMPILE_REFUSAL))
+    for what, fn in fns:
+        if fn is not None and hasattr(fn, "_torchdynamo_orig_callable"):
+            site = _def_site(fn._torchdynamo_orig_callable)
+            raise RecordError("%s%s is a torch.compile'd function: %s" % (
+                what, " (defined at %s)" % site if site else "", COMPILE_REFUSAL))
+
+
+@contextlib.contextmanager
+def time_limit(seconds, what):
+    """RecordError when the block runs longer than `seconds` (SIGALRM; the
+    main thread only, elsewhere no limit is set and none is claimed)."""
+    import threading
+    if not seconds or threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def expired(signum, frame):
+        site = _user_site(stack=traceback.extract_stack(frame))
+        raise RecordError("%s did not finish within %g s (--timeout)%s" % (
+            what, seconds, "; it was running %s" % site if site else ""))
+    old = signal.signal(signal.SIGALRM, expired)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, old)
 
 
 def _default_step(loss_fn, autocast_ctx):
@@ -278,25 +429,37 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
         raise RecordError("--sdpa-backend: modelled in meta mode only (fake CUDA tensors dispatch SDPA "
                           "themselves); record with --mode meta")
     semantics = _cuda_semantics_on_meta() if chosen == "meta" else contextlib.nullcontext()
-    with group, outer, semantics, autocast_emul.cuda_autocast(chosen == "meta", rec, dispatcher):
+    with group, outer, semantics, autocast_emul.cuda_autocast(chosen == "meta", rec, dispatcher), \
+            refusing_compile():
         with rec:
             if setup is not None:
                 try:
-                    spec = setup(device)
-                except RuntimeError as e:
+                    spec = _call_user("setup(device)", setup, device)
+                except RecordError as e:
                     if chosen != "fake" or "Couldn't swap" not in str(e):
                         raise
                     raise RecordError(
                         "--mode fake: setup(device) moved a module built on the CPU with .to(device), "
                         "which FakeTensorMode cannot swap (%s); build it on the device "
                         "(nn.Linear(..., device=device)) or record with --mode meta" % str(e).splitlines()[0])
+                where = _def_site(setup)
+                where = " (defined at %s)" % where if where else ""
                 if not isinstance(spec, dict):
-                    raise RecordError("setup(device) must return a dict(model=..., batch=..., "
-                                      "optimizer=..., loss_fn=... or step=...), got %s" % type(spec).__name__)
-                unknown = sorted(set(spec) - {"model", "batch", "optimizer", "loss_fn", "step"})
+                    raise RecordError("setup(device)%s must return a dict(model=..., batch=..., "
+                                      "optimizer=..., loss_fn=... or step=...), got %s"
+                                      % (where, type(spec).__name__))
+                unknown = sorted(str(k) for k in set(spec) - {"model", "batch", "optimizer", "loss_fn", "step"})
                 if unknown:
-                    raise RecordError("setup(device) returned unknown key(s) %s (expected model, batch, "
-                                      "optimizer, loss_fn or step)" % ", ".join(unknown))
+                    raise RecordError("setup(device)%s returned unknown key(s) %s (expected model, batch, "
+                                      "optimizer, loss_fn or step)" % (where, ", ".join(unknown)))
+                for key, want in (("optimizer", torch.optim.Optimizer), ("model", torch.nn.Module)):
+                    if spec.get(key) is not None and not isinstance(spec[key], want):
+                        raise RecordError("setup(device)%s returned %s=%s (expected a %s.%s or None)" % (
+                            where, key, type(spec[key]).__name__, want.__module__, want.__qualname__))
+                for key in ("loss_fn", "step"):
+                    if spec.get(key) is not None and not callable(spec[key]):
+                        raise RecordError("setup(device)%s returned %s=%s (expected a callable)" % (
+                            where, key, type(spec[key]).__name__))
                 model = spec.get("model")
                 batch = spec.get("batch")
                 optimizer = spec.get("optimizer")
@@ -312,6 +475,7 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
             if step is not None and autocast is not None:
                 raise RecordError("--autocast applies to loss_fn only; a step() callable sets "
                                   "its own torch.autocast")
+            _refuse_compiled(model, (("step", step), ("loss_fn", loss_fn)))
             if model is not None:
                 hooks = rec.install_module_hooks(model)
             _cuda_optimizer_defaults(optimizer, notes)
@@ -335,7 +499,7 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
                             rec.classify(roles_of(model, optimizer, batch))
                         # The previous step's result stays alive until this
                         # step's returns, as a loop variable does.
-                        result = step(model, batch, optimizer)
+                        result = _call_user("step %d of %d" % (i + 1, steps), step, model, batch, optimizer)
                         prev = result
                         if i == steps - 1:
                             rec.classify(roles_of(model, optimizer, batch))

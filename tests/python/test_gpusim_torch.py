@@ -834,5 +834,300 @@ class ValidationTest(unittest.TestCase):
                 self.assertLess(rises["none"], rises["winograd_nonfused"])
 
 
+def write_step(d, text, name="step.py"):
+    path = os.path.join(d, name)
+    open(path, "w").write(text)
+    return path
+
+
+def live_at(path, marker):
+    """Bytes live in a trace at the first `marker` line after the window's
+    start."""
+    live, inside = {}, False
+    for ln in open(path):
+        t = ln.split()
+        if not t:
+            continue
+        if t[0] == "marker" and t[1] == "step":
+            inside = True
+        if t[0] == "alloc":
+            live[t[1]] = int(t[2])
+        elif t[0] == "free":
+            live.pop(t[1], None)
+        elif inside and t[0] == "marker" and t[1] == marker:
+            return sum(live.values())
+    raise AssertionError("no marker %s in %s" % (marker, path))
+
+
+def computes_after(path, marker, name_part):
+    """compute lines whose name contains `name_part` after the window's
+    first `marker`."""
+    out, inside, seen = [], False, False
+    for ln in open(path):
+        t = ln.split()
+        if t and t[0] == "marker" and t[1] == "step":
+            inside = True
+        if inside and t and t[0] == "marker" and t[1] == marker:
+            seen = True
+        if seen and t and t[0] == "compute" and name_part in t[1]:
+            out.append(keyed(t))
+    return out
+
+
+def record_file(path, out, **kw):
+    """Records STEP file `path` in this process (no interpreter start), as
+    the CLI does; setup's keyword arguments in `kw`."""
+    import functools
+    import runpy
+    setup = runpy.run_path(path, run_name="__gpusim_step__")["setup"]
+    call = functools.partial(setup, **kw) if kw else setup
+    return gpusim_torch.record_step(call, out, steps=3, mode="meta")
+
+
+GRAD_SCALER_STEP = """
+import torch
+from torch import nn
+
+def setup(device):
+    model = nn.Sequential(nn.Linear(256, 512), nn.GELU(), nn.Linear(512, 256)).to(device)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    scaler = torch.cuda.amp.GradScaler()
+    x = torch.randn(32, 256, device=device)
+    def step(model, batch, optimizer):
+        optimizer.zero_grad()
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = model(batch).float().pow(2).mean()
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        return loss
+    return dict(model=model, batch=x, optimizer=opt, step=step)
+"""
+
+CHECKPOINT_STEP = """
+import functools, torch
+from torch import nn
+from torch.utils import checkpoint as cp
+
+class Block(nn.Module):
+    def __init__(s, d):
+        super().__init__()
+        s.a, s.b, s.n = nn.Linear(d, 4 * d), nn.Linear(4 * d, d), nn.LayerNorm(d)
+    def forward(s, x):
+        return x + s.b(torch.nn.functional.gelu(s.a(s.n(x))))
+
+def policy(ctx, op, *a, **k):
+    save = op in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)
+    return cp.CheckpointPolicy.MUST_SAVE if save else cp.CheckpointPolicy.PREFER_RECOMPUTE
+
+def setup(device, kind="none"):
+    blocks = nn.ModuleList([Block(256) for _ in range(4)]).to(device)
+    opt = torch.optim.AdamW(blocks.parameters(), lr=1e-3)
+    x = torch.randn(8, 128, 256, device=device, requires_grad=kind == "reentrant")
+    def fwd(m, h):
+        for blk in m:
+            if kind == "reentrant":
+                h = cp.checkpoint(blk, h, use_reentrant=True)
+            elif kind == "nonreentrant":
+                h = cp.checkpoint(blk, h, use_reentrant=False)
+            elif kind == "selective":
+                h = cp.checkpoint(blk, h, use_reentrant=False, context_fn=functools.partial(
+                    cp.create_selective_checkpoint_contexts, policy))
+            else:
+                h = blk(h)
+        return h
+    def step(model, batch, optimizer):
+        optimizer.zero_grad()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = fwd(model, batch).float().pow(2).mean()
+        loss.backward()
+        optimizer.step()
+        return loss
+    return dict(model=blocks, batch=x, optimizer=opt, step=step)
+"""
+
+NO_SYNC_STEP = """
+import contextlib, torch
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel as DDP
+
+def setup(device, accum=4):
+    model = nn.Sequential(nn.Linear(256, 512, device=device), nn.ReLU(), nn.Linear(512, 256, device=device))
+    ddp = DDP(model)
+    micro = [torch.randn(8, 256, device=device) for _ in range(accum)]
+    def step(m, batch, optimizer):
+        optimizer.zero_grad()
+        for i, mb in enumerate(batch):
+            with m.no_sync() if i < len(batch) - 1 else contextlib.nullcontext():
+                (m(mb).square().mean() / len(batch)).backward()
+        optimizer.step()
+    return dict(model=ddp, batch=micro, optimizer=torch.optim.AdamW(ddp.parameters()), step=step)
+"""
+
+
+class TrainingStepTest(unittest.TestCase):
+    """The rest of a real training step (issue 26, deliver 4): GradScaler,
+    checkpointing's three forms under autocast, no_sync accumulation, and
+    what is refused by name (torch.compile) or reported with the user's
+    line (errors, a setup that never returns)."""
+
+    @unittest.skipUnless(V2, "1.13's GradScaler.scale asserts outputs.is_cuda (torch/cuda/amp/grad_scaler.py)")
+    def test_grad_scaler_runs_as_on_cuda(self):
+        # GradScaler disables itself where CUDA is unavailable; on a GPU it
+        # scales the loss, unscales with found_inf and updates its scale.
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "t.gpusim")
+            r = run_cli("record", write_step(d, GRAD_SCALER_STEP), "--out", out, "--mode", "meta")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            names = [t[1] for t in trace_lines(out, "compute")]
+            self.assertIn("_amp_foreach_non_finite_check_and_unscale_", names)
+            self.assertIn("_amp_update_scale_", names)
+            # the scale (fp32) and growth tracker (int32) are 0-dim tensors
+            # kept from step to step: in the start state.
+            start = [t for t in trace_lines(out, "alloc") if "phase=other" in t]
+            self.assertGreaterEqual(sum(1 for t in start if t[2] == "4"), 2)
+
+    @unittest.skipUnless(V2 and hasattr(__import__("torch.utils.checkpoint").utils.checkpoint,
+                                        "create_selective_checkpoint_contexts"),
+                         "selective checkpointing and early stop are PyTorch 2.x's")
+    def test_checkpoint_forms_under_autocast(self):
+        n_blocks, tokens, d = 4, 8 * 128, 256
+        with tempfile.TemporaryDirectory() as dd:
+            step = write_step(dd, CHECKPOINT_STEP)
+            out = {}
+            for kind in ("none", "nonreentrant", "reentrant", "selective"):
+                out[kind] = os.path.join(dd, kind + ".gpusim")
+                record_file(step, out[kind], kind=kind)
+            addmm = {k: computes_after(p, "backward", "addmm") for k, p in out.items()}
+            self.assertEqual(len(addmm["none"]), 0)
+            # non-reentrant stops recomputing once the last saved tensor is
+            # back (torch/utils/checkpoint.py _StopRecomputationError): the
+            # first Linear's output, for gelu's backward; the second's is
+            # not needed. Reentrant reruns the whole block.
+            self.assertEqual(len(addmm["nonreentrant"]), n_blocks)
+            self.assertEqual(len(addmm["reentrant"]), 2 * n_blocks)
+            # the recompute runs under the forward's autocast
+            for k in ("nonreentrant", "reentrant"):
+                self.assertEqual({c["dtype"] for c in addmm[k]}, {"bf16"})
+            # selective: the policy's MUST_SAVE ops are kept, not recomputed,
+            # so at the backward's start exactly their bf16 outputs are held
+            # beyond plain checkpointing: tokens x (4d + d) x 2 B per block.
+            self.assertEqual(len(addmm["selective"]), 0)
+            self.assertEqual(live_at(out["selective"], "backward") - live_at(out["nonreentrant"], "backward"),
+                             n_blocks * tokens * (4 * d + d) * 2)
+            self.assertLess(live_at(out["nonreentrant"], "backward"), live_at(out["none"], "backward"))
+
+    @unittest.skipUnless(V2, "PyTorch 2.x has the fake process group")
+    def test_no_sync_accumulation_reduces_once(self):
+        with tempfile.TemporaryDirectory() as d:
+            out = os.path.join(d, "t.gpusim")
+            r = run_cli("record", write_step(d, NO_SYNC_STEP), "--out", out, "--mode", "meta",
+                        "--world-size", "2")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            lines = [ln.split() for ln in open(out)]
+            start = next(i for i, t in enumerate(lines) if t[:2] == ["marker", "step"])
+            backwards = [i for i, t in enumerate(lines) if i > start and t[:2] == ["marker", "backward"]]
+            self.assertEqual(len(backwards), 4)
+            colls = [i for i, t in enumerate(lines) if i > start and t and t[0] == "collective"]
+            # one bucket (25 MiB holds both layers), reduced in the last
+            # micro-batch's backward only
+            self.assertEqual(len(colls), 1)
+            self.assertGreater(colls[0], backwards[-1])
+            # the gradients are made by the first micro-batch and accumulated
+            # in place by the others
+            grads = [t for t in lines[start:] if t and t[0] == "alloc" and "role=gradient" in t]
+            self.assertEqual(len(grads), 4)
+
+    @unittest.skipUnless(hasattr(torch, "compile"), "torch.compile is PyTorch 2.x's")
+    def test_torch_compile_is_refused_by_name(self):
+        body = ("import torch\nfrom torch import nn\n%s\ndef setup(device):\n"
+                "    model = nn.Linear(8, 8).to(device)\n%s\n"
+                "    return dict(model=model, batch=torch.zeros(2, 8, device=device), optimizer=None,\n"
+                "                loss_fn=lambda m, b: m(b).sum())\n")
+        with tempfile.TemporaryDirectory() as d:
+            # while the step file loads (the CLI)
+            step = write_step(d, body % ("@torch.compile\ndef f(x):\n    return x\n", ""), "decorator.py")
+            r = run_cli("record", step, "--out", os.path.join(d, "o.gpusim"), "--mode", "meta")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("torch.compile called at %s:3 in <module>: torch.compile is not modelled by the "
+                          "recorder" % step, r.stderr)
+            # while setup() runs: torch.compile(model), and Module.compile()
+            for name, line in (("call", "    model = torch.compile(model)"), ("method", "    model.compile()")):
+                step = write_step(d, body % ("", line), name + ".py")
+                with self.assertRaises(RecordError) as e:
+                    record_file(step, os.path.join(d, "o.gpusim"))
+                self.assertIn("torch.compile called at %s:6 in setup" % step, str(e.exception))
+            self.assertFalse(os.path.exists(os.path.join(d, "o.gpusim")))
+        # compiled before the recorder saw it (the API, a module made earlier)
+        compiled = torch.compile(nn.Linear(8, 8, device="meta"))
+        with self.assertRaises(RecordError) as e:
+            record(lambda m, b, o: m(b).sum(), model=compiled, batch=torch.zeros(2, 8, device="meta"))
+        self.assertIn("the model is a torch.compile'd module", str(e.exception))
+
+    def test_user_errors_name_the_line(self):
+        in_setup = {
+            "raises": ("def setup(device):\n    raise KeyError('boom')\n",
+                       "setup(device) raised KeyError: 'boom' at %s:2 in setup"),
+            "bad_view": ("import torch\ndef setup(device):\n    x = torch.zeros(3, device=device)\n"
+                         "    return x.view(7)\n",
+                         "aten.view: shape '[7]' is invalid for input of size 3 (the op's argument check: "
+                         "it fails on a GPU too) (at %s:4 in setup)"),
+            "wrong_type": ("def setup(device):\n    return dict(model=None, batch=None, optimizer=3,\n"
+                           "                loss_fn=lambda m, b: 0)\n",
+                           "setup(device) (defined at %s:1) returned optimizer=int (expected a "
+                           "torch.optim.optimizer.Optimizer or None)"),
+        }
+        loading = {
+            "syntax": ("def setup(device)\n    pass\n", "%s:1: SyntaxError"),
+            "import": ("import no_such_module_here\n",
+                       "loading it raised ModuleNotFoundError: No module named 'no_such_module_here' at %s:1"),
+        }
+        with tempfile.TemporaryDirectory() as d:
+            for name, (text, want) in in_setup.items():
+                step = write_step(d, text, name + ".py")
+                with self.assertRaises(RecordError) as e:
+                    record_file(step, os.path.join(d, "o.gpusim"))
+                self.assertIn(want % step, str(e.exception), name)
+            for name, (text, want) in loading.items():
+                step = write_step(d, text, name + ".py")
+                r = run_cli("record", step, "--out", os.path.join(d, "o.gpusim"), "--mode", "meta")
+                self.assertEqual(r.returncode, 1, (name, r.stderr))
+                self.assertIn(want % step, r.stderr, name)
+                self.assertNotIn("Traceback", r.stderr, name)
+
+    def test_setup_that_never_returns_is_bounded(self):
+        with tempfile.TemporaryDirectory() as d:
+            step = write_step(d, "def setup(device):\n    while True:\n        pass\n")
+            r = run_cli("record", step, "--out", os.path.join(d, "o.gpusim"), "--mode", "meta",
+                        "--timeout", "2")
+            self.assertEqual(r.returncode, 1, r.stderr)
+            self.assertIn("did not finish within 2 s (--timeout); it was running %s:2 in setup" % step, r.stderr)
+            r = run_cli("record", step, "--out", "o", "--timeout", "-1")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("--timeout: expected seconds >= 0", r.stderr)
+
+    def test_without_torch_says_so(self):
+        with tempfile.TemporaryDirectory() as d:
+            os.mkdir(os.path.join(d, "torch"))
+            open(os.path.join(d, "torch", "__init__.py"), "w").write("raise ImportError('no torch here')\n")
+            env = dict(os.environ, PYTHONPATH=d + os.pathsep + os.path.join(ROOT, "python"))
+            r = subprocess.run([sys.executable, "-m", "gpusim_torch", "record", "x.py", "--out", "o"],
+                               capture_output=True, text=True, env=env)
+            self.assertEqual(r.returncode, 1)
+            self.assertIn("PyTorch is not importable by %s (no torch here)" % sys.executable, r.stderr)
+            self.assertNotIn("Traceback", r.stderr)
+
+    def test_unsafe_view_launches_nothing(self):
+        # a Linear on a 3-D input ends in _unsafe_view: a view, no kernel
+        lin = nn.Linear(16, 32, device="meta")
+        x = torch.empty(2, 8, 16, device="meta")
+        rec = record(lambda m, b, o: m(b).sum(), model=lin, batch=x, steps=1)
+        names = [e["name"] for e in events(rec, "compute")]
+        self.assertTrue(any("addmm" in n or "mm" in n for n in names), names)
+        self.assertFalse(any("_unsafe_view" in n for n in names), names)
+
+
 if __name__ == "__main__":
     unittest.main()
