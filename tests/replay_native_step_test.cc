@@ -52,6 +52,46 @@ TEST(NativeStepTest, ReplayPeaks) {
   std::remove(path.c_str());
 }
 
+// Note [Warm-up history] (sim/replay/replay.cc): a 100 MiB activation the
+// warm-up step made and freed leaves its segment cached; the window's 60 MiB
+// is carved from it, so the window reserves 20 MiB (the parameter's
+// kLargeBuffer segment, CUDACachingAllocator.cpp get_allocation_size) +
+// 100 MiB, where a cold start maps a 60 MiB segment. The window's peaks
+// begin at the history's end (reset_peak_memory_stats): its 100 MiB
+// allocated peak is not the window's.
+TEST(NativeStepTest, WarmupHistoryStartsTheWindowFromItsSegments) {
+  constexpr int64_t kMiB = 1 << 20;
+  const std::string window =
+      "marker start_state\n"
+      "alloc 10 4194304 role=parameter name=w\n"
+      "marker step\n"
+      "alloc 20 62914560 role=activation name=act\n"
+      "free 20\n"
+      "end 5\n";
+  const std::string warm = WriteTemp("gpusim-trace 1.5\nwarmup alloc 10 4194304\nwarmup alloc 11 104857600\n"
+                                     "warmup free 11\n" + window);
+  const std::string cold = WriteTemp("gpusim-trace 1.1\n" + window);
+  ReplayOptions o;
+  o.capacity = Bytes(int64_t{80} << 30);
+  auto w = ReplayFile(warm, o);
+  ASSERT_TRUE(w.ok()) << w.status();
+  auto c = ReplayFile(cold, o);
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_EQ(w->allocator, "pytorch_caching");
+  EXPECT_EQ(w->stats.peak_reserved, Bytes((20 + 100) * kMiB));
+  EXPECT_EQ(c->stats.peak_reserved, Bytes((20 + 60) * kMiB));
+  EXPECT_EQ(w->stats.peak_allocated, Bytes((4 + 60) * kMiB));
+  EXPECT_EQ(c->stats.peak_allocated, Bytes((4 + 60) * kMiB));
+  EXPECT_NE(w->start_state.find("warm-up history (2 allocations, 1 frees)"), std::string::npos) << w->start_state;
+  // A history that leaves live what the start state does not allocate.
+  const std::string bad = WriteTemp("gpusim-trace 1.5\nwarmup alloc 10 4194304\nwarmup alloc 12 512\n" + window);
+  auto b = ReplayFile(bad, o);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.status().message().find("warm-up: buffer 12 is live at the end of the warm-up"), std::string::npos)
+      << b.status();
+  for (const std::string& p : {warm, cold, bad}) std::remove(p.c_str());
+}
+
 TEST(NativeStepTest, StepTimeAndLargestBuffersAtThePeak) {
   const std::string path = WriteTemp(kStep);
   auto trace = ReadTraceFile(path);

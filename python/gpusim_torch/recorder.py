@@ -66,6 +66,9 @@ class Recording:
         self.meta = []      # (key, value): traces/FORMAT.md `meta` lines
         self.events = []
         self.frames = {}  # id -> (function, file, line)
+        # Note [The warm-up history]: ("alloc", id, bytes) / ("free", id) of
+        # what ran before the window (setup, the warm-up steps), or None.
+        self.warmup = None
 
 
 class _Buf:
@@ -103,6 +106,21 @@ _ZERO_FILL_INTO = {"scatter_add", "scatter", "index_put", "_index_put_impl", "in
                    "select_scatter", "diagonal_scatter", "as_strided_scatter", "index_reduce",
                    "scatter_reduce"}
 
+# Note [The warm-up history]
+# The caching allocator never gives segments back on its own
+# (CUDACachingAllocator.cpp: release_cached_blocks runs on an OOM retry or
+# empty_cache(), not at a step's end), so what a step reserves depends on
+# everything allocated before it: the model's build, the first step's
+# optimizer states, the cuBLAS workspaces, the earlier steps' activations.
+# Measured on an H200 (validation/h200_2026-12-04/zoo.json), a replay of the
+# recorded step alone from a cold allocator was -4% to +17% off
+# max_memory_reserved(); replayed after the warm-up steps' allocations it
+# was within 0.5%. So record_step keeps the allocations and frees of setup()
+# and the warm-up steps (sizes and order, nothing else) and writes them as
+# `warmup` lines (traces/FORMAT.md 1.5); gpusim replays them through the
+# allocator before the window (sim/replay Note [Warm-up history]).
+
+
 class Recorder(TorchDispatchMode):
     """Records device allocations, frees and ops of the code run inside it.
 
@@ -133,6 +151,11 @@ class Recorder(TorchDispatchMode):
         self.pending = {}       # buffer id -> collective event index not yet waited for
         self.wait_all = False   # the backward ended: the next compute waits every collective
         self.shadows = {}       # storage address -> CPU copy of a small tensor's data
+        # Note [The warm-up history]: None (not kept), or the allocations and
+        # frees before the window, in order; history_head: the tensors made
+        # before recording began (adopted), which came first.
+        self.history = None
+        self.history_head = []
         self.sdpa = None        # sdpa.Dispatcher (meta mode): the fused SDPA ops' facts
 
     # -- op boundary ---------------------------------------------------------
@@ -332,6 +355,8 @@ class Recorder(TorchDispatchMode):
 
     # -- events --------------------------------------------------------------
     def _emit(self, ev):
+        if not self.in_window and self.history is not None and ev["type"] == "free":
+            self.history.append(("free", ev["buffer"]))
         if self.in_window:
             if self.frames and "stack" not in ev:
                 ev["stack"] = self._stack()
@@ -339,6 +364,8 @@ class Recorder(TorchDispatchMode):
 
     def _emit_alloc(self, buf):
         if not self.in_window:
+            if self.history is not None:
+                self.history.append(("alloc", buf.id, buf.nbytes))
             return
         ev = {"type": "alloc", "buffer": buf.id, "size": buf.nbytes, "role": buf.role,
               "name": buf.name, "phase": buf.phase}
@@ -393,6 +420,8 @@ class Recorder(TorchDispatchMode):
         if key in self.live or st.nbytes() == 0:
             return
         self.live[key] = _Buf(self.next_id, st._weak_ref(), st.nbytes(), "", "other")
+        if self.history is not None and not self.in_window:
+            self.history_head.append(("alloc", self.next_id, st.nbytes()))
         self.next_id += 1
 
     # -- the window ----------------------------------------------------------
@@ -401,6 +430,9 @@ class Recorder(TorchDispatchMode):
         alloc each (their roles filled in by finish)."""
         gc.collect()
         self._sweep()
+        if self.history is not None:
+            self.rec.warmup = self.history_head + self.history
+            self.history = None
         self.in_window = True
         self.rec.events.append({"type": "marker", "name": "start_state", "phase": "other"})
         for b in sorted(self.live.values(), key=lambda b: b.id):

@@ -362,7 +362,7 @@ def _default_step(loss_fn, autocast_ctx):
 def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None, loss_fn=None,
                 step=None, steps=3, autocast=None, device_type="cuda", mode="auto",
                 frames=True, bounds=None, name=None, extra_meta=(), world_size=None, rank=0,
-                device=None, sdpa_backend=None, cuda_torch_version=None):
+                device=None, sdpa_backend=None, cuda_torch_version=None, warmup_history=True):
     """Records the last of `steps` training steps and writes it to `out`
     (a gpusim native trace). Either `setup(device) -> dict(model=, batch=,
     optimizer=, loss_fn= | step=)`, or those objects directly (built on the
@@ -375,7 +375,9 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
     default h100-sxm-80gb); `sdpa_backend`: flash|efficient|cudnn|math, the
     SDPA kernel forced as torch.nn.attention.sdpa_kernel([...]) would;
     `cuda_torch_version`: the torch version of the CUDA build whose dispatch
-    rules apply (default: the recording torch's).
+    rules apply (default: the recording torch's); `warmup_history`: keep
+    setup's and the warm-up steps' allocations and frees for the allocator
+    (Note [The warm-up history], recorder.py).
     Returns the Recording."""
     if device_type not in DEVICE_TYPES:
         raise RecordError("--device-type: expected one of %s, got '%s'" % (", ".join(DEVICE_TYPES), device_type))
@@ -413,6 +415,7 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
         outer = contextlib.nullcontext()
         device = torch.device("meta")
         rec = Recorder("meta", frames=frames, bounds=bounds)
+    rec.history = [] if warmup_history else None  # Note [The warm-up history] (recorder.py)
     notes = []
     hooks = []
     gc_was = gc.isenabled()

@@ -1,6 +1,7 @@
 """Writes a recorded step as a gpusim native trace (traces/FORMAT.md).
 
-Version 1.3 when it is a distributed step (meta world_size, kind=broadcast;
+Version 1.5 when it carries a warm-up history (`warmup` lines: Note [The
+warm-up history] in recorder.py), else version 1.3 when it is a distributed step (meta world_size, kind=broadcast;
 Note [Collectives under a fake process group] in collectives.py), else
 version 1.2 when the recording carries `meta` lines or op facts (`op=`,
 `dims=`; Note [Op facts for the device model] in ops.py), which a
@@ -67,8 +68,9 @@ def render_trace(rec, frames=True):
     meta = getattr(rec, "meta", [])
     facts = bool(meta) or any("op" in e or "dims" in e for e in rec.events)
     distributed = any(k == "world_size" for k, _ in meta) or any(e.get("kind") == "broadcast" for e in rec.events)
-    add(b"gpusim-trace 1.3" if distributed else b"gpusim-trace 1.2" if facts else
-        b"gpusim-trace 1.1" if frames else b"gpusim-trace 1")
+    warmup = getattr(rec, "warmup", None)
+    add(b"gpusim-trace 1.5" if warmup else b"gpusim-trace 1.3" if distributed else
+        b"gpusim-trace 1.2" if facts else b"gpusim-trace 1.1" if frames else b"gpusim-trace 1")
     add(b"# format: traces/FORMAT.md; recorded by python/gpusim_torch")
     for c in rec.comments:
         add(("# " + c).encode("utf-8", "surrogateescape"))
@@ -78,6 +80,10 @@ def render_trace(rec, frames=True):
     add(b"stream 0 compute")
     if any(e.get("stream") == 1 for e in rec.events):
         add(b"stream 1 collective")
+    # 1.4: the allocations and frees before the window (Note [The warm-up
+    # history], recorder.py), before the first event.
+    for w in warmup or ():
+        add(b"warmup alloc %d %d" % (w[1], w[2]) if w[0] == "alloc" else b"warmup free %d" % w[1])
     defined = set()
     count = 0
     for ev in rec.events:

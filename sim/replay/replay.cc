@@ -54,9 +54,61 @@ using replay_internal::WarmPass;
 // recorded memory event native event i came from (-1: none); `recorded`, when
 // set, supplies the recorded totals and times. Fills `r` (whose conversion,
 // source and format the caller set).
+// Note [Warm-up history]
+// The caching allocator keeps every segment it maps until an OOM retry or
+// empty_cache() (PyTorch CUDACachingAllocator.cpp release_cached_blocks), so
+// the bytes a step reserves depend on everything allocated before it: the
+// model's build, the first step's optimizer states, the earlier steps'
+// activations in their order. A recording that carries that history
+// (`warmup` lines, traces/FORMAT.md 1.5; written by python/gpusim_torch,
+// Note [The warm-up history] in recorder.py) has it replayed through a
+// scratch allocator of the replay's strategy; the segments it leaves, with
+// the start state's buffers in the blocks the history placed them in, are
+// restored into the replay's allocator (as a warm start's are), whose peaks
+// then begin there: the window's peaks are what
+// torch.cuda.reset_peak_memory_stats() before the step and
+// max_memory_allocated()/max_memory_reserved() after it read. Measured on
+// an H200 (validation/h200_2026-12-04/zoo.json, tools/collect/check_zoo.py):
+// peak reserved of the cold replay was -6% to +17% off; from the history,
+// within 0.5% on the cases in docs/validation_torch_zoo.md. A strategy
+// without segments has no cached state: the history changes nothing there
+// and the start state is allocated as before (said in start_state). An OOM
+// in the history is the step's OOM, before its first event.
+struct WarmupApplied {
+  absl::flat_hash_set<BufferId> held;
+  std::vector<SegmentLayout> segments;
+  int64_t allocs = 0, frees = 0;
+  bool oom = false;
+  Bytes oom_requested, oom_reserved;
+};
+
+absl::StatusOr<WarmupApplied> ApplyWarmup(const std::vector<WarmupOp>& warmup, const ReplayOptions& options) {
+  WarmupApplied w;
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> a, MakeAllocator(options.allocator, options.capacity));
+  for (const WarmupOp& op : warmup) {
+    if (op.alloc) {
+      ++w.allocs;
+      if (!a->Alloc(op.buffer, op.size, 0)) {
+        w.oom = true;
+        w.oom_requested = op.size;
+        w.oom_reserved = a->stats().reserved;
+        return w;
+      }
+      w.held.insert(op.buffer);
+    } else {
+      ++w.frees;
+      a->Free(op.buffer);
+      w.held.erase(op.buffer);
+    }
+  }
+  RETURN_IF_ERROR(a->Finish());
+  w.segments = a->Segments();
+  return w;
+}
+
 absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int64_t>& source,
                              const RecordedTrace* recorded, const ReplayOptions& options, ReplayResult& r,
-                             WarmPass* warm = nullptr) {
+                             WarmPass* warm = nullptr, const std::vector<WarmupOp>* warmup = nullptr) {
   ASSIGN_OR_RETURN(std::unique_ptr<ReplayCore> core,
                    ReplayCore::Make(options, recorded != nullptr ? &recorded->captures : nullptr,
                                     recorded != nullptr && recorded->metadata.format == "kineto", r));
@@ -94,6 +146,24 @@ absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int
                                                     &restored));
     if (ws.applied) r.start_state = WarmStartState(ws);
     r.warm_start = std::move(ws);
+  }
+  if (warmup != nullptr && !warmup->empty() && warm == nullptr && a.ModelsSegments()) {
+    ASSIGN_OR_RETURN(WarmupApplied w, ApplyWarmup(*warmup, options));
+    if (w.oom) {
+      ++r.ooms;
+      r.oom = ReplayOom{-1, SimTime(-1), w.oom_requested, w.oom_reserved, options.capacity - w.oom_reserved};
+      r.start_state = absl::StrCat("the warm-up history ran out of memory at its allocation ", w.allocs, " (",
+                                   w.oom_requested.value(), " B); the window starts cold");
+    } else {
+      for (const SegmentLayout& seg : w.segments) RETURN_IF_ERROR(a.RestoreSegment(seg));
+      restored = std::move(w.held);
+      r.start_state = absl::StrCat("the recording's warm-up history (", w.allocs, " allocations, ", w.frees,
+                                   " frees) replayed through the allocator: ", w.segments.size(),
+                                   " segments held at the start");
+    }
+  } else if (warmup != nullptr && !warmup->empty() && !a.ModelsSegments()) {
+    r.start_state = absl::StrCat("cold: ", r.allocator, " keeps no cached segments, so the recording's warm-up "
+                                 "history leaves only the start state's buffers, allocated first");
   }
   std::vector<BufferId> held;
   if (options.keep_start_state) held.assign(restored.begin(), restored.end());
@@ -183,8 +253,8 @@ absl::StatusOr<ReplayResult> ReplayNativeTrace(const Trace& trace, const std::st
   ReplayResult r;
   r.source = source_name;
   r.format = "gpusim-trace";
-  RETURN_IF_ERROR(ReplayTraceInto(ops, source, nullptr, options, r));
-  r.start_state = "cold (an empty allocator); Trace::preexisting allocated first";
+  RETURN_IF_ERROR(ReplayTraceInto(ops, source, nullptr, options, r, nullptr, &trace.warmup));
+  if (trace.warmup.empty()) r.start_state = "cold (an empty allocator); Trace::preexisting allocated first";
   return r;
 }
 

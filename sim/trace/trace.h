@@ -97,6 +97,17 @@ struct TraceRepeat {
   int64_t times = 1;
 };
 
+// (1.5) One allocation or free of the warm-up history: what ran before the
+// recorded window (a model's build, the warm-up steps), for the allocator
+// only (Note [Warm-up history], sim/replay/replay.cc). Buffer ids share the
+// events' space: a buffer the history leaves live is one the start state
+// allocates (marker start_state .. marker step), with the same size.
+struct WarmupOp {
+  bool alloc = true;
+  BufferId buffer = 0;
+  Bytes size;  // allocs
+};
+
 struct Trace {
   std::string name;
   std::vector<StreamInfo> streams;
@@ -113,6 +124,8 @@ struct Trace {
   // native format has no such line: WriteTraceFile refuses a trace with
   // repeats rather than write one iteration for many).
   std::vector<TraceRepeat> repeats;
+  // (1.5) `warmup alloc ID BYTES` / `warmup free ID` lines, in file order.
+  std::vector<WarmupOp> warmup;
 };
 
 // The value of meta key `key`, or nullptr.

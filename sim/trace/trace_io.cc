@@ -43,9 +43,9 @@ constexpr std::array<std::string_view, 24> kKeyNames = {
     "k",      "batch", "recompute", "after", "uses", "dur_ns", "stack",
     "op",     "dims", "nodes"};
 
-constexpr std::array<std::string_view, 12> kLineWords = {
+constexpr std::array<std::string_view, 13> kLineWords = {
     "alloc", "free", "compute", "copy", "collective", "marker",
-    "name",  "preexisting", "stream", "frame", "end", "meta"};
+    "name",  "preexisting", "stream", "frame", "end", "meta", "warmup"};
 
 // The minor version that introduced `frame` lines and `stack=` keys.
 constexpr int kFramesMinor = 1;
@@ -57,6 +57,9 @@ constexpr int kCollectivesMinor = 3;
 // The minor version that introduced the `nodes=` key (the nodes a
 // collective's group spans).
 constexpr int kNodesMinor = 4;
+// The minor version that introduced `warmup` lines (the allocations and
+// frees before the recorded window).
+constexpr int kWarmupMinor = 5;
 
 constexpr std::array<EventType, 6> kEventTypes = {
     EventType::kAlloc, EventType::kFree,       EventType::kCompute,
@@ -179,6 +182,7 @@ class Parser {
   absl::Status NeedsFramesVersion(std::string_view what) const;
   absl::Status NeedsMinor(int minor, std::string_view what) const;
   absl::Status ParseMeta(Trace& trace);
+  absl::Status ParseWarmup(Trace& trace);
 
   std::string_view source_;
   int64_t line_no_ = 0;
@@ -188,10 +192,47 @@ class Parser {
   int64_t name_line_ = 0, preexisting_line_ = 0, end_line_ = 0;
   // File frame id -> index into Trace::frames, and the line defining it.
   absl::flat_hash_map<int64_t, std::pair<int32_t, int64_t>> frame_ids_;
+  // Warm-up buffers: id -> the line that allocated it (live) or 0 (freed).
+  absl::flat_hash_map<int64_t, int64_t> warmup_ids_;
 };
 
 absl::Status Parser::NeedsFramesVersion(std::string_view what) const {
   return NeedsMinor(kFramesMinor, what);
+}
+
+// `warmup alloc ID BYTES` / `warmup free ID` (1.5), before the first event:
+// each id allocated once, freed only while live (Note [Warm-up history],
+// sim/replay/replay.cc; what the history leaves live is checked against the
+// start state by ValidateTrace).
+absl::Status Parser::ParseWarmup(Trace& trace) {
+  RETURN_IF_ERROR(NeedsMinor(kWarmupMinor, "a 'warmup' line"));
+  if (!trace.events.empty()) return Err("'warmup' lines come before the first event");
+  const std::optional<std::string_view> what = Token(1);
+  if (!what || (*what != "alloc" && *what != "free")) return Expected("alloc or free", what);
+  WarmupOp op;
+  op.alloc = *what == "alloc";
+  int64_t id;
+  if (!Token(2) || !ParseInt64(*Token(2), &id) || id < 0) return Expected("a buffer id (a non-negative integer)", Token(2));
+  op.buffer = id;
+  auto it = warmup_ids_.find(id);
+  if (op.alloc) {
+    if (it != warmup_ids_.end()) {
+      return Err(Cat("buffer ", id, " allocated again (first at line ", it->second != 0 ? it->second : -1,
+                     "); a warm-up buffer id is allocated once"));
+    }
+    RETURN_IF_ERROR(ParseBytes(Token(3), &op.size));
+    if (op.size <= Bytes(0)) return Expected("a positive byte count", Token(3));
+    warmup_ids_[id] = line_no_;
+    trace.warmup.push_back(op);
+    return ExpectEndOfLine(4);
+  }
+  if (it == warmup_ids_.end() || it->second == 0) {
+    return Err(Cat("free of buffer ", id, it == warmup_ids_.end() ? ", never allocated in the warm-up"
+                                                                  : ", already freed in the warm-up"));
+  }
+  it->second = 0;
+  trace.warmup.push_back(op);
+  return ExpectEndOfLine(3);
 }
 
 absl::Status Parser::NeedsMinor(int minor, std::string_view what) const {
@@ -468,6 +509,7 @@ absl::Status Parser::ParseLine(Trace& trace) {
   }
   if (word == "frame") return ParseFrame(trace);
   if (word == "meta") return ParseMeta(trace);
+  if (word == "warmup") return ParseWarmup(trace);
   if (word == "name" || word == "preexisting") {
     int64_t& first = word == "name" ? name_line_ : preexisting_line_;
     if (first != 0) {
@@ -698,6 +740,7 @@ absl::Status WriteTrace(const Trace& trace, std::ostream& out) {
   // lines or op facts, 1.3 only with a broadcast or the meta world_size of a
   // distributed step, 1.4 only with a `nodes=` key, so that traces without them stay readable by older
   // readers byte for byte as before.
+  // 1.5 only with `warmup` lines.
   bool op_facts = !trace.meta.empty();
   bool collectives = FindMeta(trace, "world_size") != nullptr, nodes = false;
   for (const TraceEvent& e : trace.events) {
@@ -706,7 +749,9 @@ absl::Status WriteTrace(const Trace& trace, std::ostream& out) {
     nodes |= e.group_nodes != 0;
   }
   std::string buf = Cat("gpusim-trace ", kTraceFormatMajor);
-  if (nodes) {
+  if (!trace.warmup.empty()) {
+    Append(buf, ".", kWarmupMinor);
+  } else if (nodes) {
     Append(buf, ".", kNodesMinor);
   } else if (collectives) {
     Append(buf, ".", kCollectivesMinor);
@@ -730,6 +775,17 @@ absl::Status WriteTrace(const Trace& trace, std::ostream& out) {
     const StackFrame& f = trace.frames[i];
     Append(buf, "frame ", i, " ", EscapeTraceName(f.function), " ",
            EscapeTraceName(f.file), " ", f.line, "\n");
+    if (buf.size() >= (1 << 16)) {
+      out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
+      buf.clear();
+    }
+  }
+  for (const WarmupOp& w : trace.warmup) {
+    if (w.alloc) {
+      Append(buf, "warmup alloc ", w.buffer, " ", w.size.value(), "\n");
+    } else {
+      Append(buf, "warmup free ", w.buffer, "\n");
+    }
     if (buf.size() >= (1 << 16)) {
       out.write(buf.data(), static_cast<std::streamsize>(buf.size()));
       buf.clear();

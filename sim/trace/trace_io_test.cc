@@ -1,4 +1,5 @@
 #include "sim/trace/trace_io.h"
+#include "sim/trace/validate.h"
 
 #include <dirent.h>
 #include <sys/stat.h>
@@ -288,6 +289,43 @@ TEST(TraceIo, WritesOpFactsOnlyWhenUsedAsVersion12) {
   EXPECT_EQ(back->events.back().group_nodes, 8);
 }
 
+TEST(TraceIo, WarmupHistoryRoundTripsAsVersion15) {
+  // Note [Warm-up history]: written before the first event, read back as is.
+  Trace t;
+  t.warmup = {{true, 4, Bytes(4096)}, {true, 9, Bytes(1 << 20)}, {false, 9, Bytes(0)}};
+  TraceEvent m;
+  m.type = EventType::kMarker;
+  m.name = "start_state";
+  t.events.push_back(m);
+  TraceEvent a;
+  a.type = EventType::kAlloc;
+  a.buffer = 4;
+  a.size = Bytes(4096);
+  t.events.push_back(a);
+  m.name = "step";
+  t.events.push_back(m);
+  const std::string text = Write(t);
+  EXPECT_EQ(text.substr(0, 17), "gpusim-trace 1.5\n");
+  EXPECT_NE(text.find("warmup alloc 4 4096\nwarmup alloc 9 1048576\nwarmup free 9\nmarker start_state"),
+            std::string::npos)
+      << text;
+  absl::StatusOr<Trace> back = Read(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ASSERT_EQ(back->warmup.size(), 3u);
+  EXPECT_EQ(back->warmup[1].buffer, 9);
+  EXPECT_EQ(back->warmup[1].size, Bytes(1 << 20));
+  EXPECT_FALSE(back->warmup[2].alloc);
+  EXPECT_TRUE(ValidateTrace(*back).ok());
+  // What the history leaves live is the start state's, size for size.
+  back->warmup.push_back({true, 11, Bytes(512)});
+  EXPECT_EQ(ValidateTrace(*back).message(),
+            "warm-up: buffer 11 is live at the end of the warm-up, but the start state does not allocate it");
+  back->warmup.pop_back();
+  back->warmup[0].size = Bytes(8192);
+  EXPECT_EQ(ValidateTrace(*back).message(),
+            "warm-up: buffer 4 is 8192 bytes at the end of the warm-up and 4096 in the start state");
+}
+
 TEST(TraceIo, ReadsFramesByIdInAnyOrder) {
   // Ids are the file's own (any non-negative, unique); the reader interns
   // them as indices in definition order. Frames may be defined between events.
@@ -359,7 +397,7 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       {h + "compute a =3\n", "t.trace:2: compute: unknown key ''"},
       {"gpusim-trace 1.9\ncompute a flop=3\n",
        "t.trace:2: compute: unknown key 'flop' (did you mean 'flops'?) (the file "
-       "is version 1.9; this reader knows 1.4)"},
+       "is version 1.9; this reader knows 1.5)"},
       {h + "compute a flops=1 flops=2\n", "t.trace:2: compute: duplicate key 'flops'"},
       {h + "compute a flops=-1\n",
        "t.trace:2: compute: expected a non-negative number of flops, got '-1'"},
@@ -413,6 +451,22 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
        "t.trace:2: collective: key 'nodes' needs format version 1.4 (the header says 1.3)"},
       {"gpusim-trace 1.4\ncollective b kind=all_reduce group=2 nodes=0\n",
        "t.trace:2: collective: expected a positive node count, got '0'"},
+      // Version 1.5: the warm-up history.
+      {"gpusim-trace 1.4\nwarmup alloc 1 512\n",
+       "t.trace:2: warmup: a 'warmup' line needs format version 1.5 (the header says 1.4)"},
+      {"gpusim-trace 1.5\nwarmup take 1 512\n", "t.trace:2: warmup: expected alloc or free, got 'take'"},
+      {"gpusim-trace 1.5\nwarmup alloc -1 512\n",
+       "t.trace:2: warmup: expected a buffer id (a non-negative integer), got '-1'"},
+      {"gpusim-trace 1.5\nwarmup alloc 1 0\n", "t.trace:2: warmup: expected a positive byte count, got '0'"},
+      {"gpusim-trace 1.5\nwarmup alloc 1 512\nwarmup alloc 1 512\n",
+       "t.trace:3: warmup: buffer 1 allocated again (first at line 2); a warm-up buffer id is allocated once"},
+      {"gpusim-trace 1.5\nwarmup free 3\n",
+       "t.trace:2: warmup: free of buffer 3, never allocated in the warm-up"},
+      {"gpusim-trace 1.5\nwarmup alloc 3 8\nwarmup free 3\nwarmup free 3\n",
+       "t.trace:4: warmup: free of buffer 3, already freed in the warm-up"},
+      {"gpusim-trace 1.5\nalloc 1 8\nwarmup alloc 3 8\n",
+       "t.trace:3: warmup: 'warmup' lines come before the first event"},
+      {"gpusim-trace 1.5\nwarmup alloc 3 8 x\n", "t.trace:2: warmup: expected end of line, got 'x'"},
       // Version 1.3: broadcast.
       {"gpusim-trace 1.2\ncollective b kind=broadcast group=2\n",
        "t.trace:2: collective: kind 'broadcast' needs format version 1.3 (the header says 1.2)"},

@@ -1,6 +1,8 @@
 #include "sim/trace/validate.h"
 
+#include <algorithm>
 #include <string>
+#include <vector>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
@@ -138,6 +140,70 @@ absl::Status ValidateTrace(const Trace& trace) {
       }
       it->second.free_event = idx;
       live_bytes -= it->second.size.value();
+    }
+  }
+  return ValidateWarmup(trace);
+}
+
+// Note [Warm-up history] (sim/replay/replay.cc): the history's buffers are
+// each allocated once and freed at most once; what it leaves live is what
+// the start state (marker start_state .. marker step) allocates, size for
+// size, so that the window's allocations of those buffers are the blocks the
+// history placed.
+absl::Status ValidateWarmup(const Trace& trace) {
+  if (trace.warmup.empty()) return absl::OkStatus();
+  absl::flat_hash_map<BufferId, Bytes> live;
+  absl::flat_hash_set<BufferId> seen;
+  int64_t live_bytes = 0;
+  for (size_t i = 0; i < trace.warmup.size(); ++i) {
+    const WarmupOp& w = trace.warmup[i];
+    if (w.buffer < 0) return absl::InvalidArgumentError(Cat("warm-up op ", i, ": negative buffer id ", w.buffer));
+    if (w.alloc) {
+      if (!seen.insert(w.buffer).second) {
+        return absl::InvalidArgumentError(Cat("warm-up op ", i, ": buffer ", w.buffer, " allocated again"));
+      }
+      if (w.size <= Bytes(0)) {
+        return absl::InvalidArgumentError(Cat("warm-up op ", i, ": buffer ", w.buffer, ": size ", w.size.value(),
+                                              " is not positive"));
+      }
+      if (__builtin_add_overflow(live_bytes, w.size.value(), &live_bytes)) {
+        return absl::InvalidArgumentError(Cat("warm-up op ", i, ": live bytes exceed 2^63 - 1"));
+      }
+      live[w.buffer] = w.size;
+    } else {
+      auto it = live.find(w.buffer);
+      if (it == live.end()) {
+        return absl::InvalidArgumentError(Cat("warm-up op ", i, ": free of buffer ", w.buffer, ", which is not live"));
+      }
+      live_bytes -= it->second.value();
+      live.erase(it);
+    }
+  }
+  absl::flat_hash_map<BufferId, Bytes> start;
+  bool in_start = false, have_start = false;
+  for (const TraceEvent& e : trace.events) {
+    if (e.type == EventType::kMarker && e.name == "start_state") in_start = have_start = true;
+    if (e.type == EventType::kMarker && e.name == "step" && in_start) break;
+    if (in_start && e.type == EventType::kAlloc) start[e.buffer] = e.size;
+  }
+  if (!have_start) {
+    return absl::InvalidArgumentError(
+        "warm-up lines need the window's start state (a 'marker start_state' ... 'marker step' section) for the "
+        "buffers they leave live");
+  }
+  std::vector<BufferId> ids;
+  for (const auto& [id, size] : live) ids.push_back(id);
+  std::sort(ids.begin(), ids.end());
+  for (BufferId id : ids) {
+    auto it = start.find(id);
+    if (it == start.end()) {
+      return absl::InvalidArgumentError(Cat("warm-up: buffer ", id, " is live at the end of the warm-up, but the "
+                                            "start state does not allocate it"));
+    }
+    if (it->second != live[id]) {
+      return absl::InvalidArgumentError(Cat("warm-up: buffer ", id, " is ", live[id].value(),
+                                            " bytes at the end of the warm-up and ", it->second.value(),
+                                            " in the start state"));
     }
   }
   return absl::OkStatus();

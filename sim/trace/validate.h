@@ -25,6 +25,10 @@ namespace gpusim {
 // `stack` index outside `frames`, and a frame with a negative line number.
 absl::Status ValidateTrace(const Trace& trace);
 
+// The warm-up history's part of ValidateTrace (Note [Warm-up history],
+// sim/replay/replay.cc); OK for a trace without one.
+absl::Status ValidateWarmup(const Trace& trace);
+
 struct TraceStats {
   int64_t events = 0;
   int64_t allocs = 0;

@@ -1119,6 +1119,46 @@ class TrainingStepTest(unittest.TestCase):
             self.assertIn("PyTorch is not importable by %s (no torch here)" % sys.executable, r.stderr)
             self.assertNotIn("Traceback", r.stderr)
 
+    @unittest.skipUnless(V2, "fused AdamW and the probes' foreach default are PyTorch 2.x's")
+    def test_adamw_against_the_h200_probes(self):
+        # validation/h200_2026-12-04/probes.json: the allocations and frees
+        # of AdamW's first and second step over four fp32 parameters
+        # (1M, 3M, 1000, 1.75M elements), measured with the memory history
+        # on torch 2.11 (tools/collect/collect_zoo.py op_probes). The
+        # recorder's sequence is the same, request for request, for the
+        # foreach (one _foreach_sqrt list, freed), fused (nothing after the
+        # states) and single-tensor implementations.
+        import json
+        probes = json.load(open(os.path.join(ROOT, "validation", "h200_2026-12-04", "probes.json")))["ops"]
+
+        def recorded(kw, steps):
+            def setup(device):
+                params = [nn.Parameter(torch.empty(n, device=device)) for n in (1 << 20, 3 << 20, 1000, 7 << 18)]
+                for p in params:
+                    p.grad = torch.empty_like(p)
+                return dict(model=None, batch=None, optimizer=torch.optim.AdamW(params, lr=1e-3, **kw),
+                            step=lambda m, b, o: o.step())
+            with tempfile.TemporaryDirectory() as d:
+                out = os.path.join(d, "t.gpusim")
+                gpusim_torch.record_step(setup, out, steps=steps, mode="meta")
+                sizes, seq, inside = {}, [], False
+                for t in (ln.split() for ln in open(out)):
+                    if t[:2] == ["marker", "step"]:
+                        inside = True
+                    if t and t[0] == "alloc":
+                        sizes[t[1]] = int(t[2])
+                        if inside:
+                            seq.append(["alloc", int(t[2])])
+                    elif t and t[0] == "free" and inside:
+                        seq.append(["free_completed", sizes[t[1]]])
+                return seq
+        for kind, kw in (("foreach", {"foreach": True}), ("fused", {"fused": True}), ("single", {"foreach": False})):
+            for which, steps in (("second", 2), ("first", 1)):
+                want = [e for e in probes["adamw_%s_%s_step" % (kind, which)] if e[0] != "segment_alloc"]
+                # the fused kernels' 0-dim step counters (4 B each) are made
+                # on the device with the states; the recorder sees them too
+                self.assertEqual(recorded(kw, steps), want, (kind, which))
+
     def test_unsafe_view_launches_nothing(self):
         # a Linear on a 3-D input ends in _unsafe_view: a view, no kernel
         lin = nn.Linear(16, 32, device="meta")

@@ -120,6 +120,8 @@ class Zoo(unittest.TestCase):
     def check_model(self, model):
         pattern, has_attention, B, H, S, Dv = CASES[model]
         kept = {}
+        formula = ""
+        targets = set()
         for ckpt in (False, True):
             trace = self.record(model, ckpt)
             live, ops = parse(trace)
@@ -152,9 +154,12 @@ class Zoo(unittest.TestCase):
                     self.assertEqual(attn, [], "%s: checkpointing kept the kernel's results" % model)
                 else:
                     lse_rows = -(-S // 32) * 32 if op == "efficient" else S
-                    want = sorted([2 * B * H * S * Dv, 4 * B * H * lse_rows] +
-                                  {"cudnn": [8, 8], "flash": [16, 8], "efficient": []}[op])
+                    rng = {"cudnn": [8, 8], "flash": [16, 8], "efficient": []}[op]
+                    want = sorted([2 * B * H * S * Dv, 4 * B * H * lse_rows] + rng)
                     self.assertEqual(attn, want, model)
+                    formula = "%s B = out 2*%d*%d*%d*%d + lse 4*%d*%d*%d%s" % (
+                        "{:,}".format(sum(want)), B, H, S, Dv, B, H, lse_rows,
+                        "".join(" + %d" % r for r in rng))
             for device in ("h100-sxm-80gb", "a100-sxm-80gb"):
                 rep = self.replay(trace, device)
                 self.assertGreater(rep["allocator"]["peak_allocated_bytes"], 0)
@@ -164,8 +169,14 @@ class Zoo(unittest.TestCase):
                     self.assertTrue(fwd, "%s on %s: no SDPA line in the report" % (model, device))
                     want = {b[0] if device == "h100-sxm-80gb" else b[1] for b in backends}
                     self.assertEqual({c["backend"] for c in fwd}, want, (model, device, sd))
+                    targets.add((device, ",".join(sorted(want))))
         if pattern is not None:
             self.assertLess(kept[True], kept[False], "%s: checkpointing kept no fewer bytes" % model)
+        # One line per model for the notes (pytest -s; generated, not copied).
+        print("\nzoo %s: SDPA %s; layer 0: fused kernel keeps %s; activations kept %s" % (
+            model, "; ".join("%s %s" % t for t in sorted(targets)) or "none",
+            formula or "-", " / ".join("{:,} B{}".format(kept[c], " checkpointed" if c else "")
+                                       for c in (False, True) if c in kept) or "-"), file=sys.stderr)
 
 
 def _make(model):

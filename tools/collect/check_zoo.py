@@ -103,25 +103,31 @@ def main():
         row.update(measured_alloc=c["max_memory_allocated"], predicted_alloc=peak,
                    measured_reserved=c["max_memory_reserved"], predicted_reserved=reserved,
                    measured_start=c.get("allocated_before"), predicted_start=start,
+                   measured_step_s=c.get("median_step_s"), predicted_step_s=find(rep, "step_time_s"),
                    sdpa=", ".join(sorted(k.split("::")[1].replace("_scaled_dot_product_", "")
                                          for k in c.get("sdpa_ops", {})
                                          if "attention" in k and "backward" not in k
                                          and k != "aten::scaled_dot_product_attention")) or "-")
         rows.append(row)
     print("| case | SDPA (measured) | peak allocated measured | predicted | error | peak reserved measured "
-          "| predicted | error |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|")
+          "| predicted | error | median step measured | predicted | error |")
+    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         if "error" in r:
-            print("| %s | %s | | | | | | |" % (r["case"], r["error"]))
+            print("| %s | %s | | | | | | | | | |" % (r["case"], r["error"]))
             continue
 
         def err(a, b):
             return "%+.2f%%" % (100.0 * (b - a) / a) if a and b is not None else "?"
-        print("| %s | %s | %s | %s | %s | %s | %s | %s |" % (
+
+        def secs(x):
+            return "%.4f s" % x if x is not None else "?"
+        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["case"], r["sdpa"], format(r["measured_alloc"], ","), format(r["predicted_alloc"] or 0, ","),
             err(r["measured_alloc"], r["predicted_alloc"]), format(r["measured_reserved"], ","),
-            format(r["predicted_reserved"] or 0, ","), err(r["measured_reserved"], r["predicted_reserved"])))
+            format(r["predicted_reserved"] or 0, ","), err(r["measured_reserved"], r["predicted_reserved"]),
+            secs(r["measured_step_s"]), secs(r["predicted_step_s"]),
+            err(r["measured_step_s"], r["predicted_step_s"])))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device, "torch": torch_ver, "rows": rows}, f, indent=1)
