@@ -118,7 +118,11 @@ _ZERO_FILL_INTO = {"scatter_add", "scatter", "index_put", "_index_put_impl", "in
 # was within 0.5%. So record_step keeps the allocations and frees of setup()
 # and the warm-up steps (sizes and order, nothing else) and writes them as
 # `warmup` lines (traces/FORMAT.md 1.5); gpusim replays them through the
-# allocator before the window (sim/replay Note [Warm-up history]).
+# allocator before the window (sim/replay Note [Warm-up history]). The
+# history also marks each cuBLAS op (`warmup compute OP`, its phase and op
+# facts): the workspaces cuBLAS and cuBLASLt keep per (thread, stream) are
+# made at the first one of each thread (CublasHandlePool.cpp), and gpusim
+# places them there (sim/lower/eager/device_memory.cc).
 
 
 class Recorder(TorchDispatchMode):
@@ -297,6 +301,12 @@ class Recorder(TorchDispatchMode):
                 self._emit_alloc(buf)
             uses.append(buf.id)
         if not self.in_window:
+            if self.history is not None and name in ops.CUBLAS_OPS:
+                # Where the cuBLAS(Lt) workspaces a step keeps were made
+                # (Note [The warm-up history]).
+                facts = ops.device_facts(name, args, kwargs, outs)
+                if facts is not None:
+                    self.history.append(("compute", facts[0], self._phase(), list(facts[1])))
             return
         c = ops.cost(func, name, args, kwargs, outs, ins)
         if c is None:

@@ -80,10 +80,16 @@ def render_trace(rec, frames=True):
     add(b"stream 0 compute")
     if any(e.get("stream") == 1 for e in rec.events):
         add(b"stream 1 collective")
-    # 1.4: the allocations and frees before the window (Note [The warm-up
+    # 1.5: the allocations, frees and cuBLAS ops before the window (Note [The warm-up
     # history], recorder.py), before the first event.
     for w in warmup or ():
-        add(b"warmup alloc %d %d" % (w[1], w[2]) if w[0] == "alloc" else b"warmup free %d" % w[1])
+        if w[0] == "alloc":
+            add(b"warmup alloc %d %d" % (w[1], w[2]))
+        elif w[0] == "free":
+            add(b"warmup free %d" % w[1])
+        else:  # ("compute", op, phase, dims)
+            add(b"warmup compute " + _token_bytes(w[1]) + (b" phase=" + w[2].encode() if w[2] != "forward" else b"")
+                + (b" dims=" + ",".join(str(d) for d in w[3]).encode() if w[3] else b""))
     defined = set()
     count = 0
     for ev in rec.events:

@@ -86,7 +86,8 @@ absl::StatusOr<WarmupApplied> ApplyWarmup(const std::vector<WarmupOp>& warmup, c
   WarmupApplied w;
   ASSIGN_OR_RETURN(std::unique_ptr<Allocator> a, MakeAllocator(options.allocator, options.capacity));
   for (const WarmupOp& op : warmup) {
-    if (op.alloc) {
+    if (op.kind == WarmupOp::Kind::kCompute) continue;  // places workspaces (device_memory.cc); no memory here
+    if (op.kind == WarmupOp::Kind::kAlloc) {
       ++w.allocs;
       if (!a->Alloc(op.buffer, op.size, 0)) {
         w.oom = true;

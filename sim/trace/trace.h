@@ -102,10 +102,17 @@ struct TraceRepeat {
 // only (Note [Warm-up history], sim/replay/replay.cc). Buffer ids share the
 // events' space: a buffer the history leaves live is one the start state
 // allocates (marker start_state .. marker step), with the same size.
+// A compute marks where a cuBLAS op ran (op, phase, op facts), so that the
+// workspaces cuBLAS keeps per (thread, stream) are placed where they were
+// made (sim/lower/eager/device_memory.cc).
 struct WarmupOp {
-  bool alloc = true;
-  BufferId buffer = 0;
-  Bytes size;  // allocs
+  enum class Kind { kAlloc, kFree, kCompute };
+  Kind kind = Kind::kAlloc;
+  BufferId buffer = 0;  // allocs, frees
+  Bytes size;           // allocs
+  std::string op;       // computes
+  Phase phase = Phase::kForward;
+  std::vector<int64_t> dims;
 };
 
 struct Trace {

@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/str_join.h"
 #include "sim/base/status.h"
 #include "sim/base/str_cat.h"
 
@@ -208,14 +209,37 @@ absl::Status Parser::ParseWarmup(Trace& trace) {
   RETURN_IF_ERROR(NeedsMinor(kWarmupMinor, "a 'warmup' line"));
   if (!trace.events.empty()) return Err("'warmup' lines come before the first event");
   const std::optional<std::string_view> what = Token(1);
-  if (!what || (*what != "alloc" && *what != "free")) return Expected("alloc or free", what);
+  if (!what || (*what != "alloc" && *what != "free" && *what != "compute")) {
+    return Expected("alloc, free or compute", what);
+  }
   WarmupOp op;
-  op.alloc = *what == "alloc";
+  if (*what == "compute") {
+    // `warmup compute OP [phase=P] [dims=...]`: the event keys' syntax.
+    op.kind = WarmupOp::Kind::kCompute;
+    RETURN_IF_ERROR(ParseName(Token(2), &op.op));
+    TraceEvent scratch;
+    bool phase_seen = false, dims_seen = false;
+    for (size_t t = 3; t < tokens_.size(); ++t) {
+      const std::string_view tok = tokens_[t];
+      const size_t eq = tok.find('=');
+      const std::string_view k = eq == std::string_view::npos ? tok : tok.substr(0, eq);
+      if (eq == std::string_view::npos || (k != "phase" && k != "dims")) return Expected("phase= or dims=", tok);
+      bool& seen = k == "phase" ? phase_seen : dims_seen;
+      if (seen) return Err(Cat("duplicate key '", k, "'"));
+      seen = true;
+      RETURN_IF_ERROR(ParseField(k == "phase" ? Key::kPhase : Key::kDims, tok.substr(eq + 1), scratch));
+    }
+    op.phase = scratch.phase;
+    op.dims = std::move(scratch.dims);
+    trace.warmup.push_back(std::move(op));
+    return absl::OkStatus();
+  }
+  op.kind = *what == "alloc" ? WarmupOp::Kind::kAlloc : WarmupOp::Kind::kFree;
   int64_t id;
   if (!Token(2) || !ParseInt64(*Token(2), &id) || id < 0) return Expected("a buffer id (a non-negative integer)", Token(2));
   op.buffer = id;
   auto it = warmup_ids_.find(id);
-  if (op.alloc) {
+  if (op.kind == WarmupOp::Kind::kAlloc) {
     if (it != warmup_ids_.end()) {
       return Err(Cat("buffer ", id, " allocated again (first at line ", it->second != 0 ? it->second : -1,
                      "); a warm-up buffer id is allocated once"));
@@ -781,10 +805,15 @@ absl::Status WriteTrace(const Trace& trace, std::ostream& out) {
     }
   }
   for (const WarmupOp& w : trace.warmup) {
-    if (w.alloc) {
+    if (w.kind == WarmupOp::Kind::kAlloc) {
       Append(buf, "warmup alloc ", w.buffer, " ", w.size.value(), "\n");
-    } else {
+    } else if (w.kind == WarmupOp::Kind::kFree) {
       Append(buf, "warmup free ", w.buffer, "\n");
+    } else {
+      Append(buf, "warmup compute ", EscapeTraceName(w.op));
+      if (w.phase != Phase::kForward) Append(buf, " phase=", PhaseName(w.phase));
+      if (!w.dims.empty()) Append(buf, " dims=", absl::StrJoin(w.dims, ","));
+      Append(buf, "\n");
     }
     if (buf.size() >= (1 << 16)) {
       out.write(buf.data(), static_cast<std::streamsize>(buf.size()));

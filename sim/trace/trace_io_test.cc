@@ -292,7 +292,9 @@ TEST(TraceIo, WritesOpFactsOnlyWhenUsedAsVersion12) {
 TEST(TraceIo, WarmupHistoryRoundTripsAsVersion15) {
   // Note [Warm-up history]: written before the first event, read back as is.
   Trace t;
-  t.warmup = {{true, 4, Bytes(4096)}, {true, 9, Bytes(1 << 20)}, {false, 9, Bytes(0)}};
+  using K = WarmupOp::Kind;
+  t.warmup = {{K::kAlloc, 4, Bytes(4096)}, {K::kAlloc, 9, Bytes(1 << 20)},
+              {K::kCompute, 0, Bytes(0), "addmm", Phase::kBackward, {1, 1}}, {K::kFree, 9, Bytes(0)}};
   TraceEvent m;
   m.type = EventType::kMarker;
   m.name = "start_state";
@@ -306,18 +308,22 @@ TEST(TraceIo, WarmupHistoryRoundTripsAsVersion15) {
   t.events.push_back(m);
   const std::string text = Write(t);
   EXPECT_EQ(text.substr(0, 17), "gpusim-trace 1.5\n");
-  EXPECT_NE(text.find("warmup alloc 4 4096\nwarmup alloc 9 1048576\nwarmup free 9\nmarker start_state"),
+  EXPECT_NE(text.find("warmup alloc 4 4096\nwarmup alloc 9 1048576\nwarmup compute addmm phase=backward dims=1,1\n"
+                      "warmup free 9\nmarker start_state"),
             std::string::npos)
       << text;
   absl::StatusOr<Trace> back = Read(text);
   ASSERT_TRUE(back.ok()) << back.status();
-  ASSERT_EQ(back->warmup.size(), 3u);
+  ASSERT_EQ(back->warmup.size(), 4u);
   EXPECT_EQ(back->warmup[1].buffer, 9);
   EXPECT_EQ(back->warmup[1].size, Bytes(1 << 20));
-  EXPECT_FALSE(back->warmup[2].alloc);
+  EXPECT_EQ(back->warmup[2].op, "addmm");
+  EXPECT_EQ(back->warmup[2].phase, Phase::kBackward);
+  EXPECT_EQ(back->warmup[2].dims, (std::vector<int64_t>{1, 1}));
+  EXPECT_EQ(back->warmup[3].kind, K::kFree);
   EXPECT_TRUE(ValidateTrace(*back).ok());
   // What the history leaves live is the start state's, size for size.
-  back->warmup.push_back({true, 11, Bytes(512)});
+  back->warmup.push_back({K::kAlloc, 11, Bytes(512)});
   EXPECT_EQ(ValidateTrace(*back).message(),
             "warm-up: buffer 11 is live at the end of the warm-up, but the start state does not allocate it");
   back->warmup.pop_back();
@@ -454,7 +460,10 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       // Version 1.5: the warm-up history.
       {"gpusim-trace 1.4\nwarmup alloc 1 512\n",
        "t.trace:2: warmup: a 'warmup' line needs format version 1.5 (the header says 1.4)"},
-      {"gpusim-trace 1.5\nwarmup take 1 512\n", "t.trace:2: warmup: expected alloc or free, got 'take'"},
+      {"gpusim-trace 1.5\nwarmup take 1 512\n", "t.trace:2: warmup: expected alloc, free or compute, got 'take'"},
+      {"gpusim-trace 1.5\nwarmup compute mm flops=3\n", "t.trace:2: warmup: expected phase= or dims=, got 'flops=3'"},
+      {"gpusim-trace 1.5\nwarmup compute mm phase=backward phase=forward\n",
+       "t.trace:2: warmup: duplicate key 'phase'"},
       {"gpusim-trace 1.5\nwarmup alloc -1 512\n",
        "t.trace:2: warmup: expected a buffer id (a non-negative integer), got '-1'"},
       {"gpusim-trace 1.5\nwarmup alloc 1 0\n", "t.trace:2: warmup: expected a positive byte count, got '0'"},

@@ -157,8 +157,9 @@ absl::Status ValidateWarmup(const Trace& trace) {
   int64_t live_bytes = 0;
   for (size_t i = 0; i < trace.warmup.size(); ++i) {
     const WarmupOp& w = trace.warmup[i];
+    if (w.kind == WarmupOp::Kind::kCompute) continue;
     if (w.buffer < 0) return absl::InvalidArgumentError(Cat("warm-up op ", i, ": negative buffer id ", w.buffer));
-    if (w.alloc) {
+    if (w.kind == WarmupOp::Kind::kAlloc) {
       if (!seen.insert(w.buffer).second) {
         return absl::InvalidArgumentError(Cat("warm-up op ", i, ": buffer ", w.buffer, " allocated again"));
       }

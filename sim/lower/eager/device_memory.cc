@@ -377,14 +377,51 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     ++a.count;
     a.largest = std::max(a.largest, size);
   };
+  // Note [Warm-up history] (sim/replay/replay.cc): a recording that carries
+  // its warm-up marks each cuBLAS op there (`warmup compute`); the kept
+  // workspaces of a (thread, stream) are made at its first one
+  // (CublasHandlePool.cpp getCurrentCUDABlasHandle / getCUDABlasLtWorkspace
+  // allocate on first use), so they are placed in the history there, under
+  // the ids the start state allocates them with. Measured: the H200 zoo's
+  // checkpointed Llama and Mistral steps reserved exactly the two 32 MiB
+  // cuBLAS workspaces more than a replay that made them at the window's
+  // start (validation/h200_2026-12-04/zoo.json, tools/collect/check_zoo.py).
+  std::map<std::pair<std::string, StreamId>, BufferId> history_ws, history_lt;
+  std::vector<WarmupOp> warmup_out;
+  bool warmup_changed = false;
+  if (warm) {
+    for (const WarmupOp& w : recorded.warmup) {
+      warmup_out.push_back(w);
+      if (w.kind != WarmupOp::Kind::kCompute || !CublasOps().contains(w.op)) continue;
+      const std::pair<std::string, StreamId> key{w.phase == Phase::kBackward ? "autograd" : "main", 0};
+      if (std::find(pairs.begin(), pairs.end(), key) != pairs.end() && !history_ws.contains(key)) {
+        history_ws[key] = next_id;
+        warmup_out.push_back({WarmupOp::Kind::kAlloc, next_id++, cublas});
+        warmup_changed = true;
+      }
+      if (w.op == "addmm" && w.dims.size() == 2 &&
+          std::find(lt_pairs.begin(), lt_pairs.end(), key) != lt_pairs.end() && !history_lt.contains(key)) {
+        using CudaVersion = std::pair<int, int>;
+        ASSIGN_OR_RETURN(const CudaVersion cuda, CudaOfBuild(*version, torch_cuda ? *torch_cuda : ""));
+        if (cuda >= std::make_pair(12, 1) ? w.dims[0] != 0 : w.dims[1] != 0) {
+          history_lt[key] = next_id;
+          warmup_out.push_back({WarmupOp::Kind::kAlloc, next_id++, lt_bytes});
+          warmup_changed = true;
+        }
+      }
+    }
+  }
   Trace out = recorded;
+  if (warmup_changed) out.warmup = std::move(warmup_out);
   out.events.clear();
   out.events.reserve(recorded.events.size() + 8);
+  std::optional<BufferId> given_id;  // the id the next alloc takes, when the history placed it
   auto alloc = [&](Bytes size, std::string name, Phase phase, const std::vector<int32_t>& stack,
                    StreamId stream) {
     TraceEvent a;
     a.type = EventType::kAlloc;
-    a.buffer = next_id++;
+    a.buffer = given_id.has_value() ? *given_id : next_id++;
+    given_id.reset();
     a.size = size;
     a.role = Role::kWorkspace;
     a.name = std::move(name);
@@ -415,12 +452,14 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     const TraceEvent& e = recorded.events[i];
     if (warm && static_cast<int64_t>(i) == step_marker) {
       for (const auto& p : pairs) {
+        if (auto h = history_ws.find(p); h != history_ws.end()) given_id = h->second;
         alloc(cublas, workspace_name(p), Phase::kOther, {}, p.second);
         note("cuBLAS workspace", kCublasSource, cublas, true);
         have.insert(p);
       }
       // The kept cublasLt workspaces were made by the warm-up step too.
       for (const auto& p : lt_pairs) {
+        if (auto h = history_lt.find(p); h != history_lt.end()) given_id = h->second;
         alloc(lt_bytes, absl::StrCat("cublaslt_workspace (", p.first, " thread, stream ", p.second, ")"),
               Phase::kOther, {}, p.second);
         note("cuBLASLt workspace", kCublasLtSource, lt_bytes, true);
