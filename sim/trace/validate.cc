@@ -28,9 +28,14 @@ Bytes SaturatingAdd(Bytes a, Bytes b) {
   return Bytes(r);
 }
 
-absl::Status EventError(size_t i, const TraceEvent& e, std::string_view why) {
-  return absl::InvalidArgumentError(
-      Cat("event ", i, " (", EventTypeName(e.type), "): ", why));
+// "[FILE:LINE: ]event I (TYPE): WHY" (the line when the trace was read
+// from a file: issue 27 asked that semantic errors name it).
+absl::Status EventError(const Trace& trace, size_t i, const TraceEvent& e, std::string_view why) {
+  std::string where;
+  if (!trace.source.empty() && i < trace.event_lines.size()) {
+    where = Cat(trace.source, ":", trace.event_lines[i], ": ");
+  }
+  return absl::InvalidArgumentError(Cat(where, "event ", i, " (", EventTypeName(e.type), "): ", why));
 }
 
 }  // namespace
@@ -64,29 +69,29 @@ absl::Status ValidateTrace(const Trace& trace) {
     const TraceEvent& e = trace.events[i];
     const int64_t idx = static_cast<int64_t>(i);
     if (!IsValidStreamId(e.stream)) {
-      return EventError(i, e, Cat("stream ", e.stream, " is not in range 0 to ", kMaxStreamId));
+      return EventError(trace, i, e, Cat("stream ", e.stream, " is not in range 0 to ", kMaxStreamId));
     }
     if (!streams.empty() && !streams.contains(e.stream)) {
-      return EventError(i, e, Cat("stream ", e.stream,
+      return EventError(trace, i, e, Cat("stream ", e.stream,
                                            " is not declared (declared: ",
                                            Join(declared, ", "), ")"));
     }
     if (e.size < Bytes(0)) {
-      return EventError(i, e, Cat("negative size ", e.size.value()));
+      return EventError(trace, i, e, Cat("negative size ", e.size.value()));
     }
     if (e.bytes_read < Bytes(0) || e.bytes_written < Bytes(0)) {
-      return EventError(i, e, Cat("negative bytes read/written (",
+      return EventError(trace, i, e, Cat("negative bytes read/written (",
                                            e.bytes_read.value(), "/",
                                            e.bytes_written.value(), ")"));
     }
     for (int64_t a : e.after) {
       if (a < 0 || a >= idx) {
-        return EventError(i, e, Cat("after= names event ", a,
+        return EventError(trace, i, e, Cat("after= names event ", a,
                                              ", which is not an earlier event"));
       }
       const TraceEvent& dep = trace.events[static_cast<size_t>(a)];
       if (!IsTimed(dep.type)) {
-        return EventError(i, e, Cat("after= names event ", a, " (",
+        return EventError(trace, i, e, Cat("after= names event ", a, " (",
                                              EventTypeName(dep.type),
                                              "), which is not a timed event"));
       }
@@ -94,45 +99,45 @@ absl::Status ValidateTrace(const Trace& trace) {
     for (BufferId u : e.uses) {
       auto it = buffers.find(u);
       if (it == buffers.end()) {
-        return EventError(i, e, Cat("uses buffer ", u,
+        return EventError(trace, i, e, Cat("uses buffer ", u,
                                              ", which is not allocated before this event"));
       }
       if (it->second.free_event >= 0) {
-        return EventError(i, e, Cat("uses buffer ", u,
+        return EventError(trace, i, e, Cat("uses buffer ", u,
                                              ", which was freed at event ",
                                              it->second.free_event));
       }
     }
     for (int32_t f : e.stack) {
       if (f < 0 || static_cast<size_t>(f) >= trace.frames.size()) {
-        return EventError(i, e, Cat("stack names frame index ", f, ", but the trace has ",
+        return EventError(trace, i, e, Cat("stack names frame index ", f, ", but the trace has ",
                                     trace.frames.size(), " frames"));
       }
     }
     if (e.type == EventType::kAlloc || e.type == EventType::kFree) {
       if (e.buffer < 0) {
-        return EventError(i, e, Cat("negative buffer id ", e.buffer));
+        return EventError(trace, i, e, Cat("negative buffer id ", e.buffer));
       }
     }
     if (e.type == EventType::kAlloc) {
       auto [it, inserted] = buffers.try_emplace(e.buffer);
       if (!inserted && it->second.free_event < 0) {
-        return EventError(i, e, Cat("buffer ", e.buffer,
+        return EventError(trace, i, e, Cat("buffer ", e.buffer,
                                              " is still live (allocated at event ",
                                              it->second.alloc_event, ")"));
       }
       it->second = BufferState{idx, -1, e.size};
       // Replay sums live bytes in int64 (the engine, allocators, stats).
       if (__builtin_add_overflow(live_bytes, e.size.value(), &live_bytes)) {
-        return EventError(i, e, "live bytes exceed 2^63 - 1");
+        return EventError(trace, i, e, "live bytes exceed 2^63 - 1");
       }
     } else if (e.type == EventType::kFree) {
       auto it = buffers.find(e.buffer);
       if (it == buffers.end()) {
-        return EventError(i, e, Cat("free of unknown buffer ", e.buffer));
+        return EventError(trace, i, e, Cat("free of unknown buffer ", e.buffer));
       }
       if (it->second.free_event >= 0) {
-        return EventError(i, e, Cat(
+        return EventError(trace, i, e, Cat(
             "double free of buffer ", e.buffer, " (allocated at event ",
             it->second.alloc_event, ", freed at event ", it->second.free_event, ")"));
       }
