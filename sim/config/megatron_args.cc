@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "sim/base/checked.h"
 #include "sim/base/names.h"
 #include "sim/base/status.h"
 
@@ -356,7 +357,12 @@ class Args {
   std::map<std::string, const MegatronArg*> by_name_;
 };
 
-int64_t CeilTo(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+// v rounded up to a multiple of m (m >= 1), exact in 128 bits; INT64_MAX
+// when that does not fit (the caller's magnitude check refuses it).
+int64_t CeilTo(int64_t v, int64_t m) {
+  const __int128 r = (static_cast<__int128>(v) + m - 1) / m * m;
+  return r > INT64_MAX ? INT64_MAX : static_cast<int64_t>(r);
+}
 
 // Note [Megatron uneven stages]: transformer layers per virtual stage, after
 // megatron/core/transformer/transformer_block.py get_num_layers_to_build
@@ -588,7 +594,12 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   run->batch.seq_len = seq;
   RETURN_IF_ERROR(g.Int("micro-batch-size", &run->batch.per_device));
   RETURN_IF_ERROR(g.Flag("swiglu", &mg.swiglu));
-  m.mlp_dim = mg.swiglu ? (4 * m.d_model * 2 / 3) / 64 * 64 : 4 * m.d_model;
+  // Checked products throughout (Note [Magnitude checks] in spec_parse.cc):
+  // issue 27's --micro-batch-size 2^62 on 8 GPUs wrapped micro x DP to 0
+  // and divided by it (SIGFPE).
+  ASSIGN_OR_RETURN(const int64_t four_h, CheckedProduct({{"4", 4}, {"--hidden-size", m.d_model}},
+                                                        "the default --ffn-hidden-size"));
+  m.mlp_dim = mg.swiglu ? static_cast<int64_t>(static_cast<__int128>(four_h) * 2 / 3 / 64 * 64) : four_h;
   RETURN_IF_ERROR(g.Int("ffn-hidden-size", &m.mlp_dim));
   if (m.d_model % m.n_heads != 0 && !g.Has("kv-channels")) {
     return g.Error("hidden-size", absl::StrCat("hidden-size (", m.d_model, ") must be a multiple of "
@@ -694,22 +705,29 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(g.Int("make-vocab-size-divisible-by", &divisible));
   std::string cp_comm = "p2p";
   RETURN_IF_ERROR(g.Choice("cp-comm-type", &cp_comm, {"p2p"}));
-  m.vocab = CeilTo(mg.vocab_unpadded, divisible * tp);
+  ASSIGN_OR_RETURN(const int64_t vocab_multiple,
+                   CheckedProduct({{"--make-vocab-size-divisible-by", divisible}, {"--tensor-model-parallel-size", tp}}));
+  m.vocab = CeilTo(mg.vocab_unpadded, vocab_multiple);
+  if (m.vocab == INT64_MAX) return g.Error("vocab-size", "the padded vocabulary exceeds 2^63 - 1");
   run->parallelism.tensor = tp;
   bool sp = false;
   RETURN_IF_ERROR(g.Flag("sequence-parallel", &sp));
   run->parallelism.sequence_parallel = sp && tp > 1;
   mg.pipeline = pp;
   mg.context = cp;
-  if (mg.world_size % (tp * pp * cp) != 0) {
+  ASSIGN_OR_RETURN(const int64_t model_parallel,
+                   CheckedProduct({{"--tensor-model-parallel-size", tp},
+                                   {"--pipeline-model-parallel-size", pp},
+                                   {"--context-parallel-size", cp}}));
+  if (mg.world_size % model_parallel != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "megatron.world_size: ", mg.world_size, " is not a multiple of TP x PP x CP = ", tp, " x ", pp, " x ", cp));
   }
-  mg.data = mg.world_size / (tp * pp * cp);
+  mg.data = mg.world_size / model_parallel;
   if (m.n_heads % tp != 0) return g.Error("tensor-model-parallel-size", "must divide --num-attention-heads");
   if (m.n_kv_heads % tp != 0) return g.Error("tensor-model-parallel-size", "must divide the query groups");
   if (m.mlp_dim % tp != 0) return g.Error("tensor-model-parallel-size", "must divide --ffn-hidden-size");
-  if (cp > 1 && seq % (2 * cp) != 0) {
+  if (cp > 1 && (cp > seq / 2 || seq % (2 * cp) != 0)) {
     return g.Error("context-parallel-size", "2 x CP must divide the sequence length (load-balanced chunks)");
   }
   if (cp > 1 && mg.attention != "flash") {
@@ -747,13 +765,26 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(g.Flag("use-tp-pp-dp-mapping", &mg.tp_pp_dp_mapping));
   // Batch.
   const int64_t micro = run->batch.per_device;
-  mg.global_batch = micro * mg.data;
+  ASSIGN_OR_RETURN(const int64_t per_step,
+                   CheckedProduct({{"--micro-batch-size", micro}, {"data-parallel size", mg.data}},
+                                  "the sequences of one micro-batch step"));
+  mg.global_batch = per_step;
   RETURN_IF_ERROR(g.Int("global-batch-size", &mg.global_batch));
-  if (mg.global_batch % (micro * mg.data) != 0) {
+  if (mg.global_batch % per_step != 0) {
     return g.Error("global-batch-size", absl::StrCat("must be a multiple of micro-batch-size x data-parallel size (",
                                                      micro, " x ", mg.data, ")"));
   }
-  mg.microbatches = mg.global_batch / (micro * mg.data);
+  mg.microbatches = mg.global_batch / per_step;
+  // Every micro-batch is scheduled (megatron_step_pipeline.cc): the count
+  // is bounded as loop iterations are (Note [Bounded expansion] in
+  // sim/base/checked.h). --global-batch-size 8000000000 scheduled a
+  // billion (issue 27).
+  if (mg.microbatches > kMaxExpandedIterations) {
+    return g.Error("global-batch-size",
+                   absl::StrCat(mg.global_batch, " / (micro-batch-size x data-parallel size = ", per_step, ") = ",
+                                mg.microbatches, " micro-batches; at most ", kMaxExpandedIterations,
+                                " are scheduled (Note [Bounded expansion] in sim/base/checked.h)"));
+  }
   if (mg.virtual_stages > 1 && mg.microbatches % mg.microbatch_group != 0) {
     return g.Error("global-batch-size",
                    absl::StrCat("the interleaved schedule needs the micro-batches (", mg.microbatches,
