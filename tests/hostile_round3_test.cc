@@ -48,10 +48,11 @@ TEST(HostileRound3, SmallFilesNeverSignal) {
   ExpectExit("validate " + kHostile + "hlo_deep_tuple.hlo", 1,
              {"hlo_deep_tuple.hlo:3:", "tuple shape nested more than 64 deep"});
   ExpectExit("validate " + kHostile + "hlo_parameter_int64_max.hlo", 1,
-             {"hlo_parameter_int64_max.hlo:3:3: p: parameter(9223372036854775807) in computation 'main' of 2 "
-              "instructions"});
+             {"hlo_parameter_int64_max.hlo:2:1: computation 'main' has no parameter(0) (p at 3:3 is "
+              "parameter(9223372036854775807), past the 2 instructions it has)"});
   ExpectExit("validate " + kHostile + "hlo_parameter_999999999.hlo", 1,
-             {"hlo_parameter_999999999.hlo:3:3: p: parameter(999999999)"});
+             {"hlo_parameter_999999999.hlo:2:1: computation 'main' has no parameter(0) (p at 3:3 is "
+              "parameter(999999999)"});
   ExpectExit("run " + kHostile + "device_no_links.yaml", 1,
              {"cannot run: a collective over 8 devices, and device 'h100-sxm-80gb' has no link: links.nvlink and "
               "links.pcie are 0 or absent"});

@@ -37,6 +37,7 @@
 #include "sim/base/checked.h"
 #include "sim/base/names.h"
 #include "sim/base/status.h"
+#include "sim/config/spec_parse.h"
 
 namespace gpusim {
 namespace {
@@ -425,6 +426,10 @@ absl::Status StageLayers(const Args& g, int64_t layers, int64_t pp, int64_t per_
   }
   mg->virtual_stages = std::max<int64_t>(1, vstages);
   const int64_t v = mg->virtual_stages;
+  if (v > layers + 2) {  // every model chunk builds a layer (or the embedding / loss); bounds pp x v below
+    return g.Error("num-virtual-stages-per-pipeline-rank",
+                   absl::StrCat(v, " model chunks per rank for ", layers, " layers"));
+  }
   if (v > 1) {
     if (pp < 2) return g.Error("num-layers-per-virtual-pipeline-stage", "the interleaved schedule needs PP > 1");
     for (int64_t n : per_rank) {
@@ -586,6 +591,14 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   m.name = "megatron-gpt";
   m.family = "gpt";
   RETURN_IF_ERROR(g.Int("num-layers", &m.n_layers));
+  // The unrolled cap (Note [Magnitude checks], spec_parse.h), checked here
+  // first: per-stage tables below are sized by the pipeline stages, which
+  // may not outnumber the layers (the megatron_args fuzzer sized one by
+  // --pipeline-model-parallel-size 2^40 before any check).
+  if (m.n_layers > internal::kMaxLayers) {
+    return g.Error("num-layers", absl::StrCat("expected at most ", internal::kMaxLayers, " (a deeper eager model is not "
+                                              "modelled), got ", m.n_layers));
+  }
   RETURN_IF_ERROR(g.Int("hidden-size", &m.d_model));
   RETURN_IF_ERROR(g.Int("num-attention-heads", &m.n_heads));
   int64_t seq = 0;
@@ -741,6 +754,12 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(g.Int("num-virtual-stages-per-pipeline-rank", &vstages));
   if (per_vp > 0 && vstages > 0) {
     return g.Error("num-virtual-stages-per-pipeline-rank", "give it or --num-layers-per-virtual-pipeline-stage");
+  }
+  // Every stage builds a layer, the embedding and the loss counting as one
+  // each under --account-for-*-in-pipeline-split (StageLayers).
+  if (pp > m.n_layers + 2) {
+    return g.Error("pipeline-model-parallel-size",
+                   absl::StrCat(pp, " stages for ", m.n_layers, " layers: every stage builds at least one layer"));
   }
   RETURN_IF_ERROR(StageLayers(g, m.n_layers, pp, per_vp, vstages, &mg));
   RETURN_IF_ERROR(g.Int("microbatch-group-size-per-virtual-pipeline-stage", &mg.microbatch_group));

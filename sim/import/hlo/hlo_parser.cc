@@ -634,6 +634,7 @@ class Parser {
       for (int& o : ins.operands) o = new_index[static_cast<size_t>(o)];
     }
     comp.instructions = std::move(sorted);
+    int beyond = -1;  // an instruction whose parameter number is >= n
     for (size_t i = 0; i < n; ++i) {
       const HloInstruction& ins = comp.instructions[i];
       if (ins.root) {
@@ -642,13 +643,13 @@ class Parser {
       }
       if (ins.opcode == "parameter") {
         // Parameters are numbered 0 to k-1 with k <= n, the computation's
-        // instructions, so a number >= n cannot be valid: refused before
-        // the table is sized by it (parameter(999999999) allocated 4 GB,
-        // parameter(2^63-1) reached vector::resize; issue 27).
+        // instructions, so a number >= n leaves one below n missing: the
+        // table is sized by n at most, never by the number
+        // (parameter(999999999) allocated 4 GB, parameter(2^63-1) reached
+        // vector::resize; issue 27).
         if (ins.parameter_number >= static_cast<int64_t>(n)) {
-          return err(ins, absl::StrCat(ins.name, ": parameter(", ins.parameter_number, ") in computation '",
-                                       comp.name, "' of ", n, " instructions (its parameters are numbered from 0, "
-                                       "so at most ", n - 1, ")"));
+          if (beyond < 0) beyond = static_cast<int>(i);
+          continue;
         }
         const size_t p = static_cast<size_t>(ins.parameter_number);
         if (p >= comp.parameters.size()) comp.parameters.resize(p + 1, -1);
@@ -658,10 +659,17 @@ class Parser {
         comp.parameters[p] = static_cast<int>(i);
       }
     }
+    if (beyond >= 0) comp.parameters.push_back(-1);  // a number below n is missing: find it below
     for (size_t p = 0; p < comp.parameters.size(); ++p) {
       if (comp.parameters[p] < 0) {
+        std::string why;
+        if (beyond >= 0) {
+          const HloInstruction& b = comp.instructions[static_cast<size_t>(beyond)];
+          why = absl::StrCat(" (", b.name, " at ", b.location.line, ":", b.location.column, " is parameter(",
+                             b.parameter_number, "), past the ", n, " instructions it has)");
+        }
         return LineError(comp.location.line, comp.location.column,
-                         absl::StrCat("computation '", comp.name, "' has no parameter(", p, ")"));
+                         absl::StrCat("computation '", comp.name, "' has no parameter(", p, ")", why));
       }
     }
     // Without a ROOT the last instruction in text order is the root (as
