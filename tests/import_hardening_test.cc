@@ -264,11 +264,11 @@ TEST(MalformedTraceTest, LiveBytesBeyondInt64AreAnErrorWithTheEventIndex) {
   ASSERT_FALSE(g.ok());
   EXPECT_THAT(Message(g.status()), HasSubstr("f.json: memory event 0 (free): Total Allocated"));
 
-  // The native reader takes such sizes; ValidateTrace names the event.
+  // The native reader takes such sizes; ValidateTrace names the file, line and event.
   std::istringstream in("gpusim-trace 1\nalloc 0 9223372036854775807\nalloc 1 1\n");
   auto r = ReadTrace(in, "t.trace");
   ASSERT_TRUE(r.ok()) << r.status();
-  EXPECT_EQ(Message(ValidateTrace(*r)), "event 1 (alloc): live bytes exceed 2^63 - 1");
+  EXPECT_EQ(Message(ValidateTrace(*r)), "t.trace:3: event 1 (alloc): live bytes exceed 2^63 - 1");
   EXPECT_EQ(ComputeTraceStats(*r).peak_live, Bytes(INT64_MAX));  // saturates
 }
 

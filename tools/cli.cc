@@ -2,8 +2,10 @@
 
 #include <sys/stat.h>
 
+#include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <optional>
@@ -351,11 +353,12 @@ CLI::Validator IntRange(int64_t min, int64_t max) {
         int64_t x = 0;
         const auto [ptr, ec] = std::from_chars(v.data(), v.data() + v.size(), x);
         if (ec != std::errc() || ptr != v.data() + v.size() || x < min || x > max) {
-          return absl::StrCat("expected an integer from ", min, " to ", max, ", got '", v, "'");
+          return max == INT64_MAX ? absl::StrCat("expected an integer >= ", min, ", got '", v, "'")
+                                  : absl::StrCat("expected an integer from ", min, " to ", max, ", got '", v, "'");
         }
         return "";
       },
-      absl::StrCat("INT in [", min, ", ", max, "]"));
+      max == INT64_MAX ? absl::StrCat("INT >= ", min) : absl::StrCat("INT in [", min, ", ", max, "]"));
 }
 
 int CmdAdvise(const AdviseCli& c) {
@@ -422,11 +425,10 @@ int CmdAdvise(const AdviseCli& c) {
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
            const std::string& allocator, const std::string& out_dir, const std::string& snapshot,
            const std::string& format, const EagerDeviceOptions& device_options) {
-  std::ifstream in(file);
-  if (!in) return Fail(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
-  std::string first;
-  std::getline(in, first);
-  in.close();
+  // Note [Sniffing inputs] (sim/base/file_util.h).
+  absl::StatusOr<std::string> prefix = ReadInputPrefix(file);
+  if (!prefix.ok()) return Fail(prefix.status());
+  const std::string first = FirstContentLine(*prefix);
   absl::StatusOr<StepReport> report;
   std::optional<StepReport> other;
   std::vector<RecordedMemorySample> recorded_counters;
@@ -626,6 +628,17 @@ int CmdCompareConfig(const RunOptions& o, const std::string& vary) {
 
 int FailStatus(const absl::Status& st) { return Fail(st); }
 
+int FinishStdout(int rc) {
+  errno = 0;
+  std::cout.flush();
+  const bool failed = std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+  if (!failed) return rc;
+  const int err = errno;
+  std::cerr << "gpusim: error: writing standard output: " << (err != 0 ? std::strerror(err) : "write failed")
+            << "\n";
+  return rc != 0 ? rc : 3;
+}
+
 int RunCli(int argc, char** argv) {
   CLI::App app{"gpusim: trace-driven simulator of GPU memory and step time for deep-learning training"};
   app.require_subcommand(1);
@@ -660,9 +673,13 @@ int RunCli(int argc, char** argv) {
   run_cmd->add_option("--megatron-args", run.megatron_args,
                       "A Megatron-LM launch line (pretrain_gpt.py arguments), instead of a config; with --world-size "
                       "and --device");
-  run_cmd->add_option("--world-size", run.world_size, "GPUs of the --megatron-args run")->check(CLI::PositiveNumber);
-  run_cmd->add_option("--gpus-per-node", run.gpus_per_node, "GPUs per node of the --megatron-args run")
-      ->check(CLI::PositiveNumber);
+  // IntRange, not CLI::PositiveNumber, whose range text for 0 printed
+  // DBL_MAX's 309 digits (issue 27).
+  CLI::Option* world_opt = run_cmd->add_option("--world-size", run.world_size, "GPUs of the --megatron-args run")
+                               ->check(IntRange(1, INT64_MAX));
+  CLI::Option* gpn_opt =
+      run_cmd->add_option("--gpus-per-node", run.gpus_per_node, "GPUs per node of the --megatron-args run")
+          ->check(IntRange(1, INT64_MAX));
   constexpr char kCudnnHelp[] =
       "A recorded PyTorch step: the cuDNN workspace assumption, none (default), gemm, winograd_nonfused or bound "
       "(the algorithm is chosen on the GPU)";
@@ -817,15 +834,35 @@ int RunCli(int argc, char** argv) {
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 1;
   }
-  auto with_allocator = [](std::vector<std::string>& sets, const std::string& name) {
-    if (!name.empty()) sets.push_back("allocator.impl=" + name);
+  // --allocator NAME is --set allocator.impl=NAME; both naming different
+  // allocators is a conflict, refused rather than one silently winning
+  // (issue 27). The same name twice is no conflict.
+  auto with_allocator = [](std::vector<std::string>& sets, const std::string& name) -> absl::Status {
+    if (name.empty()) return absl::OkStatus();
+    constexpr absl::string_view kImpl = "allocator.impl=";
+    for (const std::string& s : sets) {
+      if (absl::StartsWith(s, kImpl) && s.substr(kImpl.size()) != name) {
+        return absl::InvalidArgumentError(absl::StrCat("--allocator ", name, " and --set ", s,
+                                                       " name different allocators; give one"));
+      }
+    }
+    sets.push_back(std::string(kImpl) + name);
+    return absl::OkStatus();
   };
-  with_allocator(run.sets, run_allocator);
-  with_allocator(explain.sets, explain_allocator);
-  with_allocator(diff_base, diff_allocator);
-  with_allocator(advise.sets, advise_allocator);
-  with_allocator(validate_sets, validate_allocator);
-  with_allocator(compare_config.sets, compare_allocator);
+  for (absl::Status st : {with_allocator(run.sets, run_allocator), with_allocator(explain.sets, explain_allocator),
+                          with_allocator(diff_base, diff_allocator), with_allocator(advise.sets, advise_allocator),
+                          with_allocator(validate_sets, validate_allocator),
+                          with_allocator(compare_config.sets, compare_allocator)}) {
+    if (!st.ok()) return Fail(st);
+  }
+  // --world-size and --gpus-per-node shape a --megatron-args run; with a
+  // config they would be ignored (issue 27), so they are refused.
+  if (*run_cmd && run.megatron_args.empty() && (world_opt->count() > 0 || gpn_opt->count() > 0)) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "run ", run.config, ": ", world_opt->count() > 0 ? "--world-size" : "--gpus-per-node",
+        " applies to --megatron-args; a config sets megatron.world_size / megatron.gpus_per_node (--set "
+        "megatron.world_size=N)")));
+  }
   try {
     if (*run_cmd) return CmdRun(run);
     if (*explain_cmd) return CmdExplain(explain, explain_top);

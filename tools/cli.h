@@ -17,6 +17,14 @@
 namespace gpusim {
 int RunCli(int argc, char** argv);
 
+// Note [Checked stdout]: what a command printed reaches its destination or
+// the command fails. Flushes std::cout and stdout and checks both for an
+// error (a full disk, /dev/full, a closed descriptor: issue 27 found
+// `run > /dev/full` exiting 0); on one, prints "gpusim: error: writing
+// standard output: ..." to stderr and returns 3 (environment) unless `rc`
+// already reports a failure. Called once, by main, on RunCli's code.
+int FinishStdout(int rc);
+
 // Prints `st` as gpusim's error line and returns its exit code.
 int FailStatus(const absl::Status& st);
 

@@ -19,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/alloc/allocator.h"
+#include "sim/base/file_util.h"
 #include "sim/config/loader.h"
 #include "sim/import/hlo/hlo_to_program.h"
 #include "sim/import/import.h"
@@ -51,11 +52,11 @@ void TraceJson(JsonWriter& j, const TraceStats& s) {
 }  // namespace
 
 int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets, const std::string& format) {
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return FailStatus(absl::NotFoundError(absl::StrCat(file, ": cannot open")));
-  std::string first;
-  std::getline(in, first);
-  in.close();
+  // Note [Sniffing inputs] (sim/base/file_util.h): the kind from a bounded
+  // prefix; a non-regular file is refused before it is opened.
+  absl::StatusOr<std::string> prefix = ReadInputPrefix(file);
+  if (!prefix.ok()) return FailStatus(prefix.status());
+  const std::string first = FirstContentLine(*prefix);
   Validated v;
   v.json.BeginObject().String("file", file);
   const bool yaml = EndsWith(file, ".yaml") || EndsWith(file, ".yml");
@@ -102,7 +103,7 @@ int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets
     auto trace = ReadTraceFile(file);
     if (!trace.ok()) return FailStatus(trace.status());
     absl::Status st = ValidateTrace(*trace);
-    if (!st.ok()) return FailStatus(absl::InvalidArgumentError(absl::StrCat(file, ": ", st.message())));
+    if (!st.ok()) return FailStatus(st);  // names FILE:LINE (EventError, sim/trace/validate.cc)
     const TraceStats s = ComputeTraceStats(*trace);
     v.kind = "native_trace";
     v.summary = absl::StrFormat("%s: valid trace: %d events (%d allocs, %d frees, %d timed), peak live %s", file,
@@ -133,6 +134,13 @@ int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets
         .Int("bytes_before_recording", cs.bytes_before_recording.value());
     TraceJson(v.json, s);
   } else {
+    // Neither a trace nor a recording: a run config, which is text. A NUL
+    // byte in the prefix says it is not (a binary file, /dev/zero's bytes).
+    if (prefix->find('\0') != std::string::npos) {
+      return FailStatus(absl::InvalidArgumentError(absl::StrCat(
+          file, ": binary data (a NUL byte at offset ", prefix->find('\0'),
+          "): not a run config, a native trace, an HLO module or a recorded trace gpusim reads")));
+    }
     auto spec = LoadRunSpec(file, sets);
     if (!spec.ok()) return FailStatus(spec.status());
     // The allocator's name and options are checked where it is made.

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "sim/alloc/allocator.h"
+#include "sim/base/file_util.h"
 #include "sim/config/loader.h"
 #include "sim/import/import.h"
 #include "sim/lower/eager/device_memory.h"
@@ -164,13 +165,9 @@ int CmdCompare(const CompareCli& c) {
 }
 
 absl::Status RefuseTraceGrid(const std::string& command, const std::string& path) {
-  std::ifstream in(path);
-  std::string first;
-  while (in && std::getline(in, first)) {
-    const size_t b = first.find_first_not_of(" \t\r");
-    if (b != std::string::npos && first[b] != '#') break;
-  }
-  if (first.rfind("gpusim-trace", 0) != 0) return absl::OkStatus();
+  // Note [Sniffing inputs] (sim/base/file_util.h).
+  absl::StatusOr<std::string> prefix = ReadInputPrefix(path);
+  if (!prefix.ok() || FirstContentLine(*prefix).rfind("gpusim-trace", 0) != 0) return absl::OkStatus();
   std::string how = "re-record it at each batch size: python3 -m gpusim_torch sweep STEP.py --batch-sizes N,N,... "
                     "--device NAME (STEP.py's setup(device, batch_size=N) names the batch dimension)";
   auto trace = ReadTraceFile(path);

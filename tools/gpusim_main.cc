@@ -4,5 +4,5 @@
 
 int main(int argc, char** argv) {
   gpusim::InstallSignalCleanup();
-  return gpusim::RunCli(argc, argv);
+  return gpusim::FinishStdout(gpusim::RunCli(argc, argv));
 }

@@ -17,9 +17,11 @@ Exit status: 0 on success, 1 on a refused or malformed pickle, 2 on usage.
 Stdlib only.
 """
 
+import io
 import json
 import math
 import pickle
+import pickletools
 import sys
 
 
@@ -78,6 +80,28 @@ def _plain(value, keep_frames, budget):
     raise ValueError(f"unsupported value type {type(value).__name__}")
 
 
+def _pickle_offset(data):
+    """Where in the pickle `data` reading fails: (offset, what) of the first
+    opcode pickletools cannot read (a length past the end, a bad opcode), or
+    of the first opcode that names a class; None when every opcode reads."""
+    stream = io.BytesIO(data)
+    start = 0  # where the opcode being read starts
+    try:
+        for op, _arg, pos in pickletools.genops(stream):
+            if op.name in _CLASS_OPS:
+                return pos, f"opcode {op.name}"
+            start = stream.tell()
+    except Exception as e:  # noqa: BLE001: any failure is located, not raised
+        return start, f"the opcode there: {e}"
+    return None
+
+
+# Opcodes that load a class or call one (what RefusingUnpickler refuses).
+_CLASS_OPS = {"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "NEWOBJ",
+              "NEWOBJ_EX", "BUILD", "PERSID", "BINPERSID", "EXT1", "EXT2",
+              "EXT4"}
+
+
 def main(argv):
     args = [a for a in argv[1:] if a != "--keep-frames"]
     keep_frames = "--keep-frames" in argv[1:]
@@ -87,16 +111,29 @@ def main(argv):
     path = args[0]
     try:
         with open(path, "rb") as f:
-            data = RefusingUnpickler(f).load()
-            budget = _Budget(f.tell())
-        plain = _plain(data, keep_frames, budget)
-    except (pickle.UnpicklingError, ValueError, EOFError, TypeError,
-            AttributeError, IndexError, KeyError, MemoryError,
-            RecursionError) as e:
-        print(f"{path}: not a plain-data memory snapshot: {e}", file=sys.stderr)
-        return 1
+            raw = f.read()
     except OSError as e:
         print(f"{path}: {e.strerror or e}", file=sys.stderr)
+        return 1
+    # Every failure of a hostile pickle is a message naming the file and a
+    # byte offset in the pickle, never a traceback (gpusim issue 27: a
+    # 20-byte pickle claiming a 2^63-byte string raised OverflowError with
+    # the build path in its traceback). Exception, not a list: the
+    # unpickler raises whatever its opcodes' arguments provoke.
+    try:
+        stream = io.BytesIO(raw)
+        data = RefusingUnpickler(stream).load()
+        budget = _Budget(stream.tell())
+    except Exception as e:  # noqa: BLE001
+        where = _pickle_offset(raw)
+        at = f"byte {where[0]} ({where[1]}): " if where else ""
+        print(f"{path}: {at}not a plain-data memory snapshot: "
+              f"{type(e).__name__}: {e}", file=sys.stderr)
+        return 1
+    try:
+        plain = _plain(data, keep_frames, budget)
+    except (ValueError, MemoryError, RecursionError) as e:
+        print(f"{path}: not a plain-data memory snapshot: {e}", file=sys.stderr)
         return 1
     if not isinstance(plain, dict):
         print(f"{path}: expected a dict at the top level, got "

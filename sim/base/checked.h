@@ -28,6 +28,19 @@ namespace gpusim {
 // allocator's 48-bit size keys exact.
 inline constexpr int64_t kMaxDeviceBytes = int64_t{1} << 46;
 
+// Note [Bounded expansion]
+// gpusim builds its IR per iteration where the input repeats work: an HLO
+// while loop's trips (sim/import/hlo/hlo_loops.cc), a YAML program's loops,
+// a Megatron step's micro-batches (sim/config/megatron_args.cc). One rule
+// bounds all of them: at most kMaxExpandedIterations iterations are built
+// in all, counted over every loop at every nesting depth (two nested loops
+// of 300 trips are 300 + 300 x 300 iterations, not two loops under the cap;
+// issue 27 found 1M ops, 12 s and 1.5 GB from a 1 KB HLO of two loops each
+// under a per-loop cap). 65,536 iterations of a few-op body build in well
+// under a second; a real scan (MaxText's 80 layers, Megatron's few thousand
+// micro-batches at most) is far below it.
+inline constexpr int64_t kMaxExpandedIterations = int64_t{1} << 16;
+
 // One named operand: `name` is what the user can change (a key path such as
 // "model.d_model") or a constant's meaning ("bytes per element").
 struct NamedInt {

@@ -87,4 +87,54 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return ss.str();
 }
 
+absl::StatusOr<std::string> ReadInputPrefix(const std::string& path, size_t max_bytes) {
+  struct stat st;
+  if (stat(path.c_str(), &st) != 0) {
+    return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  }
+  if (!S_ISREG(st.st_mode)) {  // Note [Sniffing inputs]: refused before open(2)
+    const char* what = S_ISDIR(st.st_mode)                            ? "a directory"
+                       : S_ISFIFO(st.st_mode)                         ? "a FIFO"
+                       : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                       : S_ISSOCK(st.st_mode)                         ? "a socket"
+                                                                      : "not a regular file";
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": ", what, ", not a regular file; gpusim reads its inputs from regular files"));
+  }
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
+  std::string out(max_bytes, '\0');
+  size_t n = 0;
+  while (n < out.size()) {
+    const ssize_t got = read(fd, out.data() + n, out.size() - n);
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) {
+      const int err = errno;
+      close(fd);
+      return absl::UnavailableError(absl::StrCat(path, ": read error: ", std::strerror(err)));
+    }
+    if (got == 0) break;
+    n += static_cast<size_t>(got);
+  }
+  close(fd);
+  out.resize(n);
+  return out;
+}
+
+std::string FirstContentLine(std::string_view prefix) {
+  size_t at = 0;
+  while (at < prefix.size()) {
+    size_t end = prefix.find('\n', at);
+    if (end == std::string_view::npos) end = prefix.size();
+    std::string_view line = prefix.substr(at, end - at);
+    at = end + 1;
+    const size_t b = line.find_first_not_of(" \t\r");
+    if (b == std::string_view::npos || line[b] == '#') continue;
+    line.remove_prefix(b);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    return std::string(line);
+  }
+  return "";
+}
+
 }  // namespace gpusim

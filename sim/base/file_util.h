@@ -23,6 +23,28 @@ absl::Status WriteFileAtomically(const std::string& path, std::string_view conte
 absl::Status CheckReplaceableTarget(const std::string& path, mode_t* mode = nullptr);
 absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 
+// Note [Sniffing inputs]
+// Every command that takes "any input" (validate, replay, compare, viz,
+// run's trace check) decides what a file is from its first kSniffBytes
+// bytes, read by ReadInputPrefix, never by reading on to a newline (issue
+// 27: `validate /dev/zero` read forever, `replay` of a 1 GB file with no
+// newline read it whole before deciding). Only a regular file is an input:
+// a directory, device, FIFO or socket is refused by stat(2) before it is
+// opened (opening a FIFO blocks; a device never ends), exit 1 naming it.
+// 64 KiB holds every header a reader looks for (a native trace's first
+// line after comments, `HloModule`, a JSON document's first key, a pickle's
+// protocol byte, a gzip magic).
+inline constexpr size_t kSniffBytes = size_t{64} << 10;
+
+// The first min(size, max_bytes) bytes of `path`. Errors: NotFound when it
+// cannot be opened or stat'ed; InvalidArgument when it is not a regular
+// file (checked before opening); Unavailable for a read error.
+absl::StatusOr<std::string> ReadInputPrefix(const std::string& path, size_t max_bytes = kSniffBytes);
+
+// The first line of `prefix` that is neither blank nor a `#` comment,
+// without its line end and leading blanks; "" when there is none in it.
+std::string FirstContentLine(std::string_view prefix);
+
 }  // namespace gpusim
 
 #endif  // GPUSIM_SIM_BASE_FILE_UTIL_H_

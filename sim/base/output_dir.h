@@ -1,10 +1,11 @@
 // An output directory written as a whole: files go into a temporary
-// directory beside the target (TARGET.tmp-XXXXXX, same file system), and
-// Commit() renames it into place when the target does not exist yet, or
-// moves each file into an existing target directory (each a rename, so it
-// cannot fail part-way for lack of space). A failed or interrupted run
-// (signal: sim/base/cleanup.h) leaves the target as it was and no temporary
-// directory behind.
+// directory beside the target (TARGET.tmp-XXXXXX, same file system, mode
+// 0777 less the umask), and Commit() renames it into place when the target
+// does not exist yet, or exchanges it with an existing target directory in
+// one renameat2(RENAME_EXCHANGE) and removes the previous files (Note
+// [Replacing an output directory] in output_dir.cc). A failed or
+// interrupted run (signal: sim/base/cleanup.h) leaves the target as it was
+// and no temporary directory behind.
 #ifndef GPUSIM_SIM_BASE_OUTPUT_DIR_H_
 #define GPUSIM_SIM_BASE_OUTPUT_DIR_H_
 
@@ -22,7 +23,8 @@ namespace gpusim {
 
 class OutputDir {
  public:
-  // Errors: PermissionDenied when `target` exists and is not a directory;
+  // Errors: InvalidArgument for `/`, `.` or `..` (never replaced);
+  // PermissionDenied when `target` exists and is not a directory;
   // Unavailable when the temporary directory cannot be made. `flag` names
   // the option in messages ("--out").
   static absl::StatusOr<std::unique_ptr<OutputDir>> Begin(const std::string& target, const std::string& flag);
@@ -30,8 +32,10 @@ class OutputDir {
 
   // Where to write the files now.
   const std::string& path() const { return tmp_; }
-  // Moves the files into `target`. Existing target files of the same name
-  // must be regular files (they are replaced, keeping their mode).
+  // Puts the directory in place of `target`, whole. An existing target
+  // must hold regular files only (else PermissionDenied, nothing moved);
+  // they are removed, and a new file of the same name keeps the old one's
+  // mode.
   absl::Status Commit();
 
  private:

@@ -22,8 +22,13 @@ std::string FormatBytes(Bytes b) {
   return absl::StrFormat("%s B (%.2f GiB)", WithCommas(b.value()), b.GiB());
 }
 
-SimTime SimTime::FromSeconds(double s) {
-  return SimTime(static_cast<int64_t>(std::llround(s * 1e9)));
+SimTime SimTime::FromNanos(double ns) {
+  const double r = std::round(ns);
+  // Note [Checked time]: NaN fails both comparisons.
+  if (!(r >= -static_cast<double>(kMaxNs) && r <= static_cast<double>(kMaxNs))) return OutOfRange();
+  return SimTime(static_cast<int64_t>(r));
 }
+
+SimTime SimTime::FromSeconds(double s) { return FromNanos(s * 1e9); }
 
 }  // namespace gpusim

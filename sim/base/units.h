@@ -42,22 +42,55 @@ std::string FormatBytes(Bytes b);
 std::string WithCommas(int64_t v);
 
 // Simulated time in integer nanoseconds.
+//
+// Note [Checked time]
+// Every duration and timestamp is a SimTime, and SimTime arithmetic is
+// checked: a time's magnitude is at most kMaxNs = 2^62 - 1 ns (about 146
+// years). Recorded traces carry epoch timestamps (about 1.8e18 ns in 2026),
+// so the bound must hold those; and twice it fits int64, so the sum or
+// difference of two in-range times never overflows before it is checked.
+// A constructor, FromSeconds() or an operator whose exact result would be
+// beyond the bound (or NaN) yields the out-of-range time (ok() false, the
+// value INT64_MAX, so it compares after every time), and every operation
+// with an out-of-range operand stays out of range: a wrapped time (negative
+// compute time, TFLOP/s above peak, a negative timestamp; issue 27) cannot
+// arise. The engine (Simulate, sim/engine/engine.cc) refuses an
+// out-of-range duration, finish or total as an input error naming the event
+// and what its duration is made of; readers refuse a recorded time beyond
+// the bound by file and line.
 class SimTime {
  public:
+  static constexpr int64_t kMaxNs = (int64_t{1} << 62) - 1;
   constexpr SimTime() = default;
-  constexpr explicit SimTime(int64_t ns) : ns_(ns) {}
+  constexpr explicit SimTime(int64_t ns) : ns_(InRange(ns) ? ns : kOutOfRangeNs) {}
   static constexpr SimTime Nanos(int64_t ns) { return SimTime(ns); }
-  // Converts seconds to the nearest nanosecond (used at the edge only).
+  static constexpr SimTime OutOfRange() { return SimTime(kOutOfRangeNs); }
+  // Converts seconds to the nearest nanosecond (used at the edge only); NaN
+  // or a magnitude beyond kMaxNs gives the out-of-range time.
   static SimTime FromSeconds(double s);
+  // The nearest nanosecond to `ns`, range-checked as FromSeconds.
+  static SimTime FromNanos(double ns);
+  // true unless out of range (Note [Checked time]).
+  constexpr bool ok() const { return ns_ != kOutOfRangeNs; }
   constexpr int64_t ns() const { return ns_; }
   double seconds() const { return static_cast<double>(ns_) * 1e-9; }
   constexpr auto operator<=>(const SimTime&) const = default;
-  constexpr SimTime operator+(SimTime o) const { return SimTime(ns_ + o.ns_); }
-  constexpr SimTime operator-(SimTime o) const { return SimTime(ns_ - o.ns_); }
-  constexpr SimTime operator*(int64_t k) const { return SimTime(ns_ * k); }
-  constexpr SimTime& operator+=(SimTime o) { ns_ += o.ns_; return *this; }
+  constexpr SimTime operator+(SimTime o) const {
+    return ok() && o.ok() ? SimTime(ns_ + o.ns_) : OutOfRange();
+  }
+  constexpr SimTime operator-(SimTime o) const {
+    return ok() && o.ok() ? SimTime(ns_ - o.ns_) : OutOfRange();
+  }
+  constexpr SimTime operator*(int64_t k) const {
+    int64_t p = 0;
+    return ok() && !__builtin_mul_overflow(ns_, k, &p) ? SimTime(p) : OutOfRange();
+  }
+  constexpr SimTime& operator+=(SimTime o) { return *this = *this + o; }
+  constexpr SimTime& operator-=(SimTime o) { return *this = *this - o; }
 
  private:
+  static constexpr int64_t kOutOfRangeNs = INT64_MAX;
+  static constexpr bool InRange(int64_t ns) { return ns == kOutOfRangeNs || (ns >= -kMaxNs && ns <= kMaxNs); }
   int64_t ns_ = 0;
 };
 

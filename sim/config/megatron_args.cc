@@ -34,8 +34,10 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "sim/base/checked.h"
 #include "sim/base/names.h"
 #include "sim/base/status.h"
+#include "sim/config/spec_parse.h"
 
 namespace gpusim {
 namespace {
@@ -356,7 +358,12 @@ class Args {
   std::map<std::string, const MegatronArg*> by_name_;
 };
 
-int64_t CeilTo(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+// v rounded up to a multiple of m (m >= 1), exact in 128 bits; INT64_MAX
+// when that does not fit (the caller's magnitude check refuses it).
+int64_t CeilTo(int64_t v, int64_t m) {
+  const __int128 r = (static_cast<__int128>(v) + m - 1) / m * m;
+  return r > INT64_MAX ? INT64_MAX : static_cast<int64_t>(r);
+}
 
 // Note [Megatron uneven stages]: transformer layers per virtual stage, after
 // megatron/core/transformer/transformer_block.py get_num_layers_to_build
@@ -419,6 +426,10 @@ absl::Status StageLayers(const Args& g, int64_t layers, int64_t pp, int64_t per_
   }
   mg->virtual_stages = std::max<int64_t>(1, vstages);
   const int64_t v = mg->virtual_stages;
+  if (v > layers + 2) {  // every model chunk builds a layer (or the embedding / loss); bounds pp x v below
+    return g.Error("num-virtual-stages-per-pipeline-rank",
+                   absl::StrCat(v, " model chunks per rank for ", layers, " layers"));
+  }
   if (v > 1) {
     if (pp < 2) return g.Error("num-layers-per-virtual-pipeline-stage", "the interleaved schedule needs PP > 1");
     for (int64_t n : per_rank) {
@@ -580,6 +591,14 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   m.name = "megatron-gpt";
   m.family = "gpt";
   RETURN_IF_ERROR(g.Int("num-layers", &m.n_layers));
+  // The unrolled cap (Note [Magnitude checks], spec_parse.h), checked here
+  // first: per-stage tables below are sized by the pipeline stages, which
+  // may not outnumber the layers (the megatron_args fuzzer sized one by
+  // --pipeline-model-parallel-size 2^40 before any check).
+  if (m.n_layers > internal::kMaxLayers) {
+    return g.Error("num-layers", absl::StrCat("expected at most ", internal::kMaxLayers, " (a deeper eager model is not "
+                                              "modelled), got ", m.n_layers));
+  }
   RETURN_IF_ERROR(g.Int("hidden-size", &m.d_model));
   RETURN_IF_ERROR(g.Int("num-attention-heads", &m.n_heads));
   int64_t seq = 0;
@@ -588,7 +607,12 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   run->batch.seq_len = seq;
   RETURN_IF_ERROR(g.Int("micro-batch-size", &run->batch.per_device));
   RETURN_IF_ERROR(g.Flag("swiglu", &mg.swiglu));
-  m.mlp_dim = mg.swiglu ? (4 * m.d_model * 2 / 3) / 64 * 64 : 4 * m.d_model;
+  // Checked products throughout (Note [Magnitude checks] in spec_parse.cc):
+  // issue 27's --micro-batch-size 2^62 on 8 GPUs wrapped micro x DP to 0
+  // and divided by it (SIGFPE).
+  ASSIGN_OR_RETURN(const int64_t four_h, CheckedProduct({{"4", 4}, {"--hidden-size", m.d_model}},
+                                                        "the default --ffn-hidden-size"));
+  m.mlp_dim = mg.swiglu ? static_cast<int64_t>(static_cast<__int128>(four_h) * 2 / 3 / 64 * 64) : four_h;
   RETURN_IF_ERROR(g.Int("ffn-hidden-size", &m.mlp_dim));
   if (m.d_model % m.n_heads != 0 && !g.Has("kv-channels")) {
     return g.Error("hidden-size", absl::StrCat("hidden-size (", m.d_model, ") must be a multiple of "
@@ -694,22 +718,29 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(g.Int("make-vocab-size-divisible-by", &divisible));
   std::string cp_comm = "p2p";
   RETURN_IF_ERROR(g.Choice("cp-comm-type", &cp_comm, {"p2p"}));
-  m.vocab = CeilTo(mg.vocab_unpadded, divisible * tp);
+  ASSIGN_OR_RETURN(const int64_t vocab_multiple,
+                   CheckedProduct({{"--make-vocab-size-divisible-by", divisible}, {"--tensor-model-parallel-size", tp}}));
+  m.vocab = CeilTo(mg.vocab_unpadded, vocab_multiple);
+  if (m.vocab == INT64_MAX) return g.Error("vocab-size", "the padded vocabulary exceeds 2^63 - 1");
   run->parallelism.tensor = tp;
   bool sp = false;
   RETURN_IF_ERROR(g.Flag("sequence-parallel", &sp));
   run->parallelism.sequence_parallel = sp && tp > 1;
   mg.pipeline = pp;
   mg.context = cp;
-  if (mg.world_size % (tp * pp * cp) != 0) {
+  ASSIGN_OR_RETURN(const int64_t model_parallel,
+                   CheckedProduct({{"--tensor-model-parallel-size", tp},
+                                   {"--pipeline-model-parallel-size", pp},
+                                   {"--context-parallel-size", cp}}));
+  if (mg.world_size % model_parallel != 0) {
     return absl::InvalidArgumentError(absl::StrCat(
         "megatron.world_size: ", mg.world_size, " is not a multiple of TP x PP x CP = ", tp, " x ", pp, " x ", cp));
   }
-  mg.data = mg.world_size / (tp * pp * cp);
+  mg.data = mg.world_size / model_parallel;
   if (m.n_heads % tp != 0) return g.Error("tensor-model-parallel-size", "must divide --num-attention-heads");
   if (m.n_kv_heads % tp != 0) return g.Error("tensor-model-parallel-size", "must divide the query groups");
   if (m.mlp_dim % tp != 0) return g.Error("tensor-model-parallel-size", "must divide --ffn-hidden-size");
-  if (cp > 1 && seq % (2 * cp) != 0) {
+  if (cp > 1 && (cp > seq / 2 || seq % (2 * cp) != 0)) {
     return g.Error("context-parallel-size", "2 x CP must divide the sequence length (load-balanced chunks)");
   }
   if (cp > 1 && mg.attention != "flash") {
@@ -723,6 +754,12 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(g.Int("num-virtual-stages-per-pipeline-rank", &vstages));
   if (per_vp > 0 && vstages > 0) {
     return g.Error("num-virtual-stages-per-pipeline-rank", "give it or --num-layers-per-virtual-pipeline-stage");
+  }
+  // Every stage builds a layer, the embedding and the loss counting as one
+  // each under --account-for-*-in-pipeline-split (StageLayers).
+  if (pp > m.n_layers + 2) {
+    return g.Error("pipeline-model-parallel-size",
+                   absl::StrCat(pp, " stages for ", m.n_layers, " layers: every stage builds at least one layer"));
   }
   RETURN_IF_ERROR(StageLayers(g, m.n_layers, pp, per_vp, vstages, &mg));
   RETURN_IF_ERROR(g.Int("microbatch-group-size-per-virtual-pipeline-stage", &mg.microbatch_group));
@@ -747,13 +784,26 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(g.Flag("use-tp-pp-dp-mapping", &mg.tp_pp_dp_mapping));
   // Batch.
   const int64_t micro = run->batch.per_device;
-  mg.global_batch = micro * mg.data;
+  ASSIGN_OR_RETURN(const int64_t per_step,
+                   CheckedProduct({{"--micro-batch-size", micro}, {"data-parallel size", mg.data}},
+                                  "the sequences of one micro-batch step"));
+  mg.global_batch = per_step;
   RETURN_IF_ERROR(g.Int("global-batch-size", &mg.global_batch));
-  if (mg.global_batch % (micro * mg.data) != 0) {
+  if (mg.global_batch % per_step != 0) {
     return g.Error("global-batch-size", absl::StrCat("must be a multiple of micro-batch-size x data-parallel size (",
                                                      micro, " x ", mg.data, ")"));
   }
-  mg.microbatches = mg.global_batch / (micro * mg.data);
+  mg.microbatches = mg.global_batch / per_step;
+  // Every micro-batch is scheduled (megatron_step_pipeline.cc): the count
+  // is bounded as loop iterations are (Note [Bounded expansion] in
+  // sim/base/checked.h). --global-batch-size 8000000000 scheduled a
+  // billion (issue 27).
+  if (mg.microbatches > kMaxExpandedIterations) {
+    return g.Error("global-batch-size",
+                   absl::StrCat(mg.global_batch, " / (micro-batch-size x data-parallel size = ", per_step, ") = ",
+                                mg.microbatches, " micro-batches; at most ", kMaxExpandedIterations,
+                                " are scheduled (Note [Bounded expansion] in sim/base/checked.h)"));
+  }
   if (mg.virtual_stages > 1 && mg.microbatches % mg.microbatch_group != 0) {
     return g.Error("global-batch-size",
                    absl::StrCat("the interleaved schedule needs the micro-batches (", mg.microbatches,

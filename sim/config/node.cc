@@ -153,7 +153,12 @@ class ExpandedSizeCounter : public YAML::EventHandler {
   bool exceeded() const { return exceeded_; }
   const YAML::Mark& where() const { return where_; }
 
-  void OnDocumentStart(const YAML::Mark& m) override { open_.push_back({0, YAML::NullAnchor, m}); }
+  const YAML::Mark& document_start() const { return document_start_; }
+
+  void OnDocumentStart(const YAML::Mark& m) override {
+    document_start_ = m;
+    open_.push_back({0, YAML::NullAnchor, m});
+  }
   void OnDocumentEnd() override {}
   void OnNull(const YAML::Mark& m, YAML::anchor_t a) override { Done(m, 1, a); }
   void OnAlias(const YAML::Mark& m, YAML::anchor_t a) override {
@@ -173,6 +178,7 @@ class ExpandedSizeCounter : public YAML::EventHandler {
   void OnMapEnd() override { Close(); }
 
  private:
+  YAML::Mark document_start_;
   struct Open {
     int64_t size;
     YAML::anchor_t anchor;
@@ -266,6 +272,15 @@ absl::StatusOr<ConfigNode> ParseYamlString(absl::string_view text,
           LocationOf(counter.where(), file, label).ToString(), ": the document expands to more than ",
           kMaxYamlNodes, " YAML nodes once its aliases are expanded (nested anchors and aliases?)"));
     }
+    // One document per file: YAML::Load reads the first and would drop a
+    // second silently (issue 27), so a second one (even empty, after a
+    // `---`) is refused at its start.
+    ExpandedSizeCounter second;
+    if (parser.HandleNextDocument(second)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          LocationOf(second.document_start(), file, label).ToString(),
+          ": a second YAML document; a config is one document (remove the '---' and what follows, or merge it)"));
+    }
     root = YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
     return absl::InvalidArgumentError(
@@ -279,6 +294,14 @@ absl::StatusOr<ConfigNode> ParseYamlFile(const std::string& path) {
   if (stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": ", S_ISDIR(st.st_mode) ? "is a directory" : "is not a regular file", ", expected a YAML file"));
+  }
+  // A config is small: kMaxYamlNodes nodes at most (Note [Alias budget]);
+  // 16 MiB holds that many at 160 bytes each. A larger file is refused
+  // before it is read (issue 27: a 1 GB input was read whole first).
+  constexpr int64_t kMaxYamlFileBytes = int64_t{16} << 20;
+  if (stat(path.c_str(), &st) == 0 && st.st_size > kMaxYamlFileBytes) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", st.st_size, " bytes; a YAML config is at most ",
+                                                   kMaxYamlFileBytes, " bytes (16 MiB)"));
   }
   std::ifstream in(path, std::ios::binary);
   if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open file: ", std::strerror(errno)));

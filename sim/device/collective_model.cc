@@ -22,6 +22,17 @@ int64_t RingSteps(OpKind kind, int64_t n) {
   return kind == OpKind::kAllReduce ? 2 * (n - 1) : n - 1;
 }
 
+namespace {
+
+// RingSteps without int64 arithmetic.
+double RingStepsReal(OpKind kind, int64_t n) {
+  if (n <= 1) return 0;
+  const double steps = static_cast<double>(n) - 1;
+  return kind == OpKind::kAllReduce ? 2 * steps : steps;
+}
+
+}  // namespace
+
 SimTime CollectiveTime(OpKind kind, double full_bytes, int64_t group,
                        const DeviceSpec& d, const CollectiveOptions& options, int64_t nodes) {
   if (group <= 1) return SimTime(0);
@@ -31,12 +42,15 @@ SimTime CollectiveTime(OpKind kind, double full_bytes, int64_t group,
   const double intra_bw = d.nvlink_bandwidth > 0 ? d.nvlink_bandwidth : d.pcie_bandwidth;
   double bw = intra_bw;
   if (nodes > 1 && d.network_bandwidth > 0) bw = std::min(bw, d.network_bandwidth);
-  GPUSIM_CHECK(bw > 0);
-  const int64_t steps = RingSteps(kind, group);
-  const int64_t inter_steps = nodes > 1 ? RingSteps(kind, nodes) : 0;
-  const double latency =
-      static_cast<double>(steps - inter_steps) * d.link_latency.seconds() +
-      static_cast<double>(inter_steps) * options.network_step_latency.seconds();
+  // A device with no link (links.nvlink and links.pcie 0 or absent) cannot
+  // run a collective: out of range, which the engine refuses naming the
+  // event and the keys (DescribeDuration, timing.h); never a CHECK.
+  if (!(bw > 0)) return SimTime::OutOfRange();
+  // Steps in double: 2 (n - 1) wraps int64 for a group past 2^62 (issue 27).
+  const double steps = RingStepsReal(kind, group);
+  const double inter_steps = nodes > 1 ? RingStepsReal(kind, nodes) : 0;
+  const double latency = (steps - inter_steps) * d.link_latency.seconds() +
+                         inter_steps * options.network_step_latency.seconds();
   const double transfer =
       BusBandwidthFactor(kind, group) * full_bytes / (bw * d.collective_efficiency);
   return SimTime::FromSeconds(latency + transfer);
@@ -46,7 +60,7 @@ SimTime PointToPointTime(double bytes, bool inter_node, const DeviceSpec& d, con
   if (bytes <= 0) return SimTime(0);
   double bw = d.nvlink_bandwidth > 0 ? d.nvlink_bandwidth : d.pcie_bandwidth;
   if (inter_node && d.network_bandwidth > 0) bw = std::min(bw, d.network_bandwidth);
-  GPUSIM_CHECK(bw > 0);
+  if (!(bw > 0)) return SimTime::OutOfRange();  // no link: as CollectiveTime
   const double latency = inter_node ? options.network_step_latency.seconds() : d.link_latency.seconds();
   return SimTime::FromSeconds(latency + bytes / (bw * d.collective_efficiency));
 }

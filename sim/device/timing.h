@@ -5,6 +5,8 @@
 #ifndef GPUSIM_SIM_DEVICE_TIMING_H_
 #define GPUSIM_SIM_DEVICE_TIMING_H_
 
+#include <string>
+
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
 #include "sim/device/kernel_model.h"
@@ -21,6 +23,17 @@ SimTime EventDuration(const TraceEvent& e, const DeviceSpec& d);
 // The host's time to issue `e`: host_ops x host.op + host_modules x
 // host.module (Note [Host timeline] in sim/engine/engine.h).
 SimTime HostIssueTime(const TraceEvent& e, const DeviceSpec& d);
+
+// Why `d` cannot run `e` at all ("" when it can): a collective over more
+// than one device with no link (links.nvlink and links.pcie 0 or absent),
+// a host copy with no PCIe link. The engine refuses such an event by name
+// rather than time it (a CHECK in the collective model aborted; issue 27).
+std::string UnrunnableReason(const TraceEvent& e, const DeviceSpec& d);
+
+// What `e`'s duration on `d` is made of (its FLOPs, bytes, group, the
+// device's rates and the keys that set them), for the engine's error when
+// the duration is out of range (Note [Checked time], sim/base/units.h).
+std::string DescribeDuration(const TraceEvent& e, const DeviceSpec& d);
 
 }  // namespace gpusim
 

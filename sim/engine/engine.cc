@@ -86,6 +86,48 @@ absl::Status CheckRepeats(const std::vector<TraceRepeat>& reps, size_t n) {
   return absl::OkStatus();
 }
 
+// Note [Checked time] (sim/base/units.h): every time the step reports is
+// in range, or the step is refused naming the first event or total that is
+// not (sums of in-range durations, an allocator's charges, repeated
+// iterations' periods: each checked where it is made, and out-of-range
+// results stay so). A step never reports a wrapped time.
+absl::Status CheckTimes(const Trace& trace, const SimResult& r) {
+  constexpr absl::string_view kWhy =
+      " is beyond the 2^62 ns (146 years) a simulated time may be (Note [Checked time] in sim/base/units.h)";
+  for (size_t i = 0; i < r.end.size(); ++i) {
+    if (!r.start[i].ok() || !r.end[i].ok()) {
+      return absl::InvalidArgumentError(absl::StrCat(EventWhere(trace, i), ": its ",
+                                                     r.start[i].ok() ? "finish" : "start", kWhy));
+    }
+  }
+  const std::pair<const char*, SimTime> totals[] = {
+      {"the step time", r.step_time},
+      {"the compute stream's busy time", r.compute_busy},
+      {"the collective stream's busy time", r.collective_busy},
+      {"the host copies' time", r.copy_busy},
+      {"the recompute time", r.recompute_busy},
+      {"the host's issue time", r.host_busy},
+      {"the host wait", r.host_wait},
+      {"the exposed communication", r.exposed_communication},
+      {"the exposed host copies", r.exposed_copy},
+      {"the allocator time", r.allocator_time},
+      {"the allocator's drain waits", r.allocator_sync_wait},
+      {"the critical path's compute", r.critical_compute},
+      {"the critical path's communication", r.critical_communication},
+      {"the critical path's copies", r.critical_copy},
+      {"the critical path's allocator calls", r.critical_allocator}};
+  for (const auto& [what, t] : totals) {
+    if (!t.ok()) return absl::InvalidArgumentError(absl::StrCat(what, " of the step", kWhy));
+  }
+  for (size_t k = 0; k < r.repeat_periods.size(); ++k) {
+    if (!r.repeat_periods[k].ok()) {
+      return absl::InvalidArgumentError(absl::StrCat("the period of repeated events ", trace.repeats[k].first, "-",
+                                                     trace.repeats[k].last, kWhy));
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 Bytes FragmentationBytes(const SimResult& r) {
@@ -247,6 +289,20 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     const SimTime dur = EventDuration(e, device);
     r.start[i] = start;
     r.end[i] = start + dur;
+    if (const std::string why = UnrunnableReason(e, device); !why.empty()) {
+      if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
+      return absl::InvalidArgumentError(absl::StrCat(EventWhere(trace, i), ": cannot run: ", why));
+    }
+    if (!dur.ok() || !r.end[i].ok() || !(dur * w).ok()) {  // Note [Checked time]
+      if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
+      return absl::InvalidArgumentError(absl::StrCat(
+          EventWhere(trace, i), ": ",
+          !dur.ok() ? "its duration"
+                    : !r.end[i].ok() ? absl::StrCat("its finish (start ", start.ns(), " ns + ", dur.ns(), " ns)")
+                                     : absl::StrCat("its time over ", w, " iterations"),
+          " is beyond the 2^62 ns (146 years) a simulated time may be (Note [Checked time] in sim/base/units.h): ",
+          DescribeDuration(e, device)));
+    }
     ready = r.end[i];
     r.step_time = Max(r.step_time, r.end[i]);
     // Busy times and FLOPs count every iteration an event stands for.
@@ -395,6 +451,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     std::sort(r.live_at_peak.begin(), r.live_at_peak.end());
   }
   if (allocator != nullptr) r.allocator = allocator->stats();
+  RETURN_IF_ERROR(CheckTimes(trace, r));
   return r;
 }
 

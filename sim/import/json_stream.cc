@@ -4,6 +4,9 @@
 #include <array>
 #include <cctype>
 #include <cstring>
+#include <string>
+#include <utility>
+#include <vector>
 
 #include "sim/base/status.h"
 #include "sim/base/str_cat.h"
@@ -381,6 +384,10 @@ absl::Status ScanJsonStream(ByteSource& source, const std::string& label,
     bool first = true;
     bool found_array = false;
     int64_t object_end = 0;  // where the top-level object's '}' is
+    // The keys whose values are read, and where each was: a second one is
+    // refused by name (issue 27: a second "traceEvents" was silently read
+    // after the first), as the YAML loader refuses a duplicate key.
+    std::vector<std::pair<std::string, int64_t>> read_keys;
     while (true) {
       ASSIGN_OR_RETURN(c, s.SkipWsAndPeek());
       if (first && c == '}') {
@@ -389,8 +396,18 @@ absl::Status ScanJsonStream(ByteSource& source, const std::string& label,
         break;
       }
       first = false;
+      const int64_t key_at = s.offset();
       RETURN_IF_ERROR(s.Key(&key));
       RETURN_IF_ERROR(s.Expect(':', Cat("after key \"", key, "\"")));
+      if (key == array_key || visitor.WantsTopLevelKey(key)) {
+        for (const auto& [k, at] : read_keys) {
+          if (k == key) {
+            return s.Error(key_at, Cat("a second top-level \"", key, "\" key (the first at byte ", at,
+                                       "); a trace has one"));
+          }
+        }
+        read_keys.emplace_back(key, key_at);
+      }
       if (key == array_key) {
         found_array = true;
         RETURN_IF_ERROR(ScanArray(s, visitor, Cat("\"", array_key, "\"")));

@@ -40,8 +40,10 @@ std::vector<RecordedMemoryEvent> LiveThroughWindow(const RecordedSnapshot& snap)
 // position so errors can name a byte offset.
 class SnapshotReader {
  public:
-  SnapshotReader(const std::string& json, const std::string& label)
-      : json_(json), label_(label) {}
+  // `from_pickle`: `json` is tools/snapshot_to_json.py's conversion of the
+  // pickle `label`, whose byte offsets mean nothing to its reader.
+  SnapshotReader(const std::string& json, const std::string& label, bool from_pickle = false)
+      : json_(json), label_(label), from_pickle_(from_pickle) {}
 
   absl::StatusOr<RecordedSnapshot> Read() {
     RecordedSnapshot out;
@@ -88,7 +90,8 @@ class SnapshotReader {
  private:
   absl::Status Error(const char* at, std::string_view what) const {
     return absl::InvalidArgumentError(
-        Cat(label_, ": byte ", OffsetIn(json_, at), ": ", what));
+        from_pickle_ ? Cat(label_, ": in the pickle's values (the pickle itself reads): ", what)
+                     : Cat(label_, ": byte ", OffsetIn(json_, at), ": ", what));
   }
 
   absl::Status JsonError(od::document& doc, simdjson::error_code err,
@@ -333,6 +336,11 @@ class SnapshotReader {
 
   const std::string& json_;
   const std::string& label_;
+  // Note [Pickle offsets]: errors about a converted pickle's values cite
+  // no byte offset, since one in the intermediate JSON would point into a
+  // file the user never sees (issue 27); the converter's own errors cite
+  // byte offsets in the pickle (tools/snapshot_to_json.py).
+  bool from_pickle_ = false;
   od::parser parser_;
   std::vector<StackFrame> frames_;
   absl::flat_hash_map<std::string, int32_t> frame_index_;  // function \0 file \0 line → index
@@ -495,7 +503,8 @@ absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path) {
   auto json = ReadFileToString(json_path);
   std::remove(json_path.c_str());
   if (!json.ok()) return json.status();
-  return ParseSnapshotJson(*json, path);
+  json->reserve(json->size() + import_internal::kJsonPadding);
+  return SnapshotReader(*json, path, /*from_pickle=*/true).Read();
 }
 
 }  // namespace gpusim

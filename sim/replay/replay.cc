@@ -12,6 +12,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/alloc/options.h"
+#include "sim/base/file_util.h"
 #include "sim/import/import.h"
 #include "sim/base/status.h"
 #include "sim/replay/replay_core.h"
@@ -280,17 +281,10 @@ absl::StatusOr<ReplayResult> ReplayNativeTrace(const Trace& trace, const std::st
 // Offline planners see no pools (they place the whole trace at once).
 
 absl::StatusOr<std::string> RecordingFormatOf(const std::string& path) {
-  {
-    std::ifstream in(path);
-    if (!in) return absl::NotFoundError(absl::StrCat(path, ": cannot open"));
-    std::string first;
-    while (std::getline(in, first)) {
-      const size_t b = first.find_first_not_of(" \t\r");
-      if (b == std::string::npos || first[b] == '#') continue;
-      if (first.compare(b, 12, "gpusim-trace") == 0) return std::string("gpusim-trace");
-      break;
-    }
-  }
+  // Note [Sniffing inputs] (sim/base/file_util.h): a bounded prefix; a
+  // non-regular file is refused before it is opened.
+  ASSIGN_OR_RETURN(const std::string prefix, ReadInputPrefix(path));
+  if (FirstContentLine(prefix).rfind("gpusim-trace", 0) == 0) return std::string("gpusim-trace");
   return DetectRecordedFormat(path);
 }
 

@@ -177,7 +177,7 @@ absl::Status NeedsPasses(std::string why) { return absl::AbortedError(why); }
 // another device (options.device chosen).
 struct EventChecks {
   std::optional<int32_t> device;
-  SimTime last_time{std::numeric_limits<int64_t>::min()};
+  SimTime last_time{-SimTime::kMaxNs};  // before every time (Note [Checked time]: INT64_MIN is out of range)
   int64_t last_seq = std::numeric_limits<int64_t>::min();
   absl::StatusOr<bool> Check(const RecordedMemoryEvent& m, int64_t i, const ReplayOptions& options) {
     if (m.time < last_time || (m.time == last_time && m.seq < last_seq)) {

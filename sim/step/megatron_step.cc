@@ -108,7 +108,9 @@ absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
         MaxInFlight(MegatronSchedule(g.pipeline, r, g.virtual_stages, g.microbatches, g.microbatch_group));
     ASSIGN_OR_RETURN(rank.report, SimulateStep(s));
     StepReport& rep = rank.report;
-    rep.tokens_per_step = static_cast<double>(g.microbatches * spec.batch.per_device * spec.batch.seq_len);
+    // In double: the int64 product can wrap (each factor is checked alone).
+    rep.tokens_per_step = static_cast<double>(g.microbatches) * static_cast<double>(spec.batch.per_device) *
+                          static_cast<double>(spec.batch.seq_len);
     rank.compute_per_pass = MegatronPassTime(rep.lowered.trace, rep.sim, g);
     rank.slots = SlotEventsOf(rep.program, rep.lowered);
     times.push_back(RankTimesOf(rank.slots, rep.sim));

@@ -18,6 +18,17 @@ std::string_view EventTypeName(EventType t) {
   return "?";
 }
 
+std::string EventWhere(const Trace& trace, size_t i) {
+  std::string out;
+  if (!trace.source.empty() && i < trace.event_lines.size()) {
+    out = trace.source + ":" + std::to_string(trace.event_lines[i]) + ": ";
+  }
+  const TraceEvent& e = trace.events[i];
+  out += "event " + std::to_string(i) + " (" + std::string(EventTypeName(e.type));
+  if (!e.name.empty()) out += " " + e.name;
+  return out + ")";
+}
+
 const std::string* FindMeta(const Trace& trace, std::string_view key) {
   for (const auto& [k, v] : trace.meta) {
     if (k == key) return &v;

@@ -133,10 +133,19 @@ struct Trace {
   std::vector<TraceRepeat> repeats;
   // (1.5) `warmup alloc ID BYTES` / `warmup free ID` lines, in file order.
   std::vector<WarmupOp> warmup;
+  // Where the trace was read (ReadTrace's source name) and each event's
+  // line there, so that a semantic error (ValidateTrace, the engine) names
+  // FILE:LINE as a parse error does; empty for a trace built in memory.
+  std::string source;
+  std::vector<int64_t> event_lines;
 };
 
 // The value of meta key `key`, or nullptr.
 const std::string* FindMeta(const Trace& trace, std::string_view key);
+
+// "FILE:LINE: event I (TYPE[ NAME])" for a trace read from a file,
+// "event I (TYPE[ NAME])" otherwise: how an error names event `i`.
+std::string EventWhere(const Trace& trace, size_t i);
 
 bool IsTimed(EventType t);
 std::string_view EventTypeName(EventType t);

@@ -419,7 +419,8 @@ absl::Status Parser::ParseField(Key key, std::string_view v, TraceEvent& e) {
     case Key::kUses:
       return ParseList(v, "a comma-separated list of buffer ids", &e.uses);
     case Key::kDurNs:
-      if (!ParseInt64(v, &i)) return Expected("a duration in nanoseconds", v);
+      // Note [Checked time] (sim/base/units.h): at most 2^62 - 1 ns.
+      if (!ParseInt64(v, &i) || i > SimTime::kMaxNs) return Expected("a duration in nanoseconds (at most 2^62 - 1)", v);
       e.recorded_duration = SimTime(i);
       return absl::OkStatus();
     case Key::kStack:
@@ -519,6 +520,7 @@ absl::Status Parser::ParseLine(Trace& trace) {
   for (EventType type : kEventTypes) {
     if (EventTypeName(type) != word) continue;
     TraceEvent& e = trace.events.emplace_back();
+    trace.event_lines.push_back(line_no_);
     return ParseEvent(type, e);
   }
   if (word == "stream") {
@@ -589,6 +591,7 @@ absl::StatusOr<Trace> Parser::Run(std::istream& in) {
         source_, ": empty file, expected header 'gpusim-trace ",
         kTraceFormatMajor, "'"));
   }
+  trace.source = std::string(source_);
   return trace;
 }
 

@@ -324,12 +324,16 @@ TEST(TraceIo, WarmupHistoryRoundTripsAsVersion15) {
   EXPECT_TRUE(ValidateTrace(*back).ok());
   // What the history leaves live is the start state's, size for size.
   back->warmup.push_back({K::kAlloc, 11, Bytes(512)});
-  EXPECT_EQ(ValidateTrace(*back).message(),
-            "warm-up: buffer 11 is live at the end of the warm-up, but the start state does not allocate it");
+  EXPECT_NE(ValidateTrace(*back).message().find(
+                "warm-up: buffer 11 is live at the end of the warm-up, but the start state does not allocate it"),
+            std::string::npos)
+      << ValidateTrace(*back);
   back->warmup.pop_back();
   back->warmup[0].size = Bytes(8192);
-  EXPECT_EQ(ValidateTrace(*back).message(),
-            "warm-up: buffer 4 is 8192 bytes at the end of the warm-up and 4096 in the start state");
+  EXPECT_NE(ValidateTrace(*back).message().find(
+                "warm-up: buffer 4 is 8192 bytes at the end of the warm-up and 4096 in the start state"),
+            std::string::npos)
+      << ValidateTrace(*back);
 }
 
 TEST(TraceIo, ReadsFramesByIdInAnyOrder) {

@@ -30,9 +30,14 @@ Bytes SaturatingAdd(Bytes a, Bytes b) {
   return Bytes(r);
 }
 
-absl::Status EventError(size_t i, const TraceEvent& e, std::string_view why) {
-  return absl::InvalidArgumentError(
-      Cat("event ", i, " (", EventTypeName(e.type), "): ", why));
+// "[FILE:LINE: ]event I (TYPE): WHY" (the line when the trace was read
+// from a file: issue 27 asked that semantic errors name it).
+absl::Status EventError(const Trace& trace, size_t i, const TraceEvent& e, std::string_view why) {
+  std::string where;
+  if (!trace.source.empty() && i < trace.event_lines.size()) {
+    where = Cat(trace.source, ":", trace.event_lines[i], ": ");
+  }
+  return absl::InvalidArgumentError(Cat(where, "event ", i, " (", EventTypeName(e.type), "): ", why));
 }
 
 }  // namespace
@@ -66,29 +71,29 @@ absl::Status ValidateTrace(const Trace& trace) {
     const TraceEvent& e = trace.events[i];
     const int64_t idx = static_cast<int64_t>(i);
     if (!IsValidStreamId(e.stream)) {
-      return EventError(i, e, Cat("stream ", e.stream, " is not in range 0 to ", kMaxStreamId));
+      return EventError(trace, i, e, Cat("stream ", e.stream, " is not in range 0 to ", kMaxStreamId));
     }
     if (!streams.empty() && !streams.contains(e.stream)) {
-      return EventError(i, e, Cat("stream ", e.stream,
+      return EventError(trace, i, e, Cat("stream ", e.stream,
                                            " is not declared (declared: ",
                                            Join(declared, ", "), ")"));
     }
     if (e.size < Bytes(0)) {
-      return EventError(i, e, Cat("negative size ", e.size.value()));
+      return EventError(trace, i, e, Cat("negative size ", e.size.value()));
     }
     if (e.bytes_read < Bytes(0) || e.bytes_written < Bytes(0)) {
-      return EventError(i, e, Cat("negative bytes read/written (",
+      return EventError(trace, i, e, Cat("negative bytes read/written (",
                                            e.bytes_read.value(), "/",
                                            e.bytes_written.value(), ")"));
     }
     for (int64_t a : e.after) {
       if (a < 0 || a >= idx) {
-        return EventError(i, e, Cat("after= names event ", a,
+        return EventError(trace, i, e, Cat("after= names event ", a,
                                              ", which is not an earlier event"));
       }
       const TraceEvent& dep = trace.events[static_cast<size_t>(a)];
       if (!IsTimed(dep.type)) {
-        return EventError(i, e, Cat("after= names event ", a, " (",
+        return EventError(trace, i, e, Cat("after= names event ", a, " (",
                                              EventTypeName(dep.type),
                                              "), which is not a timed event"));
       }
@@ -96,45 +101,45 @@ absl::Status ValidateTrace(const Trace& trace) {
     for (BufferId u : e.uses) {
       auto it = buffers.find(u);
       if (it == buffers.end()) {
-        return EventError(i, e, Cat("uses buffer ", u,
+        return EventError(trace, i, e, Cat("uses buffer ", u,
                                              ", which is not allocated before this event"));
       }
       if (it->second.free_event >= 0) {
-        return EventError(i, e, Cat("uses buffer ", u,
+        return EventError(trace, i, e, Cat("uses buffer ", u,
                                              ", which was freed at event ",
                                              it->second.free_event));
       }
     }
     for (int32_t f : e.stack) {
       if (f < 0 || static_cast<size_t>(f) >= trace.frames.size()) {
-        return EventError(i, e, Cat("stack names frame index ", f, ", but the trace has ",
+        return EventError(trace, i, e, Cat("stack names frame index ", f, ", but the trace has ",
                                     trace.frames.size(), " frames"));
       }
     }
     if (e.type == EventType::kAlloc || e.type == EventType::kFree) {
       if (e.buffer < 0) {
-        return EventError(i, e, Cat("negative buffer id ", e.buffer));
+        return EventError(trace, i, e, Cat("negative buffer id ", e.buffer));
       }
     }
     if (e.type == EventType::kAlloc) {
       auto [it, inserted] = buffers.try_emplace(e.buffer);
       if (!inserted && it->second.free_event < 0) {
-        return EventError(i, e, Cat("buffer ", e.buffer,
+        return EventError(trace, i, e, Cat("buffer ", e.buffer,
                                              " is still live (allocated at event ",
                                              it->second.alloc_event, ")"));
       }
       it->second = BufferState{idx, -1, e.size};
       // Replay sums live bytes in int64 (the engine, allocators, stats).
       if (__builtin_add_overflow(live_bytes, e.size.value(), &live_bytes)) {
-        return EventError(i, e, "live bytes exceed 2^63 - 1");
+        return EventError(trace, i, e, "live bytes exceed 2^63 - 1");
       }
     } else if (e.type == EventType::kFree) {
       auto it = buffers.find(e.buffer);
       if (it == buffers.end()) {
-        return EventError(i, e, Cat("free of unknown buffer ", e.buffer));
+        return EventError(trace, i, e, Cat("free of unknown buffer ", e.buffer));
       }
       if (it->second.free_event >= 0) {
-        return EventError(i, e, Cat(
+        return EventError(trace, i, e, Cat(
             "double free of buffer ", e.buffer, " (allocated at event ",
             it->second.alloc_event, ", freed at event ", it->second.free_event, ")"));
       }
@@ -152,29 +157,31 @@ absl::Status ValidateTrace(const Trace& trace) {
 // history placed.
 absl::Status ValidateWarmup(const Trace& trace) {
   if (trace.warmup.empty()) return absl::OkStatus();
+  // The file, as ValidateTrace's event errors name it.
+  const std::string where = trace.source.empty() ? "" : Cat(trace.source, ": ");
   absl::flat_hash_map<BufferId, Bytes> live;
   absl::flat_hash_set<BufferId> seen;
   int64_t live_bytes = 0;
   for (size_t i = 0; i < trace.warmup.size(); ++i) {
     const WarmupOp& w = trace.warmup[i];
     if (w.kind == WarmupOp::Kind::kCompute) continue;
-    if (w.buffer < 0) return absl::InvalidArgumentError(Cat("warm-up op ", i, ": negative buffer id ", w.buffer));
+    if (w.buffer < 0) return absl::InvalidArgumentError(Cat(where, "warm-up op ", i, ": negative buffer id ", w.buffer));
     if (w.kind == WarmupOp::Kind::kAlloc) {
       if (!seen.insert(w.buffer).second) {
-        return absl::InvalidArgumentError(Cat("warm-up op ", i, ": buffer ", w.buffer, " allocated again"));
+        return absl::InvalidArgumentError(Cat(where, "warm-up op ", i, ": buffer ", w.buffer, " allocated again"));
       }
       if (w.size <= Bytes(0)) {
-        return absl::InvalidArgumentError(Cat("warm-up op ", i, ": buffer ", w.buffer, ": size ", w.size.value(),
+        return absl::InvalidArgumentError(Cat(where, "warm-up op ", i, ": buffer ", w.buffer, ": size ", w.size.value(),
                                               " is not positive"));
       }
       if (__builtin_add_overflow(live_bytes, w.size.value(), &live_bytes)) {
-        return absl::InvalidArgumentError(Cat("warm-up op ", i, ": live bytes exceed 2^63 - 1"));
+        return absl::InvalidArgumentError(Cat(where, "warm-up op ", i, ": live bytes exceed 2^63 - 1"));
       }
       live[w.buffer] = w.size;
     } else {
       auto it = live.find(w.buffer);
       if (it == live.end()) {
-        return absl::InvalidArgumentError(Cat("warm-up op ", i, ": free of buffer ", w.buffer, ", which is not live"));
+        return absl::InvalidArgumentError(Cat(where, "warm-up op ", i, ": free of buffer ", w.buffer, ", which is not live"));
       }
       live_bytes -= it->second.value();
       live.erase(it);
@@ -188,9 +195,9 @@ absl::Status ValidateWarmup(const Trace& trace) {
     if (in_start && e.type == EventType::kAlloc) start[e.buffer] = e.size;
   }
   if (!have_start) {
-    return absl::InvalidArgumentError(
+    return absl::InvalidArgumentError(Cat(where,
         "warm-up lines need the window's start state (a 'marker start_state' ... 'marker step' section) for the "
-        "buffers they leave live");
+        "buffers they leave live"));
   }
   std::vector<BufferId> ids;
   for (const auto& [id, size] : live) ids.push_back(id);
@@ -198,11 +205,11 @@ absl::Status ValidateWarmup(const Trace& trace) {
   for (BufferId id : ids) {
     auto it = start.find(id);
     if (it == start.end()) {
-      return absl::InvalidArgumentError(Cat("warm-up: buffer ", id, " is live at the end of the warm-up, but the "
+      return absl::InvalidArgumentError(Cat(where, "warm-up: buffer ", id, " is live at the end of the warm-up, but the "
                                             "start state does not allocate it"));
     }
     if (it->second != live[id]) {
-      return absl::InvalidArgumentError(Cat("warm-up: buffer ", id, " is ", live[id].value(),
+      return absl::InvalidArgumentError(Cat(where, "warm-up: buffer ", id, " is ", live[id].value(),
                                             " bytes at the end of the warm-up and ", it->second.value(),
                                             " in the start state"));
     }

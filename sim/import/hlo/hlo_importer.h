@@ -99,7 +99,11 @@ class Importer {
   absl::StatusOr<Program> Run(HloImportStats* stats);
 
  private:
-  static constexpr int64_t kMaxOps = int64_t{1} << 24;
+  // Note [Bounded expansion] (sim/base/checked.h) bounds the iterations;
+  // this bounds what they build: 2^18 ops (some 1.5 KB each through
+  // import, lowering and the engine: about 400 MB; issue 27 measured 1M
+  // ops at 12 s and 1.5 GB), checked after every op and every iteration.
+  static constexpr int64_t kMaxOps = int64_t{1} << 18;
 
   absl::Status Error(const HloInstruction& ins, const std::string& what) const {
     return absl::InvalidArgumentError(
@@ -450,6 +454,7 @@ class Importer {
   bool trip_count_used_ = false;
   std::set<OpId> live_out_fusions_;                  // loop fusions MaterialiseLiveOut wrote
   std::vector<int64_t> trip_counts_;
+  int64_t expanded_iterations_ = 0;                  // Note [Bounded expansion]: every loop's trips so far
 };
 
 

@@ -6,6 +6,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
+#include "sim/base/checked.h"
 #include "sim/base/status.h"
 #include "sim/import/hlo/hlo_importer.h"
 #include "sim/import/hlo/hlo_op_cost.h"
@@ -64,8 +65,19 @@ absl::StatusOr<int64_t> Importer::TripCount(const HloComputation& comp, const Hl
            k2 == k && step > 0;
     }
     if (ok) {
-      const int64_t span = limit - start + (dir == "LE" ? 1 : 0);
-      return span <= 0 ? 0 : (span + step - 1) / step;
+      // Exact in 128 bits: start = INT64_MIN or limit = INT64_MAX wrapped
+      // `limit - start` and `span + step - 1` in int64, so a loop vanished
+      // (0 trips) or slipped under the cap (negative; issue 27).
+      const __int128 span = static_cast<__int128>(limit) - start + (dir == "LE" ? 1 : 0);
+      if (span <= 0) return 0;
+      const __int128 trips = (span + step - 1) / step;
+      if (trips > kMaxExpandedIterations) {
+        return Error(ins, absl::StrCat("the induction variable runs from ", start, " to ", limit, " (", dir, ") by ",
+                                       step, ": more than ", kMaxExpandedIterations,
+                                       " trips, more than the importer expands (Note [Bounded expansion] in "
+                                       "sim/base/checked.h)"));
+      }
+      return static_cast<int64_t>(trips);
     }
   }
   if (o_.trip_count > 0) {
@@ -95,11 +107,18 @@ Node Rebuild(const Node& shape, const std::vector<TensorId>& leaves, size_t* nex
 absl::StatusOr<Node> Importer::While(const HloComputation& comp, int index, const HloInstruction& ins,
                                      const Node& init, bool is_entry) {
   ASSIGN_OR_RETURN(const int64_t trips, TripCount(comp, ins));
-  // Every iteration is built, so the trip count bounds the IR (the YAML
-  // program builder has the same bound).
-  if (trips > (int64_t{1} << 16)) {
-    return Error(ins, absl::StrCat("trip count ", trips, " is more than the importer expands (at most 65536 per loop)"));
+  // Every iteration is built, so the iterations bound the IR: at most
+  // kMaxExpandedIterations in all, over every loop at every depth (Note
+  // [Bounded expansion] in sim/base/checked.h), checked before this loop's
+  // are built. An inner loop is reached once per outer trip, and each time
+  // its trips count again: nested loops count as their product.
+  if (trips > kMaxExpandedIterations - expanded_iterations_) {
+    return Error(ins, absl::StrCat("trip count ", trips, " with ", expanded_iterations_,
+                                   " iterations expanded before it (in all loops, nested ones once per enclosing "
+                                   "trip) is more than the importer expands: at most ", kMaxExpandedIterations,
+                                   " in all (Note [Bounded expansion] in sim/base/checked.h)"));
   }
+  expanded_iterations_ += trips;
   trip_counts_.push_back(trips);
   const HloComputation& body = m_.computation(ins.called.at("body")[0]);
   if (trips == 0) return init;

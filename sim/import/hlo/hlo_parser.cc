@@ -11,14 +11,19 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "absl/strings/strip.h"
-#include "sim/import/byte_source.h"
+#include "sim/base/checked.h"
 #include "sim/base/status.h"
+#include "sim/import/byte_source.h"
 
 namespace gpusim {
 
 int64_t HloShape::ElementCount() const {
+  // Exact for every parsed shape (Cursor::Shape refuses one whose bytes
+  // exceed int64); saturates for a hand-built one rather than wrapping.
   int64_t n = 1;
-  for (int64_t d : dims) n *= d;
+  for (int64_t d : dims) {
+    if (!CheckedMul(n, d, &n)) return INT64_MAX;
+  }
   return n;
 }
 
@@ -42,7 +47,8 @@ int64_t HloShape::ArrayBytes() const {
   if (tuple) return 0;
   const int64_t b = ElementBytes(element);
   if (b < 0) return -1;
-  return b * ElementCount();
+  int64_t bytes = 0;
+  return CheckedMul(b, ElementCount(), &bytes) ? bytes : INT64_MAX;
 }
 
 std::string HloShape::ToString() const {
@@ -192,14 +198,25 @@ class Cursor {
     return v;
   }
 
-  absl::StatusOr<HloShape> Shape() {
+  // Note [Shape nesting]: a tuple shape is parsed recursively, so its
+  // nesting is bounded (a 20k-deep `((((...` overflowed the stack, issue
+  // 27), as calls are (64, hlo_importer.h) and JSON is. XLA prints the
+  // tuples a program has (a while loop's state, a fusion's outputs) a few
+  // levels deep; 64 is far beyond any.
+  static constexpr int kMaxShapeDepth = 64;
+
+  absl::StatusOr<HloShape> Shape(int depth = 0) {
     HloShape sh;
     Skip();
     if (Consume("(")) {
+      if (depth >= kMaxShapeDepth) {
+        --pos_;
+        return Error(absl::StrCat("tuple shape nested more than ", kMaxShapeDepth, " deep"));
+      }
       sh.tuple = true;
       if (Consume(")")) return sh;
       while (true) {
-        ASSIGN_OR_RETURN(HloShape e, Shape());
+        ASSIGN_OR_RETURN(HloShape e, Shape(depth + 1));
         sh.elements.push_back(std::move(e));
         if (Consume(")")) return sh;
         RETURN_IF_ERROR(Expect(","));
@@ -220,11 +237,22 @@ class Cursor {
     if (pos_ >= s_.size() || s_[pos_] != '[') return Error(absl::StrCat("expected '[' after '", sh.element, "'"));
     ++pos_;
     if (!Consume("]")) {
+      // The array's bytes must fit in int64 (Note [Magnitude checks] in
+      // sim/config/spec_parse.cc): refused here, at the shape's line and
+      // column, so no element count or byte size downstream wraps.
+      int64_t bytes = ElementBytes(sh.element);
       while (true) {
         Consume("<=");  // a dynamic dimension's bound: sized at the bound
         if (Peek() == '?') return Error("unbounded dynamic dimension '?': its size is unknown");
+        const size_t dim_at = pos_;
         ASSIGN_OR_RETURN(int64_t d, Int());
         if (d < 0) return Error("negative dimension");
+        if (!CheckedMul(bytes, d, &bytes)) {
+          pos_ = dim_at;
+          Skip();
+          return Error(absl::StrCat(sh.element, "[", absl::StrJoin(sh.dims, ","), sh.dims.empty() ? "" : ",", d,
+                                    "...]: the array's bytes exceed 2^63 - 1"));
+        }
         sh.dims.push_back(d);
         if (Consume("]")) break;
         RETURN_IF_ERROR(Expect(","));
@@ -411,6 +439,14 @@ class Parser {
       }
     }
     if (!c.AtEnd()) return c.Error(absl::StrCat("expected ',' or the end of the header, got ", c.Describe()));
+    // Collectives span num_partitions x replica_count devices
+    // (hlo_op_cost.cc): the product must not wrap (2^32 x 2^32 wrapped to
+    // 0... or 1, a free all-reduce; issue 27).
+    int64_t devices = 0;
+    if (!CheckedMul(m_.num_partitions, m_.replica_count, &devices)) {
+      return c.Error(absl::StrCat("num_partitions x replica_count = ", m_.num_partitions, " x ", m_.replica_count,
+                                  " exceeds 2^63 - 1"));
+    }
     return absl::OkStatus();
   }
 
@@ -598,6 +634,7 @@ class Parser {
       for (int& o : ins.operands) o = new_index[static_cast<size_t>(o)];
     }
     comp.instructions = std::move(sorted);
+    int beyond = -1;  // an instruction whose parameter number is >= n
     for (size_t i = 0; i < n; ++i) {
       const HloInstruction& ins = comp.instructions[i];
       if (ins.root) {
@@ -605,6 +642,15 @@ class Parser {
         comp.root = static_cast<int>(i);
       }
       if (ins.opcode == "parameter") {
+        // Parameters are numbered 0 to k-1 with k <= n, the computation's
+        // instructions, so a number >= n leaves one below n missing: the
+        // table is sized by n at most, never by the number
+        // (parameter(999999999) allocated 4 GB, parameter(2^63-1) reached
+        // vector::resize; issue 27).
+        if (ins.parameter_number >= static_cast<int64_t>(n)) {
+          if (beyond < 0) beyond = static_cast<int>(i);
+          continue;
+        }
         const size_t p = static_cast<size_t>(ins.parameter_number);
         if (p >= comp.parameters.size()) comp.parameters.resize(p + 1, -1);
         if (comp.parameters[p] >= 0) {
@@ -613,10 +659,17 @@ class Parser {
         comp.parameters[p] = static_cast<int>(i);
       }
     }
+    if (beyond >= 0) comp.parameters.push_back(-1);  // a number below n is missing: find it below
     for (size_t p = 0; p < comp.parameters.size(); ++p) {
       if (comp.parameters[p] < 0) {
+        std::string why;
+        if (beyond >= 0) {
+          const HloInstruction& b = comp.instructions[static_cast<size_t>(beyond)];
+          why = absl::StrCat(" (", b.name, " at ", b.location.line, ":", b.location.column, " is parameter(",
+                             b.parameter_number, "), past the ", n, " instructions it has)");
+        }
         return LineError(comp.location.line, comp.location.column,
-                         absl::StrCat("computation '", comp.name, "' has no parameter(", p, ")"));
+                         absl::StrCat("computation '", comp.name, "' has no parameter(", p, ")", why));
       }
     }
     // Without a ROOT the last instruction in text order is the root (as
