@@ -470,7 +470,13 @@ class WriterTest(unittest.TestCase):
                 outs.append(open(p, "rb").read())
         self.assertEqual(outs[0], outs[1])
         text = outs[0].decode()
-        self.assertTrue(text.startswith("gpusim-trace 1.2\n"))
+        # 1.5: the warm-up history (setup's and the first step's allocations
+        # and frees) before the first event (Note [The warm-up history]).
+        self.assertTrue(text.startswith("gpusim-trace 1.5\n"))
+        kinds = [ln.split()[0] for ln in text.splitlines() if ln and not ln.startswith("#")]
+        self.assertIn("warmup", kinds)
+        self.assertLess(max(i for i, k in enumerate(kinds) if k == "warmup"), kinds.index("marker"))
+        self.assertIn("warmup compute addmm", text)  # where the cuBLAS workspaces were made
         defined = set()
         for line in text.splitlines():
             tok = line.split()
@@ -583,7 +589,7 @@ class DistributedTest(unittest.TestCase):
 
     def check_ddp(self, out, buckets):
         text = open(out).read()
-        self.assertTrue(text.startswith("gpusim-trace 1.3\n"))
+        self.assertTrue(text.startswith("gpusim-trace 1.5\n"))
         self.assertIn("\nstream 1 collective\n", text)
         colls = [c for c in trace_lines(out, "collective") if keyed(c)["kind"] == "all_reduce"]
         self.assertEqual(len(colls), buckets, colls)
