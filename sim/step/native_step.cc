@@ -35,6 +35,7 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
   r.host_busy = sim->host_busy;
   r.host_wait = sim->host_wait;
   r.flops = sim->flops;
+  r.time_by_op = sim->time_by_op;
   r.oom = sim->oom;
   r.peak_live = sim->peak_live;
   (void)source;
@@ -230,6 +231,22 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
   } else {
     w.Null("device_memory");
   }
+  // Note [Kernel time by op] (sim/engine/engine.h): largest first.
+  std::vector<const std::pair<const std::pair<OpKind, std::string>, SimResult::OpTime>*> rows;
+  for (const auto& kv : r.time_by_op) rows.push_back(&kv);
+  std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) { return a->second.busy > b->second.busy; });
+  w.BeginArray("kernel_time");
+  for (const auto* kv : rows) {
+    w.BeginObject();
+    w.String("kind", std::string(OpKindName(kv->first.first)));
+    w.String("op", kv->first.second);
+    w.Int("events", kv->second.events);
+    w.Double("busy_s", kv->second.busy.seconds());
+    w.Double("flops", kv->second.flops);
+    w.Double("bytes", kv->second.bytes);
+    w.EndObject();
+  }
+  w.EndArray();
   w.EndObject();
 }
 

@@ -5,6 +5,13 @@
 
 namespace gpusim {
 
+bool UnalignedHalfGemm(const TraceEvent& e) {
+  if (e.dtype != DType::kBF16 && e.dtype != DType::kF16) return false;
+  // cuDNN pads a convolution's channels to its kernels' alignment.
+  if (e.op.find("convolution") != std::string::npos) return false;
+  return e.m % 2 != 0 || e.n % 2 != 0 || e.k % 2 != 0;
+}
+
 MatmulTiling TiledKernelModel::Tiling(int64_t m, int64_t n, int64_t k, int64_t batch, int sms) const {
   constexpr size_t kMaxMemo = 1 << 16;  // bound the memory of a long-lived model
   const auto key = std::make_tuple(m, n, k, batch, sms);
@@ -27,7 +34,12 @@ SimTime TiledKernelModel::Duration(const TraceEvent& e, const DeviceSpec& d) con
   const MatmulTiling t = Tiling(e.m, e.n, e.k, e.batch, d.sms);
   const double bytes = static_cast<double>((e.bytes_read + e.bytes_written).value()) + t.split_k_bytes;
   const double mem_t = RooflineKernelModel::MemorySeconds(bytes, d);
-  const double flop_t = RooflineKernelModel::MatmulSeconds(e.flops, e.dtype, d) / t.utilisation;
+  double flop_t = RooflineKernelModel::MatmulSeconds(e.flops, e.dtype, d) / t.utilisation;
+  if (UnalignedHalfGemm(e)) {
+    // Note [Unaligned GEMMs]: no TMA/WGMMA kernel; cuBLAS runs an align1
+    // mma.sync kernel at a fixed share of the tensor-core peak.
+    flop_t = std::max(flop_t, e.flops / (d.PeakFlops(e.dtype) * kUnalignedGemmShare));
+  }
   return SimTime::FromSeconds(std::max(mem_t, flop_t)) + d.launch_overhead;
 }
 

@@ -22,6 +22,25 @@
 
 namespace gpusim {
 
+// Note [Unaligned GEMMs]
+// A 16-bit GEMM whose leading dimension is odd (a vocabulary of 50257, a
+// sequence of 197) has operands that are not 16-byte aligned, which the
+// Hopper TMA/WGMMA kernels (cuBLASLt nvjet_*, sm90_xmma_*) require; cuBLAS
+// then runs a CUTLASS kernel built for alignment 1 on the old mma.sync path
+// (seen in validation/h200_2026-12-04/kineto/gpt2_gpu.pt.trace.json.gz:
+// cutlass_75_tensorop_bf16_s1688gemm_bf16_*_align1 for GPT-2's LM head).
+// Measured on an H200 (../shared/reference/h200_kernels.json, torch 2.11
+// a @ b, m=8192 n=50257 k=768): 124.5 TFLOP/s, 0.126 of the 989 TFLOP/s bf16
+// peak, against 625-760 TFLOP/s for aligned shapes of similar size. Which of
+// m, n, k is a leading dimension depends on the transposes the recorder does
+// not see (dW = dYᵀ·X makes m one), so any odd dimension counts. Alignments
+// 2 and 4 (even, not a multiple of 8) pick align2/align4 kernels whose rate
+// was not measured; they are timed as aligned. Convolutions (op
+// *convolution*) are not: cuDNN pads channels to its kernels' alignment.
+constexpr double kUnalignedGemmShare = 124.5e12 / 989e12;
+// A bf16/fp16 matmul with an odd m, n or k. REQUIRES: e.kind is kMatmul.
+bool UnalignedHalfGemm(const TraceEvent& e);
+
 class TiledKernelModel : public KernelModel {
  public:
   explicit TiledKernelModel(TilingOptions tiling = {}, CollectiveOptions collectives = {})
