@@ -43,11 +43,12 @@ import gzip
 import json
 import os
 import re
-import subprocess
 import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from check_zoo import replay as run_replay  # noqa: E402
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 CLASSES = ["gemm", "attention", "conv", "elementwise", "norm_reduce", "optimizer", "copy", "other"]
 
@@ -132,14 +133,6 @@ def predicted_sums(replay_json):
         out[c]["us"] += row["busy_s"] * 1e6
         out[c]["kernels"] += row["events"]
     return out
-
-
-def run_replay(gpusim, trace, device):
-    r = subprocess.run([gpusim, "replay", trace, "--device", device, "--format", "json"],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        raise RuntimeError(r.stderr.strip() or r.stdout.strip())
-    return json.loads(r.stdout)
 
 
 def step_time(rep):
