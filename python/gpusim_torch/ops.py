@@ -117,6 +117,14 @@ def cost(func, name, args, kwargs, out_tensors, in_tensors):
         return None
     read = sum(_tbytes(t) for t in in_tensors)
     write = sum(_tbytes(t) for t in out_tensors)
+    if not out_tensors:
+        # An op that returns nothing writes the arguments its schema marks
+        # mutable (Tensor(a!) / Tensor(a!)[]): the in-place foreach ops and
+        # the fused optimizers (_foreach_mul_, _fused_adamw_), whose kernels
+        # (ATen multi_tensor_apply, FusedAdamWKernel) store every list they
+        # update. Their bytes were read-only before (issue 29: the optimizer
+        # class ran at half its traffic against the H200 Kineto traces).
+        write = _mutated_bytes(func, args)
     m = n = k = 0
     batch = 1
     flops = 0.0
@@ -161,6 +169,18 @@ def cost(func, name, args, kwargs, out_tensors, in_tensors):
         kind = "elementwise"
         flops = float(sum(_numel(t.shape) for t in out_tensors))
     return kind, flops, read, write, m, n, k, batch
+
+
+def _mutated_bytes(func, args):
+    total = 0
+    for i in mutated_args(func):
+        if i >= len(args):
+            continue
+        a = args[i]
+        for t in (a if isinstance(a, (list, tuple)) else [a]):
+            if hasattr(t, "shape") and hasattr(t, "element_size"):
+                total += _tbytes(t)
+    return total
 
 
 def _matmul_shape(name, args):
