@@ -165,10 +165,29 @@ def cost(func, name, args, kwargs, out_tensors, in_tensors):
         kind = "copy"
         if out_tensors and in_tensors and out_tensors[0].dtype != in_tensors[-1].dtype:
             kind = "convert"
+        if name in _STRIDED_COPY and any(not _contiguous(t) for t in list(in_tensors) + list(out_tensors)):
+            # ATen's copy of a non-contiguous tensor runs the legacy
+            # strided loop (aten/src/ATen/native/cuda/CUDALoops.cuh
+            # launch_legacy_kernel, elementwise_kernel<128, 4>: offsets per
+            # element, no vectorised loads), a transpose in effect; gpusim
+            # times kind transpose at that kernel's rate (Note [ATen copy
+            # kernels], sim/device/impl/tiled.h).
+            kind = "transpose"
     else:
         kind = "elementwise"
         flops = float(sum(_numel(t.shape) for t in out_tensors))
     return kind, flops, read, write, m, n, k, batch
+
+
+# The ATen copies that go through copy_ (TensorIterator, Copy.cu).
+_STRIDED_COPY = {"clone", "copy_", "_to_copy", "copy", "contiguous", "_copy_from"}
+
+
+def _contiguous(t):
+    try:
+        return bool(t.is_contiguous()) or _numel(t.shape) <= 1
+    except (RuntimeError, NotImplementedError, AttributeError):  # no strides (a subclass): contiguous
+        return True
 
 
 def _mutated_bytes(func, args):

@@ -14,18 +14,6 @@ namespace gpusim {
 
 namespace {
 
-// Note [Kernel time by op]: the framework op of a timed event: its `op`
-// (traces/FORMAT.md 1.2) when recorded, else its name's last
-// "module.path:" component up to the first blank (the PyTorch recorder
-// names compute events "transformer.h.0.mlp.act:mul", "mul_ (remat)").
-std::string OpOfEvent(const TraceEvent& e) {
-  if (!e.op.empty()) return e.op;
-  std::string_view n = e.name;
-  if (const size_t colon = n.rfind(':'); colon != std::string_view::npos) n.remove_prefix(colon + 1);
-  if (const size_t blank = n.find(' '); blank != std::string_view::npos) n = n.substr(0, blank);
-  return std::string(n);
-}
-
 // The charge of one alloc's device calls on `stream` (Note [Allocator time]).
 struct AllocCharge {
   SimTime begin;        // when the calls start (after any drain they wait for)
@@ -321,7 +309,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     const SimTime busy = dur * w;
     const double flops = e.flops * static_cast<double>(w);
     {
-      SimResult::OpTime& t = r.time_by_op[{e.kind, OpOfEvent(e)}];
+      SimResult::OpTime& t = r.time_by_op[{e.kind, EventOpName(e)}];
       t.events += w;
       t.busy += busy;
       t.flops += flops;

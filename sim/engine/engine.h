@@ -132,7 +132,8 @@ struct SimResult {
   SimTime critical_allocator;          // device-allocation calls on it
   double flops = 0;                    // all compute flops
   double model_flops = 0;              // flops excluding recompute
-  // Device time of the timed events by (kind, framework op): every
+  // Device time of the timed events by (kind, framework op: EventOpName in
+  // sim/device/timing.h): every
   // iteration an event stands for, as the busy times above count them.
   // Note [Kernel time by op]: what tools/collect/kineto_classes.py sums
   // into op classes to set against a Kineto trace's kernel times.

@@ -2,6 +2,9 @@
 #include "sim/device/impl/tiled.h"
 
 #include <algorithm>
+#include <string>
+
+#include "sim/device/timing.h"
 
 namespace gpusim {
 
@@ -10,6 +13,19 @@ bool UnalignedHalfGemm(const TraceEvent& e) {
   // cuDNN pads a convolution's channels to its kernels' alignment.
   if (e.op.find("convolution") != std::string::npos) return false;
   return e.m % 2 != 0 || e.n % 2 != 0 || e.k % 2 != 0;
+}
+
+double AtenCopyShare(const TraceEvent& e) {
+  if (e.kind != OpKind::kTranspose && e.kind != OpKind::kConvert) return 0;
+  const std::string op = EventOpName(e);
+  if (op != "copy_" && op != "_to_copy" && op != "clone" && op != "contiguous" && op != "copy" &&
+      op != "_copy_from") {
+    return 0;
+  }
+  if (e.kind == OpKind::kTranspose) return kStridedCopyShare;
+  // A widening cast (more bytes written than read: bf16 -> fp32) takes the
+  // unrolled loop; a narrowing one (fp32 -> bf16) the vectorised one.
+  return e.bytes_written.value() > e.bytes_read.value() ? kCastCopyShare : 0;
 }
 
 MatmulTiling TiledKernelModel::Tiling(int64_t m, int64_t n, int64_t k, int64_t batch, int sms) const {
@@ -30,7 +46,14 @@ MatmulTiling TiledKernelModel::Tiling(int64_t m, int64_t n, int64_t k, int64_t b
 SimTime TiledKernelModel::Duration(const TraceEvent& e, const DeviceSpec& d) const {
   const bool shaped = e.kind == OpKind::kMatmul && e.m > 0 && e.n > 0 && e.k > 0 &&
                       e.batch > 0 && d.sms > 0;
-  if (!shaped) return roofline_.Duration(e, d);
+  if (!shaped) {
+    if (const double share = AtenCopyShare(e); share > 0 && d.hbm_bandwidth > 0) {
+      // Note [ATen copy kernels]: the slower of this loop's rate and the roofline's.
+      const double bytes = static_cast<double>((e.bytes_read + e.bytes_written).value());
+      return std::max(roofline_.Duration(e, d), SimTime::FromSeconds(bytes / (d.hbm_bandwidth * share)) + d.launch_overhead);
+    }
+    return roofline_.Duration(e, d);
+  }
   const MatmulTiling t = Tiling(e.m, e.n, e.k, e.batch, d.sms);
   const double bytes = static_cast<double>((e.bytes_read + e.bytes_written).value()) + t.split_k_bytes;
   const double mem_t = RooflineKernelModel::MemorySeconds(bytes, d);

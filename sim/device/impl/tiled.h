@@ -41,6 +41,33 @@ constexpr double kUnalignedGemmShare = 124.5e12 / 989e12;
 // A bf16/fp16 matmul with an odd m, n or k. REQUIRES: e.kind is kMatmul.
 bool UnalignedHalfGemm(const TraceEvent& e);
 
+// Note [ATen copy kernels]
+// PyTorch's copies (copy_, _to_copy, clone, contiguous: aten/src/ATen/native/
+// cuda/Copy.cu over CUDALoops.cuh) run one of three loops, and only one of
+// them streams at the HBM rate of the roofline:
+//   - contiguous, same dtype or float -> bfloat16 (Copy.cu
+//     bfloat16_copy_kernel_cuda): the vectorised loop; roofline rate.
+//   - contiguous with a cast the vectorised loop does not take (bf16 -> fp32,
+//     the gradient casts of autocast): launch_unrolled_kernel with
+//     LoadWithCast / StoreWithCast, unrolled_elementwise_kernel.
+//   - a non-contiguous operand: launch_legacy_kernel, elementwise_kernel<128,
+//     4> with per-element offset arithmetic (the recorder writes such a copy
+//     as kind transpose, python/gpusim_torch/ops.py).
+// The two slow loops' rates are measured, bytes read + written over kernel
+// time of every aten::copy_ kernel in the H200 Kineto traces
+// (validation/h200_2026-12-04/kineto, tools/collect/kineto_classes.py):
+//   unrolled cast  gpt2 1.97, llama 1.97, bert 1.89, vit_b16 1.69 TB/s
+//   strided        gpt2 1.26, llama 1.24, vit_b16 1.59 TB/s
+// taken as shares of the 4.8 TB/s HBM3e peak (means 1.88 and 1.36 TB/s;
+// leave-one-out: the mean of the others is off by at most 15% and 21%). Only events whose
+// op is one of these ATen copies (EventOpName) are timed so: an XLA convert
+// or copy is a fused kernel of its own.
+constexpr double kCastCopyShare = 1.88e12 / 4.8e12;
+constexpr double kStridedCopyShare = 1.36e12 / 4.8e12;
+// The share of HBM bandwidth `e` streams at, when it is an ATen copy on a
+// slow loop; 0 otherwise.
+double AtenCopyShare(const TraceEvent& e);
+
 class TiledKernelModel : public KernelModel {
  public:
   explicit TiledKernelModel(TilingOptions tiling = {}, CollectiveOptions collectives = {})
