@@ -128,6 +128,19 @@ def cost(func, name, args, kwargs, out_tensors, in_tensors):
     m = n = k = 0
     batch = 1
     flops = 0.0
+    if name in ("nll_loss_forward", "nll_loss_backward") and len(args) >= 3:
+        # NLL reads one logit (forward) or none (backward) of each row: the
+        # target's (aten/src/ATen/native/cuda/Loss.cu
+        # nll_loss_forward_reduce_cuda_kernel_2d reads input[i][target[i]];
+        # nll_loss_backward_reduce_cuda_kernel_2d only writes grad_input at
+        # the targets, after zeroing it). Counting the whole [N, C] input as
+        # read priced a 50k-vocabulary loss at a full pass over the logits.
+        # forward (self, target, weight, ...); backward (grad_output, self,
+        # target, weight, ...).
+        x, tgt = (args[0], args[1]) if name == "nll_loss_forward" else (args[1], args[2])
+        if hasattr(x, "shape") and hasattr(tgt, "shape"):
+            rows = _numel(tgt.shape)
+            read = read - _tbytes(x) + (rows * x.element_size() if name == "nll_loss_forward" else 0)
     if name in _MATMUL:
         kind = "matmul"
         m, n, k, batch = _matmul_shape(name, args)

@@ -28,6 +28,15 @@ double AtenCopyShare(const TraceEvent& e) {
   return e.bytes_written.value() > e.bytes_read.value() ? kCastCopyShare : 0;
 }
 
+double AtenReduceRate(const TraceEvent& e) {
+  if (e.kind != OpKind::kReduce) return 0;
+  const std::string op = EventOpName(e);
+  for (const AtenReduceRateRow& r : kAtenReduceRates) {
+    if (op == r.op) return r.per_element ? r.bytes_per_s * static_cast<double>(DTypeSize(e.dtype)) : r.bytes_per_s;
+  }
+  return 0;
+}
+
 MatmulTiling TiledKernelModel::Tiling(int64_t m, int64_t n, int64_t k, int64_t batch, int sms) const {
   constexpr size_t kMaxMemo = 1 << 16;  // bound the memory of a long-lived model
   const auto key = std::make_tuple(m, n, k, batch, sms);
@@ -47,8 +56,11 @@ SimTime TiledKernelModel::Duration(const TraceEvent& e, const DeviceSpec& d) con
   const bool shaped = e.kind == OpKind::kMatmul && e.m > 0 && e.n > 0 && e.k > 0 &&
                       e.batch > 0 && d.sms > 0;
   if (!shaped) {
-    if (const double share = AtenCopyShare(e); share > 0 && d.hbm_bandwidth > 0) {
-      // Note [ATen copy kernels]: the slower of this loop's rate and the roofline's.
+    // Note [ATen copy kernels], Note [ATen reduction kernels]: a measured
+    // share of the HBM peak, the slower of it and the roofline.
+    double share = AtenCopyShare(e);
+    if (share == 0) share = AtenReduceRate(e) / kMeasuredHbmPeak;
+    if (share > 0 && d.hbm_bandwidth > 0) {
       const double bytes = static_cast<double>((e.bytes_read + e.bytes_written).value());
       return std::max(roofline_.Duration(e, d), SimTime::FromSeconds(bytes / (d.hbm_bandwidth * share)) + d.launch_overhead);
     }

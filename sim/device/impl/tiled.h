@@ -62,11 +62,56 @@ bool UnalignedHalfGemm(const TraceEvent& e);
 // leave-one-out: the mean of the others is off by at most 15% and 21%). Only events whose
 // op is one of these ATen copies (EventOpName) are timed so: an XLA convert
 // or copy is a fused kernel of its own.
-constexpr double kCastCopyShare = 1.88e12 / 4.8e12;
-constexpr double kStridedCopyShare = 1.36e12 / 4.8e12;
+// The HBM peak of the device the rates were measured on (H200 datasheet);
+// a rate scales to another device as a share of its hbm_bandwidth.
+constexpr double kMeasuredHbmPeak = 4.8e12;
+constexpr double kCastCopyShare = 1.88e12 / kMeasuredHbmPeak;
+constexpr double kStridedCopyShare = 1.36e12 / kMeasuredHbmPeak;
 // The share of HBM bandwidth `e` streams at, when it is an ATen copy on a
 // slow loop; 0 otherwise.
 double AtenCopyShare(const TraceEvent& e);
+
+// Note [ATen reduction kernels]
+// ATen's norms, softmaxes and reductions do not stream at the copy rate:
+// a row or column reduction per block, Welford statistics in fp32, the
+// layer-norm backward's separate gamma/beta column reduction
+// (aten/src/ATen/native/cuda/layer_norm_kernel.cu GammaBetaBackwardCUDAKernel),
+// and NCHW batch norm with one block per channel
+// (aten/src/ATen/native/cuda/Normalization.cuh
+// batch_norm_collect_statistics_kernel, batch_norm_backward_kernel: grid C).
+// Their rates are measured as the recorder's bytes (read + written) of the
+// op over the summed time of the kernels that op launched, in the H200
+// Kineto traces (validation/h200_2026-12-04/kineto, *_gpu cases; per case,
+// TB/s):
+//   native_layer_norm            gpt2 1.93  bert 2.08  vit_b16 2.01
+//   native_layer_norm_backward   gpt2 1.17  bert 1.29  vit_b16 1.39
+//   sum (T elements/s read)      gpt2 0.63  bert 0.68  vit_b16 0.70  llama 0.56
+//     (a reduction is bound by the elements it reads, not their bytes: the
+//     bf16 sums of gpt2/bert/vit_b16 and llama's fp32 ones agree per element
+//     (1.25, 1.35, 1.40 and 2.23 TB/s), so `sum` is a rate in elements of
+//     the event's dtype)
+//   _log_softmax                 gpt2 2.22  bert 2.20  llama 2.54
+//   _log_softmax_backward_data   gpt2 2.84  bert 3.30  llama 2.91
+//   native_batch_norm(_backward) resnet50 0.49 / 0.49 (the one NCHW batch-norm
+//                                case: no held-out check; per layer the rate
+//                                runs 0.07-0.78 TB/s, rising with C)
+// Each rate is the mean over the cases; docs/validation_step_time.md has the
+// leave-one-out error. Only events of these ATen ops (EventOpName) are
+// timed so.
+struct AtenReduceRateRow {
+  const char* op;
+  double bytes_per_s;     // or, when per_element, elements per second
+  bool per_element = false;
+};
+inline constexpr AtenReduceRateRow kAtenReduceRates[] = {
+    {"native_layer_norm", 2.01e12},          {"native_layer_norm_backward", 1.28e12},
+    {"sum", 0.64e12, true},                  {"_log_softmax", 2.32e12},
+    {"_log_softmax_backward_data", 3.02e12}, {"native_batch_norm", 0.49e12},
+    {"native_batch_norm_backward", 0.49e12},
+};
+// The measured rate (bytes/s, at kMeasuredHbmPeak) of `e` when it is
+// one of kAtenReduceRates' ops; 0 otherwise.
+double AtenReduceRate(const TraceEvent& e);
 
 class TiledKernelModel : public KernelModel {
  public:
