@@ -11,7 +11,8 @@
 
 namespace gpusim {
 absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const std::string& source,
-                                                    const DeviceSpec& device, Allocator* allocator, int top) {
+                                                    const DeviceSpec& device, Allocator* allocator, int top,
+                                                    const AllocatorStartState* start) {
   NativeStepReport r;
   // Note [Eager host costs]: each recorded op of a PyTorch step is issued
   // by the host (dispatch and launch, host.op); the recording has no module
@@ -22,7 +23,7 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
     charged = trace;
     r.host_charged_events = ChargeRecordedHostTimeline(&*charged);
   }
-  absl::StatusOr<SimResult> sim = Simulate(charged.has_value() ? *charged : trace, device, allocator);
+  absl::StatusOr<SimResult> sim = Simulate(charged.has_value() ? *charged : trace, device, allocator, start);
   if (!sim.ok()) return sim.status();
   r.device = device.name;
   for (const TraceEvent& e : trace.events) {

@@ -51,8 +51,10 @@ struct NativeStepReport {
 };
 
 // REQUIRES: `trace` passed ValidateTrace. `allocator` may be null.
+// `start`, when set, is the state `allocator` was restored to (Simulate's).
 absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const std::string& source,
-                                                    const DeviceSpec& device, Allocator* allocator, int top);
+                                                    const DeviceSpec& device, Allocator* allocator, int top,
+                                                    const AllocatorStartState* start = nullptr);
 
 std::string RenderNativeStepText(const NativeStepReport& r);
 // Key "step": {device, step_time_s, compute_s, host_issue_s, host_wait_s, collective_events,

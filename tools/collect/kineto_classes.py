@@ -8,6 +8,8 @@
         --traces DIR [--gpusim build/gpusim] [--cases a,b] [--json OUT] [--markdown]
     kineto_classes.py gemm ../shared/reference/h200_kernels.json [--gpusim ...] [--device ...]
     kineto_classes.py check tests/data/kernel_classes_h200 [--gpusim build/gpusim]   # the ctest
+    kineto_classes.py report --before B.json --after A.json --gemm-before GB.json --gemm-after GA.json
+        # docs/validation_step_time.md's tables, from `compare --json` and `gemm --json` outputs
 
 `compare` replays DIR/<case>.trace (recorded by tools/collect/check_zoo.py --keep DIR) on the
 zoo's device and sets its per-class predicted kernel time against the case's Kineto trace
@@ -244,6 +246,57 @@ def check(args):
     return 0
 
 
+def report(args):
+    """Per case and class: recorded, predicted before and after, and the
+    step; then the GEMM table, before and after."""
+    def load(p):
+        with open(p) as f:
+            return json.load(f)
+    before = {r["case"]: r for r in load(args.before)["rows"]}
+    after = load(args.after)["rows"]
+    out = []
+    for r in after:
+        b = before.get(r["case"])
+        rec = r["recorded"]
+        total = sum(v["us"] for v in rec.values())
+        out.append("### %s\n" % r["case"])
+        out.append("| class | recorded µs (kernels) | predicted before µs | error before | predicted after µs (kernels) "
+                   "| error after |")
+        out.append("|---|---:|---:|---:|---:|---:|")
+        for c in CLASSES:
+            pa = r["predicted"][c]
+            pb = b["predicted"][c] if b else None
+            if rec[c]["kernels"] == 0 and pa["kernels"] == 0 and not (pb and pb["kernels"]):
+                continue
+            out.append("| %s | %.0f (%d) | %s | %s | %.0f (%d) | %s |" % (
+                c, rec[c]["us"], rec[c]["kernels"], "%.0f" % pb["us"] if pb else "-",
+                pct(rec[c]["us"], pb["us"]) if pb else "-", pa["us"], pa["kernels"], pct(rec[c]["us"], pa["us"])))
+        tb = sum(v["us"] for v in b["predicted"].values()) if b else None
+        ta = sum(v["us"] for v in r["predicted"].values())
+        out.append("| **all kernels** | %.0f | %s | %s | %.0f | %s |" % (
+            total, "%.0f" % tb if b else "-", pct(total, tb) if b else "-", ta, pct(total, ta)))
+        ms = r.get("measured_step_s")
+        sb = b.get("predicted_step_s") if b else None
+        sa = r.get("predicted_step_s")
+        out.append("| **step**: measured median %.1f ms | | %s | %s | %.1f ms | %s |" % (
+            ms * 1e3, "%.1f ms" % (sb * 1e3) if sb else "-", pct(ms, sb) if sb else "-", sa * 1e3, pct(ms, sa)))
+        out.append("")
+    gb = load(args.gemm_before)
+    ga = load(args.gemm_after)
+    out.append("### GEMM: gpusim (h200-sxm-141gb) against ../shared/reference/h200_kernels.json\n")
+    out.append("| m | n | k | measured µs | predicted before µs | error | predicted after µs | error |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for x, y in zip(gb, ga):
+        out.append("| %d | %d | %d | %.1f | %.1f | %+.1f%% | %.1f | %+.1f%% |" % (
+            x["m"], x["n"], x["k"], x["measured_ms"] * 1e3, x["predicted_ms"] * 1e3, 100 * x["error"],
+            y["predicted_ms"] * 1e3, 100 * y["error"]))
+    for name, rows in (("before", gb), ("after", ga)):
+        e = sorted(abs(x["error"]) for x in rows)
+        out.append("\n%s: %d shapes, median |error| %.1f%%, max %.1f%%, within 15%%: %d" % (
+            name, len(e), 100 * e[len(e) // 2], 100 * e[-1], sum(v <= 0.15 for v in e)))
+    print("\n".join(out))
+
+
 def gemm(args):
     """Each mm_bf16 row of the reference as one native compute event."""
     with open(args.reference) as f:
@@ -293,6 +346,9 @@ def main():
     a = sub.add_parser("check")
     a.add_argument("fixture")
     a.add_argument("--gpusim", default=os.path.join(ROOT, "build", "gpusim"))
+    a = sub.add_parser("report")
+    for k in ("--before", "--after", "--gemm-before", "--gemm-after"):
+        a.add_argument(k, required=True)
     a = sub.add_parser("gemm")
     a.add_argument("reference")
     a.add_argument("--gpusim", default=os.path.join(ROOT, "build", "gpusim"))
@@ -308,6 +364,8 @@ def main():
         compare(args)
     elif args.cmd == "check":
         sys.exit(check(args))
+    elif args.cmd == "report":
+        report(args)
     else:
         gemm(args)
 
