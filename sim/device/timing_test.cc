@@ -221,9 +221,15 @@ TEST(AtenKernelRules, AnOddDimensionRunsAtTheAlign1Rate) {
   aligned.dtype = DType::kBF16;
   EXPECT_FALSE(UnalignedHalfGemm(aligned));
   EXPECT_LT(TiledKernelModel().Duration(aligned, d).seconds() * 3, want_s);
-  e.op = "convolution";  // cuDNN pads channels
+  // 30522 = 2 x odd: the align2 kernels, twice the align1 rate.
+  TraceEvent align2 = Matmul(16384, 30522, 768);
+  align2.dtype = DType::kBF16;
+  EXPECT_EQ(UnalignedGemmShare(align2), kAlign2GemmShare);
+  EXPECT_NEAR(TiledKernelModel().Duration(align2, d).seconds(),
+              align2.flops / (d.peak_bf16 * kAlign2GemmShare) + 3e-6, 1e-9);
+  e.name = "layer1.0.conv1:convolution";  // cuDNN pads channels
   EXPECT_FALSE(UnalignedHalfGemm(e));
-  e.op.clear();
+  e.name.clear();
   e.dtype = DType::kF32;  // no tensor-core alignment rule
   EXPECT_FALSE(UnalignedHalfGemm(e));
 }

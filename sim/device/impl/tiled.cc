@@ -8,12 +8,16 @@
 
 namespace gpusim {
 
-bool UnalignedHalfGemm(const TraceEvent& e) {
-  if (e.dtype != DType::kBF16 && e.dtype != DType::kF16) return false;
+double UnalignedGemmShare(const TraceEvent& e) {
+  if (e.dtype != DType::kBF16 && e.dtype != DType::kF16) return 0;
   // cuDNN pads a convolution's channels to its kernels' alignment.
-  if (e.op.find("convolution") != std::string::npos) return false;
-  return e.m % 2 != 0 || e.n % 2 != 0 || e.k % 2 != 0;
+  if (EventOpName(e).find("convolution") != std::string::npos) return 0;
+  if (e.m % 2 != 0 || e.n % 2 != 0 || e.k % 2 != 0) return kUnalignedGemmShare;
+  if (e.m % 4 != 0 || e.n % 4 != 0 || e.k % 4 != 0) return kAlign2GemmShare;
+  return 0;
 }
+
+bool UnalignedHalfGemm(const TraceEvent& e) { return UnalignedGemmShare(e) > 0; }
 
 double AtenCopyShare(const TraceEvent& e) {
   if (e.kind != OpKind::kTranspose && e.kind != OpKind::kConvert) return 0;
@@ -70,10 +74,10 @@ SimTime TiledKernelModel::Duration(const TraceEvent& e, const DeviceSpec& d) con
   const double bytes = static_cast<double>((e.bytes_read + e.bytes_written).value()) + t.split_k_bytes;
   const double mem_t = RooflineKernelModel::MemorySeconds(bytes, d);
   double flop_t = RooflineKernelModel::MatmulSeconds(e.flops, e.dtype, d) / t.utilisation;
-  if (UnalignedHalfGemm(e)) {
-    // Note [Unaligned GEMMs]: no TMA/WGMMA kernel; cuBLAS runs an align1
-    // mma.sync kernel at a fixed share of the tensor-core peak.
-    flop_t = std::max(flop_t, e.flops / (d.PeakFlops(e.dtype) * kUnalignedGemmShare));
+  if (const double share = UnalignedGemmShare(e); share > 0) {
+    // Note [Unaligned GEMMs]: no TMA/WGMMA kernel; cuBLAS runs an align1 or
+    // align2 mma.sync kernel at a measured share of the tensor-core peak.
+    flop_t = std::max(flop_t, e.flops / (d.PeakFlops(e.dtype) * share));
   }
   return SimTime::FromSeconds(std::max(mem_t, flop_t)) + d.launch_overhead;
 }

@@ -23,22 +23,30 @@
 namespace gpusim {
 
 // Note [Unaligned GEMMs]
-// A 16-bit GEMM whose leading dimension is odd (a vocabulary of 50257, a
-// sequence of 197) has operands that are not 16-byte aligned, which the
-// Hopper TMA/WGMMA kernels (cuBLASLt nvjet_*, sm90_xmma_*) require; cuBLAS
-// then runs a CUTLASS kernel built for alignment 1 on the old mma.sync path
-// (seen in validation/h200_2026-12-04/kineto/gpt2_gpu.pt.trace.json.gz:
-// cutlass_75_tensorop_bf16_s1688gemm_bf16_*_align1 for GPT-2's LM head).
-// Measured on an H200 (../shared/reference/h200_kernels.json, torch 2.11
-// a @ b, m=8192 n=50257 k=768): 124.5 TFLOP/s, 0.126 of the 989 TFLOP/s bf16
-// peak, against 625-760 TFLOP/s for aligned shapes of similar size. Which of
-// m, n, k is a leading dimension depends on the transposes the recorder does
-// not see (dW = dYᵀ·X makes m one), so any odd dimension counts. Alignments
-// 2 and 4 (even, not a multiple of 8) pick align2/align4 kernels whose rate
-// was not measured; they are timed as aligned. Convolutions (op
+// A 16-bit GEMM whose leading dimension is not a multiple of 8 elements (a
+// vocabulary of 50257 or 30522, a sequence of 197) has operands that are not
+// 16-byte aligned, which the Hopper TMA/WGMMA kernels (cuBLASLt nvjet_*,
+// sm90_xmma_*) require; cuBLAS then runs a CUTLASS kernel built for that
+// alignment on the old mma.sync path, as the H200 Kineto traces show
+// (validation/h200_2026-12-04/kineto): GPT-2's LM head (n = 50257, odd) ran
+// cutlass_75_tensorop_bf16_s1688gemm_bf16_*_align1, BERT's MLM head
+// (30522 = 2 x odd) cutlass_80_tensorop_bf16_s16816gemm_bf16_*_align2.
+// Their rates, measured on an H200:
+//   align1: 124.5 TFLOP/s, m=8192 n=50257 k=768 a @ b
+//           (../shared/reference/h200_kernels.json), 0.126 of the 989 peak;
+//   align2: 247 TFLOP/s, BERT's three MLM-head GEMMs (2 x 16384 x 30522 x 768
+//           FLOP each, 9318 us together in bert_gpu.pt.trace.json.gz), 0.25.
+// Each from one measurement: no held-out check yet. Alignment 4 (a multiple
+// of 4, not of 8) was not measured and is timed as aligned. Which of m, n, k
+// is a leading dimension depends on transposes the recorder does not see
+// (dW = dYᵀ·X makes m one), so every dimension counts. Convolutions (op
 // *convolution*) are not: cuDNN pads channels to its kernels' alignment.
 constexpr double kUnalignedGemmShare = 124.5e12 / 989e12;
-// A bf16/fp16 matmul with an odd m, n or k. REQUIRES: e.kind is kMatmul.
+constexpr double kAlign2GemmShare = 247e12 / 989e12;
+// The share of the tensor-core peak a bf16/fp16 matmul with an odd (align1)
+// or 2-mod-4 (align2) dimension runs at; 0 for the others.
+double UnalignedGemmShare(const TraceEvent& e);
+// UnalignedGemmShare(e) > 0. REQUIRES: e.kind is kMatmul.
 bool UnalignedHalfGemm(const TraceEvent& e);
 
 // Note [ATen copy kernels]
