@@ -2,6 +2,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "sim/alloc/allocator.h"
+#include "sim/alloc/start_state.h"
 #include "sim/base/status.h"
 #include "sim/config/loader.h"
 #include "sim/trace/trace_io.h"
@@ -104,13 +105,24 @@ absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std:
     RETURN_IF_ERROR(AddDeviceMemory(loaded, *d, &added, device_options));
     ASSIGN_OR_RETURN(o, CapacityLessNccl(o, added));
   }
+  if (loaded.native.has_value()) o.keep_start_state = true;
   ASSIGN_OR_RETURN(report.replay, ReplayLoaded(loaded, o));
   if (report.replay.format != "gpusim-trace") return report;
   // A native trace (a step recorded by python/gpusim_torch): its timed events
   // through the engine on the device, and the largest buffers at the peak.
-  ASSIGN_OR_RETURN(auto allocator,
-                   MakeAllocator(o.allocator, o.capacity > Bytes(0) ? o.capacity : o.default_capacity));
-  ASSIGN_OR_RETURN(NativeStepReport step, SimulateNativeStep(*loaded.native, loaded.path, *d, allocator.get(), 10));
+  // The engine's allocator starts where the memory replay's did (the
+  // recording's warm-up history, Note [The warm-up history]): a warm step
+  // reuses the segments its warm-up cached, so it pays no cudaMalloc for
+  // them. Started cold, the timed step paid allocator_cost.malloc for every
+  // segment (issue 29: llama_gpu's step 40 ms, a fifth, too long against
+  // the H200's measured median).
+  const Bytes capacity = o.capacity > Bytes(0) ? o.capacity : o.default_capacity;
+  const AllocatorStartState* start =
+      report.replay.start.has_value() && !report.replay.start->empty() ? &*report.replay.start : nullptr;
+  ASSIGN_OR_RETURN(auto allocator, start != nullptr ? MakeStartedAllocator(o.allocator, capacity, *start)
+                                                     : MakeAllocator(o.allocator, capacity));
+  ASSIGN_OR_RETURN(NativeStepReport step,
+                   SimulateNativeStep(*loaded.native, loaded.path, *d, allocator.get(), 10, start));
   step.device_memory = added;
   report.step = std::move(step);
   return report;

@@ -117,9 +117,30 @@ def cost(func, name, args, kwargs, out_tensors, in_tensors):
         return None
     read = sum(_tbytes(t) for t in in_tensors)
     write = sum(_tbytes(t) for t in out_tensors)
+    if not out_tensors:
+        # An op that returns nothing writes the arguments its schema marks
+        # mutable (Tensor(a!) / Tensor(a!)[]): the in-place foreach ops and
+        # the fused optimizers (_foreach_mul_, _fused_adamw_), whose kernels
+        # (ATen multi_tensor_apply, FusedAdamWKernel) store every list they
+        # update. Their bytes were read-only before (issue 29: the optimizer
+        # class ran at half its traffic against the H200 Kineto traces).
+        write = _mutated_bytes(func, args)
     m = n = k = 0
     batch = 1
     flops = 0.0
+    if name in ("nll_loss_forward", "nll_loss_backward") and len(args) >= 3:
+        # NLL reads one logit (forward) or none (backward) of each row: the
+        # target's (aten/src/ATen/native/cuda/Loss.cu
+        # nll_loss_forward_reduce_cuda_kernel_2d reads input[i][target[i]];
+        # nll_loss_backward_reduce_cuda_kernel_2d only writes grad_input at
+        # the targets, after zeroing it). Counting the whole [N, C] input as
+        # read priced a 50k-vocabulary loss at a full pass over the logits.
+        # forward (self, target, weight, ...); backward (grad_output, self,
+        # target, weight, ...).
+        x, tgt = (args[0], args[1]) if name == "nll_loss_forward" else (args[1], args[2])
+        if hasattr(x, "shape") and hasattr(tgt, "shape"):
+            rows = _numel(tgt.shape)
+            read = read - _tbytes(x) + (rows * x.element_size() if name == "nll_loss_forward" else 0)
     if name in _MATMUL:
         kind = "matmul"
         m, n, k, batch = _matmul_shape(name, args)
@@ -157,10 +178,41 @@ def cost(func, name, args, kwargs, out_tensors, in_tensors):
         kind = "copy"
         if out_tensors and in_tensors and out_tensors[0].dtype != in_tensors[-1].dtype:
             kind = "convert"
+        if name in _STRIDED_COPY and any(not _contiguous(t) for t in list(in_tensors) + list(out_tensors)):
+            # ATen's copy of a non-contiguous tensor runs the legacy
+            # strided loop (aten/src/ATen/native/cuda/CUDALoops.cuh
+            # launch_legacy_kernel, elementwise_kernel<128, 4>: offsets per
+            # element, no vectorised loads), a transpose in effect; gpusim
+            # times kind transpose at that kernel's rate (Note [ATen copy
+            # kernels], sim/device/impl/tiled.h).
+            kind = "transpose"
     else:
         kind = "elementwise"
         flops = float(sum(_numel(t.shape) for t in out_tensors))
     return kind, flops, read, write, m, n, k, batch
+
+
+# The ATen copies that go through copy_ (TensorIterator, Copy.cu).
+_STRIDED_COPY = {"clone", "copy_", "_to_copy", "copy", "contiguous", "_copy_from"}
+
+
+def _contiguous(t):
+    try:
+        return bool(t.is_contiguous()) or _numel(t.shape) <= 1
+    except (RuntimeError, NotImplementedError, AttributeError):  # no strides (a subclass): contiguous
+        return True
+
+
+def _mutated_bytes(func, args):
+    total = 0
+    for i in mutated_args(func):
+        if i >= len(args):
+            continue
+        a = args[i]
+        for t in (a if isinstance(a, (list, tuple)) else [a]):
+            if hasattr(t, "shape") and hasattr(t, "element_size"):
+                total += _tbytes(t)
+    return total
 
 
 def _matmul_shape(name, args):

@@ -7,6 +7,14 @@
 
 namespace gpusim {
 
+std::string EventOpName(const TraceEvent& e) {
+  if (!e.op.empty()) return e.op;
+  std::string_view n = e.name;
+  if (const size_t colon = n.rfind(':'); colon != std::string_view::npos) n.remove_prefix(colon + 1);
+  if (const size_t blank = n.find(' '); blank != std::string_view::npos) n = n.substr(0, blank);
+  return std::string(n);
+}
+
 SimTime EventDuration(const TraceEvent& e, const DeviceSpec& d, const KernelModel& model) {
   if (e.recorded_duration.ns() >= 0) return e.recorded_duration;
   return model.Duration(e, d);

@@ -14,6 +14,13 @@
 
 namespace gpusim {
 
+// The framework op of a timed event: its `op` (traces/FORMAT.md 1.2) when
+// recorded, else its name's last "module.path:" component up to the first
+// blank (the PyTorch recorder names compute events
+// "transformer.h.0.mlp.act:mul" and "mul_ (remat)"). What the kernel model's
+// ATen-kernel rules and SimResult::time_by_op key on.
+std::string EventOpName(const TraceEvent& e);
+
 // A recorded duration when the trace has one, else `model`'s.
 // REQUIRES: e is a timed event (compute, copy or collective).
 SimTime EventDuration(const TraceEvent& e, const DeviceSpec& d, const KernelModel& model);

@@ -196,5 +196,109 @@ TEST(KernelModelRegistry, DeviceYamlChoosesTheModel) {
   EXPECT_NE(EventDuration(e, d), tiled);
 }
 
+
+// Issue 29's ATen-kernel rules (Notes [Unaligned GEMMs], [ATen copy kernels],
+// [ATen reduction kernels] in sim/device/impl/tiled.h), by hand on
+// HandDevice (10,000 B/ns HBM at efficiency 0.5, 3 us launch).
+TEST(AtenKernelRules, EventOpNameIsTheOpOrTheNamesLastComponent) {
+  TraceEvent e;
+  e.name = "transformer.h.0.mlp.act:mul_ (remat)";
+  EXPECT_EQ(EventOpName(e), "mul_");
+  e.name = "clone";
+  EXPECT_EQ(EventOpName(e), "clone");
+  e.op = "_scaled_dot_product_cudnn_attention";
+  EXPECT_EQ(EventOpName(e), "_scaled_dot_product_cudnn_attention");
+}
+
+TEST(AtenKernelRules, AnOddDimensionRunsAtTheAlign1Rate) {
+  const DeviceSpec d = HandDevice();
+  TraceEvent e = Matmul(8192, 50257, 768);
+  e.dtype = DType::kBF16;
+  EXPECT_TRUE(UnalignedHalfGemm(e));
+  const double want_s = e.flops / (d.peak_bf16 * kUnalignedGemmShare);
+  EXPECT_NEAR(TiledKernelModel().Duration(e, d).seconds(), want_s + 3e-6, 1e-9);
+  TraceEvent aligned = Matmul(8192, 50304, 768);
+  aligned.dtype = DType::kBF16;
+  EXPECT_FALSE(UnalignedHalfGemm(aligned));
+  EXPECT_LT(TiledKernelModel().Duration(aligned, d).seconds() * 3, want_s);
+  // 30522 = 2 x odd: the align2 kernels, twice the align1 rate.
+  TraceEvent align2 = Matmul(16384, 30522, 768);
+  align2.dtype = DType::kBF16;
+  EXPECT_EQ(UnalignedGemmShare(align2), kAlign2GemmShare);
+  EXPECT_NEAR(TiledKernelModel().Duration(align2, d).seconds(),
+              align2.flops / (d.peak_bf16 * kAlign2GemmShare) + 3e-6, 1e-9);
+  e.name = "layer1.0.conv1:convolution";  // cuDNN pads channels
+  EXPECT_FALSE(UnalignedHalfGemm(e));
+  e.name.clear();
+  e.dtype = DType::kF32;  // no tensor-core alignment rule
+  EXPECT_FALSE(UnalignedHalfGemm(e));
+}
+
+TraceEvent Streaming(OpKind kind, const char* name, int64_t read, int64_t write, DType dtype = DType::kBF16) {
+  TraceEvent e;
+  e.type = EventType::kCompute;
+  e.kind = kind;
+  e.name = name;
+  e.dtype = dtype;
+  e.bytes_read = Bytes(read);
+  e.bytes_written = Bytes(write);
+  return e;
+}
+
+TEST(AtenKernelRules, CopiesByLoop) {
+  DeviceSpec d = HandDevice();
+  d.memory_efficiency = 1.0;  // roofline: 10,000 B/ns
+  const TiledKernelModel m;
+  const int64_t mib64 = int64_t{1} << 26;
+  // A widening cast (bf16 -> fp32) takes the unrolled loop.
+  const TraceEvent widen = Streaming(OpKind::kConvert, "layer:_to_copy", mib64, 2 * mib64);
+  EXPECT_NEAR(m.Duration(widen, d).seconds(), 3.0 * mib64 / (1e13 * kCastCopyShare) + 3e-6, 1e-9);
+  // A narrowing one (fp32 -> bf16) the vectorised loop: the roofline.
+  const TraceEvent narrow = Streaming(OpKind::kConvert, "_to_copy", 2 * mib64, mib64);
+  EXPECT_NEAR(m.Duration(narrow, d).seconds(), 3.0 * mib64 / 1e13 + 3e-6, 1e-9);
+  // A strided copy (kind transpose) the legacy loop.
+  const TraceEvent strided = Streaming(OpKind::kTranspose, "attn:clone", mib64, mib64);
+  EXPECT_NEAR(m.Duration(strided, d).seconds(), 2.0 * mib64 / (1e13 * kStridedCopyShare) + 3e-6, 1e-9);
+  // Not an ATen copy (an XLA convert): the roofline.
+  const TraceEvent xla = Streaming(OpKind::kConvert, "convert.12", mib64, 2 * mib64);
+  EXPECT_NEAR(m.Duration(xla, d).seconds(), 3.0 * mib64 / 1e13 + 3e-6, 1e-9);
+}
+
+TEST(AtenKernelRules, ReductionsAtTheirMeasuredRates) {
+  DeviceSpec d = HandDevice();
+  d.hbm_bandwidth = kMeasuredHbmPeak;  // the rates as measured
+  d.memory_efficiency = 1.0;
+  const TiledKernelModel m;
+  const int64_t b = int64_t{1} << 28;
+  const TraceEvent ln = Streaming(OpKind::kReduce, "ln_f:native_layer_norm_backward", b, b);
+  EXPECT_NEAR(m.Duration(ln, d).seconds(), 2.0 * b / 1.28e12 + 3e-6, 1e-9);
+  // sum: a rate in elements, so fp32 streams twice the bytes of bf16.
+  const TraceEvent sum16 = Streaming(OpKind::kReduce, "sum", b, 0, DType::kBF16);
+  const TraceEvent sum32 = Streaming(OpKind::kReduce, "sum", b, 0, DType::kF32);
+  EXPECT_NEAR(m.Duration(sum16, d).seconds(), b / (0.64e12 * 2) + 3e-6, 1e-9);
+  EXPECT_NEAR(m.Duration(sum32, d).seconds(), b / (0.64e12 * 4) + 3e-6, 1e-9);
+  // An elementwise op, or a reduce that is not one of the ATen ops: the roofline.
+  const TraceEvent other = Streaming(OpKind::kReduce, "reduce.7", b, 0);
+  EXPECT_NEAR(m.Duration(other, d).seconds(), b / kMeasuredHbmPeak + 3e-6, 1e-9);
+}
+
+TEST(AtenKernelRules, SimulateSumsTimeByKindAndOp) {
+  Trace t;
+  t.events.push_back(Streaming(OpKind::kReduce, "a:sum", 1 << 20, 0));
+  t.events.push_back(Streaming(OpKind::kReduce, "b:sum", 1 << 20, 0));
+  t.events.push_back(Streaming(OpKind::kElementwise, "mul_", 1 << 20, 1 << 20));
+  const DeviceSpec d = HandDevice();
+  absl::StatusOr<SimResult> r = Simulate(t, d, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  ASSERT_EQ(r->time_by_op.size(), 2u);
+  const SimResult::OpTime& sum = r->time_by_op.at({OpKind::kReduce, "sum"});
+  EXPECT_EQ(sum.events, 2);
+  EXPECT_EQ(sum.busy, EventDuration(t.events[0], d) + EventDuration(t.events[1], d));
+  EXPECT_EQ(sum.bytes, 2.0 * (1 << 20));
+  SimTime all;
+  for (const auto& [key, v] : r->time_by_op) all += v.busy;
+  EXPECT_EQ(all, r->compute_busy);
+}
+
 }  // namespace
 }  // namespace gpusim

@@ -308,6 +308,13 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     // Busy times and FLOPs count every iteration an event stands for.
     const SimTime busy = dur * w;
     const double flops = e.flops * static_cast<double>(w);
+    {
+      SimResult::OpTime& t = r.time_by_op[{e.kind, EventOpName(e)}];
+      t.events += w;
+      t.busy += busy;
+      t.flops += flops;
+      t.bytes += static_cast<double>((e.bytes_read + e.bytes_written).value()) * static_cast<double>(w);
+    }
     if (e.type == EventType::kCollective) r.collective_busy += busy;
     else if (e.type == EventType::kCopy) {
       r.copy_busy += busy;

@@ -40,7 +40,9 @@
 #define GPUSIM_SIM_ENGINE_ENGINE_H_
 
 #include <array>
+#include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -130,6 +132,18 @@ struct SimResult {
   SimTime critical_allocator;          // device-allocation calls on it
   double flops = 0;                    // all compute flops
   double model_flops = 0;              // flops excluding recompute
+  // Device time of the timed events by (kind, framework op: EventOpName in
+  // sim/device/timing.h): every
+  // iteration an event stands for, as the busy times above count them.
+  // Note [Kernel time by op]: what tools/collect/kineto_classes.py sums
+  // into op classes to set against a Kineto trace's kernel times.
+  struct OpTime {
+    int64_t events = 0;   // kernels (events x iterations)
+    SimTime busy;
+    double flops = 0;
+    double bytes = 0;     // read + written
+  };
+  std::map<std::pair<OpKind, std::string>, OpTime> time_by_op;
 };
 
 // Note [Fragmentation]: bytes the allocator holds beyond what is live.

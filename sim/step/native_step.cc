@@ -11,7 +11,8 @@
 
 namespace gpusim {
 absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const std::string& source,
-                                                    const DeviceSpec& device, Allocator* allocator, int top) {
+                                                    const DeviceSpec& device, Allocator* allocator, int top,
+                                                    const AllocatorStartState* start) {
   NativeStepReport r;
   // Note [Eager host costs]: each recorded op of a PyTorch step is issued
   // by the host (dispatch and launch, host.op); the recording has no module
@@ -22,7 +23,7 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
     charged = trace;
     r.host_charged_events = ChargeRecordedHostTimeline(&*charged);
   }
-  absl::StatusOr<SimResult> sim = Simulate(charged.has_value() ? *charged : trace, device, allocator);
+  absl::StatusOr<SimResult> sim = Simulate(charged.has_value() ? *charged : trace, device, allocator, start);
   if (!sim.ok()) return sim.status();
   r.device = device.name;
   for (const TraceEvent& e : trace.events) {
@@ -35,6 +36,7 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
   r.host_busy = sim->host_busy;
   r.host_wait = sim->host_wait;
   r.flops = sim->flops;
+  r.time_by_op = sim->time_by_op;
   r.oom = sim->oom;
   r.peak_live = sim->peak_live;
   (void)source;
@@ -230,6 +232,22 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
   } else {
     w.Null("device_memory");
   }
+  // Note [Kernel time by op] (sim/engine/engine.h): largest first.
+  std::vector<const std::pair<const std::pair<OpKind, std::string>, SimResult::OpTime>*> rows;
+  for (const auto& kv : r.time_by_op) rows.push_back(&kv);
+  std::stable_sort(rows.begin(), rows.end(), [](const auto* a, const auto* b) { return a->second.busy > b->second.busy; });
+  w.BeginArray("kernel_time");
+  for (const auto* kv : rows) {
+    w.BeginObject();
+    w.String("kind", std::string(OpKindName(kv->first.first)));
+    w.String("op", kv->first.second);
+    w.Int("events", kv->second.events);
+    w.Double("busy_s", kv->second.busy.seconds());
+    w.Double("flops", kv->second.flops);
+    w.Double("bytes", kv->second.bytes);
+    w.EndObject();
+  }
+  w.EndArray();
   w.EndObject();
 }
 

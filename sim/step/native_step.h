@@ -39,6 +39,9 @@ struct NativeStepReport {
   int64_t collective_events = 0;
   SimTime collective_busy;
   double flops = 0;
+  // Device time by (kind, framework op): SimResult::time_by_op
+  // (Note [Kernel time by op], sim/engine/engine.h).
+  std::map<std::pair<OpKind, std::string>, SimResult::OpTime> time_by_op;
   OomInfo oom;
   Bytes peak_live;
   std::vector<StepPeakBuffer> largest;  // live at the peak, largest first (ties: alloc order)
@@ -48,8 +51,10 @@ struct NativeStepReport {
 };
 
 // REQUIRES: `trace` passed ValidateTrace. `allocator` may be null.
+// `start`, when set, is the state `allocator` was restored to (Simulate's).
 absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const std::string& source,
-                                                    const DeviceSpec& device, Allocator* allocator, int top);
+                                                    const DeviceSpec& device, Allocator* allocator, int top,
+                                                    const AllocatorStartState* start = nullptr);
 
 std::string RenderNativeStepText(const NativeStepReport& r);
 // Key "step": {device, step_time_s, compute_s, host_issue_s, host_wait_s, collective_events,
@@ -61,7 +66,9 @@ std::string RenderNativeStepText(const NativeStepReport& r);
 // communicators: [{id, ranks, channels, bytes}]}), added: [{what, source, count, largest_bytes, kept}],
 // not_modelled: [text], assumptions: [text], sdpa (only with fused SDPA
 // events: [{op, count, backend, why}]), step_start_live_bytes,
-// step_rise_bytes (null without a step marker)})}.
+// step_rise_bytes (null without a step marker)}), kernel_time: [{kind, op,
+// events, busy_s, flops, bytes}] (device time by kind and framework op,
+// largest first)}.
 void NativeStepJson(JsonWriter& w, const NativeStepReport& r);
 
 }  // namespace gpusim

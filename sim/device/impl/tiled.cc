@@ -2,8 +2,44 @@
 #include "sim/device/impl/tiled.h"
 
 #include <algorithm>
+#include <string>
+
+#include "sim/device/timing.h"
 
 namespace gpusim {
+
+double UnalignedGemmShare(const TraceEvent& e) {
+  if (e.dtype != DType::kBF16 && e.dtype != DType::kF16) return 0;
+  // cuDNN pads a convolution's channels to its kernels' alignment.
+  if (EventOpName(e).find("convolution") != std::string::npos) return 0;
+  if (e.m % 2 != 0 || e.n % 2 != 0 || e.k % 2 != 0) return kUnalignedGemmShare;
+  if (e.m % 4 != 0 || e.n % 4 != 0 || e.k % 4 != 0) return kAlign2GemmShare;
+  return 0;
+}
+
+bool UnalignedHalfGemm(const TraceEvent& e) { return UnalignedGemmShare(e) > 0; }
+
+double AtenCopyShare(const TraceEvent& e) {
+  if (e.kind != OpKind::kTranspose && e.kind != OpKind::kConvert) return 0;
+  const std::string op = EventOpName(e);
+  if (op != "copy_" && op != "_to_copy" && op != "clone" && op != "contiguous" && op != "copy" &&
+      op != "_copy_from") {
+    return 0;
+  }
+  if (e.kind == OpKind::kTranspose) return kStridedCopyShare;
+  // A widening cast (more bytes written than read: bf16 -> fp32) takes the
+  // unrolled loop; a narrowing one (fp32 -> bf16) the vectorised one.
+  return e.bytes_written.value() > e.bytes_read.value() ? kCastCopyShare : 0;
+}
+
+double AtenReduceRate(const TraceEvent& e) {
+  if (e.kind != OpKind::kReduce) return 0;
+  const std::string op = EventOpName(e);
+  for (const AtenReduceRateRow& r : kAtenReduceRates) {
+    if (op == r.op) return r.per_element ? r.bytes_per_s * static_cast<double>(DTypeSize(e.dtype)) : r.bytes_per_s;
+  }
+  return 0;
+}
 
 MatmulTiling TiledKernelModel::Tiling(int64_t m, int64_t n, int64_t k, int64_t batch, int sms) const {
   constexpr size_t kMaxMemo = 1 << 16;  // bound the memory of a long-lived model
@@ -23,11 +59,26 @@ MatmulTiling TiledKernelModel::Tiling(int64_t m, int64_t n, int64_t k, int64_t b
 SimTime TiledKernelModel::Duration(const TraceEvent& e, const DeviceSpec& d) const {
   const bool shaped = e.kind == OpKind::kMatmul && e.m > 0 && e.n > 0 && e.k > 0 &&
                       e.batch > 0 && d.sms > 0;
-  if (!shaped) return roofline_.Duration(e, d);
+  if (!shaped) {
+    // Note [ATen copy kernels], Note [ATen reduction kernels]: a measured
+    // share of the HBM peak, the slower of it and the roofline.
+    double share = AtenCopyShare(e);
+    if (share == 0) share = AtenReduceRate(e) / kMeasuredHbmPeak;
+    if (share > 0 && d.hbm_bandwidth > 0) {
+      const double bytes = static_cast<double>((e.bytes_read + e.bytes_written).value());
+      return std::max(roofline_.Duration(e, d), SimTime::FromSeconds(bytes / (d.hbm_bandwidth * share)) + d.launch_overhead);
+    }
+    return roofline_.Duration(e, d);
+  }
   const MatmulTiling t = Tiling(e.m, e.n, e.k, e.batch, d.sms);
   const double bytes = static_cast<double>((e.bytes_read + e.bytes_written).value()) + t.split_k_bytes;
   const double mem_t = RooflineKernelModel::MemorySeconds(bytes, d);
-  const double flop_t = RooflineKernelModel::MatmulSeconds(e.flops, e.dtype, d) / t.utilisation;
+  double flop_t = RooflineKernelModel::MatmulSeconds(e.flops, e.dtype, d) / t.utilisation;
+  if (const double share = UnalignedGemmShare(e); share > 0) {
+    // Note [Unaligned GEMMs]: no TMA/WGMMA kernel; cuBLAS runs an align1 or
+    // align2 mma.sync kernel at a measured share of the tensor-core peak.
+    flop_t = std::max(flop_t, e.flops / (d.PeakFlops(e.dtype) * share));
+  }
   return SimTime::FromSeconds(std::max(mem_t, flop_t)) + d.launch_overhead;
 }
 

@@ -1,0 +1,374 @@
+#!/usr/bin/env python3
+"""GPU kernel time per op class: recorded (a Kineto trace) against predicted
+(gpusim's replay of the recorded step). Standard library only.
+
+    kineto_classes.py kineto TRACE.pt.trace.json.gz        # recorded sums (JSON)
+    kineto_classes.py replay REPLAY.json                   # predicted sums (JSON)
+    kineto_classes.py compare --zoo validation/h200_2026-12-04/zoo.json \\
+        --traces DIR [--gpusim build/gpusim] [--cases a,b] [--json OUT] [--markdown]
+    kineto_classes.py gemm ../shared/reference/h200_kernels.json [--gpusim ...] [--device ...]
+    kineto_classes.py check tests/data/kernel_classes_h200 [--gpusim build/gpusim]   # the ctest
+    kineto_classes.py report --before B.json --after A.json --gemm-before GB.json --gemm-after GA.json
+        # docs/validation_step_time.md's tables, from `compare --json` and `gemm --json` outputs
+
+`compare` replays DIR/<case>.trace (recorded by tools/collect/check_zoo.py --keep DIR) on the
+zoo's device and sets its per-class predicted kernel time against the case's Kineto trace
+(validation/.../kineto/<case>.pt.trace.json.gz), and the predicted step against the measured
+median step (zoo.json median_step_s). `gemm` times each bf16 GEMM of the reference file with
+gpusim (a one-event native trace per shape) and prints the per-shape error.
+
+Classes (Note [Kernel classes]). A Kineto kernel is classed by its name, the first rule that
+matches wins (rules in KINETO_RULES, case-sensitive regular expressions on the demangled name;
+Kineto `cat` gpu_memcpy / gpu_memset are `copy`). A predicted event is classed by its kind and
+framework op (`op=` of the trace, traces/FORMAT.md; PREDICTED_* below), which is what the
+recorder knows. The two rule sets are meant to put the same work in the same class:
+
+  attention    cuDNN SDPA (`sdpa`, `cudnn::fusion` dO.O / dQ conversion, philox unpack),
+               flash (`flash`), memory-efficient (`fmha`, `cutlassF`, `cutlassB`, `attention`)
+               | kind attention
+  conv         cuDNN convolutions and their layout transforms (`conv`, `fprop`, `dgrad`,
+               `wgrad`, `winograd`, `implicit`, `nchwToNhwc`, `nhwcToNchw`, other `cudnn`),
+               and GEMM-named kernels whose launching CPU op (`External id`) is a convolution
+               | kind matmul whose op is a convolution (ops.py _CONV, _CONV_BACKWARD)
+  gemm         cuBLAS / cuBLASLt / CUTLASS (`gemm`, `nvjet`, `cutlass`, `xmma`, `gemv`,
+               `splitK`, `cublas`) | other kind matmul
+  optimizer    multi_tensor_apply (foreach), fused Adam/SGD | op _foreach_* or _fused_*
+  norm_reduce  layer/RMS/batch/group norm, softmax, cross-entropy (nll_loss), reductions
+               (`reduce_kernel`, cub reduce), pooling | kind reduce, op nll_loss*_backward
+  copy         memcpy, memset, copy and dtype-conversion kernels, cat, tril/triu
+               | kinds copy, convert, transpose
+  elementwise  TensorIterator elementwise kernels, dropout, fill | kind elementwise
+  other        everything else (embedding, index, sort, scatter ...) | the other kinds
+"""
+
+import argparse
+import gzip
+import json
+import os
+import re
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+from check_zoo import replay as run_replay  # noqa: E402
+ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
+CLASSES = ["gemm", "attention", "conv", "elementwise", "norm_reduce", "optimizer", "copy", "other"]
+
+# Note [Kernel classes]: (class, pattern) on the kernel name; first match wins.
+KINETO_RULES = [
+    ("attention", r"sdpa|flash|fmha|cutlassF|cutlassB|attention|cudnn::fusion|unpack_cudnn"),
+    ("conv", r"conv|fprop|dgrad|wgrad|winograd|implicit|nchwToNhwc|nhwcToNchw|cudnn"),
+    ("gemm", r"gemm|nvjet|cutlass|xmma|gemv|splitK|cublas|Kernel2"),
+    ("optimizer", r"multi_tensor_apply|fused_adam|FusedAdam|fused_sgd|_foreach"),
+    ("norm_reduce", r"layer_norm|LayerNorm|GammaBeta|rms_norm|RmsNorm|batch_norm|batchnorm|"
+                    r"bn_fw|bn_bw|welford|Welford|group_norm|GroupNorm|[sS]oft[mM]ax|nll_loss|"
+                    r"cross_entropy|reduce_kernel|Reduce|pool"),
+    ("copy", r"^Memcpy|^Memset|copy_kernel|CatArrayBatchedCopy|triu_tril"),
+    ("elementwise", r"elementwise_kernel|fused_dropout|masked_scale|FillFunctor|distribution_"),
+]
+KINETO_RULES_RE = [(c, re.compile(p)) for c, p in KINETO_RULES]
+
+# The predicted side: ops.py's convolution ops (kind matmul).
+PREDICTED_CONV_OPS = {"convolution", "_convolution", "cudnn_convolution", "convolution_overrideable",
+                      "mkldnn_convolution", "convolution_backward", "convolution_backward_overrideable",
+                      "cudnn_convolution_backward"}
+PREDICTED_KIND_CLASS = {"matmul": "gemm", "attention": "attention", "elementwise": "elementwise",
+                        "reduce": "norm_reduce", "copy": "copy", "convert": "copy", "transpose": "copy"}
+
+
+def kineto_class(name, cat):
+    if cat in ("gpu_memcpy", "gpu_memset"):
+        return "copy"
+    for c, rx in KINETO_RULES_RE:
+        if rx.search(name):
+            return c
+    return "other"
+
+
+def predicted_class(kind, op):
+    if kind == "matmul" and op in PREDICTED_CONV_OPS:
+        return "conv"
+    if op.startswith("_foreach_") or op.startswith("_fused_"):
+        return "optimizer"
+    if op.startswith("nll_loss") or op.startswith("cross_entropy"):
+        return "norm_reduce"
+    return PREDICTED_KIND_CLASS.get(kind, "other")
+
+
+def empty():
+    return {c: {"us": 0.0, "kernels": 0} for c in CLASSES}
+
+
+def kineto_sums(path):
+    """Per class: summed GPU duration (µs) and kernel count of every kernel,
+    memcpy and memset of the trace (one profiled step)."""
+    op = gzip.open if path.endswith(".gz") else open
+    with op(path, "rt") as f:
+        d = json.load(f)
+    out = empty()
+    evs = d.get("traceEvents", [])
+    # The aten op that launched each kernel: a kernel's `External id` is that
+    # of the CPU op (torch.profiler's RecordFunction) it was launched under.
+    launcher = {}
+    for e in evs:
+        if e.get("cat") == "cpu_op":
+            launcher[(e.get("args") or {}).get("External id")] = e.get("name", "")
+    for e in evs:
+        cat = e.get("cat")
+        if cat not in ("kernel", "gpu_memcpy", "gpu_memset") or e.get("ph") != "X":
+            continue
+        c = kineto_class(e.get("name", ""), cat)
+        # cuDNN runs some convolutions (1x1, wgrad) as cuBLAS/CUTLASS GEMM
+        # kernels: a kernel a convolution op launched is a convolution's.
+        if c == "gemm" and "convolution" in launcher.get((e.get("args") or {}).get("External id"), ""):
+            c = "conv"
+        out[c]["us"] += float(e.get("dur", 0))
+        out[c]["kernels"] += 1
+    return out
+
+
+def predicted_sums(replay_json):
+    """Per class from a `gpusim replay --format json` object's kernel_time rows."""
+    out = empty()
+    for row in replay_json.get("step", {}).get("kernel_time", []):
+        c = predicted_class(row["kind"], row["op"])
+        out[c]["us"] += row["busy_s"] * 1e6
+        out[c]["kernels"] += row["events"]
+    return out
+
+
+def step_time(rep):
+    return rep.get("step", {}).get("step_time_s")
+
+
+def compare(args):
+    with open(args.zoo) as f:
+        zoo = json.load(f)
+    device = args.device
+    kdir = args.kineto or os.path.join(os.path.dirname(os.path.abspath(args.zoo)), "kineto")
+    want = [c for c in args.cases.split(",") if c]
+    rows = []
+    for c in zoo["cases"]:
+        if want and c["tag"] not in want:
+            continue
+        trace = os.path.join(args.traces, c["tag"] + ".trace")
+        kin = os.path.join(kdir, c["tag"] + ".pt.trace.json.gz")
+        if not (os.path.exists(trace) and os.path.exists(kin)):
+            continue
+        rep = run_replay(args.gpusim, trace, device)
+        rows.append({"case": c["tag"], "recorded": kineto_sums(kin), "predicted": predicted_sums(rep),
+                     "measured_step_s": c.get("median_step_s"), "predicted_step_s": step_time(rep),
+                     "predicted_compute_s": rep.get("step", {}).get("compute_s")})
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"device": device, "rows": rows}, f, indent=1, sort_keys=True)
+    print(render(rows))
+
+
+def pct(a, b):
+    return "%+.0f%%" % (100.0 * (b - a) / a) if a else "-"
+
+
+def render(rows):
+    lines = []
+    for r in rows:
+        rec, pre = r["recorded"], r["predicted"]
+        tr = sum(v["us"] for v in rec.values())
+        tp = sum(v["us"] for v in pre.values())
+        lines.append("### %s\n" % r["case"])
+        lines.append("| class | recorded µs (kernels) | predicted µs (kernels) | error |")
+        lines.append("|---|---:|---:|---:|")
+        for c in CLASSES:
+            if rec[c]["kernels"] == 0 and pre[c]["kernels"] == 0:
+                continue
+            lines.append("| %s | %.0f (%d) | %.0f (%d) | %s |" % (c, rec[c]["us"], rec[c]["kernels"], pre[c]["us"],
+                                                              pre[c]["kernels"], pct(rec[c]["us"], pre[c]["us"])))
+        lines.append("| **all kernels** | %.0f | %.0f | %s |" % (tr, tp, pct(tr, tp)))
+        ms, ps = r.get("measured_step_s"), r.get("predicted_step_s")
+        if ms and ps:
+            lines.append("| **step** (measured median vs predicted) | %.1f ms | %.1f ms | %s |" % (
+                ms * 1e3, ps * 1e3, pct(ms, ps)))
+        lines.append("")
+    return "\n".join(lines)
+
+
+# Note [Kernel class ceilings]: what `check` holds each class of each fixture
+# trace to. The issue's target is |predicted / recorded - 1| <= 10% per class
+# per trace; where the model does not reach it yet, the class's current error
+# is pinned as its ceiling (ceilings.json, with the reason), so the test fails
+# when a change makes it worse and says when one makes it reach 10%.
+# Classes under 2% of the trace's recorded kernel time, on both sides, are
+# not held (a few kernels, where a ratio means little).
+TARGET = 0.10
+SMALL = 0.02
+
+
+def check(args):
+    import gzip as gz
+    import shutil
+    d = args.fixture
+    with open(os.path.join(d, "ceilings.json")) as f:
+        spec = json.load(f)
+    kdir = os.path.join(ROOT, spec["kineto"])
+    tmp = tempfile.mkdtemp(prefix="gpusim_classes_")
+    failures, reached = [], []
+    rows = []
+    for case, ceil in sorted(spec["cases"].items()):
+        trace = os.path.join(tmp, case + ".trace")
+        with gz.open(os.path.join(d, case + ".trace.gz"), "rb") as src, open(trace, "wb") as dst:
+            shutil.copyfileobj(src, dst)
+        rep = run_replay(args.gpusim, trace, spec["device"])
+        rec = kineto_sums(os.path.join(kdir, case + ".pt.trace.json.gz"))
+        pre = predicted_sums(rep)
+        rows.append({"case": case, "recorded": rec, "predicted": pre})
+        total = sum(v["us"] for v in rec.values())
+        for c in CLASSES:
+            r, p = rec[c]["us"], pre[c]["us"]
+            if max(r, p) < SMALL * total:
+                continue
+            err = p / r - 1 if r > 0 else float("inf")
+            limit = max(TARGET, ceil.get(c, TARGET))
+            line = "%s %s: recorded %.0f us, predicted %.0f us, error %+.1f%% (ceiling %.0f%%)" % (
+                case, c, r, p, 100 * err, 100 * limit)
+            print(line)
+            if abs(err) > limit:
+                failures.append(line)
+            elif ceil.get(c, TARGET) > TARGET and abs(err) <= TARGET:
+                reached.append(line)
+    shutil.rmtree(tmp, ignore_errors=True)
+    for line in reached:
+        print("reached the 10%% target, lower its ceiling in ceilings.json: %s" % line)
+    if failures:
+        print("\nFAILED: %d class(es) beyond their ceiling:\n  %s" % (len(failures), "\n  ".join(failures)))
+        return 1
+    print("\nall classes within their ceilings")
+    return 0
+
+
+def report(args):
+    """Per case and class: recorded, predicted before and after, and the
+    step; then the GEMM table, before and after."""
+    def load(p):
+        with open(p) as f:
+            return json.load(f)
+    before = {r["case"]: r for r in load(args.before)["rows"]}
+    after = load(args.after)["rows"]
+    out = []
+    for r in after:
+        b = before.get(r["case"])
+        rec = r["recorded"]
+        total = sum(v["us"] for v in rec.values())
+        out.append("### %s\n" % r["case"])
+        out.append("| class | recorded µs (kernels) | predicted before µs | error before | predicted after µs (kernels) "
+                   "| error after |")
+        out.append("|---|---:|---:|---:|---:|---:|")
+        for c in CLASSES:
+            pa = r["predicted"][c]
+            pb = b["predicted"][c] if b else None
+            if rec[c]["kernels"] == 0 and pa["kernels"] == 0 and not (pb and pb["kernels"]):
+                continue
+            out.append("| %s | %.0f (%d) | %s | %s | %.0f (%d) | %s |" % (
+                c, rec[c]["us"], rec[c]["kernels"], "%.0f" % pb["us"] if pb else "-",
+                pct(rec[c]["us"], pb["us"]) if pb else "-", pa["us"], pa["kernels"], pct(rec[c]["us"], pa["us"])))
+        tb = sum(v["us"] for v in b["predicted"].values()) if b else None
+        ta = sum(v["us"] for v in r["predicted"].values())
+        out.append("| **all kernels** | %.0f | %s | %s | %.0f | %s |" % (
+            total, "%.0f" % tb if b else "-", pct(total, tb) if b else "-", ta, pct(total, ta)))
+        ms = r.get("measured_step_s")
+        sb = b.get("predicted_step_s") if b else None
+        sa = r.get("predicted_step_s")
+        out.append("| **step**: measured median %.1f ms | | %s | %s | %.1f ms | %s |" % (
+            ms * 1e3, "%.1f ms" % (sb * 1e3) if sb else "-", pct(ms, sb) if sb else "-", sa * 1e3, pct(ms, sa)))
+        out.append("")
+    gb = load(args.gemm_before)
+    ga = load(args.gemm_after)
+    out.append("### GEMM: gpusim (h200-sxm-141gb) against ../shared/reference/h200_kernels.json\n")
+    out.append("| m | n | k | measured µs | predicted before µs | error | predicted after µs | error |")
+    out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for x, y in zip(gb, ga):
+        out.append("| %d | %d | %d | %.1f | %.1f | %+.1f%% | %.1f | %+.1f%% |" % (
+            x["m"], x["n"], x["k"], x["measured_ms"] * 1e3, x["predicted_ms"] * 1e3, 100 * x["error"],
+            y["predicted_ms"] * 1e3, 100 * y["error"]))
+    for name, rows in (("before", gb), ("after", ga)):
+        e = sorted(abs(x["error"]) for x in rows)
+        out.append("\n%s: %d shapes, median |error| %.1f%%, max %.1f%%, within 15%%: %d" % (
+            name, len(e), 100 * e[len(e) // 2], 100 * e[-1], sum(v <= 0.15 for v in e)))
+    print("\n".join(out))
+
+
+def gemm(args):
+    """Each mm_bf16 row of the reference as one native compute event."""
+    with open(args.reference) as f:
+        ref = json.load(f)
+    rows = [r for r in ref["rows"] if r["op"] == "mm_bf16"]
+    tmp = tempfile.mkdtemp(prefix="gpusim_gemm_")
+    out = []
+    for r in rows:
+        m, n, k = r["m"], r["n"], r["k"]
+        t = os.path.join(tmp, "g.trace")
+        with open(t, "w") as f:
+            f.write("gpusim-trace 1.2\nstream 0 compute\n")
+            f.write("compute mm kind=matmul dtype=bf16 flops=%d read=%d write=%d m=%d n=%d k=%d op=mm\nend 1\n" % (
+                2 * m * n * k, 2 * (m * k + k * n), 2 * m * n, m, n, k))
+        rep = run_replay(args.gpusim, t, args.device)
+        pred_ms = rep["step"]["compute_s"] * 1e3
+        out.append({"m": m, "n": n, "k": k, "measured_ms": r["ms"], "predicted_ms": pred_ms,
+                    "error": pred_ms / r["ms"] - 1})
+    errs = sorted(abs(x["error"]) for x in out)
+    print("| m | n | k | measured µs | predicted µs | error |")
+    print("|---:|---:|---:|---:|---:|---:|")
+    for x in out:
+        print("| %d | %d | %d | %.1f | %.1f | %+.1f%% |" % (x["m"], x["n"], x["k"], x["measured_ms"] * 1e3,
+                                                        x["predicted_ms"] * 1e3, 100 * x["error"]))
+    print("\n%d shapes: median |error| %.1f%%, max %.1f%%, within 15%%: %d" % (
+        len(errs), 100 * errs[len(errs) // 2], 100 * errs[-1], sum(e <= 0.15 for e in errs)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(out, f, indent=1)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    a = sub.add_parser("kineto")
+    a.add_argument("trace")
+    a = sub.add_parser("replay")
+    a.add_argument("replay_json")
+    a = sub.add_parser("compare")
+    a.add_argument("--zoo", required=True)
+    a.add_argument("--traces", required=True)
+    a.add_argument("--kineto")
+    a.add_argument("--gpusim", default=os.path.join(ROOT, "build", "gpusim"))
+    a.add_argument("--device", default="h200-sxm-141gb")
+    a.add_argument("--cases", default="")
+    a.add_argument("--json")
+    a = sub.add_parser("check")
+    a.add_argument("fixture")
+    a.add_argument("--gpusim", default=os.path.join(ROOT, "build", "gpusim"))
+    a = sub.add_parser("report")
+    for k in ("--before", "--after", "--gemm-before", "--gemm-after"):
+        a.add_argument(k, required=True)
+    a = sub.add_parser("gemm")
+    a.add_argument("reference")
+    a.add_argument("--gpusim", default=os.path.join(ROOT, "build", "gpusim"))
+    a.add_argument("--device", default="h200-sxm-141gb")
+    a.add_argument("--json")
+    args = ap.parse_args()
+    if args.cmd == "kineto":
+        print(json.dumps(kineto_sums(args.trace), indent=1))
+    elif args.cmd == "replay":
+        with open(args.replay_json) as f:
+            print(json.dumps(predicted_sums(json.load(f)), indent=1))
+    elif args.cmd == "compare":
+        compare(args)
+    elif args.cmd == "check":
+        sys.exit(check(args))
+    elif args.cmd == "report":
+        report(args)
+    else:
+        gemm(args)
+
+
+if __name__ == "__main__":
+    main()
