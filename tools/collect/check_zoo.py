@@ -61,6 +61,9 @@ def main():
     ap.add_argument("--cases", default="")
     ap.add_argument("--json", help="write the rows here too")
     ap.add_argument("--keep", help="keep the traces in this folder")
+    ap.add_argument("--reuse", action="store_true",
+                    help="replay the traces already in --keep instead of recording them again "
+                         "(after a gpusim change; record again after a recorder change)")
     args = ap.parse_args()
     with open(args.zoo_json) as f:
         zoo = json.load(f)
@@ -84,8 +87,13 @@ def main():
         cmd = [sys.executable, "-m", "gpusim_torch", "record", os.path.join(ROOT, c["step_file"]),
                "--arg", "size=" + c["size"], "--arg", "grad_ckpt=" + str(c["grad_ckpt"]).lower(),
                "--device", device, "--cuda-torch-version", torch_ver, "--out", trace]
+        if args.reuse and not args.keep:
+            ap.error("--reuse needs --keep DIR")
         t0 = time.time()
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
+        if args.reuse and os.path.isfile(trace):
+            r = subprocess.CompletedProcess(cmd, 0, "", "")
+        else:
+            r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
         row["record_s"] = round(time.time() - t0, 1)
         if r.returncode != 0:
             row["error"] = "record failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:200]
