@@ -136,7 +136,13 @@ def _cuda_semantics_on_meta():
       tracker (0-dim fp32/int32, made lazily by the first scale()), the
       scaled loss, unscale_'s fp64 reciprocal and found_inf, and the
       in-place _amp_foreach_non_finite_check_and_unscale_ /
-      _amp_update_scale_ kernels all run, on meta as on CUDA."""
+      _amp_update_scale_ kernels all run, on meta as on CUDA.
+    - foreach=None picks the foreach kernels, as on CUDA tensors:
+      torch/utils/_foreach_utils.py _device_has_foreach_support asks
+      _get_foreach_kernels_supported_devices(), which has "cuda" and not
+      "meta", so clip_grad_norm_ (torch/nn/utils/clip_grad.py) took one
+      linalg_vector_norm per gradient on meta where CUDA runs one
+      _foreach_norm over them all."""
     import threading
     import torch.nn as nn
     from torch.optim import optimizer as optmod
@@ -164,6 +170,10 @@ def _cuda_semantics_on_meta():
             tls.inside = False
 
     orig_fused = getattr(optmod, "_get_fused_kernels_supported_devices", None)
+    fe = sys.modules.get("torch.utils._foreach_utils")
+    orig_foreach = getattr(fe, "_get_foreach_kernels_supported_devices", None) if fe is not None else None
+    if orig_foreach is not None:
+        fe._get_foreach_kernels_supported_devices = lambda: list(orig_foreach()) + ["meta"]
     amp_sites = []
     for modname in ("torch.cuda.amp.common", "torch.cuda.amp.grad_scaler", "torch.amp.grad_scaler"):
         mod = sys.modules.get(modname)
@@ -184,6 +194,8 @@ def _cuda_semantics_on_meta():
         nn.Module._apply = orig_apply
         for mod, f in amp_sites:
             mod.amp_definitely_not_available = f
+        if orig_foreach is not None:
+            fe._get_foreach_kernels_supported_devices = orig_foreach
         if orig_fused is not None:
             optmod._get_fused_kernels_supported_devices = orig_fused
 

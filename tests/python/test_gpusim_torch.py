@@ -1126,7 +1126,7 @@ class TrainingStepTest(unittest.TestCase):
             self.assertNotIn("Traceback", r.stderr)
 
     @unittest.skipUnless(V2, "fused AdamW and the probes' foreach default are PyTorch 2.x's")
-    def test_adamw_against_the_h200_probes(self):
+    def test_adamw_and_clip_against_the_h200_probes(self):
         # validation/h200_2026-12-04/probes.json: the allocations and frees
         # of AdamW's first and second step over four fp32 parameters
         # (1M, 3M, 1000, 1.75M elements), measured with the memory history
@@ -1137,13 +1137,13 @@ class TrainingStepTest(unittest.TestCase):
         import json
         probes = json.load(open(os.path.join(ROOT, "validation", "h200_2026-12-04", "probes.json")))["ops"]
 
-        def recorded(kw, steps):
+        def recorded(kw, steps, fn=lambda o, ps: o.step()):
             def setup(device):
                 params = [nn.Parameter(torch.empty(n, device=device)) for n in (1 << 20, 3 << 20, 1000, 7 << 18)]
                 for p in params:
                     p.grad = torch.empty_like(p)
                 return dict(model=None, batch=None, optimizer=torch.optim.AdamW(params, lr=1e-3, **kw),
-                            step=lambda m, b, o: o.step())
+                            step=lambda m, b, o: fn(o, params))
             with tempfile.TemporaryDirectory() as d:
                 out = os.path.join(d, "t.gpusim")
                 gpusim_torch.record_step(setup, out, steps=steps, mode="meta")
@@ -1164,6 +1164,15 @@ class TrainingStepTest(unittest.TestCase):
                 # the fused kernels' 0-dim step counters (4 B each) are made
                 # on the device with the states; the recorder sees them too
                 self.assertEqual(recorded(kw, steps), want, (kind, which))
+        # clip_grad_norm_ takes the foreach path, as on CUDA tensors: one
+        # _foreach_norm, stack, the total norm, the clip coefficient,
+        # _foreach_mul_. Not recorded: the kernel's own per-chunk partials
+        # (ForeachReduceOp.cu output_per_tensor: tensors x max chunks of
+        # 65,536 elements x fp32 = 4 x 48 x 4 B), allocated inside it.
+        partials = 4 * -(-(3 << 20) // 65536) * 4
+        want = [e for e in probes["clip_grad_norm_4_params"] if e[1] != partials]
+        self.assertEqual(len(want), len(probes["clip_grad_norm_4_params"]) - 2)
+        self.assertEqual(recorded({}, 1, lambda o, ps: torch.nn.utils.clip_grad_norm_(ps, 1.0)), want)
 
     def test_unsafe_view_launches_nothing(self):
         # a Linear on a 3-D input ends in _unsafe_view: a view, no kernel
