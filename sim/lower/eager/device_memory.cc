@@ -62,6 +62,15 @@ const std::set<std::string, std::less<>>& ReduceOps() {
 
 int64_t DivUp(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
+// A warm-up history allocation (Note [Warm-up history]).
+WarmupOp WarmupAlloc(BufferId id, Bytes size) {
+  WarmupOp w;
+  w.kind = WarmupOp::Kind::kAlloc;
+  w.buffer = id;
+  w.size = size;
+  return w;
+}
+
 // Reduce.cuh last_pow2: the largest power of two <= n (at least 1).
 int64_t LastPow2(int64_t n) {
   int64_t p = 1;
@@ -396,7 +405,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
       const std::pair<std::string, StreamId> key{w.phase == Phase::kBackward ? "autograd" : "main", 0};
       if (std::find(pairs.begin(), pairs.end(), key) != pairs.end() && !history_ws.contains(key)) {
         history_ws[key] = next_id;
-        warmup_out.push_back({WarmupOp::Kind::kAlloc, next_id++, cublas});
+        warmup_out.push_back(WarmupAlloc(next_id++, cublas));
         warmup_changed = true;
       }
       if (w.op == "addmm" && w.dims.size() == 2 &&
@@ -405,7 +414,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
         ASSIGN_OR_RETURN(const CudaVersion cuda, CudaOfBuild(*version, torch_cuda ? *torch_cuda : ""));
         if (cuda >= std::make_pair(12, 1) ? w.dims[0] != 0 : w.dims[1] != 0) {
           history_lt[key] = next_id;
-          warmup_out.push_back({WarmupOp::Kind::kAlloc, next_id++, lt_bytes});
+          warmup_out.push_back(WarmupAlloc(next_id++, lt_bytes));
           warmup_changed = true;
         }
       }
