@@ -364,15 +364,23 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
     ASSIGN_OR_RETURN(cublas, CublasWorkspaceBytes(*version, device, config ? *config : ""));
   }
 
+  // Whether an addmm with these facts takes the cublasLt path (FORMAT.md Op
+  // facts: the bias flag for CUDA >= 12.1, else the pre-12.1 flag). The
+  // build's CUDA version is read once, when an addmm first asks.
+  std::optional<std::pair<int, int>> cuda_of_build;
+  auto lt_path = [&](const std::vector<int64_t>& dims) -> absl::StatusOr<bool> {
+    if (!cuda_of_build.has_value()) {
+      ASSIGN_OR_RETURN(cuda_of_build, CudaOfBuild(*version, torch_cuda ? *torch_cuda : ""));
+    }
+    return *cuda_of_build >= std::make_pair(12, 1) ? dims[0] != 0 : dims[1] != 0;
+  };
   // The (thread, stream) pairs whose addmm takes the cublasLt path, for the
   // kept workspaces a warm-up step made (as the cuBLAS pairs above).
   std::vector<std::pair<std::string, StreamId>> lt_pairs;
   if (lt_kept && warm) {
     for (const TraceEvent& e : recorded.events) {
       if (e.type != EventType::kCompute || e.op != "addmm" || e.dims.size() != 2) continue;
-      using CudaVersion = std::pair<int, int>;
-      ASSIGN_OR_RETURN(const CudaVersion cuda, CudaOfBuild(*version, torch_cuda ? *torch_cuda : ""));
-      const bool lt = cuda >= std::make_pair(12, 1) ? e.dims[0] != 0 : e.dims[1] != 0;
+      ASSIGN_OR_RETURN(const bool lt, lt_path(e.dims));
       std::pair<std::string, StreamId> key{thread_of(e), e.stream};
       if (lt && std::find(lt_pairs.begin(), lt_pairs.end(), key) == lt_pairs.end()) lt_pairs.push_back(key);
     }
@@ -410,9 +418,8 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
       }
       if (w.op == "addmm" && w.dims.size() == 2 &&
           std::find(lt_pairs.begin(), lt_pairs.end(), key) != lt_pairs.end() && !history_lt.contains(key)) {
-        using CudaVersion = std::pair<int, int>;
-        ASSIGN_OR_RETURN(const CudaVersion cuda, CudaOfBuild(*version, torch_cuda ? *torch_cuda : ""));
-        if (cuda >= std::make_pair(12, 1) ? w.dims[0] != 0 : w.dims[1] != 0) {
+        ASSIGN_OR_RETURN(const bool lt, lt_path(w.dims));
+        if (lt) {
           history_lt[key] = next_id;
           warmup_out.push_back(WarmupAlloc(next_id++, lt_bytes));
           warmup_changed = true;
@@ -486,9 +493,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
         note("cuBLAS workspace", kCublasSource, cublas, true);
       }
       if (e.op == "addmm" && e.dims.size() == 2) {
-        using CudaVersion = std::pair<int, int>;
-        ASSIGN_OR_RETURN(const CudaVersion cuda, CudaOfBuild(*version, torch_cuda ? *torch_cuda : ""));
-        const bool lt = cuda >= std::make_pair(12, 1) ? e.dims[0] != 0 : e.dims[1] != 0;
+        ASSIGN_OR_RETURN(const bool lt, lt_path(e.dims));
         if (lt && lt_kept) {
           std::pair<std::string, StreamId> key{thread_of(e), e.stream};
           if (have_lt.insert(key).second) {
@@ -497,7 +502,7 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
             note("cuBLASLt workspace", kCublasLtSource, lt_bytes, true);
           }
         }
-        if (lt && cuda >= std::make_pair(11, 4) && lt_per_call) {
+        if (lt && *cuda_of_build >= std::make_pair(11, 4) && lt_per_call) {
           const BufferId w = alloc(lt_bytes, absl::StrCat(e.name, " cublasLt workspace"), e.phase, e.stack, e.stream);
           note("cuBLASLt workspace (per call)", kCublasLtSource, lt_bytes, false);
           TraceEvent c = e;
