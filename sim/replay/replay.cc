@@ -138,7 +138,9 @@ absl::Status ReplayTraceInto(const MemoryOpStream& stream, const std::vector<int
       device = recorded->memory_events.front().device;
     }
     WarmFactCollector facts(device, a);
-    for (const RecordedMemoryEvent& m : recorded->memory_events) facts.Add(m);
+    for (size_t i = 0; i < recorded->memory_events.size(); ++i) {
+      facts.Add(recorded->memory_events[i], static_cast<int64_t>(i));
+    }
     // The head allocs of the native trace, in order, are the start blocks.
     std::vector<BufferId> head_ids;
     for (size_t i = 0; i < stream.ops.size() && source[i] < 0; ++i) {
@@ -225,6 +227,7 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
         w.format = r.format;
         w.conversion = r.conversion;
         pass.found.clear();
+        pass.found_fills.clear();
         pass.may_stop = n < kMaxPasses;
         if (absl::Status st = ReplayTraceInto(trace, source, &recorded, options, w, &pass);
             !st.ok() && !replay_internal::StoppedAtDeparture(st, pass)) {

@@ -33,21 +33,32 @@ constexpr int64_t kSmallRequest = 1048576;  // CUDACachingAllocator.cpp kSmallSi
 }  // namespace
 
 bool KeepGrowths(const WarmStart& ws, WarmPass& pass) {
-  Bytes spare = ws.spare_bytes;
+  WarmBudget budget = ws.budget();
   bool changed = false;
+  // Gaps shown live first: their bytes move out of the untouched segment,
+  // which leaves it room to grow segments into.
+  for (const StartGap& g : ws.gaps) {
+    if (!pass.found_fills.contains(g.begin)) continue;
+    const Bytes size(g.end - g.begin);
+    if (size <= budget.movable && pass.kept.filled.insert(g.begin).second) {
+      budget.movable -= size;
+      budget.spare += size;
+      changed = true;
+    }
+  }
   std::map<int64_t, int64_t> ends;  // this pass's segments
   for (const InferredSegment& s : ws.segments) ends[s.begin] = s.end;
   for (const auto& [begin, end] : pass.found) {
     const int64_t now = ends[begin];
-    if (end > now && Bytes(end - now) <= spare) {
-      spare -= Bytes(end - now);
+    if (end > now && Bytes(end - now) <= budget.spare) {
+      budget.spare -= Bytes(end - now);
       pass.kept.grown_ends[begin] = end;
       changed = true;
     }
   }
   // Note [Departures from the recorded addresses]: only when no growth
   // explains the pass (a growth changes what follows the departure too).
-  if (!changed && pass.departure.has_value()) changed = CorrectForDeparture(ws, *pass.departure, &spare, &pass.kept);
+  if (!changed && pass.departure.has_value()) changed = CorrectForDeparture(ws, *pass.departure, &budget, &pass.kept);
   return changed;
 }
 
@@ -178,21 +189,26 @@ absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int
         const std::optional<uint64_t> at = a.AddressOf(e.buffer);
         if (at.has_value() && static_cast<int64_t>(*at) != *m->address && !pass_->departure.has_value()) {
           pass_->departure = DepartureOf(source, *m->address, e.buffer);
+          pass_->departure->new_segment = a.usage().reserved > last_.reserved;
           // KeepGrowths will correct the start from it: the rest of this
           // pass would be replayed again.
-          Bytes spare = warm_->spare_bytes;
+          WarmBudget budget = warm_->budget();
           WarmCorrections probe = pass_->kept;
-          if (pass_->may_stop && pass_->found.empty() &&
-              CorrectForDeparture(*warm_, *pass_->departure, &spare, &probe)) {
+          if (pass_->may_stop && pass_->found.empty() && pass_->found_fills.empty() &&
+              CorrectForDeparture(*warm_, *pass_->departure, &budget, &probe)) {
             pass_->stopped = true;
             return absl::AbortedError("warm pass: stopped at a departure from the recorded addresses");
           }
         }
         if (at.has_value() && static_cast<int64_t>(*at) == *m->address) {
           const int64_t recorded_block = (e.size.value() + 511) / 512 * 512;
-          if (auto g = SegmentGrowthFor(*warm_, *m->address, recorded_block, a.BlockSizeOf(e.buffer)->value())) {
-            int64_t& end = pass_->found[g->first];
-            end = std::max(end, g->second);
+          if (auto c = CorrectionForPlacement(*warm_, *m->address, recorded_block, a.BlockSizeOf(e.buffer)->value())) {
+            if (c->fill) {
+              pass_->found_fills.insert(c->key);
+            } else {
+              int64_t& end = pass_->found[c->key];
+              end = std::max(end, c->end);
+            }
           }
         }
       }

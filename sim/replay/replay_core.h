@@ -10,6 +10,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <set>
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
@@ -29,6 +30,7 @@ namespace replay_internal {
 struct WarmPass {
   WarmCorrections kept;                     // from earlier passes
   std::map<int64_t, int64_t> found;         // growths, segment begin → end
+  std::set<int64_t> found_fills;            // gaps shown live (Note [Bytes live through the recording])
   std::optional<AddressDeparture> departure;  // this pass's first (ReplayCore::Start clears it)
   // Whether the pass may stop at a departure that corrects the start (and
   // found no growth before it): the rest of it would be replayed again.

@@ -274,7 +274,7 @@ absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOp
     }
     ops.clear();
     RETURN_IF_ERROR(pairer.Add(m, i, 0, ops).status());
-    if (f.warm.has_value()) f.warm->Add(m);
+    if (f.warm.has_value()) f.warm->Add(m, i);
     if (f.first_reserved < 0 && m.total_reserved.has_value() &&
         (m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kFree)) {
       f.first_reserved = i;
@@ -411,6 +411,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
   for (int64_t n = 1;; ++n) {
     ReplayResult w;
     pass.found.clear();
+    pass.found_fills.clear();
     pass.may_stop = n < kMaxPasses;
     ++passes;
     absl::Status st = ReplayPass(path, options, f, &pass, false, &missed, w);
