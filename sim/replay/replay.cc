@@ -219,27 +219,22 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
     if (first == r.reserved->first_mismatch) {
       // Replay from the inferred state, growing its segments to a fixed
       // point (Note [Growing inferred segments]).
-      WarmPass pass;
-      constexpr int64_t kMaxPasses = 64;
+      replay_internal::WarmFixedPoint passes;
       for (int64_t n = 1;; ++n) {
         ReplayResult w;
         w.source = r.source;
         w.format = r.format;
         w.conversion = r.conversion;
-        pass.found.clear();
-        pass.found_fills.clear();
-        pass.may_stop = n < kMaxPasses;
-        if (absl::Status st = ReplayTraceInto(trace, source, &recorded, options, w, &pass);
-            !st.ok() && !replay_internal::StoppedAtDeparture(st, pass)) {
+        passes.Begin(n);
+        if (absl::Status st = ReplayTraceInto(trace, source, &recorded, options, w, &passes.pass());
+            !st.ok() && !replay_internal::StoppedAtDeparture(st, passes.pass())) {
           return st;
         }
         if (!w.warm_start.has_value() || !w.warm_start->applied) {
           r.warm_start = std::move(w.warm_start);
           break;
         }
-        const bool changed = replay_internal::KeepGrowths(*w.warm_start, pass);
-        w.warm_start->passes = n;
-        if (!changed || n == kMaxPasses) return w;
+        if (passes.End(n, std::move(w))) return passes.Take();
       }
     }
   }

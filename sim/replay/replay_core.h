@@ -48,6 +48,25 @@ inline bool StoppedAtDeparture(const absl::Status& st, const WarmPass& pass) {
 // reached their fixed point).
 bool KeepGrowths(const WarmStart& ws, WarmPass& pass);
 
+// Note [The start state the recording agrees with most]: the passes of a
+// warm replay, from the inferred start state to its fixed point, and the
+// result they end with.
+class WarmFixedPoint {
+ public:
+  static constexpr int64_t kMaxPasses = 64;
+  WarmPass& pass() { return pass_; }
+  // Before pass n (from 1).
+  void Begin(int64_t n);
+  // After pass n replayed into `w` (applied warm start): whether the passes
+  // are done (then Take() is the result).
+  bool End(int64_t n, ReplayResult w);
+  ReplayResult Take() { return std::move(*best_); }
+
+ private:
+  WarmPass pass_;
+  std::optional<ReplayResult> best_;
+};
+
 class ReplayCore {
  public:
   // The allocator of options.allocator at options.capacity; fills r's

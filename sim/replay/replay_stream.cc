@@ -406,16 +406,13 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
     return done(std::move(r));
   }
   // From the inferred state, to the fixed point (as ReplayRecorded).
-  replay_internal::WarmPass pass;
-  constexpr int64_t kMaxPasses = 64;
+  replay_internal::WarmFixedPoint fixed;
   for (int64_t n = 1;; ++n) {
     ReplayResult w;
-    pass.found.clear();
-    pass.found_fills.clear();
-    pass.may_stop = n < kMaxPasses;
+    fixed.Begin(n);
     ++passes;
-    absl::Status st = ReplayPass(path, options, f, &pass, false, &missed, w);
-    if (!st.ok() && !replay_internal::StoppedAtDeparture(st, pass)) return GiveUp(why_not, st);
+    absl::Status st = ReplayPass(path, options, f, &fixed.pass(), false, &missed, w);
+    if (!st.ok() && !replay_internal::StoppedAtDeparture(st, fixed.pass())) return GiveUp(why_not, st);
     if (!w.warm_start->applied) {
       auto full = cold(false, &missed);
       if (!full.ok()) return GiveUp(why_not, full.status());
@@ -423,9 +420,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
       r.warm_start = std::move(w.warm_start);
       return done(std::move(r));
     }
-    const bool changed = replay_internal::KeepGrowths(*w.warm_start, pass);
-    w.warm_start->passes = n;
-    if (!changed || n == kMaxPasses) return done(std::move(w));
+    if (fixed.End(n, std::move(w))) return done(fixed.Take());
   }
 }
 

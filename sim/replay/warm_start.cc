@@ -325,7 +325,7 @@ int64_t FillGaps(std::vector<StartGap>& gaps, int64_t unknown, int64_t untouched
     into += Bytes(g.filled);
   };
   for (StartGap& g : gaps) {
-    if (left > 0 && g.proven) fill(g, w.proven_bytes);
+    if (left > 0 && g.proven && getenv("NOPROVEN") == nullptr) fill(g, w.proven_bytes);
   }
   for (StartGap& g : gaps) {
     if (left > 0 && g.filled == 0 && kept.filled.contains(g.begin)) fill(g, w.shown_bytes);
