@@ -334,8 +334,9 @@ int64_t FillGaps(std::vector<StartGap>& gaps, int64_t unknown, int64_t untouched
   for (const bool tails : {false, true}) {
     for (StartGap& g : gaps) {
       if (left <= untouched) break;
-      if (g.filled != 0 || g.tail != tails) continue;
+      if (g.filled != 0 || g.tail != tails || kept.freed.contains(g.begin)) continue;
       fill(g, w.chosen_bytes);
+      g.chosen = true;
       ++chosen;
     }
   }
@@ -733,6 +734,13 @@ bool CorrectForDeparture(const WarmStart& w, const AddressDeparture& d, WarmBudg
   const InferredSegment* s = i < w.segments.size() ? &w.segments[i] : nullptr;
   const bool ends_free = s != nullptr && !s->small && !s->untouched && d.free_end == s->end;
   if (ends_free && s->joinable_end) return kept->joined.insert(s->end).second;
+  // The model's free block ends at a gap chosen to hold bytes live through
+  // the recording: it was free, and the real free block larger.
+  if (auto g = std::lower_bound(w.gaps.begin(), w.gaps.end(), d.free_end,
+                                [](const StartGap& g, int64_t a) { return g.begin < a; });
+      g != w.gaps.end() && g->begin == d.free_end && g->chosen) {
+    return kept->freed.insert(g->begin).second;
+  }
   if (s != nullptr && i > 0 && !s->small && !s->untouched && d.placed == s->begin && w.segments[i - 1].joinable_end &&
       w.segments[i - 1].end == s->begin) {
     return kept->joined.insert(s->begin).second;  // the free block begins at a chosen boundary

@@ -39,6 +39,7 @@ struct StartGap {
   int64_t begin = 0, end = 0;
   bool tail = false;    // it runs to its segment's end
   bool proven = false;  // a block the recording allocates begins at its end, off a 2 MiB boundary
+  bool chosen = false;  // filled by choice (the bytes fit nowhere proven)
   int64_t filled = 0;   // bytes of it restored as live (0: free)
 };
 
@@ -47,6 +48,7 @@ struct WarmCorrections {
   std::map<int64_t, int64_t> grown_ends;  // segment begin → end (Note [Growing inferred segments])
   std::set<int64_t> joined;               // chosen boundaries that are not segment boundaries
   std::set<int64_t> filled;               // gap begins shown live (Note [Bytes live through the recording])
+  std::set<int64_t> freed;                // gap begins shown free: not chosen to hold such bytes
 };
 
 // The first alloc a warm replay placed elsewhere than its recorded address
