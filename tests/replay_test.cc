@@ -74,12 +74,16 @@ TEST(ReplayTest, Owlv2RecordedTotalAllocatedAtEveryEvent) {
   ASSERT_TRUE(w->warm_start.has_value());
   EXPECT_TRUE(w->warm_start->applied);
   EXPECT_FALSE(w->warm_start->undetermined.empty());
-  // One inferred segment ended too early: a block at its recorded address
-  // kept an unsplit tail of 499,712 B where the real one split (event 67);
-  // grown by Note [Growing inferred segments], allocated is exact too.
+  // Two inferred segments ended too early (a segment is not widened to
+  // 20 MiB by its blocks' sizes): a block at its recorded address kept an
+  // unsplit tail where the real one split (event 67); grown by Note
+  // [Growing inferred segments], allocated is exact too. The passes that
+  // chase the placements after it (Note [Departures from the recorded
+  // addresses]) change no total: the result is the pass exact at the most
+  // events (Note [The start state the recording agrees with most]).
   EXPECT_EQ(w->allocated->exact, 12270);
-  EXPECT_EQ(w->warm_start->grown_segments, 1);
-  EXPECT_EQ(w->warm_start->passes, 2);
+  EXPECT_EQ(w->warm_start->grown_segments, 2);
+  EXPECT_EQ(w->warm_start->passes, 6);
 }
 
 // Note [Growing inferred segments] on a built warm stream: a 13.5 MiB block
@@ -130,9 +134,10 @@ TEST(ReplayTest, WarmH100AndV100TracesReservedExactAtEveryEvent) {
 }
 
 // Note [Warm start from recorded addresses] on a built warm stream: two small
-// blocks in one 2 MiB window, a 4 MiB block (a 20 MiB kLargeBuffer segment),
-// and 2 MiB reserved where no block ever lies. A cold start misses reserved
-// at the first event; the inferred start is exact at every event.
+// blocks in one 2 MiB window, a 4 MiB block then a 6 MiB one at its address
+// (a large segment of at least 6 MiB), and reserved bytes where no block
+// ever lies. A cold start misses reserved at the first event; the inferred
+// start is exact at every event.
 TEST(ReplayTest, InfersAWarmStartFromAddressesAndTotalReserved) {
   const int64_t s = 0x7f0000000000, l = 0x7f0010000000;
   const int64_t reserved = 2 * kMiB + 20 * kMiB + 2 * kMiB;
@@ -151,22 +156,29 @@ TEST(ReplayTest, InfersAWarmStartFromAddressesAndTotalReserved) {
   ASSERT_TRUE(r->warm_start->applied) << r->warm_start->why_not;
   EXPECT_EQ(r->warm_start->small_segments, 1);
   EXPECT_EQ(r->warm_start->large_segments, 1);
-  EXPECT_EQ(r->warm_start->inferred_bytes, Bytes(22 * kMiB));
-  EXPECT_EQ(r->warm_start->untouched_bytes, Bytes(2 * kMiB));
+  EXPECT_EQ(r->warm_start->inferred_bytes, Bytes(8 * kMiB));
+  EXPECT_EQ(r->warm_start->untouched_bytes, Bytes(16 * kMiB));
+  EXPECT_EQ(r->warm_start->determined_from, 0);
   EXPECT_EQ(r->reserved->exact, 6) << RenderReplayText(*r);
   EXPECT_EQ(r->allocated->exact, 6);
   EXPECT_EQ(r->stats.device_mallocs, 0);
   ASSERT_EQ(r->warm_start->undetermined.size(), 1u);
-  EXPECT_NE(RenderReplayText(*r).find("not recorded: 2097152 reserved bytes"), std::string::npos);
+  EXPECT_NE(RenderReplayText(*r).find("not recorded: 16777216 reserved bytes"), std::string::npos);
+  ASSERT_TRUE(r->reserved_determined.has_value());
+  EXPECT_EQ(r->reserved_determined->exact, 6);
+  EXPECT_TRUE(r->reserved_mismatches.empty());
 
-  // A recording that breaks the rules is not inferred, and says why.
+  // A recording that breaks a rule is still inferred, and says what it
+  // broke (Note [Warm start from recorded addresses]).
   t.memory_events[0].address = s + 2 * kMiB - 1024;  // a small block across a 2 MiB boundary
+  t.memory_events[5].address = s + 2 * kMiB - 1024;
   auto bad = ReplayRecorded(t, Options());
   ASSERT_TRUE(bad.ok()) << bad.status();
   ASSERT_TRUE(bad->warm_start.has_value());
-  EXPECT_FALSE(bad->warm_start->applied);
-  EXPECT_NE(bad->warm_start->why_not.find("crosses a 2 MiB boundary"), std::string::npos);
-  EXPECT_NE(RenderReplayText(*bad).find("a warm start could not be inferred"), std::string::npos);
+  EXPECT_TRUE(bad->warm_start->applied) << bad->warm_start->why_not;
+  EXPECT_NE(RenderReplayText(*bad).find("not recorded: 1 small-pool blocks cross a 2 MiB boundary"),
+            std::string::npos)
+      << RenderReplayText(*bad);
 }
 
 TEST(ReplayTest, Mi300xColdStartReservedExactWithPytorchCaching) {

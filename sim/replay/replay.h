@@ -110,6 +110,16 @@ struct ReplayPoint {
   std::optional<Bytes> recorded_allocated, recorded_reserved;
 };
 
+// Note [Exact from the first determined event] (sim/replay/warm_start.cc):
+// consecutive recorded events at which the predicted reserved is not the
+// recorded one, and the fact that explains the first of them.
+struct MismatchRun {
+  int64_t first = -1, last = -1;  // recorded memory-event indices
+  Bytes error;                    // predicted - recorded at `first`
+  std::string why;
+};
+inline constexpr size_t kMismatchRunsKept = 16;
+
 struct ReplayResult {
   std::string source;
   std::string format;
@@ -127,6 +137,12 @@ struct ReplayResult {
   int64_t graph_pool_allocs = 0;  // allocations they served
   ConversionStats conversion;
   std::optional<TotalsComparison> allocated, reserved;
+  // A warm start applied: the comparisons over the events from the first
+  // at which its start state is fully determined (WarmStart::determined_from;
+  // compared = 0 when that is never).
+  std::optional<TotalsComparison> allocated_determined, reserved_determined;
+  std::vector<MismatchRun> reserved_mismatches;  // the first kMismatchRunsKept
+  int64_t reserved_mismatch_runs = 0;            // all of them
   std::optional<AddressCheck> addresses;
   std::optional<ReplayOom> oom;  // the first allocation that failed
   int64_t ooms = 0;

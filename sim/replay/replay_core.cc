@@ -6,6 +6,8 @@
 
 #include "sim/alloc/graph_pools.h"
 #include "sim/alloc/options.h"
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "sim/base/status.h"
 
 namespace gpusim {
@@ -157,7 +159,11 @@ absl::Status ReplayCore::Start(Bytes preexisting, BufferId preexisting_id, const
   // would keep an unsplit remainder); how those bytes lay in segments is
   // unknown. A warm start (Note [Warm start from recorded addresses]) has
   // them in its restored state.
-  if (warm_ != nullptr) return absl::OkStatus();
+  model_reserved_before_ = a.usage().reserved;
+  if (warm_ != nullptr) {
+    determined_from_ = warm_->determined_from;
+    return absl::OkStatus();
+  }
   if (a.ModelsSegments() && preexisting > Bytes(kSmallRequest)) {
     const int64_t size = (preexisting.value() + 511) / 512 * 512;
     if (Bytes(size) > options_.capacity) {
@@ -280,13 +286,19 @@ void ReplayCore::EndEvent(const RecordedMemoryEvent* m, int64_t source) {
     if (options_.keep_series) r_.series.push_back({source, SimTime(-1), s.allocated, s.reserved, {}, {}});
     return;
   }
+  const bool determined = determined_from_ >= 0 && source >= determined_from_;
   if (m->total_allocated.has_value()) {
     if (!r_.allocated.has_value()) r_.allocated.emplace();
     Compare(*r_.allocated, s.allocated, *m->total_allocated, source, alloc_abs_);
+    if (determined_from_ >= -1 && !r_.allocated_determined.has_value()) r_.allocated_determined.emplace();
+    if (determined) Compare(*r_.allocated_determined, s.allocated, *m->total_allocated, source, alloc_det_abs_);
   }
   if (m->total_reserved.has_value()) {
     if (!r_.reserved.has_value()) r_.reserved.emplace();
     Compare(*r_.reserved, s.reserved, *m->total_reserved, source, reserved_abs_);
+    if (determined_from_ >= -1 && !r_.reserved_determined.has_value()) r_.reserved_determined.emplace();
+    if (determined) Compare(*r_.reserved_determined, s.reserved, *m->total_reserved, source, reserved_det_abs_);
+    TrackReservedRun(*m, source, s.reserved);
   }
   if (options_.keep_series) {
     r_.series.push_back({source, m->time, s.allocated, s.reserved, m->total_allocated, m->total_reserved});
@@ -317,7 +329,58 @@ AddressDeparture ReplayCore::DepartureOf(int64_t source, int64_t recorded, Buffe
   return d;
 }
 
+// Note [Exact from the first determined event]: runs of events whose
+// reserved is inexact, each with the fact that explains its first event.
+void ReplayCore::TrackReservedRun(const RecordedMemoryEvent& m, int64_t source, Bytes predicted) {
+  if (predicted == *m.total_reserved) {
+    if (open_run_.has_value()) {
+      if (r_.reserved_mismatches.size() < kMismatchRunsKept) r_.reserved_mismatches.push_back(*open_run_);
+      open_run_.reset();
+    }
+  } else if (open_run_.has_value()) {
+    open_run_->last = source;
+  } else {
+    ++r_.reserved_mismatch_runs;
+    open_run_ = MismatchRun{source, source, predicted - *m.total_reserved, WhyReservedDiffers(m, source, predicted)};
+  }
+  model_reserved_before_ = predicted;
+  recorded_reserved_before_ = *m.total_reserved;
+}
+
+std::string ReplayCore::WhyReservedDiffers(const RecordedMemoryEvent& m, int64_t source, Bytes predicted) const {
+  std::string why;
+  if (recorded_reserved_before_ < Bytes(0)) {
+    why = absl::StrFormat("at the first event the model holds %d reserved bytes, the recording %d", predicted.value(),
+                          m.total_reserved->value());
+  } else {
+    const int64_t model = (predicted - model_reserved_before_).value();
+    const int64_t recorded = (*m.total_reserved - recorded_reserved_before_).value();
+    why = absl::StrFormat("at this %s of %d bytes%s the model's reserved changes by %+d bytes, the recording's by %+d",
+                          m.kind == MemoryEventKind::kFree ? "free" : "allocation", m.size.value(),
+                          m.address.has_value() ? absl::StrFormat(" (recorded at 0x%x)", *m.address) : "", model,
+                          recorded);
+  }
+  if (warm_ == nullptr) return why;
+  if (determined_from_ == -1 || source < determined_from_) {
+    absl::StrAppend(&why, "; the start state is not fully determined here (see its facts not recorded)");
+  } else if (pass_ != nullptr && pass_->departure.has_value() && pass_->departure->event <= source) {
+    const AddressDeparture& d = *pass_->departure;
+    absl::StrAppend(&why, absl::StrFormat("; the replay's placements depart from the recording's from event %d (a "
+                                          "%d-byte block recorded at 0x%x, placed at 0x%x): what differs in the start "
+                                          "state there is not recorded",
+                                          d.event, d.block, d.recorded, d.placed));
+  } else {
+    absl::StrAppend(&why, "; every block was placed at its recorded address before it: the start state's free "
+                          "reserved bytes differ from the recording's where no recorded block shows them");
+  }
+  return why;
+}
+
 absl::Status ReplayCore::Finish() {
+  if (open_run_.has_value()) {
+    if (r_.reserved_mismatches.size() < kMismatchRunsKept) r_.reserved_mismatches.push_back(*open_run_);
+    open_run_.reset();
+  }
   Allocator& a = *allocator_;
   if (pass_ != nullptr && pass_->departure.has_value() && r_.warm_start.has_value()) {
     r_.warm_start->undetermined.push_back(DepartureUnexplained(*pass_->departure));

@@ -100,6 +100,8 @@ class ReplayCore {
   int64_t CaptureOf(const RecordedMemoryEvent* m) const;
   void OomAt(const MemoryOp& e, const RecordedMemoryEvent* m, int64_t source);
   AddressDeparture DepartureOf(int64_t source, int64_t recorded, BufferId buffer) const;
+  void TrackReservedRun(const RecordedMemoryEvent& m, int64_t source, Bytes predicted);
+  std::string WhyReservedDiffers(const RecordedMemoryEvent& m, int64_t source, Bytes predicted) const;
 
   const ReplayOptions& options_;
   ReplayResult& r_;
@@ -121,6 +123,14 @@ class ReplayCore {
   const std::vector<CaptureWindow>* captures_ = nullptr;
   GraphPoolAllocator* pooled_ = nullptr;
   AllocatorUsage last_;  // usage after the latest op
+  // Note [Exact from the first determined event]: the warm start's first
+  // determined event (-2: no warm start), the reserved totals after the
+  // previous compared event (model, recording; -1: none yet), and the open
+  // run of inexact events.
+  int64_t determined_from_ = -2;
+  Bytes model_reserved_before_{-1}, recorded_reserved_before_{-1};
+  std::optional<MismatchRun> open_run_;
+  double alloc_det_abs_ = 0, reserved_det_abs_ = 0;
   PeakTracker peak_;
   double alloc_abs_ = 0, reserved_abs_ = 0;
   Bytes live_, live_peak_;

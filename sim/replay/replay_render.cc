@@ -50,6 +50,52 @@ void TotalsJson(JsonWriter& w, const char* key, const std::optional<TotalsCompar
       .EndObject();
 }
 
+// Note [Exact from the first determined event]: the share from the first
+// determined event, and the runs of inexact reserved with their causes.
+void DeterminedText(std::string& out, const ReplayResult& r) {
+  if (!r.warm_start.has_value() || !r.warm_start->applied) return;
+  const int64_t from = r.warm_start->determined_from;
+  for (const auto& [what, c] : {std::pair{"allocated", &r.allocated_determined},
+                                std::pair{"reserved", &r.reserved_determined}}) {
+    if (!c->has_value()) continue;
+    if (from < 0) {
+      absl::StrAppend(&out, absl::StrFormat("  %-9s the start state is never fully determined (its facts not "
+                                            "recorded say why)\n",
+                                            what));
+      continue;
+    }
+    absl::StrAppend(&out, absl::StrFormat("  %-9s from the first determined event (%d): exact at %d of %d events (%s)\n",
+                                          what, from, (*c)->exact, (*c)->compared, Share((*c)->exact_share())));
+  }
+}
+
+void MismatchRunsText(std::string& out, const ReplayResult& r) {
+  for (const MismatchRun& run : r.reserved_mismatches) {
+    absl::StrAppend(&out, absl::StrFormat("  reserved inexact at events %d-%d (%+d B at the first): %s\n", run.first,
+                                          run.last, run.error.value(), run.why));
+  }
+  if (r.reserved_mismatch_runs > static_cast<int64_t>(r.reserved_mismatches.size())) {
+    absl::StrAppend(&out, absl::StrFormat("  ... and %d more runs of inexact reserved\n",
+                                          r.reserved_mismatch_runs - static_cast<int64_t>(r.reserved_mismatches.size())));
+  }
+}
+
+void MismatchRunsJson(JsonWriter& w, const ReplayResult& r) {
+  TotalsJson(w, "allocated_determined", r.allocated_determined);
+  TotalsJson(w, "reserved_determined", r.reserved_determined);
+  w.Int("reserved_mismatch_runs", r.reserved_mismatch_runs);
+  w.BeginArray("reserved_mismatches");
+  for (const MismatchRun& run : r.reserved_mismatches) {
+    w.BeginObject()
+        .Int("first_event", run.first)
+        .Int("last_event", run.last)
+        .Int("error_bytes", run.error.value())
+        .String("why", run.why)
+        .EndObject();
+  }
+  w.EndArray();
+}
+
 }  // namespace
 
 std::string RenderReplayText(const ReplayResult& r) {
@@ -112,6 +158,8 @@ std::string RenderReplayText(const ReplayResult& r) {
   } else {
     TotalsText(out, "allocated", r.allocated);
     TotalsText(out, "reserved", r.reserved);
+    DeterminedText(out, r);
+    MismatchRunsText(out, r);
   }
   if (r.addresses.has_value()) {
     const AddressCheck& c = *r.addresses;
@@ -169,6 +217,7 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
   }
   TotalsJson(w, "allocated", r.allocated);
   TotalsJson(w, "reserved", r.reserved);
+  MismatchRunsJson(w, r);
   if (r.addresses.has_value()) {
     const AddressCheck& c = *r.addresses;
     w.BeginObject("addresses")
@@ -201,7 +250,14 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
         .Int("restored_blocks", ws.restored_blocks)
         .Int("grown_segments", ws.grown_segments)
         .Int("joined_boundaries", ws.joined_boundaries)
-        .Int("passes", ws.passes);
+        .Int("passes", ws.passes)
+        .Int("determined_from_event", ws.determined_from)
+        .Int("unknown_bytes", ws.unknown_bytes.value())
+        .Int("unknown_in_proven_gaps_bytes", ws.proven_bytes.value())
+        .Int("unknown_in_shown_gaps_bytes", ws.shown_bytes.value())
+        .Int("unknown_in_chosen_gaps_bytes", ws.chosen_bytes.value())
+        .Int("unknown_untouched_bytes", ws.movable_bytes.value())
+        .Int("unknown_unplaced_bytes", ws.unplaced_bytes.value());
     w.BeginArray("undetermined");
     for (const std::string& u : ws.undetermined) w.String({}, u);
     w.EndArray().EndObject();

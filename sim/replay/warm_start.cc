@@ -155,8 +155,11 @@ void WarmFactCollector::Add(const RecordedMemoryEvent& m, int64_t index) {
     // A small block across a 2 MiB boundary lies in no small segment: it is
     // placed with the large pool's, and named (Note [Warm start from
     // recorded addresses]).
-    if (block <= kSmallSize && straddles_.size() < kStraddlesKept) straddles_.push_back({addr, block});
-    if (block <= kSmallSize) ++straddle_count_;
+    // Each block once: at its alloc, or at the free of a block live at the start.
+    if (block <= kSmallSize && (is_alloc || !live_.contains(addr))) {
+      if (straddles_.size() < kStraddlesKept) straddles_.push_back({addr, block});
+      ++straddle_count_;
+    }
     AddPiece(large_pieces_, addr, addr + block, is_alloc);
   }
   if (is_alloc) {
