@@ -83,6 +83,27 @@ struct WarmRecording {
   int64_t start_reserved = 0;        // their total (the first event's Total Reserved before it)
   int64_t events = 0;
   int64_t reserved_changes = 0;      // recorded events whose Total Reserved differs from the one before
+  int64_t persistent_bytes = 0;      // WarmMechanisms::persistent's blocks, as placed
+  int64_t graph_pool_reserved = 0;   // the graph's private pool's segments
+};
+
+// What the recording allocator does besides the steps (each a mechanism of
+// the warm-start inference, tests/warm_synthetic_test.cc).
+struct WarmMechanisms {
+  // Blocks allocated half-way through the first step and never freed
+  // (parameters, optimizer states): live through the recording at
+  // addresses it never shows (Note [Bytes live through the recording]).
+  std::vector<int64_t> persistent;
+  // The steps' requests alternate over this many allocator streams
+  // (Kineto's [memory] events record none).
+  int streams = 1;
+  // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True in the recording.
+  bool expandable = false;
+  // A CUDA graph captured before the recording: its private pool (an
+  // allocator of its own, Note [CUDA graph private pools]) served these
+  // requests, every other one still live; its reserved and allocated bytes
+  // are in every recorded total, and none of its blocks is recorded.
+  std::vector<int64_t> graph_pool;
 };
 
 // Writes to `path` (gzip'd Kineto JSON, a device of 1 TiB) a warm trace of
@@ -91,25 +112,44 @@ struct WarmRecording {
 // window, allocated before it). Kineto's [memory] event carries the block
 // size handed out (CUDACachingAllocator.cpp malloc:
 // reportMemoryUsageToProfiler(block->size, ...)) and the totals after it.
-inline WarmRecording WriteWarmKineto(const std::string& path, TrainingSteps steps, int64_t warm_up, int64_t n) {
+inline WarmRecording WriteWarmKineto(const std::string& path, TrainingSteps steps, int64_t warm_up, int64_t n,
+                                     const WarmMechanisms& mech = {}) {
   WarmRecording out;
   gzFile f = gzopen(path.c_str(), "wb1");
   if (f == nullptr) return out;
   gzputs(f,
          "{\"deviceProperties\": [{\"id\": 0, \"name\": \"synthetic\", \"totalGlobalMem\": 1099511627776}],\n"
          "\"traceEvents\": [\n");
-  PyTorchCachingAllocator a(Bytes(1LL << 40));
+  PyTorchCachingOptions options;
+  options.expandable_segments = mech.expandable;
+  PyTorchCachingAllocator a(Bytes(1LL << 40), options);
+  PyTorchCachingAllocator pool(Bytes(1LL << 40));
+  constexpr int64_t kUnrecordedIds = int64_t{1} << 40;  // ids the steps never reach
+  for (size_t k = 0; k < mech.graph_pool.size(); ++k) {
+    pool.Alloc(kUnrecordedIds + static_cast<int64_t>(k), Bytes(mech.graph_pool[k]), 0);
+    if (k % 2 == 1) pool.Free(kUnrecordedIds + static_cast<int64_t>(k));
+  }
+  out.graph_pool_reserved = pool.usage().reserved.value();
+  const int64_t persistent_at = steps.step_events() / 2;
   int64_t last_reserved = -1;
   for (int64_t i = 0; i < warm_up + n; ++i) {
+    if (i == persistent_at) {
+      for (size_t k = 0; k < mech.persistent.size(); ++k) {
+        const BufferId id = 2 * kUnrecordedIds + static_cast<int64_t>(k);
+        if (!a.Alloc(id, Bytes(mech.persistent[k]), 0)) break;
+        out.persistent_bytes += a.BlockSizeOf(id)->value();
+      }
+    }
     if (i == warm_up) {
       out.start = a.Segments();
-      out.start_reserved = a.usage().reserved.value();
+      out.start_reserved = a.usage().reserved.value() + out.graph_pool_reserved;
       last_reserved = out.start_reserved;
     }
     const StepEvent e = steps.Next();
+    const StreamId stream = static_cast<StreamId>(e.id % mech.streams);
     int64_t addr = 0, block = 0;
     if (e.alloc) {
-      if (!a.Alloc(e.id, Bytes(e.size), 0)) {
+      if (!a.Alloc(e.id, Bytes(e.size), stream)) {
         gzclose(f);
         std::remove(path.c_str());
         return out;
@@ -122,9 +162,10 @@ inline WarmRecording WriteWarmKineto(const std::string& path, TrainingSteps step
       a.Free(e.id);
     }
     if (i < warm_up) continue;
-    const AllocatorUsage u = a.usage();
-    out.reserved_changes += u.reserved.value() != last_reserved;
-    last_reserved = u.reserved.value();
+    const AllocatorUsage u = a.usage(), p = pool.usage();
+    const int64_t reserved = (u.reserved + p.reserved).value();
+    out.reserved_changes += reserved != last_reserved;
+    last_reserved = reserved;
     char buf[320];
     std::snprintf(buf, sizeof buf,
                   "%s{\"ph\": \"i\", \"cat\": \"cpu_instant_event\", \"name\": \"[memory]\", \"pid\": 1, "
@@ -132,8 +173,8 @@ inline WarmRecording WriteWarmKineto(const std::string& path, TrainingSteps step
                   "\"Addr\": %lld, \"Bytes\": %lld, \"Total Allocated\": %lld, \"Total Reserved\": %lld, "
                   "\"Ev Idx\": %lld}}\n",
                   i == warm_up ? "" : ",", static_cast<long long>(i), static_cast<long long>(addr),
-                  static_cast<long long>(block), static_cast<long long>(u.allocated.value()),
-                  static_cast<long long>(u.reserved.value()), static_cast<long long>(i));
+                  static_cast<long long>(block), static_cast<long long>((u.allocated + p.allocated).value()),
+                  static_cast<long long>(reserved), static_cast<long long>(i));
     gzputs(f, buf);
   }
   gzputs(f, "]}\n");

@@ -318,7 +318,9 @@ int64_t FillGaps(std::vector<StartGap>& gaps, int64_t unknown, int64_t untouched
                  WarmStart& w) {
   int64_t left = unknown;
   auto fill = [&](StartGap& g, Bytes& into) {
-    g.filled = std::min(g.end - g.begin, left);
+    const auto front = g.tail ? kept.front_free.end() : kept.front_free.find(g.begin);
+    const int64_t room = g.end - g.begin - (front == kept.front_free.end() ? 0 : front->second);
+    g.filled = std::min(room, left);
     left -= g.filled;
     into += Bytes(g.filled);
   };
@@ -416,6 +418,7 @@ absl::StatusOr<std::map<int64_t, LiveBlock>> LiveAtStart(const WarmFactCollector
 absl::Status RestoreAll(const SegmentSet& set, const std::map<int64_t, LiveBlock>& live, int64_t pre_requested,
                         BufferId first_unknown_id, Allocator& a, WarmStart& w,
                         absl::flat_hash_set<BufferId>* restored) {
+  bool first = true;
   for (const auto& [begin, s] : set.by_begin) {
     std::vector<LiveBlock> in;
     for (auto it = live.lower_bound(begin); it != live.end() && it->first < s.end; ++it) {
@@ -423,7 +426,12 @@ absl::Status RestoreAll(const SegmentSet& set, const std::map<int64_t, LiveBlock
       restored->insert(it->second.buffer);
       ++w.restored_blocks;
     }
-    RETURN_IF_ERROR(RestoreOne(a, begin, s.end, s.small, in));
+    absl::Status st = RestoreOne(a, begin, s.end, s.small, in);
+    // The allocator cannot hold a restored segment at all (expandable
+    // segments): nothing is restored yet, and the replay starts cold.
+    if (!st.ok() && first) return absl::FailedPreconditionError(st.message());
+    RETURN_IF_ERROR(st);
+    first = false;
   }
   BufferId id = first_unknown_id + static_cast<BufferId>(w.gaps.size());
   int64_t at = static_cast<int64_t>(kUntouchedAddress);
@@ -516,7 +524,14 @@ absl::StatusOr<WarmStart> RestoreWarmStart(const WarmFactCollector& facts, const
   }
   w.gaps = std::move(gaps);
   ASSIGN_OR_RETURN(auto live, LiveAtStart(facts, head_ids, w.gaps, preexisting_id, w));
-  RETURN_IF_ERROR(RestoreAll(set, live, preexisting.value(), preexisting_id, a, w, restored));
+  if (absl::Status st = RestoreAll(set, live, preexisting.value(), preexisting_id, a, w, restored); !st.ok()) {
+    if (!absl::IsFailedPrecondition(st)) return st;
+    restored->clear();
+    WarmStart refused;
+    refused.recorded_reserved = w.recorded_reserved;
+    refused.why_not = absl::StrCat("the allocator cannot hold the inferred segments (", st.message(), ")");
+    return refused;
+  }
   if (untouched > 0) {
     w.undetermined.push_back(absl::StrFormat(
         "%d reserved bytes hold no recorded block: how they are split into segments is not recorded (restored as "
@@ -676,6 +691,16 @@ const StartGap* FirstFreeGapIn(const WarmStart& w, int64_t begin, int64_t end) {
   return nullptr;
 }
 
+// The gap of `w` whose live bytes begin at `addr`; null when none.
+const StartGap* FilledGapFrom(const WarmStart& w, int64_t addr) {
+  auto it = std::upper_bound(w.gaps.begin(), w.gaps.end(), addr,
+                             [](int64_t a, const StartGap& g) { return a < g.begin; });
+  if (it == w.gaps.begin()) return nullptr;
+  const StartGap& g = *std::prev(it);
+  if (g.filled == 0 || addr >= g.end) return nullptr;
+  return (g.tail ? g.begin : g.end - g.filled) == addr ? &g : nullptr;
+}
+
 // Segment `i` of `w` ends too early: the real free block was at least the
 // recorded one's (larger when it lay below it: best fit's ties go to the
 // lower address).
@@ -728,9 +753,7 @@ bool CorrectForDeparture(const WarmStart& w, const AddressDeparture& d, WarmBudg
   if (ends_free && s->joinable_end) return kept->joined.insert(s->end).second;
   // The model's free block ends at a gap chosen to hold bytes live through
   // the recording: it was free, and the real free block larger.
-  if (auto g = std::lower_bound(w.gaps.begin(), w.gaps.end(), d.free_end,
-                                [](const StartGap& g, int64_t a) { return g.begin < a; });
-      g != w.gaps.end() && g->begin == d.free_end && g->chosen) {
+  if (const StartGap* g = FilledGapFrom(w, d.free_end); g != nullptr && g->chosen) {
     return kept->freed.insert(g->begin).second;
   }
   if (s != nullptr && i > 0 && !s->small && !s->untouched && d.placed == s->begin && w.segments[i - 1].joinable_end &&
@@ -743,6 +766,17 @@ bool CorrectForDeparture(const WarmStart& w, const AddressDeparture& d, WarmBudg
     if (const StartGap* g = FirstFreeGapIn(w, d.recorded, d.recorded + d.recorded_free)) {
       return FillFromBudget(*g, budget, kept);
     }
+  }
+  // Or the model's free block was larger: it ends where a gap restored live
+  // begins, and that gap's live bytes began later — enough later that best
+  // fit prefers the recorded one (ties go to the lower address).
+  if (const StartGap* g = FilledGapFrom(w, d.free_end); g != nullptr && !g->tail && d.recorded_free > 0) {
+    const int64_t need = std::max<int64_t>(0, d.recorded_free - (d.free_end - d.placed)) + kMinBlockSize;
+    if (g->filled - need < kMinBlockSize || Bytes(need) > budget->spare) return false;
+    kept->front_free[g->begin] += need;
+    budget->spare -= Bytes(need);
+    budget->movable += Bytes(need);
+    return true;
   }
   if (s == nullptr) return false;
   if (s->untouched) return GrowIntoUntouched(w, *s, budget, kept);

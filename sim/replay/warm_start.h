@@ -49,6 +49,7 @@ struct WarmCorrections {
   std::set<int64_t> joined;               // chosen boundaries that are not segment boundaries
   std::set<int64_t> filled;               // gap begins shown live (Note [Bytes live through the recording])
   std::set<int64_t> freed;                // gap begins shown free: not chosen to hold such bytes
+  std::map<int64_t, int64_t> front_free;  // gap begin → bytes at its front shown free
 };
 
 // The first alloc a warm replay placed elsewhere than its recorded address
