@@ -61,11 +61,6 @@ bool KeepGrowths(const WarmStart& ws, WarmPass& pass) {
   // Note [Departures from the recorded addresses]: only when no growth
   // explains the pass (a growth changes what follows the departure too).
   if (!changed && pass.departure.has_value()) changed = CorrectForDeparture(ws, *pass.departure, &budget, &pass.kept);
-  if (getenv("WARMDBG") != nullptr) {
-    fprintf(stderr, "PASS fills=%zu grows=%zu dep=%s changed=%d", pass.found_fills.size(), pass.found.size(), pass.departure.has_value() ? "y" : "n", changed);
-    if (pass.departure) { const auto& d = *pass.departure; fprintf(stderr, " ev=%lld rec=%llx placed=%llx block=%lld free_end=%llx rec_free=%lld new=%d", (long long)d.event, (long long)d.recorded, (long long)d.placed, (long long)d.block, (long long)d.free_end, (long long)d.recorded_free, d.new_segment); }
-    fprintf(stderr, " kept fills=%zu grown=%zu joined=%zu\n", pass.kept.filled.size(), pass.kept.grown_ends.size(), pass.kept.joined.size());
-  }
   return changed;
 }
 

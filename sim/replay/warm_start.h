@@ -137,7 +137,7 @@ std::string DepartureUnexplained(const AddressDeparture& d);
 // recording, collected one memory event at a time (in recorded order) in
 // memory bounded by the distinct blocks, not by the events: the first
 // event's Total Reserved, the union of the small-pool and of the large-pool
-// block ranges (pieces, with the largest block of each and whether the
+// block ranges (pieces, with whether the
 // recording allocates a block at its begin), the live blocks, and the
 // blocks freed but never allocated (live at the start).
 // The whole-trace replay feeds it the imported events; the streamed one
@@ -160,7 +160,6 @@ class WarmFactCollector {
   // A range of recorded blocks, overlapping ones merged.
   struct Piece {
     int64_t end = 0;
-    int64_t largest = 0;         // the largest block in it
     bool alloc_at_begin = false;  // the recording allocates a block at its begin
   };
   // The facts, read by RestoreWarmStart.
