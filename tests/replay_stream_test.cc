@@ -329,7 +329,7 @@ TEST(ReplayStreamTest, EveryShippedKinetoTraceGivesTheWholeTracesNumbers) {
       // Departures corrected (Note [Departures from the recorded
       // addresses]) to the pass the recording agrees with most (Note [The
       // start state the recording agrees with most]).
-      {"hta_df_index_resolver_v100_rank1.pt.trace.json.gz", warm(23)},
+      {"hta_df_index_resolver_v100_rank1.pt.trace.json.gz", warm(25)},
       {"kineto_tbplugin_resnet50_v100_legacy_noaddr.pt.trace.json.gz", "streamed"},
       {"tracelens_h100_bert-small_inference.pt.trace.json.gz", warm(3)},
       {"tracelens_h100_owlv2-large_inference.pt.trace.json.gz", warm(8)},

@@ -219,7 +219,7 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
     if (first == r.reserved->first_mismatch) {
       // Replay from the inferred state, growing its segments to a fixed
       // point (Note [Growing inferred segments]).
-      replay_internal::WarmFixedPoint passes;
+      replay_internal::WarmFixedPoint passes(r.events);
       for (int64_t n = 1;; ++n) {
         ReplayResult w;
         w.source = r.source;

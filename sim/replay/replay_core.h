@@ -54,6 +54,9 @@ bool KeepGrowths(const WarmStart& ws, WarmPass& pass);
 class WarmFixedPoint {
  public:
   static constexpr int64_t kMaxPasses = 64;
+  static constexpr int64_t kScoredEvents = 1'000'000;  // warm passes that replay fewer events in all run to the end
+  // `events`: the memory events one pass replays.
+  explicit WarmFixedPoint(int64_t events) : events_(events) {}
   WarmPass& pass() { return pass_; }
   // Before pass n (from 1).
   void Begin(int64_t n);
@@ -65,6 +68,8 @@ class WarmFixedPoint {
  private:
   WarmPass pass_;
   std::optional<ReplayResult> best_;
+  int64_t events_;
+  int64_t replayed_ = 0;  // memory events the warm passes replayed
 };
 
 class ReplayCore {

@@ -406,7 +406,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
     return done(std::move(r));
   }
   // From the inferred state, to the fixed point (as ReplayRecorded).
-  replay_internal::WarmFixedPoint fixed;
+  replay_internal::WarmFixedPoint fixed(f.events);
   for (int64_t n = 1;; ++n) {
     ReplayResult w;
     fixed.Begin(n);

@@ -773,10 +773,7 @@ bool CorrectForDeparture(const WarmStart& w, const AddressDeparture& d, WarmBudg
   if (const StartGap* g = FilledGapFrom(w, d.free_end); g != nullptr && g->chosen) {
     return kept->freed.insert(g->begin).second;
   }
-  if (s != nullptr && i > 0 && !s->small && !s->untouched && d.placed == s->begin && w.segments[i - 1].joinable_end &&
-      w.segments[i - 1].end == s->begin) {
-    return kept->joined.insert(s->begin).second;  // the free block begins at a chosen boundary
-  }
+
   // Best fit took the recorded address's free block, so it was no larger
   // than the one the model took: a gap it runs into was live.
   if (d.recorded_free > 0) {
