@@ -205,7 +205,10 @@ absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOpt
 std::string RenderReplayText(const ReplayResult& r);
 // Keys: source, format, allocator.{name, peak_allocated_bytes,
 // peak_reserved_bytes, ...}, replay.{events, allocated_exact_share,
-// reserved_exact_share, address_exact_share, ...}, oom.
+// reserved_exact_share, address_exact_share, allocated, reserved,
+// allocated_determined, reserved_determined (Note [Exact from the first
+// determined event]), reserved_mismatch_runs, reserved_mismatches[{first_event,
+// last_event, error_bytes, why}], warm_start, ...}, oom.
 std::string RenderReplayJson(const ReplayResult& r);
 // The same object with more keys after the replay's (`more` writes them).
 std::string RenderReplayJson(const ReplayResult& r, const std::function<void(JsonWriter&)>& more);
