@@ -162,7 +162,8 @@ absl::Status ReplayCore::Start(Bytes preexisting, BufferId preexisting_id, const
   // would keep an unsplit remainder); how those bytes lay in segments is
   // unknown. A warm start (Note [Warm start from recorded addresses]) has
   // them in its restored state.
-  model_reserved_before_ = a.usage().reserved;
+  last_ = a.usage();
+  model_reserved_before_ = last_.reserved;
   if (warm_ != nullptr) {
     determined_from_ = warm_->determined_from;
     return absl::OkStatus();
@@ -231,7 +232,7 @@ absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int
     }
     if (restored) {
       block.placed = true;
-    } else if (const Bytes reserved_before = a.usage().reserved; w >= 0 ? ok : a.Alloc(e.buffer, e.size, e.stream)) {
+    } else if (w >= 0 ? ok : a.Alloc(e.buffer, e.size, e.stream)) {
       block.placed = true;
       // Note [Growing inferred segments]: Kineto records block sizes.
       if (warm_ != nullptr && pass_ != nullptr && w < 0 && m != nullptr && kineto_sizes_ && m->address.has_value()) {
@@ -239,7 +240,7 @@ absl::Status ReplayCore::Op(const MemoryOp& e, const RecordedMemoryEvent* m, int
         const int64_t recorded_block = (e.size.value() + 511) / 512 * 512;
         if (at.has_value() && static_cast<int64_t>(*at) != *m->address && !pass_->departure.has_value()) {
           pass_->departure = DepartureOf(source, *m->address, e.buffer);
-          pass_->departure->new_segment = a.usage().reserved > reserved_before;
+          pass_->departure->new_segment = a.usage().reserved > last_.reserved;  // last_: before this op
           // KeepGrowths will correct the start from it: the rest of this
           // pass would be replayed again.
           WarmBudget budget = warm_->budget();
@@ -289,18 +290,24 @@ void ReplayCore::EndEvent(const RecordedMemoryEvent* m, int64_t source) {
     if (options_.keep_series) r_.series.push_back({source, SimTime(-1), s.allocated, s.reserved, {}, {}});
     return;
   }
-  const bool determined = determined_from_ >= 0 && source >= determined_from_;
+  // From the first determined event (Finish copies the whole comparison
+  // when that is the first event).
+  const bool determined = determined_from_ > 0 && source >= determined_from_;
   if (m->total_allocated.has_value()) {
     if (!r_.allocated.has_value()) r_.allocated.emplace();
     Compare(*r_.allocated, s.allocated, *m->total_allocated, source, alloc_abs_);
-    if (determined_from_ >= -1 && !r_.allocated_determined.has_value()) r_.allocated_determined.emplace();
-    if (determined) Compare(*r_.allocated_determined, s.allocated, *m->total_allocated, source, alloc_det_abs_);
+    if (determined) {
+      if (!r_.allocated_determined.has_value()) r_.allocated_determined.emplace();
+      Compare(*r_.allocated_determined, s.allocated, *m->total_allocated, source, alloc_det_abs_);
+    }
   }
   if (m->total_reserved.has_value()) {
     if (!r_.reserved.has_value()) r_.reserved.emplace();
     Compare(*r_.reserved, s.reserved, *m->total_reserved, source, reserved_abs_);
-    if (determined_from_ >= -1 && !r_.reserved_determined.has_value()) r_.reserved_determined.emplace();
-    if (determined) Compare(*r_.reserved_determined, s.reserved, *m->total_reserved, source, reserved_det_abs_);
+    if (determined) {
+      if (!r_.reserved_determined.has_value()) r_.reserved_determined.emplace();
+      Compare(*r_.reserved_determined, s.reserved, *m->total_reserved, source, reserved_det_abs_);
+    }
     TrackReservedRun(*m, source, s.reserved);
   }
   if (options_.keep_series) {
@@ -380,6 +387,13 @@ std::string ReplayCore::WhyReservedDiffers(const RecordedMemoryEvent& m, int64_t
 }
 
 absl::Status ReplayCore::Finish() {
+  // Note [Exact from the first determined event]: determined from the first
+  // event, the whole comparison; never (or after the last event), none.
+  for (auto [all, determined] : {std::pair{&r_.allocated, &r_.allocated_determined},
+                                 std::pair{&r_.reserved, &r_.reserved_determined}}) {
+    if (determined_from_ == 0) *determined = *all;
+    if (determined_from_ >= -1 && all->has_value() && !determined->has_value()) determined->emplace();
+  }
   if (open_run_.has_value()) {
     if (r_.reserved_mismatches.size() < kMismatchRunsKept) r_.reserved_mismatches.push_back(*open_run_);
     open_run_.reset();

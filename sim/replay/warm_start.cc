@@ -117,6 +117,11 @@ void AddPiece(std::map<int64_t, Piece>& pieces, int64_t begin, int64_t end, bool
   Piece p{end, alloc};
   auto it = pieces.upper_bound(begin);
   if (it != pieces.begin() && std::prev(it)->second.end > begin) --it;
+  // Most blocks of a warm trace lie where one lay before: nothing to merge.
+  if (it != pieces.end() && it->first <= begin && it->second.end >= end) {
+    if (it->first == begin) it->second.alloc_at_begin |= alloc;
+    return;
+  }
   while (it != pieces.end() && it->first < end) {
     if (it->first < begin) {
       p.alloc_at_begin = it->second.alloc_at_begin;
