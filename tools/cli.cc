@@ -43,6 +43,7 @@
 #include "sim/report/render.h"
 #include "sim/step/megatron_step.h"
 #include "sim/step/step.h"
+#include "sim/step/suggest.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
 #include "sim/import/import.h"
@@ -284,6 +285,7 @@ int CmdRun(const RunOptions& o) {
   if (spec->megatron.present) return CmdRunMegatron(o, *spec);
   auto report = SimulateStep(*spec);
   if (!report.ok()) return Fail(report.status());
+  if (absl::Status st = SuggestFit(*report); !st.ok()) return Fail(st);
   const std::string json = RenderJson(*report);
   std::optional<StepReport> other;
   VizOptions viz;
@@ -624,6 +626,37 @@ int CmdCompareConfig(const RunOptions& o, const std::string& vary) {
   return 0;
 }
 
+// A misspelt command or option, named with what was meant (issue 32):
+// CLI11 says only "A subcommand is required" or "The following arguments
+// were not expected". Empty when the error is another kind (CLI11's own
+// message is then the clearer one).
+std::string ParseErrorHint(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) commands.push_back(sub->get_name());
+  if (argc >= 2 && argv[1][0] != '-') {
+    const std::string given = argv[1];
+    if (std::find(commands.begin(), commands.end(), given) == commands.end()) {
+      return absl::StrCat(UnknownNameMessage("command", given, commands), " (gpusim --help)");
+    }
+  }
+  CLI::App* sub = nullptr;
+  for (CLI::App* s : app.get_subcommands([](CLI::App* a) { return a->parsed(); })) sub = s;
+  if (sub == nullptr) return "";
+  std::vector<std::string> flags;
+  for (const CLI::Option* opt : sub->get_options()) {
+    for (const std::string& n : opt->get_lnames()) flags.push_back("--" + n);
+    for (const std::string& n : opt->get_snames()) flags.push_back("-" + n);
+  }
+  for (const std::string& extra : sub->remaining()) {
+    if (extra.size() < 2 || extra[0] != '-') continue;
+    const std::string name = extra.substr(0, extra.find('='));
+    if (std::find(flags.begin(), flags.end(), name) != flags.end()) continue;
+    return absl::StrCat(sub->get_name(), ": ", UnknownNameMessage("option", name, flags), " (gpusim ",
+                        sub->get_name(), " --help)");
+  }
+  return "";
+}
+
 }  // namespace
 
 int FailStatus(const absl::Status& st) { return Fail(st); }
@@ -642,6 +675,9 @@ int FinishStdout(int rc) {
 int RunCli(int argc, char** argv) {
   CLI::App app{"gpusim: trace-driven simulator of GPU memory and step time for deep-learning training"};
   app.require_subcommand(1);
+  // Case folded (issue 32): `gpusim RUN`, `--Format`; subcommands inherit it.
+  app.ignore_case();
+  app.option_defaults()->ignore_case();
   app.footer(
       "Exit codes: 0 ok; 1 bad input (config, trace, command line, an input too large to model), with a message "
       "naming the input; 3 environment (I/O error, disk full, an output target that exists and is not a regular "
@@ -831,6 +867,10 @@ int RunCli(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
+    if (std::string msg = ParseErrorHint(app, argc, argv); !msg.empty()) {
+      std::cerr << "gpusim: error: " << msg << "\n";
+      return 1;
+    }
     const int rc = app.exit(e);
     return rc == 0 ? 0 : 1;
   }

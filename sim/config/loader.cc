@@ -1,6 +1,8 @@
 // Name resolution, `from:` merging and `--set` overrides; see loader.h.
 #include "sim/config/loader.h"
 
+#include "sim/base/names.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -114,10 +116,22 @@ absl::StatusOr<std::string> FindFile(const std::string& name,
     if (IsFile(file)) return file;
   }
   std::vector<std::string> names = ListNames(dirs);
+  // Case folded: `H100-SXM-80GB` is the file h100-sxm-80gb.yaml (the one
+  // name equal but for case; the search order above decides among dirs).
+  if (const std::string folded = CaseFoldedName(name, names); !folded.empty()) {
+    for (const std::string& dir : dirs) {
+      std::string file = Join(dir, absl::StrCat(folded, ".yaml"));
+      if (IsFile(file)) return file;
+    }
+  }
+  std::vector<std::string> searched;
+  for (const std::string& d : dirs) {
+    if (std::find(searched.begin(), searched.end(), d) == searched.end()) searched.push_back(d);
+  }
   return Error(loc, path,
-               absl::StrCat("unknown ", kind.key, " '", name, "'; available: ",
-                            names.empty() ? "(none)" : absl::StrJoin(names, ", "),
-                            " (searched ", absl::StrJoin(dirs, ", "), ")"));
+               absl::StrCat(names.empty() ? absl::StrCat("unknown ", kind.key, " '", name, "'; available: (none)")
+                                          : UnknownNameMessage(kind.key, name, names),
+                            " (searched ", absl::StrJoin(searched, ", "), ")"));
 }
 
 absl::StatusOr<ConfigNode> ResolveRef(const ConfigNode& ref,
