@@ -85,7 +85,6 @@ class RunResult(_Mapping):
     step_time_s: float
     tokens_per_s_per_device: float
     allocator: str
-    verdict: str
     breakdown: Dict[str, int]
     timeline_svg: str = field(repr=False, compare=False)
     data: Dict[str, Any] = _doc()
@@ -98,7 +97,7 @@ class RunResult(_Mapping):
                    fits=bool(mem.get("fits", False)), step_time_s=t.get("step_time_s", 0.0),
                    tokens_per_s_per_device=t.get("tokens_per_s_per_device", 0.0),
                    allocator=data.get("allocator", {}).get("name", ""),
-                   verdict=data.get("verdict", {}).get("line", ""), breakdown=dict(data.get("breakdown", {})),
+                   breakdown=dict(data.get("breakdown", {})),
                    timeline_svg=timeline_svg, data=data)
 
     def plot(self):
