@@ -240,7 +240,8 @@ def record(step: Union[PathLike, Callable[..., Mapping[str, Any]]], out: PathLik
         raise Error(f"record needs PyTorch ({e}): pip install torch (the CPU build is enough), or gpusim[torch]",
                     1) from None
     from gpusim_torch.cli import _load_setup, _record
-    from gpusim_torch.recorder import RecordError
+    from gpusim_torch.recorder import STACK_ROOTS, RecordError
+    STACK_ROOTS.add(record.__code__)  # the caller's frames are not the step's
     from gpusim_torch.session import time_limit
     if callable(step):  # named in messages and the trace's meta as module.qualname
         setup = step

@@ -79,7 +79,9 @@ def _flow(v: Any, path: str) -> str:
             return ".nan"
         if math.isinf(f):
             return ".inf" if f > 0 else "-.inf"
-        return repr(f)
+        text = repr(f)
+        # 1e-07 is a string to YAML 1.1 readers; 1.0e-07 a float to all.
+        return text.replace("e", ".0e") if "e" in text and "." not in text else text
     if isinstance(v, os.PathLike):
         v = os.fspath(v)
     if isinstance(v, str):
