@@ -61,6 +61,8 @@ GPUSIM_WANT="$want" GPUSIM_TEST_VENV="$W/venv" "$V/python" - <<'PY'
 import os
 import gpusim
 assert gpusim.__file__.startswith(os.environ["GPUSIM_TEST_VENV"]), gpusim.__file__
+here = os.path.dirname(gpusim.__file__)
+assert all(os.path.isfile(os.path.join(here, f)) for f in ("py.typed", "_gpusim.pyi", "data/configs/llama7b.yaml"))
 want = int(os.environ["GPUSIM_WANT"])
 assert gpusim.run("llama7b").peak_bytes == want
 r = gpusim.run("llama7b_copy.yaml", batch__per_device=2)  # a relative path; device by name from gpusim/data

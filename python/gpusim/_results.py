@@ -15,12 +15,15 @@ import copy
 import html
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ._config import setting, settings
 
+if TYPE_CHECKING:
+    import pandas
 
-def _frame(records: List[Dict[str, Any]], columns: Sequence[str]):
+
+def _frame(records: List[Dict[str, Any]], columns: Sequence[str]) -> "pandas.DataFrame":
     try:
         import pandas as pd
     except ImportError as e:
@@ -65,7 +68,7 @@ class _Mapping(_Document, Mapping[str, Any]):
         return len(self.data)
 
 
-def _doc():
+def _doc() -> Any:
     return field(repr=False, compare=False)
 
 
@@ -100,7 +103,7 @@ class RunResult(_Mapping):
                    breakdown=dict(data.get("breakdown", {})),
                    timeline_svg=timeline_svg, data=data)
 
-    def plot(self):
+    def plot(self) -> Any:
         """The memory timeline as an IPython SVG (or the SVG text without IPython)."""
         try:
             from IPython.display import SVG
@@ -219,7 +222,7 @@ class AdviseResult(_Mapping):
             rows.append(row)
         return rows
 
-    def to_pandas(self):
+    def to_pandas(self) -> "pandas.DataFrame":
         """A DataFrame, one row per grid point (to_records' columns)."""
         rows = self.to_records()
         return _frame(rows, _columns(rows, self.axes))
@@ -268,7 +271,7 @@ class CompareResult(_Document):
         with its typed value."""
         return [dict(r) for r in self.rows]
 
-    def to_pandas(self):
+    def to_pandas(self) -> "pandas.DataFrame":
         rows = self.to_records()
         return _frame(rows, _columns(rows, [self.axis]))
 
@@ -293,7 +296,7 @@ class ExplainResult(_Mapping):
     def to_records(self) -> List[Dict[str, Any]]:
         return [dict(b) for b in self.buffers]
 
-    def to_pandas(self):
+    def to_pandas(self) -> "pandas.DataFrame":
         rows = self.to_records()
         return _frame(rows, _columns(rows))
 
@@ -394,7 +397,7 @@ class Devices(_Mapping):
     def to_records(self) -> List[Dict[str, Any]]:
         return [dict(d) for d in self.data["devices"]]
 
-    def to_pandas(self):
+    def to_pandas(self) -> "pandas.DataFrame":
         rows = self.to_records()
         return _frame(rows, _columns(rows))
 

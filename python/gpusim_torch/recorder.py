@@ -42,7 +42,7 @@ _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 # from the user's program (gpusim.record adds its own). The frames of its
 # callers (a notebook cell, a script) are not the step's, and are not in a
 # recording made by `python -m gpusim_torch record`, whose entry is ours.
-STACK_ROOTS = set()
+STACK_ROOTS: set = set()
 MAX_FRAMES = 8
 
 _expired = torch.UntypedStorage._expired
