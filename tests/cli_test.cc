@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/cli_support.h"
@@ -90,6 +91,30 @@ TEST(CliTest, BadUsageExitsOne) {
   EXPECT_EQ(Gpusim("frobnicate").code, 1);
   EXPECT_EQ(Gpusim("run /nonexistent.yaml").code, 1);
   EXPECT_EQ(Gpusim("--help").code, 0);
+}
+
+// Note [Run config names]: every command that takes a config takes a bundled
+// one by NAME, from any directory; an unknown NAME lists them.
+TEST(CliTest, BundledConfigsByName) {
+  const std::string in_tmp = "cd " + ::testing::TempDir() + " && " + GPUSIM_BINARY + " ";
+  const Result by_path = GpusimStdout("run " GPUSIM_SOURCE_DIR "/configs/llama7b.yaml --format json");
+  const Result by_name = RunShell(in_tmp + "run llama7b --format json 2>/dev/null");
+  ASSERT_EQ(by_name.code, 0) << by_name.out;
+  EXPECT_EQ(JsonInt(by_name.out, "peak_bytes"), JsonInt(by_path.out, "peak_bytes"));
+  const std::vector<std::string> commands = {
+      "explain llama7b --top 1", "diff llama7b --set batch.per_device=2", "advise llama7b --vary batch.per_device=1",
+      "validate llama7b", "compare llama7b --vary batch.per_device=1,2",
+      "viz llama7b --out " + ::testing::TempDir() + "/by_name_viz"};
+  for (const std::string& cmd : commands) {
+    const Result r = RunShell(in_tmp + cmd + " 2>&1");
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.out;
+  }
+  const Result unknown = RunShell(in_tmp + "explain llama8b 2>&1");
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_NE(unknown.out.find("gpusim: error: llama8b: no such file, and no bundled run config of that name; "
+                             "bundled: llama7b"),
+            std::string::npos)
+      << unknown.out;
 }
 
 TEST(CliTest, ReplayJsonKeysAndCompareRows) {

@@ -53,6 +53,24 @@
 #include "viz/viz.h"
 
 namespace gpusim {
+
+namespace {
+thread_local CliCapture* active_capture = nullptr;
+}  // namespace
+
+std::ostream& CliOut() { return active_capture != nullptr ? active_capture->out_stream() : std::cout; }
+std::ostream& CliErr() { return active_capture != nullptr ? active_capture->err_stream() : std::cerr; }
+
+CliCapture::CliCapture(bool want_timeline_svg) : want_timeline_svg_(want_timeline_svg), previous_(active_capture) {
+  active_capture = this;
+}
+CliCapture::~CliCapture() { active_capture = previous_; }
+CliCapture* CliCapture::Active() { return active_capture; }
+
+bool IsRunConfigArg(const std::string& path) {
+  return absl::EndsWith(path, ".yaml") || absl::EndsWith(path, ".yml") || IsRunConfigText(path);
+}
+
 namespace {
 
 // Note [Exit codes] (README "Hardening", `gpusim --help`): 0 ok; 1 bad
@@ -83,7 +101,7 @@ int ExitCodeFor(absl::StatusCode code) {
 }
 
 int Fail(const absl::Status& st) {
-  std::cerr << "gpusim: error: " << st.message() << "\n";
+  CliErr() << "gpusim: error: " << st.message() << "\n";
   return ExitCodeFor(st.code());
 }
 
@@ -222,6 +240,12 @@ absl::Status WriteStepFiles(const RunOptions& o, const StepReport& report, const
   return absl::OkStatus();
 }
 
+// Note [Where the CLI writes]: the step's timeline for a capture that asks.
+void KeepTimelineSvg(const StepReport& report) {
+  CliCapture* c = CliCapture::Active();
+  if (c != nullptr && c->want_timeline_svg()) c->set_timeline_svg(TimelineSvg(report));
+}
+
 // A launch line's step files are those of its peak rank (PeakRankView,
 // sim/step/megatron_step.h); result.json is the whole launch line's JSON.
 int CmdRunMegatron(const RunOptions& o, const RunSpec& spec) {
@@ -229,9 +253,10 @@ int CmdRunMegatron(const RunOptions& o, const RunSpec& spec) {
   if (!report.ok()) return Fail(report.status());
   const std::string json = RenderMegatronJson(*report);
   const MegatronRankView view = PeakRankView(*report);
+  KeepTimelineSvg(view.report);
   absl::Status st = WriteStepFiles(o, view.report, json, VizOptions{});
   if (!st.ok()) return Fail(st);
-  std::cout << (o.format == "json" ? json : RenderMegatronText(*report));
+  CliOut() << (o.format == "json" ? json : RenderMegatronText(*report));
   return 0;
 }
 
@@ -249,7 +274,7 @@ int CmdRun(const RunOptions& o) {
     return Fail(absl::InvalidArgumentError("run: give a run config (YAML or STEP.hlo) or --megatron-args"));
   }
   const std::string& f = o.config;
-  const bool yaml = absl::EndsWith(f, ".yaml") || absl::EndsWith(f, ".yml");
+  const bool yaml = IsRunConfigArg(f);
   const std::string format = o.megatron_args.empty() && !yaml && !IsHloFile(f) ? RecordingFormatOf(f).value_or("") : "";
   if (!format.empty() && format != "gpusim-trace") {
     // A recording (the importer registry's formats: Kineto, snapshot, memory
@@ -287,6 +312,7 @@ int CmdRun(const RunOptions& o) {
   if (!report.ok()) return Fail(report.status());
   if (absl::Status st = SuggestFit(*report); !st.ok()) return Fail(st);
   const std::string json = RenderJson(*report);
+  KeepTimelineSvg(*report);
   std::optional<StepReport> other;
   VizOptions viz;
   if (!o.out_dir.empty() || !o.charts_dir.empty()) {
@@ -295,14 +321,13 @@ int CmdRun(const RunOptions& o) {
   }
   absl::Status st = WriteStepFiles(o, *report, json, viz);
   if (!st.ok()) return Fail(st);
-  std::cout << (o.format == "json" ? json : RenderText(*report));
+  CliOut() << (o.format == "json" ? json : RenderText(*report));
   return 0;
 }
 
 int CmdExplain(const RunOptions& o, int top) {
   const std::string& f = o.config;
-  const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") || (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
-  if (!yaml && !IsHloFile(f)) {  // a native or recorded trace (tools/cli_replay.cc)
+  if (!IsRunConfigArg(f) && !IsHloFile(f)) {  // a native or recorded trace (tools/cli_replay.cc)
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
     return CmdExplainTrace(f, top, o.format, o.device, o.device_options());
   }
@@ -312,7 +337,7 @@ int CmdExplain(const RunOptions& o, int top) {
   std::string note;
   auto report = SimulateOneStep(*spec, &note);
   if (!report.ok()) return Fail(report.status());
-  std::cout << (o.format == "json" ? RenderExplainJson(*report, top) : note + RenderExplain(*report, top));
+  CliOut() << (o.format == "json" ? RenderExplainJson(*report, top) : note + RenderExplain(*report, top));
   return 0;
 }
 
@@ -330,13 +355,13 @@ int CmdDiff(const RunOptions& o, const std::vector<std::string>& base_sets, int 
   if (!a.ok()) return Fail(a.status());
   auto b = SimulateOneStep(*spec_b, &note_b);
   if (!b.ok()) return Fail(b.status());
-  if (o.format != "json" && !note_a.empty()) std::cout << "A: " << note_a << "B: " << note_b;
+  if (o.format != "json" && !note_a.empty()) CliOut() << "A: " << note_a << "B: " << note_b;
   const StepDiff d = DiffSteps(*a, *b);
   std::string la = o.config, lb = o.config;
   for (const std::string& s : base_sets) la += " --set " + s;
   lb = la;
   for (const std::string& s : o.sets) lb += " --set " + s;
-  std::cout << (o.format == "json" ? RenderDiffJson(d, la, lb) : RenderDiffText(d, la, lb, top));
+  CliOut() << (o.format == "json" ? RenderDiffJson(d, la, lb) : RenderDiffText(d, la, lb, top));
   return 0;
 }
 
@@ -410,12 +435,12 @@ int CmdAdvise(const AdviseCli& c) {
     }
     result = Advise(o);
     if (result.ok() && !c.shard.empty()) {
-      std::cout << RenderAdviceJsonLines(*result);
+      CliOut() << RenderAdviceJsonLines(*result);
       return 0;
     }
   }
   if (!result.ok()) return Fail(result.status());
-  std::cout << (c.format == "json" ? RenderAdviceJson(*result) : RenderAdviceText(*result, c.top));
+  CliOut() << (c.format == "json" ? RenderAdviceJson(*result) : RenderAdviceText(*result, c.top));
   return 0;
 }
 
@@ -427,16 +452,19 @@ int CmdAdvise(const AdviseCli& c) {
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
            const std::string& allocator, const std::string& out_dir, const std::string& snapshot,
            const std::string& format, const EagerDeviceOptions& device_options) {
-  // Note [Sniffing inputs] (sim/base/file_util.h).
-  absl::StatusOr<std::string> prefix = ReadInputPrefix(file);
-  if (!prefix.ok()) return Fail(prefix.status());
-  const std::string first = FirstContentLine(*prefix);
+  // Note [Sniffing inputs] (sim/base/file_util.h); run config text is no file.
+  std::string first;
+  if (!IsRunConfigText(file)) {
+    absl::StatusOr<std::string> prefix = ReadInputPrefix(file);
+    if (!prefix.ok()) return Fail(prefix.status());
+    first = FirstContentLine(*prefix);
+  }
   absl::StatusOr<StepReport> report;
   std::optional<StepReport> other;
   std::vector<RecordedMemorySample> recorded_counters;
   VizOptions viz;
   std::string rank_note;  // a launch line: which rank is drawn
-  const bool yaml = file.size() > 5 && (file.substr(file.size() - 5) == ".yaml" || file.substr(file.size() - 4) == ".yml");
+  const bool yaml = IsRunConfigArg(file);
   if (yaml || IsHloFile(file)) {
     RunOptions as_config;
     as_config.config = file;
@@ -512,9 +540,9 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   if (st.ok() && !snapshot.empty()) st = WriteMemorySnapshot(*report, snapshot);
   if (!st.ok()) return Fail(st);
   if (format == "json") {
-    std::cout << RenderVizJson(*report, out_dir, snapshot);
+    CliOut() << RenderVizJson(*report, out_dir, snapshot);
   } else {
-    std::cout << rank_note << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
+    CliOut() << rank_note << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
   }
   return 0;
 }
@@ -526,23 +554,23 @@ int CmdCalibrate(const std::string& file, const std::string& out, const std::str
     absl::Status st = WriteCalibratedDevice(*r, out);
     if (!st.ok()) return Fail(st);
   }
-  std::cout << (format == "json" ? RenderCalibrationJson(*r) : RenderCalibrationText(*r));
+  CliOut() << (format == "json" ? RenderCalibrationJson(*r) : RenderCalibrationText(*r));
   return 0;
 }
 
 int CmdDevices() {
   std::vector<std::string> names = ListDeviceNames();
-  std::cout << absl::StrFormat("%-16s %4s %18s %12s %10s %10s %10s %9s %9s\n", "device", "SMs", "usable memory",
+  CliOut() << absl::StrFormat("%-16s %4s %18s %12s %10s %10s %10s %9s %9s\n", "device", "SMs", "usable memory",
                                "HBM", "bf16", "tf32", "fp32", "NVLink", "PCIe");
   for (const std::string& n : names) {
     auto d = LoadDeviceSpec(n, "");
     if (!d.ok()) return Fail(d.status());
-    std::cout << absl::StrFormat("%-16s %4d %14.2f GiB %7.0f GB/s %5.0f TF/s %5.0f TF/s %5.1f TF/s %4.0f GB/s %4.0f GB/s\n",
+    CliOut() << absl::StrFormat("%-16s %4d %14.2f GiB %7.0f GB/s %5.0f TF/s %5.0f TF/s %5.1f TF/s %4.0f GB/s %4.0f GB/s\n",
                                  d->name, d->sms, d->usable().GiB(), d->hbm_bandwidth / 1e9, d->peak_bf16 / 1e12,
                                  d->peak_tf32 / 1e12, d->peak_fp32 / 1e12, d->nvlink_bandwidth / 1e9,
                                  d->pcie_bandwidth / 1e9);
   }
-  std::cout << "usable = CUDA total - context reserve; rates are dense peaks (datasheets), bandwidth per direction\n";
+  CliOut() << "usable = CUDA total - context reserve; rates are dense peaks (datasheets), bandwidth per direction\n";
   return 0;
 }
 
@@ -571,14 +599,14 @@ int PrintList(const std::string& kind, const std::vector<RegistryEntry>& rows, c
       w.EndObject();
     }
     w.EndArray().EndObject();
-    std::cout << w.Finish() << "\n";
+    CliOut() << w.Finish() << "\n";
     return 0;
   }
   for (const RegistryEntry& r : rows) {
-    std::cout << absl::StrFormat("%-*s %s\n", width, r.name, r.doc);
-    for (const ParamDoc& p : r.params) std::cout << absl::StrFormat("%-*s   %s\n", width, "", DescribeParam(p));
+    CliOut() << absl::StrFormat("%-*s %s\n", width, r.name, r.doc);
+    for (const ParamDoc& p : r.params) CliOut() << absl::StrFormat("%-*s   %s\n", width, "", DescribeParam(p));
     for (const auto& [label, text] : r.notes) {
-      if (!text.empty()) std::cout << absl::StrFormat("%-*s   %s: %s\n", width, "", label, text);
+      if (!text.empty()) CliOut() << absl::StrFormat("%-*s   %s: %s\n", width, "", label, text);
     }
   }
   return 0;
@@ -621,8 +649,8 @@ int CmdList(const std::string& what, const std::string& format) {
 int CmdCompareConfig(const RunOptions& o, const std::string& vary) {
   auto rows = Compare(o.config, o.sets, vary);
   if (!rows.ok()) return Fail(rows.status());
-  std::cout << (o.format == "json" ? RenderCompareJson(*rows) : RenderCompareText(*rows));
-  if (o.format == "json") std::cout << "\n";
+  CliOut() << (o.format == "json" ? RenderCompareJson(*rows) : RenderCompareText(*rows));
+  if (o.format == "json") CliOut() << "\n";
   return 0;
 }
 
@@ -868,10 +896,10 @@ int RunCli(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (std::string msg = ParseErrorHint(app, argc, argv); !msg.empty()) {
-      std::cerr << "gpusim: error: " << msg << "\n";
+      CliErr() << "gpusim: error: " << msg << "\n";
       return 1;
     }
-    const int rc = app.exit(e);
+    const int rc = app.exit(e, CliOut(), CliErr());
     return rc == 0 ? 0 : 1;
   }
   // --allocator NAME is --set allocator.impl=NAME; both naming different
@@ -895,6 +923,15 @@ int RunCli(int argc, char** argv) {
                           with_allocator(compare_config.sets, compare_allocator)}) {
     if (!st.ok()) return Fail(st);
   }
+  // Note [Run config names] (sim/config/loader.h): a command's config
+  // argument, a NAME of a bundled config or a file, resolved once here.
+  for (std::string* arg : {&run.config, &explain.config, &diff.config, &advise.config, &viz_file, &validate_file,
+                           &compare.trace}) {
+    if (arg->empty()) continue;
+    absl::StatusOr<std::string> resolved = ResolveRunConfig(*arg);
+    if (!resolved.ok()) return Fail(resolved.status());
+    *arg = *std::move(resolved);
+  }
   // --world-size and --gpus-per-node shape a --megatron-args run; with a
   // config they would be ignored (issue 27), so they are refused.
   if (*run_cmd && run.megatron_args.empty() && (world_opt->count() > 0 || gpn_opt->count() > 0)) {
@@ -917,9 +954,7 @@ int RunCli(int argc, char** argv) {
     if (*replay_cmd) return CmdReplay(replay);
     if (*compare_cmd) {
       const std::string& f = compare.trace;
-      const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") ||
-                        (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
-      if (yaml) {
+      if (IsRunConfigArg(f)) {
         if (!compare.allocators.empty() || !compare.device.empty() || compare.device_index >= 0) {
           return Fail(absl::InvalidArgumentError(
               "compare CONFIG: --allocators, --device and --device-index are for recorded traces; vary the "
@@ -957,10 +992,10 @@ int RunCli(int argc, char** argv) {
     if (*dev_cmd) return dev_format == "json" ? CmdDevicesJson() : CmdDevices();
     if (*list_cmd) return CmdList(list_what, list_format);
   } catch (const std::bad_alloc&) {
-    std::cerr << "gpusim: error: out of host memory: the input is too large to model\n";
+    CliErr() << "gpusim: error: out of host memory: the input is too large to model\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "gpusim: internal error: " << e.what() << "\n";
+    CliErr() << "gpusim: internal error: " << e.what() << "\n";
     return 2;
   }
   return 2;

@@ -20,7 +20,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "sim/advise/json_lines.h"
-#include "sim/base/file_util.h"
 #include "sim/base/status.h"
 #include "sim/config/grid.h"
 #include "sim/config/loader.h"
@@ -167,7 +166,7 @@ void EvaluateGroup(const AdviseOptions& o, const GridBase& base, const std::vect
 // can refuse shards of another grid, a shard given twice, an empty file (an
 // interrupted shard) and a missing point, instead of ranking part of a grid.
 absl::StatusOr<std::string> GridFingerprint(const AdviseOptions& o, const std::vector<GridAxis>& axes) {
-  ASSIGN_OR_RETURN(std::string config, ReadFileToString(o.config));
+  ASSIGN_OR_RETURN(std::string config, ReadRunConfigBytes(o.config));
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](std::string_view s) {
     for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
