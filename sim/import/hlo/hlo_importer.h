@@ -385,6 +385,36 @@ class Importer {
 
   absl::StatusOr<Node> View(const HloInstruction& ins, const std::vector<Node>& ops);
 
+  // Note [Compiled modules] in hlo_to_program.cc.
+  absl::StatusOr<Node> AsyncStart(const HloComputation& comp, const HloInstruction& ins, const std::vector<Node>& ops,
+                                  Phase phase, const HloAsyncForm& async);
+  absl::StatusOr<Node> AsyncDone(const HloInstruction& ins, const std::vector<Node>& ops, const HloAsyncForm& async);
+
+  // Note [Optimization barrier]
+  // An opt-barrier is not fusible (xla/service/gpu/transforms/
+  // priority_fusion.cc IsFusible, openxla/xla 1aea1581: kOptimizationBarrier
+  // is neither elementwise nor among the fusible opcodes), so no producer
+  // fuses into it: every array it passes is a buffer (jax.checkpoint's
+  // rematerialised inputs, the f32 weight slices of a scanned layer, are
+  // written before the barrier and read after it). The barrier itself
+  // forwards those buffers (HloDataflowAnalysis: kOptimizationBarrier
+  // defines no value).
+  absl::StatusOr<Node> Barrier(const Node& n) {
+    if (n.tuple) {
+      Node t;
+      t.tuple = true;
+      for (const Node& e : n.elements) {
+        ASSIGN_OR_RETURN(Node b, Barrier(e));
+        t.elements.push_back(std::move(b));
+      }
+      return t;
+    }
+    if (n.empty() || n.t != kNoTensor) return n;
+    Node b;
+    ASSIGN_OR_RETURN(b.t, Buffer(n));
+    return b;
+  }
+
   // A fusible instruction: a virtual value reading its operands' buffers.
   absl::StatusOr<Node> Fuse(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase);
 

@@ -124,6 +124,13 @@ absl::StatusOr<Node> Importer::Instruction(const HloComputation& comp, int index
     cls = ClassifyDot(d.m, d.n, d.k);
   }
   const Phase phase = PhaseOf(ins);
+  if (m_.is_scheduled) {
+    // Note [Compiled modules]
+    const HloAsyncForm async = ClassifyAsync(ins.opcode);
+    if (async.done) return AsyncDone(ins, ops, async);
+    if (async.start && (cls == HloOpClass::kUnknown || async.operands_at >= 0)) return AsyncStart(comp, ins, ops, phase, async);
+    if (cls == HloOpClass::kFusible) cls = HloOpClass::kKernel;
+  }
   Node out;
   switch (cls) {
     case HloOpClass::kParameter:
@@ -152,7 +159,7 @@ absl::StatusOr<Node> Importer::Instruction(const HloComputation& comp, int index
       }
       return Fuse(ins, ops, phase);
     case HloOpClass::kNoOp:
-      if (ins.opcode == "opt-barrier" && !ops.empty()) return ops[0];
+      if (ins.opcode == "opt-barrier" && !ops.empty()) return Barrier(ops[0]);
       if (ins.opcode == "add-dependency" && !ops.empty()) return ops[0];
       if (!ins.shape.tuple && ins.shape.element != "token") return Fuse(ins, {}, phase);
       return out;
@@ -182,6 +189,57 @@ absl::StatusOr<Node> Importer::Instruction(const HloComputation& comp, int index
   return absl::UnimplementedError(absl::StrCat(m_.file, ":", ins.location.line, ":", ins.location.column, ": ",
                                                ins.name, ": opcode '", ins.opcode, "' is not modelled"));
 
+}
+
+// Note [Compiled modules]
+// A compiled module (is_scheduled=true) is XLA's own kernels in XLA's own
+// order: every instruction runs as it is (a fusion, a library call, a copy,
+// a lone convert are each one kernel; nothing fuses further), the walk keeps
+// the printed (scheduled) order, and the memory comes from XLA's buffer
+// assignment of the module (hlo_buffer_assignment.h), not from these
+// tensors. An X-start runs the op it wraps (a fusion-start its fusion) and
+// returns its operands, result and context; X-done returns the result
+// (ClassifyAsync in sim/lower/xla/fusion.h).
+absl::StatusOr<Node> Importer::AsyncStart(const HloComputation& comp, const HloInstruction& ins,
+                                          const std::vector<Node>& ops, Phase phase, const HloAsyncForm& async) {
+  if (!ins.shape.tuple || (async.operands_at >= 0 && static_cast<size_t>(async.operands_at) >= ins.shape.elements.size())) {
+    return Error(ins, "an async start whose result is not a tuple holding its operands");
+  }
+  HloInstruction wrapped = ins;
+  const std::string base = ins.opcode.substr(0, ins.opcode.size() - std::string("-start").size());
+  wrapped.opcode = base == "async" ? "fusion" : base;
+  wrapped.shape = HloShape();
+  wrapped.shape.tuple = true;
+  for (size_t k = 0; k < ins.shape.elements.size(); ++k) {
+    if (static_cast<int64_t>(k) != async.operands_at) wrapped.shape.elements.push_back(ins.shape.elements[k]);
+  }
+  HloOpClass cls = ClassifyHloOpcode(wrapped.opcode);
+  if (cls != HloOpClass::kFusion && cls != HloOpClass::kReduction) cls = HloOpClass::kKernel;
+  ASSIGN_OR_RETURN(Node r, Kernel(comp, wrapped, ops, phase, cls));
+  Node out;
+  out.tuple = true;
+  size_t j = 0;
+  for (size_t k = 0; k < ins.shape.elements.size(); ++k) {
+    if (static_cast<int64_t>(k) != async.operands_at) {
+      out.elements.push_back(r.elements[j++]);
+      continue;
+    }
+    Node operands;
+    operands.tuple = true;
+    operands.elements = ops;
+    out.elements.push_back(async.operands_at == 1 && ops.size() == 1 ? ops[0] : operands);
+  }
+  return out;
+}
+
+absl::StatusOr<Node> Importer::AsyncDone(const HloInstruction& ins, const std::vector<Node>& ops,
+                                         const HloAsyncForm& async) {
+  if (ops.size() != 1) return Error(ins, "an async done with other than one operand");
+  if (async.result_at < 0) return ops[0];
+  if (!ops[0].tuple || static_cast<size_t>(async.result_at) >= ops[0].elements.size()) {
+    return Error(ins, absl::StrCat("the operand has no element {", async.result_at, "} to return"));
+  }
+  return ops[0].elements[static_cast<size_t>(async.result_at)];
 }
 
 absl::StatusOr<Node> Importer::View(const HloInstruction& ins, const std::vector<Node>& ops) {
