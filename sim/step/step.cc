@@ -170,6 +170,9 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
     r.temp = c.temp;
     r.heap_algorithm = c.heap_algorithm;
     r.peak = r.argument + r.output - r.alias + r.temp;
+    r.temp_live_peak = Bytes(0);  // what the heap holds where it reaches its size
+    for (const CompiledMemory::Line& l : c.at_peak) r.temp_live_peak += l.size;
+    r.entry_schedule.chosen = "compiled";
   }
   // A tensor-parallel group of parallelism.tensor devices processes one
   // replica's batch.per_device sequences together: each device's share of

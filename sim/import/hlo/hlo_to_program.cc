@@ -376,7 +376,38 @@ absl::StatusOr<Node> Importer::Kernel(const HloComputation& comp, const HloInstr
     written += Bytes(s.ArrayBytes());
     return n;
   };
-  ASSIGN_OR_RETURN(out, make(ins.shape, ins.name));
+  HloFusionTraffic traffic;
+  if (ins.opcode == "fusion" && m_.is_scheduled) {  // Note [Fusion traffic] in hlo_op_cost.h
+    std::vector<int64_t> operand_bytes;
+    for (const Node& o : ops) {
+      std::vector<const Node*> leaves;
+      Leaves(o, &leaves);
+      int64_t b = 0;
+      for (const Node* l : leaves) b += l->t != kNoTensor ? b_.program().tensor(l->t).bytes().value() : 0;
+      operand_bytes.push_back(b);
+    }
+    traffic = FusionTraffic(m_, ins, operand_bytes, std::max<int64_t>(0, ins.shape.ArrayBytes()));
+    read = Bytes(0);
+    for (int64_t b : traffic.read) read += Bytes(b);
+  }
+  const size_t in_place = static_cast<size_t>(traffic.in_place_operand);
+  if (traffic.in_place_operand >= 0 && !ins.shape.tuple && in_place < ops.size() && ops[in_place].t != kNoTensor) {
+    // A compiled in-place fusion writes its operand's buffer (Note [Compiled
+    // modules]; copy insertion made that safe).
+    const TensorId target = ops[in_place].t;
+    inputs.erase(std::remove(inputs.begin(), inputs.end(), target), inputs.end());
+    inputs.insert(inputs.begin(), target);
+    if (ChainRoot(target) != kNoTensor) {
+      out.t = NewTensor(ins.name, ins.shape, b_.program().tensor(target).dtype, b_.program().tensor(target).role,
+                        absl::StrCat("fusion ", ins.name, " (in place)"), ChainRoot(target));
+      outputs.push_back(out.t);
+    } else {
+      out.t = target;
+    }
+  } else {
+    ASSIGN_OR_RETURN(out, make(ins.shape, ins.name));
+  }
+  if (traffic.in_place_operand >= 0 || !traffic.read.empty()) written = Bytes(traffic.written);
   Op& op = Emit(ins.name, cost.kind, phase, inputs, outputs, cost.flops);
   op.bytes_read = read;
   op.bytes_written = written;
@@ -435,7 +466,10 @@ absl::StatusOr<Node> Importer::InPlace(const HloInstruction& ins, const std::vec
     outs.push_back(out.t);
   } else {
     out.t = target;
-    if (std::find(inputs.begin(), inputs.end(), target) == inputs.end()) inputs.push_back(target);
+    // Written in place: the first input (entry_schedule.cc orders an op
+    // without outputs after the earlier readers of its first input).
+    inputs.erase(std::remove(inputs.begin(), inputs.end(), target), inputs.end());
+    inputs.insert(inputs.begin(), target);
   }
   Op& op = Emit(ins.name, ins.opcode == "scatter" ? OpKind::kScatter : OpKind::kDynamicUpdateSlice, phase, inputs,
                 outs, ins.opcode == "scatter" ? static_cast<double>(update.ElementCount()) : 0);
