@@ -319,6 +319,9 @@ absl::Status BufferAssigner::VisitWhile(int c, int i, InsValues* out) {
     return Error(c, i, "while without one operand, body= and condition=");
   }
   const int b = CompIndex(body->second[0]), k = CompIndex(cond->second[0]);
+  if (Comp(b).parameters.size() != 1 || Comp(k).parameters.size() != 1) {
+    return Error(c, i, "a while body or condition without exactly one parameter");
+  }
   caller_[b] = {c, i};
   caller_[k] = {c, i};
   RETURN_IF_ERROR(Visit(k));
@@ -431,7 +434,8 @@ void BufferAssigner::LiveRanges() {
       int64_t t = time_[static_cast<size_t>(c)][static_cast<size_t>(i)];
       if (u.opcode == "while") {  // the init dies where the body starts
         const int b = CompIndex(u.called.at("body")[0]);
-        t = time_[static_cast<size_t>(b)][static_cast<size_t>(Comp(b).parameters[0])];
+        t = Comp(b).parameters.empty() ? span_[static_cast<size_t>(b)].first
+                                       : time_[static_cast<size_t>(b)][static_cast<size_t>(Comp(b).parameters[0])];
       }
       v.end = std::max(v.end, t);
     }
@@ -485,8 +489,9 @@ bool BufferAssigner::FusionCanShare(int c, int user, int operand, const ShapeInd
   auto op_of = [&](int x) { return f.instructions[static_cast<size_t>(x)].opcode; };
   int output = f.root;
   if (op_of(output) == "tuple") {
-    if (user_index.empty()) return false;
-    output = f.instructions[static_cast<size_t>(output)].operands[static_cast<size_t>(user_index[0])];
+    const std::vector<int>& elements = f.instructions[static_cast<size_t>(output)].operands;
+    if (user_index.empty() || user_index[0] < 0 || static_cast<size_t>(user_index[0]) >= elements.size()) return false;
+    output = elements[static_cast<size_t>(user_index[0])];
   }
   const int non_bitcast_root = op_of(output) == "bitcast" ? f.instructions[static_cast<size_t>(output)].operands[0] : output;
   // The reduction emitter reads its hero reduction first (HloFusionAnalysis).
