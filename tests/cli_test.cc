@@ -3,6 +3,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <cstdlib>
 #include <string>
 #include <vector>
 
@@ -139,6 +140,12 @@ TEST(CliTest, ReplayJsonKeysAndCompareRows) {
   EXPECT_NE(addr.out.find("needs a memory snapshot"), std::string::npos);
 }
 
+void ExpectArgumentOutputAlias(const std::string& json, int64_t argument, int64_t output, int64_t alias) {
+  EXPECT_EQ(JsonInt(json, "argument_bytes"), argument);
+  EXPECT_EQ(JsonInt(json, "output_bytes"), output);
+  EXPECT_EQ(JsonInt(json, "alias_bytes"), alias);
+}
+
 // `gpusim run STEP.hlo --device NAME` and `program_hlo:` in a run config:
 // the 7B module of traces/hlo/ gives memory_analysis()'s argument, output
 // and alias bytes (tests/hlo_jax/llama_check.py checks them against JAX).
@@ -146,9 +153,7 @@ TEST(CliTest, RunsAnHloModule) {
   const std::string hlo = std::string(GPUSIM_SOURCE_DIR) + "/traces/hlo/llama7b_axis0_rolled.hlo.gz";
   Result r = Gpusim("run " + hlo + " --device h100-sxm-80gb --format json");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(JsonInt(r.out, "argument_bytes"), 80861028364);
-  EXPECT_EQ(JsonInt(r.out, "output_bytes"), 80860987764);
-  EXPECT_EQ(JsonInt(r.out, "alias_bytes"), 80860987404);
+  ExpectArgumentOutputAlias(r.out, 80861028364, 80860987764, 80860987404);
   const std::string config = Write("hlo_run.yaml", "framework: jax\ndevice: h100-sxm-80gb\nprogram_hlo: " + hlo + "\n");
   Result c = Gpusim("run " + config + " --format json");
   ASSERT_EQ(c.code, 0) << c.out;
@@ -177,6 +182,28 @@ TEST(CliTest, RunsAnHloModule) {
   Result parse = Gpusim("run " + bad + " --device h100-sxm-80gb");
   EXPECT_EQ(parse.code, 1);
   EXPECT_NE(parse.out.find("bad.hlo:3:"), std::string::npos) << parse.out;
+}
+
+// `gpusim run STEP.opt.hlo` reads XLA's compiled module as it is, and
+// `--compiled` puts it beside the unoptimised module (issue 30): the
+// figures are memory_analysis()'s on the H200 (validation/h200_2026-12-04).
+TEST(CliTest, RunsACompiledModuleBesideItsUnoptimisedOne) {
+  const std::string dir = std::string(GPUSIM_SOURCE_DIR) + "/validation/h200_2026-12-04/hlo/llama7b_L4_axis0_full_rolled";
+  Result c = Gpusim("run " + dir + ".opt.hlo.gz --device h200-sxm-141gb --format json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  ExpectArgumentOutputAlias(c.out, 12860219404, 12860178828, 12860178444);
+  const int64_t temp = JsonInt(c.out, "temp_bytes");
+  EXPECT_LT(std::abs(temp - 5412183400) * 10000, 5412183400) << temp;  // within 0.01%
+  Result both = Gpusim("run " + dir + ".hlo.gz --compiled " + dir + ".opt.hlo.gz --device h200-sxm-141gb");
+  ASSERT_EQ(both.code, 0) << both.out;
+  EXPECT_NE(both.out.find("against compiled"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("step time"), std::string::npos) << both.out;
+  Result swapped = Gpusim("run " + dir + ".opt.hlo.gz --compiled " + dir + ".hlo.gz --device h200-sxm-141gb");
+  EXPECT_EQ(swapped.code, 1);
+  EXPECT_NE(swapped.out.find("the first must be unoptimised and the second compiled"), std::string::npos) << swapped.out;
+  Result e = Gpusim("explain " + dir + ".opt.hlo.gz --device h200-sxm-141gb --top 2");
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("XLA's buffer assignment of the compiled module"), std::string::npos) << e.out;
 }
 
 }  // namespace

@@ -128,6 +128,7 @@ struct RunOptions {
   int64_t gpus_per_node = 8;  // --gpus-per-node (with --megatron-args)
   std::string cudnn_workspace;  // --cudnn-workspace (a recorded PyTorch step)
   std::string sdpa_backend;     // --sdpa-backend (a recorded PyTorch step)
+  std::string compiled;         // --compiled STEP.opt.hlo (with an unoptimised STEP.hlo)
   EagerDeviceOptions device_options() const { return {cudnn_workspace, sdpa_backend}; }
 };
 
@@ -269,7 +270,60 @@ absl::StatusOr<StepReport> SimulateOneStep(const RunSpec& spec, std::string* not
   return std::move(view.report);
 }
 
+// `gpusim run STEP.hlo --compiled STEP.opt.hlo --device NAME`: the same
+// step imported from its unoptimised module (gpusim's fusion and schedule)
+// and read from XLA's compiled module (XLA's own, Note [Compiled-module
+// buffer assignment]), side by side.
+int CmdRunCompiled(const RunOptions& o) {
+  if (!IsHloFile(o.config) || !IsHloFile(o.compiled)) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "run --compiled ", o.compiled, ": give the unoptimised module as the config (STEP.hlo) and the compiled one "
+        "(compiled.as_text(), STEP.opt.hlo) after --compiled")));
+  }
+  if (!o.out_dir.empty() || !o.charts_dir.empty() || !o.timeline.empty() || !o.snapshot.empty()) {
+    return Fail(absl::InvalidArgumentError("run --compiled: --out, --charts, --timeline and --snapshot take one module; "
+                                           "run each module by itself for its files"));
+  }
+  std::vector<StepReport> reports;
+  for (const std::string& f : {o.config, o.compiled}) {
+    auto spec = LoadSpec(f, o.sets, o.device);
+    if (!spec.ok()) return Fail(spec.status());
+    auto report = SimulateStep(*spec);
+    if (!report.ok()) return Fail(report.status());
+    reports.push_back(std::move(*report));
+  }
+  if (reports[0].program.compiled.present || !reports[1].program.compiled.present) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("run ", o.config, " --compiled ", o.compiled,
+                                                        ": the first must be unoptimised and the second compiled "
+                                                        "(is_scheduled=true in its header)")));
+  }
+  if (o.format == "json") {
+    std::cout << "{\n\"unoptimised\": " << RenderJson(reports[0]) << ",\n\"compiled\": " << RenderJson(reports[1])
+              << "}\n";
+    return 0;
+  }
+  std::cout << RenderText(reports[0]);
+  std::cout << "\nUnoptimised " << o.config << " (gpusim's fusion and schedule) against compiled " << o.compiled
+            << " (XLA's):\n";
+  auto row = [](const std::string& name, Bytes a, Bytes b) {
+    std::cout << absl::StrFormat("  %-10s %30s %30s %+9.3f%%\n", name, FormatBytes(a), FormatBytes(b),
+                                 b.value() == 0 ? 0.0 : 100.0 * static_cast<double>((a - b).value()) /
+                                                            static_cast<double>(b.value()));
+  };
+  std::cout << absl::StrFormat("  %-10s %30s %30s %10s\n", "", "unoptimised", "compiled", "difference");
+  row("argument", reports[0].argument, reports[1].argument);
+  row("output", reports[0].output, reports[1].output);
+  row("alias", reports[0].alias, reports[1].alias);
+  row("temp", reports[0].temp, reports[1].temp);
+  row("peak", reports[0].peak, reports[1].peak);
+  const double ta = reports[0].sim.step_time.seconds(), tb = reports[1].sim.step_time.seconds();
+  std::cout << absl::StrFormat("  %-10s %28.4f s %28.4f s %+9.3f%%\n", "step time", ta, tb,
+                               tb == 0 ? 0.0 : 100.0 * (ta - tb) / tb);
+  return 0;
+}
+
 int CmdRun(const RunOptions& o) {
+  if (!o.compiled.empty()) return CmdRunCompiled(o);
   if (o.config.empty() && o.megatron_args.empty()) {
     return Fail(absl::InvalidArgumentError("run: give a run config (YAML or STEP.hlo) or --megatron-args"));
   }
@@ -724,6 +778,9 @@ int RunCli(int argc, char** argv) {
   CLI::App* run_cmd = app.add_subcommand("run", "Simulate one training step of a run config");
   run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml, or an HLO module STEP.hlo");
   run_cmd->add_option("--device", run.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
+  run_cmd->add_option("--compiled", run.compiled,
+                      "With an unoptimised STEP.hlo: XLA's compiled module of the same step (compiled.as_text(), "
+                      "STEP.opt.hlo): both predictions side by side");
   run_cmd->add_option("--set", run.sets, "Override a config field: path=value (repeatable)");
   run_cmd->add_option("--format", run.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   run_cmd->add_option("--out", run.out_dir,

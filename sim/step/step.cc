@@ -124,7 +124,9 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
       if (t.entry_parameter && t.role == Role::kParameter) r.param_count += t.elements();
     }
   }
-  if (spec.framework == "jax") {
+  // A compiled module is scheduled already (Note [Compiled modules] in
+  // sim/import/hlo/hlo_to_program.cc).
+  if (spec.framework == "jax" && !r.program.compiled.present) {
     ASSIGN_OR_RETURN(r.entry_schedule, ScheduleEntry(r.program));  // Note [Entry schedule]
   }
   LowerOptions lower_options;
@@ -158,6 +160,20 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
     r.temp_offsets.assign(r.lowered.buffers.size(), Bytes(-1));
     for (size_t i = 0; i < temps.size(); ++i) r.temp_offsets[static_cast<size_t>(temps[i].id)] = plan.offsets[i];
     r.peak = r.argument + r.output - r.alias + r.temp;
+  }
+  if (r.program.compiled.present) {
+    // XLA's own buffer assignment of the compiled module (Note
+    // [Compiled-module buffer assignment], sim/import/hlo/hlo_buffer_assignment.h).
+    const CompiledMemory& c = r.program.compiled;
+    r.argument = c.argument;
+    r.output = c.output;
+    r.alias = c.alias;
+    r.temp = c.temp;
+    r.heap_algorithm = c.heap_algorithm;
+    r.peak = r.argument + r.output - r.alias + r.temp;
+    r.temp_live_peak = Bytes(0);  // what the heap holds where it reaches its size
+    for (const CompiledMemory::Line& l : c.at_peak) r.temp_live_peak += l.size;
+    r.entry_schedule.chosen = "compiled";
   }
   // A tensor-parallel group of parallelism.tensor devices processes one
   // replica's batch.per_device sequences together: each device's share of
