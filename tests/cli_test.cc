@@ -96,6 +96,46 @@ TEST(CliTest, BadUsageExitsOne) {
 
 // Note [Run config names]: every command that takes a config takes a bundled
 // one by NAME, from any directory; an unknown NAME lists them.
+// Note [Shard from the job array]: `advise --shard auto` is the shard the
+// Slurm array task or the Kubernetes Indexed Job pod names, the same lines
+// `--shard I/N` prints; outside a job array, refused by name.
+TEST(CliTest, AdviseShardAutoFromSlurmAndKubernetes) {
+  const std::string grid = "advise " + kConfig + " --vary batch.per_device=1,2,4 --vary loop.mode=rolled,unrolled";
+  const Result explicit_shard = GpusimStdout(grid + " --shard 1/3");
+  ASSERT_EQ(explicit_shard.code, 0);
+  const std::string env = "env -u SLURM_ARRAY_TASK_ID -u JOB_COMPLETION_INDEX ";
+  const Result slurm = RunShell(env + "SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_MIN=3 SLURM_ARRAY_TASK_STEP=2 "
+                                "SLURM_ARRAY_TASK_COUNT=3 " GPUSIM_BINARY " " + grid + " --shard auto 2>/dev/null");
+  EXPECT_EQ(slurm.code, 0);
+  EXPECT_EQ(slurm.out, explicit_shard.out);
+  const Result k8s = RunShell(env + "JOB_COMPLETION_INDEX=1 GPUSIM_NUM_SHARDS=3 " GPUSIM_BINARY " " + grid +
+                              " --shard auto 2>/dev/null");
+  EXPECT_EQ(k8s.code, 0);
+  EXPECT_EQ(k8s.out, explicit_shard.out);
+  const Result none = RunShell(env + GPUSIM_BINARY " " + grid + " --shard auto 2>&1");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.out.find("--shard auto: not in a job array"), std::string::npos) << none.out;
+  const Result no_count = RunShell(env + "JOB_COMPLETION_INDEX=1 " GPUSIM_BINARY " " + grid + " --shard auto 2>&1");
+  EXPECT_EQ(no_count.code, 1);
+  EXPECT_NE(no_count.out.find("GPUSIM_NUM_SHARDS is not"), std::string::npos) << no_count.out;
+}
+
+// Issue 32: misspelt commands, options and device names are named with
+// what was meant; names are case folded.
+TEST(CliTest, DidYouMeanForCommandsOptionsAndDevices) {
+  Result r = Gpusim("rn " + kConfig);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("unknown command 'rn' (did you mean 'run'?)"), std::string::npos) << r.out;
+  r = Gpusim("run " + kConfig + " --fromat json");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("run: unknown option '--fromat' (did you mean '--format'?)"), std::string::npos) << r.out;
+  r = Gpusim("run " + kConfig + " --set device=h100");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("(did you mean 'h100-pcie-80gb' or 'h100-sxm-80gb'?)"), std::string::npos) << r.out;
+  EXPECT_EQ(GpusimStdout("RUN " + kConfig + " --set device=H100-SXM-80GB --FORMAT json").out,
+            GpusimStdout("run " + kConfig + " --format json").out);
+}
+
 TEST(CliTest, BundledConfigsByName) {
   const std::string in_tmp = "cd " + ::testing::TempDir() + " && " + GPUSIM_BINARY + " ";
   const Result by_path = GpusimStdout("run " GPUSIM_SOURCE_DIR "/configs/llama7b.yaml --format json");

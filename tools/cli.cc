@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -442,7 +443,62 @@ CLI::Validator IntRange(int64_t min, int64_t max) {
       max == INT64_MAX ? absl::StrCat("INT >= ", min) : absl::StrCat("INT in [", min, ", ", max, "]"));
 }
 
-int CmdAdvise(const AdviseCli& c) {
+// Note [Shard from the job array]: `advise --shard auto` takes its shard
+// from the job engine that started it, so one command line serves every
+// task (issue 32):
+//   - a Slurm job array (sbatch --array=A-B[:S]): SLURM_ARRAY_TASK_ID,
+//     _MIN, _STEP (default 1) and _COUNT, as sbatch(1) "OUTPUT ENVIRONMENT
+//     VARIABLES" documents them; shard (ID - MIN) / STEP of COUNT;
+//   - a Kubernetes Indexed Job: JOB_COMPLETION_INDEX (the pod's index, set
+//     by the Job controller, concepts/workloads/controllers/job "Completion
+//     mode"); Kubernetes gives no variable with the completions count, so
+//     the manifest sets GPUSIM_NUM_SHARDS to its spec.completions.
+// Neither, both, or values that are not a shard are refused by name.
+absl::StatusOr<std::string> ShardFromJobArray() {
+  auto get = [](const char* name) -> std::optional<int64_t> {
+    const char* v = std::getenv(name);
+    int64_t n = 0;
+    if (v == nullptr || !absl::SimpleAtoi(v, &n)) return std::nullopt;
+    return n;
+  };
+  const bool slurm = std::getenv("SLURM_ARRAY_TASK_ID") != nullptr;
+  const bool k8s = std::getenv("JOB_COMPLETION_INDEX") != nullptr;
+  if (slurm && k8s) {
+    return absl::InvalidArgumentError(
+        "--shard auto: both SLURM_ARRAY_TASK_ID and JOB_COMPLETION_INDEX are set; give --shard I/N");
+  }
+  if (slurm) {
+    const auto id = get("SLURM_ARRAY_TASK_ID"), count = get("SLURM_ARRAY_TASK_COUNT");
+    const int64_t min = get("SLURM_ARRAY_TASK_MIN").value_or(0), step = get("SLURM_ARRAY_TASK_STEP").value_or(1);
+    if (!id || !count || *count < 1 || step < 1 || *id < min || (*id - min) % step != 0 ||
+        (*id - min) / step >= *count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--shard auto: the Slurm array variables do not name a shard (SLURM_ARRAY_TASK_ID, _MIN, _STEP, _COUNT = ",
+          std::getenv("SLURM_ARRAY_TASK_ID"), ", ", min, ", ", step, ", ",
+          std::getenv("SLURM_ARRAY_TASK_COUNT") ? std::getenv("SLURM_ARRAY_TASK_COUNT") : "unset", ")"));
+    }
+    return absl::StrCat((*id - min) / step, "/", *count);
+  }
+  if (k8s) {
+    const auto index = get("JOB_COMPLETION_INDEX"), count = get("GPUSIM_NUM_SHARDS");
+    if (!count) {
+      return absl::InvalidArgumentError(
+          "--shard auto: JOB_COMPLETION_INDEX is set (a Kubernetes Indexed Job) but GPUSIM_NUM_SHARDS is not; set it "
+          "in the Job's env to spec.completions");
+    }
+    if (!index || *index < 0 || *count < 1 || *index >= *count) {
+      return absl::InvalidArgumentError(absl::StrCat("--shard auto: JOB_COMPLETION_INDEX ",
+                                                     std::getenv("JOB_COMPLETION_INDEX"), " is not a shard of ",
+                                                     *count, " (GPUSIM_NUM_SHARDS)"));
+    }
+    return absl::StrCat(*index, "/", *count);
+  }
+  return absl::InvalidArgumentError(
+      "--shard auto: not in a job array (expected SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT from sbatch "
+      "--array, or JOB_COMPLETION_INDEX and GPUSIM_NUM_SHARDS in a Kubernetes Indexed Job); give --shard I/N");
+}
+
+int CmdAdvise(AdviseCli c) {
   absl::StatusOr<AdviceResult> result;
   if (!c.merge.empty()) {
     result = MergeAdviceJsonLines(c.merge);
@@ -466,6 +522,11 @@ int CmdAdvise(const AdviseCli& c) {
             "--budget: expected a positive size such as 80GiB, got '", c.budget, "' (omit it for the device's usable memory)")));
       }
       o.budget = *b;
+    }
+    if (c.shard == "auto") {
+      auto shard = ShardFromJobArray();
+      if (!shard.ok()) return Fail(shard.status());
+      c.shard = *shard;
     }
     if (!c.shard.empty()) {
       const size_t slash = c.shard.find('/');
@@ -851,7 +912,7 @@ int RunCli(int argc, char** argv) {
   advise_cmd->add_option("--set", advise.sets, "Override for every point: path=value (repeatable)");
   advise_cmd->add_option("--jobs", advise.jobs, "Worker threads (default: all cores; at most one per grid group)")
       ->check(IntRange(1, 100000));
-  advise_cmd->add_option("--shard", advise.shard, "Evaluate only shard I of N (I/N) and print JSON lines");
+  advise_cmd->add_option("--shard", advise.shard, "Evaluate only shard I of N (I/N, or auto: from a Slurm job array or a Kubernetes Indexed Job) and print JSON lines");
   advise_cmd->add_option("--merge", advise.merge, "Join JSON-lines shard files instead of simulating");
   advise_cmd->add_option("--format", advise.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(IntRange(1, 1000000));

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/base/verdict.h"
 #include "sim/base/json_writer.h"
 #include "sim/replay/replay.h"
 
@@ -52,8 +53,18 @@ void TotalsJson(JsonWriter& w, const char* key, const std::optional<TotalsCompar
 
 }  // namespace
 
+// Note [Verdict] (sim/base/verdict.h) for a replayed recording: its
+// allocator replay on the capacity.
+Verdict ReplayVerdict(const ReplayResult& r) {
+  const std::string runtime =
+      r.allocator == "pytorch_caching" ? "PyTorch's caching allocator" : absl::StrCat("the ", r.allocator, " allocator");
+  Verdict v = EagerVerdict(runtime, r.oom.has_value(), r.stats.peak_reserved, r.stats.peak_allocated, r.capacity, "");
+  v.limit_name = absl::StrCat("the capacity (", r.capacity_source, ")");
+  return v;
+}
+
 std::string RenderReplayText(const ReplayResult& r) {
-  std::string out;
+  std::string out = absl::StrCat("verdict: ", ReplayVerdict(r).Line(), "\n");
   absl::StrAppend(&out, "replay of ", r.source, " (", r.format, ") through ", r.allocator, "\n");
   absl::StrAppend(&out, absl::StrFormat("  capacity  %s (%s)\n", FormatBytes(r.capacity), r.capacity_source));
   absl::StrAppend(&out, absl::StrFormat("  events    %d memory events", r.events));
@@ -236,6 +247,7 @@ std::string RenderReplayJson(const ReplayResult& r) {
 std::string RenderReplayJson(const ReplayResult& r, const std::function<void(JsonWriter&)>& more) {
   JsonWriter w;
   w.BeginObject();
+  WriteVerdictJson(w, ReplayVerdict(r));
   ResultJson(w, r);
   more(w);
   w.EndObject();

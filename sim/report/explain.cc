@@ -109,8 +109,9 @@ std::string RenderCompiledExplain(const StepReport& r, int top) {
 std::string RenderExplain(const StepReport& r, int top) {
   std::vector<PeakBuffer> bufs = BuffersAtPeak(r);
   const bool xla = r.spec.framework == "jax";
-  std::string o;
-  if (r.program.compiled.present) return RenderCompiledExplain(r, top);
+  // Note [Verdict]: the answer first.
+  std::string o = absl::StrCat("verdict: ", r.verdict.Line(), "\n");
+  if (r.program.compiled.present) return o + RenderCompiledExplain(r, top);
   const int64_t at = xla ? r.temp_peak_event : r.sim.peak_event;
   absl::StrAppendFormat(&o, "%s at event %d (during %s, %s phase): %s\n",
                         xla ? "Temp peak" : "Live peak", at, OpAt(r, at),
