@@ -142,6 +142,7 @@ std::string RenderReplayText(const ReplayResult& r) {
 
 namespace {
 void ResultJson(JsonWriter& w, const ReplayResult& r) {
+  WriteVerdictJson(w, ReplayVerdict(r));  // Note [Verdict]: first, in replay and in compare rows
   const AllocatorStats& s = r.stats;
   w.String("source", r.source).String("format", r.format);
   w.BeginObject("allocator")
@@ -247,7 +248,6 @@ std::string RenderReplayJson(const ReplayResult& r) {
 std::string RenderReplayJson(const ReplayResult& r, const std::function<void(JsonWriter&)>& more) {
   JsonWriter w;
   w.BeginObject();
-  WriteVerdictJson(w, ReplayVerdict(r));
   ResultJson(w, r);
   more(w);
   w.EndObject();
