@@ -1,83 +1,63 @@
-// The gpusim Python extension (pybind11): the library's entry points behind
-// the CLI's subcommands, returning the same JSON documents `--format json`
-// prints (python/gpusim/__init__.py turns them into dicts). The GIL is
-// released while a step is simulated or replayed; a failing Status raises
-// gpusim.Error with the message the CLI prints after "gpusim: error: ".
+// The gpusim Python extension (pybind11): the gpusim command line run in
+// this process (tools/cli.h RunCli under a CliCapture, Note [Where the CLI
+// writes]), so that every function of the package (python/gpusim/_api.py)
+// gets what `gpusim ... --format json` prints, with the CLI's exit code and
+// error messages, its name resolution (Note [Run config names]) and its
+// checks of every argument. A dict config is run config text (Note [Run
+// configs given as text], sim/config/loader.h). The GIL is released while a
+// command runs.
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
-#include <stdexcept>
+#include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
-#include "absl/status/status.h"
-#include "absl/status/statusor.h"
-#include "absl/strings/str_cat.h"
-#include "sim/advise/advise.h"
 #include "sim/base/data_dir.h"
 #include "sim/config/loader.h"
-#include "sim/config/units_parse.h"
-#include "sim/replay/replay.h"
-#include "sim/report/render.h"
-#include "sim/step/step.h"
-#include "tools/replay_options.h"
-#include "viz/viz.h"
+#include "tools/cli.h"
 
 namespace py = pybind11;
 
 namespace gpusim {
 namespace {
 
-struct Error : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void Check(const absl::Status& st) {
-  if (!st.ok()) throw Error(std::string(st.message()));
-}
-template <typename T>
-T Take(absl::StatusOr<T> v) {
-  Check(v.status());
-  return *std::move(v);
+// UTF-8 text as str; a byte that is not UTF-8 (a file name) becomes U+FFFD.
+py::str Text(const std::string& s) {
+  return py::reinterpret_steal<py::str>(PyUnicode_DecodeUTF8(s.data(), static_cast<Py_ssize_t>(s.size()), "replace"));
 }
 
-// (JSON of `gpusim run --format json`, the timeline SVG).
-std::pair<std::string, std::string> Run(const std::string& config, const std::vector<std::string>& sets) {
-  py::gil_scoped_release release;
-  RunSpec spec = Take(LoadRunSpec(config, sets));
-  StepReport r = Take(SimulateStep(spec));
-  return {RenderJson(r), TimelineSvg(r)};
-}
-
-// As `gpusim replay` (tools/cli_replay.cc CmdReplay) with --format json.
-std::string Replay(const std::string& trace, const std::vector<std::string>& sets, const std::string& device,
-                   int device_index, bool check_addresses, bool cold_start) {
-  py::gil_scoped_release release;
-  ReplayOptions o;
-  o.allocator.impl = "pytorch_caching";
-  o.check_addresses = check_addresses;
-  o.infer_warm_start = !cold_start;
-  if (device_index >= 0) o.device = device_index;
-  Check(ApplyAllocatorSets(sets, &o.allocator));
-  Check(ResolveReplayCapacity(device, &o));
-  return ReplayReportJson(Take(ReplayForReport(trace, device, o)));
-}
-
-std::string AdviseJson(const std::string& config, const std::vector<std::string>& sets,
-                       const std::vector<std::string>& vary, const std::string& budget, int jobs) {
-  py::gil_scoped_release release;
-  AdviseOptions o;
-  o.config = config;
-  o.base_sets = sets;
-  o.jobs = jobs;
-  for (const std::string& v : vary) o.axes.push_back(Take(ParseAxis(v)));
-  if (!budget.empty()) {
-    auto b = ParseBytes(budget);
-    if (!b.ok()) throw Error(absl::StrCat("--budget: ", b.status().message()));
-    o.budget = *b;
+// `gpusim ARGS...` in process: (exit code, stdout, stderr, timeline SVG of
+// the step `run` simulated when `timeline_svg`, else ""). With
+// `config_text`, `config_label` (an argument in ARGS) stands for that YAML.
+py::tuple Cli(const std::vector<std::string>& args, const std::string& config_label,
+              const std::optional<std::string>& config_text, bool timeline_svg) {
+  int rc = 0;
+  std::string out, err, svg;
+  {
+    py::gil_scoped_release release;
+    std::optional<ScopedRunConfigText> text;
+    if (config_text.has_value()) text.emplace(config_label, *config_text);
+    CliCapture capture(timeline_svg);
+    std::vector<std::string> words = {"gpusim"};
+    words.insert(words.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (std::string& w : words) argv.push_back(w.data());
+    argv.push_back(nullptr);
+    rc = RunCli(static_cast<int>(words.size()), argv.data());
+    out = capture.out();
+    err = capture.err();
+    svg = capture.timeline_svg();
   }
-  return RenderAdviceJson(Take(Advise(o)));
+  return py::make_tuple(rc, Text(out), Text(err), Text(svg));
+}
+
+// Note [Run config names]: the file a config argument names, or Error's
+// message as ValueError.
+std::string Resolve(const std::string& arg) {
+  absl::StatusOr<std::string> r = ResolveRunConfig(arg);
+  if (!r.ok()) throw py::value_error(std::string(r.status().message()));
+  return *r;
 }
 
 }  // namespace
@@ -85,13 +65,12 @@ std::string AdviseJson(const std::string& config, const std::vector<std::string>
 
 PYBIND11_MODULE(_gpusim, m) {
   m.doc() = "gpusim's C++ core; use the gpusim package, not this module";
-  py::register_exception<gpusim::Error>(m, "Error");
   m.def("set_data_dir", &gpusim::SetDataDir, "Where device/model configs and the snapshot converter are");
-  m.def("run", &gpusim::Run, py::arg("config"), py::arg("sets"));
-  m.def("replay", &gpusim::Replay, py::arg("trace"), py::arg("sets"), py::arg("device"), py::arg("device_index"),
-        py::arg("check_addresses"), py::arg("cold_start"));
-  m.def("advise", &gpusim::AdviseJson, py::arg("config"), py::arg("sets"), py::arg("vary"), py::arg("budget"),
-        py::arg("jobs"));
+  m.def("data_dir", &gpusim::DataDir);
+  m.def("cli", &gpusim::Cli, py::arg("args"), py::arg("config_label") = "", py::arg("config_text") = py::none(),
+        py::arg("timeline_svg") = false);
+  m.def("resolve_config", &gpusim::Resolve, py::arg("arg"));
+  m.def("bundled_configs", &gpusim::ListRunConfigNames);
 #ifdef GPUSIM_VERSION
   m.attr("__version__") = GPUSIM_VERSION;
 #endif

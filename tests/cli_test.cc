@@ -3,7 +3,9 @@
 
 #include <cstdio>
 #include <fstream>
+#include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "gtest/gtest.h"
 #include "tests/cli_support.h"
@@ -92,6 +94,70 @@ TEST(CliTest, BadUsageExitsOne) {
   EXPECT_EQ(Gpusim("--help").code, 0);
 }
 
+// Note [Run config names]: every command that takes a config takes a bundled
+// one by NAME, from any directory; an unknown NAME lists them.
+// Note [Shard from the job array]: `advise --shard auto` is the shard the
+// Slurm array task or the Kubernetes Indexed Job pod names, the same lines
+// `--shard I/N` prints; outside a job array, refused by name.
+TEST(CliTest, AdviseShardAutoFromSlurmAndKubernetes) {
+  const std::string grid = "advise " + kConfig + " --vary batch.per_device=1,2,4 --vary loop.mode=rolled,unrolled";
+  const Result explicit_shard = GpusimStdout(grid + " --shard 1/3");
+  ASSERT_EQ(explicit_shard.code, 0);
+  const std::string env = "env -u SLURM_ARRAY_TASK_ID -u JOB_COMPLETION_INDEX ";
+  const Result slurm = RunShell(env + "SLURM_ARRAY_TASK_ID=5 SLURM_ARRAY_TASK_MIN=3 SLURM_ARRAY_TASK_STEP=2 "
+                                "SLURM_ARRAY_TASK_COUNT=3 " GPUSIM_BINARY " " + grid + " --shard auto 2>/dev/null");
+  EXPECT_EQ(slurm.code, 0);
+  EXPECT_EQ(slurm.out, explicit_shard.out);
+  const Result k8s = RunShell(env + "JOB_COMPLETION_INDEX=1 GPUSIM_NUM_SHARDS=3 " GPUSIM_BINARY " " + grid +
+                              " --shard auto 2>/dev/null");
+  EXPECT_EQ(k8s.code, 0);
+  EXPECT_EQ(k8s.out, explicit_shard.out);
+  const Result none = RunShell(env + GPUSIM_BINARY " " + grid + " --shard auto 2>&1");
+  EXPECT_EQ(none.code, 1);
+  EXPECT_NE(none.out.find("--shard auto: not in a job array"), std::string::npos) << none.out;
+  const Result no_count = RunShell(env + "JOB_COMPLETION_INDEX=1 " GPUSIM_BINARY " " + grid + " --shard auto 2>&1");
+  EXPECT_EQ(no_count.code, 1);
+  EXPECT_NE(no_count.out.find("GPUSIM_NUM_SHARDS is not"), std::string::npos) << no_count.out;
+}
+
+// Issue 32: misspelt commands, options and device names are named with
+// what was meant; names are case folded.
+TEST(CliTest, DidYouMeanForCommandsOptionsAndDevices) {
+  Result r = Gpusim("rn " + kConfig);
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("unknown command 'rn' (did you mean 'run'?)"), std::string::npos) << r.out;
+  r = Gpusim("run " + kConfig + " --fromat json");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("run: unknown option '--fromat' (did you mean '--format'?)"), std::string::npos) << r.out;
+  r = Gpusim("run " + kConfig + " --set device=h100");
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.out.find("(did you mean 'h100-pcie-80gb' or 'h100-sxm-80gb'?)"), std::string::npos) << r.out;
+  EXPECT_EQ(GpusimStdout("RUN " + kConfig + " --set device=H100-SXM-80GB --FORMAT json").out,
+            GpusimStdout("run " + kConfig + " --format json").out);
+}
+
+TEST(CliTest, BundledConfigsByName) {
+  const std::string in_tmp = "cd " + ::testing::TempDir() + " && " + GPUSIM_BINARY + " ";
+  const Result by_path = GpusimStdout("run " GPUSIM_SOURCE_DIR "/configs/llama7b.yaml --format json");
+  const Result by_name = RunShell(in_tmp + "run llama7b --format json 2>/dev/null");
+  ASSERT_EQ(by_name.code, 0) << by_name.out;
+  EXPECT_EQ(JsonInt(by_name.out, "peak_bytes"), JsonInt(by_path.out, "peak_bytes"));
+  const std::vector<std::string> commands = {
+      "explain llama7b --top 1", "diff llama7b --set batch.per_device=2", "advise llama7b --vary batch.per_device=1",
+      "validate llama7b", "compare llama7b --vary batch.per_device=1,2",
+      "viz llama7b --out " + ::testing::TempDir() + "/by_name_viz"};
+  for (const std::string& cmd : commands) {
+    const Result r = RunShell(in_tmp + cmd + " 2>&1");
+    EXPECT_EQ(r.code, 0) << cmd << ": " << r.out;
+  }
+  const Result unknown = RunShell(in_tmp + "explain llama8b 2>&1");
+  EXPECT_EQ(unknown.code, 1);
+  EXPECT_NE(unknown.out.find("gpusim: error: llama8b: no such file, and no bundled run config of that name; "
+                             "bundled: llama7b"),
+            std::string::npos)
+      << unknown.out;
+}
+
 TEST(CliTest, ReplayJsonKeysAndCompareRows) {
   const std::string trace =
       std::string(GPUSIM_SOURCE_DIR) + "/traces/recorded/tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz";
@@ -114,6 +180,12 @@ TEST(CliTest, ReplayJsonKeysAndCompareRows) {
   EXPECT_NE(addr.out.find("needs a memory snapshot"), std::string::npos);
 }
 
+void ExpectArgumentOutputAlias(const std::string& json, int64_t argument, int64_t output, int64_t alias) {
+  EXPECT_EQ(JsonInt(json, "argument_bytes"), argument);
+  EXPECT_EQ(JsonInt(json, "output_bytes"), output);
+  EXPECT_EQ(JsonInt(json, "alias_bytes"), alias);
+}
+
 // `gpusim run STEP.hlo --device NAME` and `program_hlo:` in a run config:
 // the 7B module of traces/hlo/ gives memory_analysis()'s argument, output
 // and alias bytes (tests/hlo_jax/llama_check.py checks them against JAX).
@@ -121,9 +193,7 @@ TEST(CliTest, RunsAnHloModule) {
   const std::string hlo = std::string(GPUSIM_SOURCE_DIR) + "/traces/hlo/llama7b_axis0_rolled.hlo.gz";
   Result r = Gpusim("run " + hlo + " --device h100-sxm-80gb --format json");
   ASSERT_EQ(r.code, 0) << r.out;
-  EXPECT_EQ(JsonInt(r.out, "argument_bytes"), 80861028364);
-  EXPECT_EQ(JsonInt(r.out, "output_bytes"), 80860987764);
-  EXPECT_EQ(JsonInt(r.out, "alias_bytes"), 80860987404);
+  ExpectArgumentOutputAlias(r.out, 80861028364, 80860987764, 80860987404);
   const std::string config = Write("hlo_run.yaml", "framework: jax\ndevice: h100-sxm-80gb\nprogram_hlo: " + hlo + "\n");
   Result c = Gpusim("run " + config + " --format json");
   ASSERT_EQ(c.code, 0) << c.out;
@@ -152,6 +222,28 @@ TEST(CliTest, RunsAnHloModule) {
   Result parse = Gpusim("run " + bad + " --device h100-sxm-80gb");
   EXPECT_EQ(parse.code, 1);
   EXPECT_NE(parse.out.find("bad.hlo:3:"), std::string::npos) << parse.out;
+}
+
+// `gpusim run STEP.opt.hlo` reads XLA's compiled module as it is, and
+// `--compiled` puts it beside the unoptimised module (issue 30): the
+// figures are memory_analysis()'s on the H200 (validation/h200_2026-12-04).
+TEST(CliTest, RunsACompiledModuleBesideItsUnoptimisedOne) {
+  const std::string dir = std::string(GPUSIM_SOURCE_DIR) + "/validation/h200_2026-12-04/hlo/llama7b_L4_axis0_full_rolled";
+  Result c = Gpusim("run " + dir + ".opt.hlo.gz --device h200-sxm-141gb --format json");
+  ASSERT_EQ(c.code, 0) << c.out;
+  ExpectArgumentOutputAlias(c.out, 12860219404, 12860178828, 12860178444);
+  const int64_t temp = JsonInt(c.out, "temp_bytes");
+  EXPECT_LT(std::abs(temp - 5412183400) * 10000, 5412183400) << temp;  // within 0.01%
+  Result both = Gpusim("run " + dir + ".hlo.gz --compiled " + dir + ".opt.hlo.gz --device h200-sxm-141gb");
+  ASSERT_EQ(both.code, 0) << both.out;
+  EXPECT_NE(both.out.find("against compiled"), std::string::npos) << both.out;
+  EXPECT_NE(both.out.find("step time"), std::string::npos) << both.out;
+  Result swapped = Gpusim("run " + dir + ".opt.hlo.gz --compiled " + dir + ".hlo.gz --device h200-sxm-141gb");
+  EXPECT_EQ(swapped.code, 1);
+  EXPECT_NE(swapped.out.find("the first must be unoptimised and the second compiled"), std::string::npos) << swapped.out;
+  Result e = Gpusim("explain " + dir + ".opt.hlo.gz --device h200-sxm-141gb --top 2");
+  ASSERT_EQ(e.code, 0) << e.out;
+  EXPECT_NE(e.out.find("XLA's buffer assignment of the compiled module"), std::string::npos) << e.out;
 }
 
 }  // namespace

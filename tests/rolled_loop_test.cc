@@ -48,7 +48,8 @@ struct Built {
 // bound below).
 std::string Comparable(std::string json) {
   for (const char* key : {"\"live_peak_event\"", "\"temp_peak_event\"", "\"temp_bytes\"", "\"donated_allocation_decisions\"",
-                          "\"output_plus_temp_bytes\"", "\"peak_bytes\"", "\"jax_arena_needed_fraction\""}) {
+                          "\"output_plus_temp_bytes\"", "\"peak_bytes\"", "\"jax_arena_needed_fraction\"",
+                          "\"need_bytes\"", "\"line\""}) {
     for (size_t at = json.find(key); at != std::string::npos; at = json.find(key, at + 1)) {
       const size_t colon = json.find(':', at);
       const size_t end = json[colon + 2] == '[' ? json.find(']', colon) + 1 : json.find_first_of(",\n}", colon);

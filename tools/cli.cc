@@ -5,6 +5,7 @@
 #include <cerrno>
 #include <charconv>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -43,6 +44,7 @@
 #include "sim/report/render.h"
 #include "sim/step/megatron_step.h"
 #include "sim/step/step.h"
+#include "sim/step/suggest.h"
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
 #include "sim/import/import.h"
@@ -52,6 +54,24 @@
 #include "viz/viz.h"
 
 namespace gpusim {
+
+namespace {
+thread_local CliCapture* active_capture = nullptr;
+}  // namespace
+
+std::ostream& CliOut() { return active_capture != nullptr ? active_capture->out_stream() : std::cout; }
+std::ostream& CliErr() { return active_capture != nullptr ? active_capture->err_stream() : std::cerr; }
+
+CliCapture::CliCapture(bool want_timeline_svg) : want_timeline_svg_(want_timeline_svg), previous_(active_capture) {
+  active_capture = this;
+}
+CliCapture::~CliCapture() { active_capture = previous_; }
+CliCapture* CliCapture::Active() { return active_capture; }
+
+bool IsRunConfigArg(const std::string& path) {
+  return absl::EndsWith(path, ".yaml") || absl::EndsWith(path, ".yml") || IsRunConfigText(path);
+}
+
 namespace {
 
 // Note [Exit codes] (README "Hardening", `gpusim --help`): 0 ok; 1 bad
@@ -82,7 +102,7 @@ int ExitCodeFor(absl::StatusCode code) {
 }
 
 int Fail(const absl::Status& st) {
-  std::cerr << "gpusim: error: " << st.message() << "\n";
+  CliErr() << "gpusim: error: " << st.message() << "\n";
   return ExitCodeFor(st.code());
 }
 
@@ -109,6 +129,7 @@ struct RunOptions {
   int64_t gpus_per_node = 8;  // --gpus-per-node (with --megatron-args)
   std::string cudnn_workspace;  // --cudnn-workspace (a recorded PyTorch step)
   std::string sdpa_backend;     // --sdpa-backend (a recorded PyTorch step)
+  std::string compiled;         // --compiled STEP.opt.hlo (with an unoptimised STEP.hlo)
   EagerDeviceOptions device_options() const { return {cudnn_workspace, sdpa_backend}; }
 };
 
@@ -221,6 +242,12 @@ absl::Status WriteStepFiles(const RunOptions& o, const StepReport& report, const
   return absl::OkStatus();
 }
 
+// Note [Where the CLI writes]: the step's timeline for a capture that asks.
+void KeepTimelineSvg(const StepReport& report) {
+  CliCapture* c = CliCapture::Active();
+  if (c != nullptr && c->want_timeline_svg()) c->set_timeline_svg(TimelineSvg(report));
+}
+
 // A launch line's step files are those of its peak rank (PeakRankView,
 // sim/step/megatron_step.h); result.json is the whole launch line's JSON.
 int CmdRunMegatron(const RunOptions& o, const RunSpec& spec) {
@@ -228,9 +255,10 @@ int CmdRunMegatron(const RunOptions& o, const RunSpec& spec) {
   if (!report.ok()) return Fail(report.status());
   const std::string json = RenderMegatronJson(*report);
   const MegatronRankView view = PeakRankView(*report);
+  KeepTimelineSvg(view.report);
   absl::Status st = WriteStepFiles(o, view.report, json, VizOptions{});
   if (!st.ok()) return Fail(st);
-  std::cout << (o.format == "json" ? json : RenderMegatronText(*report));
+  CliOut() << (o.format == "json" ? json : RenderMegatronText(*report));
   return 0;
 }
 
@@ -243,12 +271,65 @@ absl::StatusOr<StepReport> SimulateOneStep(const RunSpec& spec, std::string* not
   return std::move(view.report);
 }
 
+// `gpusim run STEP.hlo --compiled STEP.opt.hlo --device NAME`: the same
+// step imported from its unoptimised module (gpusim's fusion and schedule)
+// and read from XLA's compiled module (XLA's own, Note [Compiled-module
+// buffer assignment]), side by side.
+int CmdRunCompiled(const RunOptions& o) {
+  if (!IsHloFile(o.config) || !IsHloFile(o.compiled)) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat(
+        "run --compiled ", o.compiled, ": give the unoptimised module as the config (STEP.hlo) and the compiled one "
+        "(compiled.as_text(), STEP.opt.hlo) after --compiled")));
+  }
+  if (!o.out_dir.empty() || !o.charts_dir.empty() || !o.timeline.empty() || !o.snapshot.empty()) {
+    return Fail(absl::InvalidArgumentError("run --compiled: --out, --charts, --timeline and --snapshot take one module; "
+                                           "run each module by itself for its files"));
+  }
+  std::vector<StepReport> reports;
+  for (const std::string& f : {o.config, o.compiled}) {
+    auto spec = LoadSpec(f, o.sets, o.device);
+    if (!spec.ok()) return Fail(spec.status());
+    auto report = SimulateStep(*spec);
+    if (!report.ok()) return Fail(report.status());
+    reports.push_back(std::move(*report));
+  }
+  if (reports[0].program.compiled.present || !reports[1].program.compiled.present) {
+    return Fail(absl::InvalidArgumentError(absl::StrCat("run ", o.config, " --compiled ", o.compiled,
+                                                        ": the first must be unoptimised and the second compiled "
+                                                        "(is_scheduled=true in its header)")));
+  }
+  if (o.format == "json") {
+    std::cout << "{\n\"unoptimised\": " << RenderJson(reports[0]) << ",\n\"compiled\": " << RenderJson(reports[1])
+              << "}\n";
+    return 0;
+  }
+  std::cout << RenderText(reports[0]);
+  std::cout << "\nUnoptimised " << o.config << " (gpusim's fusion and schedule) against compiled " << o.compiled
+            << " (XLA's):\n";
+  auto row = [](const std::string& name, Bytes a, Bytes b) {
+    std::cout << absl::StrFormat("  %-10s %30s %30s %+9.3f%%\n", name, FormatBytes(a), FormatBytes(b),
+                                 b.value() == 0 ? 0.0 : 100.0 * static_cast<double>((a - b).value()) /
+                                                            static_cast<double>(b.value()));
+  };
+  std::cout << absl::StrFormat("  %-10s %30s %30s %10s\n", "", "unoptimised", "compiled", "difference");
+  row("argument", reports[0].argument, reports[1].argument);
+  row("output", reports[0].output, reports[1].output);
+  row("alias", reports[0].alias, reports[1].alias);
+  row("temp", reports[0].temp, reports[1].temp);
+  row("peak", reports[0].peak, reports[1].peak);
+  const double ta = reports[0].sim.step_time.seconds(), tb = reports[1].sim.step_time.seconds();
+  std::cout << absl::StrFormat("  %-10s %28.4f s %28.4f s %+9.3f%%\n", "step time", ta, tb,
+                               tb == 0 ? 0.0 : 100.0 * (ta - tb) / tb);
+  return 0;
+}
+
 int CmdRun(const RunOptions& o) {
+  if (!o.compiled.empty()) return CmdRunCompiled(o);
   if (o.config.empty() && o.megatron_args.empty()) {
     return Fail(absl::InvalidArgumentError("run: give a run config (YAML or STEP.hlo) or --megatron-args"));
   }
   const std::string& f = o.config;
-  const bool yaml = absl::EndsWith(f, ".yaml") || absl::EndsWith(f, ".yml");
+  const bool yaml = IsRunConfigArg(f);
   const std::string format = o.megatron_args.empty() && !yaml && !IsHloFile(f) ? RecordingFormatOf(f).value_or("") : "";
   if (!format.empty() && format != "gpusim-trace") {
     // A recording (the importer registry's formats: Kineto, snapshot, memory
@@ -284,7 +365,9 @@ int CmdRun(const RunOptions& o) {
   if (spec->megatron.present) return CmdRunMegatron(o, *spec);
   auto report = SimulateStep(*spec);
   if (!report.ok()) return Fail(report.status());
+  if (absl::Status st = SuggestFit(*report); !st.ok()) return Fail(st);
   const std::string json = RenderJson(*report);
+  KeepTimelineSvg(*report);
   std::optional<StepReport> other;
   VizOptions viz;
   if (!o.out_dir.empty() || !o.charts_dir.empty()) {
@@ -293,14 +376,13 @@ int CmdRun(const RunOptions& o) {
   }
   absl::Status st = WriteStepFiles(o, *report, json, viz);
   if (!st.ok()) return Fail(st);
-  std::cout << (o.format == "json" ? json : RenderText(*report));
+  CliOut() << (o.format == "json" ? json : RenderText(*report));
   return 0;
 }
 
 int CmdExplain(const RunOptions& o, int top) {
   const std::string& f = o.config;
-  const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") || (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
-  if (!yaml && !IsHloFile(f)) {  // a native or recorded trace (tools/cli_replay.cc)
+  if (!IsRunConfigArg(f) && !IsHloFile(f)) {  // a native or recorded trace (tools/cli_replay.cc)
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
     return CmdExplainTrace(f, top, o.format, o.device, o.device_options());
   }
@@ -310,7 +392,7 @@ int CmdExplain(const RunOptions& o, int top) {
   std::string note;
   auto report = SimulateOneStep(*spec, &note);
   if (!report.ok()) return Fail(report.status());
-  std::cout << (o.format == "json" ? RenderExplainJson(*report, top) : note + RenderExplain(*report, top));
+  CliOut() << (o.format == "json" ? RenderExplainJson(*report, top) : note + RenderExplain(*report, top));
   return 0;
 }
 
@@ -328,13 +410,13 @@ int CmdDiff(const RunOptions& o, const std::vector<std::string>& base_sets, int 
   if (!a.ok()) return Fail(a.status());
   auto b = SimulateOneStep(*spec_b, &note_b);
   if (!b.ok()) return Fail(b.status());
-  if (o.format != "json" && !note_a.empty()) std::cout << "A: " << note_a << "B: " << note_b;
+  if (o.format != "json" && !note_a.empty()) CliOut() << "A: " << note_a << "B: " << note_b;
   const StepDiff d = DiffSteps(*a, *b);
   std::string la = o.config, lb = o.config;
   for (const std::string& s : base_sets) la += " --set " + s;
   lb = la;
   for (const std::string& s : o.sets) lb += " --set " + s;
-  std::cout << (o.format == "json" ? RenderDiffJson(d, la, lb) : RenderDiffText(d, la, lb, top));
+  CliOut() << (o.format == "json" ? RenderDiffJson(d, la, lb) : RenderDiffText(d, la, lb, top));
   return 0;
 }
 
@@ -361,7 +443,62 @@ CLI::Validator IntRange(int64_t min, int64_t max) {
       max == INT64_MAX ? absl::StrCat("INT >= ", min) : absl::StrCat("INT in [", min, ", ", max, "]"));
 }
 
-int CmdAdvise(const AdviseCli& c) {
+// Note [Shard from the job array]: `advise --shard auto` takes its shard
+// from the job engine that started it, so one command line serves every
+// task (issue 32):
+//   - a Slurm job array (sbatch --array=A-B[:S]): SLURM_ARRAY_TASK_ID,
+//     _MIN, _STEP (default 1) and _COUNT, as sbatch(1) "OUTPUT ENVIRONMENT
+//     VARIABLES" documents them; shard (ID - MIN) / STEP of COUNT;
+//   - a Kubernetes Indexed Job: JOB_COMPLETION_INDEX (the pod's index, set
+//     by the Job controller, concepts/workloads/controllers/job "Completion
+//     mode"); Kubernetes gives no variable with the completions count, so
+//     the manifest sets GPUSIM_NUM_SHARDS to its spec.completions.
+// Neither, both, or values that are not a shard are refused by name.
+absl::StatusOr<std::string> ShardFromJobArray() {
+  auto get = [](const char* name) -> std::optional<int64_t> {
+    const char* v = std::getenv(name);
+    int64_t n = 0;
+    if (v == nullptr || !absl::SimpleAtoi(v, &n)) return std::nullopt;
+    return n;
+  };
+  const bool slurm = std::getenv("SLURM_ARRAY_TASK_ID") != nullptr;
+  const bool k8s = std::getenv("JOB_COMPLETION_INDEX") != nullptr;
+  if (slurm && k8s) {
+    return absl::InvalidArgumentError(
+        "--shard auto: both SLURM_ARRAY_TASK_ID and JOB_COMPLETION_INDEX are set; give --shard I/N");
+  }
+  if (slurm) {
+    const auto id = get("SLURM_ARRAY_TASK_ID"), count = get("SLURM_ARRAY_TASK_COUNT");
+    const int64_t min = get("SLURM_ARRAY_TASK_MIN").value_or(0), step = get("SLURM_ARRAY_TASK_STEP").value_or(1);
+    if (!id || !count || *count < 1 || step < 1 || *id < min || (*id - min) % step != 0 ||
+        (*id - min) / step >= *count) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--shard auto: the Slurm array variables do not name a shard (SLURM_ARRAY_TASK_ID, _MIN, _STEP, _COUNT = ",
+          std::getenv("SLURM_ARRAY_TASK_ID"), ", ", min, ", ", step, ", ",
+          std::getenv("SLURM_ARRAY_TASK_COUNT") ? std::getenv("SLURM_ARRAY_TASK_COUNT") : "unset", ")"));
+    }
+    return absl::StrCat((*id - min) / step, "/", *count);
+  }
+  if (k8s) {
+    const auto index = get("JOB_COMPLETION_INDEX"), count = get("GPUSIM_NUM_SHARDS");
+    if (!count) {
+      return absl::InvalidArgumentError(
+          "--shard auto: JOB_COMPLETION_INDEX is set (a Kubernetes Indexed Job) but GPUSIM_NUM_SHARDS is not; set it "
+          "in the Job's env to spec.completions");
+    }
+    if (!index || *index < 0 || *count < 1 || *index >= *count) {
+      return absl::InvalidArgumentError(absl::StrCat("--shard auto: JOB_COMPLETION_INDEX ",
+                                                     std::getenv("JOB_COMPLETION_INDEX"), " is not a shard of ",
+                                                     *count, " (GPUSIM_NUM_SHARDS)"));
+    }
+    return absl::StrCat(*index, "/", *count);
+  }
+  return absl::InvalidArgumentError(
+      "--shard auto: not in a job array (expected SLURM_ARRAY_TASK_ID and SLURM_ARRAY_TASK_COUNT from sbatch "
+      "--array, or JOB_COMPLETION_INDEX and GPUSIM_NUM_SHARDS in a Kubernetes Indexed Job); give --shard I/N");
+}
+
+int CmdAdvise(AdviseCli c) {
   absl::StatusOr<AdviceResult> result;
   if (!c.merge.empty()) {
     result = MergeAdviceJsonLines(c.merge);
@@ -386,6 +523,11 @@ int CmdAdvise(const AdviseCli& c) {
       }
       o.budget = *b;
     }
+    if (c.shard == "auto") {
+      auto shard = ShardFromJobArray();
+      if (!shard.ok()) return Fail(shard.status());
+      c.shard = *shard;
+    }
     if (!c.shard.empty()) {
       const size_t slash = c.shard.find('/');
       char* end1 = nullptr;
@@ -408,12 +550,12 @@ int CmdAdvise(const AdviseCli& c) {
     }
     result = Advise(o);
     if (result.ok() && !c.shard.empty()) {
-      std::cout << RenderAdviceJsonLines(*result);
+      CliOut() << RenderAdviceJsonLines(*result);
       return 0;
     }
   }
   if (!result.ok()) return Fail(result.status());
-  std::cout << (c.format == "json" ? RenderAdviceJson(*result) : RenderAdviceText(*result, c.top));
+  CliOut() << (c.format == "json" ? RenderAdviceJson(*result) : RenderAdviceText(*result, c.top));
   return 0;
 }
 
@@ -425,16 +567,19 @@ int CmdAdvise(const AdviseCli& c) {
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
            const std::string& allocator, const std::string& out_dir, const std::string& snapshot,
            const std::string& format, const EagerDeviceOptions& device_options) {
-  // Note [Sniffing inputs] (sim/base/file_util.h).
-  absl::StatusOr<std::string> prefix = ReadInputPrefix(file);
-  if (!prefix.ok()) return Fail(prefix.status());
-  const std::string first = FirstContentLine(*prefix);
+  // Note [Sniffing inputs] (sim/base/file_util.h); run config text is no file.
+  std::string first;
+  if (!IsRunConfigText(file)) {
+    absl::StatusOr<std::string> prefix = ReadInputPrefix(file);
+    if (!prefix.ok()) return Fail(prefix.status());
+    first = FirstContentLine(*prefix);
+  }
   absl::StatusOr<StepReport> report;
   std::optional<StepReport> other;
   std::vector<RecordedMemorySample> recorded_counters;
   VizOptions viz;
   std::string rank_note;  // a launch line: which rank is drawn
-  const bool yaml = file.size() > 5 && (file.substr(file.size() - 5) == ".yaml" || file.substr(file.size() - 4) == ".yml");
+  const bool yaml = IsRunConfigArg(file);
   if (yaml || IsHloFile(file)) {
     RunOptions as_config;
     as_config.config = file;
@@ -510,9 +655,9 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   if (st.ok() && !snapshot.empty()) st = WriteMemorySnapshot(*report, snapshot);
   if (!st.ok()) return Fail(st);
   if (format == "json") {
-    std::cout << RenderVizJson(*report, out_dir, snapshot);
+    CliOut() << RenderVizJson(*report, out_dir, snapshot);
   } else {
-    std::cout << rank_note << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
+    CliOut() << rank_note << "wrote charts, timeline.json and report.html to " << out_dir << "\n";
   }
   return 0;
 }
@@ -524,23 +669,23 @@ int CmdCalibrate(const std::string& file, const std::string& out, const std::str
     absl::Status st = WriteCalibratedDevice(*r, out);
     if (!st.ok()) return Fail(st);
   }
-  std::cout << (format == "json" ? RenderCalibrationJson(*r) : RenderCalibrationText(*r));
+  CliOut() << (format == "json" ? RenderCalibrationJson(*r) : RenderCalibrationText(*r));
   return 0;
 }
 
 int CmdDevices() {
   std::vector<std::string> names = ListDeviceNames();
-  std::cout << absl::StrFormat("%-16s %4s %18s %12s %10s %10s %10s %9s %9s\n", "device", "SMs", "usable memory",
+  CliOut() << absl::StrFormat("%-16s %4s %18s %12s %10s %10s %10s %9s %9s\n", "device", "SMs", "usable memory",
                                "HBM", "bf16", "tf32", "fp32", "NVLink", "PCIe");
   for (const std::string& n : names) {
     auto d = LoadDeviceSpec(n, "");
     if (!d.ok()) return Fail(d.status());
-    std::cout << absl::StrFormat("%-16s %4d %14.2f GiB %7.0f GB/s %5.0f TF/s %5.0f TF/s %5.1f TF/s %4.0f GB/s %4.0f GB/s\n",
+    CliOut() << absl::StrFormat("%-16s %4d %14.2f GiB %7.0f GB/s %5.0f TF/s %5.0f TF/s %5.1f TF/s %4.0f GB/s %4.0f GB/s\n",
                                  d->name, d->sms, d->usable().GiB(), d->hbm_bandwidth / 1e9, d->peak_bf16 / 1e12,
                                  d->peak_tf32 / 1e12, d->peak_fp32 / 1e12, d->nvlink_bandwidth / 1e9,
                                  d->pcie_bandwidth / 1e9);
   }
-  std::cout << "usable = CUDA total - context reserve; rates are dense peaks (datasheets), bandwidth per direction\n";
+  CliOut() << "usable = CUDA total - context reserve; rates are dense peaks (datasheets), bandwidth per direction\n";
   return 0;
 }
 
@@ -569,14 +714,14 @@ int PrintList(const std::string& kind, const std::vector<RegistryEntry>& rows, c
       w.EndObject();
     }
     w.EndArray().EndObject();
-    std::cout << w.Finish() << "\n";
+    CliOut() << w.Finish() << "\n";
     return 0;
   }
   for (const RegistryEntry& r : rows) {
-    std::cout << absl::StrFormat("%-*s %s\n", width, r.name, r.doc);
-    for (const ParamDoc& p : r.params) std::cout << absl::StrFormat("%-*s   %s\n", width, "", DescribeParam(p));
+    CliOut() << absl::StrFormat("%-*s %s\n", width, r.name, r.doc);
+    for (const ParamDoc& p : r.params) CliOut() << absl::StrFormat("%-*s   %s\n", width, "", DescribeParam(p));
     for (const auto& [label, text] : r.notes) {
-      if (!text.empty()) std::cout << absl::StrFormat("%-*s   %s: %s\n", width, "", label, text);
+      if (!text.empty()) CliOut() << absl::StrFormat("%-*s   %s: %s\n", width, "", label, text);
     }
   }
   return 0;
@@ -619,9 +764,40 @@ int CmdList(const std::string& what, const std::string& format) {
 int CmdCompareConfig(const RunOptions& o, const std::string& vary) {
   auto rows = Compare(o.config, o.sets, vary);
   if (!rows.ok()) return Fail(rows.status());
-  std::cout << (o.format == "json" ? RenderCompareJson(*rows) : RenderCompareText(*rows));
-  if (o.format == "json") std::cout << "\n";
+  CliOut() << (o.format == "json" ? RenderCompareJson(*rows) : RenderCompareText(*rows));
+  if (o.format == "json") CliOut() << "\n";
   return 0;
+}
+
+// A misspelt command or option, named with what was meant (issue 32):
+// CLI11 says only "A subcommand is required" or "The following arguments
+// were not expected". Empty when the error is another kind (CLI11's own
+// message is then the clearer one).
+std::string ParseErrorHint(CLI::App& app, int argc, char** argv) {
+  std::vector<std::string> commands;
+  for (const CLI::App* sub : app.get_subcommands([](CLI::App*) { return true; })) commands.push_back(sub->get_name());
+  if (argc >= 2 && argv[1][0] != '-') {
+    const std::string given = argv[1];
+    if (std::find(commands.begin(), commands.end(), given) == commands.end()) {
+      return absl::StrCat(UnknownNameMessage("command", given, commands), " (gpusim --help)");
+    }
+  }
+  CLI::App* sub = nullptr;
+  for (CLI::App* s : app.get_subcommands([](CLI::App* a) { return a->parsed(); })) sub = s;
+  if (sub == nullptr) return "";
+  std::vector<std::string> flags;
+  for (const CLI::Option* opt : sub->get_options()) {
+    for (const std::string& n : opt->get_lnames()) flags.push_back("--" + n);
+    for (const std::string& n : opt->get_snames()) flags.push_back("-" + n);
+  }
+  for (const std::string& extra : sub->remaining()) {
+    if (extra.size() < 2 || extra[0] != '-') continue;
+    const std::string name = extra.substr(0, extra.find('='));
+    if (std::find(flags.begin(), flags.end(), name) != flags.end()) continue;
+    return absl::StrCat(sub->get_name(), ": ", UnknownNameMessage("option", name, flags), " (gpusim ",
+                        sub->get_name(), " --help)");
+  }
+  return "";
 }
 
 }  // namespace
@@ -642,6 +818,9 @@ int FinishStdout(int rc) {
 int RunCli(int argc, char** argv) {
   CLI::App app{"gpusim: trace-driven simulator of GPU memory and step time for deep-learning training"};
   app.require_subcommand(1);
+  // Case folded (issue 32): `gpusim RUN`, `--Format`; subcommands inherit it.
+  app.ignore_case();
+  app.option_defaults()->ignore_case();
   app.footer(
       "Exit codes: 0 ok; 1 bad input (config, trace, command line, an input too large to model), with a message "
       "naming the input; 3 environment (I/O error, disk full, an output target that exists and is not a regular "
@@ -660,6 +839,9 @@ int RunCli(int argc, char** argv) {
   CLI::App* run_cmd = app.add_subcommand("run", "Simulate one training step of a run config");
   run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml, or an HLO module STEP.hlo");
   run_cmd->add_option("--device", run.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
+  run_cmd->add_option("--compiled", run.compiled,
+                      "With an unoptimised STEP.hlo: XLA's compiled module of the same step (compiled.as_text(), "
+                      "STEP.opt.hlo): both predictions side by side");
   run_cmd->add_option("--set", run.sets, "Override a config field: path=value (repeatable)");
   run_cmd->add_option("--format", run.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   run_cmd->add_option("--out", run.out_dir,
@@ -730,7 +912,7 @@ int RunCli(int argc, char** argv) {
   advise_cmd->add_option("--set", advise.sets, "Override for every point: path=value (repeatable)");
   advise_cmd->add_option("--jobs", advise.jobs, "Worker threads (default: all cores; at most one per grid group)")
       ->check(IntRange(1, 100000));
-  advise_cmd->add_option("--shard", advise.shard, "Evaluate only shard I of N (I/N) and print JSON lines");
+  advise_cmd->add_option("--shard", advise.shard, "Evaluate only shard I of N (I/N, or auto: from a Slurm job array or a Kubernetes Indexed Job) and print JSON lines");
   advise_cmd->add_option("--merge", advise.merge, "Join JSON-lines shard files instead of simulating");
   advise_cmd->add_option("--format", advise.format, "Output format")->check(CLI::IsMember({"text", "json"}));
   advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(IntRange(1, 1000000));
@@ -831,7 +1013,11 @@ int RunCli(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    const int rc = app.exit(e);
+    if (std::string msg = ParseErrorHint(app, argc, argv); !msg.empty()) {
+      CliErr() << "gpusim: error: " << msg << "\n";
+      return 1;
+    }
+    const int rc = app.exit(e, CliOut(), CliErr());
     return rc == 0 ? 0 : 1;
   }
   // --allocator NAME is --set allocator.impl=NAME; both naming different
@@ -855,6 +1041,15 @@ int RunCli(int argc, char** argv) {
                           with_allocator(compare_config.sets, compare_allocator)}) {
     if (!st.ok()) return Fail(st);
   }
+  // Note [Run config names] (sim/config/loader.h): a command's config
+  // argument, a NAME of a bundled config or a file, resolved once here.
+  for (std::string* arg : {&run.config, &explain.config, &diff.config, &advise.config, &viz_file, &validate_file,
+                           &compare.trace}) {
+    if (arg->empty()) continue;
+    absl::StatusOr<std::string> resolved = ResolveRunConfig(*arg);
+    if (!resolved.ok()) return Fail(resolved.status());
+    *arg = *std::move(resolved);
+  }
   // --world-size and --gpus-per-node shape a --megatron-args run; with a
   // config they would be ignored (issue 27), so they are refused.
   if (*run_cmd && run.megatron_args.empty() && (world_opt->count() > 0 || gpn_opt->count() > 0)) {
@@ -877,9 +1072,7 @@ int RunCli(int argc, char** argv) {
     if (*replay_cmd) return CmdReplay(replay);
     if (*compare_cmd) {
       const std::string& f = compare.trace;
-      const bool yaml = (f.size() > 5 && f.substr(f.size() - 5) == ".yaml") ||
-                        (f.size() > 4 && f.substr(f.size() - 4) == ".yml");
-      if (yaml) {
+      if (IsRunConfigArg(f)) {
         if (!compare.allocators.empty() || !compare.device.empty() || compare.device_index >= 0) {
           return Fail(absl::InvalidArgumentError(
               "compare CONFIG: --allocators, --device and --device-index are for recorded traces; vary the "
@@ -917,10 +1110,10 @@ int RunCli(int argc, char** argv) {
     if (*dev_cmd) return dev_format == "json" ? CmdDevicesJson() : CmdDevices();
     if (*list_cmd) return CmdList(list_what, list_format);
   } catch (const std::bad_alloc&) {
-    std::cerr << "gpusim: error: out of host memory: the input is too large to model\n";
+    CliErr() << "gpusim: error: out of host memory: the input is too large to model\n";
     return 1;
   } catch (const std::exception& e) {
-    std::cerr << "gpusim: internal error: " << e.what() << "\n";
+    CliErr() << "gpusim: internal error: " << e.what() << "\n";
     return 2;
   }
   return 2;

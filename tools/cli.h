@@ -5,6 +5,8 @@
 #define GPUSIM_TOOLS_CLI_H_
 
 #include <optional>
+#include <ostream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -16,6 +18,43 @@
 
 namespace gpusim {
 int RunCli(int argc, char** argv);
+
+// Note [Where the CLI writes]: every command prints through CliOut() and
+// CliErr(), which are std::cout and std::cerr in the gpusim binary. The
+// Python extension (python/_gpusim.cc) runs RunCli in its own process under
+// a CliCapture, which collects both into strings for the calling thread
+// (thread-local, so calls from several Python threads do not mix), and with
+// the timeline SVG of the step `run` simulated when asked for it (the
+// notebook's view; not rendered otherwise).
+std::ostream& CliOut();
+std::ostream& CliErr();
+class CliCapture {
+ public:
+  explicit CliCapture(bool want_timeline_svg = false);
+  ~CliCapture();
+  CliCapture(const CliCapture&) = delete;
+  CliCapture& operator=(const CliCapture&) = delete;
+
+  std::ostream& out_stream() { return out_; }
+  std::ostream& err_stream() { return err_; }
+  std::string out() const { return out_.str(); }
+  std::string err() const { return err_.str(); }
+  const std::string& timeline_svg() const { return timeline_svg_; }
+  // The capture on this thread, or null (the binary).
+  static CliCapture* Active();
+  bool want_timeline_svg() const { return want_timeline_svg_; }
+  void set_timeline_svg(std::string svg) { timeline_svg_ = std::move(svg); }
+
+ private:
+  std::ostringstream out_, err_;
+  bool want_timeline_svg_;
+  std::string timeline_svg_;
+  CliCapture* previous_;
+};
+
+// Whether a command's input argument is a run config: a .yaml/.yml path or
+// run config text (Note [Run configs given as text], sim/config/loader.h).
+bool IsRunConfigArg(const std::string& path);
 
 // Note [Checked stdout]: what a command printed reaches its destination or
 // the command fails. Flushes std::cout and stdout and checks both for an

@@ -54,12 +54,13 @@ void TraceJson(JsonWriter& j, const TraceStats& s) {
 int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets, const std::string& format) {
   // Note [Sniffing inputs] (sim/base/file_util.h): the kind from a bounded
   // prefix; a non-regular file is refused before it is opened.
-  absl::StatusOr<std::string> prefix = ReadInputPrefix(file);
+  // Run config text (the Python package's dict configs) is no file.
+  absl::StatusOr<std::string> prefix = IsRunConfigText(file) ? ReadRunConfigBytes(file) : ReadInputPrefix(file);
   if (!prefix.ok()) return FailStatus(prefix.status());
   const std::string first = FirstContentLine(*prefix);
   Validated v;
   v.json.BeginObject().String("file", file);
-  const bool yaml = EndsWith(file, ".yaml") || EndsWith(file, ".yml");
+  const bool yaml = IsRunConfigArg(file);
   absl::StatusOr<std::string> recorded_format = absl::NotFoundError("");
   if (!yaml && first.rfind("gpusim-trace", 0) != 0 && !(EndsWith(file, ".hlo") || EndsWith(file, ".hlo.gz") ||
                                                         first.rfind("HloModule ", 0) == 0))
@@ -92,7 +93,7 @@ int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets
         .Int("tensors", static_cast<int64_t>(program->tensors.size()))
         .Int("ops", static_cast<int64_t>(program->ops.size()));
     v.json.Bool("valid", true).EndObject();
-    std::cout << (format == "json" ? v.json.Finish() : v.summary + "\n");
+    CliOut() << (format == "json" ? v.json.Finish() : v.summary + "\n");
     return 0;
   }
   if (!sets.empty() && (first.rfind("gpusim-trace", 0) == 0 || recorded_format.ok())) {
@@ -156,7 +157,7 @@ int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets
         .String("allocator", spec->allocator.impl);
   }
   v.json.Bool("valid", true).EndObject();
-  std::cout << (format == "json" ? v.json.Finish() : v.summary + "\n");
+  CliOut() << (format == "json" ? v.json.Finish() : v.summary + "\n");
   return 0;
 }
 
@@ -213,7 +214,7 @@ int CmdDevicesJson() {
         .EndObject();
   }
   j.EndArray().EndObject();
-  std::cout << j.Finish();
+  CliOut() << j.Finish();
   return 0;
 }
 

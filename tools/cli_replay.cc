@@ -62,7 +62,7 @@ absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const st
     if (c.ok()) {
       *counters = *std::move(c);  // drawn, even when empty
     } else {
-      std::cerr << "gpusim: warning: " << path << ": recorded memory counters not drawn: " << c.status().message()
+      CliErr() << "gpusim: warning: " << path << ": recorded memory counters not drawn: " << c.status().message()
                 << "\n";
     }
   }
@@ -120,10 +120,10 @@ int CmdReplay(const ReplayCli& c) {
     if (!st.ok()) return FailStatus(st);
   }
   if (c.format == "json") {
-    std::cout << ReplayReportJson(*r);
+    CliOut() << ReplayReportJson(*r);
   } else {
-    std::cout << RenderReplayText(r->replay);
-    if (r->step.has_value()) std::cout << RenderNativeStepText(*r->step);
+    CliOut() << RenderReplayText(r->replay);
+    if (r->step.has_value()) CliOut() << RenderNativeStepText(*r->step);
   }
   return 0;
 }
@@ -160,7 +160,7 @@ int CmdCompare(const CompareCli& c) {
     if (!r.ok()) return FailStatus(absl::Status(r.status().code(), absl::StrCat(n, ": ", r.status().message())));
     rows.push_back(std::move(*r));
   }
-  std::cout << (c.format == "json" ? RenderAllocatorCompareJson(rows) : RenderAllocatorCompareText(rows));
+  CliOut() << (c.format == "json" ? RenderAllocatorCompareJson(rows) : RenderAllocatorCompareText(rows));
   return 0;
 }
 
@@ -200,7 +200,7 @@ int CmdExplainTrace(const std::string& path, int top, const std::string& format,
     }
   }
   const TracePeak p = ExplainTracePeak(*trace, path, top);
-  std::cout << (format == "json" ? RenderTracePeakJson(p) : RenderTracePeakText(p));
+  CliOut() << (format == "json" ? RenderTracePeakJson(p) : RenderTracePeakText(p));
   return 0;
 }
 

@@ -20,7 +20,7 @@ set(GPUSIM_DEPS_sim/engine sim/alloc sim/base sim/config sim/device sim/ir sim/t
 # run settings (sim/config) and decides what materialises with XLA's fusion
 # rules (sim/lower/xla/fusion). A debt: the fusion decision belongs to the
 # XLA lowering, applied to the imported IR (issue 11 step 6).
-set(GPUSIM_DEPS_sim/import sim/base sim/ir sim/trace sim/config sim/lower)
+set(GPUSIM_DEPS_sim/import sim/alloc sim/base sim/ir sim/trace sim/config sim/lower)
 # models/ emits layer graphs and Program IR and reads the remat plan the
 # step pipeline decides on them (sim/remat/apply.h), never a policy; what
 # its annotations become (loop slices, the entry result tuple) is

@@ -163,23 +163,24 @@ absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& o)
   }
   bytes_row(xla ? "peak = argument + output − alias + temp" : "peak (live)", r.peak);
   bytes_row("capacity", r.capacity);
-  // The verdict: the device, and for an XLA step JAX's arena too (Note
-  // [JAX arena] in sim/report/step.cc), as `gpusim run` prints them.
+  // Note [Verdict] (sim/base/verdict.h): the line `gpusim run` prints first.
+  const Verdict& v = r.verdict;
+  const char* cls = v.kind == Verdict::Kind::kFits ? "fits" : v.fits() ? "warn" : "oom";
+  absl::StrAppend(&h, "<tr><th>verdict</th><td class=\"", cls, "\">", XmlEscape(v.Line()),
+                  "</td><td class=\"exact\">", XmlEscape(absl::StrCat(WithCommas(v.need.value()), " B")),
+                  "</td></tr>\n");
   const StepReport::JaxArena& arena = r.jax_arena;
-  const bool arena_short = arena.checked && !arena.fits;
-  std::string fit = r.fits ? absl::StrCat("yes, margin ", HumanBytes(r.capacity - r.peak))
-                           : absl::StrCat("NO, short by ", HumanBytes(r.peak - r.capacity));
-  if (r.fits && arena_short) absl::StrAppend(&fit, " on the device, but NOT in JAX's arena (below)");
-  absl::StrAppend(&h, "<tr><th>fits</th><td class=\"", !r.fits ? "oom" : arena_short ? "warn" : "fits", "\">",
-                  XmlEscape(fit), "</td><td></td></tr>\n");
   if (arena.checked) {
     absl::StrAppend(
         &h, "<tr><th>JAX arena</th><td class=\"", arena.fits ? "fits" : "oom", "\">",
-        XmlEscape(absl::StrFormat("%s: %s, %s mem_fraction %.2f of usable = %s; needs "
-                                  "XLA_PYTHON_CLIENT_MEM_FRACTION ≥ %.3f",
+        XmlEscape(absl::StrFormat("%s: %s, %s mem_fraction %.2f of the device's total = %s%s",
                                   arena.fits ? "the step fits" : "the step does NOT fit", arena.allocator,
                                   arena.preallocate ? "preallocated," : "growing to", arena.mem_fraction,
-                                  HumanBytes(arena.arena), arena.needed_fraction)),
+                                  HumanBytes(arena.arena),
+                                  arena.fits || arena.fitting_fraction == 0
+                                      ? std::string()
+                                      : absl::StrFormat("; fits at XLA_PYTHON_CLIENT_MEM_FRACTION=%.2f",
+                                                        arena.fitting_fraction))),
         "</td><td class=\"exact\">", XmlEscape(absl::StrCat(WithCommas(arena.arena.value()), " B")), "</td></tr>\n");
   }
   if (r.sim.oom.happened) {

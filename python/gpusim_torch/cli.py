@@ -121,8 +121,10 @@ def _setup_value(text):
 
 
 def setup_kwargs(args, setup):
-    """--arg KEY=VALUE pairs as setup's keyword arguments; a key setup()
-    does not take is refused by name (never silently ignored)."""
+    """--arg KEY=VALUE pairs as setup's keyword arguments, and `arg_values`
+    (gpusim.record's setup_args: Python values, named `arg_name` in
+    messages); a key setup() does not take is refused by name (never
+    silently ignored)."""
     kw = {}
     for a in getattr(args, "arg", None) or []:
         key, eq, value = a.partition("=")
@@ -131,6 +133,11 @@ def setup_kwargs(args, setup):
         if key == "batch_size":
             raise ValueError("--arg batch_size=...: use --batch-size")
         kw[key] = _setup_value(value)
+    how = getattr(args, "arg_name", "--arg")
+    for key, value in (getattr(args, "arg_values", None) or {}).items():
+        if key == "batch_size":
+            raise ValueError("%s: batch_size is its own argument (record(..., batch_size=N))" % how)
+        kw[key] = value
     if kw:
         try:
             params = inspect.signature(setup).parameters
@@ -139,8 +146,8 @@ def setup_kwargs(args, setup):
         takes_any = any(p.kind == p.VAR_KEYWORD for p in params.values())
         unknown = sorted(k for k in kw if k not in params and not takes_any)
         if unknown:
-            raise ValueError("%s: setup(device, ...) takes no parameter %s (--arg)" % (
-                args.step_file, ", ".join(unknown)))
+            raise ValueError("%s: setup(device, ...) takes no parameter %s (%s)" % (
+                args.step_file, ", ".join(unknown), how))
     return kw
 
 

@@ -38,6 +38,11 @@ ops.init_dtypes(torch)
 
 _TORCH_DIR = os.path.dirname(os.path.abspath(torch.__file__)) + os.sep
 _OWN_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+# Where a stack ends: the code of an entry point that starts a recording
+# from the user's program (gpusim.record adds its own). The frames of its
+# callers (a notebook cell, a script) are not the step's, and are not in a
+# recording made by `python -m gpusim_torch record`, whose entry is ours.
+STACK_ROOTS: set = set()
 MAX_FRAMES = 8
 
 _expired = torch.UntypedStorage._expired
@@ -411,6 +416,8 @@ class Recorder(TorchDispatchMode):
         f = sys._getframe(2)
         while f is not None and len(out) < MAX_FRAMES:
             code = f.f_code
+            if code in STACK_ROOTS:
+                break
             fn = code.co_filename
             if not (fn.startswith(_TORCH_DIR) or fn.startswith(_OWN_DIR) or fn.startswith("<frozen")):
                 key = (code.co_name, fn, f.f_lineno)

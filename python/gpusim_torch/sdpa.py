@@ -484,7 +484,8 @@ DEFAULT_DEVICE = "h100-sxm-80gb"
 
 def target_for(device, torch_version=None):
     """(name, Target) for `device`: a gpusim device name (configs/devices/
-    NAME.yaml beside this package) or a device YAML's path; its
+    NAME.yaml of the source tree beside this package, or of the installed
+    gpusim package beside it, gpusim/data) or a device YAML's path; its
     compute_capability is what select_sdp_backend reads."""
     import re
     name = device or DEFAULT_DEVICE
@@ -492,6 +493,7 @@ def target_for(device, torch_version=None):
     if not os.path.isfile(path):
         here = os.path.dirname(os.path.abspath(__file__))
         for root in (os.path.join(here, "..", "..", "configs", "devices"),
+                     os.path.join(here, "..", "gpusim", "data", "configs", "devices"),
                      os.path.join(here, "..", "..", "share", "gpusim", "configs", "devices")):
             cand = os.path.join(root, name + ".yaml")
             if os.path.isfile(cand):

@@ -20,7 +20,6 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "sim/advise/json_lines.h"
-#include "sim/base/file_util.h"
 #include "sim/base/status.h"
 #include "sim/config/grid.h"
 #include "sim/config/loader.h"
@@ -85,6 +84,12 @@ std::string GroupKey(const std::vector<std::string>& settings) {
   return key;
 }
 
+void TakeVerdict(const Verdict& v, AdvicePoint& p) {
+  p.runtime_fits = v.fits();
+  p.setting = v.setting;
+  p.need = v.need;
+}
+
 // A launch line's point: every pipeline rank simulated (SimulateMegatron),
 // the figures those of the rank with the largest peak, the step the
 // pipeline's.
@@ -98,6 +103,7 @@ void EvaluateLaunchLine(const AdviseOptions& o, const RunSpec& spec, int64_t i, 
   p.ok = true;
   if (o.on_report) o.on_report(i, v.report);
   p.peak = v.report.peak;
+  TakeVerdict(v.report.verdict, p);
   p.step_time_s = m->step_time.seconds();
   p.tokens_per_s = m->tokens_per_s_per_device;
   p.rank = absl::StrCat("stage ", v.stage, " of ", v.stages, ", ranks ", v.first_rank, "-", v.last_rank);
@@ -145,6 +151,7 @@ void EvaluateGroup(const AdviseOptions& o, const GridBase& base, const std::vect
     p.ok = true;
     if (o.on_report) o.on_report(i, r);
     p.peak = r.peak;
+    TakeVerdict(r.verdict, p);
     p.step_time_s = r.sim.step_time.seconds();
     p.tokens_per_s = p.step_time_s > 0 ? r.tokens_per_step / p.step_time_s : 0;
     Bytes& budget = budgets[static_cast<size_t>(i)];
@@ -159,7 +166,7 @@ void EvaluateGroup(const AdviseOptions& o, const GridBase& base, const std::vect
 // can refuse shards of another grid, a shard given twice, an empty file (an
 // interrupted shard) and a missing point, instead of ranking part of a grid.
 absl::StatusOr<std::string> GridFingerprint(const AdviseOptions& o, const std::vector<GridAxis>& axes) {
-  ASSIGN_OR_RETURN(std::string config, ReadFileToString(o.config));
+  ASSIGN_OR_RETURN(std::string config, ReadRunConfigBytes(o.config));
   uint64_t h = 1469598103934665603ull;
   auto mix = [&](std::string_view s) {
     for (unsigned char c : s) h = (h ^ c) * 1099511628211ull;
@@ -223,16 +230,32 @@ namespace {
 // misspelt path or a refused value is the user's input, an error before any
 // point is simulated. Each value is parsed once, into the typed setting the
 // points apply.
-absl::StatusOr<TypedAxes> ParseAxes(const GridBase& base, const std::vector<GridAxis>& axes) {
+// A --budget above a grid device's usable memory (its CUDA total less the
+// context) would crown points the device cannot hold (issue 32): refused
+// by name. `where` names the device's source ("the config", "--vary device=X").
+absl::Status CheckBudget(Bytes budget, const RunSpec& spec, const std::string& where) {
+  if (budget.value() == 0 || budget <= spec.device.usable()) return absl::OkStatus();
+  return absl::InvalidArgumentError(absl::StrFormat(
+      "--budget %s is more than %s (%s) can give: its usable memory is %s (%s total less the CUDA context); give "
+      "--budget at most %d, or leave it out to use the device's usable memory",
+      FormatBytes(budget), spec.device.name, where, FormatBytes(spec.device.usable()),
+      FormatBytes(spec.device.cuda_total), spec.device.usable().value()));
+}
+
+absl::StatusOr<TypedAxes> ParseAxes(const GridBase& base, const std::vector<GridAxis>& axes, Bytes budget) {
   // A launch line's points run every rank (EvaluateLaunchLine).
   const bool launch_line = base.spec().megatron.present;
   if (!launch_line) RETURN_IF_ERROR(CheckStepInput(base.spec()));
+  bool device_varied = false;
+  for (const GridAxis& a : axes) device_varied |= a.path == "device";
+  if (!device_varied) RETURN_IF_ERROR(CheckBudget(budget, base.spec(), "the config's device"));
   TypedAxes typed(axes.size());
   for (size_t a = 0; a < axes.size(); ++a) {
     for (const std::string& v : axes[a].values) {
       ASSIGN_OR_RETURN(GridSetting g, base.Parse(absl::StrCat(axes[a].path, "=", v)));
       ASSIGN_OR_RETURN(RunSpec spec, base.Point({&g}));
       RETURN_IF_ERROR(ApplyCapabilities(spec).status());
+      if (axes[a].path == "device") RETURN_IF_ERROR(CheckBudget(budget, spec, absl::StrCat("--vary device=", v)));
       if (!launch_line) RETURN_IF_ERROR(CheckStepInput(spec));
       typed[a].push_back(std::move(g));
     }
@@ -245,7 +268,7 @@ absl::StatusOr<TypedAxes> ParseAxes(const GridBase& base, const std::vector<Grid
 void Rank(AdviceResult& r) {
   r.winner = -1;
   for (AdvicePoint& p : r.points) {
-    p.fits = p.ok && p.peak <= r.budget;
+    p.fits = p.ok && p.runtime_fits && p.need <= r.budget;
     p.on_front = false;
   }
   for (size_t i = 0; i < r.points.size(); ++i) {
@@ -278,7 +301,8 @@ absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
   }
   ASSIGN_OR_RETURN(RunConfig config, RunConfig::Read(o.config));
   ASSIGN_OR_RETURN(GridBase base, GridBase::Make(config, o.base_sets));
-  ASSIGN_OR_RETURN(TypedAxes typed, ParseAxes(base, axes));
+  if (o.budget < Bytes(0)) return absl::InvalidArgumentError("--budget: expected a positive size");
+  ASSIGN_OR_RETURN(TypedAxes typed, ParseAxes(base, axes, o.budget));
   int64_t total = 1;
   constexpr int64_t kMaxGridPoints = 1000000;
   for (const GridAxis& a : axes) {
@@ -373,6 +397,11 @@ absl::StatusOr<AdviceResult> Advise(const AdviseOptions& o) {
 namespace {
 
 // "  (peak rank: stage 1 of 4, ranks 8-15)" for a launch line's point.
+// A point that fits only with a runtime setting names it (Note [Verdict]).
+std::string SettingNote(const AdvicePoint& p) {
+  return p.fits && !p.setting.empty() ? absl::StrCat("  (* needs ", p.setting, ")") : "";
+}
+
 std::string RankNote(const AdvicePoint& p) {
   return p.rank.empty() ? "" : absl::StrCat("  (peak rank: ", p.rank, ")");
 }
@@ -400,15 +429,15 @@ std::string RenderAdviceText(const AdviceResult& r, int top) {
   int shown = 0;
   for (const AdvicePoint* p : front) {
     if (shown++ >= top) break;
-    absl::StrAppendFormat(&o, "  %-6s %-22s %-11.4f %-14.0f %s%s\n", p->fits ? "yes" : "no",
+    absl::StrAppendFormat(&o, "  %-6s %-22s %-11.4f %-14.0f %s%s%s\n", p->fits ? (p->setting.empty() ? "yes" : "yes*") : "no",
                           absl::StrFormat("%.2f GiB", p->peak.GiB()), p->step_time_s, p->tokens_per_s,
-                          absl::StrJoin(p->settings, " "), RankNote(*p));
+                          absl::StrJoin(p->settings, " "), RankNote(*p), SettingNote(*p));
   }
   if (r.winner >= 0) {
     const AdvicePoint& w = r.points[static_cast<size_t>(r.winner)];
-    absl::StrAppendFormat(&o, "\nFastest that fits: %s%s\n  peak %s, margin %s; step %.4f s, %.0f tokens/s/device\n",
-                          absl::StrJoin(w.settings, " "), RankNote(w), FormatBytes(w.peak),
-                          FormatBytes(r.budget - w.peak), w.step_time_s, w.tokens_per_s);
+    absl::StrAppendFormat(&o, "\nFastest that fits: %s%s%s\n  peak %s, margin %s; step %.4f s, %.0f tokens/s/device\n",
+                          absl::StrJoin(w.settings, " "), RankNote(w), SettingNote(w), FormatBytes(w.need),
+                          FormatBytes(r.budget - w.need), w.step_time_s, w.tokens_per_s);
   } else {
     o += "\nNo setting fits the budget.\n";
   }
@@ -423,7 +452,8 @@ void PointJson(JsonWriter& w, const AdvicePoint& p) {
   for (const std::string& s : p.settings) w.String("", s);
   w.EndArray();
   w.Bool("ok", p.ok).String("error", p.error).Int("peak_bytes", p.peak.value()).Double("step_time_s", p.step_time_s)
-      .Double("tokens_per_s_per_device", p.tokens_per_s).Bool("fits", p.fits).Bool("on_front", p.on_front);
+      .Double("tokens_per_s_per_device", p.tokens_per_s).Bool("fits", p.fits).Bool("runtime_fits", p.runtime_fits).String("setting", p.setting)
+      .Int("need_bytes", p.need.value()).Bool("on_front", p.on_front);
   if (!p.rank.empty()) w.String("peak_rank", p.rank);
   w.EndObject();
 }
@@ -453,9 +483,11 @@ std::string RenderAdviceJsonLines(const AdviceResult& r) {
     for (size_t i = 0; i < p.settings.size(); ++i) absl::StrAppend(&line, i ? "," : "", JsonEscape(p.settings[i]));
     absl::StrAppendFormat(&line,
                           "],\"ok\":%s,\"error\":%s,\"peak_bytes\":%d,\"step_time_s\":%.17g,"
-                          "\"tokens_per_s_per_device\":%.17g,\"budget_bytes\":%d%s}\n",
+                          "\"tokens_per_s_per_device\":%.17g,\"runtime_fits\":%s,\"setting\":%s,"
+                          "\"need_bytes\":%d,\"budget_bytes\":%d%s}\n",
                           p.ok ? "true" : "false", JsonEscape(p.error), p.peak.value(), p.step_time_s,
-                          p.tokens_per_s, r.budget.value(),
+                          p.tokens_per_s, p.runtime_fits ? "true" : "false", JsonEscape(p.setting), p.need.value(),
+                          r.budget.value(),
                           p.rank.empty() ? "" : absl::StrCat(",\"peak_rank\":", JsonEscape(p.rank)));
     o += line;
   }
@@ -519,6 +551,9 @@ absl::StatusOr<AdviceResult> MergeAdviceJsonLines(const std::vector<std::string>
       ASSIGN_OR_RETURN(const JsonLineValue* step, get("step_time_s"));
       ASSIGN_OR_RETURN(const JsonLineValue* tok, get("tokens_per_s_per_device"));
       ASSIGN_OR_RETURN(const JsonLineValue* budget, get("budget_bytes"));
+      ASSIGN_OR_RETURN(const JsonLineValue* runtime_fits, get("runtime_fits"));
+      ASSIGN_OR_RETURN(const JsonLineValue* setting, get("setting"));
+      ASSIGN_OR_RETURN(const JsonLineValue* need, get("need_bytes"));
       p.index = static_cast<int64_t>(index->number);
       if (p.index < 0 || p.index >= gp || p.index % ns != sh) {
         return absl::InvalidArgumentError(
@@ -530,6 +565,9 @@ absl::StatusOr<AdviceResult> MergeAdviceJsonLines(const std::vector<std::string>
       p.peak = Bytes(static_cast<int64_t>(peak->number));
       p.step_time_s = step->number;
       p.tokens_per_s = tok->number;
+      p.runtime_fits = runtime_fits->boolean;
+      p.setting = setting->text;
+      p.need = Bytes(static_cast<int64_t>(need->number));
       if (auto it = obj->find("peak_rank"); it != obj->end()) p.rank = it->second.text;
       r.budget = Bytes(static_cast<int64_t>(budget->number));
       r.points.push_back(std::move(p));

@@ -35,7 +35,13 @@ struct AdvicePoint {
   Bytes peak;
   double step_time_s = 0;
   double tokens_per_s = 0;
-  bool fits = false;                  // peak <= budget
+  // Note [Verdict] (sim/base/verdict.h), as `gpusim run` judges the
+  // point: whether the framework runs it (runtime_fits), the setting that
+  // needs (setting; "" under its defaults), and what it must hold (need).
+  bool runtime_fits = false;
+  std::string setting;
+  Bytes need;
+  bool fits = false;                  // runtime_fits and need <= budget
   bool on_front = false;              // not dominated (faster and smaller)
   // A launch line's point: the rank its peak is of, the pipeline stage with
   // the largest peak ("stage 1 of 4, ranks 8-15"); its step time is the

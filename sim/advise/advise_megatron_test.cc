@@ -36,7 +36,7 @@ AdviseOptions Grid(const std::string& config, std::vector<std::string> axes) {
   AdviseOptions o;
   o.config = config;
   for (const std::string& a : axes) o.axes.push_back(*ParseAxis(a));
-  o.budget = 80_GiB;
+  o.budget = Bytes(0);  // the device's usable memory
   o.jobs = 2;
   return o;
 }

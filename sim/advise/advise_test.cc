@@ -43,6 +43,51 @@ TEST(AdviseTest, FrontAndWinnerOfASmallGrid) {
   EXPECT_EQ(r->winner, 0);  // ties go to the earlier point
 }
 
+// Issue 32: `advise --budget 80GiB` on an h100-sxm-80gb (78.70 GiB usable)
+// marked points peaking at 79.5 GiB as fitting. A budget above what the
+// device can give is refused by name, for the config's device and for a
+// device the grid varies.
+TEST(AdviseTest, BudgetAboveTheDevicesUsableMemoryIsRefused) {
+  AdviseOptions o;
+  o.config = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
+  o.axes = {*ParseAxis("batch.per_device=1,2")};
+  o.budget = 80_GiB;
+  auto r = Advise(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("h100-sxm-80gb (the config's device) can give"), std::string::npos)
+      << r.status();
+  o.axes = {*ParseAxis("device=h200-sxm-141gb,a100-sxm-80gb")};
+  o.budget = 100_GiB;
+  r = Advise(o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("a100-sxm-80gb (--vary device=a100-sxm-80gb)"), std::string::npos)
+      << r.status();
+}
+
+// Note [Verdict]: a point fits in advise exactly when `gpusim run` of it
+// says so, with the same setting named; budget 0 is the device's usable
+// memory.
+TEST(AdviseTest, PointsAreJudgedAsRunJudgesThem) {
+  AdviseOptions o;
+  o.config = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
+  o.axes = {*ParseAxis("batch.per_device=1,2")};
+  auto r = Advise(o);
+  ASSERT_TRUE(r.ok()) << r.status();
+  for (const AdvicePoint& p : r->points) {
+    ASSERT_TRUE(p.ok) << p.error;
+    auto spec = LoadRunSpec(o.config, p.settings);
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    auto run = SimulateStep(*spec);
+    ASSERT_TRUE(run.ok()) << run.status();
+    EXPECT_EQ(p.fits, run->verdict.fits()) << p.settings[0];
+    EXPECT_EQ(p.setting, run->verdict.setting) << p.settings[0];
+    EXPECT_EQ(p.need, run->verdict.need) << p.settings[0];
+  }
+  EXPECT_TRUE(r->points[0].fits);   // batch 1 fits with a higher fraction
+  EXPECT_FALSE(r->points[0].setting.empty());
+  EXPECT_FALSE(r->points[1].fits);  // batch 2: 87 GiB
+}
+
 TEST(AdviseTest, ShardsMergeToTheWholeGrid) {
   auto whole = Advise(SmallGrid());
   ASSERT_TRUE(whole.ok());

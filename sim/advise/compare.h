@@ -20,6 +20,7 @@ struct CompareRow {
   std::string error;    // when !ok (the point failed to simulate)
   Bytes peak, temp, host;
   bool fits = false;
+  std::string fit_word;  // Verdict::Word(): "yes", "with XLA_PYTHON_CLIENT_MEM_FRACTION=0.97", "no"
   std::string peak_phase;  // phase of the event holding the peak
   double step_s = 0, recompute_s = 0, host_transfer_s = 0, host_exposed_s = 0;
   double layer_forward_ms = 0, layer_backward_ms = 0;  // means over layers; 0 without layers

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <utility>
 
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -37,11 +39,54 @@ std::string NearestName(absl::string_view name, const std::vector<std::string>& 
   return best;
 }
 
+std::string CaseFoldedName(absl::string_view name, const std::vector<std::string>& candidates) {
+  std::string found;
+  for (const std::string& c : candidates) {
+    if (!absl::EqualsIgnoreCase(c, name)) continue;
+    if (!found.empty()) return "";  // two differ only by case: not one
+    found = c;
+  }
+  return found;
+}
+
+std::vector<std::string> MeantNames(absl::string_view name, const std::vector<std::string>& candidates) {
+  constexpr size_t kMost = 4;
+  const std::string folded = CaseFoldedName(name, candidates);
+  if (!folded.empty()) return {folded};
+  const std::string lower = absl::AsciiStrToLower(name);
+  std::vector<std::string> out;
+  if (lower.size() >= 2) {
+    for (const std::string& c : candidates) {
+      const std::string lc = absl::AsciiStrToLower(c);
+      // An abbreviation: the start of the name or of one of its parts.
+      size_t at = lc.find(lower);
+      bool part = false;
+      while (at != std::string::npos && !part) {
+        part = at == 0 || lc[at - 1] == '-' || lc[at - 1] == '_' || lc[at - 1] == '.';
+        at = lc.find(lower, at + 1);
+      }
+      if (part && out.size() < kMost) out.push_back(c);
+    }
+  }
+  if (!out.empty()) return out;
+  std::vector<std::string> lowered;
+  for (const std::string& c : candidates) lowered.push_back(absl::AsciiStrToLower(c));
+  const std::string near = NearestName(lower, lowered);
+  for (size_t i = 0; i < lowered.size() && !near.empty(); ++i) {
+    if (lowered[i] == near) return {candidates[i]};
+  }
+  return {};
+}
+
 std::string UnknownNameMessage(absl::string_view what, absl::string_view name,
                                const std::vector<std::string>& candidates) {
   std::string msg = absl::StrCat("unknown ", what, " '", name, "'");
-  const std::string near = NearestName(name, candidates);
-  if (!near.empty()) absl::StrAppend(&msg, " (did you mean '", near, "'?)");
+  const std::vector<std::string> meant = MeantNames(name, candidates);
+  if (!meant.empty()) {
+    std::vector<std::string> quoted;
+    for (const std::string& m : meant) quoted.push_back(absl::StrCat("'", m, "'"));
+    absl::StrAppend(&msg, " (did you mean ", absl::StrJoin(quoted, " or "), "?)");
+  }
   absl::StrAppend(&msg, "; available: ", absl::StrJoin(candidates, ", "));
   return msg;
 }

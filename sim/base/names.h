@@ -18,8 +18,17 @@ int EditDistance(absl::string_view a, absl::string_view b);
 // max(2, name.size() / 2) edits. Ties go to the earlier candidate.
 std::string NearestName(absl::string_view name, const std::vector<std::string>& candidates);
 
+// Every candidate a user may have meant by `name`, best first (at most 4):
+// the one equal to it but for case; else those it abbreviates (a prefix or
+// a part between '-', '_' or '.', case folded: "h100" names both H100
+// devices); else the nearest by edit distance, case folded.
+std::vector<std::string> MeantNames(absl::string_view name, const std::vector<std::string>& candidates);
+
+// The one candidate equal to `name` but for case, or "".
+std::string CaseFoldedName(absl::string_view name, const std::vector<std::string>& candidates);
+
 // "unknown WHAT 'x' (did you mean 'y'?); available: a, b, c": the
-// suggestion omitted when none is close.
+// suggestion (MeantNames, "'y' or 'z'") omitted when none is close.
 std::string UnknownNameMessage(absl::string_view what, absl::string_view name,
                                const std::vector<std::string>& candidates);
 

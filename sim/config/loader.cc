@@ -1,6 +1,8 @@
 // Name resolution, `from:` merging and `--set` overrides; see loader.h.
 #include "sim/config/loader.h"
 
+#include "sim/base/names.h"
+
 #include <algorithm>
 #include <filesystem>
 #include <set>
@@ -14,6 +16,7 @@
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_split.h"
 #include "sim/base/data_dir.h"
+#include "sim/base/file_util.h"
 #include "sim/base/status.h"
 #include "sim/config/node.h"
 #include "sim/config/overrides.h"
@@ -114,10 +117,22 @@ absl::StatusOr<std::string> FindFile(const std::string& name,
     if (IsFile(file)) return file;
   }
   std::vector<std::string> names = ListNames(dirs);
+  // Case folded: `H100-SXM-80GB` is the file h100-sxm-80gb.yaml (the one
+  // name equal but for case; the search order above decides among dirs).
+  if (const std::string folded = CaseFoldedName(name, names); !folded.empty()) {
+    for (const std::string& dir : dirs) {
+      std::string file = Join(dir, absl::StrCat(folded, ".yaml"));
+      if (IsFile(file)) return file;
+    }
+  }
+  std::vector<std::string> searched;
+  for (const std::string& d : dirs) {
+    if (std::find(searched.begin(), searched.end(), d) == searched.end()) searched.push_back(d);
+  }
   return Error(loc, path,
-               absl::StrCat("unknown ", kind.key, " '", name, "'; available: ",
-                            names.empty() ? "(none)" : absl::StrJoin(names, ", "),
-                            " (searched ", absl::StrJoin(dirs, ", "), ")"));
+               absl::StrCat(names.empty() ? absl::StrCat("unknown ", kind.key, " '", name, "'; available: (none)")
+                                          : UnknownNameMessage(kind.key, name, names),
+                            " (searched ", absl::StrJoin(searched, ", "), ")"));
 }
 
 absl::StatusOr<ConfigNode> ResolveRef(const ConfigNode& ref,
@@ -267,9 +282,43 @@ absl::StatusOr<RunSpec> RunSpecFromNode(ConfigNode root, const std::string& path
 
 }  // namespace
 
+namespace {
+
+thread_local const ScopedRunConfigText* innermost_text = nullptr;
+
+// The top-level run config at `path`: registered text (Note [Run configs
+// given as text]) or the file.
+absl::StatusOr<ConfigNode> ParseRunConfigFile(const std::string& path) {
+  if (const ScopedRunConfigText* t = ScopedRunConfigText::Find(path)) return ParseYamlString(t->yaml(), path);
+  return ParseYamlFile(path);
+}
+
+}  // namespace
+
+ScopedRunConfigText::ScopedRunConfigText(std::string label, std::string yaml)
+    : previous_(innermost_text), label_(std::move(label)), yaml_(std::move(yaml)) {
+  innermost_text = this;
+}
+
+ScopedRunConfigText::~ScopedRunConfigText() { innermost_text = previous_; }
+
+const ScopedRunConfigText* ScopedRunConfigText::Find(const std::string& label) {
+  for (const ScopedRunConfigText* t = innermost_text; t != nullptr; t = t->previous_) {
+    if (t->label_ == label) return t;
+  }
+  return nullptr;
+}
+
+bool IsRunConfigText(const std::string& path) { return ScopedRunConfigText::Find(path) != nullptr; }
+
+absl::StatusOr<std::string> ReadRunConfigBytes(const std::string& path) {
+  if (const ScopedRunConfigText* t = ScopedRunConfigText::Find(path)) return t->yaml();
+  return ReadFileToString(path);
+}
+
 absl::StatusOr<RunSpec> LoadRunSpec(const std::string& path,
                                     const std::vector<std::string>& overrides) {
-  ASSIGN_OR_RETURN(ConfigNode root, ParseYamlFile(path));
+  ASSIGN_OR_RETURN(ConfigNode root, ParseRunConfigFile(path));
   return RunSpecFromNode(std::move(root), path, overrides);
 }
 
@@ -332,7 +381,7 @@ absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& name_or_path,
 }
 
 absl::StatusOr<RunConfig> RunConfig::Read(const std::string& path) {
-  ASSIGN_OR_RETURN(ConfigNode root, ParseYamlFile(path));
+  ASSIGN_OR_RETURN(ConfigNode root, ParseRunConfigFile(path));
   ASSIGN_OR_RETURN(ConfigNode resolved, Resolve(std::move(root), path));
   RunConfig c;
   c.root_ = std::make_shared<const ConfigNode>(std::move(resolved));
@@ -350,6 +399,24 @@ std::vector<std::string> ListDeviceNames() {
 
 std::vector<std::string> ListModelNames() {
   return ListNames(SearchDirs(kModel, ""));
+}
+
+std::vector<std::string> ListRunConfigNames() { return ListNames({Join(DataDir(), "configs")}); }
+
+absl::StatusOr<std::string> ResolveRunConfig(const std::string& arg) {
+  if (IsRunConfigText(arg)) return arg;
+  std::error_code ec;
+  const bool is_name = !arg.empty() && std::all_of(arg.begin(), arg.end(), [](char c) {
+    return absl::ascii_isalnum(static_cast<unsigned char>(c)) || c == '_' || c == '-';
+  });
+  if (!is_name || fs::exists(arg, ec)) return arg;
+  const std::string dir = Join(DataDir(), "configs");
+  const std::string file = Join(dir, absl::StrCat(arg, ".yaml"));
+  if (IsFile(file)) return file;
+  const std::vector<std::string> names = ListRunConfigNames();
+  return absl::NotFoundError(absl::StrCat(
+      arg, ": no such file, and no bundled run config of that name; bundled: ",
+      names.empty() ? "(none)" : absl::StrJoin(names, ", "), " (", dir, "/NAME.yaml)"));
 }
 
 }  // namespace gpusim

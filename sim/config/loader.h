@@ -95,6 +95,51 @@ absl::StatusOr<ModelSpec> LoadModelSpec(const std::string& name_or_path,
 std::vector<std::string> ListDeviceNames();
 std::vector<std::string> ListModelNames();
 
+// Note [Run config names]
+// The one rule that turns a command's config argument into a file, for the
+// CLI (tools/cli.cc, before any command reads it) and the Python package
+// alike (which calls the CLI in process): an argument that is an existing
+// file, or registered text (below), is itself; a NAME -- letters, digits,
+// '_' and '-' only, no '/' and no '.' -- that is no file names a bundled run
+// config, DataDir()/configs/NAME.yaml (the source tree's configs/, an
+// install's share/gpusim/configs, or the Python package's gpusim/data/
+// configs): `gpusim run llama7b` anywhere. A NAME with no such file is
+// NotFound, listing the bundled names. Anything else is returned unchanged
+// for the command's own "cannot open" error.
+absl::StatusOr<std::string> ResolveRunConfig(const std::string& arg);
+// NAMEs of the bundled run configs (DataDir()/configs/*.yaml), sorted.
+std::vector<std::string> ListRunConfigNames();
+
+// Note [Run configs given as text]
+// A run config can be YAML text instead of a file (the Python package's dict
+// configs): while a ScopedRunConfigText lives, its `label` (e.g. "<dict>")
+// stands for `yaml` on the calling thread wherever a run config path is read
+// (LoadRunSpec, RunConfig::Read, ReadRunConfigBytes, the CLI's commands):
+// errors cite "<dict>:3:14: batch.per_devise: unknown key ...", device and
+// model NAMEs resolve from the bundled configs and relative paths from the
+// working directory, as for ParseRunSpec(yaml, ""). Thread-local: the
+// readers all run on the thread that took the command (the advisor's
+// workers use the tree read once).
+class ScopedRunConfigText {
+ public:
+  ScopedRunConfigText(std::string label, std::string yaml);
+  ~ScopedRunConfigText();
+  ScopedRunConfigText(const ScopedRunConfigText&) = delete;
+  ScopedRunConfigText& operator=(const ScopedRunConfigText&) = delete;
+
+  // The innermost text registered on this thread under `label`, or null.
+  static const ScopedRunConfigText* Find(const std::string& label);
+  const std::string& yaml() const { return yaml_; }
+
+ private:
+  const ScopedRunConfigText* previous_;
+  std::string label_, yaml_;
+};
+// Whether `path` is the label of registered text on this thread.
+bool IsRunConfigText(const std::string& path);
+// The run config's bytes: the registered text, else the file's.
+absl::StatusOr<std::string> ReadRunConfigBytes(const std::string& path);
+
 }  // namespace gpusim
 
 #endif  // GPUSIM_SIM_CONFIG_LOADER_H_

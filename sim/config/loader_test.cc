@@ -1,8 +1,10 @@
 #include "sim/config/loader.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -368,6 +370,64 @@ TEST(ConfigShippedTest, EveryShippedDeviceAndModelLoads) {
     absl::StatusOr<RunSpec> r = LoadRunSpec(entry.path().string(), {});
     EXPECT_TRUE(r.ok()) << r.status();
   }
+}
+
+// Note [Run config names]: a NAME is the bundled configs/NAME.yaml; a path,
+// or a NAME that is a file in the working directory, is itself.
+TEST(RunConfigNamesTest, ANameIsABundledConfig) {
+  absl::StatusOr<std::string> r = ResolveRunConfig("llama7b");
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_TRUE(fs::equivalent(*r, GPUSIM_SOURCE_DIR "/configs/llama7b.yaml")) << *r;
+  const std::vector<std::string> names = ListRunConfigNames();
+  EXPECT_NE(std::find(names.begin(), names.end(), "llama7b"), names.end());
+  for (const std::string& n : names) EXPECT_TRUE(LoadRunSpec(*ResolveRunConfig(n), {}).ok()) << n;
+  for (const std::string& not_a_name : {"configs/llama7b.yaml", "llama7b.yaml", "missing.yaml", "a b", ""}) {
+    EXPECT_EQ(ResolveRunConfig(not_a_name).value_or("?"), not_a_name);
+  }
+  absl::StatusOr<std::string> unknown = ResolveRunConfig("llama8b");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.status().code(), absl::StatusCode::kNotFound);
+  EXPECT_NE(unknown.status().message().find("llama8b: no such file, and no bundled run config of that name; "
+                                            "bundled: llama7b"),
+            std::string::npos)
+      << unknown.status();
+  // A file of that name in the working directory wins.
+  const fs::path cwd = fs::current_path();
+  fs::current_path(::testing::TempDir());
+  std::ofstream("llama7b") << "framework: jax\n";
+  EXPECT_EQ(ResolveRunConfig("llama7b").value_or("?"), "llama7b");
+  fs::remove("llama7b");
+  fs::current_path(cwd);
+}
+
+// Note [Run configs given as text].
+TEST(RunConfigTextTest, ALabelStandsForTheTextOnItsThread) {
+  EXPECT_FALSE(IsRunConfigText("<dict>"));
+  {
+    const std::string yaml = "device: h100-sxm-80gb\nmodel: llama2-7b\nbatch: {per_device: 2}\n";
+    ScopedRunConfigText text("<dict>", yaml);
+    EXPECT_TRUE(IsRunConfigText("<dict>"));
+    EXPECT_EQ(ResolveRunConfig("<dict>").value_or("?"), "<dict>");
+    EXPECT_EQ(ReadRunConfigBytes("<dict>").value_or("?"), yaml);
+    absl::StatusOr<RunSpec> spec = LoadRunSpec("<dict>", {"batch.seq_len=1024"});
+    ASSERT_TRUE(spec.ok()) << spec.status();
+    EXPECT_EQ(spec->device.name, "h100-sxm-80gb");
+    EXPECT_EQ(spec->batch.per_device, 2);
+    EXPECT_EQ(spec->batch.seq_len, 1024);
+    EXPECT_TRUE(RunConfig::Read("<dict>").ok());
+    {
+      ScopedRunConfigText inner("<dict>", "device: h100-sxm-80gb\nmodel: llama2-7b\nbatch:\n  per_devise: 1\n");
+      absl::StatusOr<RunSpec> bad = LoadRunSpec("<dict>", {});
+      ASSERT_FALSE(bad.ok());
+      EXPECT_EQ(bad.status().message(), "<dict>:4:3: batch: unknown key 'per_devise' (did you mean 'per_device'?)");
+    }
+    EXPECT_TRUE(LoadRunSpec("<dict>", {}).ok());  // the outer text again
+    bool seen_elsewhere = true;
+    std::thread([&] { seen_elsewhere = IsRunConfigText("<dict>"); }).join();
+    EXPECT_FALSE(seen_elsewhere);
+  }
+  EXPECT_FALSE(IsRunConfigText("<dict>"));
+  EXPECT_EQ(LoadRunSpec("<dict>", {}).status().code(), absl::StatusCode::kNotFound);
 }
 
 TEST(ConfigSpecTest, PeakFlopsByDType) {

@@ -144,6 +144,26 @@ struct Region {
   Phase phase = Phase::kForward;  // the builder's phase when the region began
 };
 
+// A compiled XLA module's own buffer assignment (sim/import/hlo/
+// hlo_buffer_assignment.h, Note [Compiled-module buffer assignment]), when
+// the program was read from one: the step keeps the module's schedule and
+// takes the temp heap from it instead of packing the lowered buffers.
+struct CompiledMemory {
+  bool present = false;
+  Bytes argument, output, alias;  // memory_analysis()'s
+  Bytes temp;          // memory_analysis() temp_size_in_bytes
+  Bytes heap;          // the packed preallocated temp buffer
+  Bytes tuple_tables;  // tuple-shaped temp allocations
+  std::string heap_algorithm;
+  struct Line {
+    std::string name;  // defining instruction (and tuple index)
+    std::string what;  // shape, computation, op_name
+    Bytes size, offset;
+    int64_t start = 0, end = 0;  // flattened schedule positions
+  };
+  std::vector<Line> at_peak;  // the heap's values where it reaches its size, by offset
+};
+
 struct Program {
   std::string name;
   std::vector<Tensor> tensors;
@@ -154,6 +174,7 @@ struct Program {
   // function's result pytree): the XLA lowering adds the tuple's pointer
   // table (sim/lower/xla/entry_tuple.h, Note [Entry result tuple]).
   bool entry_result_tuple = false;
+  CompiledMemory compiled;
 
   const Tensor& tensor(TensorId id) const { return tensors[static_cast<size_t>(id)]; }
   const Op& op(OpId id) const { return ops[static_cast<size_t>(id)]; }

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/base/verdict.h"
 #include "sim/base/json_writer.h"
 #include "sim/replay/replay.h"
 
@@ -98,8 +99,18 @@ void MismatchRunsJson(JsonWriter& w, const ReplayResult& r) {
 
 }  // namespace
 
+// Note [Verdict] (sim/base/verdict.h) for a replayed recording: its
+// allocator replay on the capacity.
+Verdict ReplayVerdict(const ReplayResult& r) {
+  const std::string runtime =
+      r.allocator == "pytorch_caching" ? "PyTorch's caching allocator" : absl::StrCat("the ", r.allocator, " allocator");
+  Verdict v = EagerVerdict(runtime, r.oom.has_value(), r.stats.peak_reserved, r.stats.peak_allocated, r.capacity, "");
+  v.limit_name = absl::StrCat("the capacity (", r.capacity_source, ")");
+  return v;
+}
+
 std::string RenderReplayText(const ReplayResult& r) {
-  std::string out;
+  std::string out = absl::StrCat("verdict: ", ReplayVerdict(r).Line(), "\n");
   absl::StrAppend(&out, "replay of ", r.source, " (", r.format, ") through ", r.allocator, "\n");
   absl::StrAppend(&out, absl::StrFormat("  capacity  %s (%s)\n", FormatBytes(r.capacity), r.capacity_source));
   absl::StrAppend(&out, absl::StrFormat("  events    %d memory events", r.events));
@@ -179,6 +190,7 @@ std::string RenderReplayText(const ReplayResult& r) {
 
 namespace {
 void ResultJson(JsonWriter& w, const ReplayResult& r) {
+  WriteVerdictJson(w, ReplayVerdict(r));  // Note [Verdict]: first, in replay and in compare rows
   const AllocatorStats& s = r.stats;
   w.String("source", r.source).String("format", r.format);
   w.BeginObject("allocator")

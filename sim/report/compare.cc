@@ -17,12 +17,14 @@ std::string RenderCompareText(const std::vector<CompareRow>& rows) {
       continue;
     }
     absl::StrAppendFormat(&o, "%-50s %10.2f %10.2f %9.2f %5s %9s %12.4f %10s %9.4f %8.3f ms %8.3f ms\n", r.setting,
-                          r.peak.GiB(), r.temp.GiB(), r.host.GiB(), r.fits ? "yes" : "NO", r.peak_phase,
+                          r.peak.GiB(), r.temp.GiB(), r.host.GiB(),
+                          r.fit_word == "yes" ? "yes" : r.fits ? "yes*" : "NO", r.peak_phase,
                           r.recompute_s,
                           absl::StrFormat("%.4f", r.host_transfer_s) +
                               (r.host_transfer_s > 0 ? absl::StrFormat(" (%.3f)", r.host_exposed_s) : ""),
                           r.step_s, r.layer_forward_ms, r.layer_backward_ms);
     if (!r.rank.empty()) absl::StrAppendFormat(&o, "%-50s peak rank: %s; step s is the pipeline's\n", "", r.rank);
+    if (r.fits && r.fit_word != "yes") absl::StrAppendFormat(&o, "%-50s * fits %s\n", "", r.fit_word);
   }
   o += "(GiB = 2^30; PCIe s: host copies both ways, exposed in parentheses; layer times: mean over layers)\n";
   return o;
@@ -41,6 +43,7 @@ std::string RenderCompareJson(const std::vector<CompareRow>& rows) {
         .Int("temp_bytes", r.temp.value())
         .Int("host_bytes", r.host.value())
         .Bool("fits", r.fits)
+        .String("fits_as", r.fit_word)
         .String("peak_phase", r.peak_phase)
         .Double("step_time_s", r.step_s)
         .Double("recompute_s", r.recompute_s)

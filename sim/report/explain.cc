@@ -77,10 +77,41 @@ std::vector<PeakBuffer> BuffersAtPeak(const StepReport& r) {
   return out;
 }
 
+// A compiled module: the values of XLA's temp heap where it reaches its
+// size (Note [Compiled-module buffer assignment]), largest first.
+std::string RenderCompiledExplain(const StepReport& r, int top) {
+  const CompiledMemory& c = r.program.compiled;
+  std::string o = absl::StrFormat(
+      "Temp heap %s (XLA's buffer assignment of the compiled module: heap %s packed %s, tuple tables %s)\n"
+      "(arguments %s and outputs %s are not temps)\n%s\nLive where the heap reaches its size: %s\n",
+      FormatBytes(r.temp), FormatBytes(c.heap), c.heap_algorithm, FormatBytes(c.tuple_tables), FormatBytes(r.argument),
+      FormatBytes(r.output), r.entry_schedule.Describe(), FormatBytes(r.temp_live_peak));
+  std::vector<const CompiledMemory::Line*> lines;
+  for (const CompiledMemory::Line& l : c.at_peak) lines.push_back(&l);
+  std::stable_sort(lines.begin(), lines.end(),
+                   [](const CompiledMemory::Line* a, const CompiledMemory::Line* b) { return a->size > b->size; });
+  Bytes rest(0);
+  int64_t rest_n = 0;
+  for (size_t i = 0; i < lines.size(); ++i) {
+    if (static_cast<int>(i) >= top) {
+      rest += lines[i]->size;
+      ++rest_n;
+      continue;
+    }
+    absl::StrAppendFormat(&o, "%3d. %s  %s at offset %s\n     %s\n     live: schedule positions %d -> %d\n", i + 1,
+                          FormatBytes(lines[i]->size), lines[i]->name, FormatBytes(lines[i]->offset), lines[i]->what,
+                          lines[i]->start, lines[i]->end);
+  }
+  if (rest_n > 0) absl::StrAppendFormat(&o, "     ... and %d smaller values, %s\n", rest_n, FormatBytes(rest));
+  return o;
+}
+
 std::string RenderExplain(const StepReport& r, int top) {
   std::vector<PeakBuffer> bufs = BuffersAtPeak(r);
   const bool xla = r.spec.framework == "jax";
-  std::string o;
+  // Note [Verdict]: the answer first.
+  std::string o = absl::StrCat("verdict: ", r.verdict.Line(), "\n");
+  if (r.program.compiled.present) return o + RenderCompiledExplain(r, top);
   const int64_t at = xla ? r.temp_peak_event : r.sim.peak_event;
   absl::StrAppendFormat(&o, "%s at event %d (during %s, %s phase): %s\n",
                         xla ? "Temp peak" : "Live peak", at, OpAt(r, at),

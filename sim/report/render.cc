@@ -42,7 +42,8 @@ std::string PhaseOfEvent(const StepReport& r, int64_t e) {
 
 std::string RenderText(const StepReport& r) {
   const RunSpec& s = r.spec;
-  std::string o;
+  // Note [Verdict]: the answer first.
+  std::string o = absl::StrCat("verdict: ", r.verdict.Line(), "\n");
   if (!s.program_hlo.empty()) {
     int loops = 0;
     for (const Region& reg : r.program.regions) loops += reg.kind == "loop";
@@ -110,14 +111,16 @@ std::string RenderText(const StepReport& r) {
   }
   absl::StrAppendFormat(&o, "  capacity   %s  (%s usable of %s)\n", FormatBytes(r.capacity), s.device.name,
                         FormatBytes(s.device.cuda_total));
-  absl::StrAppendFormat(&o, "  fits       %s (margin %s)\n", r.fits ? "yes" : "NO",
-                        FormatBytes(r.capacity - r.peak));
+  absl::StrAppendFormat(&o, "  fits       %s (Note [Verdict]: the first line)\n", r.verdict.Word());
   if (r.jax_arena.checked) {
     const StepReport::JaxArena& j = r.jax_arena;
-    absl::StrAppendFormat(&o, "  JAX arena  %s, %s mem_fraction %.2f of usable: %s; %s; %s\n", j.allocator,
-                          j.preallocate ? "preallocated," : "growing to", j.mem_fraction, FormatBytes(j.arena),
-                          j.fits ? "the step fits" : "the step does NOT fit",
-                          absl::StrFormat("needs XLA_PYTHON_CLIENT_MEM_FRACTION >= %.3f", j.needed_fraction));
+    absl::StrAppendFormat(&o, "  JAX arena  %s, %s mem_fraction %.2f of the device's %s: %s; %s\n", j.allocator,
+                          j.preallocate ? "preallocated," : "growing to", j.mem_fraction,
+                          FormatBytes(s.device.cuda_total), FormatBytes(j.arena),
+                          j.fits                   ? "the step fits"
+                          : j.fitting_fraction > 0 ? absl::StrFormat("the step does NOT fit; it fits at %.2f",
+                                                                     j.fitting_fraction)
+                                                   : std::string("the step does NOT fit at any fraction"));
   }
   if (r.sim.oom.happened) {
     absl::StrAppendFormat(&o, "  OOM at event %d (t=%.6f s): %s requested %s with %s live\n", r.sim.oom.event,
@@ -234,6 +237,7 @@ std::string RenderJson(const StepReport& r) {
       .Int("batch_per_device", s.batch.per_device)
       .Int("seq_len", s.batch.seq_len)
       .EndObject();
+  WriteVerdictJson(w, r.verdict);
   w.BeginObject("memory")
       .Int("argument_bytes", r.argument.value())
       .Int("output_bytes", r.output.value())
@@ -247,6 +251,7 @@ std::string RenderJson(const StepReport& r) {
       .Bool("jax_arena_fits", !r.jax_arena.checked || r.jax_arena.fits)
       .Int("jax_arena_bytes", r.jax_arena.arena.value())
       .Double("jax_arena_needed_fraction", r.jax_arena.needed_fraction)
+      .Double("jax_arena_fitting_fraction", r.jax_arena.fitting_fraction)
       .Int("live_peak_bytes", r.sim.peak_live.value())
       .Int("live_peak_event", r.sim.peak_event)
       .String("live_peak_phase", PhaseOfEvent(r, r.sim.peak_event))

@@ -9,6 +9,7 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/heap_planner.h"
 #include "sim/base/status.h"
@@ -123,7 +124,9 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
       if (t.entry_parameter && t.role == Role::kParameter) r.param_count += t.elements();
     }
   }
-  if (spec.framework == "jax") {
+  // A compiled module is scheduled already (Note [Compiled modules] in
+  // sim/import/hlo/hlo_to_program.cc).
+  if (spec.framework == "jax" && !r.program.compiled.present) {
     ASSIGN_OR_RETURN(r.entry_schedule, ScheduleEntry(r.program));  // Note [Entry schedule]
   }
   LowerOptions lower_options;
@@ -158,6 +161,20 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
     for (size_t i = 0; i < temps.size(); ++i) r.temp_offsets[static_cast<size_t>(temps[i].id)] = plan.offsets[i];
     r.peak = r.argument + r.output - r.alias + r.temp;
   }
+  if (r.program.compiled.present) {
+    // XLA's own buffer assignment of the compiled module (Note
+    // [Compiled-module buffer assignment], sim/import/hlo/hlo_buffer_assignment.h).
+    const CompiledMemory& c = r.program.compiled;
+    r.argument = c.argument;
+    r.output = c.output;
+    r.alias = c.alias;
+    r.temp = c.temp;
+    r.heap_algorithm = c.heap_algorithm;
+    r.peak = r.argument + r.output - r.alias + r.temp;
+    r.temp_live_peak = Bytes(0);  // what the heap holds where it reaches its size
+    for (const CompiledMemory::Line& l : c.at_peak) r.temp_live_peak += l.size;
+    r.entry_schedule.chosen = "compiled";
+  }
   // A tensor-parallel group of parallelism.tensor devices processes one
   // replica's batch.per_device sequences together: each device's share of
   // the tokens is 1/tensor of them (Megatron-LM: data-parallel size =
@@ -175,38 +192,102 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
 // its device allocator for the entry parameters (already resident), the
 // non-aliased outputs and that one temp block (xla/pjrt/gpu, xla/service/
 // gpu/gpu_executable.cc). JAX's device allocator is TF/XLA's BFC over an
-// arena of XLA_PYTHON_CLIENT_MEM_FRACTION (0.75) of device memory,
-// preallocated by default (xla/pjrt/gpu/gpu_helpers.cc). So the runtime
+// arena of XLA_PYTHON_CLIENT_MEM_FRACTION (0.75) of the device's total
+// memory as cudaMemGetInfo reports it (xla/pjrt/gpu/gpu_helpers.cc
+// CreateBFCAllocator: `total_memory * memory_fraction`), preallocated by
+// default. The arena must also be obtainable: a fraction whose arena
+// exceeds what the CUDA context leaves fails at client start-up, so the
+// highest fraction the verdict names is usable / total. So the runtime
 // question is whether those few blocks fit that arena; the per-buffer
 // replay through an allocator is the eager (PyTorch) question. For jax
 // configs the configured allocator, when it is bfc, gives the arena's
 // options (otherwise JAX's defaults), and the engine tracks live bytes only.
+
+// Whether the executable's blocks fit BFC with `bfc`'s options at
+// `fraction` of the device's total memory.
+absl::StatusOr<bool> ArenaHolds(const StepReport& r, AllocatorSpec bfc, double fraction) {
+  const Bytes total = r.spec.device.cuda_total;
+  if (fraction * static_cast<double>(total.value()) > static_cast<double>(r.capacity.value())) return false;
+  bfc.options["mem_fraction"] = absl::StrFormat("%.17g", fraction);
+  bfc.typed.reset();
+  ASSIGN_OR_RETURN(AllocatorConfig config, ParseAllocator(bfc));
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> a, BuildAllocator(config, total));
+  for (const BufferInfo& b : r.lowered.buffers) {
+    if (b.argument && !a->Alloc(b.id, b.bytes, 0)) return false;
+  }
+  for (const BufferInfo& b : r.lowered.buffers) {
+    if (b.output && !b.argument && !a->Alloc(b.id, b.bytes, 0)) return false;
+  }
+  const BufferId temp_id = static_cast<BufferId>(r.lowered.buffers.size());
+  return r.temp <= Bytes(0) || a->Alloc(temp_id, r.temp, 0);
+}
+
 absl::Status CheckJaxArena(StepReport& r) {
   const RunSpec& spec = r.spec;
   // The configured bfc as ApplyCapabilities parsed it, else JAX's defaults.
   const AllocatorSpec bfc = spec.allocator.impl == "bfc" ? spec.allocator : AllocatorSpec("bfc", {});
-  // Parsed once: the arena's options and the allocator come from one read.
   ASSIGN_OR_RETURN(AllocatorConfig config, ParseAllocator(bfc));
   const BfcOptions& o = *config.options_as<BfcOptions>();
-  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> a, BuildAllocator(config, r.capacity));
+  const double total = static_cast<double>(spec.device.cuda_total.value());
   StepReport::JaxArena& j = r.jax_arena;
   j.checked = true;
   j.mem_fraction = o.mem_fraction;
   j.preallocate = o.preallocate;
-  j.arena = Bytes(static_cast<int64_t>(o.mem_fraction * static_cast<double>(r.capacity.value())));
+  j.arena = Bytes(static_cast<int64_t>(o.mem_fraction * total));
   j.allocator = bfc.options.empty() ? "bfc (JAX defaults)" : "bfc";
-  bool ok = true;
-  for (const BufferInfo& b : r.lowered.buffers) {
-    if (b.argument && ok) ok = a->Alloc(b.id, b.bytes, 0);
+  ASSIGN_OR_RETURN(j.fits, ArenaHolds(r, bfc, o.mem_fraction));
+  j.needed_fraction = static_cast<double>(r.peak.value()) / total;
+  j.fitting_fraction = 0;
+  if (j.fits) return absl::OkStatus();
+  // The lowest fraction, in hundredths, from the bytes' own lower bound up
+  // to what the device can give.
+  const int most = static_cast<int>(100.0 * static_cast<double>(r.capacity.value()) / total);
+  for (int h = std::max(1, static_cast<int>(100.0 * j.needed_fraction)); h <= std::min(most, 100); ++h) {
+    ASSIGN_OR_RETURN(bool holds, ArenaHolds(r, bfc, h / 100.0));
+    if (holds) {
+      j.fitting_fraction = h / 100.0;
+      break;
+    }
   }
-  for (const BufferInfo& b : r.lowered.buffers) {
-    if (b.output && !b.argument && ok) ok = a->Alloc(b.id, b.bytes, 0);
-  }
-  const BufferId temp_id = static_cast<BufferId>(r.lowered.buffers.size());
-  if (ok && r.temp > Bytes(0)) ok = a->Alloc(temp_id, r.temp, 0);
-  j.fits = ok;
-  j.needed_fraction = static_cast<double>(r.peak.value()) / static_cast<double>(r.capacity.value());
   return absl::OkStatus();
+}
+
+// Note [Verdict] (sim/base/verdict.h) for a simulated step.
+Verdict JudgeStep(const StepReport& r) {
+  const RunSpec& spec = r.spec;
+  const std::string device = spec.device.name;
+  if (!r.jax_arena.checked) {
+    const std::string runtime = spec.allocator.impl == "pytorch_caching" ? "PyTorch's caching allocator"
+                                : spec.allocator.impl == "ideal"          ? "an ideal allocator (no fragmentation)"
+                                                                          : absl::StrCat("the ", spec.allocator.impl,
+                                                                                         " allocator");
+    const Bytes reserved = spec.framework == "jax" ? r.peak : r.sim.allocator.peak_reserved;
+    return EagerVerdict(runtime, r.sim.oom.happened, reserved, r.peak, r.capacity, device);
+  }
+  const StepReport::JaxArena& j = r.jax_arena;
+  Verdict v;
+  v.runtime = j.allocator == "bfc (JAX defaults)"
+                  ? "JAX defaults"
+                  : absl::StrFormat("JAX (XLA_PYTHON_CLIENT_MEM_FRACTION=%.2f%s)", j.mem_fraction,
+                                    j.preallocate ? "" : ", XLA_PYTHON_CLIENT_PREALLOCATE=false");
+  v.need = r.peak;
+  v.limit = j.arena;
+  v.limit_name = absl::StrFormat("JAX's arena (%.2f x %s's %.2f GiB)", j.mem_fraction, device,
+                                 spec.device.cuda_total.GiB());
+  if (j.fits) return v;
+  if (j.fitting_fraction > 0) {
+    v.kind = Verdict::Kind::kFitsWithSetting;
+    v.setting = absl::StrFormat("XLA_PYTHON_CLIENT_MEM_FRACTION=%.2f", j.fitting_fraction);
+    return v;
+  }
+  v.kind = Verdict::Kind::kDoesNotFit;
+  v.limit = r.capacity;
+  v.limit_name = absl::StrCat(device, "'s usable memory");
+  v.shortfall = r.peak > r.capacity ? r.peak - r.capacity : Bytes(0);
+  if (v.shortfall.value() == 0) {
+    v.why = "no XLA_PYTHON_CLIENT_MEM_FRACTION the device can give holds the step's blocks in BFC's bins";
+  }
+  return v;
 }
 
 absl::Status ReplayStep(StepReport& r) {
@@ -223,7 +304,8 @@ absl::Status ReplayStep(StepReport& r) {
   ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get()));
   r.sim.oom.capacity = r.capacity;
   if (spec.framework != "jax") r.peak = r.sim.peak_live;
-  r.fits = r.peak <= r.capacity && !r.sim.oom.happened;
+  r.verdict = JudgeStep(r);
+  r.fits = r.verdict.fits();
   // Both read the simulation: per-layer times from event times, the
   // eager peak's holders from the simulated peak.
   r.layer_times = LayerTimes(r);
@@ -308,7 +390,8 @@ absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& sp
   r.peak = r.sim.peak_live;
   TempPeak(l, &r.temp_live_peak, &r.temp_peak_event);
   r.temp = r.temp_live_peak;
-  r.fits = r.peak <= r.capacity && !r.sim.oom.happened;
+  r.verdict = JudgeStep(r);
+  r.fits = r.verdict.fits();
   return r;
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/alloc/start_state.h"
+#include "sim/base/verdict.h"
 #include "sim/config/spec.h"
 #include "sim/engine/engine.h"
 #include "sim/ir/program.h"
@@ -52,7 +53,10 @@ struct StepReport {
   // the replayed live peak under eager semantics.
   Bytes peak;
   Bytes capacity;
+  // verdict.fits(): the step fits as the framework will run it (Note
+  // [Verdict] in sim/base/verdict.h), with verdict.setting when it names one.
   bool fits = true;
+  Verdict verdict;
   // XLA programs: does the step fit JAX's runtime arena? Note [JAX arena]
   // in step.cc.
   struct JaxArena {
@@ -60,9 +64,12 @@ struct StepReport {
     std::string allocator;     // "bfc" with its options
     double mem_fraction = 0;
     bool preallocate = true;
-    Bytes arena;               // mem_fraction x capacity
+    Bytes arena;               // mem_fraction x the device's cudaMemGetInfo total
     bool fits = true;
-    double needed_fraction = 0;  // (argument + output - alias + temp) / capacity
+    double needed_fraction = 0;  // (argument + output - alias + temp) / total
+    // The lowest two-decimal XLA_PYTHON_CLIENT_MEM_FRACTION whose arena
+    // holds the step and that the device can give (0: none).
+    double fitting_fraction = 0;
   } jax_arena;
   double tokens_per_step = 0;
   std::vector<LayerTime> layer_times;  // by layer; empty without layer regions

@@ -16,6 +16,7 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "sim/base/status.h"
+#include "sim/import/hlo/hlo_normalization.h"
 #include "sim/import/hlo/hlo_op_cost.h"
 #include "sim/import/hlo/hlo_parser.h"
 #include "sim/ir/builder.h"
@@ -237,7 +238,10 @@ class Importer {
       outs.push_back(out);
     } else if (into != kNoTensor) {
       out = into;
-      if (std::find(ins.begin(), ins.end(), into) == ins.end()) ins.push_back(into);
+      // The buffer written in place is the op's first input (the convention
+      // the entry schedule orders in-place writes by: entry_schedule.cc).
+      ins.erase(std::remove(ins.begin(), ins.end(), into), ins.end());
+      ins.insert(ins.begin(), into);
     } else {
       out = NewTensor(v->name, v->shape, *dt, role, why.empty() ? absl::StrCat("fusion ", v->name) : why);
       outs.push_back(out);
@@ -276,7 +280,7 @@ class Importer {
       }
       outs.push_back(dst);
     } else {
-      ins.push_back(into);
+      ins.insert(ins.begin(), into);  // written in place: the first input
     }
     Op& op = Emit("copy." + name, OpKind::kCopy, phase, ins, outs, 0);
     op.bytes_read = s.bytes();
@@ -314,6 +318,8 @@ class Importer {
     if (is_entry && comp.instructions[static_cast<size_t>(comp.root)].opcode == "tuple") {
       for (int o : comp.instructions[static_cast<size_t>(comp.root)].operands) live_out[static_cast<size_t>(o)] = true;
     }
+    // Note [Normalisation fusions] (hlo_normalization.h).
+    const std::vector<bool> normalization = NormalizationFusionOutputs(comp, live);
     std::vector<Held> held(n);
     for (size_t i = 0; i < n; ++i) {
       const HloInstruction& ins = comp.instructions[i];
@@ -328,6 +334,11 @@ class Importer {
         if (h != home_.end()) current_home_ = ParamTensor(comp, h->second);
       }
       ASSIGN_OR_RETURN(Node r, Instruction(comp, static_cast<int>(i), ins, ops, args, is_entry));
+      if (normalization[i] && r.v && r.v->materialised == kNoTensor) {
+        RETURN_IF_ERROR(Materialise(r.v, Role::kTemporary, kNoTensor,
+                                    absl::StrCat("normalisation fusion ", ins.name, " (Note [Normalisation fusions])"))
+                            .status());
+      }
       if (live_out[i] && users[i] > 1 && r.v && r.v->materialised == kNoTensor) {
         RETURN_IF_ERROR(MaterialiseLiveOut(r.v));
       }
@@ -384,6 +395,36 @@ class Importer {
                                    const std::vector<Node>& ops, const std::vector<Node>& args, bool is_entry);
 
   absl::StatusOr<Node> View(const HloInstruction& ins, const std::vector<Node>& ops);
+
+  // Note [Compiled modules] in hlo_to_program.cc.
+  absl::StatusOr<Node> AsyncStart(const HloComputation& comp, const HloInstruction& ins, const std::vector<Node>& ops,
+                                  Phase phase, const HloAsyncForm& async);
+  absl::StatusOr<Node> AsyncDone(const HloInstruction& ins, const std::vector<Node>& ops, const HloAsyncForm& async);
+
+  // Note [Optimization barrier]
+  // An opt-barrier is not fusible (xla/service/gpu/transforms/
+  // priority_fusion.cc IsFusible, openxla/xla 1aea1581: kOptimizationBarrier
+  // is neither elementwise nor among the fusible opcodes), so no producer
+  // fuses into it: every array it passes is a buffer (jax.checkpoint's
+  // rematerialised inputs, the f32 weight slices of a scanned layer, are
+  // written before the barrier and read after it). The barrier itself
+  // forwards those buffers (HloDataflowAnalysis: kOptimizationBarrier
+  // defines no value).
+  absl::StatusOr<Node> Barrier(const Node& n) {
+    if (n.tuple) {
+      Node t;
+      t.tuple = true;
+      for (const Node& e : n.elements) {
+        ASSIGN_OR_RETURN(Node b, Barrier(e));
+        t.elements.push_back(std::move(b));
+      }
+      return t;
+    }
+    if (n.empty() || n.t != kNoTensor) return n;
+    Node b;
+    ASSIGN_OR_RETURN(b.t, Buffer(n));
+    return b;
+  }
 
   // A fusible instruction: a virtual value reading its operands' buffers.
   absl::StatusOr<Node> Fuse(const HloInstruction& ins, const std::vector<Node>& ops, Phase phase);

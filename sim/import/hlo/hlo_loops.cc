@@ -142,7 +142,7 @@ absl::StatusOr<Node> Importer::While(const HloComputation& comp, int index, cons
                      body.instructions[static_cast<size_t>(e.operands[0])].opcode == "parameter";
     }
   }
-  b_.BeginRegion(absl::StrCat("while ", ins.name, " (", trips, " trips)"), "loop");
+  b_.BeginRegion(absl::StrCat("while ", ins.name, " (", trips, " trips)"), "loop", /*while_loop=*/depth_ == 1);
   for (size_t k = 0; k < leaves.size(); ++k) {
     const Node& v = *leaves[k];
     if (v.empty()) continue;

@@ -17,14 +17,16 @@ namespace gpusim {
 
 // An array shape (`f32[2,1024]{1,0}`) or a tuple of shapes (`(s32[], f32[])`).
 // `element` is the HLO primitive type name ("f32", "bf16", "s32", "pred",
-// "token", ...). The layout is not kept (sizes do not depend on it), except
-// the memory space: `S(5)` in the layout marks pinned host memory.
+// "token", ...). The layout's text is kept as printed (`1,0`, `2,1,0:T(8,128)`):
+// sizes do not depend on it, but whether two buffers may be one does
+// (ShapeUtil::Equal compares layouts); `S(5)` in it marks pinned host memory.
 struct HloShape {
   bool tuple = false;
   std::string element;
   std::vector<int64_t> dims;
   std::vector<HloShape> elements;  // tuple elements
   int memory_space = 0;
+  std::string layout;  // inside the braces; "" when none is printed
 
   int64_t ElementCount() const;
   // Bytes of an array (0 for a tuple or token); -1 for a type of unknown size.
@@ -84,6 +86,10 @@ struct HloModule {
   std::vector<int64_t> buffer_donors;  // parameters in `buffer_donor`
   int64_t num_partitions = 1;
   int64_t replica_count = 1;
+  // `is_scheduled=true`: a compiled module (`compiled.as_text()`, an
+  // after-optimizations dump): each computation's instructions are printed
+  // in its schedule, fusions are XLA's own (hlo_buffer_assignment.h).
+  bool is_scheduled = false;
   std::map<std::string, int> by_name;  // computation name -> index
 
   // REQUIRES: the computation exists (the parser checks every reference).

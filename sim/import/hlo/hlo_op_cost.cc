@@ -163,6 +163,49 @@ bool FusionHas(const HloModule& m, const HloComputation& comp, const std::string
 
 }  // namespace
 
+HloFusionTraffic FusionTraffic(const HloModule& m, const HloInstruction& fusion,
+                               const std::vector<int64_t>& operand_bytes, int64_t result_bytes) {
+  HloFusionTraffic t;
+  t.read = operand_bytes;
+  t.written = result_bytes;
+  auto calls = fusion.called.find("calls");
+  if (calls == fusion.called.end() || calls->second.size() != 1) return t;
+  const HloComputation& f = m.computation(calls->second[0]);
+  std::vector<std::vector<int>> users(f.instructions.size());
+  for (size_t i = 0; i < f.instructions.size(); ++i) {
+    for (int o : f.instructions[i].operands) users[static_cast<size_t>(o)].push_back(static_cast<int>(i));
+  }
+  auto through_bitcasts = [&](int i) {
+    while (f.instructions[static_cast<size_t>(i)].opcode == "bitcast" && !f.instructions[static_cast<size_t>(i)].operands.empty()) {
+      i = f.instructions[static_cast<size_t>(i)].operands[0];
+    }
+    return i;
+  };
+  const int root = through_bitcasts(f.root);
+  const HloInstruction& r = f.instructions[static_cast<size_t>(root)];
+  const int in_place = r.opcode == "dynamic-update-slice" && r.operands.size() > 1 ? through_bitcasts(r.operands[0]) : -1;
+  if (in_place >= 0) t.written = std::min(result_bytes, std::max<int64_t>(0, f.instructions[static_cast<size_t>(r.operands[1])].shape.ArrayBytes()));
+  for (size_t p = 0; p < f.parameters.size() && p < t.read.size(); ++p) {
+    const int param = f.parameters[p];
+    if (param == in_place) {
+      t.read[p] = 0;
+      t.in_place_operand = static_cast<int64_t>(p);
+      continue;
+    }
+    int64_t sliced = 0;
+    bool only_sliced = !users[static_cast<size_t>(param)].empty();
+    for (int u : users[static_cast<size_t>(param)]) {
+      const HloInstruction& x = f.instructions[static_cast<size_t>(u)];
+      const bool slice = (x.opcode == "dynamic-slice" || x.opcode == "slice" || x.opcode == "gather") &&
+                         !x.operands.empty() && x.operands[0] == param;
+      only_sliced = only_sliced && slice;
+      if (slice) sliced += std::max<int64_t>(0, x.shape.ArrayBytes());
+    }
+    if (only_sliced) t.read[p] = std::min(t.read[p], sliced);
+  }
+  return t;
+}
+
 HloKernelCost DotKernelCost(const HloInstruction& ins, const HloShape& lhs, const HloShape& rhs) {
   return DotCost(ins, lhs, rhs);
 }

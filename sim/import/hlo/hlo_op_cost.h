@@ -40,6 +40,24 @@ absl::StatusOr<HloKernelCost> KernelCost(const HloModule& m, const HloInstructio
 
 // A dot's [batch] x (m x k) @ (k x n) shape and FLOPs from its dimension
 // numbers.
+// Note [Fusion traffic]
+// The bytes a compiled module's fusion moves (xla/service/gpu/model/
+// gpu_hlo_cost_analysis.cc counts what the fused computation reads of each
+// operand): a fusion parameter read only through dynamic-slice, slice or
+// gather is read only where they read it (a scanned layer's weight slice of
+// the stacked parameter); one updated in place by the fused root's
+// dynamic-update-slice is not read, and the fusion writes the update, not the
+// whole buffer (xla/service/gpu/ir_emission_utils.cc
+// CanEmitFusedDynamicUpdateSliceInPlaceForGpu). Per operand in order, then
+// the bytes written.
+struct HloFusionTraffic {
+  std::vector<int64_t> read;  // per operand
+  int64_t written = 0;
+  int64_t in_place_operand = -1;  // the operand the root dynamic-update-slice writes, or -1
+};
+HloFusionTraffic FusionTraffic(const HloModule& m, const HloInstruction& fusion,
+                               const std::vector<int64_t>& operand_bytes, int64_t result_bytes);
+
 HloKernelCost DotKernelCost(const HloInstruction& ins, const HloShape& lhs, const HloShape& rhs);
 
 // Elements an elementwise instruction computes (its FLOPs in a fusion):

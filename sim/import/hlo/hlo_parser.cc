@@ -260,6 +260,7 @@ class Cursor {
     }
     if (pos_ < s_.size() && s_[pos_] == '{') {
       ASSIGN_OR_RETURN(std::string layout, Balanced('{', '}'));
+      sh.layout = layout;
       const size_t s5 = layout.find("S(");
       if (s5 != std::string::npos) {
         int ms = 0;
@@ -355,6 +356,16 @@ const std::set<std::string>& CalledKeys() {
   return *k;
 }
 
+// The stack frame index a compiled module prints between its header and its
+// computations (the module's StackFrameIndexProto, xla/service/hlo.proto:
+// file_names, function_names, file_locations, stack_frames), each section a
+// title line and numbered entries that metadata's stack_frame_id refers
+// to. Sizes do not depend on it; it is skipped.
+bool IsStackFrameSection(absl::string_view line) {
+  const absl::string_view t = absl::StripAsciiWhitespace(line);
+  return t == "FileNames" || t == "FunctionNames" || t == "FileLocations" || t == "StackFrames";
+}
+
 class Parser {
  public:
   Parser(absl::string_view text, const std::string& file) : text_(StripComments(text)), file_(file) {
@@ -365,6 +376,7 @@ class Parser {
     std::vector<absl::string_view> lines = absl::StrSplit(text_, '\n');
     HloComputation* cur = nullptr;
     bool header = false;
+    std::string section;  // the stack-frame section being skipped
     for (size_t i = 0; i < lines.size(); ++i) {
       const int line_no = static_cast<int>(i) + 1;
       Cursor c(lines[i], line_no, file_);
@@ -374,6 +386,19 @@ class Parser {
         RETURN_IF_ERROR(ModuleHeader(c));
         header = true;
         continue;
+      }
+      if (cur == nullptr && section.empty() && IsStackFrameSection(lines[i])) {
+        section = std::string(absl::StripAsciiWhitespace(lines[i]));
+        continue;
+      }
+      if (cur == nullptr && !section.empty()) {
+        // A numbered entry of the section (`1 "file.py"`, `3 {file_name_id=1 ...}`).
+        if (std::isdigit(static_cast<unsigned char>(c.Peek()))) continue;
+        if (IsStackFrameSection(lines[i])) {
+          section = std::string(absl::StripAsciiWhitespace(lines[i]));
+          continue;
+        }
+        section.clear();
       }
       if (cur == nullptr) {
         RETURN_IF_ERROR(ComputationHeader(c));
@@ -436,6 +461,8 @@ class Parser {
           return LineError(at.line, at.column, absl::StrCat(key, ": expected a positive integer, got '", value, "'"));
         }
         (key == "num_partitions" ? m_.num_partitions : m_.replica_count) = v;
+      } else if (key == "is_scheduled") {
+        m_.is_scheduled = value == "true";
       }
     }
     if (!c.AtEnd()) return c.Error(absl::StrCat("expected ',' or the end of the header, got ", c.Describe()));

@@ -124,6 +124,13 @@ absl::StatusOr<Node> Importer::Instruction(const HloComputation& comp, int index
     cls = ClassifyDot(d.m, d.n, d.k);
   }
   const Phase phase = PhaseOf(ins);
+  if (m_.is_scheduled) {
+    // Note [Compiled modules]
+    const HloAsyncForm async = ClassifyAsync(ins.opcode);
+    if (async.done) return AsyncDone(ins, ops, async);
+    if (async.start && (cls == HloOpClass::kUnknown || async.operands_at >= 0)) return AsyncStart(comp, ins, ops, phase, async);
+    if (cls == HloOpClass::kFusible) cls = HloOpClass::kKernel;
+  }
   Node out;
   switch (cls) {
     case HloOpClass::kParameter:
@@ -152,7 +159,7 @@ absl::StatusOr<Node> Importer::Instruction(const HloComputation& comp, int index
       }
       return Fuse(ins, ops, phase);
     case HloOpClass::kNoOp:
-      if (ins.opcode == "opt-barrier" && !ops.empty()) return ops[0];
+      if (ins.opcode == "opt-barrier" && !ops.empty()) return Barrier(ops[0]);
       if (ins.opcode == "add-dependency" && !ops.empty()) return ops[0];
       if (!ins.shape.tuple && ins.shape.element != "token") return Fuse(ins, {}, phase);
       return out;
@@ -182,6 +189,57 @@ absl::StatusOr<Node> Importer::Instruction(const HloComputation& comp, int index
   return absl::UnimplementedError(absl::StrCat(m_.file, ":", ins.location.line, ":", ins.location.column, ": ",
                                                ins.name, ": opcode '", ins.opcode, "' is not modelled"));
 
+}
+
+// Note [Compiled modules]
+// A compiled module (is_scheduled=true) is XLA's own kernels in XLA's own
+// order: every instruction runs as it is (a fusion, a library call, a copy,
+// a lone convert are each one kernel; nothing fuses further), the walk keeps
+// the printed (scheduled) order, and the memory comes from XLA's buffer
+// assignment of the module (hlo_buffer_assignment.h), not from these
+// tensors. An X-start runs the op it wraps (a fusion-start its fusion) and
+// returns its operands, result and context; X-done returns the result
+// (ClassifyAsync in sim/lower/xla/fusion.h).
+absl::StatusOr<Node> Importer::AsyncStart(const HloComputation& comp, const HloInstruction& ins,
+                                          const std::vector<Node>& ops, Phase phase, const HloAsyncForm& async) {
+  if (!ins.shape.tuple || (async.operands_at >= 0 && static_cast<size_t>(async.operands_at) >= ins.shape.elements.size())) {
+    return Error(ins, "an async start whose result is not a tuple holding its operands");
+  }
+  HloInstruction wrapped = ins;
+  const std::string base = ins.opcode.substr(0, ins.opcode.size() - std::string("-start").size());
+  wrapped.opcode = base == "async" ? "fusion" : base;
+  wrapped.shape = HloShape();
+  wrapped.shape.tuple = true;
+  for (size_t k = 0; k < ins.shape.elements.size(); ++k) {
+    if (static_cast<int64_t>(k) != async.operands_at) wrapped.shape.elements.push_back(ins.shape.elements[k]);
+  }
+  HloOpClass cls = ClassifyHloOpcode(wrapped.opcode);
+  if (cls != HloOpClass::kFusion && cls != HloOpClass::kReduction) cls = HloOpClass::kKernel;
+  ASSIGN_OR_RETURN(Node r, Kernel(comp, wrapped, ops, phase, cls));
+  Node out;
+  out.tuple = true;
+  size_t j = 0;
+  for (size_t k = 0; k < ins.shape.elements.size(); ++k) {
+    if (static_cast<int64_t>(k) != async.operands_at) {
+      out.elements.push_back(r.elements[j++]);
+      continue;
+    }
+    Node operands;
+    operands.tuple = true;
+    operands.elements = ops;
+    out.elements.push_back(async.operands_at == 1 && ops.size() == 1 ? ops[0] : operands);
+  }
+  return out;
+}
+
+absl::StatusOr<Node> Importer::AsyncDone(const HloInstruction& ins, const std::vector<Node>& ops,
+                                         const HloAsyncForm& async) {
+  if (ops.size() != 1) return Error(ins, "an async done with other than one operand");
+  if (async.result_at < 0) return ops[0];
+  if (!ops[0].tuple || static_cast<size_t>(async.result_at) >= ops[0].elements.size()) {
+    return Error(ins, absl::StrCat("the operand has no element {", async.result_at, "} to return"));
+  }
+  return ops[0].elements[static_cast<size_t>(async.result_at)];
 }
 
 absl::StatusOr<Node> Importer::View(const HloInstruction& ins, const std::vector<Node>& ops) {
@@ -318,7 +376,38 @@ absl::StatusOr<Node> Importer::Kernel(const HloComputation& comp, const HloInstr
     written += Bytes(s.ArrayBytes());
     return n;
   };
-  ASSIGN_OR_RETURN(out, make(ins.shape, ins.name));
+  HloFusionTraffic traffic;
+  if (ins.opcode == "fusion" && m_.is_scheduled) {  // Note [Fusion traffic] in hlo_op_cost.h
+    std::vector<int64_t> operand_bytes;
+    for (const Node& o : ops) {
+      std::vector<const Node*> leaves;
+      Leaves(o, &leaves);
+      int64_t b = 0;
+      for (const Node* l : leaves) b += l->t != kNoTensor ? b_.program().tensor(l->t).bytes().value() : 0;
+      operand_bytes.push_back(b);
+    }
+    traffic = FusionTraffic(m_, ins, operand_bytes, std::max<int64_t>(0, ins.shape.ArrayBytes()));
+    read = Bytes(0);
+    for (int64_t b : traffic.read) read += Bytes(b);
+  }
+  const size_t in_place = static_cast<size_t>(traffic.in_place_operand);
+  if (traffic.in_place_operand >= 0 && !ins.shape.tuple && in_place < ops.size() && ops[in_place].t != kNoTensor) {
+    // A compiled in-place fusion writes its operand's buffer (Note [Compiled
+    // modules]; copy insertion made that safe).
+    const TensorId target = ops[in_place].t;
+    inputs.erase(std::remove(inputs.begin(), inputs.end(), target), inputs.end());
+    inputs.insert(inputs.begin(), target);
+    if (ChainRoot(target) != kNoTensor) {
+      out.t = NewTensor(ins.name, ins.shape, b_.program().tensor(target).dtype, b_.program().tensor(target).role,
+                        absl::StrCat("fusion ", ins.name, " (in place)"), ChainRoot(target));
+      outputs.push_back(out.t);
+    } else {
+      out.t = target;
+    }
+  } else {
+    ASSIGN_OR_RETURN(out, make(ins.shape, ins.name));
+  }
+  if (traffic.in_place_operand >= 0 || !traffic.read.empty()) written = Bytes(traffic.written);
   Op& op = Emit(ins.name, cost.kind, phase, inputs, outputs, cost.flops);
   op.bytes_read = read;
   op.bytes_written = written;
@@ -377,7 +466,10 @@ absl::StatusOr<Node> Importer::InPlace(const HloInstruction& ins, const std::vec
     outs.push_back(out.t);
   } else {
     out.t = target;
-    if (std::find(inputs.begin(), inputs.end(), target) == inputs.end()) inputs.push_back(target);
+    // Written in place: the first input (entry_schedule.cc orders an op
+    // without outputs after the earlier readers of its first input).
+    inputs.erase(std::remove(inputs.begin(), inputs.end(), target), inputs.end());
+    inputs.insert(inputs.begin(), target);
   }
   Op& op = Emit(ins.name, ins.opcode == "scatter" ? OpKind::kScatter : OpKind::kDynamicUpdateSlice, phase, inputs,
                 outs, ins.opcode == "scatter" ? static_cast<double>(update.ElementCount()) : 0);

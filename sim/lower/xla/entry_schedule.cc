@@ -39,6 +39,7 @@ class Scheduler {
     BuildUnits();
     BuildEdges();
     BuildValues();
+    BodyPeaks();
   }
 
   std::vector<int> List() const;
@@ -118,6 +119,7 @@ class Scheduler {
   }
 
   void BuildValues() {
+    TouchPositions();
     value_of_.assign(p_.tensors.size(), -1);
     std::map<TensorId, int> chain_value;  // donated parameter → its loop chain's buffer
     // Readers of every tensor, by unit.
@@ -133,7 +135,22 @@ class Scheduler {
       outside.erase(def);
       const bool internal = !t.entry_parameter && def >= 0 && units_[static_cast<size_t>(def)].is_while &&
                             outside.empty() && !t.live_out;
+      if (internal) AddInternal(t, def);
       if (internal || (!t.entry_parameter && def < 0)) continue;
+      // A version written outside any loop (AdamW's new moments and
+      // parameters) is the parameter's buffer itself: input_output_alias
+      // makes the output and the parameter one HloBuffer, and the copy
+      // copy insertion puts between them is removed where the old value is
+      // dead by then (RemoveUnnecessaryCopies), as it is when the kernel
+      // that writes the new value is the old value's last reader. It adds
+      // no bytes (the schedulers ignore parameters' buffers).
+      const int param_value = t.aliases != kNoTensor ? value_of_[static_cast<size_t>(t.aliases)] : -1;
+      if (!t.entry_parameter && param_value >= 0 && def >= 0 && !units_[static_cast<size_t>(def)].is_while &&
+          !chain_value.count(t.aliases)) {
+        values_[static_cast<size_t>(param_value)].readers.insert(outside.begin(), outside.end());
+        value_of_[ti] = param_value;
+        continue;
+      }
       if (!t.entry_parameter && t.aliases != kNoTensor) {
         auto [it, fresh] = chain_value.emplace(t.aliases, static_cast<int>(values_.size()));
         if (fresh) {
@@ -179,6 +196,57 @@ class Scheduler {
     }
   }
 
+  // Note [Loop bodies in the schedule's peak]
+  // DefaultMemoryScheduler compares its List, DFS and post-order schedules
+  // of the module by HeapSimulator::MinimumMemoryForModule, one simulation
+  // of the whole module in which a while body's values are live while the
+  // loop runs (xla/hlo/transforms/simplifiers/hlo_memory_scheduler.cc,
+  // openxla/xla 1c7545f1, DefaultMemoryScheduler::Run; HloLiveRange
+  // flattens the body into the entry's sequence). So a schedule that keeps
+  // a large value alive across a loop pays for it at the body's peak. The
+  // body of a while unit keeps its order: its peak is the largest sum of
+  // its own values (those neither read nor defined outside it) live at one
+  // of its ops, added to what the entry holds at the while.
+  void AddInternal(const Tensor& t, int unit) {
+    const size_t ti = static_cast<size_t>(t.id);
+    if (unit < 0 || first_at_[ti] < 0) return;
+    std::vector<int64_t>& delta = internal_delta_[unit];
+    if (delta.empty()) delta.assign(units_[static_cast<size_t>(unit)].ops.size() + 1, 0);
+    delta[static_cast<size_t>(first_at_[ti])] += t.bytes().value();
+    delta[static_cast<size_t>(last_at_[ti]) + 1] -= t.bytes().value();
+  }
+
+  // Each tensor's first and last op, as positions inside its op's unit.
+  void TouchPositions() {
+    first_at_.assign(p_.tensors.size(), -1);
+    last_at_.assign(p_.tensors.size(), -1);
+    for (const Unit& u : units_) {
+      for (size_t k = 0; k < u.ops.size(); ++k) {
+        const Op& op = p_.op(u.ops[k]);
+        for (const std::vector<TensorId>* ts : {&op.inputs, &op.outputs}) {
+          for (TensorId t : *ts) {
+            const size_t ti = static_cast<size_t>(t);
+            if (first_at_[ti] < 0) first_at_[ti] = static_cast<int64_t>(k);
+            last_at_[ti] = static_cast<int64_t>(k);
+          }
+        }
+      }
+    }
+  }
+
+  // Computed once (Build), read by every Peak.
+  void BodyPeaks() {
+    body_peak_.assign(units_.size(), 0);
+    for (const auto& [unit, delta] : internal_delta_) {
+      int64_t cur = 0;
+      for (int64_t d : delta) {
+        cur += d;
+        body_peak_[static_cast<size_t>(unit)] = std::max(body_peak_[static_cast<size_t>(unit)], cur);
+      }
+    }
+  }
+  int64_t BodyPeak(int unit) const { return body_peak_[static_cast<size_t>(unit)]; }
+
   bool ScalarUnit(int u) const {
     const Unit& unit = units_[static_cast<size_t>(u)];
     if (unit.is_while) return false;
@@ -204,6 +272,9 @@ class Scheduler {
   std::vector<Value> values_;
   std::vector<int> value_of_;
   std::vector<std::vector<int>> defined_by_, read_by_;
+  std::map<int, std::vector<int64_t>> internal_delta_;  // while unit -> its body's live-bytes steps
+  std::vector<int64_t> first_at_, last_at_;              // per tensor: positions in its unit
+  std::vector<int64_t> body_peak_;                       // per unit
 };
 
 std::vector<int> Scheduler::List() const {
@@ -374,7 +445,8 @@ Bytes Scheduler::Peak(const std::vector<int>& order) const {
   int64_t cur = 0, peak = 0;
   for (int i = 0; i < n; ++i) {
     cur += delta[static_cast<size_t>(i)];
-    peak = std::max(peak, cur);
+    // Note [Loop bodies in the schedule's peak].
+    peak = std::max(peak, cur + BodyPeak(order[static_cast<size_t>(i)]));
   }
   return Bytes(peak);
 }
@@ -410,6 +482,7 @@ void Reorder(Program& p, const Scheduler& s, const std::vector<int>& order) {
 }  // namespace
 
 std::string EntrySchedule::Describe() const {
+  if (chosen == "compiled") return "entry schedule: the compiled module's own (is_scheduled=true), kept as printed";
   if (chosen == "program order") {
     return absl::StrCat("entry schedule: program order (no while loop; ", units,
                         " entry instructions not rescheduled: Note [Entry schedule])");

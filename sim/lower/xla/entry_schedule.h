@@ -9,10 +9,13 @@
 // in xla/service/gpu/gpu_hlo_schedule.cc:649): it builds the List
 // (ListScheduler, line 86), DFS (DFSMemoryScheduler, line 409) and
 // post-order (PostOrderMemoryScheduler, line 607) sequences, heap-simulates
-// each with NoFragmentationStatsHeap (HeapSimulator::
-// MinimumMemoryForComputation, heap_simulator.cc:230; a while's body memory
-// is not added: AccountForSubcomputationMemory, line 635, starts from 0), and
-// keeps the lowest peak, ties going to List, then DFS (line 666).
+// each with NoFragmentationStatsHeap and keeps the lowest peak, ties going
+// to List, then DFS (line 666). At a91d9c30 that peak was the entry's alone
+// (MinimumMemoryForComputation; AccountForSubcomputationMemory starts from
+// 0); since openxla/xla 1c7545f1 DefaultMemoryScheduler schedules the module
+// and compares whole-module peaks (MinimumMemoryForModule), in which a while
+// body's values count while the loop runs: gpusim adds each loop body's own
+// peak at its while (Note [Loop bodies in the schedule's peak] in the .cc).
 //  - List: repeatedly schedules the ready instruction of highest priority
 //    (bytes freed − bytes defined, then user count; effective scalars first;
 //    parameters' and constants' buffers ignored; among equals the one made

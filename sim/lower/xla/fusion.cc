@@ -81,6 +81,31 @@ HloOpClass ClassifyHloOpcode(std::string_view opcode) {
   return it == kClasses->end() ? HloOpClass::kUnknown : it->second;
 }
 
+HloAsyncForm ClassifyAsync(std::string_view op) {
+  HloAsyncForm f;
+  auto ends = [&](std::string_view suffix) {
+    return op.size() > suffix.size() && op.substr(op.size() - suffix.size()) == suffix;
+  };
+  if (op == "all-reduce-start") {
+    f.start = true;
+  } else if (op == "all-reduce-done") {
+    f.done = true;
+  } else if (op == "copy-start") {
+    f.start = true;
+    f.operands_at = 1;
+  } else if (op == "copy-done") {
+    f.done = true;
+    f.result_at = 0;
+  } else if (ends("-start")) {  // async-start and its printed forms: fusion-start, custom-call-start, ...
+    f.start = true;
+    f.operands_at = 0;
+  } else if (ends("-done")) {
+    f.done = true;
+    f.result_at = 1;
+  }
+  return f;
+}
+
 bool OperandsFuseInto(HloOpClass c) {
   return c == HloOpClass::kFusible || c == HloOpClass::kReduction || c == HloOpClass::kInPlace;
 }

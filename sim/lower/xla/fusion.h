@@ -34,6 +34,19 @@ HloOpClass ClassifyHloOpcode(std::string_view opcode);
 // materialised buffers (library calls, collectives, control flow).
 bool OperandsFuseInto(HloOpClass c);
 
+// The async pairs of a compiled module (xla/hlo/analysis/
+// hlo_dataflow_analysis.cc UpdateAsyncStartValueSet, UpdateAsyncDoneValueSet,
+// UpdateCopyStartValueSet, UpdateCopyDoneValueSet, the collectives' starts
+// and dones): X-start runs the wrapped op and returns a tuple holding its
+// operands at {operands_at} (-1: none), the result and a context; X-done
+// returns the start's {result_at} ({} when -1).
+struct HloAsyncForm {
+  bool start = false, done = false;
+  int64_t operands_at = -1;
+  int64_t result_at = -1;
+};
+HloAsyncForm ClassifyAsync(std::string_view opcode);
+
 // A dot's class from its shape, after XLA's dot strength reduction: no
 // contraction (k = 1, an outer product) is a multiply of broadcasts, so
 // kFusible; a vector-vector product (m = n = 1) a reduction; any other a
