@@ -136,6 +136,23 @@ TEST(CliTest, DidYouMeanForCommandsOptionsAndDevices) {
             GpusimStdout("run " + kConfig + " --format json").out);
 }
 
+// Note [Registry names fold case]: remat policies and allocators written
+// in another case are the registered ones (same output byte for byte); a
+// near miss still gets its did-you-mean.
+TEST(CliTest, PolicyAndAllocatorNamesFoldCase) {
+  EXPECT_EQ(GpusimStdout("run " + kConfig + " --set remat.policy=FULL --format json").out,
+            GpusimStdout("run " + kConfig + " --set remat.policy=full --format json").out);
+  EXPECT_EQ(GpusimStdout("run " + kConfig + " --set allocator.impl=BFC --format json").out,
+            GpusimStdout("run " + kConfig + " --set allocator.impl=bfc --format json").out);
+  const std::string trace =
+      std::string(GPUSIM_SOURCE_DIR) + "/traces/recorded/tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz";
+  EXPECT_EQ(GpusimStdout("replay " + trace + " --allocator PyTorch_Caching --format json").out,
+            GpusimStdout("replay " + trace + " --allocator pytorch_caching --format json").out);
+  const Result near = Gpusim("run " + kConfig + " --set remat.policy=ful");
+  EXPECT_EQ(near.code, 1);
+  EXPECT_NE(near.out.find("unknown policy 'ful' (did you mean 'full'?)"), std::string::npos) << near.out;
+}
+
 TEST(CliTest, BundledConfigsByName) {
   const std::string in_tmp = "cd " + ::testing::TempDir() + " && " + GPUSIM_BINARY + " ";
   const Result by_path = GpusimStdout("run " GPUSIM_SOURCE_DIR "/configs/llama7b.yaml --format json");

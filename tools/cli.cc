@@ -609,7 +609,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
       }
       const std::string key = s.substr(10, eq - 10);
       if (key == "impl") {
-        alloc_spec.impl = s.substr(eq + 1);
+        alloc_spec.impl = FoldAllocatorName(s.substr(eq + 1));
       } else {
         alloc_spec.options[key] = s.substr(eq + 1);
       }

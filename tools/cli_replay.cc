@@ -104,7 +104,7 @@ absl::StatusOr<StepReport> ReportFromNativeTrace(const Trace& trace, const std::
 
 int CmdReplay(const ReplayCli& c) {
   ReplayOptions o;
-  o.allocator.impl = c.allocator;
+  o.allocator.impl = FoldAllocatorName(c.allocator);
   o.check_addresses = c.check_addresses;
   o.infer_warm_start = !c.cold_start;
   o.cudnn_workspace = c.cudnn_workspace;
@@ -155,7 +155,7 @@ int CmdCompare(const CompareCli& c) {
   std::vector<ReplayResult> rows;
   for (const std::string& n : names) {
     ReplayOptions one = o;
-    one.allocator.impl = n;
+    one.allocator.impl = FoldAllocatorName(n);
     auto r = ReplayLoaded(*loaded, one);
     if (!r.ok()) return FailStatus(absl::Status(r.status().code(), absl::StrCat(n, ": ", r.status().message())));
     rows.push_back(std::move(*r));

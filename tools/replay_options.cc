@@ -34,7 +34,7 @@ absl::Status ApplyAllocatorSets(const std::vector<std::string>& sets, AllocatorS
     }
     const std::string key = s.substr(10, eq - 10);
     if (key == "impl") {
-      spec->impl = s.substr(eq + 1);
+      spec->impl = FoldAllocatorName(s.substr(eq + 1));
     } else {
       spec->options[key] = s.substr(eq + 1);
     }

@@ -216,6 +216,9 @@ absl::Status ParseAllocatorOptions(RunSpec* run);
 // ParseAllocator, then BuildAllocator.
 absl::StatusOr<std::unique_ptr<Allocator>> MakeAllocator(const AllocatorSpec& spec, Bytes capacity);
 std::vector<AllocatorInfo> ListAllocators();
+// Note [Registry names fold case] (sim/base/names.h): `name` as registered
+// when it differs from exactly one allocator only by case.
+std::string FoldAllocatorName(const std::string& name);
 
 }  // namespace gpusim
 

@@ -28,6 +28,7 @@
 #include "sim/alloc/impl/xla_best_fit.h"
 #include "sim/alloc/offline_planner.h"
 #include "sim/alloc/options.h"
+#include "sim/base/names.h"
 #include "sim/base/status.h"
 
 namespace gpusim {
@@ -268,5 +269,7 @@ std::vector<AllocatorInfo> ListAllocators() {
   }
   return out;
 }
+
+std::string FoldAllocatorName(const std::string& name) { return FoldRegistryName(name, Registry()); }
 
 }  // namespace gpusim

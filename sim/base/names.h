@@ -27,6 +27,20 @@ std::vector<std::string> MeantNames(absl::string_view name, const std::vector<st
 // The one candidate equal to `name` but for case, or "".
 std::string CaseFoldedName(absl::string_view name, const std::vector<std::string>& candidates);
 
+// Note [Registry names fold case]: a registry key written in another case
+// is the registered one ("FULL" -> "full", "PyTorch_Caching" ->
+// "pytorch_caching") when exactly one key folds to it; otherwise `name`
+// unchanged, for the lookup to report with its did-you-mean. `registry`:
+// a map keyed by name.
+template <typename Map>
+std::string FoldRegistryName(const std::string& name, const Map& registry) {
+  if (registry.count(name) > 0) return name;
+  std::vector<std::string> keys;
+  for (const auto& entry : registry) keys.push_back(entry.first);
+  const std::string folded = CaseFoldedName(name, keys);
+  return folded.empty() ? name : folded;
+}
+
 // "unknown WHAT 'x' (did you mean 'y'?); available: a, b, c": the
 // suggestion (MeantNames, "'y' or 'z'") omitted when none is close.
 std::string UnknownNameMessage(absl::string_view what, absl::string_view name,

@@ -7,6 +7,7 @@
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "sim/base/names.h"
 #include "sim/base/status.h"
 
 namespace gpusim {
@@ -268,5 +269,7 @@ std::vector<RematPolicyInfo> ListRematPolicies() {
   for (const auto& [n, e] : Registry()) out.push_back({n, e.doc, ParamsOf(e.parameters), {}});
   return out;
 }
+
+std::string FoldRematPolicyName(const std::string& name) { return FoldRegistryName(name, Registry()); }
 
 }  // namespace gpusim

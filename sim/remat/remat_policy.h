@@ -49,6 +49,9 @@ using RematPolicyInfo = RegistryEntry;
 // spec.names / spec.offload_names.
 absl::StatusOr<std::unique_ptr<RematPolicy>> MakeRematPolicy(const RematSpec& spec);
 std::vector<RematPolicyInfo> ListRematPolicies();
+// Note [Registry names fold case] (sim/base/names.h): `name` as
+// registered when it differs from exactly one policy only by case.
+std::string FoldRematPolicyName(const std::string& name);
 
 }  // namespace gpusim
 

@@ -8,6 +8,7 @@
 #include "sim/alloc/allocator.h"
 #include "sim/base/status.h"
 #include "sim/config/settings.h"
+#include "sim/remat/remat_policy.h"
 #include "sim/step/families.h"
 
 namespace gpusim {
@@ -48,7 +49,13 @@ std::vector<std::string> ModelledSettings(const RunSpec& spec) {
   return out;
 }
 
-absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& spec) {
+absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& given) {
+  // Note [Registry names fold case] (sim/base/names.h): a policy or
+  // allocator written in another case is the registered one from here on.
+  RunSpec spec = given;
+  spec.remat.policy = FoldRematPolicyName(spec.remat.policy);
+  for (std::string& p : spec.remat.policies) p = FoldRematPolicyName(p);
+  spec.allocator.impl = FoldAllocatorName(spec.allocator.impl);
   ASSIGN_OR_RETURN(const ModelFamily* family, FamilyOf(spec));
   const std::vector<std::string>& modelled = family->settings(spec.framework);
   const std::string who = family->name == "program"
