@@ -577,6 +577,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   absl::StatusOr<StepReport> report;
   std::optional<StepReport> other;
   std::vector<RecordedMemorySample> recorded_counters;
+  std::vector<SimTime> recorded_times;
   VizOptions viz;
   std::string rank_note;  // a launch line: which rank is drawn
   const bool yaml = IsRunConfigArg(file);
@@ -623,7 +624,8 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
       if (st.ok()) st = ResolveReplayCapacity(device, &o);
       if (!st.ok()) return Fail(st);
       std::optional<std::vector<RecordedMemorySample>> counters;
-      report = ReportFromRecording(file, device, o, &counters);
+      report = ReportFromRecording(file, device, o, &counters, &recorded_times);
+      viz.recorded_times = &recorded_times;
       if (counters.has_value()) {
         recorded_counters = *std::move(counters);
         viz.recorded_memory = &recorded_counters;
