@@ -248,6 +248,26 @@ TEST(VizSources, ActiveMemorySummarizesPastItsLimitAndKeepsThePeak) {
   EXPECT_EQ(ActiveMemorySvg(r, o), svg);  // same input, same bytes
 }
 
+TEST(VizSources, ActiveMemoryMergesTheRestPerSource) {
+  auto trace = LoadTraceForExplain(kSnapshot);
+  ASSERT_TRUE(trace.ok()) << trace.status();
+  RunSpec spec;
+  spec.device = *LoadDeviceSpec("h100-sxm-80gb");
+  spec.allocator.impl = "pytorch_caching";
+  auto r = ReportFromTrace(*trace, spec);
+  ASSERT_TRUE(r.ok()) << r.status();
+  VizOptions o;
+  o.max_active_allocations = 1;  // the 4 MiB block its own band; the others merged per source
+  const std::string svg = ActiveMemorySvg(*r, o);
+  EXPECT_TRUE(CheckXmlWellFormed(svg).ok());
+  EXPECT_NE(svg.find("2 smaller ones merged per source on top"), std::string::npos);
+  for (const char* label : {"model.py:14 forward", "train.py:33 train_step"}) {
+    EXPECT_NE(svg.find(absl::StrCat("1 smaller allocations from ", label, ", merged")), std::string::npos) << label;
+    EXPECT_NE(svg.find(absl::StrCat("fill=\"", viz_internal::LabelColor(label), "\"")), std::string::npos) << label;
+  }
+  EXPECT_EQ(svg.find("smaller allocations, summarized"), std::string::npos);  // no grey band left
+}
+
 TEST(VizSources, PerfettoPlacesUntimedEventsInEventOrderAndSaysSo) {
   // No timed events: the event clock, unless recorded times are given.
   const StepReport r = ReportOf(

@@ -10,8 +10,10 @@
 //                  a freed block's band ends and the ones above it drop, as
 //                  memory_viz draws it; the max_active_allocations largest
 //                  get their own band (memory_viz's max_entries), the rest
-//                  share one grey band on top ("summarized" there); each
-//                  band coloured as the memory map colours the block.
+//                  are merged per source into bands on top (memory_viz
+//                  merges them all into one, "summarized"), up to 24
+//                  sources, then one grey band; each band coloured as the
+//                  memory map colours the block.
 // Bytes live before the trace began are a band at the bottom.
 //
 // Note [Stacked bands per pixel column]
@@ -52,6 +54,7 @@ constexpr double kLeft = 80, kRight = 290, kTop = 56, kBottom = 50;
 constexpr char kSummarizedColor[] = "#6b6b6b";
 constexpr char kBeforeColor[] = "#8c8c8c";
 constexpr size_t kLegendSources = 14;
+constexpr size_t kMaxSourceBands = 24;  // the rest of the allocations, merged per source
 
 struct Band {
   std::string label;
@@ -121,14 +124,42 @@ std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) {
     }
     drawn = keep;
     summarized = order.size() - keep;
-    if (summarized > 0) {
-      const int32_t rest = static_cast<int32_t>(bands.size());
-      bands.push_back({absl::StrCat(WithCommas(static_cast<int64_t>(summarized)), " smaller allocations"),
+    // The rest: coloured by source, one band per source (the sources with
+    // the most bytes, kMaxSourceBands of them) on top, so what they are
+    // still shows; whatever is left, one grey band above them.
+    std::map<std::string, std::vector<size_t>> by_source;
+    for (size_t k = keep; k < order.size(); ++k) {
+      by_source[by == VizColorBy::kSource ? sources[order[k]].label : std::string("\x01")].push_back(order[k]);
+    }
+    std::vector<std::pair<int64_t, std::string>> groups;  // (-bytes, label)
+    for (const auto& [label, members] : by_source) {
+      int64_t bytes = 0;
+      for (size_t i : members) bytes += bufs[i].bytes.value();
+      groups.push_back({-bytes, label});
+    }
+    std::sort(groups.begin(), groups.end());
+    std::vector<size_t> rest;
+    for (size_t g = 0; g < groups.size(); ++g) {
+      const std::string& label = groups[g].second;
+      const std::vector<size_t>& members = by_source[label];
+      if (by != VizColorBy::kSource || g >= kMaxSourceBands) {
+        rest.insert(rest.end(), members.begin(), members.end());
+        continue;
+      }
+      const std::string name = label.empty() ? "no stack recorded" : label;
+      for (size_t i : members) band_of[i] = static_cast<int32_t>(bands.size());
+      bands.push_back({absl::StrCat(name, " (", WithCommas(static_cast<int64_t>(members.size())), " smaller)"),
+                       label.empty() ? viz_internal::kUnknownSourceColor : viz_internal::LabelColor(label), -1,
+                       absl::StrCat(WithCommas(static_cast<int64_t>(members.size())), " smaller allocations from ",
+                                    name, ", merged: ", HumanBytes(Bytes(-groups[g].first)), " allocated")});
+    }
+    if (!rest.empty()) {
+      for (size_t i : rest) band_of[i] = static_cast<int32_t>(bands.size());
+      bands.push_back({absl::StrCat(WithCommas(static_cast<int64_t>(rest.size())), " smaller allocations"),
                        kSummarizedColor, -1,
-                       absl::StrCat(WithCommas(static_cast<int64_t>(summarized)),
+                       absl::StrCat(WithCommas(static_cast<int64_t>(rest.size())),
                                     " smaller allocations, summarized (max_active_allocations ",
                                     o.max_active_allocations, ")")});
-      for (size_t k = keep; k < order.size(); ++k) band_of[order[k]] = rest;
     }
   }
   const size_t nbands = bands.size();
@@ -240,7 +271,7 @@ std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) {
                            : absl::StrCat("each allocation a band, stacked in allocation order (as memory_viz): the ",
                                           WithCommas(static_cast<int64_t>(drawn)), " largest",
                                           summarized > 0 ? absl::StrCat("; ", WithCommas(static_cast<int64_t>(summarized)),
-                                                                        " smaller ones as one band on top")
+                                                                        by == VizColorBy::kSource ? " smaller ones merged per source on top" : " smaller ones as one band on top")
                                                          : ""),
                    pw, 12),
            "fill=\"#555\"");
@@ -323,9 +354,11 @@ std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) {
   } else {
     if (before > 0) entry(kBeforeColor, bands[0].label);
     if (by == VizColorBy::kSource) {
-      std::map<std::string, int64_t> bytes_of;
-      for (const Band& b : bands) {
-        if (b.buffer >= 0) bytes_of[sources[static_cast<size_t>(b.buffer)].label] += bufs[static_cast<size_t>(b.buffer)].bytes.value();
+      std::map<std::string, int64_t> bytes_of;  // every allocation coloured by its source
+      for (size_t i = 0; i < nb; ++i) {
+        if (band_of[i] >= 0 && bands[static_cast<size_t>(band_of[i])].color != kSummarizedColor) {
+          bytes_of[sources[i].label] += bufs[i].bytes.value();
+        }
       }
       std::vector<std::pair<int64_t, std::string>> ranked;
       for (const auto& [label, bytes] : bytes_of) ranked.push_back({-bytes, label});
@@ -345,7 +378,7 @@ std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) {
       svg.Text(lx, ly + 1, FitText("(no stacks or op names recorded)", lw, 12), "fill=\"#444\"");
       ly += 17;
     }
-    if (summarized > 0) entry(kSummarizedColor, bands.back().label, "fill-opacity=\"0.7\"");
+    if (bands.back().color == kSummarizedColor) entry(kSummarizedColor, bands.back().label, "fill-opacity=\"0.7\"");
   }
   ly += 8;
   svg.Text(lx, ly, "hover a band for details", "fill=\"#444\"");
