@@ -187,16 +187,21 @@ constexpr char kRecorded[] =
     "free 1\n"
     "end 6\n";
 
+// `trace` through pytorch_caching on an H100, from an empty allocator.
+StepReport ReportOf(const Trace& trace) {
+  RunSpec spec;
+  spec.device = *LoadDeviceSpec("h100-sxm-80gb");
+  spec.allocator.impl = "pytorch_caching";
+  auto r = ReportFromTrace(trace, spec);
+  EXPECT_TRUE(r.ok()) << r.status();
+  return r.ok() ? *r : StepReport{};
+}
+
 StepReport ReportOf(const std::string& text) {
   std::istringstream in(text);
   auto trace = ReadTrace(in, "t.trace");
   EXPECT_TRUE(trace.ok()) << trace.status();
-  RunSpec spec;
-  spec.device = *LoadDeviceSpec("h100-sxm-80gb");
-  spec.allocator.impl = "pytorch_caching";
-  auto r = ReportFromTrace(*trace, spec);
-  EXPECT_TRUE(r.ok()) << r.status();
-  return *r;
+  return trace.ok() ? ReportOf(*trace) : StepReport{};
 }
 
 TEST(VizSources, RecorderOpsAreSourcesWithTheirFactsAndUnknownsSaid) {
@@ -251,14 +256,10 @@ TEST(VizSources, ActiveMemorySummarizesPastItsLimitAndKeepsThePeak) {
 TEST(VizSources, ActiveMemoryMergesTheRestPerSource) {
   auto trace = LoadTraceForExplain(kSnapshot);
   ASSERT_TRUE(trace.ok()) << trace.status();
-  RunSpec spec;
-  spec.device = *LoadDeviceSpec("h100-sxm-80gb");
-  spec.allocator.impl = "pytorch_caching";
-  auto r = ReportFromTrace(*trace, spec);
-  ASSERT_TRUE(r.ok()) << r.status();
+  const StepReport r = ReportOf(*trace);
   VizOptions o;
   o.max_active_allocations = 1;  // the 4 MiB block its own band; the others merged per source
-  const std::string svg = ActiveMemorySvg(*r, o);
+  const std::string svg = ActiveMemorySvg(r, o);
   EXPECT_TRUE(CheckXmlWellFormed(svg).ok());
   EXPECT_NE(svg.find("2 smaller ones merged per source on top"), std::string::npos);
   for (const char* label : {"model.py:14 forward", "train.py:33 train_step"}) {
