@@ -1,6 +1,7 @@
 // viz: pictures of one simulated step (issue 7, "See the memory").
 //
-//   memory_map.svg/.png  buffers as rectangles over time × address, by role
+//   memory_map.svg/.png  buffers as rectangles over time × address, coloured
+//                        by role, source or allocation (VizColorBy)
 //   lifetimes.svg/.png   one bar per buffer over the op timeline, by role
 //   dataflow.svg/.png/.dot  one loop iteration's ops and buffers (Graphviz),
 //                        rolled beside unrolled when both lowerings are given
