@@ -3,6 +3,8 @@
 // bounded and well-formed):
 //   BM_VizScaleSvgs       memory map + lifetimes + timeline SVGs: target 5 s
 //   BM_VizScalePerfetto   timeline.json
+//   BM_VizScaleActiveMemory the active memory timeline, by role (Arg 0/1)
+//                         and by allocation (Arg 2: eager, 200 bands)
 //   BM_VizScaleWriteCharts every chart with its PNG (WriteCharts): target 30 s
 // Arg 0: eager (through the caching allocator), 1: XLA. Each reports
 // target_s, the target it is held to, beside its time; they were unit-test
@@ -49,6 +51,23 @@ void BM_VizScaleSvgs(benchmark::State& state) {
       benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
 }
 BENCHMARK(BM_VizScaleSvgs)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_VizScaleActiveMemory(benchmark::State& state) {
+  const StepReport* r = Step(state.range(0) == 1);
+  if (r == nullptr) return state.SkipWithError("the synthetic step failed to build");
+  VizOptions o;
+  if (state.range(0) == 2) o.color_by = VizColorBy::kAllocation;
+  state.SetLabel(state.range(0) == 2 ? "eager, by allocation" : state.range(0) ? "xla, by role" : "eager, by role");
+  size_t bytes = 0;
+  for (auto _ : state) {
+    const std::string svg = ActiveMemorySvg(*r, o);
+    bytes = svg.size();
+    benchmark::DoNotOptimize(bytes);
+  }
+  state.counters["svg_bytes"] =
+      benchmark::Counter(static_cast<double>(bytes), benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
+}
+BENCHMARK(BM_VizScaleActiveMemory)->Arg(0)->Arg(1)->Arg(2)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 void BM_VizScalePerfetto(benchmark::State& state) {
   const StepReport* r = nullptr;

@@ -219,7 +219,7 @@ done
 run_case "charts and report identical over $REPEATS runs" "0" "1 variant" "" bash -c '
   cd "$1" || exit 1
   bad=0
-  for f in dataflow.svg dataflow.png lifetimes.svg lifetimes.png memory_map.svg memory_map.png timeline.svg \
+  for f in dataflow.svg dataflow.png lifetimes.svg lifetimes.png memory_map.svg memory_map.png timeline.svg active_memory.svg active_memory.png \
            timeline.png timeline.json report.html result.json trace.gpusim; do
     v=$(sha256sum det*/"$f" | cut -d" " -f1 | sort -u | wc -l)
     [ "$v" = 1 ] || { echo "$f: $v variants"; bad=1; }

@@ -87,6 +87,22 @@ TEST(ImportSnapshotTest, GptTrainingSnapshot) {
   EXPECT_EQ(via_import->memory_events.size(), 5163u);
 }
 
+// validation/*/snapshots/ ships its pickles gzipped (x.pickle.gz): they load
+// as the pickle they hold, and a gzipped JSON snapshot as its JSON.
+TEST(ImportSnapshotTest, GzippedPickleAndJson) {
+  if (!HavePython()) GTEST_SKIP() << "python3 not found: cannot convert the pickle";
+  auto s = LoadSnapshot(GPUSIM_SOURCE_DIR "/validation/h200_2026-12-04/snapshots/bert_test.pickle.gz");
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->trace.memory_events.size(), 900u);
+  EXPECT_EQ(s->segments.size(), 10u);
+  const std::string json = ::testing::TempDir() + "/snapshot.json.gz";
+  ASSERT_EQ(std::system(("gzip -c " GPUSIM_SOURCE_DIR "/tests/data/snapshots/cpp_frames_snapshot.json > " + json).c_str()),
+            0);
+  auto j = LoadSnapshot(json);
+  ASSERT_TRUE(j.ok()) << j.status();
+  EXPECT_EQ(j->trace.memory_events.size(), 8u);
+}
+
 TEST(ImportSnapshotTest, ConverterRefusesAnyClass) {
   if (!HavePython()) GTEST_SKIP() << "python3 not found";
   const std::string evil = ::testing::TempDir() + "/with_class.pickle";

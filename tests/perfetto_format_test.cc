@@ -34,6 +34,9 @@ struct Summary {
   int64_t slices = 0, async_pairs = 0;
   std::vector<std::string> instants;
   int64_t peak_bytes = -1;
+  double max_ts = 0;           // the latest event's ts (µs)
+  double bound_end = -1;       // otherData time_bounds_us[1]
+  std::string clock;           // otherData clock
 };
 
 // Checks every rule; failures are gtest failures naming the event index.
@@ -50,6 +53,12 @@ Summary CheckTraceEventFormat(const std::string& json) {
   }
   int64_t peak = -1;
   if (!doc["otherData"]["peak_bytes"].get(peak)) s.peak_bytes = peak;
+  std::string_view clock;
+  if (!doc["otherData"]["clock"].get(clock)) s.clock = std::string(clock);
+  simdjson::dom::array bounds;
+  if (!doc["otherData"]["time_bounds_us"].get(bounds) && bounds.size() == 2) {
+    EXPECT_FALSE(bounds.at(1).get(s.bound_end));
+  }
   simdjson::dom::array events;
   EXPECT_FALSE(doc["traceEvents"].get(events));
   std::set<std::pair<int64_t, int64_t>> named_threads, used_threads;
@@ -75,6 +84,7 @@ Summary CheckTraceEventFormat(const std::string& json) {
     if (ph != "M") {
       EXPECT_FALSE(e["ts"].get(ts)) << "event " << k << ": no ts";
       EXPECT_GE(ts, 0) << "event " << k;
+      s.max_ts = std::max(s.max_ts, ts);
       used_processes.insert(pid);
     }
     if (ph == "M") {
@@ -204,6 +214,37 @@ TEST(PerfettoFormat, ReplayedKinetoTraceWithRecordedCounters) {
   // Eager semantics: the live counter's maximum is the reported peak.
   EXPECT_EQ(s.counter_max["live bytes/live"], s.peak_bytes);
   EXPECT_GT(s.async_pairs, 50);
+}
+
+// A memory snapshot has no timed events: it runs on its trace entries'
+// time_us (Note [A snapshot's clock], viz/perfetto.cc), with a slice over the
+// recorded window, one async slice per allocation, the allocator's counters
+// and time bounds that hold every event. The test snapshot is JSON (no
+// python3 needed); the CS336 pickle, when python3 is here.
+void CheckSnapshotTimeline(const std::string& snapshot, int64_t allocations, double window_us) {
+  const std::string dir = ::testing::TempDir() + "/perfetto_format_snapshot_" + std::to_string(getpid());
+  const std::string cmd = std::string(GPUSIM_BINARY " viz ") + snapshot + " --out " + dir + " >/dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto json = ReadFileToString(dir + "/timeline.json");
+  ASSERT_TRUE(json.ok()) << json.status();
+  Summary s = CheckTraceEventFormat(*json);
+  EXPECT_EQ(s.clock.rfind("recorded (the trace's own timestamps", 0), 0u) << s.clock;
+  EXPECT_GE(s.slices, 1);  // the recorded window
+  EXPECT_EQ(s.async_pairs, allocations);
+  EXPECT_GT(s.counter_samples["allocated bytes"], 1);
+  EXPECT_GT(s.counter_samples["reserved bytes"], 0);
+  EXPECT_GT(s.counter_samples["live bytes"], 1);
+  EXPECT_DOUBLE_EQ(s.bound_end, window_us);
+  EXPECT_LE(s.max_ts, s.bound_end + 0.001);  // every event within the bounds (one 1 ns settle point at most)
+}
+
+TEST(PerfettoFormat, ReplayedSnapshotOnItsRecordedClock) {
+  CheckSnapshotTimeline(GPUSIM_SOURCE_DIR "/tests/data/snapshots/cpp_frames_snapshot.json", 3, 805);
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not found: the pickle is not read";
+  // CS336: 1,721 allocations in the window and 229 blocks allocated before
+  // it (no time_us: at the head, in event order), over 248,181 us of time_us.
+  CheckSnapshotTimeline(GPUSIM_SOURCE_DIR "/traces/recorded/cs336_gpt_training_snapshot.pickle", 1721 + 229,
+                        248181);
 }
 
 }  // namespace

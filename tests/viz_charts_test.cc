@@ -215,10 +215,14 @@ TEST(VizPerfetto, SlicesCountersDeterministic) {
 TEST(VizHtml, SelfContainedWithChartsAndPeakBuffers) {
   auto html = HtmlReport(Llama());
   ASSERT_TRUE(html.ok()) << html.status();
-  // One inline script (the render check), nothing fetched.
+  // One inline script (zoom, pan, hover), nothing fetched.
   EXPECT_EQ(Count(*html, "<script"), 1u);
   EXPECT_EQ(html->find("<script src"), std::string::npos);
-  EXPECT_NE(html->find("id=\"render-check\" data-expected=\"4\""), std::string::npos);
+  // No test code or text ships: the self-test is tests/report_selftest.js,
+  // which tests/browser_report_test.sh adds to a copy of the page.
+  for (const char* test_text : {"render-check", "interaction-check", "selftest", "self-test", "data-expected"}) {
+    EXPECT_EQ(html->find(test_text), std::string::npos) << test_text;
+  }
   EXPECT_EQ(html->find("src=\"http"), std::string::npos);
   EXPECT_EQ(html->find("href=\"http"), std::string::npos);
   // The JAX arena verdict (llama7b at param_scan_axis=1, remat full needs
@@ -233,7 +237,8 @@ TEST(VizHtml, SelfContainedWithChartsAndPeakBuffers) {
   // row and a memory-map block of the same buffer.
   const std::string id = absl::StrCat("data-b=\"", BuffersAtPeak(Llama())[0].buffer, "\"");
   EXPECT_GE(Count(*html, id), 2u) << id;
-  EXPECT_EQ(Count(*html, "<svg"), 4u);
+  EXPECT_EQ(Count(*html, "<svg"), 5u);  // timeline, active memory, memory map, lifetimes, dataflow
+  EXPECT_NE(html->find("<figure class=\"zoomable\" id=\"active-memory\">"), std::string::npos);
   EXPECT_NE(html->find(WithCommas(Llama().temp.value()) + " B"), std::string::npos);  // temp, exact
   EXPECT_EQ(Llama().temp.value(), 28639281152);
   const std::vector<PeakBuffer> top = BuffersAtPeak(Llama());
@@ -255,7 +260,7 @@ TEST(VizWrite, WritesEveryFile) {
   ASSERT_TRUE(WritePerfettoTimeline(ScanCarry(), dir + "/trace.json").ok());
   ASSERT_TRUE(WriteHtmlReport(ScanCarry(), dir).ok());
   for (const char* f : {"memory_map.svg", "memory_map.png", "lifetimes.svg", "lifetimes.png", "timeline.svg",
-                        "timeline.png", "dataflow.dot", "dataflow.svg", "dataflow.png", "trace.json", "report.html"}) {
+                        "timeline.png", "active_memory.svg", "active_memory.png", "dataflow.dot", "dataflow.svg", "dataflow.png", "trace.json", "report.html"}) {
     auto data = ReadFileToString(dir + "/" + f);
     ASSERT_TRUE(data.ok()) << f;
     EXPECT_GT(data->size(), 100u) << f;

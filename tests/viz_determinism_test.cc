@@ -51,8 +51,8 @@ TEST(VizDeterminism, DataflowLayoutIsTheSameOnEveryCallInOneProcess) {
 // Every file two runs wrote into `a` and `b`.
 void ExpectSameFiles(const std::string& a, const std::string& b) {
   for (const char* name : {"dataflow.dot", "dataflow.svg", "dataflow.png", "memory_map.svg", "memory_map.png",
-                           "lifetimes.svg", "lifetimes.png", "timeline.svg", "timeline.png", "timeline.json",
-                           "report.html"}) {
+                           "lifetimes.svg", "lifetimes.png", "timeline.svg", "timeline.png", "active_memory.svg",
+                           "active_memory.png", "timeline.json", "report.html"}) {
     auto x = ReadFileToString(a + "/" + name);
     auto y = ReadFileToString(b + "/" + name);
     ASSERT_TRUE(x.ok()) << x.status();
@@ -72,9 +72,13 @@ TEST(VizDeterminism, TwoRunsWriteTheSameBytes) {
     ASSERT_EQ(Sh(bin + " viz " GPUSIM_SOURCE_DIR
                  "/traces/recorded/tracelens_h100_bert-small_inference.pt.trace.json.gz --out " + dir + "/viz" +
                  std::to_string(i) + " >/dev/null"), 0);
+    // A snapshot: coloured by source (label hashes), on its recorded clock.
+    ASSERT_EQ(Sh(bin + " viz " GPUSIM_SOURCE_DIR "/tests/data/snapshots/cpp_frames_snapshot.json --out " + dir +
+                 "/snap" + std::to_string(i) + " >/dev/null"), 0);
   }
   ExpectSameFiles(dir + "/run0", dir + "/run1");
   ExpectSameFiles(dir + "/viz0", dir + "/viz1");
+  ExpectSameFiles(dir + "/snap0", dir + "/snap1");
   Sh("rm -rf " + dir);
 }
 

@@ -18,7 +18,15 @@ void CheckScale(const StepReport& r, const char* label) {
   const std::string map = MemoryMapSvg(r);
   const std::string life = LifetimesSvg(r);
   const std::string line = TimelineSvg(r);
-  for (const std::string* s : {&map, &life, &line}) EXPECT_TRUE(CheckXmlWellFormed(*s).ok());
+  const std::string active = ActiveMemorySvg(r);  // by role
+  VizOptions by_alloc;
+  by_alloc.color_by = VizColorBy::kAllocation;  // stacked by allocation, the 200 largest
+  const std::string stacked = ActiveMemorySvg(r, by_alloc);
+  for (const std::string* s : {&map, &life, &line, &active, &stacked}) EXPECT_TRUE(CheckXmlWellFormed(*s).ok());
+  EXPECT_LT(active.size(), 1u << 20);
+  EXPECT_LT(stacked.size(), 2u << 20);
+  EXPECT_NE(active.find("live bytes by role"), std::string::npos);
+  EXPECT_NE(stacked.find("smaller allocations"), std::string::npos);
   EXPECT_LT(map.size(), 2u << 20);
   EXPECT_LT(life.size(), 1u << 20);
   EXPECT_LT(line.size(), 1u << 20);

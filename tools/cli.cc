@@ -566,7 +566,7 @@ int CmdAdvise(AdviseCli c) {
 // kept for the timeline; then the charts, timeline and report are written.
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
            const std::string& allocator, const std::string& out_dir, const std::string& snapshot,
-           const std::string& format, const EagerDeviceOptions& device_options) {
+           const std::string& format, const EagerDeviceOptions& device_options, const std::string& color_by) {
   // Note [Sniffing inputs] (sim/base/file_util.h); run config text is no file.
   std::string first;
   if (!IsRunConfigText(file)) {
@@ -577,7 +577,13 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   absl::StatusOr<StepReport> report;
   std::optional<StepReport> other;
   std::vector<RecordedMemorySample> recorded_counters;
+  std::vector<SimTime> recorded_times;
   VizOptions viz;
+  // viz/alloc_source.h: how blocks are coloured (checked by the option).
+  viz.color_by = color_by == "role"         ? VizColorBy::kRole
+                 : color_by == "source"     ? VizColorBy::kSource
+                 : color_by == "allocation" ? VizColorBy::kAllocation
+                                            : VizColorBy::kAuto;
   std::string rank_note;  // a launch line: which rank is drawn
   const bool yaml = IsRunConfigArg(file);
   if (yaml || IsHloFile(file)) {
@@ -623,7 +629,8 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
       if (st.ok()) st = ResolveReplayCapacity(device, &o);
       if (!st.ok()) return Fail(st);
       std::optional<std::vector<RecordedMemorySample>> counters;
-      report = ReportFromRecording(file, device, o, &counters);
+      report = ReportFromRecording(file, device, o, &counters, &recorded_times);
+      viz.recorded_times = &recorded_times;
       if (counters.has_value()) {
         recorded_counters = *std::move(counters);
         viz.recorded_memory = &recorded_counters;
@@ -927,7 +934,8 @@ int RunCli(int argc, char** argv) {
   cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
   cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
 
-  std::string viz_file, viz_out, viz_device, viz_allocator, viz_snapshot, viz_format = "text", viz_cudnn, viz_sdpa;
+  std::string viz_file, viz_out, viz_device, viz_allocator, viz_snapshot, viz_format = "text", viz_cudnn, viz_sdpa,
+      viz_color_by = "auto";
   std::vector<std::string> viz_sets;
   CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
   viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
@@ -942,6 +950,10 @@ int RunCli(int argc, char** argv) {
   viz_cmd->add_option("--format", viz_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
   viz_cmd->add_option("--cudnn-workspace", viz_cudnn, kCudnnHelp);
   viz_cmd->add_option("--sdpa-backend", viz_sdpa, kSdpaHelp);
+  viz_cmd->add_option("--color-by", viz_color_by,
+                      "Colour blocks by role, source (the user's innermost Python frame or the recorder's op) or "
+                      "allocation; auto: role where roles are recorded, else source, else allocation")
+      ->check(CLI::IsMember({"auto", "role", "source", "allocation"}));
 
   viz_cmd->add_option("--snapshot", viz_snapshot,
                       "Also write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
@@ -1065,7 +1077,7 @@ int RunCli(int argc, char** argv) {
     if (*advise_cmd) return CmdAdvise(advise);
     if (*viz_cmd) {
       return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot, viz_format,
-                    EagerDeviceOptions{viz_cudnn, viz_sdpa});
+                    EagerDeviceOptions{viz_cudnn, viz_sdpa}, viz_color_by);
     }
     if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
     if (*val_cmd) return CmdValidateAny(validate_file, validate_sets, validate_format);

@@ -83,10 +83,12 @@ int CmdReplay(const ReplayCli& c);
 // the import and start state of `gpusim replay` under `options`, then that
 // import through the engine from that state, on `device` (NAME or PATH;
 // empty: the recorded device, else H100-SXM-80GB). `counters` (may be
-// null) receives the recorded memory counters.
+// null) receives the recorded memory counters, `times` (may be null) each
+// event's recorded time (RecordedEventTimes, viz/viz.h).
 absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const std::string& device,
                                                const ReplayOptions& options,
-                                               std::optional<std::vector<RecordedMemorySample>>* counters);
+                                               std::optional<std::vector<RecordedMemorySample>>* counters,
+                                               std::vector<SimTime>* times = nullptr);
 // A native trace (gpusim-trace) as `gpusim viz` draws it: the start state
 // `gpusim replay` replays it from (ReplayNativeTrace: the bytes live before
 // recording, Trace::preexisting, held by the allocator) through `spec`'s

@@ -231,7 +231,8 @@ std::string RenderVizJson(const StepReport& r, const std::string& out_dir, const
       .String("out", out_dir)
       .BeginArray("files");
   for (const char* f : {"memory_map.svg", "memory_map.png", "lifetimes.svg", "lifetimes.png", "timeline.svg",
-                        "timeline.png", "dataflow.dot", "dataflow.svg", "dataflow.png", "timeline.json", "report.html"}) {
+                        "timeline.png", "active_memory.svg", "active_memory.png", "dataflow.dot", "dataflow.svg",
+                        "dataflow.png", "timeline.json", "report.html"}) {
     j.String("", absl::StrCat(out_dir, "/", f));
   }
   j.EndArray();

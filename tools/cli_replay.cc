@@ -40,7 +40,8 @@ absl::Status WriteReplayedSnapshot(const std::string& path, const std::string& d
 // import and start state of `gpusim replay`, then the engine from there.
 absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const std::string& device,
                                                const ReplayOptions& options,
-                                               std::optional<std::vector<RecordedMemorySample>>* counters) {
+                                               std::optional<std::vector<RecordedMemorySample>>* counters,
+                                               std::vector<SimTime>* times) {
   ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
   if (loaded.native.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -56,7 +57,10 @@ absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const st
   ToNativeOptions to_native;
   to_native.device = o.device;
   ConversionStats stats;
+  std::vector<int64_t> source_index;
+  to_native.source_index = &source_index;
   ASSIGN_OR_RETURN(Trace trace, ToNativeTrace(recorded, to_native, &stats));
+  if (times != nullptr) *times = RecordedEventTimes(recorded, source_index);
   if (counters != nullptr) {
     auto c = RecordedMemoryCounters(recorded, trace, stats);
     if (c.ok()) {

@@ -12,6 +12,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "viz/alloc_source.h"
 #include "viz/step_view.h"
 #include "viz/svg.h"
 #include "viz/viz.h"
@@ -35,6 +36,11 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
   const StepView v = viz_internal::BuildStepView(r);
   const auto& bufs = r.lowered.buffers;
   const size_t nb = bufs.size();
+  // Rows are grouped by role; a bar is coloured and named as the memory map
+  // colours and labels its block (viz/alloc_source.h).
+  const std::vector<viz_internal::AllocSource> sources = viz_internal::AllocSources(r);
+  const VizColorBy by = viz_internal::ResolveColorBy(r, sources, o.color_by);
+  auto row_name = [&](size_t i) { return by == VizColorBy::kRole || sources[i].label.empty() ? bufs[i].name : sources[i].label; };
   // The x axis: op ordinals, or for a trace with no ops (a memory snapshot)
   // memory-event ordinals in trace order, so each block's bar spans its
   // alloc to its free.
@@ -93,7 +99,7 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
   }
   absl::flat_hash_map<std::string, int> name_count;  // among the bars
   for (size_t i = 0; i < nb; ++i) {
-    if (barred[i]) ++name_count[bufs[i].name];
+    if (barred[i]) ++name_count[row_name(i)];
   }
   size_t rows = 0;
   for (const Group& g : groups) rows += 1 + g.bars.size() + (g.rest.empty() ? 0 : 1);
@@ -149,16 +155,21 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
       const BufferInfo& b = bufs[i];
       // A recorded trace names blocks by address, which repeats: such
       // labels also say where the bar lies, so every row reads apart.
-      const bool repeated = name_count[b.name] > 1;
+      const std::string name = row_name(i);
+      const bool repeated = name_count[name] > 1;
       svg.Text(10, y + 11,
-               FitText(repeated ? absl::StrCat(b.name, by_events ? " @ events " : " @ ops ", x0[i], "–", x1[i]) : b.name,
+               FitText(repeated ? absl::StrCat(name, by_events ? " @ events " : " @ ops ", x0[i], "–", x1[i]) : name,
                        245, 11));
       svg.Text(kLabel - 8, y + 11, HumanBytes(b.bytes), "text-anchor=\"end\" fill=\"#444\"");
       const double left = X(x0[i]), w = std::max(X(x1[i]) - left, 1.0);
-      svg.RectWithTitle(left, y + 2, w, kRow - 4, color,
-                        absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B); ",
-                                     by_events ? "memory events " : "ops ", x0[i], "–", x1[i],
-                                     b.origin.empty() ? "" : "; ", b.origin),
+      std::string title = absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B); ",
+                                       by_events ? "memory events " : "ops ", x0[i], "–", x1[i],
+                                       b.origin.empty() ? "" : "; ", b.origin);
+      if (by != VizColorBy::kRole || !sources[i].label.empty()) {
+        for (const std::string& line : viz_internal::SourceLines(sources[i])) absl::StrAppend(&title, "\n", line);
+      }
+      svg.RectWithTitle(left, y + 2, w, kRow - 4,
+                        by == VizColorBy::kRole ? color : viz_internal::BufferColor(r, sources, by, b.id), title,
                         absl::StrCat("data-b=\"", i, "\""));  // report.html's cross-chart hover
       y += kRow;
     }

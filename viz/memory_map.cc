@@ -1,5 +1,6 @@
 // The memory map: every buffer a rectangle over (simulated time × address),
-// coloured by role.
+// coloured by role, or for a recording without roles by its source (the
+// user's innermost Python frame, viz/alloc_source.h) and labelled by it.
 //
 // Addresses. XLA (framework jax): arguments stacked from 0 in buffer order,
 // then the outputs that own a buffer (not aliased into a donated argument),
@@ -21,6 +22,7 @@
 #include <algorithm>
 #include <cmath>
 #include <map>
+#include <tuple>
 #include <numeric>
 
 #include "absl/strings/str_cat.h"
@@ -29,6 +31,7 @@
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/graph_pools.h"
 #include "sim/alloc/start_state.h"
+#include "viz/alloc_source.h"
 #include "viz/step_view.h"
 #include "viz/svg.h"
 #include "viz/viz.h"
@@ -212,6 +215,9 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   const StepView v = viz_internal::BuildStepView(r);
   const auto& bufs = r.lowered.buffers;
   const size_t nb = bufs.size();
+  const std::vector<viz_internal::AllocSource> sources = viz_internal::AllocSources(r);
+  const VizColorBy by = viz_internal::ResolveColorBy(r, sources, o.color_by);
+  auto color_of = [&](size_t i) { return viz_internal::BufferColor(r, sources, by, static_cast<BufferId>(i)); };
 
   // Addresses.
   std::vector<int64_t> addr(nb, 0);
@@ -387,12 +393,16 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
                                            std::string(RoleName(b.role)), "; live ", viz_internal::WhenLabel(v, v.t0[q.i]), " → ",
                                            viz_internal::WhenLabel(v, v.t1[q.i]), b.origin.empty() ? "" : "; ", b.origin,
                                            GraphPoolNote(r, b.id),
+                                           absl::StrJoin(viz_internal::SourceLines(sources[q.i]), "",
+                                                         [](std::string* out, const std::string& f) {
+                                                           absl::StrAppend(out, "\n", f);
+                                                         }),
                                            absl::StrJoin(viz_internal::AllocFrames(r, b.id, 3), "",
                                                          [](std::string* out, const std::string& f) {
                                                            absl::StrAppend(out, "\n  at ", f);
                                                          }));
     // data-b: the buffer, for report.html's cross-chart hover.
-    svg.RectWithTitle(q.x, q.y, q.w, q.h, RoleColor(b.role), title,
+    svg.RectWithTitle(q.x, q.y, q.w, q.h, color_of(q.i), title,
                       absl::StrCat("data-b=\"", q.i, "\"",
                                    q.h >= 3 && q.w >= 3 ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : ""));
   }
@@ -426,19 +436,27 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     const R& q = rects[k];
     if (q.h < 11 || q.w < 70) continue;
     const BufferInfo& b = bufs[q.i];
-    const bool two = q.h >= 24 && !b.origin.empty();
+    const viz_internal::AllocSource& src = sources[q.i];
+    // Role colouring: the name, then the source (else the origin). Source
+    // or allocation colouring: the source, then its module or op.
+    const std::string head = by == VizColorBy::kRole || src.label.empty() ? b.name : src.label;
+    const std::string sub = by == VizColorBy::kRole ? (src.label.empty() ? b.origin : src.label)
+                            : !src.module.empty() ? absl::StrCat("module ", src.module, src.op.empty() ? "" : "; ", src.op)
+                            : !src.op.empty() ? src.op
+                            : src.label.empty() ? "no stack recorded" : "";
+    const bool two = q.h >= 24 && !sub.empty();
     const Box box{q.x, q.y + q.h / 2 - (two ? 12 : 6), q.w, two ? 24.0 : 12.0};
     if (!layer.Take(box)) continue;
     ++labels;
-    const std::string color(viz_internal::TextColorOn(RoleColor(b.role)));
+    const std::string color(viz_internal::TextColorOn(color_of(q.i)));
     const std::string fill = absl::StrCat("fill=\"", color, "\" font-size=\"10.5\"");
     const double room = std::min(q.w, kLeft + pw - q.x) - 8;
-    const std::string line1 = absl::StrCat(b.name, "  ", HumanBytes(b.bytes));
+    const std::string line1 = absl::StrCat(head, "  ", HumanBytes(b.bytes));
     if (two) {
       svg.Text(q.x + 4, q.y + q.h / 2 - 2, FitText(line1, room, 10.5), fill + " font-weight=\"bold\"");
-      svg.Text(q.x + 4, q.y + q.h / 2 + 10, FitText(b.origin, room, 10.5), fill);
+      svg.Text(q.x + 4, q.y + q.h / 2 + 10, FitText(sub, room, 10.5), fill);
     } else {
-      const std::string line = b.origin.empty() ? line1 : absl::StrCat(line1, " — ", b.origin);
+      const std::string line = sub.empty() ? line1 : absl::StrCat(line1, " — ", sub);
       svg.Text(q.x + 4, q.y + q.h / 2 + 4, FitText(line, room, 10.5), fill);
     }
   }
@@ -476,18 +494,7 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
 
   // Axes.
   svg.Rect(kLeft, kTop, pw, ph, "none", "stroke=\"#333\"");
-  const double gib = static_cast<double>(1LL << 30);
-  const bool in_gib = ymax >= gib;
-  const double unit = in_gib ? gib : (ymax >= 1 << 20 ? static_cast<double>(1 << 20) : 1024.0);
-  const char* unit_name = in_gib ? "GiB" : (ymax >= 1 << 20 ? "MiB" : "KiB");
-  const double ystep = viz_internal::NiceStep(ymax / unit, 8);
-  for (double t = 0; t * unit <= ymax; t += ystep) {
-    const double y = Y(t * unit);
-    svg.Line(kLeft - 4, y, kLeft, y, "#333");
-    svg.Text(kLeft - 6, y + 4, absl::StrFormat("%g", t), "text-anchor=\"end\"");
-  }
-  svg.Text(18, kTop + ph / 2, absl::StrCat("address (", unit_name, ")"),
-           absl::StrCat("transform=\"rotate(-90 18 ", Num(kTop + ph / 2), ")\" text-anchor=\"middle\""));
+  viz_internal::DrawBytesAxis(svg, ymax, kLeft, kTop, pw, ph, 8, /*grid=*/false, "address");
   viz_internal::DrawTimeAxis(svg, v, tmax, kLeft, kTop, pw, ph, kHeight - 10);
   // Loop iterations: ticks under the axis.
   if (v.iterations.size() <= 400) {
@@ -497,14 +504,47 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   // Legend.
   double ly = kTop + 4;
   const double lx = kLeft + pw + 16;
-  svg.Text(lx, ly + 6, "role", "font-weight=\"bold\"");
+  svg.Text(lx, ly + 6, by == VizColorBy::kRole ? "role" : absl::StrCat("colour: ", viz_internal::ColorByName(by)),
+           "font-weight=\"bold\"");
   ly += 18;
-  std::array<Bytes, kNumRoles> by_role{};
-  for (const BufferInfo& b : bufs) by_role[static_cast<size_t>(b.role)] += b.bytes;
-  for (Role role : viz_internal::LegendRoles()) {
-    if (by_role[static_cast<size_t>(role)].value() == 0) continue;
-    svg.Rect(lx, ly - 9, 12, 12, RoleColor(role));
-    svg.Text(lx + 18, ly + 1, std::string(RoleName(role)));
+  if (by == VizColorBy::kRole) {
+    std::array<Bytes, kNumRoles> by_role{};
+    for (const BufferInfo& b : bufs) by_role[static_cast<size_t>(b.role)] += b.bytes;
+    for (Role role : viz_internal::LegendRoles()) {
+      if (by_role[static_cast<size_t>(role)].value() == 0) continue;
+      svg.Rect(lx, ly - 9, 12, 12, RoleColor(role));
+      svg.Text(lx + 18, ly + 1, std::string(RoleName(role)));
+      ly += 17;
+    }
+  } else if (by == VizColorBy::kSource) {
+    // The sources holding the most bytes at the peak, then over the step.
+    std::map<std::string, std::pair<int64_t, int64_t>> bytes_of;  // label → (at the peak, allocated)
+    for (size_t i = 0; i < nb; ++i) {
+      auto& [at_peak, total] = bytes_of[sources[i].label];
+      total += bufs[i].bytes.value();
+      if (v.peak_event >= 0 && bufs[i].alloc_event <= v.peak_event &&
+          (bufs[i].free_event < 0 || bufs[i].free_event > v.peak_event)) {
+        at_peak += bufs[i].bytes.value();
+      }
+    }
+    std::vector<std::tuple<int64_t, int64_t, std::string>> ranked;
+    for (const auto& [label, b] : bytes_of) ranked.push_back({-b.first, -b.second, label});
+    std::sort(ranked.begin(), ranked.end());
+    constexpr size_t kShown = 16;
+    for (size_t k = 0; k < ranked.size() && k < kShown; ++k) {
+      const std::string& label = std::get<2>(ranked[k]);
+      svg.Rect(lx, ly - 9, 12, 12, label.empty() ? viz_internal::kUnknownSourceColor : viz_internal::LabelColor(label));
+      svg.Text(lx + 18, ly + 1, FitText(label.empty() ? "no stack recorded" : label, kRight - 44, 12));
+      ly += 17;
+    }
+    if (ranked.size() > kShown) {
+      svg.Text(lx, ly + 1, absl::StrCat("… and ", ranked.size() - kShown, " more sources"), "fill=\"#444\"");
+      ly += 17;
+    }
+  } else {
+    svg.Text(lx, ly + 1, "one colour per allocation", "fill=\"#444\"");
+    ly += 15;
+    svg.Text(lx, ly + 1, "(no stacks or op names recorded)", "fill=\"#444\"");
     ly += 17;
   }
   if (!pool_bands.empty()) {

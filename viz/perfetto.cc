@@ -49,6 +49,8 @@
 #include "absl/strings/str_format.h"
 #include "sim/base/file_util.h"
 #include "sim/base/json_writer.h"
+#include "sim/trace/frames.h"
+#include "viz/alloc_source.h"
 #include "viz/step_view.h"
 #include "viz/viz.h"
 
@@ -140,6 +142,58 @@ class CounterTrack {
   std::vector<std::string> events_;
 };
 
+// Note [A snapshot's clock]
+// A trace with no timed events (a memory snapshot, a memory timeline) is
+// drawn on the event clock: event k at k ns, which Perfetto shows as a few
+// microseconds with nothing to scale them. When the recording stamped its
+// events (a snapshot's trace entries carry time_us, recorded under
+// _record_memory_history; VizOptions::recorded_times), timeline.json runs
+// on that clock instead: every memory event at its recorded time less the
+// first one's (the origin, in otherData recorded_time_origin_us), and an
+// event with no time (a block live before the window, allocated at the
+// head) at the time of the event before it (0 at the head), kept in event
+// order as the allocator saw it; otherData says how many had none
+// (events_without_recorded_time). A recording with no times at all stays
+// on the event clock, and otherData's clock says so.
+struct RecordedClock {
+  bool use = false;
+  std::vector<SimTime> at;  // per event; with use
+  SimTime origin;           // the first recorded time, ns
+  int64_t untimed = 0;      // memory events without a recorded time
+  std::string name;
+};
+
+RecordedClock RecordedClockOf(const viz_internal::StepView& v, const Trace& tr, const VizOptions& o) {
+  RecordedClock c;
+  const size_t n = tr.events.size();
+  c.name = v.event_clock ? "memory events (1 ns each; the recording has no timestamps)" : "simulated";
+  if (!v.event_clock || o.recorded_times == nullptr || o.recorded_times->size() != n) return c;
+  const std::vector<SimTime>& t = *o.recorded_times;
+  bool any = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (t[i] < SimTime(0)) continue;
+    c.origin = any ? std::min(c.origin, t[i]) : t[i];
+    any = true;
+  }
+  if (!any) return c;
+  c.use = true;
+  c.at.assign(n, SimTime(0));
+  SimTime last(0);
+  for (size_t i = 0; i < n; ++i) {
+    const bool memory = tr.events[i].type == EventType::kAlloc || tr.events[i].type == EventType::kFree;
+    if (t[i] >= SimTime(0)) {
+      last = t[i] - c.origin;
+    } else if (memory) {
+      ++c.untimed;
+    }
+    c.at[i] = last;
+  }
+  c.name = c.untimed == 0 ? "recorded (the trace's own timestamps)"
+                          : absl::StrCat("recorded (the trace's own timestamps; ", c.untimed,
+                                         " events without one placed in event order)");
+  return c;
+}
+
 }  // namespace
 
 std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
@@ -222,40 +276,60 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
     slice(kIterationTid, name, "iteration", rs.t0, t1, args);
   }
 
-  // The memory clock: per event, the running maximum of issue times.
+  // The memory clock: per event, the running maximum of issue times, or of
+  // the recorded times (Note [A snapshot's clock]).
+  const RecordedClock rc = RecordedClockOf(v, tr, o);
   std::vector<SimTime> mt(n);
   SimTime clock(0);
   for (size_t i = 0; i < n; ++i) {
     if (tr.events[i].type == EventType::kAlloc || tr.events[i].type == EventType::kFree) {
-      clock = std::max(clock, v.start[i]);
+      clock = std::max(clock, rc.use ? rc.at[i] : v.start[i]);
     }
     mt[i] = clock;
+  }
+  const SimTime end = rc.use ? std::max(clock, SimTime(1)) : v.step_time;
+  if (v.phases.empty() && n > 0) {
+    // A trace without ops has no phase slices: one slice over the whole
+    // recording bounds the trace (Perfetto's time range) and names its clock.
+    slice(kPhaseTid, rc.use ? "recorded window" : "memory events", "recording", SimTime(0), end,
+          absl::StrCat("\"events\":", n, ",\"clock\":", Str(rc.name)));
   }
 
   // ",\"frames\":[...]" of the call stack `b`'s alloc recorded (innermost
   // first, "function (file:line)"), or "" when none was.
+  // Shown as memory_viz shows them (Note [memory_viz's frame filter],
+  // sim/trace/frames.h), with the source the charts label the block by.
+  const std::vector<viz_internal::AllocSource> sources = viz_internal::AllocSources(r);
   auto Frames = [&](const BufferInfo& b) -> std::string {
-    if (b.alloc_event < 0 || static_cast<size_t>(b.alloc_event) >= n) return "";
+    const viz_internal::AllocSource& src = sources[static_cast<size_t>(b.id)];
+    std::string out;
+    if (!src.label.empty()) absl::StrAppend(&out, ",\"source\":", Str(src.label));
+    if (!src.module.empty()) absl::StrAppend(&out, ",\"module\":", Str(src.module));
+    if (!src.op.empty()) absl::StrAppend(&out, ",\"op\":", Str(src.op));
+    if (b.alloc_event < 0 || static_cast<size_t>(b.alloc_event) >= n) return out;
     const std::vector<int32_t>& stack = tr.events[static_cast<size_t>(b.alloc_event)].stack;
-    if (stack.empty()) return "";
-    std::string out = ",\"frames\":[";
-    for (size_t k = 0; k < stack.size(); ++k) {
-      if (stack[k] < 0 || static_cast<size_t>(stack[k]) >= tr.frames.size()) continue;
-      const StackFrame& f = tr.frames[static_cast<size_t>(stack[k])];
-      absl::StrAppend(&out, out.back() == '[' ? "" : ",", Str(absl::StrCat(f.function, " (", f.file, ":", f.line, ")")));
-    }
-    return out + "]";
+    if (stack.empty()) return out;
+    const std::vector<std::string> lines = ShownFrameLines(tr.frames, stack, SIZE_MAX);
+    absl::StrAppend(&out, ",\"frames\":[");
+    for (size_t k = 0; k < lines.size(); ++k) absl::StrAppend(&out, k ? "," : "", Str(lines[k]));
+    absl::StrAppend(&out, "]");
+    const size_t hidden = stack.size() - ShownStack(tr.frames, stack).size();
+    if (hidden > 0) absl::StrAppend(&out, ",\"frames_hidden\":", hidden);
+    return out;
   };
   // Buffer lifetimes as async slices (matched by cat, id and name).
   for (const BufferInfo& b : r.lowered.buffers) {
     if (b.bytes.value() <= 0) continue;
     const SimTime t0 = b.alloc_event >= 0 ? mt[static_cast<size_t>(b.alloc_event)] : SimTime(0);
     const SimTime t1 = b.free_event >= 0 ? std::max(t0, mt[static_cast<size_t>(b.free_event)])
-                                         : std::max(t0, v.step_time);
+                                         : std::max(t0, end);
     const int tid = b.alloc_event >= 0 ? 1 + tr.events[static_cast<size_t>(b.alloc_event)].stream : 1;
+    // Named by its source where the trace knows it, as the charts label it.
+    const std::string& label = sources[static_cast<size_t>(b.id)].label;
     const std::string head = absl::StrCat("\"cat\":\"buffer\",\"id\":\"0x", absl::Hex(b.id), "\",\"name\":",
-                                          Str(b.name), ",\"pid\":1,\"tid\":", tid);
-    ev.push_back(absl::StrCat("{\"ph\":\"b\",", head, ",\"ts\":", Us(t0), ",\"args\":{\"bytes\":", b.bytes.value(),
+                                          Str(label.empty() ? b.name : label), ",\"pid\":1,\"tid\":", tid);
+    ev.push_back(absl::StrCat("{\"ph\":\"b\",", head, ",\"ts\":", Us(t0), ",\"args\":{\"buffer\":", Str(b.name),
+                              ",\"bytes\":", b.bytes.value(),
                               ",\"role\":", Str(RoleName(b.role)), ",\"origin\":", Str(b.origin),
                               ",\"alloc_event\":", b.alloc_event, ",\"free_event\":", b.free_event, Frames(b),
                               "}}"));
@@ -368,8 +442,13 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
   absl::StrAppend(&out, "\"program\":", Str(r.program.name), ",\"device\":", Str(r.spec.device.name),
                   ",\"framework\":", Str(r.spec.framework), ",\"allocator\":", Str(r.sim.allocator_name),
                   ",\"peak_bytes\":", r.peak.value(), ",\"capacity_bytes\":", r.capacity.value(),
-                  ",\"step_time_ns\":", r.sim.step_time.ns(), ",\"clock\":",
-                  Str(v.event_clock ? "memory events (1 ns each)" : "simulated"), "},\n");
+                  ",\"step_time_ns\":", r.sim.step_time.ns(), ",\"clock\":", Str(rc.name),
+                  ",\"time_bounds_us\":[0,", Us(end), "]");
+  if (rc.use) {
+    absl::StrAppend(&out, ",\"recorded_time_origin_us\":", Us(rc.origin),
+                    ",\"events_without_recorded_time\":", rc.untimed);
+  }
+  out += "},\n";
   out += "\"traceEvents\":[\n";
   for (size_t k = 0; k < ev.size(); ++k) absl::StrAppend(&out, ev[k], k + 1 < ev.size() ? ",\n" : "\n");
   out += "]}\n";

@@ -68,4 +68,15 @@ absl::StatusOr<std::vector<RecordedMemorySample>> RecordedMemoryCounters(const R
   return out;
 }
 
+std::vector<SimTime> RecordedEventTimes(const RecordedTrace& recorded, const std::vector<int64_t>& source_index) {
+  std::vector<SimTime> out(source_index.size(), SimTime(-1));
+  for (size_t e = 0; e < source_index.size(); ++e) {
+    const int64_t k = source_index[e];
+    if (k >= 0 && static_cast<size_t>(k) < recorded.memory_events.size()) {
+      out[e] = recorded.memory_events[static_cast<size_t>(k)].time;
+    }
+  }
+  return out;
+}
+
 }  // namespace gpusim

@@ -1,7 +1,9 @@
 // The inline script of report.html (viz/charts.cc), plain JavaScript with no
 // network: pan and zoom on the memory map and the timeline, hover that
-// links one buffer across charts and the table of buffers at the peak, and a
-// self-test of those interactions that tests/browser_report_test.sh runs.
+// links one buffer across charts and the table of buffers at the peak. The
+// self-test of those interactions is the test's own
+// (tests/report_selftest.js, which tests/browser_report_test.sh adds to a
+// copy of the page): nothing of it ships in report.html.
 //
 //   figure.zoomable svg   wheel zooms about the pointer, drag pans, double
 //                         click resets (the SVG's viewBox, clamped to the
@@ -9,9 +11,6 @@
 //   [data-b="N"]          buffer N's rectangle, bar or table row: hovering one
 //                         outlines every element of N (class "hl") and shows
 //                         its tooltip in #hover-info
-//   #selftest (URL hash)  dispatches those events and writes the verdict into
-//                         #interaction-check: "interaction-check: ok, ..." or
-//                         "interaction-check: FAILED: ..."
 #ifndef GPUSIM_VIZ_REPORT_SCRIPT_H_
 #define GPUSIM_VIZ_REPORT_SCRIPT_H_
 
@@ -105,50 +104,7 @@ inline constexpr char kReportScript[] = R"(
     apply();  // the viewBox in the one spelling apply() writes
     return svg;
   }
-  var zoomed = Array.prototype.map.call(document.querySelectorAll('figure.zoomable'), zoomable);
-
-  if (location.hash !== '#selftest') return;
-  var out = document.getElementById('interaction-check');
-  var bad = [], done = [];
-  // Hover: a memory-map block lights the same buffer in the other charts.
-  var blocks = document.querySelectorAll('#memory-map [data-b]');
-  var linked = null;
-  for (var i = 0; i < blocks.length && !linked; ++i) {
-    var id = blocks[i].getAttribute('data-b');
-    if (document.querySelectorAll('[data-b="' + id + '"]').length > 1) linked = blocks[i];
-  }
-  if (!linked) {
-    bad.push('no buffer drawn in two charts');
-  } else {
-    var id = linked.getAttribute('data-b');
-    linked.dispatchEvent(new MouseEvent('mouseover', {bubbles: true}));
-    var others = document.querySelectorAll('[data-b="' + id + '"]');
-    var n = 0;
-    others.forEach(function (e) { if (e.classList.contains('hl')) ++n; });
-    if (n !== others.length) bad.push('hover lit ' + n + ' of ' + others.length + ' elements of buffer ' + id);
-    if (info.textContent.indexOf('hover a buffer') === 0 || info.textContent.length === 0) bad.push('hover info empty');
-    linked.dispatchEvent(new MouseEvent('mouseout', {bubbles: true}));
-    if (document.querySelectorAll('.hl').length !== 0) bad.push('highlight not cleared');
-    done.push('hover links ' + others.length + ' elements');
-  }
-  // Zoom, pan, reset on every zoomable chart.
-  zoomed.forEach(function (svg, k) {
-    var home = svg.getAttribute('viewBox');
-    var r = svg.getBoundingClientRect();
-    svg.dispatchEvent(new WheelEvent('wheel', {deltaY: -100, clientX: r.left + r.width / 2,
-                                               clientY: r.top + r.height / 2, bubbles: true, cancelable: true}));
-    var zoomedIn = svg.getAttribute('viewBox');
-    if (zoomedIn === home) bad.push('chart ' + k + ': wheel did not zoom');
-    svg.dispatchEvent(new MouseEvent('mousedown', {clientX: r.left + 50, clientY: r.top + 50, bubbles: true}));
-    window.dispatchEvent(new MouseEvent('mousemove', {clientX: r.left + 90, clientY: r.top + 70}));
-    window.dispatchEvent(new MouseEvent('mouseup', {}));
-    if (svg.getAttribute('viewBox') === zoomedIn) bad.push('chart ' + k + ': drag did not pan');
-    svg.dispatchEvent(new MouseEvent('dblclick', {bubbles: true}));
-    if (svg.getAttribute('viewBox') !== home) bad.push('chart ' + k + ': double click did not reset');
-  });
-  done.push(zoomed.length + ' charts zoom, pan and reset');
-  out.textContent = bad.length ? 'interaction-check: FAILED: ' + bad.join('; ')
-                               : 'interaction-check: ok, ' + done.join(', ');
+  Array.prototype.forEach.call(document.querySelectorAll('figure.zoomable'), zoomable);
 })();
 )";
 

@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/trace/frames.h"
 
 namespace gpusim {
 namespace viz_internal {
@@ -207,18 +208,15 @@ StepView BuildStepView(const StepReport& r) {
 }
 
 std::vector<std::string> AllocFrames(const StepReport& r, BufferId id, size_t max_frames) {
-  std::vector<std::string> out;
-  if (id < 0 || static_cast<size_t>(id) >= r.lowered.buffers.size()) return out;
+  if (id < 0 || static_cast<size_t>(id) >= r.lowered.buffers.size()) return {};
   const int64_t e = r.lowered.buffers[static_cast<size_t>(id)].alloc_event;
   const Trace& tr = r.lowered.trace;
-  if (e < 0 || static_cast<size_t>(e) >= tr.events.size()) return out;
-  const std::vector<int32_t>& stack = tr.events[static_cast<size_t>(e)].stack;
-  for (size_t k = 0; k < stack.size() && k < max_frames; ++k) {
-    if (stack[k] < 0 || static_cast<size_t>(stack[k]) >= tr.frames.size()) continue;
-    const StackFrame& f = tr.frames[static_cast<size_t>(stack[k])];
-    out.push_back(absl::StrCat(f.function, " (", f.file, ":", f.line, ")"));
+  if (e < 0 || static_cast<size_t>(e) >= tr.events.size()) return {};
+  // Note [memory_viz's frame filter] (sim/trace/frames.h).
+  std::vector<std::string> out = ShownFrameLines(tr.frames, tr.events[static_cast<size_t>(e)].stack, max_frames);
+  if (!out.empty() && out.size() > max_frames) {
+    out.back().replace(0, 3, "…");  // "... N more frames" → "… N more frames"
   }
-  if (stack.size() > max_frames) out.push_back(absl::StrCat("… ", stack.size() - max_frames, " more frames"));
   return out;
 }
 
@@ -243,6 +241,22 @@ void DrawTimeAxis(Svg& svg, const StepView& v, double tmax, double left, double 
     svg.Text(x, top + ph + 16, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
   }
   svg.Text(left + pw / 2, title_y, axis.title, "text-anchor=\"middle\"");
+}
+
+void DrawBytesAxis(Svg& svg, double ymax, double left, double top, double pw, double ph, int ticks, bool grid,
+                   std::string_view what) {
+  const double gib = static_cast<double>(1LL << 30);
+  const double unit = ymax >= gib ? gib : ymax >= (1 << 20) ? static_cast<double>(1 << 20) : 1024.0;
+  const char* unit_name = ymax >= gib ? "GiB" : ymax >= (1 << 20) ? "MiB" : "KiB";
+  const double ystep = NiceStep(ymax / unit, ticks);
+  for (double t = 0; t * unit <= ymax; t += ystep) {
+    const double y = top + ph - ph * t * unit / ymax;
+    svg.Line(left - 4, y, left, y, "#333");
+    if (grid) svg.Line(left, y, left + pw, y, "#000", "stroke-opacity=\"0.08\"");
+    svg.Text(left - 6, y + 4, absl::StrFormat("%g", t), "text-anchor=\"end\"");
+  }
+  svg.Text(18, top + ph / 2, absl::StrCat(std::string(what), " (", unit_name, ")"),
+           absl::StrCat("transform=\"rotate(-90 18 ", Num(top + ph / 2), ")\" text-anchor=\"middle\""));
 }
 
 std::string_view RoleColor(Role role) {

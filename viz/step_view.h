@@ -102,6 +102,13 @@ TimeAxis TimeAxisFor(const StepView& v);
 void DrawTimeAxis(Svg& svg, const StepView& v, double tmax, double left, double top, double pw, double ph,
                   double title_y);
 
+// Draws the byte axis left of a plot at (left, top) of pw x ph over
+// [0, ymax] bytes: about `ticks` ticks in GiB, MiB or KiB with their values,
+// faint grid lines across the plot when `grid`, and the rotated title
+// "WHAT (UNIT)" at x = 18.
+void DrawBytesAxis(Svg& svg, double ymax, double left, double top, double pw, double ph, int ticks, bool grid,
+                   std::string_view what);
+
 // Fill colour of a role (a colour-blind-safe palette, Tableau 10).
 std::string_view RoleColor(Role role);
 // Roles in legend order.
@@ -109,9 +116,11 @@ const std::vector<Role>& LegendRoles();
 std::string_view PhaseColor(Phase p);  // light background tint
 
 // The call stack buffer `id`'s alloc recorded (native trace 1.1 `stack=`,
-// Trace::frames), innermost first: "function (file:line)" for up to
-// `max_frames` frames, then "… N more frames" when there are more; empty
-// when none was recorded. The peak table's and the memory map's tooltips
+// Trace::frames), innermost first, as memory_viz shows it (Note
+// [memory_viz's frame filter], sim/trace/frames.h: C++ unwinder and
+// interpreter frames dropped, repeats elided): "function (file:line)" for
+// up to `max_frames` lines, then "… N more frames" when there are more;
+// empty when none was recorded. The peak table's and the memory map's tooltips
 // show it.
 std::vector<std::string> AllocFrames(const StepReport& r, BufferId id, size_t max_frames);
 

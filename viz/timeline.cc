@@ -218,17 +218,7 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
 
   // Axes.
   svg.Rect(kLeft, kTop, pw, ph, "none", "stroke=\"#333\"");
-  const double gib = static_cast<double>(1LL << 30);
-  const double unit = ymax >= gib ? gib : ymax >= (1 << 20) ? static_cast<double>(1 << 20) : 1024.0;
-  const char* unit_name = ymax >= gib ? "GiB" : ymax >= (1 << 20) ? "MiB" : "KiB";
-  const double ystep = viz_internal::NiceStep(ymax / unit, 6);
-  for (double t = 0; t * unit <= ymax; t += ystep) {
-    svg.Line(kLeft - 4, Y(t * unit), kLeft, Y(t * unit), "#333");
-    svg.Line(kLeft, Y(t * unit), kLeft + pw, Y(t * unit), "#000", "stroke-opacity=\"0.08\"");
-    svg.Text(kLeft - 6, Y(t * unit) + 4, absl::StrFormat("%g", t), "text-anchor=\"end\"");
-  }
-  svg.Text(18, kTop + ph / 2, absl::StrCat("bytes (", unit_name, ")"),
-           absl::StrCat("transform=\"rotate(-90 18 ", Num(kTop + ph / 2), ")\" text-anchor=\"middle\""));
+  viz_internal::DrawBytesAxis(svg, ymax, kLeft, kTop, pw, ph, 6, /*grid=*/true, "bytes");
   viz_internal::DrawTimeAxis(svg, v, tmax, kLeft, kTop, pw, ph, kTop + ph + 34);
 
   // Legend under the axis, wrapping to a second row: swatch, label and peak

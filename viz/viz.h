@@ -1,13 +1,17 @@
 // viz: pictures of one simulated step (issue 7, "See the memory").
 //
-//   memory_map.svg/.png  buffers as rectangles over time × address, by role
+//   memory_map.svg/.png  buffers as rectangles over time × address, coloured
+//                        by role, source or allocation (VizColorBy)
 //   lifetimes.svg/.png   one bar per buffer over the op timeline, by role
 //   dataflow.svg/.png/.dot  one loop iteration's ops and buffers (Graphviz),
 //                        rolled beside unrolled when both lowerings are given
 //   timeline.svg/.png    live, allocated and reserved bytes over simulated
 //                        time (and a replayed trace's recorded counters),
 //                        capacity, peak
-//   trace.json           Chrome-trace / Perfetto timeline (ui.perfetto.dev)
+//   active_memory.svg/.png  live bytes stacked by role, or by allocation
+//                        (memory_viz's Active Memory Timeline), coloured
+//                        as the memory map
+//   timeline.json        Chrome-trace / Perfetto timeline (ui.perfetto.dev)
 //   report.html          one self-contained page: summary, charts, top buffers
 //
 // Rendering: the dataflow graph is DOT laid out by Graphviz in-process
@@ -45,6 +49,12 @@ struct RecordedMemorySample {
   std::optional<Bytes> reserved;
 };
 
+// How blocks are coloured (viz/alloc_source.h): by role, by source (the
+// user's innermost Python frame, or a recorder's op label; hash of the
+// label), or one colour per allocation. kAuto: role where the step's roles
+// say something, else source where any block has one, else allocation.
+enum class VizColorBy { kAuto, kRole, kSource, kAllocation };
+
 struct VizOptions {
   int max_rects = 4000;         // memory map: rectangles drawn one by one
   int max_labels = 14;          // memory map: labelled buffers
@@ -52,6 +62,10 @@ struct VizOptions {
   int max_dataflow_ops = 250;   // dataflow: ops shown, in program order
   int iteration = -1;           // dataflow: loop iteration (Op::layer); -1 = the middle one
   bool png = true;              // WriteCharts: also write PNGs
+  VizColorBy color_by = VizColorBy::kAuto;  // memory map, lifetimes, active memory
+  // Active memory timeline stacked by allocation: allocations drawn as
+  // their own band, the largest first; the rest share one band.
+  int max_active_allocations = 200;
   // Not owned; each must outlive the calls it is passed to.
   // The same step lowered with the other loop mode (rolled ↔ unrolled): the
   // dataflow graph then shows both lowerings side by side.
@@ -59,9 +73,14 @@ struct VizOptions {
   // A replayed trace's recorded counters, drawn on the timeline beside the
   // simulated ones.
   const std::vector<RecordedMemorySample>* recorded_memory = nullptr;
+  // A recording's own clock: per event of StepReport::lowered.trace, the
+  // time the recorder stamped on it (ns; SimTime(-1) where none). A trace
+  // without timed events (a memory snapshot) then puts timeline.json on it
+  // (viz/perfetto.cc, Note [A snapshot's clock]).
+  const std::vector<SimTime>* recorded_times = nullptr;
 };
 
-// Writes memory_map, lifetimes, timeline (.svg, and .png when options.png)
+// Writes memory_map, lifetimes, timeline, active_memory (.svg, and .png when options.png)
 // and dataflow (.dot, .svg, .png) into `dir`, created if missing; each file
 // atomically.
 absl::Status WriteCharts(const StepReport& r, const std::string& dir, const VizOptions& options = {});
@@ -96,10 +115,19 @@ absl::StatusOr<std::vector<RecordedMemorySample>> RecordedMemoryCounters(const R
                                                                          const Trace& native,
                                                                          const ConversionStats& stats);
 
+// Per event of the native trace ToNativeTrace made from `recorded`, the
+// time its recorded event carried (RecordedMemoryEvent::time; SimTime(-1)
+// for none, a GPU op, or a block live before recording), from the
+// ToNativeOptions::source_index that conversion filled.
+std::vector<SimTime> RecordedEventTimes(const RecordedTrace& recorded, const std::vector<int64_t>& source_index);
+
 // The documents themselves, for tests and other writers.
 std::string MemoryMapSvg(const StepReport& r, const VizOptions& options = {});
 std::string LifetimesSvg(const StepReport& r, const VizOptions& options = {});
 std::string TimelineSvg(const StepReport& r, const VizOptions& options = {});
+// The active memory timeline (viz/active_memory.cc): live bytes stacked by
+// role, or by allocation as memory_viz's Active Memory Timeline.
+std::string ActiveMemorySvg(const StepReport& r, const VizOptions& options = {});
 std::string DataflowDot(const StepReport& r, const VizOptions& options = {});
 std::string PerfettoJson(const StepReport& r, const VizOptions& options = {});
 absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& options = {});

@@ -19,6 +19,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "sim/base/file_util.h"
 #include "sim/base/status.h"
+#include "sim/import/byte_source.h"
 #include "sim/import/simdjson_util.h"
 #include "sim/base/str_cat.h"
 
@@ -488,6 +489,30 @@ absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::st
 absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path) {
   bool pickle = EndsWith(path, ".pickle") || EndsWith(path, ".pkl");
   ASSIGN_OR_RETURN(std::string content, ReadFileToString(path));
+  std::string pickle_path = path;
+  std::optional<ScopedTempPath> unzipped_guard;
+  if (content.size() >= 2 && static_cast<unsigned char>(content[0]) == 0x1f &&
+      static_cast<unsigned char>(content[1]) == 0x8b) {
+    // A gzipped snapshot (x.pickle.gz, x.json.gz): its bytes, through the
+    // byte source every importer reads gzip with; a pickle goes to the
+    // converter from a temporary file.
+    ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(path));
+    content.clear();
+    std::string chunk(1 << 20, '\0');
+    for (;;) {
+      ASSIGN_OR_RETURN(size_t got, source->Read(chunk.data(), chunk.size()));
+      if (got == 0) break;
+      content.append(chunk.data(), got);
+    }
+    pickle = !content.empty() && static_cast<unsigned char>(content[0]) == 0x80;
+    if (pickle) {
+      pickle_path = TempPath(".pickle", unzipped_guard);
+      if (pickle_path.empty()) {
+        return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
+      }
+      RETURN_IF_ERROR(WriteFileAtomically(pickle_path, content));
+    }
+  }
   if (!content.empty() && static_cast<unsigned char>(content[0]) == 0x80) pickle = true;
   if (!pickle) return ParseSnapshotJson(content, path);
   std::optional<ScopedTempPath> json_guard;
@@ -495,7 +520,8 @@ absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path) {
   if (json_path.empty()) {
     return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
   }
-  absl::Status st = ConvertSnapshotPickle(path, json_path);
+  absl::Status st = ConvertSnapshotPickle(pickle_path, json_path);
+  if (pickle_path != path) std::remove(pickle_path.c_str());
   if (!st.ok()) {
     std::remove(json_path.c_str());
     return st;

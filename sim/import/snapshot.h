@@ -70,7 +70,8 @@ absl::StatusOr<RecordedSnapshot> ParseSnapshotJson(const std::string& json,
 // Loads `path`: a .pickle/.pkl file (or any file starting with the pickle
 // protocol byte 0x80) goes through `python3 tools/snapshot_to_json.py` (from
 // the source tree, GPUSIM_SOURCE_DIR) into a temporary file; anything else is
-// read as snapshot JSON.
+// read as snapshot JSON. Either may be gzipped (x.pickle.gz, as
+// validation/*/snapshots/ ships them): decompressed first.
 absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path);
 
 // The converter invocation used by LoadSnapshot, exposed for tests: writes

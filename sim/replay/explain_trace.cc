@@ -8,6 +8,7 @@
 #include "sim/base/status.h"
 #include "sim/replay/replay.h"
 #include "sim/base/json_writer.h"
+#include "sim/trace/frames.h"
 #include "sim/trace/validate.h"
 
 namespace gpusim {
@@ -58,13 +59,6 @@ absl::StatusOr<Trace> LoadTraceForExplain(const std::string& path) {
   return ToNativeTrace(loaded.snapshot.has_value() ? loaded.snapshot->trace : loaded.recorded, o);
 }
 
-namespace {
-std::string FrameText(const StackFrame& f) {
-  std::string where = f.file.empty() ? "?" : f.file;
-  if (f.line > 0) absl::StrAppend(&where, ":", f.line);
-  return absl::StrCat(f.function.empty() ? "?" : f.function, " (", where, ")");
-}
-}  // namespace
 
 std::string RenderTracePeakText(const TracePeak& p, int frames_per_block) {
   std::string out;
@@ -81,11 +75,18 @@ std::string RenderTracePeakText(const TracePeak& p, int frames_per_block) {
       absl::StrAppend(&out, "      (no stack recorded)\n");
       continue;
     }
-    const size_t n = std::min(b.stack.size(), static_cast<size_t>(std::max(frames_per_block, 0)));
-    for (size_t i = 0; i < n; ++i) {
-      absl::StrAppend(&out, "      ", FrameText(p.frames[static_cast<size_t>(b.stack[i])]), "\n");
+    // The user's frame first, then the stack as memory_viz shows it (Note
+    // [memory_viz's frame filter], sim/trace/frames.h).
+    if (const std::optional<int32_t> f = UserFrame(p.frames, b.stack); f.has_value()) {
+      const StackFrame& fr = p.frames[static_cast<size_t>(*f)];
+      const std::string module = PythonModule(fr.file);
+      absl::StrAppend(&out, "      from ", FrameLabel(fr), module.empty() ? "" : absl::StrCat(" (module ", module, ")"),
+                      "\n");
     }
-    if (b.stack.size() > n) absl::StrAppend(&out, "      ... ", b.stack.size() - n, " more frames\n");
+    for (const std::string& line :
+         ShownFrameLines(p.frames, b.stack, static_cast<size_t>(std::max(frames_per_block, 0)))) {
+      absl::StrAppend(&out, "      ", line, "\n");
+    }
   }
   return out;
 }
@@ -106,8 +107,14 @@ std::string RenderTracePeakJson(const TracePeak& p) {
         .String("name", b.name)
         .Int("bytes", b.size.value())
         .Int("alloc_event", b.alloc_event);
+    const std::vector<int32_t> shown = ShownStack(p.frames, b.stack);
+    if (const std::optional<int32_t> f = UserFrame(p.frames, b.stack); f.has_value()) {
+      const StackFrame& fr = p.frames[static_cast<size_t>(*f)];
+      w.String("source", FrameLabel(fr)).String("module", PythonModule(fr.file));
+    }
+    w.Int("frames_hidden", static_cast<int64_t>(b.stack.size() - shown.size()));
     w.BeginArray("stack");
-    for (int32_t f : b.stack) {
+    for (int32_t f : shown) {
       const StackFrame& fr = p.frames[static_cast<size_t>(f)];
       w.BeginObject().String("function", fr.function).String("file", fr.file).Int("line", fr.line).EndObject();
     }

@@ -41,12 +41,17 @@ TracePeak ExplainTracePeak(const Trace& trace, const std::string& source, int to
 // ImportRecordedTrace + ToNativeTrace (memory events only).
 absl::StatusOr<Trace> LoadTraceForExplain(const std::string& path);
 
-// Text: one line per block, then up to `frames_per_block` frames
-// ("function (file:line)"), innermost first.
+// Text: one line per block, then its source ("from FILE:LINE FUNCTION
+// (module M)", the user's frame: Note [The user's frame], sim/trace/
+// frames.h) and up to `frames_per_block` frames ("function (file:line)"),
+// innermost first, as memory_viz shows them (Note [memory_viz's frame
+// filter]: C++ unwinder and interpreter frames dropped, repeats elided).
 std::string RenderTracePeakText(const TracePeak& p, int frames_per_block = 4);
 // JSON: {source, peak_live_bytes, peak_event, preexisting_bytes, live_blocks,
-// blocks_with_stack, largest: [{buffer, name, bytes, alloc_event, stack:
-// [{function, file, line}]}]} (whole stacks).
+// blocks_with_stack, largest: [{buffer, name, bytes, alloc_event, [source,
+// module,] frames_hidden, stack: [{function, file, line}]}]}: `stack` the
+// frames memory_viz shows (all of them, innermost first), frames_hidden how
+// many it omits, source and module the user's frame where there is one.
 std::string RenderTracePeakJson(const TracePeak& p);
 
 }  // namespace gpusim

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/lower/eager/host_timeline.h"
+#include "sim/trace/frames.h"
 
 namespace gpusim {
 absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const std::string& source,
@@ -54,8 +55,9 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
     if (it == alloc_of.end()) continue;
     const TraceEvent& e = trace.events[it->second];
     StepPeakBuffer b{e.name, e.role, e.size, ""};
-    if (!e.stack.empty() && e.stack[0] >= 0 && static_cast<size_t>(e.stack[0]) < trace.frames.size()) {
-      const StackFrame& f = trace.frames[static_cast<size_t>(e.stack[0])];
+    // Note [The user's frame] (sim/trace/frames.h).
+    if (const std::optional<int32_t> k = UserFrame(trace.frames, e.stack); k.has_value()) {
+      const StackFrame& f = trace.frames[static_cast<size_t>(*k)];
       b.where = absl::StrCat(f.function, " ", f.file, ":", f.line);
     }
     live.emplace_back(it->second, std::move(b));

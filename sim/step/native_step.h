@@ -23,7 +23,7 @@ struct StepPeakBuffer {
   std::string name;
   Role role = Role::kTemporary;
   Bytes size;
-  std::string where;  // innermost frame "function file:line"; empty when none
+  std::string where;  // the user's frame "function file:line" (sim/trace/frames.h); empty when none
 };
 
 struct NativeStepReport {
@@ -59,8 +59,8 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
 std::string RenderNativeStepText(const NativeStepReport& r);
 // Key "step": {device, step_time_s, compute_s, host_issue_s, host_wait_s, collective_events,
 // collective_s, timed_events, flops,
-// peak_live_bytes, largest: [{name, role, bytes, where}] (where: the
-// innermost frame "function file:line", or ""), oom (null or {event,
+// peak_live_bytes, largest: [{name, role, bytes, where}] (where: the user's
+// frame "function file:line" (sim/trace/frames.h), or ""), oom (null or {event,
 // requested_bytes, live_bytes, buffer}), device_memory (null, or {torch_version,
 // context_reserve_bytes, nccl (null, or {world_size, rank, total_bytes,
 // communicators: [{id, ranks, channels, bytes}]}), added: [{what, source, count, largest_bytes, kept}],
