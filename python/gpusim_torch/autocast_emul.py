@@ -166,10 +166,17 @@ def _call(func, name, args, kwargs):
         if out is not None:
             return out
     if _STATE.active and isinstance(func, types.FunctionType) and \
-            getattr(func, "__module__", "") == "torch.nn.functional":
+            getattr(func, "__module__", "") == "torch.nn.functional" and not _compiling():
+        # (Dynamo, tracing a compiled region through this mode, inlines the
+        # functional's body itself: Note [torch.compile on the CPU].)
         with _functional_body():
             return func(*args, **kwargs)
     return func(*args, **kwargs)
+
+
+def _compiling():
+    f = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(f()) if f is not None else False
 
 
 @contextlib.contextmanager

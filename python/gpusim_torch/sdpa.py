@@ -482,12 +482,10 @@ HOST_RESULTS = {"_scaled_dot_product_efficient_attention": (2, 3)}
 DEFAULT_DEVICE = "h100-sxm-80gb"
 
 
-def target_for(device, torch_version=None):
-    """(name, Target) for `device`: a gpusim device name (configs/devices/
-    NAME.yaml of the source tree beside this package, or of the installed
-    gpusim package beside it, gpusim/data) or a device YAML's path; its
-    compute_capability is what select_sdp_backend reads."""
-    import re
+def device_file(device):
+    """(path, label) of a gpusim device: a name (configs/devices/NAME.yaml
+    of the source tree beside this package, or of the installed gpusim
+    package beside it, gpusim/data) or a device YAML's path."""
     name = device or DEFAULT_DEVICE
     path = name
     if not os.path.isfile(path):
@@ -502,10 +500,17 @@ def target_for(device, torch_version=None):
         else:
             raise ValueError("--device %s: no such gpusim device (configs/devices/%s.yaml) or device file"
                              % (name, name))
+    return path, os.path.splitext(os.path.basename(path))[0]
+
+
+def target_for(device, torch_version=None):
+    """(name, Target) for `device` (device_file); its compute_capability is
+    what select_sdp_backend reads."""
+    import re
+    path, label = device_file(device)
     with open(path) as f:
         text = f.read()
     m = re.search(r'^compute_capability:\s*"?(\d+)\.(\d+)"?', text, re.M)
     if not m:
-        raise ValueError("--device %s: %s has no compute_capability \"MAJOR.MINOR\"" % (name, path))
-    label = os.path.splitext(os.path.basename(path))[0]
+        raise ValueError("--device %s: %s has no compute_capability \"MAJOR.MINOR\"" % (label, path))
     return label, Target(int(m.group(1)), int(m.group(2)), torch_version=torch_version)
