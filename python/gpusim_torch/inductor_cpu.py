@@ -69,6 +69,10 @@ only patches, each applied while Inductor compiles):
   CPU scalar), named in the trace's comments. The uniform-value constant
   folder (fx_passes/joint_graph.py UniformValueConstantFolder) evaluates its
   constant subgraphs on the CPU instead of CUDA: it keeps only the values.
+- CompositeImplicitAutograd ops on meta: their Python Meta kernels are set
+  aside while tracing, so they decompose above autograd as on CUDA
+  (_composite_ops_decompose_on_meta; without it F.cross_entropy's joint
+  graph has no gradient).
 - SDPA: on meta, aten::scaled_dot_product_attention asks no fused-kernel
   stub (attention.cpp: _fused_sdp_choice_stub has no meta entry) and takes
   the math path; the recorder's SDPA dispatcher (sdpa.py) runs as a torch
@@ -307,6 +311,41 @@ def refusal_for(patches):
     return None
 
 
+@contextlib.contextmanager
+def _composite_ops_decompose_on_meta():
+    """torch/_meta_registrations.py activate_meta registers every
+    decomposition of torch._decomp's tables as a Python Meta kernel
+    (py_impl(DispatchKey.Meta)), CompositeImplicitAutograd ops included.
+    Under the Python dispatcher, which AOTAutograd enables while it traces,
+    a backend kernel makes the dispatcher skip the op's
+    CompositeImplicitAutograd kernel on that backend's Autograd key, so on
+    meta an op like aten::nll_loss reaches autograd's not-implemented
+    fallback and the joint graph loses its gradient (F.cross_entropy's
+    backward is None). CUDA has no such Python kernel: the op decomposes
+    above autograd. While tracing, those Python Meta kernels of
+    CompositeImplicitAutograd ops are set aside, so meta decomposes them as
+    CUDA does."""
+    from torch._C import DispatchKey
+    from torch._decomp import global_decomposition_table
+    taken = []
+    seen = set()
+    for table in global_decomposition_table.values():
+        for op in list(table):
+            if op in seen or not isinstance(op, torch._ops.OpOverload):
+                continue
+            seen.add(op)
+            if DispatchKey.Meta in op.py_kernels and \
+                    torch._C._dispatch_has_kernel_for_dispatch_key(op.name(), "CompositeImplicitAutograd"):
+                taken.append((op, op.py_kernels.pop(DispatchKey.Meta)))
+                op._dispatch_cache.clear()
+    try:
+        yield
+    finally:
+        for op, fn in taken:
+            op.py_kernels[DispatchKey.Meta] = fn
+            op._dispatch_cache.clear()
+
+
 class Capture:
     """While entered, torch.compile's Inductor backend plans for cuda:0 on
     the CPU (Note [torch.compile on the CPU]) and every compiled graph's
@@ -378,6 +417,7 @@ class Capture:
                                          __file__="<gpusim: Inductor wrapper of graph %s>" % plan.name)
 
         self._stack = contextlib.ExitStack()
+        self._stack.enter_context(_composite_ops_decompose_on_meta())
         self._stack.enter_context(_patched({
             (cfx, "compile_fx"): compile_fx,
             (cfx, "_recursive_joint_graph_passes"): joint,

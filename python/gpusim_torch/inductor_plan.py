@@ -45,7 +45,7 @@ from gpusim_torch import ops
 _IGNORED_CALLS = {"assert_size_stride", "assert_size_stride_grouped", "assert_alignment",
                   "torch.cuda.set_device", "get_raw_stream", "async_compile.wait", "check_aligned",
                   "torch._check", "run_intermediate_hooks", "start_graph", "end_graph",
-                  "torch.cuda.synchronize"}
+                  "torch.cuda.synchronize", "assert_tensor_metadata"}
 _ALIAS_CALLS = {"reinterpret_tensor", "alloc_from_pool", "copy_if_misaligned",
                 "torch.ops.aten.view.dtype", "aten.view.dtype"}
 
@@ -141,7 +141,7 @@ def _module_path(nodes):
         if not st:
             continue
         path = list(st.values())[-1][0]
-        path = re.sub(r"^L\['self'\]\.?", "", path)
+        path = re.sub(r"^[LG]\['[^']*'\]\.?", "", path)
         path = re.sub(r"\[['\"]?([^'\"\]]+)['\"]?\]", r".\1", path)
         path = re.sub(r"^L\.|^self\.|^\.", "", path)
         path = path.replace("._modules.", ".").replace("._orig_mod", "")
@@ -151,8 +151,9 @@ def _module_path(nodes):
 
 
 class _Builder:
-    def __init__(self, name, source, graph):
+    def __init__(self, name, source, graph, op_facts=None):
         self.plan = GraphPlan(name, source)
+        self.op_facts = op_facts  # (op, meta args, graph name) -> (op, dims) or None
         self.graph = graph
         self.env = {}        # name -> _View | ("tuple", {child name: _View}) | ("input", i, view)
         self.refs = {}       # sid -> number of names bound to it
@@ -391,7 +392,10 @@ class _Builder:
         uses = []
         written = []
         numel = 1
+        names = []
         for p, a in zip(params, call.args):
+            if p.startswith(("out_ptr", "in_out_ptr")):
+                names.append(_base_name(a))
             v = self._view_of(a)
             if v is None:
                 if isinstance(a, ast.Constant) and isinstance(a.value, int) and p.endswith("numel"):
@@ -414,7 +418,7 @@ class _Builder:
         kind = "reduce" if kname.startswith(("triton_red_", "triton_per_")) else \
             "matmul" if kname.startswith("triton_tem_") else "elementwise"
         self._emit_kernel(kname, {"kind": kind, "flops": float(numel), "read": read, "write": write,
-                                  "m": 0, "n": 0, "k": 0, "batch": 1}, uses, written, stmt)
+                                  "m": 0, "n": 0, "k": 0, "batch": 1}, uses, written, stmt, names)
 
     def _extern(self, fn, call, stmt, outs):
         if fn.startswith("extern_kernels."):
@@ -432,6 +436,7 @@ class _Builder:
                 if v is not None:
                     uses.append(v.sid)
         out_kw = [k for k in call.keywords if k.arg == "out"]
+        names = [_base_name(out_kw[0].value)] if out_kw else []
         if out_kw:
             v = self._view_of(out_kw[0].value)
             if v is not None:
@@ -457,6 +462,8 @@ class _Builder:
                     ev = {"kind": kind, "flops": flops, "read": read, "write": write, "m": m, "n": n,
                           "k": k, "batch": batch}
                     facts = ops.device_facts(opname, args, kwargs, out_t)
+                    if self.op_facts is not None and facts is None:
+                        facts = self.op_facts(opname, args, self.plan.name)
                     if facts is not None:
                         ev["op"], ev["dims"] = facts[0], list(facts[1])
                     ev["dtype_of"] = (out_t or ins)[0].dtype if (out_t or ins) else None
@@ -465,10 +472,13 @@ class _Builder:
         if ev is None:
             ev = {"kind": "elementwise", "flops": 0.0, "read": 0, "write": 0, "m": 0, "n": 0, "k": 0,
                   "batch": 1}
-        self._emit_kernel(opname, ev, uses, written, stmt)
+        self._emit_kernel(opname, ev, uses, written, stmt, names or [s.buf for s in
+                                                                   (self.plan.storages[v.sid] for v in outs)])
 
-    def _emit_kernel(self, kname, ev, uses, written, stmt):
+    def _emit_kernel(self, kname, ev, uses, written, stmt, names=()):
         module = ""
+        for n in names:
+            module = module or (self._module_of(n) if n else "")
         for sid in written:
             st = self.plan.storages[sid]
             if not st.kernel:
@@ -508,15 +518,25 @@ class _Builder:
             self._unbind(name)
 
 
-def parse_wrapper(source, graph, name=None):
+def _base_name(expr):
+    """The buffer name an argument expression reads (`bufN` of
+    `reinterpret_tensor(bufN, ...)`), or ''."""
+    while isinstance(expr, ast.Call) and expr.args:
+        expr = expr.args[0]
+    return expr.id if isinstance(expr, ast.Name) else ""
+
+
+def parse_wrapper(source, graph, name=None, op_facts=None):
     """The GraphPlan of an Inductor wrapper module's source (Note [Reading
     Inductor's wrapper]). `graph`: the GraphLowering that generated it (for
-    the layouts of fallback kernels' results and module paths)."""
+    the layouts of fallback kernels' results and module paths). `op_facts`:
+    (op, meta args, graph name) -> (op, dims) or None, the facts of kernels
+    ops.device_facts does not know (the fused SDPA kernels: sdpa.py)."""
     tree = ast.parse(source)
     if name is None:
         m = re.search(r"^# AOT ID: \['([^']+)'\]", source, re.M)
         name = m.group(1) if m else "graph"
-    b = _Builder(name, source, graph)
+    b = _Builder(name, source, graph, op_facts)
     call = None
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \

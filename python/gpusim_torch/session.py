@@ -459,7 +459,7 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
         raise RecordError("--sdpa-backend: modelled in meta mode only (fake CUDA tensors dispatch SDPA "
                           "themselves); record with --mode meta")
     semantics = _cuda_semantics_on_meta() if chosen == "meta" else contextlib.nullcontext()
-    capture = _compile_capture(rec, device_name) if chosen == "meta" else None
+    capture = _compile_capture(rec, device_name, dispatcher) if chosen == "meta" else None
     with group, outer, semantics, autocast_emul.cuda_autocast(chosen == "meta", rec, dispatcher), \
             (capture if capture is not None else refusing_compile()):
         with rec:
@@ -578,7 +578,7 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
     return recording
 
 
-def _compile_capture(rec, device_name):
+def _compile_capture(rec, device_name, dispatcher=None):
     """The inductor_cpu.Capture of a meta-mode recording (None where this
     torch has no torch.compile): each compiled graph's wrapper becomes a
     GraphPlan the recorder runs (Note [torch.compile on the CPU])."""
@@ -591,8 +591,13 @@ def _compile_capture(rec, device_name):
         raise RecordError(str(e))
     props = inductor_cpu.device_properties(path, label)
 
+    def op_facts(op, args, graph_name):
+        if dispatcher is None:
+            return None
+        return dispatcher.compiled_facts(op, args, graph_name.endswith("_forward"))
+
     def make_plan(source, graph, kwargs):
-        plan = inductor_plan.parse_wrapper(source, graph)
+        plan = inductor_plan.parse_wrapper(source, graph, op_facts=op_facts)
         plan.runner = rec.run_compiled
         return plan
     return inductor_cpu.Capture(props, make_plan)
