@@ -362,6 +362,7 @@ class Capture:
         self.notes = []
         self._stack = None
         self._compiling = []  # compile_fx_inner kwargs of the graph being compiled
+        self._aot_ids = {}    # AOT ID -> graph number in this recording
 
     def __enter__(self):
         import torch._dynamo
@@ -412,6 +413,12 @@ class Capture:
         def to_module(graph, wrapper_code):
             kw = cap._compiling[-1] if cap._compiling else {}
             plan = cap.make_plan(wrapper_code.value, graph, kw)
+            # AOTAutograd numbers graphs per process (its AOT ID); the trace
+            # numbers them per recording, so the same step writes the same
+            # names however many were compiled before it.
+            m = re.match(r"(\d+)_(\w+)$", plan.name)
+            if m:
+                plan.name = "%d_%s" % (cap._aot_ids.setdefault(m.group(1), len(cap._aot_ids)), m.group(2))
             cap.graphs.append(plan)
             return types.SimpleNamespace(call=plan, runner=None,
                                          __file__="<gpusim: Inductor wrapper of graph %s>" % plan.name)

@@ -183,9 +183,21 @@ class _Builder:
             return None
 
     def _module_of(self, name):
+        """The module of the FX node whose value the buffer holds (ir.py
+        origin_node), else the innermost of its origins'."""
         buf = self.graph.name_to_buffer.get(name) if hasattr(self.graph, "name_to_buffer") else None
+        if buf is None:
+            return ""
+        node = getattr(buf, "origin_node", None)
+        if node is None:
+            op = getattr(buf, "get_defining_op", lambda: None)()
+            node = getattr(op, "origin_node", None)
+        if node is not None:
+            path = _module_path([node])
+            if path:
+                return path
         try:
-            return _module_path(buf.get_origins()) if buf is not None else ""
+            return _module_path(buf.get_origins())
         except AttributeError:
             return ""
 

@@ -319,7 +319,12 @@ def refusing_compile():
     """torch.compile and torch._dynamo.optimize raise RecordError while the
     block runs (Note [torch.compile refused by name])."""
     saved = []  # 1.13 has neither
-    for mod, name in ((torch, "compile"), (sys.modules.get("torch._dynamo"), "optimize")):
+    targets = [(torch, "compile"), (sys.modules.get("torch._dynamo"), "optimize")]
+    if "torch._dynamo" in sys.modules:
+        # An object compiled before recording began reaches Inductor here.
+        import torch._inductor.compile_fx as cfx
+        targets.append((cfx, "compile_fx"))
+    for mod, name in targets:
         if mod is not None and hasattr(mod, name):
             saved.append((mod, name, getattr(mod, name)))
     for mod, name, _ in saved:
@@ -564,6 +569,7 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
     comments += notes
     recording = rec.finish(name or "gpusim_torch-step", comments)
     recording.compiled = list(capture.graphs) if capture is not None else []
+    recording.compiled_report = compiled_comments(capture) if capture is not None and capture.graphs else []
     recording.meta.extend(extra_meta)
     if dispatcher is not None:
         recording.meta.append(("sdpa_target", target_name))
