@@ -115,6 +115,7 @@ class GraphPlan:
         self.name = name
         self.source = source
         self.inputs = []
+        self.input_layouts = []  # (size, dtype) of each input, None when unknown
         self.storages = {}
         self.steps = []
         self.outputs = []
@@ -151,8 +152,9 @@ def _module_path(nodes):
 
 
 class _Builder:
-    def __init__(self, name, source, graph, op_facts=None):
+    def __init__(self, name, source, graph, op_facts=None, device="cuda"):
         self.plan = GraphPlan(name, source)
+        self.device = device  # whose allocations are the device's (cuda; cpu: the suite's check)
         self.op_facts = op_facts  # (op, meta args, graph name) -> (op, dims) or None
         self.graph = graph
         self.env = {}        # name -> _View | ("tuple", {child name: _View}) | ("input", i, view)
@@ -161,9 +163,9 @@ class _Builder:
         self.children = {}   # fallback buffer name -> [MultiOutput names]
         self.next_sid = 0
         self.cur_origins = ""
-        from torch._inductor import ir
         for b in getattr(graph, "buffers", []):
-            if isinstance(b, ir.MultiOutput) and b.inputs:
+            # ir.py MultiOutput: one result of a multi-output kernel
+            if any(c.__name__ == "MultiOutput" for c in type(b).__mro__) and b.inputs:
                 parent = b.inputs[0]
                 pname = parent.get_name() if hasattr(parent, "get_name") else None
                 if pname:
@@ -318,6 +320,7 @@ class _Builder:
             self.plan.storages[st.sid] = st
             self.next_sid += 1
             size, stride, dtype = lay if lay else ((), (), torch.float32)
+            self.plan.input_layouts.append((size, dtype) if lay else None)
             self._bind(name, _View(st.sid, size, stride, dtype))
 
     def graph_input(self, name):
@@ -337,7 +340,7 @@ class _Builder:
                 if dtype is None:
                     raise PlanError("graph %s: %s has a dtype gpusim cannot read" % (self.plan.name, ast.unparse(stmt)))
                 st = self._new_storage(storage_bytes(size, stride, dtype.itemsize), name,
-                                       device=(fn == "empty_strided_cuda"))
+                                       device=(fn == "empty_strided_" + self.device))
                 return self._bind(name, _View(st.sid, size, stride, dtype))
             if fn == "get_raw_stream":
                 return None
@@ -394,6 +397,12 @@ class _Builder:
                     outs = [v]
         if fn.endswith(".run") and fn.startswith("triton_"):
             return self._triton(fn[:-4], call, stmt)
+        if fn.startswith("cpp_fused_") and self.device == "cpu":
+            # A C++ kernel of a CPU compile (the suite reads CPU wrappers
+            # to check this reader against the module's real allocations).
+            uses = [v.sid for v in (self._view_of(a) for a in call.args) if v is not None]
+            return self._emit_kernel(fn, {"kind": "elementwise", "flops": 0.0, "read": 0, "write": 0, "m": 0,
+                                          "n": 0, "k": 0, "batch": 1}, uses, [], stmt)
         return self._extern(fn, call, stmt, outs)
 
     def _triton(self, kname, call, stmt):
@@ -538,17 +547,19 @@ def _base_name(expr):
     return expr.id if isinstance(expr, ast.Name) else ""
 
 
-def parse_wrapper(source, graph, name=None, op_facts=None):
+def parse_wrapper(source, graph, name=None, op_facts=None, device="cuda"):
     """The GraphPlan of an Inductor wrapper module's source (Note [Reading
     Inductor's wrapper]). `graph`: the GraphLowering that generated it (for
     the layouts of fallback kernels' results and module paths). `op_facts`:
     (op, meta args, graph name) -> (op, dims) or None, the facts of kernels
-    ops.device_facts does not know (the fused SDPA kernels: sdpa.py)."""
+    ops.device_facts does not know (the fused SDPA kernels: sdpa.py).
+    `device`: whose empty_strided_DEVICE allocates the blocks of the plan
+    (cuda; cpu reads a CPU compile's wrapper, for the suite's check)."""
     tree = ast.parse(source)
     if name is None:
         m = re.search(r"^# AOT ID: \['([^']+)'\]", source, re.M)
         name = m.group(1) if m else "graph"
-    b = _Builder(name, source, graph, op_facts)
+    b = _Builder(name, source, graph, op_facts, device)
     call = None
     for node in ast.walk(tree):
         if isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name) \
