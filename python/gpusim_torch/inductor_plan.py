@@ -354,6 +354,9 @@ class _Builder:
                 if v is None:
                     raise PlanError("graph %s: cannot resolve %s" % (self.plan.name, ast.unparse(stmt)[:200]))
                 return self._bind(name, v)
+            chain = _method_chain(value)
+            if chain is not None and isinstance(self.env.get(chain[0]), _View):
+                return self._tensor_method(name, chain, stmt)
             return self._kernel(value, stmt, result=name)
         if isinstance(value, ast.Name):
             v = self.env.get(value.id)
@@ -370,6 +373,34 @@ class _Builder:
             return None  # a scalar (e.g. an unbacked size)
         raise PlanError("line %d of graph %s's wrapper is not modelled: %s"
                         % (stmt.lineno, self.plan.name, ast.unparse(stmt)[:200]))
+
+    def _tensor_method(self, name, chain, stmt):
+        """`NAME = base[...].view(...).sum(...)...`: tensor methods on a
+        buffer in the wrapper itself (Inductor's mix-order reduction sums
+        its workspace's slices so: codegen/simd.py). Views and slices alias;
+        any other method runs an ATen kernel whose result is a new block of
+        NAME's layout."""
+        base, methods = chain
+        computing = [m for m in methods if m not in _VIEW_METHODS]
+        if not computing:
+            return self._bind(name, self.env[base])
+        lay = self._layout(name)
+        if lay is None:
+            raise PlanError("graph %s: %s makes a tensor whose layout gpusim cannot find"
+                            % (self.plan.name, ast.unparse(stmt)[:200]))
+        size, stride, dtype, _ = lay
+        st = self._new_storage(storage_bytes(size, stride, dtype.itemsize), name)
+        v = _View(st.sid, size, stride, dtype)
+        src = self.env[base]
+        nbytes = 1
+        for d in src.size:
+            nbytes *= d
+        kind = "reduce" if computing[-1] in ("sum", "mean", "amax", "amin", "max", "min") else "elementwise"
+        self._emit_kernel(computing[-1], {"kind": kind, "flops": float(nbytes), "read": st.nbytes if kind != "reduce"
+                                          else nbytes * (src.dtype.itemsize if src.dtype else 4),
+                                          "write": st.nbytes, "m": 0, "n": 0, "k": 0, "batch": 1},
+                          [src.sid, st.sid], [st.sid], stmt, [name])
+        self._bind(name, v)
 
     def _kernel(self, call, stmt, result=None):
         fn = _dotted(call.func)
@@ -447,8 +478,8 @@ class _Builder:
         elif fn.startswith(("torch.ops.", "aten.")):
             opname = fn.split(".")[-2] if fn.count(".") >= 3 else fn.split(".")[-1]
         else:
-            raise PlanError("line %d of graph %s's wrapper calls %s, which gpusim does not model"
-                            % (stmt.lineno, self.plan.name, fn))
+            raise PlanError("line %d of graph %s's wrapper calls %s, which gpusim does not model: %s"
+                            % (stmt.lineno, self.plan.name, fn or "an expression", ast.unparse(stmt)[:200]))
         uses = []
         written = [v.sid for v in outs]
         for a in list(call.args) + [k.value for k in call.keywords]:
@@ -537,6 +568,28 @@ class _Builder:
                 self.env.pop(name)
                 continue
             self._unbind(name)
+
+
+_VIEW_METHODS = {"view", "reshape", "permute", "transpose", "t", "expand", "squeeze", "unsqueeze", "as_strided",
+                 "narrow", "select", "unflatten", "flatten", "[]"}
+
+
+def _method_chain(expr):
+    """(base name, [method, ...] innermost first) of `base[...].m1(...).m2(...)`
+    ("[]" for a subscript), or None."""
+    methods = []
+    while True:
+        if isinstance(expr, ast.Call) and isinstance(expr.func, ast.Attribute):
+            methods.append(expr.func.attr)
+            expr = expr.func.value
+        elif isinstance(expr, ast.Subscript):
+            methods.append("[]")
+            expr = expr.value
+        else:
+            break
+    if not isinstance(expr, ast.Name) or not methods:
+        return None
+    return expr.id, methods[::-1]
 
 
 def _base_name(expr):

@@ -126,6 +126,8 @@ class Runner:
             raw_stream0 = get_raw_stream(0)
             triton_poi_fused_0.run(buf2, saved_1, 16, stream=raw_stream0)
             del saved_1
+            buf7 = buf2[0:8].view(2, 4).sum(dim=0)
+            buf8 = buf2[0:8].view(2, 4)
             buf3 = torch.ops.aten._fake_fallback.default(buf2)
             buf4 = buf3[0]
             buf5 = buf3[1]
@@ -136,7 +138,7 @@ class Runner:
 '''
 
     def graph(self):
-        bufs = {"buf3": FakeBuf("buf3"), "buf4": MultiOutput("buf4", (4, 2), (2, 1), parent="buf3"),
+        bufs = {"buf3": FakeBuf("buf3"), "buf7": FakeBuf("buf7", (4, ), (1, )), "buf4": MultiOutput("buf4", (4, 2), (2, 1), parent="buf3"),
                 "buf5": MultiOutput("buf5", (4, 2), (2, 1), parent="buf3")}
         inputs = {n: types.SimpleNamespace(get_size=lambda: (4, 4), get_stride=lambda: (4, 1),
                                            get_dtype=lambda: torch.float32)
@@ -160,11 +162,13 @@ class Runner:
             ("alloc", "buf0", 64), ("kernel", "mm"), ("drop", "tangents_1"),
             ("alloc", "buf1", 64),                     # buf2 = buf1: the reuse allocates nothing
             ("kernel", "triton_poi_fused_0"), ("drop", "saved_1"),
+            ("alloc", "buf7", 16), ("kernel", "sum"),  # a tensor method that computes; buf8 only views
             ("alloc", "buf4", 32), ("alloc", "buf5", 32),  # the fallback allocates its results
             ("kernel", "_fake_fallback"),
             ("free", "buf5", 32),                      # del buf3 and del buf5: no name holds it
             ("alloc", "buf6", 8),
-            ("free", "buf1", 64),                      # still named at return, not returned
+            ("free", "buf7", 16),                      # still named at return, not returned
+            ("free", "buf1", 64),                      # once buf2 and buf8 (its view) are gone
             ("free", "buf6", 8)])
         # the in-place kernel reads and writes buf2 (buf1's block): 64 + 64 read, 64 written
         k = [s[1] for s in plan.steps if s[0] == "kernel" and s[1]["kernel"] == "triton_poi_fused_0"][0]
