@@ -19,7 +19,6 @@ from _zoo import hf_lm_batch, hf_loss, preset, train_step  # noqa: E402
 SIZES = {
     "test": dict(n_layer=2, n_embd=128, n_head=4, vocab=1024, seq=128, batch=2),
     "gpu": dict(n_layer=12, n_embd=768, n_head=12, vocab=50257, seq=1024, batch=8),
-    "mid": dict(n_layer=2, n_embd=768, n_head=12, vocab=50257, seq=1024, batch=8),
 }
 
 
