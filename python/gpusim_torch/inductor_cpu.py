@@ -80,10 +80,13 @@ only patches, each applied while Inductor compiles):
   kernel the CUDA build would choose.
 
 Refused by name: mode="reduce-overhead" and "max-autotune" (CUDA graphs:
-cudagraph_trees.py's private memory pool, static input copies), and
+cudagraph_trees.py's private memory pool, static input copies) and
+backend="cudagraphs" (the same pools), and
 max_autotune (its GEMM and template choice is made by timing candidates on
 the GPU, select_algorithm.py); cpp_wrapper; dynamic shapes (a symbolic size
 in a compiled graph). What is recorded instead is said in each refusal.
+Other backends run as they are: "eager" and "aot_eager" run Dynamo's or
+AOTAutograd's graphs op by op, which the recorder records as eager ops.
 """
 
 import contextlib
@@ -387,6 +390,19 @@ class Capture:
                 literal_scalars_as_full(model_)
             return orig_compile_fx(model_, inputs_, inner_compile=inner, config_patches=config_patches, **kw)
 
+        orig_compile = torch.compile
+
+        def compile_(*a, **k):
+            backend = k.get("backend", a[1] if len(a) > 1 else "inductor")
+            name = backend if isinstance(backend, str) else getattr(backend, "__name__", "")
+            if name in ("cudagraphs", "cudagraphs_inner"):
+                raise CompileRefused(
+                    "torch.compile(backend=\"cudagraphs\") is not modelled: CUDA graphs keep a private memory "
+                    "pool (torch/_dynamo/backends/cudagraphs.py, cudagraph_trees.py), which gpusim does not size. "
+                    "Record with the default backend (Inductor's plan) or backend=\"aot_eager\" (AOTAutograd's "
+                    "graphs run eagerly, recorded op by op)")
+            return orig_compile(*a, **k)
+
         def joint(gm, skip_invoke_subgraph=False, input_device=None):
             retarget(gm, cap.notes)
             return orig_joint(gm, skip_invoke_subgraph, CUDA0)
@@ -427,6 +443,7 @@ class Capture:
         self._stack.enter_context(_composite_ops_decompose_on_meta())
         self._stack.enter_context(_patched({
             (cfx, "compile_fx"): compile_fx,
+            (torch, "compile"): compile_,
             (cfx, "_recursive_joint_graph_passes"): joint,
             (jg.UniformValueConstantFolder, "_deduce_value"): deduce,
             (igraph.GraphLowering, "_compile_to_module_lines"): to_module,

@@ -322,6 +322,23 @@ class GraphBreakTest(unittest.TestCase):
                                      b"marker compiled:1_forward", b"marker compiled_end:1_forward"])
 
 
+class InferenceGraphTest(unittest.TestCase):
+    def test_a_no_grad_region_is_one_inference_graph(self):
+        def setup(device):
+            model = MLP(device)
+            fwd = torch.compile(model)
+
+            def step(m, b, o):
+                with torch.no_grad():
+                    return fwd(b).sum()
+            return dict(model=model, batch=torch.randn(32, 64, device=device), optimizer=None, step=step)
+        rec, data = record(setup)
+        self.assertEqual([p.name for p in rec.compiled], ["0_inference"])
+        # nothing is saved for a backward: the graph returns its one output
+        self.assertEqual(len(rec.compiled[0].outputs), 1)
+        self.assertIn(b"marker compiled:0_inference", data)
+
+
 class RefusalTest(unittest.TestCase):
     def refused(self, setup, **kw):
         with self.assertRaises(RecordError) as e:
@@ -337,6 +354,13 @@ class RefusalTest(unittest.TestCase):
         msg = self.refused(mlp_setup(dict(mode="max-autotune-no-cudagraphs")))
         self.assertIn("max-autotune", msg)
         self.assertIn("by timing candidates on the GPU", msg)
+
+    def test_cudagraphs_backend_refused_other_backends_recorded_op_by_op(self):
+        msg = self.refused(mlp_setup(dict(backend="cudagraphs")))
+        self.assertIn('torch.compile(backend="cudagraphs") is not modelled', msg)
+        rec, data = record(mlp_setup(dict(backend="aot_eager")))
+        self.assertFalse(rec.compiled)
+        self.assertTrue([n for n in alloc_names(data) if n.endswith(":addmm")])
 
     def test_dynamic_shapes_refused(self):
         msg = self.refused(mlp_setup(dict(dynamic=True)))
