@@ -365,8 +365,9 @@ class Dispatcher:
         self.pending = None  # facts of the fused op about to run
         self.counts = {}     # (backend, why) -> calls in the recorded step
         self.rec = None      # the Recorder: counts only inside its window
-        enabled()            # the settings compiled regions use (_SETTINGS)
-        priority(target)
+        if hasattr(torch, "compile"):  # the settings compiled regions use (_SETTINGS)
+            enabled()
+            priority(target)
 
     def _per_class(self, c):
         out = []
