@@ -79,6 +79,14 @@ only patches, each applied while Inductor compiles):
   function mode, which Dynamo traces, so the compiled graph holds the fused
   kernel the CUDA build would choose.
 
+Not corrected (named here): decompositions that ask the tensor's device
+while AOTAutograd traces see meta, not cuda, and take their non-CUDA branch:
+torch/_decomp/decompositions.py log_sigmoid_forward (keeps a buffer the
+CUDA branch does not), _fused_addmm_activation (exact GELU, not tanh),
+upsample index dtype and output memory format, and
+torch/_inductor/decomposition.py's convolution_backward bias decomposition
+and bf16 index_add. Transformer LMs reach none of them.
+
 Refused by name: mode="reduce-overhead" and "max-autotune" (CUDA graphs:
 cudagraph_trees.py's private memory pool, static input copies) and
 backend="cudagraphs" (the same pools), and
