@@ -22,7 +22,7 @@ SIZES = {
 }
 
 
-def setup(device, batch_size=None, grad_ckpt=False, size="test"):
+def setup(device, batch_size=None, grad_ckpt=False, size="test", compile=False):
     from transformers import GPT2Config, GPT2LMHeadModel
     c = preset(SIZES, size, batch_size)
     config = GPT2Config(n_layer=c["n_layer"], n_embd=c["n_embd"], n_head=c["n_head"],
@@ -31,6 +31,8 @@ def setup(device, batch_size=None, grad_ckpt=False, size="test"):
     model.train()
     if grad_ckpt:
         model.gradient_checkpointing_enable()
+    if compile:  # torch.compile'd in place (nn.Module.compile), as torch.compile(model) would run it
+        model.compile()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4, weight_decay=0.1)
     return dict(model=model, batch=hf_lm_batch(c, device), optimizer=optimizer,
                 step=train_step(hf_loss, clip=1.0))

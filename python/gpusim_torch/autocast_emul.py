@@ -166,10 +166,17 @@ def _call(func, name, args, kwargs):
         if out is not None:
             return out
     if _STATE.active and isinstance(func, types.FunctionType) and \
-            getattr(func, "__module__", "") == "torch.nn.functional":
+            getattr(func, "__module__", "") == "torch.nn.functional" and not _compiling():
+        # (Dynamo, tracing a compiled region through this mode, inlines the
+        # functional's body itself: Note [torch.compile on the CPU].)
         with _functional_body():
             return func(*args, **kwargs)
     return func(*args, **kwargs)
+
+
+def _compiling():
+    f = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(f()) if f is not None else False
 
 
 @contextlib.contextmanager
@@ -342,8 +349,24 @@ def _state_patches(orig):
 
     def get_gpu_dtype():
         return get_dtype("cuda")
+
+    # Code that saves the state through the readers above and restores it
+    # through the setters (Dynamo's OutputGraph.save_global_state around a
+    # traced frame, then its GlobalStateGuard check) writes back the
+    # emulated state: a write equal to it leaves torch's own state alone.
+    def set_enabled(*a):
+        device_type, value = (a[0], a[1]) if len(a) == 2 else ("cuda", a[0])
+        if device_type in _EMULATED and bool(value) == enabled_dtype()[0]:
+            return None
+        return orig["set_autocast_enabled"](*a)
+
+    def set_dtype(device_type, dtype):
+        if device_type in _EMULATED and dtype == get_dtype(device_type):
+            return None
+        return orig["set_autocast_dtype"](device_type, dtype)
     return {"is_autocast_available": is_available, "is_autocast_enabled": is_enabled,
-            "get_autocast_dtype": get_dtype, "get_autocast_gpu_dtype": get_gpu_dtype}
+            "get_autocast_dtype": get_dtype, "get_autocast_gpu_dtype": get_gpu_dtype,
+            "set_autocast_enabled": set_enabled, "set_autocast_dtype": set_dtype}
 
 
 @contextlib.contextmanager
@@ -369,7 +392,8 @@ def cuda_autocast(enabled, rec=None, sdpa=None):
         return AutocastCuda(dtype, enabled, cache_enabled)
 
     saved = {}
-    for name in ("is_autocast_enabled", "get_autocast_dtype", "get_autocast_gpu_dtype"):
+    for name in ("is_autocast_enabled", "get_autocast_dtype", "get_autocast_gpu_dtype", "set_autocast_enabled",
+                 "set_autocast_dtype"):
         if hasattr(torch, name):
             saved[("torch", name)] = getattr(torch, name)
     if hasattr(torch.amp, "is_autocast_available"):

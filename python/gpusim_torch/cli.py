@@ -1,5 +1,6 @@
-"""The collector's command line: `record` one step, or `sweep` a batch-size
-axis by re-recording the step at each size and replaying it with gpusim.
+"""The collector's command line: `record` one step, `sweep` a batch-size
+axis by re-recording the step at each size and replaying it with gpusim, or
+`compare-compile` the step eager and torch.compile'd (compare_compile.py).
 
 The batch dimension is the user's to name: STEP.py's setup takes it as a
 keyword, `setup(device, batch_size=N)`, and builds its batch (and anything
@@ -66,6 +67,15 @@ def _parser():
     s.add_argument("--allocator", default="pytorch_caching", help="the allocator model for gpusim replay")
     s.add_argument("--keep", metavar="DIR", help="keep the recorded traces in DIR")
     s.add_argument("--format", default="text", choices=["text", "json"])
+    c = sub.add_parser("compare-compile", help="record STEP.py eager and torch.compile'd "
+                       "(setup(device, ..., compile=False|True)), replay both, explain the difference by buffer")
+    _record_options(c)
+    c.add_argument("--gpusim", default="gpusim", help="the gpusim binary (default: gpusim on PATH)")
+    c.add_argument("--allocator", default="pytorch_caching", help="the allocator model for gpusim replay")
+    c.add_argument("--keep", metavar="DIR", help="keep the two traces in DIR (eager.gpusim, compiled.gpusim)")
+    c.add_argument("--format", default="text", choices=["text", "json", "markdown"])
+    c.add_argument("--label", help="the model's name in the markdown row (default: STEP.py's base name)")
+    c.add_argument("--batch-size", type=int, metavar="N", help="call setup(device, batch_size=N)")
     return p
 
 
@@ -76,12 +86,13 @@ def _fail(msg):
 
 def _load_setup(step_file):
     from gpusim_torch.recorder import RecordError
-    from gpusim_torch.session import _user_site, refusing_compile
+    from gpusim_torch.session import _user_site
     if not os.path.isfile(step_file):
         raise ValueError("%s: no such file" % step_file)
     try:
-        with refusing_compile():
-            ns = runpy.run_path(step_file, run_name="__gpusim_step__")
+        # (torch.compile at the top level only wraps; what it compiles is
+        # compiled when the step first calls it, inside the recording.)
+        ns = runpy.run_path(step_file, run_name="__gpusim_step__")
     except SyntaxError as e:
         raise ValueError("%s:%s: %s: %s" % (e.filename or step_file, e.lineno, type(e).__name__, e.msg))
     except RecordError as e:
@@ -151,10 +162,11 @@ def setup_kwargs(args, setup):
     return kw
 
 
-def _record(args, setup, out, batch_size):
+def _record(args, setup, out, batch_size, setup_kw=None):
     """Records STEP.py once; the Recording, or raises RecordError."""
     from gpusim_torch.session import record_step as _record_step, time_limit
-    setup_kw = setup_kwargs(args, setup)
+    if setup_kw is None:
+        setup_kw = setup_kwargs(args, setup)
     bounds = {}
     for b in args.bound:
         op, eq, n = b.partition("=")
@@ -243,9 +255,39 @@ def main(argv):
     try:
         if args.command == "sweep":
             return _sweep(args, setup)
+        if args.command == "compare-compile":
+            return _compare_compile(args, setup)
         rec = _record(args, setup, args.out, args.batch_size)
     except (RecordError, ValueError) as e:
         return _fail("%s: %s" % (args.step_file, e) if isinstance(e, RecordError) else str(e))
     allocs = sum(1 for e in rec.events if e["type"] == "alloc")
     print("gpusim_torch: wrote %s (%d events, %d allocations)" % (args.out, len(rec.events), allocs))
+    for line in getattr(rec, "compiled_report", []):
+        print("  " + line)
+    return 0
+
+
+def _compare_compile(args, setup):
+    from gpusim_torch import compare_compile
+    try:
+        params = inspect.signature(setup).parameters
+    except (TypeError, ValueError):
+        params = {}
+    if "compile" not in params and not any(p.kind == p.VAR_KEYWORD for p in params.values()):
+        raise ValueError("%s: setup(device) takes no compile parameter, so the step cannot be recorded both "
+                         "ways; name it as setup(device, ..., compile=False) and torch.compile the model "
+                         "when it is true" % args.step_file)
+    kw = setup_kwargs(args, setup)
+    if "compile" in kw:
+        raise ValueError("--arg compile=...: compare-compile sets compile itself")
+    device = args.target_device or "h100-sxm-80gb"
+    r = compare_compile.compare(lambda out, skw: _record(args, setup, out, args.batch_size, skw), args, kw,
+                                args.gpusim, device, args.allocator, keep=args.keep)
+    if args.format == "json":
+        print(json.dumps(dict(step_file=args.step_file, device=device, **r), indent=2, sort_keys=True))
+    elif args.format == "markdown":
+        label = args.label or os.path.splitext(os.path.basename(args.step_file))[0]
+        print(compare_compile.render_markdown_row(label, device, r))
+    else:
+        print(compare_compile.render_text(args.step_file, device, r))
     return 0

@@ -57,6 +57,11 @@ else:  # PyTorch 1.13: TypedStorage wraps the UntypedStorage
         return t.storage()._storage
 
 
+def _is_compiling():
+    f = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(f()) if f is not None else False
+
+
 class RecordError(Exception):
     """A step the recorder cannot record as written (data-dependent shape
     without a bound, an op without a meta kernel or fallback, ...)."""
@@ -74,6 +79,7 @@ class Recording:
         # Note [The warm-up history]: ("alloc", id, bytes) / ("free", id) of
         # what ran before the window (setup, the warm-up steps), or None.
         self.warmup = None
+        self.compiled = []  # inductor_plan.GraphPlan of each compiled graph (session.py)
 
 
 class _Buf:
@@ -166,6 +172,14 @@ class Recorder(TorchDispatchMode):
         self.history = None
         self.history_head = []
         self.sdpa = None        # sdpa.Dispatcher (meta mode): the fused SDPA ops' facts
+
+    @classmethod
+    def ignore_compile_internals(cls):
+        """Off while torch.compile compiles, on while the compiled code runs
+        (torch/utils/_python_dispatch.py): Dynamo then compiles under the
+        recorder instead of falling back to eager (Note [torch.compile on
+        the CPU], inductor_cpu.py)."""
+        return True
 
     # -- op boundary ---------------------------------------------------------
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
@@ -328,14 +342,7 @@ class Recorder(TorchDispatchMode):
         dt = ops.DTYPE_NAMES.get((outs or ins)[0].dtype)
         if dt is not None:
             ev["dtype"] = dt
-        if self.pending:
-            waits = set(self.pending.values()) if self.wait_all else \
-                {self.pending[u] for u in ev["uses"] if u in self.pending}
-            if waits:
-                ev["after"] = sorted(waits)
-                self.pending = {b: i for b, i in self.pending.items() if i not in waits}
-        self.wait_all = False
-        self.last_compute = len(self.rec.events)
+        self._order_compute(ev)
         facts = ops.device_facts(name, args, kwargs, outs)
         if name in sdpa.FUSED_OPS and self.sdpa is not None:
             d = self.sdpa.facts_for(name, args)
@@ -350,6 +357,114 @@ class Recorder(TorchDispatchMode):
                 ev["dims"] = list(facts[1])
                 ev["dims"][6] = 1
         self._emit(ev)
+
+    def _order_compute(self, ev):
+        """A compute event waits for the collectives whose buffers it uses
+        (or all of them, first after the backward); it becomes the last
+        compute (Note [Collectives under a fake process group])."""
+        if self.pending:
+            waits = set(self.pending.values()) if self.wait_all else \
+                {self.pending[u] for u in ev["uses"] if u in self.pending}
+            if waits:
+                ev["after"] = sorted(waits)
+                self.pending = {b: i for b, i in self.pending.items() if i not in waits}
+        self.wait_all = False
+        self.last_compute = len(self.rec.events)
+
+    # -- compiled graphs (Note [Reading Inductor's wrapper], inductor_plan.py)
+    def run_compiled(self, plan, args):
+        """Runs one compiled graph's plan (an inductor_plan.GraphPlan) in
+        place of the module Inductor generated: its allocations, kernels
+        and frees in the wrapper's order, the inputs it drops (freed when
+        nothing else holds them), and meta tensors for what it returns,
+        whose blocks are then tracked like any other storage."""
+        from torch.utils._python_dispatch import _disable_current_modes
+        inputs = list(args)
+        args.clear()
+        if self.live:
+            self._sweep()
+        phase = self._phase()
+        in_keys = [_storage(t)._cdata if self._relevant(t) else None for t in inputs]
+        bufs = {}
+
+        def buf_id(sid):
+            st = plan.storages[sid]
+            if st.input is not None:
+                b = self.live.get(in_keys[st.input]) if in_keys[st.input] is not None else None
+            else:
+                b = bufs.get(sid)
+            return b.id if b is not None else None
+        if self.in_window:
+            self.rec.events.append({"type": "marker", "name": "compiled:" + plan.name, "phase": phase})
+        for step in plan.steps:
+            kind = step[0]
+            if kind == "alloc":
+                st = plan.storages[step[1]]
+                if st.nbytes == 0:
+                    continue
+                name = "%s%s/%s%s" % (st.module + ":" if st.module else "", plan.name, st.buf,
+                                      "/" + st.kernel if st.kernel else "")
+                b = _Buf(self.next_id, None, st.nbytes, name, phase)
+                b.op = st.kernel or "inductor"
+                self.next_id += 1
+                bufs[st.sid] = b
+                self._emit_alloc(b)
+            elif kind == "free":
+                b = bufs.pop(step[1], None)
+                if b is not None:
+                    self._emit({"type": "free", "buffer": b.id, "phase": phase})
+            elif kind == "drop":
+                inputs[step[1]] = None
+                self._sweep()
+            else:
+                k = step[1]
+                if not self.in_window:
+                    if self.history is not None and k.get("op") in ops.CUBLAS_OPS:
+                        self.history.append(("compute", k["op"], phase, list(k.get("dims", []))))
+                    continue
+                uses = sorted({i for i in (buf_id(sid) for sid in k["uses"]) if i is not None})
+                ev = {"type": "compute", "name": "%s%s/%s" % (k["module"] + ":" if k["module"] else "",
+                                                                plan.name, k["kernel"]),
+                      "kind": k["kind"], "phase": phase, "flops": k["flops"], "read": k["read"],
+                      "write": k["write"], "m": k["m"], "n": k["n"], "k": k["k"], "batch": k["batch"],
+                      "uses": uses}
+                dt = ops.DTYPE_NAMES.get(k.get("dtype_of"))
+                if dt is not None:
+                    ev["dtype"] = dt
+                self._order_compute(ev)
+                if k.get("op"):
+                    ev["op"], ev["dims"] = k["op"], list(k.get("dims", []))
+                self._emit(ev)
+        out = []
+        made = {}
+        with _disable_current_modes():
+            for o in plan.outputs:
+                if o[0] == "none":
+                    out.append(None)
+                elif o[0] == "input":
+                    t = inputs[o[1]]
+                    v = o[2]
+                    out.append(t if v is None else t.as_strided(v.size, v.stride, v.offset))
+                else:
+                    v = o[1]
+                    base = made.get(v.sid)
+                    if base is None:
+                        base = torch.empty((plan.storages[v.sid].nbytes,), dtype=torch.uint8,
+                                           device=self.device_type)
+                        made[v.sid] = base
+                    t = torch.empty((0,), dtype=v.dtype, device=self.device_type)
+                    t.set_(base.untyped_storage(), v.offset, v.size, v.stride)
+                    out.append(t)
+        for sid, base in made.items():
+            b = bufs.pop(sid, None)
+            if b is None:
+                continue
+            st = base.untyped_storage()
+            b.handle = st._weak_ref()
+            self.live[st._cdata] = b
+        if self.in_window:
+            self.rec.events.append({"type": "marker", "name": "compiled_end:" + plan.name, "phase": phase})
+        return out
 
     def _sweep(self):
         dead = [(b.id, key) for key, b in self.live.items() if _expired(b.handle)]
@@ -515,9 +630,13 @@ class Recorder(TorchDispatchMode):
         return [pre, post]
 
     def _pre_hook(self, module, inputs):
+        if _is_compiling():
+            return  # traced by Dynamo: no side effect in the compiled graph
         self.module_stack.append(self.module_names.get(id(module), type(module).__name__))
 
     def _post_hook(self, module, inputs, output):
+        if _is_compiling():
+            return None
         path = self.module_stack.pop() if self.module_stack else ""
         if _current_node is None:
             return None  # 1.13: backward events carry op names only

@@ -102,12 +102,28 @@ def prefer_cudnn(t):
     return True
 
 
+def _compiling():
+    f = getattr(getattr(torch, "compiler", None), "is_compiling", None)
+    return bool(f()) if f is not None else False
+
+
+# The SDPA settings as last read outside Dynamo's tracing: the torch._C
+# getters below cannot be traced (Dynamo breaks the graph on a torch.* op
+# returning a non-tensor), so a compiled region's choice uses the settings
+# the step's eager code last saw (the recording's start).
+_SETTINGS = {}
+
+
 def priority(t):
     """priority_order(): the user's order (sdpa_kernel(..., set_priority=True))
     when it is not the default, else the default with cuDNN first where
     preferred."""
     get = getattr(torch._C, "_get_sdp_priority_order", None)
-    order = tuple(int(x) for x in get())[:4] if get else DEFAULT_ORDER
+    if _compiling():
+        order = _SETTINGS.get("order", DEFAULT_ORDER)
+    else:
+        order = tuple(int(x) for x in get())[:4] if get else DEFAULT_ORDER
+        _SETTINGS["order"] = order
     order = tuple(b for b in order if b in NAMES)
     if order == DEFAULT_ORDER and prefer_cudnn(t):
         return (CUDNN, FLASH, EFFICIENT, MATH)
@@ -115,10 +131,13 @@ def priority(t):
 
 
 def enabled():
+    if _compiling() and "enabled" in _SETTINGS:
+        return dict(_SETTINGS["enabled"])
     b = torch.backends.cuda
-    return {FLASH: b.flash_sdp_enabled(), EFFICIENT: b.mem_efficient_sdp_enabled(),
-            MATH: b.math_sdp_enabled(),
-            CUDNN: b.cudnn_sdp_enabled() if hasattr(b, "cudnn_sdp_enabled") else False}
+    _SETTINGS["enabled"] = {FLASH: b.flash_sdp_enabled(), EFFICIENT: b.mem_efficient_sdp_enabled(),
+                            MATH: b.math_sdp_enabled(),
+                            CUDNN: b.cudnn_sdp_enabled() if hasattr(b, "cudnn_sdp_enabled") else False}
+    return dict(_SETTINGS["enabled"])
 
 
 def _heads_ok(c, requires_same_num_heads):
@@ -275,7 +294,9 @@ def can_efficient(c, t):
     dq, dk, dv = c.q.shape[-1], c.k.shape[-1], c.v.shape[-1]
     if dq != dk or dq % align or dv % align or dq <= 0 or dv <= 0:
         return "head dims %d/%d not multiples of %d" % (dq, dv, align)
-    if t.major >= 8:
+    if t.major >= 8 and not _compiling():
+        # (In a compiled region Inductor's SDPA fallback aligns its inputs,
+        # lowering.py sdpa_constraint; Dynamo cannot trace storage_offset.)
         nbytes = align * c.q.element_size()
         for x in (c.q, c.k, c.v):
             if x.numel() and (x.storage_offset() * x.element_size()) % nbytes:
@@ -344,6 +365,9 @@ class Dispatcher:
         self.pending = None  # facts of the fused op about to run
         self.counts = {}     # (backend, why) -> calls in the recorded step
         self.rec = None      # the Recorder: counts only inside its window
+        if hasattr(torch, "compile"):  # the settings compiled regions use (_SETTINGS)
+            enabled()
+            priority(target)
 
     def _per_class(self, c):
         out = []
@@ -358,7 +382,8 @@ class Dispatcher:
         c = Call(q, k, v, attn_mask, dropout_p, is_causal, enable_gqa)
         backend, why = select(c, self.target, self.force)
         key = (NAMES[backend], why)
-        if self.rec is None or self.rec.in_window:
+        tracing = _compiling()  # inside a compiled region: counted per graph, not per call
+        if not tracing and (self.rec is None or self.rec.in_window):
             self.counts[key] = self.counts.get(key, 0) + 1
         if backend == NONE:
             raise RuntimeError("scaled_dot_product_attention: no kernel on the target (%s)" % why)
@@ -368,7 +393,7 @@ class Dispatcher:
             mask = _bool_to_additive(mask, q.dtype)
         if backend == MATH:
             return math_attention(q, k, v, mask, dropout_p, is_causal, scale, enable_gqa)[0]
-        self.pending = facts(c, self._per_class(c), self.target.cudnn)
+        self.pending = None if tracing else facts(c, self._per_class(c), self.target.cudnn)
         try:
             lse_grad = c.requires_grad
             if backend == CUDNN:
@@ -396,9 +421,46 @@ class Dispatcher:
         finally:
             facts_ = self.pending
             self.pending = None
-        if lse is not None and lse.numel():
+        if lse is not None and lse.numel() and not tracing:
             self.by_lse[lse.untyped_storage()._cdata] = facts_
         return out
+
+    # (q, k, v, mask, dropout, causal) argument positions of each fused op,
+    # from its schema (native_functions.yaml).
+    _ARGS = {"_scaled_dot_product_flash_attention": (0, 1, 2, None, 3, 4),
+             "_scaled_dot_product_efficient_attention": (0, 1, 2, 3, 5, 6),
+             "_scaled_dot_product_cudnn_attention": (0, 1, 2, 3, 5, 6),
+             "_scaled_dot_product_flash_attention_backward": (1, 2, 3, None, 10, 11),
+             "_scaled_dot_product_efficient_attention_backward": (1, 2, 3, 4, 9, 11),
+             "_scaled_dot_product_cudnn_attention_backward": (1, 2, 3, 8, 13, 14)}
+
+    def compiled_facts(self, name, args, requires_grad):
+        """(op, dims) of a fused SDPA kernel in a compiled graph's plan
+        (inductor_plan.py: its arguments as meta tensors and values), whose
+        forward and backward are separate graphs: each call's facts come
+        from its own arguments. `requires_grad`: the forward belongs to a
+        training graph (logsumexp kept for the backward). None: not a fused
+        SDPA op, or arguments not readable."""
+        pos = self._ARGS.get(name)
+        if pos is None:
+            return None
+        try:
+            q, k, v = args[pos[0]], args[pos[1]], args[pos[2]]
+            mask = args[pos[3]] if pos[3] is not None and pos[3] < len(args) else None
+            dropout = args[pos[4]] if pos[4] < len(args) else 0.0
+            causal = args[pos[5]] if pos[5] < len(args) else False
+        except IndexError:
+            return None
+        if not all(isinstance(x, torch.Tensor) and x.dim() == 4 for x in (q, k, v)):
+            return None
+        c = Call.__new__(Call)
+        c.q, c.k, c.v = q, k, v
+        c.mask = mask if isinstance(mask, torch.Tensor) else None
+        c.dropout = float(dropout or 0.0)
+        c.causal = bool(causal)
+        c.gqa = False
+        c.requires_grad = bool(requires_grad or name.endswith("_backward"))
+        return name, facts(c, self._per_class(c), self.target.cudnn)
 
     def facts_for(self, name, args):
         """The facts of a fused SDPA op's compute event: the forward's from
@@ -482,12 +544,10 @@ HOST_RESULTS = {"_scaled_dot_product_efficient_attention": (2, 3)}
 DEFAULT_DEVICE = "h100-sxm-80gb"
 
 
-def target_for(device, torch_version=None):
-    """(name, Target) for `device`: a gpusim device name (configs/devices/
-    NAME.yaml of the source tree beside this package, or of the installed
-    gpusim package beside it, gpusim/data) or a device YAML's path; its
-    compute_capability is what select_sdp_backend reads."""
-    import re
+def device_file(device):
+    """(path, label) of a gpusim device: a name (configs/devices/NAME.yaml
+    of the source tree beside this package, or of the installed gpusim
+    package beside it, gpusim/data) or a device YAML's path."""
     name = device or DEFAULT_DEVICE
     path = name
     if not os.path.isfile(path):
@@ -502,10 +562,17 @@ def target_for(device, torch_version=None):
         else:
             raise ValueError("--device %s: no such gpusim device (configs/devices/%s.yaml) or device file"
                              % (name, name))
+    return path, os.path.splitext(os.path.basename(path))[0]
+
+
+def target_for(device, torch_version=None):
+    """(name, Target) for `device` (device_file); its compute_capability is
+    what select_sdp_backend reads."""
+    import re
+    path, label = device_file(device)
     with open(path) as f:
         text = f.read()
     m = re.search(r'^compute_capability:\s*"?(\d+)\.(\d+)"?', text, re.M)
     if not m:
-        raise ValueError("--device %s: %s has no compute_capability \"MAJOR.MINOR\"" % (name, path))
-    label = os.path.splitext(os.path.basename(path))[0]
+        raise ValueError("--device %s: %s has no compute_capability \"MAJOR.MINOR\"" % (label, path))
     return label, Target(int(m.group(1)), int(m.group(2)), torch_version=torch_version)

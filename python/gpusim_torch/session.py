@@ -236,20 +236,19 @@ def _patched_phases(rec, optimizer):
 
 
 # Note [torch.compile refused by name]
-# A torch.compile'd module or function runs what Inductor generated: fused
-# kernels, its own buffer plan, recomputation chosen by the min-cut
-# partitioner (torch/_inductor, torch/_functorch/partitioners.py). On meta
-# tensors under the recorder dynamo would trace and run something that is
-# neither that nor the eager step, and report success. Until the recorder
-# models compiled regions, each way in is refused by name, with where:
-# torch.compile (and so nn.Module.compile, which calls it) and
-# torch._dynamo.optimize while the step file loads, setup() runs and the
-# steps run; and objects compiled before that (an OptimizedModule, a module
-# whose _compiled_call_impl is set, a function dynamo wrapped, which carries
-# _torchdynamo_orig_callable: torch/_dynamo/eval_frame.py).
-COMPILE_REFUSAL = ("torch.compile is not modelled by the recorder: the compiled step runs Inductor's fused "
-                   "kernels and buffer plan, not the eager ops it would record. Record the step without "
-                   "torch.compile (gpusim models the eager step the CUDA build runs)")
+# In meta mode a torch.compile'd module or function is recorded as Inductor
+# plans it for CUDA (Note [torch.compile on the CPU], inductor_cpu.py). Under
+# --mode fake the step's tensors are fake CUDA tensors, which Dynamo would
+# re-fake and AOTAutograd could not trace a backward of without a driver;
+# there each way in is refused by name, with where: torch.compile (and so
+# nn.Module.compile, which calls it) and torch._dynamo.optimize while the
+# step file loads, setup() runs and the steps run; and objects compiled
+# before that (an OptimizedModule, a module whose _compiled_call_impl is
+# set, a function dynamo wrapped, which carries _torchdynamo_orig_callable:
+# torch/_dynamo/eval_frame.py).
+COMPILE_REFUSAL = ("torch.compile is recorded in meta mode only (--mode meta, or auto where the fake CUDA "
+                   "backward does not run): under --mode fake, AOTAutograd cannot trace the compiled "
+                   "region's backward without a CUDA driver. Record with --mode meta")
 
 
 def _user_site(tb=None, stack=None):
@@ -287,12 +286,27 @@ def _call_user(what, fn, *args):
         raise RecordError("%s%s" % (e, " (at %s)" % site if site and site not in str(e) else "")) from None
     except Exception as e:  # the user's code: any exception is reported, with where
         site = _user_site(e.__traceback__)
+        refused = _compile_refusal(e)
+        if refused is not None:
+            raise RecordError("%s%s" % (refused, " (at %s)" % site if site else "")) from None
         first = (str(e).splitlines() or [""])[0]
         if not first:  # a bare assert: say where it stands
             fs = traceback.extract_tb(e.__traceback__)[-1]
             first = "(no message; raised at %s:%d in %s)" % (fs.filename, fs.lineno, fs.name)
         raise RecordError("%s raised %s%s%s" % (what, type(e).__name__, ": " + first if first else "",
                                                  " at " + site if site else "")) from None
+
+
+def _compile_refusal(exc):
+    """The message of a torch.compile setting refused, or of a compiled
+    graph not modelled, inside `exc` (Dynamo wraps backend errors), or None."""
+    if "torch._inductor" not in sys.modules:
+        return None
+    from gpusim_torch import inductor_cpu
+    found = inductor_cpu.find_refusal(exc)
+    if found is None:
+        return None
+    return "torch.compile: %s" % found
 
 
 def _compile_refused(*a, **k):
@@ -305,7 +319,12 @@ def refusing_compile():
     """torch.compile and torch._dynamo.optimize raise RecordError while the
     block runs (Note [torch.compile refused by name])."""
     saved = []  # 1.13 has neither
-    for mod, name in ((torch, "compile"), (sys.modules.get("torch._dynamo"), "optimize")):
+    targets = [(torch, "compile"), (sys.modules.get("torch._dynamo"), "optimize")]
+    if "torch._dynamo" in sys.modules:
+        # An object compiled before recording began reaches Inductor here.
+        import torch._inductor.compile_fx as cfx
+        targets.append((cfx, "compile_fx"))
+    for mod, name in targets:
         if mod is not None and hasattr(mod, name):
             saved.append((mod, name, getattr(mod, name)))
     for mod, name, _ in saved:
@@ -406,6 +425,7 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
         if why_not:
             raise RecordError("--world-size: " + why_not)
     from gpusim_torch import sdpa
+    device_name = device
     try:
         target_name, target = sdpa.target_for(device, cuda_torch_version)
     except ValueError as e:
@@ -444,8 +464,9 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
         raise RecordError("--sdpa-backend: modelled in meta mode only (fake CUDA tensors dispatch SDPA "
                           "themselves); record with --mode meta")
     semantics = _cuda_semantics_on_meta() if chosen == "meta" else contextlib.nullcontext()
+    capture = _compile_capture(rec, device_name, dispatcher) if chosen == "meta" else None
     with group, outer, semantics, autocast_emul.cuda_autocast(chosen == "meta", rec, dispatcher), \
-            refusing_compile():
+            (capture if capture is not None else refusing_compile()):
         with rec:
             if setup is not None:
                 try:
@@ -490,7 +511,8 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
             if step is not None and autocast is not None:
                 raise RecordError("--autocast applies to loss_fn only; a step() callable sets "
                                   "its own torch.autocast")
-            _refuse_compiled(model, (("step", step), ("loss_fn", loss_fn)))
+            if capture is None:
+                _refuse_compiled(model, (("step", step), ("loss_fn", loss_fn)))
             if model is not None:
                 hooks = rec.install_module_hooks(model)
             _cuda_optimizer_defaults(optimizer, notes)
@@ -542,8 +564,12 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
             comments.append("scaled_dot_product_attention: %d call(s) run %s on %s (compute %d.%d, cuDNN %d)%s: %s"
                             % (n, backend, target_name, target.major, target.minor, target.cudnn,
                                " (forced by --sdpa-backend)" if force is not None else "", reason))
+    if capture is not None and capture.graphs:
+        comments += compiled_comments(capture)
     comments += notes
     recording = rec.finish(name or "gpusim_torch-step", comments)
+    recording.compiled = list(capture.graphs) if capture is not None else []
+    recording.compiled_report = compiled_comments(capture) if capture is not None and capture.graphs else []
     recording.meta.extend(extra_meta)
     if dispatcher is not None:
         recording.meta.append(("sdpa_target", target_name))
@@ -556,6 +582,49 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
     if out is not None:
         write_trace(out, recording, frames=frames)
     return recording
+
+
+def _compile_capture(rec, device_name, dispatcher=None):
+    """The inductor_cpu.Capture of a meta-mode recording (None where this
+    torch has no torch.compile): each compiled graph's wrapper becomes a
+    GraphPlan the recorder runs (Note [torch.compile on the CPU])."""
+    if not hasattr(torch, "compile"):
+        return None
+    from gpusim_torch import inductor_cpu, inductor_plan, sdpa
+    try:
+        path, label = sdpa.device_file(device_name)
+    except ValueError as e:
+        raise RecordError(str(e))
+    props = inductor_cpu.device_properties(path, label)
+
+    def op_facts(op, args, graph_name):
+        if dispatcher is None:
+            return None
+        return dispatcher.compiled_facts(op, args, graph_name.endswith("_forward"))
+
+    def make_plan(source, graph, kwargs):
+        plan = inductor_plan.parse_wrapper(source, graph, op_facts=op_facts)
+        plan.runner = rec.run_compiled
+        return plan
+    return inductor_cpu.Capture(props, make_plan)
+
+
+def compiled_comments(capture):
+    """One comment per compiled graph (trace comments and the CLI's report):
+    its kernels and the blocks its plan allocates."""
+    out = ["torch.compile: %d graph(s) planned by Inductor (torch %s) for cuda on the CPU, %s's "
+           "properties (Note [torch.compile on the CPU], python/gpusim_torch/inductor_cpu.py)"
+           % (len(capture.graphs), torch.__version__, capture.props.name.split(" (")[0])]
+    for plan in capture.graphs:
+        allocs = plan.allocations()
+        triton = sum(1 for k in plan.kernels if k.startswith("triton_"))
+        saved = sum(1 for o in plan.outputs if o[0] != "none")
+        out.append("compiled graph %s: %d kernels (%d Triton, %d extern or fallback), %d blocks allocated "
+                   "(%d B), %d outputs" % (plan.name, len(plan.kernels), triton, len(plan.kernels) - triton,
+                                           len(allocs), sum(a.nbytes for a in allocs), saved))
+    for note in sorted(set(capture.notes)):
+        out.append("torch.compile: " + note)
+    return out
 
 
 def _tensors_of(model, optimizer, batch):

@@ -40,6 +40,7 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
   r.time_by_op = sim->time_by_op;
   r.oom = sim->oom;
   r.peak_live = sim->peak_live;
+  r.compiled_graphs = SummarizeCompiledGraphs(trace);
   (void)source;
   // The alloc that made each buffer live at the peak: the last alloc of its
   // id at or before the peak event (ids are reused after frees).
@@ -136,6 +137,7 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
                                           b.name.empty() ? "-" : b.name,
                                           b.where.empty() ? "" : absl::StrCat("  (", b.where, ")")));
   }
+  absl::StrAppend(&out, RenderCompiledGraphsText(r.compiled_graphs));
   return out;
 }
 
@@ -250,6 +252,7 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
     w.EndObject();
   }
   w.EndArray();
+  if (!r.compiled_graphs.empty()) CompiledGraphsJson(w, r.compiled_graphs);
   w.EndObject();
 }
 

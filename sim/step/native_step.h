@@ -15,6 +15,7 @@
 #include "sim/config/spec.h"
 #include "sim/engine/engine.h"
 #include "sim/lower/eager/device_memory.h"
+#include "sim/step/compiled_graphs.h"
 #include "sim/trace/trace.h"
 
 namespace gpusim {
@@ -48,6 +49,8 @@ struct NativeStepReport {
   // What the device model added to a PyTorch recording (applied false:
   // not one); the caller ran AddEagerDeviceMemory on the trace.
   EagerDeviceMemory device_memory;
+  // The torch.compile'd graphs the step ran (empty: none).
+  std::vector<CompiledGraphSummary> compiled_graphs;
 };
 
 // REQUIRES: `trace` passed ValidateTrace. `allocator` may be null.
@@ -68,7 +71,8 @@ std::string RenderNativeStepText(const NativeStepReport& r);
 // events: [{op, count, backend, why}]), step_start_live_bytes,
 // step_rise_bytes (null without a step marker)}), kernel_time: [{kind, op,
 // events, busy_s, flops, bytes}] (device time by kind and framework op,
-// largest first)}.
+// largest first), compiled_graphs (only when the step ran torch.compile'd
+// graphs: sim/step/compiled_graphs.h)}.
 void NativeStepJson(JsonWriter& w, const NativeStepReport& r);
 
 }  // namespace gpusim

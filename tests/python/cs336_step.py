@@ -4,7 +4,9 @@ batch 32: configuration inferred from the snapshot's allocation sizes, see
 README "Bring your own PyTorch model"). The recorded window is a forward
 and backward pass with gradients accumulating and no optimizer (the
 assignment's memory-profiling loop); the previous step's logits and loss
-stay referenced until this step replaces them, as loop variables do."""
+stay referenced until this step replaces them, as loop variables do.
+setup(device, compile=True) records the same step with the model
+torch.compile'd (the loss stays eager)."""
 
 import os
 import sys
@@ -19,8 +21,10 @@ CONFIG = dict(vocab_size=10000, context_length=256, d_model=768, num_layers=12,
 BATCH = 32
 
 
-def setup(device, batch_size=BATCH):
+def setup(device, batch_size=BATCH, compile=False):
     model = TransformerLM(**CONFIG, device=device)
+    if compile:  # torch.compile'd in place (nn.Module.compile): Inductor's plan (docs/pytorch.md)
+        model.compile()
     x = torch.randint(0, CONFIG["vocab_size"], (batch_size, CONFIG["context_length"]), device=device)
     y = torch.randint(0, CONFIG["vocab_size"], (batch_size, CONFIG["context_length"]), device=device)
     held = {}
