@@ -35,7 +35,9 @@ struct Summary {
   std::vector<std::string> instants;
   int64_t peak_bytes = -1;
   double max_ts = 0;           // the latest event's ts (µs)
+  double bound_start = -1;     // otherData time_bounds_us[0]
   double bound_end = -1;       // otherData time_bounds_us[1]
+  double min_ts = -1;          // the earliest event's ts (µs)
   std::string clock;           // otherData clock
 };
 
@@ -57,6 +59,7 @@ Summary CheckTraceEventFormat(const std::string& json) {
   if (!doc["otherData"]["clock"].get(clock)) s.clock = std::string(clock);
   simdjson::dom::array bounds;
   if (!doc["otherData"]["time_bounds_us"].get(bounds) && bounds.size() == 2) {
+    EXPECT_FALSE(bounds.at(0).get(s.bound_start));
     EXPECT_FALSE(bounds.at(1).get(s.bound_end));
   }
   simdjson::dom::array events;
@@ -85,6 +88,7 @@ Summary CheckTraceEventFormat(const std::string& json) {
       EXPECT_FALSE(e["ts"].get(ts)) << "event " << k << ": no ts";
       EXPECT_GE(ts, 0) << "event " << k;
       s.max_ts = std::max(s.max_ts, ts);
+      s.min_ts = s.min_ts < 0 ? ts : std::min(s.min_ts, ts);
       used_processes.insert(pid);
     }
     if (ph == "M") {
@@ -234,7 +238,11 @@ void CheckSnapshotTimeline(const std::string& snapshot, int64_t allocations, dou
   EXPECT_GT(s.counter_samples["allocated bytes"], 1);
   EXPECT_GT(s.counter_samples["reserved bytes"], 0);
   EXPECT_GT(s.counter_samples["live bytes"], 1);
-  EXPECT_DOUBLE_EQ(s.bound_end, window_us);
+  // On the recorder's clock (Note [A snapshot's clock]): the bounds are
+  // the first and last recorded times, not 0 and the window's length.
+  EXPECT_GT(s.bound_start, 0);
+  EXPECT_DOUBLE_EQ(s.bound_end - s.bound_start, window_us);
+  EXPECT_GE(s.min_ts, s.bound_start);
   EXPECT_LE(s.max_ts, s.bound_end + 0.001);  // every event within the bounds (one 1 ns settle point at most)
 }
 

@@ -134,17 +134,18 @@ TEST_F(VizSnapshotCharts, TimelineJsonRunsOnTheRecordedClock) {
   const std::string json = File("timeline.json");
   EXPECT_NE(json.find("\"clock\":\"recorded (the trace's own timestamps)\""), std::string::npos) << json.substr(0, 600);
   // time_us of the first alloc is the origin; the window ends at the last
-  // free_completed, 805 us later.
-  EXPECT_NE(json.find("\"time_bounds_us\":[0,805]"), std::string::npos);
+  // free_completed, 805 us later. Times are the recorder's (Note [A
+  // snapshot's clock]).
+  EXPECT_NE(json.find("\"time_bounds_us\":[1700000000000100,1700000000000905]"), std::string::npos);
   EXPECT_NE(json.find("\"recorded_time_origin_us\":1700000000000100"), std::string::npos);
-  EXPECT_NE(json.find("{\"ph\":\"X\",\"pid\":1,\"tid\":100,\"ts\":0,\"dur\":805,\"name\":\"recorded window\""),
+  EXPECT_NE(json.find("{\"ph\":\"X\",\"pid\":1,\"tid\":100,\"ts\":1700000000000100,\"dur\":805,\"name\":\"recorded window\""),
             std::string::npos);
   // Each allocation a slice from its alloc to its free_completed (us).
   EXPECT_NE(json.find("{\"ph\":\"b\",\"cat\":\"buffer\",\"id\":\"0x1\",\"name\":\"model.py:14 forward\",\"pid\":1,"
-                      "\"tid\":1,\"ts\":150,"),
+                      "\"tid\":1,\"ts\":1700000000000250,"),
             std::string::npos);
   EXPECT_NE(json.find("{\"ph\":\"e\",\"cat\":\"buffer\",\"id\":\"0x1\",\"name\":\"model.py:14 forward\",\"pid\":1,"
-                      "\"tid\":1,\"ts\":310}"),
+                      "\"tid\":1,\"ts\":1700000000000410}"),
             std::string::npos);
   EXPECT_NE(json.find("\"frames_hidden\":10"), std::string::npos);
   for (const std::string& h : Hidden()) EXPECT_EQ(json.find(h), std::string::npos) << h;
@@ -275,7 +276,8 @@ TEST(VizSources, PerfettoPlacesUntimedEventsInEventOrderAndSaysSo) {
       "gpusim-trace 1\nname t\nstream 0 compute\nalloc 0 4096\nalloc 1 8192\nfree 1\nfree 0\nend 4\n");
   EXPECT_NE(PerfettoJson(r).find("\"clock\":\"memory events (1 ns each; the recording has no timestamps)\""),
             std::string::npos);
-  // Event 0 untimed (a block live before the window), then 2, 5 and 9 us.
+  // Event 0 untimed (a block live before the window), then 1,002, 1,005
+  // and 1,009 us on the recorder's clock.
   const std::vector<SimTime> times = {SimTime(-1), SimTime(1000000 + 2000), SimTime(1000000 + 5000),
                                       SimTime(1000000 + 9000)};
   VizOptions o;
@@ -283,10 +285,10 @@ TEST(VizSources, PerfettoPlacesUntimedEventsInEventOrderAndSaysSo) {
   const std::string json = PerfettoJson(r, o);
   EXPECT_NE(json.find("\"events_without_recorded_time\":1"), std::string::npos) << json.substr(0, 500);
   EXPECT_NE(json.find("1 events without one placed in event order"), std::string::npos);
-  EXPECT_NE(json.find("\"time_bounds_us\":[0,7]"), std::string::npos);
-  EXPECT_NE(json.find("\"id\":\"0x1\",\"name\":\"buffer 1\",\"pid\":1,\"tid\":1,\"ts\":0,"), std::string::npos);
-  EXPECT_NE(json.find("\"id\":\"0x1\",\"name\":\"buffer 1\",\"pid\":1,\"tid\":1,\"ts\":3}"), std::string::npos);
-  EXPECT_NE(json.find("\"id\":\"0x0\",\"name\":\"buffer 0\",\"pid\":1,\"tid\":1,\"ts\":7}"), std::string::npos);
+  EXPECT_NE(json.find("\"time_bounds_us\":[1002,1009]"), std::string::npos);
+  EXPECT_NE(json.find("\"id\":\"0x1\",\"name\":\"buffer 1\",\"pid\":1,\"tid\":1,\"ts\":1002,"), std::string::npos);
+  EXPECT_NE(json.find("\"id\":\"0x1\",\"name\":\"buffer 1\",\"pid\":1,\"tid\":1,\"ts\":1005}"), std::string::npos);
+  EXPECT_NE(json.find("\"id\":\"0x0\",\"name\":\"buffer 0\",\"pid\":1,\"tid\":1,\"ts\":1009}"), std::string::npos);
 }
 
 }  // namespace

@@ -92,8 +92,9 @@ class CounterTrack {
  public:
   // `series` names values[1...] when `keyed` (values[0] then only decides
   // the maximum and is not written), else values[0...].
-  CounterTrack(std::string name, std::vector<std::string> series, bool keyed = false)
-      : name_(std::move(name)), series_(std::move(series)), skip_(keyed ? 1 : 0) {}
+  // `base`: added to every time written (Note [A snapshot's clock]).
+  CounterTrack(std::string name, std::vector<std::string> series, SimTime base, bool keyed = false)
+      : name_(std::move(name)), series_(std::move(series)), base_(base), skip_(keyed ? 1 : 0) {}
 
   // REQUIRES: t ≥ the previous call's t; values.size() == series.size() (+1
   // when keyed). values[0] decides which sample of one instant is its maximum.
@@ -129,12 +130,13 @@ class CounterTrack {
     for (size_t k = 0; k < series_.size(); ++k) {
       absl::StrAppend(&a, k ? "," : "", Str(series_[k]), ":", values[k + skip_]);
     }
-    events_.push_back(absl::StrCat("{\"ph\":\"C\",\"pid\":1,\"ts\":", Us(t), ",\"name\":", Str(name_), ",\"args\":{",
+    events_.push_back(absl::StrCat("{\"ph\":\"C\",\"pid\":1,\"ts\":", Us(t + base_), ",\"name\":", Str(name_), ",\"args\":{",
                                    a, "}}"));
   }
 
   std::string name_;
   std::vector<std::string> series_;
+  SimTime base_;
   size_t skip_;
   bool have_ = false;
   SimTime t_, emitted_{0};
@@ -148,13 +150,19 @@ class CounterTrack {
 // microseconds with nothing to scale them. When the recording stamped its
 // events (a snapshot's trace entries carry time_us, recorded under
 // _record_memory_history; VizOptions::recorded_times), timeline.json runs
-// on that clock instead: every memory event at its recorded time less the
-// first one's (the origin, in otherData recorded_time_origin_us), and an
-// event with no time (a block live before the window, allocated at the
-// head) at the time of the event before it (0 at the head), kept in event
-// order as the allocator saw it; otherData says how many had none
-// (events_without_recorded_time). A recording with no times at all stays
-// on the event clock, and otherData's clock says so.
+// on that clock instead: every memory event at its recorded time (µs on the
+// recorder's clock, as the snapshot's time_us and a Kineto trace's ts are,
+// so the file lines up with the run's own profiler traces; the first one's
+// is the origin, otherData recorded_time_origin_us, and time_bounds_us
+// runs from it), and an event with no time (a block live before the
+// window, allocated at the head) at the time of the event before it (the
+// origin at the head), kept in event order as the allocator saw it;
+// otherData says how many had none (events_without_recorded_time). A
+// recording with no times at all stays on the event clock, and otherData's
+// clock says so. Times are absolute, not from 0, also because Chrome
+// DevTools' trace engine leaves events at ts 0 out of the trace's bounds
+// (MetaHandler.handleEvent, @paulirish/trace_engine): a window starting at
+// 0 had no bounds there.
 struct RecordedClock {
   bool use = false;
   std::vector<SimTime> at;  // per event; with use
@@ -201,6 +209,11 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
   const Trace& tr = r.lowered.trace;
   const size_t n = tr.events.size();
   std::vector<std::string> ev;
+  // Times are written on the trace's own clock when it has one (Note [A
+  // snapshot's clock]): `base` is its origin, 0 on the simulated clock.
+  const RecordedClock rc = RecordedClockOf(v, tr, o);
+  const SimTime base = rc.use ? rc.origin : SimTime(0);
+  auto At = [base](SimTime t) { return Us(t + base); };
   ev.push_back(absl::StrCat("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":",
                             Str(absl::StrCat(r.spec.device.name, ": ", r.program.name)), "}}"));
   ev.push_back("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":1}}");
@@ -227,7 +240,7 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
 
   auto slice = [&](int tid, std::string_view name, std::string_view cat, SimTime t0, SimTime t1,
                    const std::string& args) {
-    ev.push_back(absl::StrCat("{\"ph\":\"X\",\"pid\":1,\"tid\":", tid, ",\"ts\":", Us(t0),
+    ev.push_back(absl::StrCat("{\"ph\":\"X\",\"pid\":1,\"tid\":", tid, ",\"ts\":", At(t0),
                               ",\"dur\":", UsOfTicks(Ticks(t1) - Ticks(t0)),
                               ",\"name\":", Str(name), ",\"cat\":", Str(cat),
                               args.empty() ? "" : ",\"args\":{", args, args.empty() ? "" : "}", "}"));
@@ -278,7 +291,6 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
 
   // The memory clock: per event, the running maximum of issue times, or of
   // the recorded times (Note [A snapshot's clock]).
-  const RecordedClock rc = RecordedClockOf(v, tr, o);
   std::vector<SimTime> mt(n);
   SimTime clock(0);
   for (size_t i = 0; i < n; ++i) {
@@ -328,19 +340,19 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
     const std::string& label = sources[static_cast<size_t>(b.id)].label;
     const std::string head = absl::StrCat("\"cat\":\"buffer\",\"id\":\"0x", absl::Hex(b.id), "\",\"name\":",
                                           Str(label.empty() ? b.name : label), ",\"pid\":1,\"tid\":", tid);
-    ev.push_back(absl::StrCat("{\"ph\":\"b\",", head, ",\"ts\":", Us(t0), ",\"args\":{\"buffer\":", Str(b.name),
+    ev.push_back(absl::StrCat("{\"ph\":\"b\",", head, ",\"ts\":", At(t0), ",\"args\":{\"buffer\":", Str(b.name),
                               ",\"bytes\":", b.bytes.value(),
                               ",\"role\":", Str(RoleName(b.role)), ",\"origin\":", Str(b.origin),
                               ",\"alloc_event\":", b.alloc_event, ",\"free_event\":", b.free_event, Frames(b),
                               "}}"));
-    ev.push_back(absl::StrCat("{\"ph\":\"e\",", head, ",\"ts\":", Us(t1), "}"));
+    ev.push_back(absl::StrCat("{\"ph\":\"e\",", head, ",\"ts\":", At(t1), "}"));
   }
 
   // Counter tracks.
   std::vector<std::string> role_names;
   for (Role role : viz_internal::LegendRoles()) role_names.emplace_back(RoleName(role));
-  CounterTrack live("live bytes", {"live"});
-  CounterTrack by_role("live bytes by role", role_names, /*keyed=*/true);
+  CounterTrack live("live bytes", {"live"}, base);
+  CounterTrack by_role("live bytes by role", role_names, base, /*keyed=*/true);
   std::array<int64_t, kNumRoles> roles{};
   int64_t cur = tr.preexisting.value();
   auto role_values = [&] {
@@ -394,7 +406,7 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
     // Bytes live before the trace never passed through the allocator; they
     // count as allocated and reserved (as the PNG timeline draws them).
     const int64_t pre = r.sim.preexisting_in_allocator ? 0 : tr.preexisting.value();  // a start state holds them
-    CounterTrack alloc("allocated bytes", {"allocated"}), resv("reserved bytes", {"reserved"});
+    CounterTrack alloc("allocated bytes", {"allocated"}, base), resv("reserved bytes", {"reserved"}, base);
     alloc.Add(SimTime(0), {pre});
     resv.Add(SimTime(0), {pre});
     for (const AllocatorSample& s : r.sim.allocator_curve) {
@@ -406,7 +418,8 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
     tracks.push_back(resv.TakeEvents());
   }
   if (o.recorded_memory != nullptr && !o.recorded_memory->empty()) {
-    CounterTrack alloc("recorded allocated bytes", {"allocated"}), resv("recorded reserved bytes", {"reserved"});
+    CounterTrack alloc("recorded allocated bytes", {"allocated"}, base),
+        resv("recorded reserved bytes", {"reserved"}, base);
     for (const RecordedMemorySample& s : *o.recorded_memory) {
       if (s.event < 0 || s.event >= static_cast<int64_t>(n)) continue;
       if (s.allocated.has_value()) alloc.Add(mt[static_cast<size_t>(s.event)], {s.allocated->value()});
@@ -421,7 +434,7 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
 
   if (v.peak_event >= 0) {
     ev.push_back(absl::StrCat("{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":", kPhaseTid, ",\"ts\":",
-                              Us(mt[static_cast<size_t>(v.peak_event)]), ",\"name\":",
+                              At(mt[static_cast<size_t>(v.peak_event)]), ",\"name\":",
                               Str(absl::StrCat("peak ", viz_internal::HumanBytes(r.peak))),
                               ",\"args\":{\"peak_bytes\":", r.peak.value(), ",\"op\":", Str(v.peak_op_name), "}}"));
   }
@@ -430,7 +443,7 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
                           ? mt[static_cast<size_t>(r.sim.oom.event)]
                           : r.sim.oom.time;
     ev.push_back(absl::StrCat(
-        "{\"ph\":\"i\",\"s\":\"p\",\"pid\":1,\"tid\":", kPhaseTid, ",\"ts\":", Us(t), ",\"name\":",
+        "{\"ph\":\"i\",\"s\":\"p\",\"pid\":1,\"tid\":", kPhaseTid, ",\"ts\":", At(t), ",\"name\":",
         Str(absl::StrCat("out of memory: ", r.sim.oom.buffer, " (", viz_internal::HumanBytes(r.sim.oom.requested),
                          ")")),
         ",\"args\":{\"event\":", r.sim.oom.event, ",\"requested_bytes\":", r.sim.oom.requested.value(),
@@ -443,7 +456,7 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
                   ",\"framework\":", Str(r.spec.framework), ",\"allocator\":", Str(r.sim.allocator_name),
                   ",\"peak_bytes\":", r.peak.value(), ",\"capacity_bytes\":", r.capacity.value(),
                   ",\"step_time_ns\":", r.sim.step_time.ns(), ",\"clock\":", Str(rc.name),
-                  ",\"time_bounds_us\":[0,", Us(end), "]");
+                  ",\"time_bounds_us\":[", At(SimTime(0)), ",", At(end), "]");
   if (rc.use) {
     absl::StrAppend(&out, ",\"recorded_time_origin_us\":", Us(rc.origin),
                     ",\"events_without_recorded_time\":", rc.untimed);

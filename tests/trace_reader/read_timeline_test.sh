@@ -2,9 +2,9 @@
 # timeline.json read by a real Chrome-trace reader: Chrome DevTools' trace
 # engine (npm, installed by tools/setup_trace_reader.sh into the directory
 # $GPUSIM_TRACE_READER) on three timelines: the llama7b XLA step, an eager
-# step that runs out of memory through pytorch_caching, and a replayed
-# Kineto trace with recorded counters (read_timeline.mjs says what is
-# checked). Exit 77 = skipped: no reader installed and not required
+# step that runs out of memory through pytorch_caching, a replayed
+# Kineto trace with recorded counters, and a memory snapshot on its
+# recorder's clock (read_timeline.mjs says what is checked). Exit 77 = skipped: no reader installed and not required
 # (`make test` requires it).
 #   tests/trace_reader/read_timeline_test.sh BUILD/gpusim SOURCE_DIR
 set -euo pipefail
@@ -23,6 +23,7 @@ trap 'rm -rf "$W"' EXIT
   --allocator pytorch_caching --timeline "$W/eager_oom.json" >/dev/null
 "$BIN" viz "$SRC/traces/recorded/tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz" \
   --out "$W/kineto" >/dev/null
-for f in "$W/llama7b.json" "$W/eager_oom.json" "$W/kineto/timeline.json"; do
+"$BIN" viz "$SRC/tests/data/snapshots/cpp_frames_snapshot.json" --out "$W/snapshot" >/dev/null
+for f in "$W/llama7b.json" "$W/eager_oom.json" "$W/kineto/timeline.json" "$W/snapshot/timeline.json"; do
   node "$SRC/tests/trace_reader/read_timeline.mjs" "$READER" "$f"
 done
