@@ -27,8 +27,8 @@ using viz_internal::RoleColor;
 using viz_internal::StepView;
 using viz_internal::Svg;
 
-constexpr double kWidth = 1400;
-constexpr double kLabel = 330, kRight = 20, kTop = 78, kBottom = 56, kRow = 15;
+constexpr double kChartWidth = 1400;
+constexpr double kChartLabel = 330, kChartRight = 20, kChartTop = 78, kChartBottom = 56, kChartRow = 15;
 
 }  // namespace
 
@@ -104,11 +104,11 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
   size_t rows = 0;
   for (const Group& g : groups) rows += 1 + g.bars.size() + (g.rest.empty() ? 0 : 1);
 
-  const double height = kTop + static_cast<double>(rows) * kRow + kBottom;
-  const double pw = kWidth - kLabel - kRight, ph = static_cast<double>(rows) * kRow;
-  auto X = [&](int64_t op) { return kLabel + pw * static_cast<double>(op) / static_cast<double>(nops); };
+  const double height = kChartTop + static_cast<double>(rows) * kChartRow + kChartBottom;
+  const double pw = kChartWidth - kChartLabel - kChartRight, ph = static_cast<double>(rows) * kChartRow;
+  auto X = [&](int64_t op) { return kChartLabel + pw * static_cast<double>(op) / static_cast<double>(nops); };
 
-  Svg svg(kWidth, height);
+  Svg svg(kChartWidth, height);
   svg.Text(10, 20,
            absl::StrCat("Buffer lifetimes — ", r.program.name, " (", WithCommas(static_cast<int64_t>(nb)),
                         " buffers, ", WithCommas(nx), by_events ? " memory events)" : " ops)"),
@@ -119,9 +119,9 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
 
   // Phases, loops, iterations.
   for (const auto& s : v.phases) {
-    svg.Rect(X(s.op0), kTop, std::max(X(s.op1) - X(s.op0), 0.5), ph, viz_internal::PhaseColor(s.phase));
+    svg.Rect(X(s.op0), kChartTop, std::max(X(s.op1) - X(s.op0), 0.5), ph, viz_internal::PhaseColor(s.phase));
     if (X(s.op1) - X(s.op0) > 40) {
-      svg.Text(X(s.op0) + 3, kTop - 4, FitText(s.label, X(s.op1) - X(s.op0) - 6, 10), "fill=\"#666\" font-size=\"10\"");
+      svg.Text(X(s.op0) + 3, kChartTop - 4, FitText(s.label, X(s.op1) - X(s.op0) - 6, 10), "fill=\"#666\" font-size=\"10\"");
     }
   }
   for (const auto& s : v.loops) {
@@ -136,21 +136,21 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
              "stroke=\"#fff\" stroke-width=\"0.5\"");
     const std::string t = FitText(s.label, x1 - x0 - 2, 8);
     if (!t.empty()) svg.Text(x0 + 1, 64, t, "font-size=\"8\"");
-    if (iter_lines) svg.Line(x0, kTop, x0, kTop + ph, "#cccccc", "stroke-width=\"0.5\"");
+    if (iter_lines) svg.Line(x0, kChartTop, x0, kChartTop + ph, "#cccccc", "stroke-width=\"0.5\"");
   }
-  if (!v.iterations.empty()) svg.Text(kLabel - 6, 64, "loop iterations", "font-size=\"9\" text-anchor=\"end\"");
-  if (!v.loops.empty()) svg.Text(kLabel - 6, 52, "loops", "font-size=\"9\" text-anchor=\"end\"");
+  if (!v.iterations.empty()) svg.Text(kChartLabel - 6, 64, "loop iterations", "font-size=\"9\" text-anchor=\"end\"");
+  if (!v.loops.empty()) svg.Text(kChartLabel - 6, 52, "loops", "font-size=\"9\" text-anchor=\"end\"");
 
   // Rows.
-  double y = kTop;
+  double y = kChartTop;
   for (const Group& g : groups) {
     const std::string color(RoleColor(g.role));
-    svg.Rect(0, y, kLabel - 4, kRow, color, "fill-opacity=\"0.18\"");
+    svg.Rect(0, y, kChartLabel - 4, kChartRow, color, "fill-opacity=\"0.18\"");
     svg.Text(6, y + 11,
              absl::StrCat(std::string(RoleName(g.role)), " — ", WithCommas(static_cast<int64_t>(g.bars.size() + g.rest.size())),
                           " buffers, ", HumanBytes(g.total)),
              "font-weight=\"bold\"");
-    y += kRow;
+    y += kChartRow;
     for (size_t i : g.bars) {
       const BufferInfo& b = bufs[i];
       // A recorded trace names blocks by address, which repeats: such
@@ -160,7 +160,7 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
       svg.Text(10, y + 11,
                FitText(repeated ? absl::StrCat(name, by_events ? " @ events " : " @ ops ", x0[i], "–", x1[i]) : name,
                        245, 11));
-      svg.Text(kLabel - 8, y + 11, HumanBytes(b.bytes), "text-anchor=\"end\" fill=\"#444\"");
+      svg.Text(kChartLabel - 8, y + 11, HumanBytes(b.bytes), "text-anchor=\"end\" fill=\"#444\"");
       const double left = X(x0[i]), w = std::max(X(x1[i]) - left, 1.0);
       std::string title = absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B); ",
                                        by_events ? "memory events " : "ops ", x0[i], "–", x1[i],
@@ -168,10 +168,10 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
       if (by != VizColorBy::kRole || !sources[i].label.empty()) {
         for (const std::string& line : viz_internal::SourceLines(sources[i])) absl::StrAppend(&title, "\n", line);
       }
-      svg.RectWithTitle(left, y + 2, w, kRow - 4,
+      svg.RectWithTitle(left, y + 2, w, kChartRow - 4,
                         by == VizColorBy::kRole ? color : viz_internal::BufferColor(r, sources, by, b.id), title,
                         absl::StrCat("data-b=\"", i, "\""));  // report.html's cross-chart hover
-      y += kRow;
+      y += kChartRow;
     }
     if (!g.rest.empty()) {
       svg.Text(10, y + 11,
@@ -194,19 +194,19 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
         bin[static_cast<size_t>(b)] = std::max(bin[static_cast<size_t>(b)], cur);
         mx = std::max(mx, cur);
       }
-      std::string path = absl::StrCat("<path d=\"M", Num(kLabel), " ", Num(y + kRow - 1));
+      std::string path = absl::StrCat("<path d=\"M", Num(kChartLabel), " ", Num(y + kChartRow - 1));
       for (int b = 0; b < bins; ++b) {
-        const double yy = y + kRow - 1 - (kRow - 3) * static_cast<double>(bin[static_cast<size_t>(b)]) / static_cast<double>(mx);
-        absl::StrAppend(&path, " L", Num(kLabel + 2.0 * b), " ", Num(yy), " L", Num(kLabel + 2.0 * (b + 1)), " ",
+        const double yy = y + kChartRow - 1 - (kChartRow - 3) * static_cast<double>(bin[static_cast<size_t>(b)]) / static_cast<double>(mx);
+        absl::StrAppend(&path, " L", Num(kChartLabel + 2.0 * b), " ", Num(yy), " L", Num(kChartLabel + 2.0 * (b + 1)), " ",
                         Num(yy));
       }
-      absl::StrAppend(&path, " L", Num(kLabel + pw), " ", Num(y + kRow - 1), " Z\" fill=\"", color,
+      absl::StrAppend(&path, " L", Num(kChartLabel + pw), " ", Num(y + kChartRow - 1), " Z\" fill=\"", color,
                       "\" fill-opacity=\"0.6\"><title>", viz_internal::XmlEscape(absl::StrCat(
                           "live bytes of the ", g.rest.size(), " merged ", std::string(RoleName(g.role)), " buffers; max ",
                           HumanBytes(Bytes(mx)))),
                       "</title></path>\n");
       svg.Raw(path);
-      y += kRow;
+      y += kChartRow;
     }
   }
 
@@ -214,21 +214,21 @@ std::string LifetimesSvg(const StepReport& r, const VizOptions& o) {
   if (v.peak_event >= 0) {
     // On its own row under the axis title, so the two never overprint.
     const double xp = X(peak_x);
-    svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.2\" stroke-dasharray=\"5,3\"");
-    const bool right = xp > kLabel + pw * 0.6;
-    svg.Text(right ? xp - 3 : xp + 3, kTop + ph + 48,
+    svg.Line(xp, kChartTop, xp, kChartTop + ph, "#c00000", "stroke-width=\"1.2\" stroke-dasharray=\"5,3\"");
+    const bool right = xp > kChartLabel + pw * 0.6;
+    svg.Text(right ? xp - 3 : xp + 3, kChartTop + ph + 48,
              FitText(v.peak_op_name.empty() ? "peak" : absl::StrCat("peak (", v.peak_op_name, ")"),
-                     right ? xp - 10 : kWidth - xp - 10, 11),
+                     right ? xp - 10 : kChartWidth - xp - 10, 11),
              right ? "fill=\"#c00000\" text-anchor=\"end\"" : "fill=\"#c00000\"");
   }
-  svg.Rect(kLabel, kTop, pw, ph, "none", "stroke=\"#333\"");
+  svg.Rect(kChartLabel, kChartTop, pw, ph, "none", "stroke=\"#333\"");
   const double step = viz_internal::NiceStep(static_cast<double>(nops), 10);
   for (double t = 0; t <= static_cast<double>(nops); t += step) {
-    const double x = kLabel + pw * t / static_cast<double>(nops);
-    svg.Line(x, kTop + ph, x, kTop + ph + 4, "#333");
-    svg.Text(x, kTop + ph + 15, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
+    const double x = kChartLabel + pw * t / static_cast<double>(nops);
+    svg.Line(x, kChartTop + ph, x, kChartTop + ph + 4, "#333");
+    svg.Text(x, kChartTop + ph + 15, absl::StrFormat("%g", t), "text-anchor=\"middle\"");
   }
-  svg.Text(kLabel + pw / 2, kTop + ph + 32, by_events ? "memory event (trace order)" : "op (program order)",
+  svg.Text(kChartLabel + pw / 2, kChartTop + ph + 32, by_events ? "memory event (trace order)" : "op (program order)",
            "text-anchor=\"middle\"");
   return svg.Finish();
 }

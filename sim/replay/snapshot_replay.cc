@@ -11,6 +11,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/alloc/cuda_caching_constants.h"
 #include "sim/base/status.h"
 #include "sim/replay/replay.h"
 #include "sim/replay/replay_internal.h"
@@ -67,8 +68,8 @@ using replay_internal::ResolveCapacity;
 // inferred this way.
 namespace {
 
-constexpr int64_t kSmallSegment = 2097152;  // kSmallBuffer
-constexpr int64_t kSmallSize = 1048576;     // kSmallSize
+constexpr int64_t kSmallSegment = cuda_caching::kSmallBuffer;
+using cuda_caching::kSmallSize;
 
 struct InitBlock {
   int64_t size = 0;

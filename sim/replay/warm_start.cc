@@ -7,6 +7,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
+#include "sim/alloc/cuda_caching_constants.h"
 #include "sim/base/status.h"
 
 namespace gpusim {
@@ -97,9 +98,9 @@ namespace gpusim {
 // of inexact events and the fact that explains it (ReplayResult::mismatches).
 namespace {
 
-constexpr int64_t kMinBlockSize = 512;       // kMinBlockSize (round_size)
-constexpr int64_t kSmallSize = 1048576;      // kSmallSize (get_pool)
-constexpr int64_t kSegmentAlign = 2097152;   // kSmallBuffer / kRoundLarge
+using cuda_caching::kMinBlockSize;  // round_size
+using cuda_caching::kSmallSize;     // get_pool
+constexpr int64_t kSegmentAlign = cuda_caching::kSmallBuffer;  // = kRoundLarge
 constexpr uint64_t kUntouchedAddress = 0x600000000000;  // below the simulated space's base
 // Note [Reserved bytes no recorded block lies in]: the stream of their
 // segment, which no recorded request uses.

@@ -60,8 +60,6 @@ const std::set<std::string, std::less<>>& ReduceOps() {
   return *ops;
 }
 
-int64_t DivUp(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // A warm-up history allocation (Note [Warm-up history]).
 WarmupOp WarmupAlloc(BufferId id, Bytes size) {
   WarmupOp w;

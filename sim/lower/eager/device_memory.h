@@ -103,6 +103,10 @@ struct EagerDeviceMemory {
   Bytes step_start_live, step_peak_live;
 };
 
+// ceil(a / b) for a ≥ 0, b > 0: the launch arithmetic of the kernels
+// below (Reduce.cuh, cub's radix sort) rounds counts up this way.
+inline int64_t DivUp(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
 // Reduce.cuh's ReduceConfig, as far as its memory goes.
 struct ReduceStaging {
   bool global = false;  // should_global_reduce

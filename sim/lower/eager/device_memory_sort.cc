@@ -13,8 +13,6 @@
 namespace gpusim {
 namespace {
 
-int64_t DivUp(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // cub/util_arch.cuh RegBoundScaling: a policy's nominal 4-byte items per
 // thread and block threads scaled to a `type_bytes` type; the tile size.
 int64_t RegBoundTile(int nominal_threads, int nominal_items, int type_bytes) {
