@@ -3,7 +3,8 @@
 collect_zoo.py measurement (zoo.json) on the CPU with the recorder, replays
 it with gpusim on the measured device, and prints one row per case --
 measured and predicted peak allocated / reserved and the start state, with
-the error -- as a Markdown table (docs/validation.md is made from it).
+the error -- as a Markdown table (docs/validation_torch_zoo.md's, which
+tools/gen_validation.py zoo writes from collect_rows and render_table).
 
     python3 tools/collect/check_zoo.py validation/h200_2026-12-04/zoo.json \
         --gpusim build/gpusim [--cases gpt2_gpu,...] [--json out.json]
@@ -54,24 +55,20 @@ def find(d, *keys):
     return None
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("zoo_json")
-    ap.add_argument("--gpusim", default=os.path.join(ROOT, "build", "gpusim"))
-    ap.add_argument("--cases", default="")
-    ap.add_argument("--json", help="write the rows here too")
-    ap.add_argument("--keep", help="keep the traces in this folder")
-    ap.add_argument("--reuse", action="store_true",
-                    help="replay the traces already in --keep instead of recording them again "
-                         "(after a gpusim change; record again after a recorder change)")
-    args = ap.parse_args()
-    with open(args.zoo_json) as f:
-        zoo = json.load(f)
+def measured_device(zoo):
+    """The measured GPU's gpusim device and the measured torch's major.minor."""
     ver = zoo["versions"]
-    device = DEVICES.get(ver.get("gpu"), "h100-sxm-80gb")
-    torch_ver = re.match(r"(\d+\.\d+)", ver["torch"]).group(1)
-    want = set(c for c in args.cases.split(",") if c)
-    tmp = args.keep or tempfile.mkdtemp(prefix="gpusim_zoo_")
+    return DEVICES.get(ver.get("gpu"), "h100-sxm-80gb"), re.match(r"(\d+\.\d+)", ver["torch"]).group(1)
+
+
+def collect_rows(zoo, gpusim, cases=(), keep=None, reuse=False, python=None, log=None):
+    """One row per case of `zoo` (a zoo.json object) whose tag is in `cases`
+    (all when empty): recorded on the CPU by `python` (default this
+    interpreter) into `keep` (or a temporary folder), or with `reuse` the
+    trace already there, and replayed on the measured device."""
+    device, torch_ver = measured_device(zoo)
+    want = set(cases)
+    tmp = keep or tempfile.mkdtemp(prefix="gpusim_zoo_")
     os.makedirs(tmp, exist_ok=True)
     rows = []
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
@@ -84,23 +81,26 @@ def main():
             rows.append(row)
             continue
         trace = os.path.join(tmp, c["tag"] + ".trace")
-        cmd = [sys.executable, "-m", "gpusim_torch", "record", os.path.join(ROOT, c["step_file"]),
+        row["trace"] = trace
+        cmd = [python or sys.executable, "-m", "gpusim_torch", "record", os.path.join(ROOT, c["step_file"]),
                "--arg", "size=" + c["size"], "--arg", "grad_ckpt=" + str(c["grad_ckpt"]).lower(),
                "--device", device, "--cuda-torch-version", torch_ver, "--out", trace]
-        if args.reuse and not args.keep:
-            ap.error("--reuse needs --keep DIR")
         t0 = time.time()
-        if args.reuse and os.path.isfile(trace):
+        if reuse and os.path.isfile(trace):
             r = subprocess.CompletedProcess(cmd, 0, "", "")
+            if log:
+                log("%s: reusing %s" % (c["tag"], trace))
         else:
             r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-        row["record_s"] = round(time.time() - t0, 1)
+            row["record_s"] = round(time.time() - t0, 1)
+            if log:
+                log("%s: recorded in %.1f s" % (c["tag"], row["record_s"]))
         if r.returncode != 0:
             row["error"] = "record failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:200]
             rows.append(row)
             continue
         try:
-            rep = replay(args.gpusim, trace, device)
+            rep = replay(gpusim, trace, device)
         except RuntimeError as e:
             row["error"] = "replay failed: " + str(e)[:200]
             rows.append(row)
@@ -117,26 +117,54 @@ def main():
                                          if "attention" in k and "backward" not in k
                                          and k != "aten::scaled_dot_product_attention")) or "-")
         rows.append(row)
-    print("| case | SDPA (measured) | peak allocated measured | predicted | error | peak reserved measured "
-          "| predicted | error | median step measured | predicted | error |")
-    print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    return rows
+
+
+def err(a, b):
+    return "%+.2f%%" % (100.0 * (b - a) / a) if a and b is not None else "?"
+
+
+def secs(x):
+    return "%.4f s" % x if x is not None else "?"
+
+
+def render_table(rows):
+    """The Markdown table of docs/validation_torch_zoo.md."""
+    out = ["| case | SDPA (measured) | peak allocated measured | predicted | error | peak reserved measured "
+           "| predicted | error | median step measured | predicted | error |",
+           "|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
     for r in rows:
         if "error" in r:
-            print("| %s | %s | | | | | | | | | |" % (r["case"], r["error"]))
+            out.append("| %s | %s | | | | | | | | | |" % (r["case"], r["error"]))
             continue
-
-        def err(a, b):
-            return "%+.2f%%" % (100.0 * (b - a) / a) if a and b is not None else "?"
-
-        def secs(x):
-            return "%.4f s" % x if x is not None else "?"
-        print("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+        out.append("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
             r["case"], r["sdpa"], format(r["measured_alloc"], ","), format(r["predicted_alloc"] or 0, ","),
             err(r["measured_alloc"], r["predicted_alloc"]), format(r["measured_reserved"], ","),
             format(r["predicted_reserved"] or 0, ","), err(r["measured_reserved"], r["predicted_reserved"]),
             secs(r["measured_step_s"]), secs(r["predicted_step_s"]),
             err(r["measured_step_s"], r["predicted_step_s"])))
+    return "\n".join(out)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("zoo_json")
+    ap.add_argument("--gpusim", default=os.path.join(ROOT, "build", "gpusim"))
+    ap.add_argument("--cases", default="")
+    ap.add_argument("--json", help="write the rows here too")
+    ap.add_argument("--keep", help="keep the traces in this folder")
+    ap.add_argument("--reuse", action="store_true",
+                    help="replay the traces already in --keep instead of recording them again "
+                         "(after a gpusim change; record again after a recorder change)")
+    args = ap.parse_args()
+    if args.reuse and not args.keep:
+        ap.error("--reuse needs --keep DIR")
+    with open(args.zoo_json) as f:
+        zoo = json.load(f)
+    rows = collect_rows(zoo, args.gpusim, [c for c in args.cases.split(",") if c], args.keep, args.reuse)
+    print(render_table(rows))
     if args.json:
+        device, torch_ver = measured_device(zoo)
         with open(args.json, "w") as f:
             json.dump({"device": device, "torch": torch_ver, "rows": rows}, f, indent=1)
 

@@ -6,10 +6,13 @@
     kineto_classes.py replay REPLAY.json                   # predicted sums (JSON)
     kineto_classes.py compare --zoo validation/h200_2026-12-04/zoo.json \\
         --traces DIR [--gpusim build/gpusim] [--cases a,b] [--json OUT] [--markdown]
-    kineto_classes.py gemm ../shared/reference/h200_kernels.json [--gpusim ...] [--device ...]
+    kineto_classes.py gemm validation/h200_kernels.json [--gpusim ...] [--device ...]
     kineto_classes.py check tests/data/kernel_classes_h200 [--gpusim build/gpusim]   # the ctest
     kineto_classes.py report --before B.json --after A.json --gemm-before GB.json --gemm-after GA.json
-        # docs/validation_step_time.md's tables, from `compare --json` and `gemm --json` outputs
+        # a change's before / after tables, from two `compare --json` and `gemm --json` outputs
+
+docs/validation_step_time.md's tables are written from compare_rows and
+gemm_rows by tools/gen_validation.py step_time.
 
 `compare` replays DIR/<case>.trace (recorded by tools/collect/check_zoo.py --keep DIR) on the
 zoo's device and sets its per-class predicted kernel time against the case's Kineto trace
@@ -129,17 +132,140 @@ def kineto_sums(path):
 
 
 def predicted_sums(replay_json):
-    """Per class from a `gpusim replay --format json` object's kernel_time rows."""
+    """Per class from a `gpusim replay --format json` object's kernel_time rows
+    (with the class's FLOPs)."""
     out = empty()
+    for c in out.values():
+        c["flops"] = 0
     for row in replay_json.get("step", {}).get("kernel_time", []):
         c = predicted_class(row["kind"], row["op"])
         out[c]["us"] += row["busy_s"] * 1e6
         out[c]["kernels"] += row["events"]
+        out[c]["flops"] += row.get("flops", 0)
+    return out
+
+
+def kineto_kernel_us(path, pattern):
+    """Summed duration (µs) of the trace's kernels whose name matches `pattern`."""
+    op = gzip.open if path.endswith(".gz") else open
+    with op(path, "rt") as f:
+        d = json.load(f)
+    rx = re.compile(pattern)
+    return sum(float(e.get("dur", 0)) for e in d.get("traceEvents", [])
+               if e.get("cat") == "kernel" and e.get("ph") == "X" and rx.search(e.get("name", "")))
+
+
+# Note [Measured kernel rates]: the rates of sim/device/impl/tiled.h's ATen
+# kernel rules (Note [ATen copy kernels], Note [ATen reduction kernels],
+# Note [Unaligned GEMMs]) as measured in one case: a Kineto trace, and for
+# the reductions the recorder's trace of the same step.
+#   - a reduction op (REDUCE_RATE_OPS): the recorder's bytes read + written
+#     of the op's events over the summed time of the kernels that op
+#     launched (`External id`); `sum` in elements read (bytes read over the
+#     event's dtype size): a reduction is bound by the elements it reads.
+#   - ATen copies: every aten::copy_ kernel, bytes read + written from the
+#     op's Input Dims and types over its time, by the loop the kernel name
+#     shows: unrolled_elementwise_kernel (a cast the vectorised loop does not
+#     take, e.g. bf16 -> fp32) and elementwise_kernel<128, 4> (the legacy loop
+#     of a non-contiguous operand).
+#   - unaligned GEMMs: FLOPs (2mnk of the launching op's Input Dims) over the
+#     time of the CUTLASS align1 / align2 kernels.
+REDUCE_RATE_OPS = ["native_layer_norm", "native_layer_norm_backward", "sum", "_log_softmax",
+                   "_log_softmax_backward_data", "native_batch_norm", "native_batch_norm_backward"]
+PER_ELEMENT_OPS = {"sum"}
+COPY_LOOPS = [("widening cast", r"unrolled_elementwise_kernel"), ("strided copy", r"elementwise_kernel<128, ?4")]
+KINETO_TYPE_BYTES = {"float": 4, "c10::BFloat16": 2, "c10::Half": 2, "double": 8, "long int": 8, "int": 4,
+                     "bool": 1, "unsigned char": 1, "signed char": 1, "short int": 2}
+TRACE_DTYPE_BYTES = {"f32": 4, "bf16": 2, "f16": 2, "f64": 8, "i64": 8, "i32": 4, "i8": 1, "u8": 1, "bool": 1}
+
+
+def recorded_op_bytes(trace):
+    """Per ATen op of a native trace's compute events: bytes read + written,
+    and elements read."""
+    out = {}
+    with open(trace) as f:
+        for line in f:
+            if not line.startswith("compute "):
+                continue
+            parts = line.split()
+            kv = dict(x.split("=", 1) for x in parts[2:] if "=" in x)
+            op = kv.get("op") or parts[1].rsplit(":", 1)[-1]
+            read, write = int(kv.get("read", 0)), int(kv.get("write", 0))
+            o = out.setdefault(op, {"bytes": 0, "elements": 0.0})
+            o["bytes"] += read + write
+            o["elements"] += read / TRACE_DTYPE_BYTES.get(kv.get("dtype"), 4)
+    return out
+
+
+def measured_rates(kineto, trace=None):
+    """{rate name: (value, kernel µs)} for one case: Note [Measured kernel
+    rates]. Values in bytes/s, elements/s (sum) or FLOP/s (GEMMs)."""
+    op = gzip.open if kineto.endswith(".gz") else open
+    with op(kineto, "rt") as f:
+        evs = json.load(f).get("traceEvents", [])
+    cpu = {(e.get("args") or {}).get("External id"): e for e in evs if e.get("cat") == "cpu_op"}
+    kernel_us, copies, gemms = {}, {}, {}
+    for e in evs:
+        if e.get("cat") != "kernel" or e.get("ph") != "X":
+            continue
+        c = cpu.get((e.get("args") or {}).get("External id"))
+        if not c:
+            continue
+        name, dur = e.get("name", ""), float(e.get("dur", 0))
+        aten = c["name"].replace("aten::", "")
+        kernel_us[aten] = kernel_us.get(aten, 0.0) + dur
+        a = c.get("args") or {}
+        if aten == "copy_":
+            for loop, rx in COPY_LOOPS:
+                if re.search(rx, name):
+                    n = 1
+                    for d in a["Input Dims"][0]:
+                        n *= d
+                    b = n * sum(KINETO_TYPE_BYTES.get(t, 0) for t in a["Input type"][:2])
+                    x = copies.setdefault(loop, [0, 0.0])
+                    x[0] += b
+                    x[1] += dur
+                    break
+        m = re.search(r"_align([12])\b", name)
+        if m and aten in ("mm", "addmm"):
+            dims = a["Input Dims"]
+            (mm, kk), (_, nn) = (dims[1], dims[2]) if aten == "addmm" else (dims[0], dims[1])
+            x = gemms.setdefault("align" + m.group(1), [0, 0.0])
+            x[0] += 2 * mm * nn * kk
+            x[1] += dur
+    out = {loop: (b / (us * 1e-6), us) for loop, (b, us) in copies.items()}
+    out.update({k: (fl / (us * 1e-6), us) for k, (fl, us) in gemms.items()})
+    if trace:
+        rec = recorded_op_bytes(trace)
+        for r in REDUCE_RATE_OPS:
+            if r in rec and kernel_us.get(r):
+                amount = rec[r]["elements"] if r in PER_ELEMENT_OPS else rec[r]["bytes"]
+                out[r] = (amount / (kernel_us[r] * 1e-6), kernel_us[r])
     return out
 
 
 def step_time(rep):
     return rep.get("step", {}).get("step_time_s")
+
+
+def compare_rows(zoo, traces, gpusim, device, kdir, cases=()):
+    """Per case of `zoo` (a zoo.json object; those in `cases`, in that order,
+    or all): the Kineto trace's classes (kdir/<case>.pt.trace.json.gz) and
+    those of gpusim's replay of traces/<case>.trace on `device`, and the
+    measured median and predicted step. Cases without both traces are left out."""
+    by_tag = {c["tag"]: c for c in zoo["cases"]}
+    rows = []
+    for tag in (cases or list(by_tag)):
+        c = by_tag[tag]
+        trace = os.path.join(traces, tag + ".trace")
+        kin = os.path.join(kdir, tag + ".pt.trace.json.gz")
+        if not (os.path.exists(trace) and os.path.exists(kin)):
+            continue
+        rep = run_replay(gpusim, trace, device)
+        rows.append({"case": tag, "recorded": kineto_sums(kin), "predicted": predicted_sums(rep),
+                     "measured_step_s": c.get("median_step_s"), "predicted_step_s": step_time(rep),
+                     "predicted_compute_s": rep.get("step", {}).get("compute_s")})
+    return rows
 
 
 def compare(args):
@@ -148,18 +274,7 @@ def compare(args):
     device = args.device
     kdir = args.kineto or os.path.join(os.path.dirname(os.path.abspath(args.zoo)), "kineto")
     want = [c for c in args.cases.split(",") if c]
-    rows = []
-    for c in zoo["cases"]:
-        if want and c["tag"] not in want:
-            continue
-        trace = os.path.join(args.traces, c["tag"] + ".trace")
-        kin = os.path.join(kdir, c["tag"] + ".pt.trace.json.gz")
-        if not (os.path.exists(trace) and os.path.exists(kin)):
-            continue
-        rep = run_replay(args.gpusim, trace, device)
-        rows.append({"case": c["tag"], "recorded": kineto_sums(kin), "predicted": predicted_sums(rep),
-                     "measured_step_s": c.get("median_step_s"), "predicted_step_s": step_time(rep),
-                     "predicted_compute_s": rep.get("step", {}).get("compute_s")})
+    rows = compare_rows(zoo, args.traces, args.gpusim, device, kdir, want)
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"device": device, "rows": rows}, f, indent=1, sort_keys=True)
@@ -283,7 +398,7 @@ def report(args):
         out.append("")
     gb = load(args.gemm_before)
     ga = load(args.gemm_after)
-    out.append("### GEMM: gpusim (h200-sxm-141gb) against ../shared/reference/h200_kernels.json\n")
+    out.append("### GEMM: gpusim (h200-sxm-141gb) against validation/h200_kernels.json\n")
     out.append("| m | n | k | measured µs | predicted before µs | error | predicted after µs | error |")
     out.append("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for x, y in zip(gb, ga):
@@ -297,24 +412,34 @@ def report(args):
     print("\n".join(out))
 
 
-def gemm(args):
-    """Each mm_bf16 row of the reference as one native compute event."""
-    with open(args.reference) as f:
+def gemm_rows(reference, gpusim, device):
+    """Each mm_bf16 row of the reference file (validation/h200_kernels.json)
+    timed by gpusim as one native compute event: measured and predicted ms."""
+    with open(reference) as f:
         ref = json.load(f)
     rows = [r for r in ref["rows"] if r["op"] == "mm_bf16"]
     tmp = tempfile.mkdtemp(prefix="gpusim_gemm_")
     out = []
+    t = os.path.join(tmp, "g.trace")
     for r in rows:
         m, n, k = r["m"], r["n"], r["k"]
-        t = os.path.join(tmp, "g.trace")
         with open(t, "w") as f:
             f.write("gpusim-trace 1.2\nstream 0 compute\n")
             f.write("compute mm kind=matmul dtype=bf16 flops=%d read=%d write=%d m=%d n=%d k=%d op=mm\nend 1\n" % (
                 2 * m * n * k, 2 * (m * k + k * n), 2 * m * n, m, n, k))
-        rep = run_replay(args.gpusim, t, args.device)
+        rep = run_replay(gpusim, t, device)
         pred_ms = rep["step"]["compute_s"] * 1e3
         out.append({"m": m, "n": n, "k": k, "measured_ms": r["ms"], "predicted_ms": pred_ms,
                     "error": pred_ms / r["ms"] - 1})
+    if os.path.exists(t):
+        os.remove(t)
+    os.rmdir(tmp)
+    return out
+
+
+def gemm(args):
+    """Each mm_bf16 row of the reference as one native compute event."""
+    out = gemm_rows(args.reference, args.gpusim, args.device)
     errs = sorted(abs(x["error"]) for x in out)
     print("| m | n | k | measured µs | predicted µs | error |")
     print("|---:|---:|---:|---:|---:|---:|")
