@@ -5,11 +5,13 @@
 // (truncated, bad memo, bombs, huge lengths) refused naming a byte offset.
 #include "sim/import/pickle.h"
 
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 #include <string>
 
 #include "gtest/gtest.h"
+#include "sim/import/snapshot.h"
 
 namespace gpusim::import_internal {
 namespace {
@@ -263,6 +265,21 @@ TEST(Pickle, DepthBombIsRefused) {
   const std::string got = V(ops);
   EXPECT_ERROR(got, "values nested deeper than 1000 levels");
   EXPECT_ERROR(got, "t.pickle: byte ");
+}
+
+// Errors the snapshot reader finds in the values name the pickle offset of
+// the value at fault (Note [Pickle offsets], snapshot.cc).
+TEST(Pickle, SnapshotErrorsNameThePickleOffset) {
+  const std::string path = testing::TempDir() + "/bad_size.pickle";
+  {
+    // {'segments': [{'total_size': 'x'}]} at protocol 4.
+    std::ofstream f(path, std::ios::binary);
+    f << B("\x80\x04}\x8c\x08segments](}\x8c\x0atotal_size\x8c\x01xses.");
+  }
+  auto s = LoadSnapshot(path);
+  ASSERT_FALSE(s.ok());
+  EXPECT_EQ(s.status().message(), path + ": byte 28: \"total_size\": expected an integer");
+  std::remove(path.c_str());
 }
 
 }  // namespace

@@ -1,29 +1,15 @@
 #include "sim/import/snapshot.h"
 
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
 #include <map>
-#include <optional>
 #include <utility>
 
-#include "sim/base/cleanup.h"
-#include "sim/base/data_dir.h"
 #include "absl/container/flat_hash_map.h"
 #include "sim/base/file_util.h"
 #include "sim/base/status.h"
-#include "sim/import/byte_source.h"
-#include "sim/import/simdjson_util.h"
 #include "sim/base/str_cat.h"
-
-extern char** environ;
+#include "sim/import/byte_source.h"
+#include "sim/import/pickle.h"
+#include "sim/import/simdjson_util.h"
 
 namespace gpusim {
 
@@ -41,10 +27,11 @@ std::vector<RecordedMemoryEvent> LiveThroughWindow(const RecordedSnapshot& snap)
 // position so errors can name a byte offset.
 class SnapshotReader {
  public:
-  // `from_pickle`: `json` is tools/snapshot_to_json.py's conversion of the
-  // pickle `label`, whose byte offsets mean nothing to its reader.
-  SnapshotReader(const std::string& json, const std::string& label, bool from_pickle = false)
-      : json_(json), label_(label), from_pickle_(from_pickle) {}
+  // `pickle`: `json` is the JSON of the pickle `label` (PlainPickle), whose
+  // offsets an error names instead of the JSON's (Note [Pickle offsets]).
+  SnapshotReader(const std::string& json, const std::string& label,
+                 const import_internal::PlainPickle* pickle = nullptr)
+      : json_(json), label_(label), pickle_(pickle) {}
 
   absl::StatusOr<RecordedSnapshot> Read() {
     RecordedSnapshot out;
@@ -90,9 +77,9 @@ class SnapshotReader {
 
  private:
   absl::Status Error(const char* at, std::string_view what) const {
+    const int64_t offset = OffsetIn(json_, at);
     return absl::InvalidArgumentError(
-        from_pickle_ ? Cat(label_, ": in the pickle's values (the pickle itself reads): ", what)
-                     : Cat(label_, ": byte ", OffsetIn(json_, at), ": ", what));
+        Cat(label_, ": byte ", pickle_ != nullptr ? pickle_->PickleOffsetAt(offset) : offset, ": ", what));
   }
 
   absl::Status JsonError(od::document& doc, simdjson::error_code err,
@@ -337,11 +324,13 @@ class SnapshotReader {
 
   const std::string& json_;
   const std::string& label_;
-  // Note [Pickle offsets]: errors about a converted pickle's values cite
-  // no byte offset, since one in the intermediate JSON would point into a
-  // file the user never sees (issue 27); the converter's own errors cite
-  // byte offsets in the pickle (tools/snapshot_to_json.py).
-  bool from_pickle_ = false;
+  // Note [Pickle offsets]: every error about a pickle names a byte offset
+  // in the pickle (of the decompressed bytes for .gz), never one in the JSON
+  // it is read through, a text the user never sees (issue 27): the reader's
+  // own errors the opcode at fault (pickle.h), this reader's the opcode that
+  // made the value at fault (PlainPickle::PickleOffsetAt; a value the memo
+  // shares, where it was made).
+  const import_internal::PlainPickle* pickle_ = nullptr;
   od::parser parser_;
   std::vector<StackFrame> frames_;
   absl::flat_hash_map<std::string, int32_t> frame_index_;  // function \0 file \0 line → index
@@ -402,14 +391,6 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// A new file in $TMPDIR (or /tmp), registered for signal cleanup before it
-// exists (sim/base/cleanup.h CreateRegisteredTemp).
-std::string TempPath(std::string_view suffix, std::optional<ScopedTempPath>& guard) {
-  const char* dir = std::getenv("TMPDIR");
-  return CreateRegisteredTemp(Cat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/gpusim_snapshot_"),
-                              std::string(suffix), /*directory=*/false, guard);
-}
-
 }  // namespace
 
 Bytes RecordedSnapshot::TotalReserved() const {
@@ -425,77 +406,22 @@ absl::StatusOr<RecordedSnapshot> ParseSnapshotJson(const std::string& json,
   return SnapshotReader(padded, label).Read();
 }
 
-absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::string& json_path) {
-  const std::string script = DataDir() + "/tools/snapshot_to_json.py";  // installed or source tree
-  std::optional<ScopedTempPath> err_guard;
-  const std::string err_path = TempPath(".err", err_guard);
-  if (err_path.empty()) {
-    return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  // The converter runs in its own process group, registered with the
-  // signal cleanup (sim/base/cleanup.h): a SIGINT/SIGTERM to gpusim alone
-  // stops it too, and a terminal's Ctrl-C reaches it through gpusim.
-  // SIGINT/SIGTERM stay blocked from before the spawn until the child is
-  // registered (a signal in between would leave the converter running); the
-  // child starts with them unblocked.
-  sigset_t stop_signals, old_mask, child_mask;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigemptyset(&child_mask);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigaddset(&stop_signals, SIGHUP);
-  // The child also starts with default dispositions for them.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &child_mask);
-  posix_spawnattr_setsigdefault(&attr, &stop_signals);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_TRUNC, 0);
-  std::string arg0 = "python3";
-  std::string keep_frames = "--keep-frames";  // interned by the reader
-  std::vector<char*> argv = {arg0.data(), const_cast<char*>(script.c_str()),
-                             const_cast<char*>(pickle_path.c_str()),
-                             const_cast<char*>(json_path.c_str()), keep_frames.data(), nullptr};
-  pid_t pid = 0;
-  pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
-  const int rc = posix_spawnp(&pid, "python3", &actions, &attr, argv.data(), environ);
-  std::optional<ScopedChild> child_guard;
-  if (rc == 0) child_guard.emplace(pid);
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    std::remove(err_path.c_str());
-    return absl::FailedPreconditionError(
-        Cat(pickle_path, ": cannot run python3 to convert the snapshot pickle: ",
-            std::strerror(rc)));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  auto err_text = ReadFileToString(err_path);
-  std::remove(err_path.c_str());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
-  std::string msg = err_text.ok() ? *err_text : std::string();
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == '\r')) msg.pop_back();
-  if (msg.empty()) msg = Cat(pickle_path, ": snapshot_to_json.py failed");
-  return absl::InvalidArgumentError(msg);
+absl::StatusOr<RecordedSnapshot> ParseSnapshotPickle(const std::string& pickle, const std::string& label) {
+  // Read natively (sim/import/pickle.h) into the JSON the reader above reads.
+  ASSIGN_OR_RETURN(std::unique_ptr<import_internal::PlainPickle> plain,
+                   import_internal::PlainPickle::Read(pickle, label));
+  std::string json;
+  RETURN_IF_ERROR(plain->WriteJson(&json));
+  return SnapshotReader(json, label, plain.get()).Read();
 }
 
 absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path) {
   bool pickle = EndsWith(path, ".pickle") || EndsWith(path, ".pkl");
   ASSIGN_OR_RETURN(std::string content, ReadFileToString(path));
-  std::string pickle_path = path;
-  std::optional<ScopedTempPath> unzipped_guard;
   if (content.size() >= 2 && static_cast<unsigned char>(content[0]) == 0x1f &&
       static_cast<unsigned char>(content[1]) == 0x8b) {
     // A gzipped snapshot (x.pickle.gz, x.json.gz): its bytes, through the
-    // byte source every importer reads gzip with; a pickle goes to the
-    // converter from a temporary file.
+    // byte source every importer reads gzip with.
     ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(path));
     content.clear();
     std::string chunk(1 << 20, '\0');
@@ -504,33 +430,11 @@ absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path) {
       if (got == 0) break;
       content.append(chunk.data(), got);
     }
-    pickle = !content.empty() && static_cast<unsigned char>(content[0]) == 0x80;
-    if (pickle) {
-      pickle_path = TempPath(".pickle", unzipped_guard);
-      if (pickle_path.empty()) {
-        return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
-      }
-      RETURN_IF_ERROR(WriteFileAtomically(pickle_path, content));
-    }
+    pickle = false;
   }
   if (!content.empty() && static_cast<unsigned char>(content[0]) == 0x80) pickle = true;
   if (!pickle) return ParseSnapshotJson(content, path);
-  std::optional<ScopedTempPath> json_guard;
-  const std::string json_path = TempPath(".json", json_guard);
-  if (json_path.empty()) {
-    return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
-  }
-  absl::Status st = ConvertSnapshotPickle(pickle_path, json_path);
-  if (pickle_path != path) std::remove(pickle_path.c_str());
-  if (!st.ok()) {
-    std::remove(json_path.c_str());
-    return st;
-  }
-  auto json = ReadFileToString(json_path);
-  std::remove(json_path.c_str());
-  if (!json.ok()) return json.status();
-  json->reserve(json->size() + import_internal::kJsonPadding);
-  return SnapshotReader(*json, path, /*from_pickle=*/true).Read();
+  return ParseSnapshotPickle(content, path);
 }
 
 }  // namespace gpusim
