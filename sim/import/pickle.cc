@@ -442,7 +442,7 @@ struct PlainPickle::Impl {
       case Kind::kFloat: {
         const double d = std::bit_cast<double>(v.a);
         if (std::isnan(d)) break;  // equal to itself only
-        if (d == std::floor(d)) {
+        if (d == std::floor(d) && !std::isinf(d)) {
           if (d >= -9223372036854775808.0 && d < 9223372036854775808.0) {
             return int_key(static_cast<int64_t>(d));
           }

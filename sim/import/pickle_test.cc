@@ -107,6 +107,10 @@ TEST(Pickle, Containers) {
   EXPECT_EQ(V(B("}(K\x01K\x01\x8c\x01" "1K\x02u")), R"({"v":{"1":2}})");
   EXPECT_EQ(V(B("}(G\x3f\xf8\x00\x00\x00\x00\x00\x00K\x01G\x7f\xf8\x00\x00\x00\x00\x00\x00K\x02u")),
             R"({"v":{"1.5":1,"NaN":2}})");
+  // An infinite key (once undefined behaviour: pickle_fuzzer's regression
+  // infinity_key_ubsan.pickle).
+  EXPECT_EQ(V(B("}(G\x7f\xf0\x00\x00\x00\x00\x00\x00K\x01G\xff\xf0\x00\x00\x00\x00\x00\x00K\x02u")),
+            R"({"v":{"Infinity":1,"-Infinity":2}})");
   EXPECT_ERROR(V(B("}()K\x01u")), "byte 8: not a plain-data memory snapshot: unsupported dict key type tuple");
   EXPECT_ERROR(V(B("}(]K\x01u")), "byte 11: SETITEMS: unhashable type: 'list'");
   // SETITEM on a list is list.__setitem__ (do_setitems).
