@@ -262,6 +262,19 @@ TEST(Pickle, LongSharedStringIsBoundedByTextSize) {
   EXPECT_ERROR(Json(p), "bytes of JSON, more than its size allows");
 }
 
+// Note [Writing shared values once]: a shared value's text is copied, yet
+// the bounds hold where it is copied to, and errors name the same value.
+TEST(Pickle, SharedValuesKeepTheBounds) {
+  // L: 600 nested lists (the outermost at byte 6), shared; then (L, D)
+  // with D 450 lists around L: L's innermost lists end up past 1,000 levels
+  // the second time only, the first past the bound 548 levels into L.
+  std::string ops = std::string(600, ']') + std::string(599, 'a') + B("\x94") + std::string(450, ']') + B("h\x00") +
+                    std::string(450, 'a') + B("\x86");
+  EXPECT_ERROR(V(ops), "t.pickle: byte 554: not a plain-data memory snapshot: values nested deeper than 1000 levels");
+  // The copies read as the first.
+  EXPECT_EQ(V(B("]K\x01K\x02\x86" "a\x94h\x00h\x00\x87")), R"({"v":[[[1,2]],[[1,2]],[[1,2]]]})");
+}
+
 TEST(Pickle, DepthBombIsRefused) {
   std::string ops;
   for (int i = 0; i < 5000; ++i) ops += "]";

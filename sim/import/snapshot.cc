@@ -110,10 +110,16 @@ class SnapshotReader {
 
   absl::Status Str(od::value& v, std::string_view key, std::string* out) const {
     std::string_view s;
-    if (v.get_string().get(s) != simdjson::SUCCESS) {
+    RETURN_IF_ERROR(StrView(v, key, &s));
+    *out = std::string(s);
+    return absl::OkStatus();
+  }
+
+  // A view into the parser's string buffer, valid while the document is.
+  absl::Status StrView(od::value& v, std::string_view key, std::string_view* out) const {
+    if (v.get_string().get(*out) != simdjson::SUCCESS) {
       return Error(v.raw_json_token().data(), Cat("\"", key, "\": expected a string"));
     }
-    *out = std::string(s);
     return absl::OkStatus();
   }
 
@@ -254,26 +260,32 @@ class SnapshotReader {
 
   // A `frames` list (torch/cuda/memory.py _Frame: filename, line, name),
   // innermost first, interned into frames_ (Note [Interned stack frames]).
+  // The strings are views into the parser's buffer, and the key is built in
+  // a buffer kept across frames: a frame seen before (the same frames repeat
+  // across thousands of entries) costs no allocation.
   absl::Status Frames(od::document& doc, od::value& v, std::vector<int32_t>* stack) {
     return ForEachElement(doc, v, "frames", [&](od::value& fv) -> absl::Status {
-      StackFrame f;
+      std::string_view file, function;
+      int64_t line = 0;
       RETURN_IF_ERROR(ForEachField(doc, fv, "frame", [&](std::string_view k, od::value& x) {
-        if (k == "filename") return Str(x, k, &f.file);
-        if (k == "name") return Str(x, k, &f.function);
+        if (k == "filename") return StrView(x, k, &file);
+        if (k == "name") return StrView(x, k, &function);
         if (k == "line") {
           const char* at = x.raw_json_token().data();
-          RETURN_IF_ERROR(Int(x, k, &f.line));
-          if (f.line < 0) return Error(at, Cat("\"line\": expected a non-negative line number, got ", f.line));
+          RETURN_IF_ERROR(Int(x, k, &line));
+          if (line < 0) return Error(at, Cat("\"line\": expected a non-negative line number, got ", line));
         }
         return absl::OkStatus();
       }));
-      std::string key = Cat(f.function, std::string_view("\0", 1), f.file, std::string_view("\0", 1), f.line);
-      auto [it, inserted] = frame_index_.try_emplace(std::move(key), static_cast<int32_t>(frames_.size()));
-      if (inserted) {
+      frame_key_.clear();
+      str_internal::Append(frame_key_, function, std::string_view("\0", 1), file, std::string_view("\0", 1), line);
+      auto it = frame_index_.find(absl::string_view(frame_key_.data(), frame_key_.size()));
+      if (it == frame_index_.end()) {
         if (frames_.size() >= static_cast<size_t>(INT32_MAX)) {
           return Error(fv.raw_json_token().data(), "more than 2^31 - 1 distinct stack frames");
         }
-        frames_.push_back(std::move(f));
+        it = frame_index_.emplace(frame_key_, static_cast<int32_t>(frames_.size())).first;
+        frames_.push_back(StackFrame{std::string(function), std::string(file), line});
       }
       stack->push_back(it->second);
       return absl::OkStatus();
@@ -334,6 +346,7 @@ class SnapshotReader {
   od::parser parser_;
   std::vector<StackFrame> frames_;
   absl::flat_hash_map<std::string, int32_t> frame_index_;  // function \0 file \0 line → index
+  std::string frame_key_;  // Frames' key buffer
 };
 
 // Note [Interned stack frames]
