@@ -9,6 +9,7 @@
 
 #include "gtest/gtest.h"
 
+#include "sim/import/byte_source.h"
 #include "sim/import/import.h"
 #include "sim/import/snapshot.h"
 #include "sim/import/trace_path.h"
@@ -100,6 +101,32 @@ TEST(ImportSnapshotTest, GzippedPickleAndJson) {
   auto j = LoadSnapshot(json);
   ASSERT_TRUE(j.ok()) << j.status();
   EXPECT_EQ(j->trace.memory_events.size(), 8u);
+}
+
+// Note [One reader, two sources]: a pickle's values read directly give
+// what its JSON gives, on recorded snapshots (one with stack frames).
+TEST(ImportSnapshotTest, PickleReadDirectlyAsThroughItsJson) {
+  for (const std::string& path : {std::string(GPUSIM_SOURCE_DIR "/traces/recorded/") + kSnapshot,
+                                 std::string(GPUSIM_SOURCE_DIR "/validation/h200_2026-12-04/snapshots/t5_test.pickle.gz")}) {
+    auto src = OpenByteSource(path);
+    ASSERT_TRUE(src.ok()) << src.status();
+    std::string bytes, chunk(1 << 20, '\0');
+    for (;;) {
+      auto got = (*src)->Read(chunk.data(), chunk.size());
+      ASSERT_TRUE(got.ok()) << got.status();
+      if (*got == 0) break;
+      bytes.append(chunk.data(), *got);
+    }
+    auto direct = ParseSnapshotPickle(bytes, path);
+    auto json = ParseSnapshotPickle(bytes, path, PickleRead::kThroughJson);
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    ASSERT_TRUE(json.ok()) << json.status();
+    EXPECT_TRUE(direct->segments == json->segments) << path;
+    EXPECT_TRUE(direct->allocator_settings == json->allocator_settings) << path;
+    EXPECT_TRUE(direct->trace.memory_events == json->trace.memory_events) << path;
+    EXPECT_EQ(direct->trace.frames, json->trace.frames) << path;
+    EXPECT_TRUE(direct->trace.live_through == json->trace.live_through) << path;
+  }
 }
 
 TEST(ImportSnapshotTest, PickleReaderRefusesAnyClass) {

@@ -304,9 +304,31 @@ size_t Utf8SurrogatePassEnd(const uint8_t* p, size_t n) {
   return n;
 }
 
+// Stands in for the JSON text where only its size matters
+// (PlainPickle::Check): the appends std::string has, counted.
+class CountingOut {
+ public:
+  size_t size() const { return n_; }
+  CountingOut& operator+=(char) { return Add(1); }
+  CountingOut& operator+=(std::string_view s) { return Add(s.size()); }
+  CountingOut& operator+=(const CountingOut& o) { return Add(o.n_); }
+  CountingOut& append(const char*, size_t n) { return Add(n); }
+  CountingOut& append(size_t n, char) { return Add(n); }
+  CountingOut& append(const std::string& s, size_t pos, size_t n) { return Add(std::min(n, s.size() - pos)); }
+  CountingOut& append(const CountingOut&, size_t, size_t n) { return Add(n); }
+
+ private:
+  CountingOut& Add(size_t n) {
+    n_ += n;
+    return *this;
+  }
+  size_t n_ = 0;
+};
+
 // Python's repr(float) for a finite double (Objects/floatobject.c
 // float_repr -> PyOS_double_to_string(x, 'r', 0, Py_DTSF_ADD_DOT_0)).
-void AppendFloatRepr(std::string& out, double d) {
+template <typename Out>
+void AppendFloatRepr(Out& out, double d) {
   char buf[64];
   auto [end, ec] = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::scientific);
   // buf: [-]D[.DDD]e(+|-)XX
@@ -352,7 +374,8 @@ void AppendFloatRepr(std::string& out, double d) {
 
 constexpr char kHex[] = "0123456789abcdef";
 
-void AppendU(std::string& out, uint32_t unit) {
+template <typename Out>
+void AppendU(Out& out, uint32_t unit) {
   char u[6] = {'\\', 'u', kHex[(unit >> 12) & 15], kHex[(unit >> 8) & 15], kHex[(unit >> 4) & 15],
                kHex[unit & 15]};
   out.append(u, 6);
@@ -360,7 +383,8 @@ void AppendU(std::string& out, uint32_t unit) {
 
 // json.dumps(s) with ensure_ascii (Modules/_json.c ascii_escape_unicode) of
 // UTF-8 (surrogates allowed) already checked by Utf8SurrogatePassEnd.
-void AppendJsonString(std::string& out, std::string_view s) {
+template <typename Out>
+void AppendJsonString(Out& out, std::string_view s) {
   out += '"';
   const auto* p = reinterpret_cast<const uint8_t*>(s.data());
   const size_t n = s.size();
@@ -408,6 +432,46 @@ void AppendJsonString(std::string& out, std::string_view s) {
   out += '"';
 }
 
+// Whether UTF-8 (surrogates allowed) holds an encoded surrogate (ED A0..BF).
+bool Utf8HasSurrogates(std::string_view s) {
+  for (size_t i = 0; i + 1 < s.size(); ++i) {
+    if (static_cast<uint8_t>(s[i]) == 0xed && static_cast<uint8_t>(s[i + 1]) >= 0xa0) return true;
+  }
+  return false;
+}
+
+// A string's JSON text (\uD83D\uDE00 for each surrogate) as simdjson reads it
+// back: a high surrogate followed by a low one joined into one character, any
+// other surrogate an error (false).
+bool JoinSurrogatePairs(std::string_view s, std::string* out) {
+  out->clear();
+  const auto* p = reinterpret_cast<const uint8_t*>(s.data());
+  auto surrogate_at = [&](size_t i) -> uint32_t {  // the code point of an encoded surrogate at i, or 0
+    if (i + 3 <= s.size() && p[i] == 0xed && p[i + 1] >= 0xa0) {
+      return 0xd000u | ((p[i + 1] & 0x3fu) << 6) | (p[i + 2] & 0x3fu);
+    }
+    return 0;
+  };
+  size_t i = 0;
+  while (i < s.size()) {
+    const uint32_t hi = surrogate_at(i);
+    if (hi == 0) {
+      out->push_back(s[i]);
+      ++i;
+      continue;
+    }
+    const uint32_t lo = surrogate_at(i + 3);
+    if (hi >= 0xdc00 || lo < 0xdc00) return false;
+    const uint32_t cp = 0x10000 + ((hi - 0xd800) << 10) + (lo - 0xdc00);
+    out->push_back(static_cast<char>(0xf0 | (cp >> 18)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3f)));
+    out->push_back(static_cast<char>(0x80 | (cp & 0x3f)));
+    i += 6;
+  }
+  return true;
+}
+
 }  // namespace
 
 struct PlainPickle::Impl {
@@ -424,6 +488,43 @@ struct PlainPickle::Impl {
 
   absl::Status ErrorAt(uint64_t pos, std::string_view what) const {
     return absl::InvalidArgumentError(Cat(label, ": byte ", pos, ": ", what));
+  }
+
+  // json.dumps(k) for a key that is not a str (snapshot_to_json.py: bool,
+  // None, int, float; any other type is an error).
+  absl::StatusOr<std::string> KeyText(uint32_t id) const {
+    const auto& v = values[id];
+    switch (v.kind) {
+      case Kind::kStr: return std::string(Slice(v));
+      case Kind::kNone: return std::string("null");
+      case Kind::kBool: return std::string(v.a != 0 ? "true" : "false");
+      case Kind::kInt: return std::to_string(static_cast<int64_t>(v.a));
+      case Kind::kBigInt: {
+        bool negative = false;
+        std::vector<uint8_t> m = Magnitude(Slice(v), &negative);
+        // Python 3.11 refuses str() of an int over 4,300 digits: 14,288
+        // bits are past 10^4300 already.
+        std::string digits = BitLength(m) >= 14288 ? std::string(4301, '9') : Decimal(std::move(m));
+        if (digits.size() > 4300) {
+          return NotPlain(v, "a dict key integer of more than 4300 digits (the limit of Python's "
+                          "int-to-str conversion, sys.get_int_max_str_digits())");
+        }
+        return Cat(negative ? "-" : "", digits);
+      }
+      case Kind::kFloat: {
+        const double f = std::bit_cast<double>(v.a);
+        if (std::isnan(f)) return std::string("NaN");
+        if (std::isinf(f)) return std::string(f > 0 ? "Infinity" : "-Infinity");
+        std::string s;
+        AppendFloatRepr(s, f);
+        return s;
+      }
+      default: return NotPlain(v, Cat("unsupported dict key type ", TypeName(v.kind)));
+    }
+  }
+
+  absl::Status NotPlain(const Value& v, std::string_view what) const {
+    return ErrorAt(v.pos, Cat("not a plain-data memory snapshot: ", what));
   }
 
   // The key of v as a Python dict compares it: equal keys, equal strings.
@@ -1030,23 +1131,25 @@ class Reader {
   uint64_t memo_len_ = 0;
 };
 
-// A span of the JSON text and the pickle offset of the value written there.
-struct Mark {
-  uint64_t start, end, pos;
-};
-
-// snapshot_to_json.py's _plain + json.dumps (Note [Snapshot JSON from a pickle]).
+// snapshot_to_json.py's _plain + json.dumps (Note [Snapshot JSON from a pickle]),
+// into a std::string or a CountingOut.
+template <typename Out>
 class JsonWriter {
  public:
-  JsonWriter(const PlainPickle::Impl& doc, std::vector<Mark>* marks)
+  explicit JsonWriter(const PlainPickle::Impl& doc)
       : d_(doc),
-        marks_(marks),
         budget_(kPickleValuesPerByte * static_cast<int64_t>(doc.read_end) + kPickleValuesExtra),
         text_cap_(kPickleJsonPerByte * static_cast<int64_t>(doc.read_end) + kPickleJsonExtra) {}
 
-  absl::Status Write(std::string& out) {
+  // One value's text, at no depth (after Check: no bound is met).
+  absl::Status WriteValue(uint32_t id, Out& out) {
     main_ = &out;
-    RETURN_IF_ERROR(Emit(d_.root, 0, out, 0));
+    return Emit(id, 0, out);
+  }
+
+  absl::Status Write(Out& out) {
+    main_ = &out;
+    RETURN_IF_ERROR(Emit(d_.root, 0, out));
     const auto& root = d_.values[d_.root];
     if (root.kind != Kind::kDict) {
       return d_.ErrorAt(root.pos, Cat("expected a dict at the top level, got ", TypeName(root.kind)));
@@ -1056,7 +1159,7 @@ class JsonWriter {
 
  private:
   absl::Status Error(const gpusim::import_internal::Value& v, std::string_view what) const {
-    return d_.ErrorAt(v.pos, Cat("not a plain-data memory snapshot: ", what));
+    return d_.NotPlain(v, what);
   }
 
   // Note [Writing shared values once]
@@ -1067,18 +1170,18 @@ class JsonWriter {
   // nesting, the text size) the value is walked again instead, so each error
   // names the value it did before. On the largest snapshot pickle
   // (llama_gpu_ckpt, 225,000 shared references) this halves the time to
-  // write its 14.9 MB of JSON.
+  // write its 14.9 MB of JSON (to 7 ms; Check, counting it, 4 ms;
+  // bench/import_benchmark.cc BM_PickleDecode).
   struct Written {
     uint64_t start, size;  // in the whole text
     int64_t values;        // budget the subtree took
     int height;            // its deepest container, levels below it
   };
 
-  // Writes value `id` at the end of `out`. `base`: where `out` starts in
-  // the whole text (for marks).
-  absl::Status Emit(uint32_t id, int depth, std::string& out, uint64_t base) {
+  // Writes value `id` at the end of `out`.
+  absl::Status Emit(uint32_t id, int depth, Out& out) {
     const auto& v = d_.values[id];
-    const bool cacheable = v.shared && marks_ == nullptr && &out == main_ &&
+    const bool cacheable = v.shared && &out == main_ &&
                            (v.kind == Kind::kList || v.kind == Kind::kTuple || v.kind == Kind::kDict ||
                             (v.kind == Kind::kStr && v.b >= 32));
     if (cacheable) {
@@ -1097,15 +1200,15 @@ class JsonWriter {
       const int deepest_before = deepest_;
       deepest_ = depth;
       const uint64_t start = out.size();
-      RETURN_IF_ERROR(EmitOnce(id, depth, out, base));
+      RETURN_IF_ERROR(EmitOnce(id, depth, out));
       written_.insert_or_assign(id, Written{start, out.size() - start, budget_before - budget_, deepest_ - depth});
       deepest_ = std::max(deepest_, deepest_before);
       return absl::OkStatus();
     }
-    return EmitOnce(id, depth, out, base);
+    return EmitOnce(id, depth, out);
   }
 
-  absl::Status EmitOnce(uint32_t id, int depth, std::string& out, uint64_t base) {
+  absl::Status EmitOnce(uint32_t id, int depth, Out& out) {
     const auto& v = d_.values[id];
     if (v.kind == Kind::kList || v.kind == Kind::kTuple || v.kind == Kind::kDict) {
       deepest_ = std::max(deepest_, depth);
@@ -1113,9 +1216,6 @@ class JsonWriter {
     if (--budget_ < 0) {
       return Error(v, "it expands to far more values than its size allows (shared references nested to blow up?)");
     }
-    const size_t mark = marks_ != nullptr ? marks_->size() : 0;
-    const uint64_t start = base + out.size();
-    if (marks_ != nullptr) marks_->push_back(Mark{start, start, v.pos});
     switch (v.kind) {
       case Kind::kNone: out += "null"; break;
       case Kind::kBool: out += v.a != 0 ? "true" : "false"; break;
@@ -1148,7 +1248,7 @@ class JsonWriter {
         for (uint32_t item : d_.seqs[v.a]) {
           if (!first) out += ',';
           first = false;
-          RETURN_IF_ERROR(Emit(item, depth + 1, out, base));
+          RETURN_IF_ERROR(Emit(item, depth + 1, out));
         }
         out += ']';
         break;
@@ -1164,11 +1264,11 @@ class JsonWriter {
             first = false;
             AppendJsonString(out, d_.Slice(d_.values[k]));
             out += ':';
-            RETURN_IF_ERROR(Emit(val, depth + 1, out, base));
+            RETURN_IF_ERROR(Emit(val, depth + 1, out));
           }
           out += '}';
         } else {
-          RETURN_IF_ERROR(MixedKeyDict(dict, depth, out, base));
+          RETURN_IF_ERROR(MixedKeyDict(dict, depth, out));
         }
         break;
       }
@@ -1178,7 +1278,6 @@ class JsonWriter {
       return Error(v, Cat("it expands to more than ", text_cap_,
                           " bytes of JSON, more than its size allows (a long string shared from many places?)"));
     }
-    if (marks_ != nullptr) (*marks_)[mark].end = base + out.size();
     return absl::OkStatus();
   }
 
@@ -1188,85 +1287,40 @@ class JsonWriter {
 
   // A dict with a key that is not a str: keys as json.dumps(key) writes
   // them, into a dict keyed by that text (the first place, the last value).
-  absl::Status MixedKeyDict(const Dict& dict, int depth, std::string& out, uint64_t base) {
-    std::vector<std::pair<std::string, std::string>> items;  // key text (JSON), value text
-    std::vector<std::vector<Mark>> item_marks;
+  absl::Status MixedKeyDict(const Dict& dict, int depth, Out& out) {
+    std::vector<std::pair<std::string, Out>> items;  // key text (JSON), value text
     absl::flat_hash_map<std::string, size_t> where;
     for (auto [k, val] : dict.items) {
-      ASSIGN_OR_RETURN(std::string key, KeyText(k));
+      ASSIGN_OR_RETURN(std::string key, d_.KeyText(k));
       auto [it, inserted] = where.try_emplace(key, items.size());
       if (inserted) {
-        items.emplace_back(std::move(key), std::string());
-        item_marks.emplace_back();
+        items.emplace_back(std::move(key), Out());
       }
-      std::string text;
-      std::vector<Mark>* outer = marks_;
-      std::vector<Mark> inner;
-      if (outer != nullptr) marks_ = &inner;
+      Out text;
       const int64_t held = held_;
       held_ += static_cast<int64_t>(out.size());
       for (const auto& item : items) held_ += static_cast<int64_t>(item.first.size() + item.second.size());
-      absl::Status st = Emit(val, depth + 1, text, 0);
+      absl::Status st = Emit(val, depth + 1, text);
       held_ = held;
-      marks_ = outer;
       RETURN_IF_ERROR(st);
       items[it->second].second = std::move(text);
-      item_marks[it->second] = std::move(inner);
     }
     out += '{';
     for (size_t i = 0; i < items.size(); ++i) {
       if (i > 0) out += ',';
       AppendJsonString(out, items[i].first);
       out += ':';
-      if (marks_ != nullptr) {
-        const uint64_t shift = base + out.size();
-        for (Mark m : item_marks[i]) marks_->push_back(Mark{m.start + shift, m.end + shift, m.pos});
-      }
       out += items[i].second;
     }
     out += '}';
     return absl::OkStatus();
   }
 
-  // json.dumps(k) for a key that is not a str (snapshot_to_json.py: bool,
-  // None, int, float; any other type is an error).
-  absl::StatusOr<std::string> KeyText(uint32_t id) const {
-    const auto& v = d_.values[id];
-    switch (v.kind) {
-      case Kind::kStr: return std::string(d_.Slice(v));
-      case Kind::kNone: return std::string("null");
-      case Kind::kBool: return std::string(v.a != 0 ? "true" : "false");
-      case Kind::kInt: return std::to_string(static_cast<int64_t>(v.a));
-      case Kind::kBigInt: {
-        bool negative = false;
-        std::vector<uint8_t> m = Magnitude(d_.Slice(v), &negative);
-        // Python 3.11 refuses str() of an int over 4,300 digits: 14,288
-        // bits are past 10^4300 already.
-        std::string digits = BitLength(m) >= 14288 ? std::string(4301, '9') : Decimal(std::move(m));
-        if (digits.size() > 4300) {
-          return Error(v, "a dict key integer of more than 4300 digits (the limit of Python's "
-                          "int-to-str conversion, sys.get_int_max_str_digits())");
-        }
-        return Cat(negative ? "-" : "", digits);
-      }
-      case Kind::kFloat: {
-        const double f = std::bit_cast<double>(v.a);
-        if (std::isnan(f)) return std::string("NaN");
-        if (std::isinf(f)) return std::string(f > 0 ? "Infinity" : "-Infinity");
-        std::string s;
-        AppendFloatRepr(s, f);
-        return s;
-      }
-      default: return Error(v, Cat("unsupported dict key type ", TypeName(v.kind)));
-    }
-  }
-
   const PlainPickle::Impl& d_;
-  std::vector<Mark>* marks_;
   int64_t budget_;
   int64_t text_cap_;
   int64_t held_ = 0;  // JSON bytes held outside the buffer being written (MixedKeyDict)
-  const std::string* main_ = nullptr;  // the whole text (shared values are copied within it)
+  const Out* main_ = nullptr;  // the whole text (shared values are copied within it)
   absl::flat_hash_map<uint32_t, Written> written_;  // shared values written so far
   int deepest_ = 0;  // the deepest container written in the current subtree
 };
@@ -1291,7 +1345,7 @@ absl::Status PlainPickle::WriteJson(std::string* out) const {
   // 10.6), at most 1 GiB, up front: less copying as the text grows, and
   // pages not written are never touched.
   out->reserve(at + std::min<uint64_t>(16 * impl_->read_end, uint64_t{1} << 30) + kJsonPadding);
-  absl::Status st = JsonWriter(*impl_, nullptr).Write(*out);
+  absl::Status st = JsonWriter<std::string>(*impl_).Write(*out);
   if (!st.ok()) {
     out->resize(at);
     return st;
@@ -1300,20 +1354,127 @@ absl::Status PlainPickle::WriteJson(std::string* out) const {
   return absl::OkStatus();
 }
 
-int64_t PlainPickle::PickleOffsetAt(int64_t json_offset) const {
-  std::vector<Mark> marks;
-  std::string text;
-  JsonWriter(*impl_, &marks).Write(text).IgnoreError();
-  const auto off = static_cast<uint64_t>(std::max<int64_t>(json_offset, 0));
-  // Marks are in the order values start; the innermost holding `off` is the
-  // last to start at or before it that has not ended before it.
-  auto it = std::upper_bound(marks.begin(), marks.end(), off,
-                             [](uint64_t o, const Mark& m) { return o < m.start; });
-  while (it != marks.begin()) {
-    --it;
-    if (off < it->end || it->start == off) return static_cast<int64_t>(it->pos);
+absl::Status PlainPickle::Check() const {
+  CountingOut out;
+  return JsonWriter<CountingOut>(*impl_).Write(out);
+}
+
+uint32_t PlainPickle::Root() const { return impl_->root; }
+
+PlainPickle::JsonType PlainPickle::Type(uint32_t id) const {
+  const Value& v = impl_->values[id];
+  switch (v.kind) {
+    case Kind::kDict: return JsonType::kObject;
+    case Kind::kList:
+    case Kind::kTuple: return JsonType::kArray;
+    case Kind::kStr: return JsonType::kString;
+    case Kind::kBool: return JsonType::kBoolean;
+    case Kind::kInt: return JsonType::kNumber;
+    case Kind::kFloat: return std::isfinite(std::bit_cast<double>(v.a)) ? JsonType::kNumber : JsonType::kNull;
+    default: return JsonType::kNull;  // None (nothing else passes Check)
   }
-  return marks.empty() ? 0 : static_cast<int64_t>(marks.front().pos);
+}
+
+int64_t PlainPickle::Offset(uint32_t id) const { return static_cast<int64_t>(impl_->values[id].pos); }
+
+absl::Status PlainPickle::Fields(uint32_t object,
+                                 absl::FunctionRef<absl::Status(std::string_view, uint32_t)> fn) const {
+  const Dict& dict = impl_->dicts[impl_->values[object].a];
+  auto key_of = [&](uint32_t k, std::string_view* key, std::string* rebuilt) -> absl::Status {
+    if (String(k, key, rebuilt)) return absl::OkStatus();
+    return impl_->ErrorAt(impl_->values[k].pos,
+                          "a dict key with a lone surrogate (U+D800 to U+DFFF), which JSON text cannot hold");
+  };
+  if (dict.str_keys) {
+    for (auto [k, v] : dict.items) {
+      std::string_view key;
+      std::string rebuilt;
+      RETURN_IF_ERROR(key_of(k, &key, &rebuilt));
+      RETURN_IF_ERROR(fn(key, v));
+    }
+    return absl::OkStatus();
+  }
+  // Keys as json.dumps(key) writes them, equal texts merged: the first's
+  // place, the last's value (MixedKeyDict).
+  std::vector<std::pair<std::string, uint32_t>> items;
+  absl::flat_hash_map<std::string, size_t> where;
+  for (auto [k, v] : dict.items) {
+    ASSIGN_OR_RETURN(std::string text, impl_->KeyText(k));
+    auto [it, inserted] = where.try_emplace(text, items.size());
+    if (inserted) {
+      items.emplace_back(std::move(text), v);
+    } else {
+      items[it->second].second = v;
+    }
+  }
+  for (const auto& [text, v] : items) {
+    // The key's JSON text read back (the texts of keys that are no str are
+    // ASCII).
+    std::string_view key = text;
+    std::string rebuilt;
+    if (Utf8HasSurrogates(text)) {
+      if (!JoinSurrogatePairs(text, &rebuilt)) {
+        return impl_->ErrorAt(impl_->values[object].pos,
+                              "a dict key with a lone surrogate (U+D800 to U+DFFF), which JSON text cannot hold");
+      }
+      key = rebuilt;
+    }
+    RETURN_IF_ERROR(fn(key, v));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status PlainPickle::Elements(uint32_t array, absl::FunctionRef<absl::Status(uint32_t)> fn) const {
+  for (uint32_t item : impl_->seqs[impl_->values[array].a]) RETURN_IF_ERROR(fn(item));
+  return absl::OkStatus();
+}
+
+bool PlainPickle::Integer(uint32_t id, int64_t* out) const {
+  const Value& v = impl_->values[id];
+  if (v.kind == Kind::kInt) {
+    *out = static_cast<int64_t>(v.a);
+    return true;
+  }
+  if (v.kind != Kind::kFloat) return false;
+  // ParseInteger of repr(d): no integer token, so its double branch.
+  const double d = std::bit_cast<double>(v.a);
+  if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.007199254740992e15) return false;
+  *out = static_cast<int64_t>(d);
+  return true;
+}
+
+bool PlainPickle::Double(uint32_t id, double* out) const {
+  const Value& v = impl_->values[id];
+  if (v.kind == Kind::kInt) {
+    *out = static_cast<double>(static_cast<int64_t>(v.a));
+    return true;
+  }
+  if (v.kind != Kind::kFloat || !std::isfinite(std::bit_cast<double>(v.a))) return false;
+  *out = std::bit_cast<double>(v.a);
+  return true;
+}
+
+bool PlainPickle::Bool(uint32_t id, bool* out) const {
+  const Value& v = impl_->values[id];
+  if (v.kind != Kind::kBool) return false;
+  *out = v.a != 0;
+  return true;
+}
+
+bool PlainPickle::String(uint32_t id, std::string_view* out, std::string* rebuilt) const {
+  const Value& v = impl_->values[id];
+  if (v.kind != Kind::kStr) return false;
+  *out = impl_->Slice(v);
+  if (!Utf8HasSurrogates(*out)) return true;
+  if (!JoinSurrogatePairs(*out, rebuilt)) return false;
+  *out = *rebuilt;
+  return true;
+}
+
+std::string PlainPickle::JsonText(uint32_t id) const {
+  std::string out;
+  JsonWriter<std::string>(*impl_).WriteValue(id, out).IgnoreError();
+  return out;
 }
 
 }  // namespace gpusim::import_internal

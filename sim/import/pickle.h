@@ -8,9 +8,11 @@
 // refused and the bounds: Note [Pickle subset] and Note [Pickle bounds] in
 // pickle.cc.
 //
-// The result is the JSON text gpusim's snapshot reader reads (snapshot.h),
-// byte for byte what tools/snapshot_to_json.py --keep-frames wrote before
-// this reader replaced it (Note [Snapshot JSON from a pickle], pickle.cc).
+// The result reads as JSON: WriteJson writes it, byte for byte what
+// tools/snapshot_to_json.py --keep-frames wrote before this reader replaced
+// it (Note [Snapshot JSON from a pickle], pickle.cc), and the accessors give
+// the values as that JSON reads, for the snapshot reader to take them with
+// no text in between (Note [One reader, two sources], snapshot.cc).
 //
 // Internal to the importers.
 #ifndef GPUSIM_SIM_IMPORT_PICKLE_H_
@@ -21,6 +23,7 @@
 #include <string>
 #include <string_view>
 
+#include "absl/functional/function_ref.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
@@ -52,11 +55,33 @@ class PlainPickle {
   // that is not a dict. `out` gets kJsonPadding bytes of spare capacity.
   absl::Status WriteJson(std::string* out) const;
 
-  // The pickle offset of the value whose JSON text (as WriteJson writes it)
-  // is the innermost one holding `json_offset`: errors found in the JSON
-  // name the pickle's bytes (Note [Pickle offsets], snapshot.cc). Writes the
-  // JSON again, so meant for errors only.
-  int64_t PickleOffsetAt(int64_t json_offset) const;
+  // WriteJson's checks (and refusals) without writing the text: what must
+  // pass before the accessors below are used.
+  absl::Status Check() const;
+
+  // The values as a JSON reader would see WriteJson's text (Note [One
+  // reader, two sources], snapshot.cc). A value is an id; Root() is the
+  // top-level dict.
+  enum class JsonType { kObject, kArray, kString, kNumber, kBoolean, kNull };
+  uint32_t Root() const;
+  JsonType Type(uint32_t v) const;
+  int64_t Offset(uint32_t v) const;  // of the opcode that made it
+  // An object's fields in order, keys as the JSON's (json.dumps(key) for a
+  // key that is no str, equal texts merged); fails naming the key where its
+  // JSON text would not read back (a lone surrogate).
+  absl::Status Fields(uint32_t object,
+                      absl::FunctionRef<absl::Status(std::string_view key, uint32_t value)> fn) const;
+  absl::Status Elements(uint32_t array, absl::FunctionRef<absl::Status(uint32_t item)> fn) const;
+  // As import_internal::ParseInteger reads the JSON number (an integral
+  // float up to 2^53 included); false for anything else.
+  bool Integer(uint32_t v, int64_t* out) const;
+  bool Double(uint32_t v, double* out) const;  // a number's value
+  bool Bool(uint32_t v, bool* out) const;
+  // A string as its JSON text reads back: a view into the pickle, or into
+  // *rebuilt when surrogate pairs had to be joined; false where a lone
+  // surrogate makes the JSON string unreadable (as simdjson finds it).
+  bool String(uint32_t v, std::string_view* out, std::string* rebuilt) const;
+  std::string JsonText(uint32_t v) const;  // as WriteJson writes it
 
   struct Impl;
 

@@ -26,6 +26,7 @@ struct SnapshotBlock {
   Bytes requested_size;  // bytes the caller asked for
   std::string state;     // "active_allocated", "active_pending_free", "inactive"
   std::vector<int32_t> stack;  // `frames`, innermost first, into trace.frames
+  bool operator==(const SnapshotBlock&) const = default;
 };
 
 struct SnapshotSegment {
@@ -39,6 +40,7 @@ struct SnapshotSegment {
   std::string segment_type;  // "large" or "small" pool
   bool is_expandable = false;
   std::vector<SnapshotBlock> blocks;
+  bool operator==(const SnapshotSegment&) const = default;
 };
 
 // allocator_settings (newer PyTorch): the fields gpusim models, plus every
@@ -50,6 +52,7 @@ struct SnapshotAllocatorSettings {
   std::optional<bool> expandable_segments;
   std::optional<double> garbage_collection_threshold;
   std::vector<std::pair<std::string, std::string>> raw;  // key -> JSON text
+  bool operator==(const SnapshotAllocatorSettings&) const = default;
 };
 
 struct RecordedSnapshot {
@@ -69,9 +72,14 @@ struct RecordedSnapshot {
 absl::StatusOr<RecordedSnapshot> ParseSnapshotJson(const std::string& json,
                                                    const std::string& label);
 
-// Reads a snapshot pickle's bytes (sim/import/pickle.h, then the JSON
-// reader above). `label` as above; errors name byte offsets in `pickle`.
-absl::StatusOr<RecordedSnapshot> ParseSnapshotPickle(const std::string& pickle, const std::string& label);
+// Reads a snapshot pickle's bytes (sim/import/pickle.h) as the JSON reader
+// above reads its JSON, without writing that JSON (kDirect; Note [One reader,
+// two sources] in snapshot.cc). kThroughJson writes it and reads it, to test
+// that both agree; its errors then name no offset in the pickle. `label` as
+// above; errors name byte offsets in `pickle`.
+enum class PickleRead { kDirect, kThroughJson };
+absl::StatusOr<RecordedSnapshot> ParseSnapshotPickle(const std::string& pickle, const std::string& label,
+                                                     PickleRead how = PickleRead::kDirect);
 
 // Loads `path`: a .pickle/.pkl file (or any file starting with the pickle
 // protocol byte 0x80) is read as a pickle (sim/import/pickle.h), anything
