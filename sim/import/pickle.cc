@@ -1134,9 +1134,9 @@ class Reader {
 // snapshot_to_json.py's _plain + json.dumps (Note [Snapshot JSON from a pickle]),
 // into a std::string or a CountingOut.
 template <typename Out>
-class JsonWriter {
+class PlainJsonWriter {
  public:
-  explicit JsonWriter(const PlainPickle::Impl& doc)
+  explicit PlainJsonWriter(const PlainPickle::Impl& doc)
       : d_(doc),
         budget_(kPickleValuesPerByte * static_cast<int64_t>(doc.read_end) + kPickleValuesExtra),
         text_cap_(kPickleJsonPerByte * static_cast<int64_t>(doc.read_end) + kPickleJsonExtra) {}
@@ -1345,7 +1345,7 @@ absl::Status PlainPickle::WriteJson(std::string* out) const {
   // 10.6), at most 1 GiB, up front: less copying as the text grows, and
   // pages not written are never touched.
   out->reserve(at + std::min<uint64_t>(16 * impl_->read_end, uint64_t{1} << 30) + kJsonPadding);
-  absl::Status st = JsonWriter<std::string>(*impl_).Write(*out);
+  absl::Status st = PlainJsonWriter<std::string>(*impl_).Write(*out);
   if (!st.ok()) {
     out->resize(at);
     return st;
@@ -1356,7 +1356,7 @@ absl::Status PlainPickle::WriteJson(std::string* out) const {
 
 absl::Status PlainPickle::Check() const {
   CountingOut out;
-  return JsonWriter<CountingOut>(*impl_).Write(out);
+  return PlainJsonWriter<CountingOut>(*impl_).Write(out);
 }
 
 uint32_t PlainPickle::Root() const { return impl_->root; }
@@ -1473,7 +1473,7 @@ bool PlainPickle::String(uint32_t id, std::string_view* out, std::string* rebuil
 
 std::string PlainPickle::JsonText(uint32_t id) const {
   std::string out;
-  JsonWriter<std::string>(*impl_).WriteValue(id, out).IgnoreError();
+  PlainJsonWriter<std::string>(*impl_).WriteValue(id, out).IgnoreError();
   return out;
 }
 
