@@ -4,7 +4,7 @@ build:
 	@tools/setup.sh
 run: build
 	build/gpusim run configs/llama7b.yaml
-# The binary to $(PREFIX)/bin, its data (configs, snapshot converter) to
+# The binary to $(PREFIX)/bin, its data (configs) to
 # $(PREFIX)/share/gpusim, where the installed binary finds them.
 PREFIX ?= /usr/local
 install: build

@@ -154,9 +154,11 @@ TEST(HostileRound3, OutputIsNeverLostOrMixed) {
 TEST(HostileRound3, MessagesNameTheInput) {
   const Result p = Gpusim("replay " + kHostile + "pickle_2pow63_string.pickle");
   EXPECT_EQ(p.code, 1) << p.out;
-  EXPECT_NE(p.out.find("pickle_2pow63_string.pickle: byte 2 (the opcode there"), std::string::npos) << p.out;
+  EXPECT_NE(p.out.find("pickle_2pow63_string.pickle: byte 2: BINUNICODE8: a string of 9223372036854775808 bytes "
+                       "runs past the end of the file"),
+            std::string::npos)
+      << p.out;
   EXPECT_EQ(p.out.find("Traceback"), std::string::npos) << p.out;
-  EXPECT_EQ(p.out.find("snapshot_to_json.py\", line"), std::string::npos) << p.out;
   ExpectExit("validate " + kHostile + "yaml_second_document.yaml", 1,
              {"yaml_second_document.yaml:3:1: a second YAML document"});
   ExpectExit("validate " + kHostile + "kineto_second_trace_events.json", 1,

@@ -1,5 +1,5 @@
-// Tests of the memory-snapshot importer (sim/import/snapshot.h) and of
-// tools/snapshot_to_json.py, which must refuse any pickle naming a class.
+// Tests of the memory-snapshot importer (sim/import/snapshot.h), whose
+// pickle reader (sim/import/pickle.h) must refuse any pickle naming a class.
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -9,10 +9,12 @@
 
 #include "gtest/gtest.h"
 
+#include "sim/import/byte_source.h"
 #include "sim/import/import.h"
 #include "sim/import/snapshot.h"
-#include "sim/trace/validate.h"
 #include "sim/import/trace_path.h"
+#include "sim/trace/validate.h"
+#include "viz/pickle.h"
 
 namespace gpusim {
 namespace {
@@ -25,7 +27,6 @@ bool HavePython() { return std::system("python3 -c pass >/dev/null 2>&1") == 0; 
 TEST(ImportSnapshotTest, GptTrainingSnapshot) {
   const std::string path = RecordedTracePath(kSnapshot);
   if (path.empty()) GTEST_SKIP() << kSnapshot << " is in neither traces/recorded/ nor ../shared/traces/";
-  if (!HavePython()) GTEST_SKIP() << "python3 not found: cannot convert the pickle";
   auto s = LoadSnapshot(path);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->segments.size(), 216u);
@@ -90,7 +91,6 @@ TEST(ImportSnapshotTest, GptTrainingSnapshot) {
 // validation/*/snapshots/ ships its pickles gzipped (x.pickle.gz): they load
 // as the pickle they hold, and a gzipped JSON snapshot as its JSON.
 TEST(ImportSnapshotTest, GzippedPickleAndJson) {
-  if (!HavePython()) GTEST_SKIP() << "python3 not found: cannot convert the pickle";
   auto s = LoadSnapshot(GPUSIM_SOURCE_DIR "/validation/h200_2026-12-04/snapshots/bert_test.pickle.gz");
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->trace.memory_events.size(), 900u);
@@ -103,25 +103,49 @@ TEST(ImportSnapshotTest, GzippedPickleAndJson) {
   EXPECT_EQ(j->trace.memory_events.size(), 8u);
 }
 
-TEST(ImportSnapshotTest, ConverterRefusesAnyClass) {
-  if (!HavePython()) GTEST_SKIP() << "python3 not found";
+// Note [One reader, two sources]: a pickle's values read directly give
+// what its JSON gives, on recorded snapshots (one with stack frames).
+TEST(ImportSnapshotTest, PickleReadDirectlyAsThroughItsJson) {
+  for (const std::string& path : {std::string(GPUSIM_SOURCE_DIR "/traces/recorded/") + kSnapshot,
+                                 std::string(GPUSIM_SOURCE_DIR "/validation/h200_2026-12-04/snapshots/t5_test.pickle.gz")}) {
+    auto src = OpenByteSource(path);
+    ASSERT_TRUE(src.ok()) << src.status();
+    std::string bytes, chunk(1 << 20, '\0');
+    for (;;) {
+      auto got = (*src)->Read(chunk.data(), chunk.size());
+      ASSERT_TRUE(got.ok()) << got.status();
+      if (*got == 0) break;
+      bytes.append(chunk.data(), *got);
+    }
+    auto direct = ParseSnapshotPickle(bytes, path);
+    auto json = ParseSnapshotPickle(bytes, path, PickleRead::kThroughJson);
+    ASSERT_TRUE(direct.ok()) << direct.status();
+    ASSERT_TRUE(json.ok()) << json.status();
+    EXPECT_TRUE(direct->segments == json->segments) << path;
+    EXPECT_TRUE(direct->allocator_settings == json->allocator_settings) << path;
+    EXPECT_TRUE(direct->trace.memory_events == json->trace.memory_events) << path;
+    EXPECT_EQ(direct->trace.frames, json->trace.frames) << path;
+    EXPECT_TRUE(direct->trace.live_through == json->trace.live_through) << path;
+  }
+}
+
+TEST(ImportSnapshotTest, PickleReaderRefusesAnyClass) {
+  if (!HavePython()) GTEST_SKIP() << "python3 needed to write the pickles";
   const std::string evil = ::testing::TempDir() + "/with_class.pickle";
   const std::string marker = ::testing::TempDir() + "/pickle_ran_code";
   std::remove(marker.c_str());
-  // A pickle whose loading would call os.system: the converter must refuse
-  // it (find_class raises) before anything runs.
+  // A pickle whose loading would call os.system: the reader must refuse it
+  // (no class is ever loaded) before anything runs.
   const std::string make =
       "python3 -c \"import pickle,os\n"
       "class E:\n"
       "  def __reduce__(self): return (os.system, ('touch " + marker + "',))\n"
       "pickle.dump({'segments': [], 'x': E()}, open('" + evil + "', 'wb'))\"";
   ASSERT_EQ(std::system(make.c_str()), 0);
-  const std::string out = ::testing::TempDir() + "/with_class.json";
-  absl::Status st = ConvertSnapshotPickle(evil, out);
-  ASSERT_FALSE(st.ok());
-  EXPECT_NE(std::string(st.message()).find("refusing to load class"), std::string::npos) << st;
   auto s = LoadSnapshot(evil);
-  EXPECT_FALSE(s.ok());
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(std::string(s.status().message()).find("STACK_GLOBAL: names posix.system: refused"), std::string::npos)
+      << s.status();
   struct stat sb;
   EXPECT_NE(stat(marker.c_str(), &sb), 0) << "the pickle's code ran";
 
@@ -135,6 +159,68 @@ TEST(ImportSnapshotTest, ConverterRefusesAnyClass) {
   ASSERT_FALSE(o.ok());
   EXPECT_NE(std::string(o.status().message()).find("collections.OrderedDict"), std::string::npos)
       << o.status();
+}
+
+// gpusim's own snapshot pickles (viz/pickle.h PickleWriter, `--snapshot
+// FILE.pickle`) read back.
+TEST(ImportSnapshotTest, ReadsWhatPickleWriterWrites) {
+  PickleWriter p;
+  p.BeginDict();
+  p.Str("segments");
+  p.BeginList();
+  p.BeginDict();
+  p.Str("address");
+  p.Int(int64_t{1} << 40);
+  p.Str("total_size");
+  p.Int(2097152);
+  p.Str("blocks");
+  p.BeginList();
+  p.EndList();
+  p.EndDict();
+  p.EndList();
+  p.Str("device_traces");
+  p.BeginList();
+  p.BeginList();
+  p.BeginDict();
+  p.Str("action");
+  p.Str("alloc");
+  p.Str("addr");
+  p.Int(int64_t{1} << 40);
+  p.Str("size");
+  p.Int(512);
+  p.Str("time_us");
+  p.Int(3);
+  p.EndDict();
+  p.EndList();
+  p.EndList();
+  p.Str("allocator_settings");
+  p.BeginDict();
+  p.Str("garbage_collection_threshold");
+  p.Float(0.5);
+  p.Str("roundup_power2_divisions");
+  p.BeginTuple();
+  p.Int(1);
+  p.EndTuple();
+  p.EndDict();
+  p.EndDict();
+  const std::string path = ::testing::TempDir() + "/written.pickle";
+  {
+    std::ofstream f(path, std::ios::binary);
+    f << p.Finish();
+  }
+  auto s = LoadSnapshot(path);
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->segments.size(), 1u);
+  EXPECT_EQ(s->segments[0].address, int64_t{1} << 40);
+  EXPECT_EQ(s->TotalReserved(), Bytes(2097152));
+  ASSERT_EQ(s->trace.memory_events.size(), 1u);
+  EXPECT_EQ(s->trace.memory_events[0].size, Bytes(512));
+  EXPECT_EQ(s->trace.memory_events[0].time, SimTime(3000));
+  EXPECT_EQ(s->allocator_settings.garbage_collection_threshold, 0.5);
+  ASSERT_EQ(s->allocator_settings.raw.size(), 2u);  // every key, with its JSON text
+  EXPECT_EQ(s->allocator_settings.raw[0].second, "0.5");
+  EXPECT_EQ(s->allocator_settings.raw[1].second, "[1]");
+  std::remove(path.c_str());
 }
 
 TEST(ImportSnapshotTest, MalformedJsonNamesTheByteOffset) {

@@ -31,7 +31,7 @@ from ._results import (AdvicePoint, AdviseResult, CompareResult, Device, Devices
 __version__ = getattr(_gpusim, "__version__", "unknown")
 
 _DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "data")
-if os.path.isdir(_DATA):  # an installed package ships configs and the snapshot converter
+if os.path.isdir(_DATA):  # an installed package ships the configs
     _gpusim.set_data_dir(_DATA)
 
 __all__ = [

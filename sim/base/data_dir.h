@@ -1,8 +1,7 @@
-// Where gpusim's data files are (device and model configs, the snapshot
-// converter tools/snapshot_to_json.py): beside an installed binary, or in
-// the source tree it was built from.
+// Where gpusim's data files are (device and model configs): beside an
+// installed binary, or in the source tree it was built from.
 //
-//   <prefix>/bin/gpusim  ->  <prefix>/share/gpusim/{configs,tools}/...
+//   <prefix>/bin/gpusim  ->  <prefix>/share/gpusim/configs/...
 //
 // `cmake --install` / `make install` lays that out (CMakeLists.txt). A
 // binary run from its build tree has no share/gpusim beside it and uses the

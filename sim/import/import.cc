@@ -27,7 +27,7 @@ class SnapshotImporter : public Importer {
   const RegistryEntry& info() const override {
     static const auto* e = new RegistryEntry{
         "snapshot",
-        "PyTorch CUDA memory snapshot (_dump_snapshot .pickle, or its JSON from tools/snapshot_to_json.py)", {}, {}};
+        "PyTorch CUDA memory snapshot (_dump_snapshot .pickle, read in process, or that pickle as JSON)", {}, {}};
     return *e;
   }
   bool Sniff(std::string_view path, std::string_view head) const override {

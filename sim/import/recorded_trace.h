@@ -63,6 +63,7 @@ struct RecordedMemoryEvent {
   // The call stack that made the event, innermost first, as indices into
   // RecordedTrace::frames (snapshot `frames`); empty = not recorded.
   std::vector<int32_t> stack;
+  bool operator==(const RecordedMemoryEvent&) const = default;
 };
 
 enum class RecordedOpKind {

@@ -1,29 +1,17 @@
 #include "sim/import/snapshot.h"
 
-#include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <cstdlib>
-#include <cstring>
+#include <deque>
 #include <map>
 #include <optional>
 #include <utility>
 
-#include "sim/base/cleanup.h"
-#include "sim/base/data_dir.h"
 #include "absl/container/flat_hash_map.h"
 #include "sim/base/file_util.h"
 #include "sim/base/status.h"
-#include "sim/import/byte_source.h"
-#include "sim/import/simdjson_util.h"
 #include "sim/base/str_cat.h"
-
-extern char** environ;
+#include "sim/import/byte_source.h"
+#include "sim/import/pickle.h"
+#include "sim/import/simdjson_util.h"
 
 namespace gpusim {
 
@@ -37,48 +25,228 @@ namespace {
 
 std::vector<RecordedMemoryEvent> LiveThroughWindow(const RecordedSnapshot& snap);
 
-// Reads a snapshot document. Every accessor records the failing value's
-// position so errors can name a byte offset.
+// Note [One reader, two sources]
+// The snapshot reader below reads its values through a source: JsonSource,
+// simdjson On-Demand over the JSON form, or PickleSource, the values of a
+// pickle as PlainPickle decoded them (sim/import/pickle.h), read as the JSON
+// PlainPickle::WriteJson would write for them reads (the same keys, numbers,
+// strings and texts; PlainPickle::Check has refused first what that JSON
+// could not hold), so a pickle is read without writing and parsing that
+// JSON (14.9 MB for the largest snapshot pickle in the repo) and gives what
+// the JSON gives. The equivalence is tested (sim/import/pickle_test.cc,
+// pickle_fuzzer.cc: both ways on every input).
+
+// simdjson On-Demand over a JSON document. Errors name a byte offset in it.
+class JsonSource {
+ public:
+  using Value = od::value;
+  using Pos = const char*;
+
+  JsonSource(const std::string& json, const std::string& label) : json_(json), label_(label) {}
+
+  Pos At(Value& v) const { return v.raw_json_token().data(); }
+
+  absl::Status Error(Pos at, std::string_view what) const {
+    return absl::InvalidArgumentError(Cat(label_, ": byte ", OffsetIn(json_, at), ": ", what));
+  }
+
+  // The top-level object's fields.
+  template <typename Fn>
+  absl::Status Top(Fn fn) {
+    simdjson::padded_string_view view(json_.data(), json_.size(), json_.capacity());
+    // A failed iterate leaves `doc_` without a token position: JsonError's
+    // current_location() would read through a null pointer.
+    if (auto err = parser_.iterate(view).get(doc_)) {
+      if (json_.find_first_not_of(" \t\r\n") == std::string::npos) {
+        return Error(json_.data(), "empty file, expected a snapshot JSON object");
+      }
+      return Error(json_.data(), Cat("malformed JSON (", std::string_view(simdjson::error_message(err)), ")"));
+    }
+    od::object top;
+    if (auto err = doc_.get_object().get(top)) return JsonError(err, "a JSON object");
+    return Fields(top, fn);
+  }
+
+  template <typename Fn>
+  absl::Status Fields(Value& v, std::string_view what, Fn fn) {
+    od::object obj;
+    if (v.get_object().get(obj) != simdjson::SUCCESS) return Error(At(v), Cat(what, ": expected an object"));
+    return Fields(obj, fn);
+  }
+
+  template <typename Fn>
+  absl::Status Elements(Value& v, std::string_view what, Fn fn) {
+    od::array arr;
+    if (v.get_array().get(arr) != simdjson::SUCCESS) return Error(At(v), Cat(what, ": expected an array"));
+    for (auto er : arr) {
+      od::value ev;
+      if (auto err = std::move(er).get(ev)) return JsonError(err);
+      RETURN_IF_ERROR(fn(ev));
+    }
+    return absl::OkStatus();
+  }
+
+  bool Integer(Value& v, int64_t* out) const {
+    std::string_view tok;
+    return NumberToken(v, &tok) && ParseInteger(tok, out);
+  }
+  // A view into the parser's string buffer, valid while the document is.
+  bool String(Value& v, std::string_view* out) const { return v.get_string().get(*out) == simdjson::SUCCESS; }
+  bool Bool(Value& v, bool* out) const { return v.get_bool().get(*out) == simdjson::SUCCESS; }
+  bool Double(Value& v, double* out) const { return v.get_double().get(*out) == simdjson::SUCCESS; }
+  // Whether `v` is an object or array, or fails on a malformed value.
+  absl::Status IsContainer(Value& v, bool* container) const {
+    od::json_type type;
+    if (v.type().get(type) != simdjson::SUCCESS) return Error(At(v), "malformed value");
+    *container = type == od::json_type::object || type == od::json_type::array;
+    return absl::OkStatus();
+  }
+  // The JSON text of a scalar (taken before it is read) ...
+  std::string_view Token(Value& v) const { return v.raw_json_token(); }
+  std::string ScalarText(std::string_view token) const {
+    while (!token.empty() && (token.back() == ' ' || token.back() == '\n')) token.remove_suffix(1);
+    return std::string(token);
+  }
+  // ... and of an object or array, unread.
+  std::string ContainerText(Value& v) const {
+    std::string_view text;
+    od::json_type type;
+    if (v.type().get(type) != simdjson::SUCCESS) return std::string();
+    if (type == od::json_type::object) {
+      od::object o;
+      if (v.get_object().get(o) == simdjson::SUCCESS) if (o.raw_json().get(text) != simdjson::SUCCESS) text = {};
+    } else {
+      od::array a;
+      if (v.get_array().get(a) == simdjson::SUCCESS) if (a.raw_json().get(text) != simdjson::SUCCESS) text = {};
+    }
+    return std::string(text);
+  }
+  // A value seen before (JSON has no sharing).
+  std::optional<uint32_t> Identity(Value&) const { return std::nullopt; }
+
+ private:
+  absl::Status JsonError(simdjson::error_code err, std::string_view expected = {}) const {
+    const char* loc = nullptr;
+    if (doc_.current_location().get(loc) != simdjson::SUCCESS) loc = json_.data() + json_.size();
+    if (!expected.empty() && err == simdjson::INCORRECT_TYPE) return Error(loc, Cat("expected ", expected));
+    return Error(loc, Cat("malformed JSON (", std::string_view(simdjson::error_message(err)), ")"));
+  }
+
+  template <typename Fn>
+  absl::Status Fields(od::object& obj, Fn fn) {
+    for (auto fr : obj) {
+      od::field f;
+      if (auto err = std::move(fr).get(f)) return JsonError(err);
+      std::string_view key;
+      if (auto err = f.unescaped_key().get(key)) return JsonError(err);
+      od::value fv = f.value();
+      RETURN_IF_ERROR(fn(key, fv));
+    }
+    return absl::OkStatus();
+  }
+
+  const std::string& json_;
+  const std::string& label_;
+  od::parser parser_;
+  mutable od::document doc_;
+};
+
+// Note [Pickle offsets]
+// Every error about a snapshot pickle names a byte offset in the pickle (in
+// the decompressed bytes of a .gz, as for the other importers), never one in
+// a JSON text the user never sees (issue 27): the pickle reader's own errors
+// the opcode at fault (sim/import/pickle.h), the snapshot reader's the
+// opcode that made the value at fault (a value the memo shares: where it was
+// made).
+
+// The values of a decoded pickle, as its JSON would read (Note [Pickle
+// offsets]).
+class PickleSource {
+ public:
+  using Value = uint32_t;
+  using Pos = uint32_t;
+  using Pickle = import_internal::PlainPickle;
+
+  PickleSource(const Pickle& pickle, const std::string& label) : p_(pickle), label_(label) {}
+
+  Pos At(Value& v) const { return v; }
+
+  absl::Status Error(Pos at, std::string_view what) const {
+    return absl::InvalidArgumentError(Cat(label_, ": byte ", p_.Offset(at), ": ", what));
+  }
+
+  template <typename Fn>
+  absl::Status Top(Fn fn) {
+    Value root = p_.Root();  // a dict: PlainPickle::Check
+    return Fields(root, "", fn);
+  }
+
+  template <typename Fn>
+  absl::Status Fields(Value& v, std::string_view what, Fn fn) {
+    if (p_.Type(v) != Pickle::JsonType::kObject) return Error(v, Cat(what, ": expected an object"));
+    return p_.Fields(v, [&](std::string_view key, uint32_t value) -> absl::Status { return fn(key, value); });
+  }
+
+  template <typename Fn>
+  absl::Status Elements(Value& v, std::string_view what, Fn fn) {
+    if (p_.Type(v) != Pickle::JsonType::kArray) return Error(v, Cat(what, ": expected an array"));
+    return p_.Elements(v, [&](uint32_t item) -> absl::Status { return fn(item); });
+  }
+
+  bool Integer(Value& v, int64_t* out) const { return p_.Integer(v, out); }
+  bool String(Value& v, std::string_view* out) {
+    std::string rebuilt;
+    if (!p_.String(v, out, &rebuilt)) return false;
+    if (!rebuilt.empty() && out->data() == rebuilt.data()) {
+      scratch_.push_back(std::move(rebuilt));
+      *out = scratch_.back();
+    }
+    return true;
+  }
+  bool Bool(Value& v, bool* out) const { return p_.Bool(v, out); }
+  bool Double(Value& v, double* out) const { return p_.Double(v, out); }
+  absl::Status IsContainer(Value& v, bool* container) const {
+    const Pickle::JsonType t = p_.Type(v);
+    *container = t == Pickle::JsonType::kObject || t == Pickle::JsonType::kArray;
+    return absl::OkStatus();
+  }
+  Value Token(Value& v) const { return v; }
+  std::string ScalarText(Value v) const { return p_.JsonText(v); }
+  std::string ContainerText(Value& v) const { return p_.JsonText(v); }
+  std::optional<uint32_t> Identity(Value& v) const { return v; }
+
+ private:
+  const Pickle& p_;
+  const std::string& label_;
+  // Strings String() had to rebuild (a surrogate pair), kept as the
+  // parser's buffer keeps JSON strings: while the reader reads.
+  std::deque<std::string> scratch_;
+};
+
+// Reads a snapshot document from `Src` (Note [One reader, two sources]).
+// Every accessor records the failing value's position so errors can name a
+// byte offset.
+template <typename Src>
 class SnapshotReader {
  public:
-  // `from_pickle`: `json` is tools/snapshot_to_json.py's conversion of the
-  // pickle `label`, whose byte offsets mean nothing to its reader.
-  SnapshotReader(const std::string& json, const std::string& label, bool from_pickle = false)
-      : json_(json), label_(label), from_pickle_(from_pickle) {}
+  using Value = typename Src::Value;
+
+  SnapshotReader(Src& src, const std::string& label) : src_(src), label_(label) {}
 
   absl::StatusOr<RecordedSnapshot> Read() {
     RecordedSnapshot out;
     out.trace.metadata.source_file = label_;
     out.trace.metadata.format = "snapshot";
-    od::document doc;
-    simdjson::padded_string_view view(json_.data(), json_.size(), json_.capacity());
-    // A failed iterate leaves `doc` without a token position: JsonError's
-    // current_location() would read through a null pointer.
-    if (auto err = parser_.iterate(view).get(doc)) {
-      if (json_.find_first_not_of(" \t\r\n") == std::string::npos) {
-        return Error(json_.data(), "empty file, expected a snapshot JSON object");
-      }
-      return Error(json_.data(),
-                   Cat("malformed JSON (", std::string_view(simdjson::error_message(err)), ")"));
-    }
-    od::object top;
-    if (auto err = doc.get_object().get(top)) return JsonError(doc, err, "a JSON object");
     bool have_segments = false;
-    for (auto fr : top) {
-      od::field f;
-      if (auto err = std::move(fr).get(f)) return JsonError(doc, err);
-      std::string_view key;
-      if (auto err = f.unescaped_key().get(key)) return JsonError(doc, err);
-      od::value v = f.value();
+    RETURN_IF_ERROR(src_.Top([&](std::string_view key, Value& v) -> absl::Status {
       if (key == "segments") {
         have_segments = true;
-        RETURN_IF_ERROR(Segments(doc, v, out.segments));
-      } else if (key == "device_traces") {
-        RETURN_IF_ERROR(DeviceTraces(doc, v, out.trace.memory_events));
-      } else if (key == "allocator_settings") {
-        RETURN_IF_ERROR(Settings(doc, v, out.allocator_settings));
+        return Segments(v, out.segments);
       }
-    }
+      if (key == "device_traces") return DeviceTraces(v, out.trace.memory_events);
+      if (key == "allocator_settings") return Settings(v, out.allocator_settings);
+      return absl::OkStatus();
+    }));
     if (!have_segments) {
       return absl::InvalidArgumentError(
           Cat(label_, ": not a memory snapshot: no \"segments\" key"));
@@ -89,82 +257,37 @@ class SnapshotReader {
   }
 
  private:
-  absl::Status Error(const char* at, std::string_view what) const {
-    return absl::InvalidArgumentError(
-        from_pickle_ ? Cat(label_, ": in the pickle's values (the pickle itself reads): ", what)
-                     : Cat(label_, ": byte ", OffsetIn(json_, at), ": ", what));
-  }
-
-  absl::Status JsonError(od::document& doc, simdjson::error_code err,
-                         std::string_view expected = {}) const {
-    const char* loc = nullptr;
-    if (doc.current_location().get(loc) != simdjson::SUCCESS) loc = json_.data() + json_.size();
-    if (!expected.empty() && err == simdjson::INCORRECT_TYPE) {
-      return Error(loc, Cat("expected ", expected));
-    }
-    return Error(loc, Cat("malformed JSON (", std::string_view(simdjson::error_message(err)), ")"));
-  }
-
-  absl::Status Int(od::value& v, std::string_view key, int64_t* out) const {
-    std::string_view tok;
-    if (!NumberToken(v, &tok) || !ParseInteger(tok, out)) {
-      return Error(v.raw_json_token().data(), Cat("\"", key, "\": expected an integer"));
-    }
+  absl::Status Int(Value& v, std::string_view key, int64_t* out) const {
+    if (!src_.Integer(v, out)) return src_.Error(src_.At(v), Cat("\"", key, "\": expected an integer"));
     return absl::OkStatus();
   }
 
   // A byte count: an integer >= 0.
-  absl::Status Size(od::value& v, std::string_view key, int64_t* out) const {
-    const char* at = v.raw_json_token().data();
+  absl::Status Size(Value& v, std::string_view key, int64_t* out) const {
+    const auto at = src_.At(v);
     RETURN_IF_ERROR(Int(v, key, out));
-    if (*out < 0) return Error(at, Cat("\"", key, "\": negative size ", *out));
+    if (*out < 0) return src_.Error(at, Cat("\"", key, "\": negative size ", *out));
     return absl::OkStatus();
   }
 
-  absl::Status Str(od::value& v, std::string_view key, std::string* out) const {
+  absl::Status Str(Value& v, std::string_view key, std::string* out) {
     std::string_view s;
-    if (v.get_string().get(s) != simdjson::SUCCESS) {
-      return Error(v.raw_json_token().data(), Cat("\"", key, "\": expected a string"));
-    }
+    RETURN_IF_ERROR(StrView(v, key, &s));
     *out = std::string(s);
     return absl::OkStatus();
   }
 
-  template <typename Fn>
-  absl::Status ForEachField(od::document& doc, od::value& v, std::string_view what, Fn fn) {
-    od::object obj;
-    if (v.get_object().get(obj) != simdjson::SUCCESS) {
-      return Error(v.raw_json_token().data(), Cat(what, ": expected an object"));
-    }
-    for (auto fr : obj) {
-      od::field f;
-      if (auto err = std::move(fr).get(f)) return JsonError(doc, err);
-      std::string_view key;
-      if (auto err = f.unescaped_key().get(key)) return JsonError(doc, err);
-      od::value fv = f.value();
-      RETURN_IF_ERROR(fn(key, fv));
-    }
+  // A view valid while the source is being read.
+  absl::Status StrView(Value& v, std::string_view key, std::string_view* out) {
+    const auto at = src_.At(v);
+    if (!src_.String(v, out)) return src_.Error(at, Cat("\"", key, "\": expected a string"));
     return absl::OkStatus();
   }
 
-  template <typename Fn>
-  absl::Status ForEachElement(od::document& doc, od::value& v, std::string_view what, Fn fn) {
-    od::array arr;
-    if (v.get_array().get(arr) != simdjson::SUCCESS) {
-      return Error(v.raw_json_token().data(), Cat(what, ": expected an array"));
-    }
-    for (auto er : arr) {
-      od::value ev;
-      if (auto err = std::move(er).get(ev)) return JsonError(doc, err);
-      RETURN_IF_ERROR(fn(ev));
-    }
-    return absl::OkStatus();
-  }
-
-  absl::Status Segments(od::document& doc, od::value& v, std::vector<SnapshotSegment>& out) {
-    return ForEachElement(doc, v, "segments", [&](od::value& sv) -> absl::Status {
+  absl::Status Segments(Value& v, std::vector<SnapshotSegment>& out) {
+    return src_.Elements(v, "segments", [&](Value& sv) -> absl::Status {
       SnapshotSegment s;
-      RETURN_IF_ERROR(ForEachField(doc, sv, "segment", [&](std::string_view k, od::value& x) {
+      RETURN_IF_ERROR(src_.Fields(sv, "segment", [&](std::string_view k, Value& x) -> absl::Status {
         int64_t n = 0;
         if (k == "device") {
           RETURN_IF_ERROR(Int(x, k, &n));
@@ -184,14 +307,13 @@ class SnapshotReader {
           return Str(x, k, &s.segment_type);
         } else if (k == "is_expandable") {
           bool b = false;
-          if (x.get_bool().get(b) != simdjson::SUCCESS) {
-            return Error(x.raw_json_token().data(), "\"is_expandable\": expected true or false");
-          }
+          const auto at = src_.At(x);
+          if (!src_.Bool(x, &b)) return src_.Error(at, "\"is_expandable\": expected true or false");
           s.is_expandable = b;
         } else if (k == "blocks") {
-          return ForEachElement(doc, x, "blocks", [&](od::value& bv) -> absl::Status {
+          return src_.Elements(x, "blocks", [&](Value& bv) -> absl::Status {
             SnapshotBlock b;
-            RETURN_IF_ERROR(ForEachField(doc, bv, "block", [&](std::string_view bk, od::value& y) {
+            RETURN_IF_ERROR(src_.Fields(bv, "block", [&](std::string_view bk, Value& y) -> absl::Status {
               int64_t m = 0;
               if (bk == "address") return Int(y, bk, &b.address);
               if (bk == "size" || bk == "requested_size") {
@@ -200,7 +322,7 @@ class SnapshotReader {
               } else if (bk == "state") {
                 return Str(y, bk, &b.state);
               } else if (bk == "frames") {
-                return Frames(doc, y, &b.stack);
+                return Frames(y, &b.stack);
               }
               return absl::OkStatus();
             }));
@@ -215,24 +337,23 @@ class SnapshotReader {
     });
   }
 
-  absl::Status DeviceTraces(od::document& doc, od::value& v,
-                            std::vector<RecordedMemoryEvent>& out) {
+  absl::Status DeviceTraces(Value& v, std::vector<RecordedMemoryEvent>& out) {
     int32_t device = 0;
-    return ForEachElement(doc, v, "device_traces", [&](od::value& dv) -> absl::Status {
-      RETURN_IF_ERROR(ForEachElement(doc, dv, "device trace", [&](od::value& ev) -> absl::Status {
+    return src_.Elements(v, "device_traces", [&](Value& dv) -> absl::Status {
+      RETURN_IF_ERROR(src_.Elements(dv, "device trace", [&](Value& ev) -> absl::Status {
         RecordedMemoryEvent m;
         m.device = device;
-        const char* entry_at = ev.raw_json_token().data();
+        const auto entry_at = src_.At(ev);
         bool have_action = false;
-        RETURN_IF_ERROR(ForEachField(doc, ev, "trace entry", [&](std::string_view k, od::value& x) {
+        RETURN_IF_ERROR(src_.Fields(ev, "trace entry", [&](std::string_view k, Value& x) -> absl::Status {
           int64_t n = 0;
           if (k == "action") {
-            std::string action;
-            RETURN_IF_ERROR(Str(x, k, &action));
+            std::string_view action;
+            RETURN_IF_ERROR(StrView(x, k, &action));
             if (!ParseMemoryEventKind(action, &m.kind) || m.kind == MemoryEventKind::kFree ||
                 m.kind == MemoryEventKind::kPreexisting ||
                 m.kind == MemoryEventKind::kIncrementVersion) {
-              return Error(entry_at, Cat("unknown trace entry action '", action, "'"));
+              return src_.Error(entry_at, Cat("unknown trace entry action '", action, "'"));
             }
             have_action = true;
           } else if (k == "addr") {
@@ -244,19 +365,19 @@ class SnapshotReader {
           } else if (k == "stream") {
             return Int(x, k, &m.stream);
           } else if (k == "frames") {
-            return Frames(doc, x, &m.stack);
+            return Frames(x, &m.stack);
           } else if (k == "time_us") {
-            const char* at = x.raw_json_token().data();
+            const auto at = src_.At(x);
             RETURN_IF_ERROR(Int(x, k, &n));
             int64_t ns = 0;
             if (__builtin_mul_overflow(n, 1000, &ns)) {
-              return Error(at, Cat("\"time_us\": ", n, " us is out of range for int64 ns"));
+              return src_.Error(at, Cat("\"time_us\": ", n, " us is out of range for int64 ns"));
             }
             m.time = SimTime(ns);
           }
           return absl::OkStatus();
         }));
-        if (!have_action) return Error(entry_at, "trace entry lacks \"action\"");
+        if (!have_action) return src_.Error(entry_at, "trace entry lacks \"action\"");
         out.push_back(m);
         return absl::OkStatus();
       }));
@@ -267,38 +388,56 @@ class SnapshotReader {
 
   // A `frames` list (torch/cuda/memory.py _Frame: filename, line, name),
   // innermost first, interned into frames_ (Note [Interned stack frames]).
-  absl::Status Frames(od::document& doc, od::value& v, std::vector<int32_t>* stack) {
-    return ForEachElement(doc, v, "frames", [&](od::value& fv) -> absl::Status {
-      StackFrame f;
-      RETURN_IF_ERROR(ForEachField(doc, fv, "frame", [&](std::string_view k, od::value& x) {
-        if (k == "filename") return Str(x, k, &f.file);
-        if (k == "name") return Str(x, k, &f.function);
+  // The strings are views, and the key is built in a buffer kept across
+  // frames: a frame seen before (the same frames repeat across thousands of
+  // entries) costs no allocation; from a pickle, a frame the memo shares
+  // (the same Python object) is looked up by its identity alone.
+  absl::Status Frames(Value& v, std::vector<int32_t>* stack) {
+    return src_.Elements(v, "frames", [&](Value& fv) -> absl::Status {
+      const std::optional<uint32_t> identity = src_.Identity(fv);
+      if (identity.has_value()) {
+        auto seen = frame_of_value_.find(*identity);
+        if (seen != frame_of_value_.end()) {
+          stack->push_back(seen->second);
+          return absl::OkStatus();
+        }
+      }
+      const auto frame_at = src_.At(fv);
+      std::string_view file, function;
+      int64_t line = 0;
+      RETURN_IF_ERROR(src_.Fields(fv, "frame", [&](std::string_view k, Value& x) -> absl::Status {
+        if (k == "filename") return StrView(x, k, &file);
+        if (k == "name") return StrView(x, k, &function);
         if (k == "line") {
-          const char* at = x.raw_json_token().data();
-          RETURN_IF_ERROR(Int(x, k, &f.line));
-          if (f.line < 0) return Error(at, Cat("\"line\": expected a non-negative line number, got ", f.line));
+          const auto at = src_.At(x);
+          RETURN_IF_ERROR(Int(x, k, &line));
+          if (line < 0) return src_.Error(at, Cat("\"line\": expected a non-negative line number, got ", line));
         }
         return absl::OkStatus();
       }));
-      std::string key = Cat(f.function, std::string_view("\0", 1), f.file, std::string_view("\0", 1), f.line);
-      auto [it, inserted] = frame_index_.try_emplace(std::move(key), static_cast<int32_t>(frames_.size()));
-      if (inserted) {
+      frame_key_.clear();
+      str_internal::Append(frame_key_, function, std::string_view("\0", 1), file, std::string_view("\0", 1), line);
+      auto it = frame_index_.find(absl::string_view(frame_key_.data(), frame_key_.size()));
+      if (it == frame_index_.end()) {
         if (frames_.size() >= static_cast<size_t>(INT32_MAX)) {
-          return Error(fv.raw_json_token().data(), "more than 2^31 - 1 distinct stack frames");
+          return src_.Error(frame_at, "more than 2^31 - 1 distinct stack frames");
         }
-        frames_.push_back(std::move(f));
+        it = frame_index_.emplace(frame_key_, static_cast<int32_t>(frames_.size())).first;
+        frames_.push_back(StackFrame{std::string(function), std::string(file), line});
       }
+      if (identity.has_value()) frame_of_value_.emplace(*identity, it->second);
       stack->push_back(it->second);
       return absl::OkStatus();
     });
   }
 
-  absl::Status Settings(od::document& doc, od::value& v, SnapshotAllocatorSettings& s) {
+  absl::Status Settings(Value& v, SnapshotAllocatorSettings& s) {
     s.present = true;
-    return ForEachField(doc, v, "allocator_settings", [&](std::string_view k, od::value& x) {
-      std::string_view raw = x.raw_json_token();
-      od::json_type type;
-      if (x.type().get(type) != simdjson::SUCCESS) return Error(raw.data(), "malformed value");
+    return src_.Fields(v, "allocator_settings", [&](std::string_view k, Value& x) -> absl::Status {
+      const auto at = src_.At(x);
+      const auto token = src_.Token(x);
+      bool container = false;
+      RETURN_IF_ERROR(src_.IsContainer(x, &container));
       if (k == "PYTORCH_CUDA_ALLOC_CONF") {
         RETURN_IF_ERROR(Str(x, k, &s.alloc_conf));
       } else if (k == "max_split_size") {
@@ -307,44 +446,27 @@ class SnapshotReader {
         s.max_split_size = n;
       } else if (k == "expandable_segments") {
         bool b = false;
-        if (x.get_bool().get(b) != simdjson::SUCCESS) {
-          return Error(raw.data(), "\"expandable_segments\": expected true or false");
-        }
+        if (!src_.Bool(x, &b)) return src_.Error(at, "\"expandable_segments\": expected true or false");
         s.expandable_segments = b;
       } else if (k == "garbage_collection_threshold") {
         double d = 0;
-        if (x.get_double().get(d) != simdjson::SUCCESS) {
-          return Error(raw.data(), "\"garbage_collection_threshold\": expected a number");
-        }
+        if (!src_.Double(x, &d)) return src_.Error(at, "\"garbage_collection_threshold\": expected a number");
         s.garbage_collection_threshold = d;
-      } else if (type == od::json_type::object || type == od::json_type::array) {
-        std::string_view text;
-        if (type == od::json_type::object) {
-          od::object o;
-          if (x.get_object().get(o) == simdjson::SUCCESS) if (o.raw_json().get(text) != simdjson::SUCCESS) text = {};
-        } else {
-          od::array a;
-          if (x.get_array().get(a) == simdjson::SUCCESS) if (a.raw_json().get(text) != simdjson::SUCCESS) text = {};
-        }
-        s.raw.emplace_back(std::string(k), std::string(text));
+      } else if (container) {
+        s.raw.emplace_back(std::string(k), src_.ContainerText(x));
         return absl::OkStatus();
       }
-      while (!raw.empty() && (raw.back() == ' ' || raw.back() == '\n')) raw.remove_suffix(1);
-      s.raw.emplace_back(std::string(k), std::string(raw));
+      s.raw.emplace_back(std::string(k), src_.ScalarText(token));
       return absl::OkStatus();
     });
   }
 
-  const std::string& json_;
+  Src& src_;
   const std::string& label_;
-  // Note [Pickle offsets]: errors about a converted pickle's values cite
-  // no byte offset, since one in the intermediate JSON would point into a
-  // file the user never sees (issue 27); the converter's own errors cite
-  // byte offsets in the pickle (tools/snapshot_to_json.py).
-  bool from_pickle_ = false;
-  od::parser parser_;
   std::vector<StackFrame> frames_;
   absl::flat_hash_map<std::string, int32_t> frame_index_;  // function \0 file \0 line → index
+  std::string frame_key_;  // Frames' key buffer
+  absl::flat_hash_map<uint32_t, int32_t> frame_of_value_;  // pickle value → index
 };
 
 // Note [Interned stack frames]
@@ -402,14 +524,6 @@ bool EndsWith(std::string_view s, std::string_view suffix) {
   return s.size() >= suffix.size() && s.substr(s.size() - suffix.size()) == suffix;
 }
 
-// A new file in $TMPDIR (or /tmp), registered for signal cleanup before it
-// exists (sim/base/cleanup.h CreateRegisteredTemp).
-std::string TempPath(std::string_view suffix, std::optional<ScopedTempPath>& guard) {
-  const char* dir = std::getenv("TMPDIR");
-  return CreateRegisteredTemp(Cat(dir != nullptr && *dir != '\0' ? dir : "/tmp", "/gpusim_snapshot_"),
-                              std::string(suffix), /*directory=*/false, guard);
-}
-
 }  // namespace
 
 Bytes RecordedSnapshot::TotalReserved() const {
@@ -422,80 +536,38 @@ absl::StatusOr<RecordedSnapshot> ParseSnapshotJson(const std::string& json,
                                                    const std::string& label) {
   std::string padded = json;
   padded.reserve(json.size() + import_internal::kJsonPadding);
-  return SnapshotReader(padded, label).Read();
+  JsonSource src(padded, label);
+  return SnapshotReader<JsonSource>(src, label).Read();
 }
 
-absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::string& json_path) {
-  const std::string script = DataDir() + "/tools/snapshot_to_json.py";  // installed or source tree
-  std::optional<ScopedTempPath> err_guard;
-  const std::string err_path = TempPath(".err", err_guard);
-  if (err_path.empty()) {
-    return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
+absl::StatusOr<RecordedSnapshot> ParseSnapshotPickle(const std::string& pickle, const std::string& label,
+                                                     PickleRead how) {
+  ASSIGN_OR_RETURN(std::unique_ptr<import_internal::PlainPickle> plain,
+                   import_internal::PlainPickle::Read(pickle, label));
+  if (how == PickleRead::kThroughJson) {
+    std::string json;
+    RETURN_IF_ERROR(plain->WriteJson(&json));
+    JsonSource src(json, label);
+    absl::StatusOr<RecordedSnapshot> s = SnapshotReader<JsonSource>(src, label).Read();
+    // Its offsets are the JSON's: only whether it fails is compared.
+    if (!s.ok()) {
+      return absl::InvalidArgumentError(
+          Cat(label, ": byte 0: through JSON: ", std::string_view(s.status().message().data(), s.status().message().size())));
+    }
+    return s;
   }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  // The converter runs in its own process group, registered with the
-  // signal cleanup (sim/base/cleanup.h): a SIGINT/SIGTERM to gpusim alone
-  // stops it too, and a terminal's Ctrl-C reaches it through gpusim.
-  // SIGINT/SIGTERM stay blocked from before the spawn until the child is
-  // registered (a signal in between would leave the converter running); the
-  // child starts with them unblocked.
-  sigset_t stop_signals, old_mask, child_mask;
-  sigemptyset(&stop_signals);
-  sigaddset(&stop_signals, SIGINT);
-  sigaddset(&stop_signals, SIGTERM);
-  sigemptyset(&child_mask);
-  posix_spawnattr_t attr;
-  posix_spawnattr_init(&attr);
-  sigaddset(&stop_signals, SIGHUP);
-  // The child also starts with default dispositions for them.
-  posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF);
-  posix_spawnattr_setpgroup(&attr, 0);
-  posix_spawnattr_setsigmask(&attr, &child_mask);
-  posix_spawnattr_setsigdefault(&attr, &stop_signals);
-  posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addopen(&actions, 2, err_path.c_str(), O_WRONLY | O_TRUNC, 0);
-  std::string arg0 = "python3";
-  std::string keep_frames = "--keep-frames";  // interned by the reader
-  std::vector<char*> argv = {arg0.data(), const_cast<char*>(script.c_str()),
-                             const_cast<char*>(pickle_path.c_str()),
-                             const_cast<char*>(json_path.c_str()), keep_frames.data(), nullptr};
-  pid_t pid = 0;
-  pthread_sigmask(SIG_BLOCK, &stop_signals, &old_mask);
-  const int rc = posix_spawnp(&pid, "python3", &actions, &attr, argv.data(), environ);
-  std::optional<ScopedChild> child_guard;
-  if (rc == 0) child_guard.emplace(pid);
-  pthread_sigmask(SIG_SETMASK, &old_mask, nullptr);
-  posix_spawn_file_actions_destroy(&actions);
-  posix_spawnattr_destroy(&attr);
-  if (rc != 0) {
-    std::remove(err_path.c_str());
-    return absl::FailedPreconditionError(
-        Cat(pickle_path, ": cannot run python3 to convert the snapshot pickle: ",
-            std::strerror(rc)));
-  }
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  auto err_text = ReadFileToString(err_path);
-  std::remove(err_path.c_str());
-  if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return absl::OkStatus();
-  std::string msg = err_text.ok() ? *err_text : std::string();
-  while (!msg.empty() && (msg.back() == '\n' || msg.back() == '\r')) msg.pop_back();
-  if (msg.empty()) msg = Cat(pickle_path, ": snapshot_to_json.py failed");
-  return absl::InvalidArgumentError(msg);
+  RETURN_IF_ERROR(plain->Check());
+  PickleSource src(*plain, label);
+  return SnapshotReader<PickleSource>(src, label).Read();
 }
 
 absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path) {
   bool pickle = EndsWith(path, ".pickle") || EndsWith(path, ".pkl");
   ASSIGN_OR_RETURN(std::string content, ReadFileToString(path));
-  std::string pickle_path = path;
-  std::optional<ScopedTempPath> unzipped_guard;
   if (content.size() >= 2 && static_cast<unsigned char>(content[0]) == 0x1f &&
       static_cast<unsigned char>(content[1]) == 0x8b) {
     // A gzipped snapshot (x.pickle.gz, x.json.gz): its bytes, through the
-    // byte source every importer reads gzip with; a pickle goes to the
-    // converter from a temporary file.
+    // byte source every importer reads gzip with.
     ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(path));
     content.clear();
     std::string chunk(1 << 20, '\0');
@@ -504,33 +576,11 @@ absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path) {
       if (got == 0) break;
       content.append(chunk.data(), got);
     }
-    pickle = !content.empty() && static_cast<unsigned char>(content[0]) == 0x80;
-    if (pickle) {
-      pickle_path = TempPath(".pickle", unzipped_guard);
-      if (pickle_path.empty()) {
-        return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
-      }
-      RETURN_IF_ERROR(WriteFileAtomically(pickle_path, content));
-    }
+    pickle = false;
   }
   if (!content.empty() && static_cast<unsigned char>(content[0]) == 0x80) pickle = true;
   if (!pickle) return ParseSnapshotJson(content, path);
-  std::optional<ScopedTempPath> json_guard;
-  const std::string json_path = TempPath(".json", json_guard);
-  if (json_path.empty()) {
-    return absl::UnavailableError(Cat("cannot create a temporary file: ", std::strerror(errno)));
-  }
-  absl::Status st = ConvertSnapshotPickle(pickle_path, json_path);
-  if (pickle_path != path) std::remove(pickle_path.c_str());
-  if (!st.ok()) {
-    std::remove(json_path.c_str());
-    return st;
-  }
-  auto json = ReadFileToString(json_path);
-  std::remove(json_path.c_str());
-  if (!json.ok()) return json.status();
-  json->reserve(json->size() + import_internal::kJsonPadding);
-  return SnapshotReader(*json, path, /*from_pickle=*/true).Read();
+  return ParseSnapshotPickle(content, path);
 }
 
 }  // namespace gpusim

@@ -1,9 +1,10 @@
 // Importer for PyTorch CUDA caching-allocator memory snapshots
 // (torch.cuda.memory._record_memory_history() + _dump_snapshot("x.pickle")).
-// A .pickle is first converted to JSON by tools/snapshot_to_json.py (run with
-// python3; it refuses every class, so no code in the pickle runs); the JSON
-// is then read here. Keys as in PyTorch torch/cuda/memory.py (_snapshot) and
-// c10/cuda/CUDACachingAllocator.h (SegmentInfo, BlockInfo, TraceEntry).
+// A .pickle is read natively (sim/import/pickle.h: plain values only, every
+// class refused, so no code in the pickle runs; no Python) into the JSON form,
+// which is then read here. Keys as in PyTorch torch/cuda/memory.py
+// (_snapshot) and c10/cuda/CUDACachingAllocator.h (SegmentInfo, BlockInfo,
+// TraceEntry).
 #ifndef GPUSIM_SIM_IMPORT_SNAPSHOT_H_
 #define GPUSIM_SIM_IMPORT_SNAPSHOT_H_
 
@@ -25,6 +26,7 @@ struct SnapshotBlock {
   Bytes requested_size;  // bytes the caller asked for
   std::string state;     // "active_allocated", "active_pending_free", "inactive"
   std::vector<int32_t> stack;  // `frames`, innermost first, into trace.frames
+  bool operator==(const SnapshotBlock&) const = default;
 };
 
 struct SnapshotSegment {
@@ -38,6 +40,7 @@ struct SnapshotSegment {
   std::string segment_type;  // "large" or "small" pool
   bool is_expandable = false;
   std::vector<SnapshotBlock> blocks;
+  bool operator==(const SnapshotSegment&) const = default;
 };
 
 // allocator_settings (newer PyTorch): the fields gpusim models, plus every
@@ -49,6 +52,7 @@ struct SnapshotAllocatorSettings {
   std::optional<bool> expandable_segments;
   std::optional<double> garbage_collection_threshold;
   std::vector<std::pair<std::string, std::string>> raw;  // key -> JSON text
+  bool operator==(const SnapshotAllocatorSettings&) const = default;
 };
 
 struct RecordedSnapshot {
@@ -62,22 +66,27 @@ struct RecordedSnapshot {
   Bytes TotalReserved() const;  // sum of segments' total_size
 };
 
-// Reads the JSON form (what tools/snapshot_to_json.py writes). `label` names
-// the input in errors and metadata.source_file.
+// Reads the JSON form (json.dumps of the unpickled snapshot, as
+// sim/import/pickle.h writes it). `label` names the input in errors and
+// metadata.source_file.
 absl::StatusOr<RecordedSnapshot> ParseSnapshotJson(const std::string& json,
                                                    const std::string& label);
 
-// Loads `path`: a .pickle/.pkl file (or any file starting with the pickle
-// protocol byte 0x80) goes through `python3 tools/snapshot_to_json.py` (from
-// the source tree, GPUSIM_SOURCE_DIR) into a temporary file; anything else is
-// read as snapshot JSON. Either may be gzipped (x.pickle.gz, as
-// validation/*/snapshots/ ships them): decompressed first.
-absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path);
+// Reads a snapshot pickle's bytes (sim/import/pickle.h) as the JSON reader
+// above reads its JSON, without writing that JSON (kDirect; Note [One reader,
+// two sources] in snapshot.cc). kThroughJson writes it and reads it, to test
+// that both agree; its errors then name no offset in the pickle. `label` as
+// above; errors name byte offsets in `pickle`.
+enum class PickleRead { kDirect, kThroughJson };
+absl::StatusOr<RecordedSnapshot> ParseSnapshotPickle(const std::string& pickle, const std::string& label,
+                                                     PickleRead how = PickleRead::kDirect);
 
-// The converter invocation used by LoadSnapshot, exposed for tests: writes
-// the JSON of `pickle_path` to `json_path`; on failure returns the script's
-// message.
-absl::Status ConvertSnapshotPickle(const std::string& pickle_path, const std::string& json_path);
+// Loads `path`: a .pickle/.pkl file (or any file starting with the pickle
+// protocol byte 0x80) is read as a pickle (sim/import/pickle.h), anything
+// else as snapshot JSON. Either may be gzipped (x.pickle.gz, as
+// validation/*/snapshots/ ships them): decompressed first, in memory. Errors
+// name `path` and a byte offset (of the decompressed bytes).
+absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path);
 
 }  // namespace gpusim
 

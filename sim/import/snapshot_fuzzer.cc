@@ -1,6 +1,7 @@
 // libFuzzer target: the memory-snapshot JSON reader (sim/import/snapshot.h,
-// the JSON tools/snapshot_to_json.py writes), then ToNativeTrace with both
-// free actions on every device.
+// the JSON a snapshot pickle is read as; the pickle reader has
+// pickle_fuzzer.cc), then ToNativeTrace with both free actions on every
+// device.
 #include <cstddef>
 #include <cstdint>
 #include <string>

@@ -83,9 +83,9 @@ TEST(ExplainTrace, BadFrameIsAnErrorWithItsOffset) {
       << snap.status();
 }
 
-// A pickle with frames goes through tools/snapshot_to_json.py --keep-frames.
-TEST(ExplainTrace, PickleFramesSurviveTheConverter) {
-  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 needed";
+// A pickle's frames are read with everything else (sim/import/pickle.h).
+TEST(ExplainTrace, PickleFramesSurviveThePickleReader) {
+  if (std::system("python3 -c pass >/dev/null 2>&1") != 0) GTEST_SKIP() << "python3 needed to write the pickle";
   const std::string json_path = testing::TempDir() + "/frames_snapshot.json";
   const std::string pickle_path = testing::TempDir() + "/frames_snapshot.pickle";
   {

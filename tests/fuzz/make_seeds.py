@@ -8,10 +8,8 @@ Each seed is a few KB: a slice of a real input that keeps its shape.
 import gzip
 import json
 import os
+import pickle
 import shutil
-import subprocess
-import sys
-import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REC = os.path.join(ROOT, "traces", "recorded")
@@ -110,13 +108,29 @@ def memory_timeline():
     write("memory_timeline", "hta_rows.json.gz", gz(text))
 
 
+class _PlainUnpickler(pickle.Unpickler):
+    """Plain values only: every class refused, as gpusim's reader refuses it."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refusing to load class {module}.{name}")
+
+
+def _load_snapshot_pickle():
+    with open(os.path.join(REC, "cs336_gpt_training_snapshot.pickle"), "rb") as f:
+        return _PlainUnpickler(f).load()
+
+
+def _drop_frames(v):
+    """Tuples as lists and no "frames" keys (the snapshot's JSON without its stacks)."""
+    if isinstance(v, dict):
+        return {k: _drop_frames(x) for k, x in v.items() if k != "frames"}
+    if isinstance(v, (list, tuple)):
+        return [_drop_frames(x) for x in v]
+    return v
+
+
 def snapshot():
-    with tempfile.TemporaryDirectory() as tmp:
-        out = os.path.join(tmp, "s.json")
-        subprocess.run([sys.executable, os.path.join(ROOT, "tools", "snapshot_to_json.py"),
-                        os.path.join(REC, "cs336_gpt_training_snapshot.pickle"), out], check=True)
-        with open(out) as f:
-            snap = json.load(f)
+    snap = _drop_frames(_load_snapshot_pickle())
     segs = snap["segments"]
     small = [s for s in segs if s["segment_type"] == "small"][:1]
     large = sorted((s for s in segs if s["segment_type"] == "large"),
@@ -142,6 +156,37 @@ def snapshot():
         {"action": "segment_free", "addr": 1 << 20, "size": 20971520, "stream": 0, "time_us": 9}],
         []]}
     write("snapshot", "all_actions_two_devices.json", json.dumps(seg_actions, indent=1))
+
+
+def pickle_seeds():
+    """The pickle reader's seeds (sim/import/pickle_fuzzer.cc): a slice of the
+    recorded snapshot pickled by CPython at protocols 2 to 5, one with shared
+    stack frames, and hostile pickles (each refused with a byte offset)."""
+    snap = _load_snapshot_pickle()
+    small = {"segments": [dict(s, blocks=s["blocks"][:2]) for s in snap["segments"][:2]],
+             "device_traces": [snap["device_traces"][0][:10]],
+             "allocator_settings": snap["allocator_settings"]}
+    for proto in (2, 3, 4, 5):
+        write("pickle", f"cs336_slice_p{proto}.pickle", pickle.dumps(small, protocol=proto))
+    frame = {"filename": "/src/model.py", "line": 12, "name": "forward"}
+    stack = [frame, {"filename": "train.py", "line": 3, "name": "<module>"}]
+    frames = {"segments": [], "device_traces": [[
+        {"action": "alloc", "addr": 1 << 20, "size": 512, "stream": 0, "time_us": t, "frames": stack}
+        for t in range(4)]], "keys": {1: 1.5, None: (True, False), 2.0: float("nan"), "x": "\u00e9\U0001f600"}}
+    write("pickle", "shared_frames_p4.pickle", pickle.dumps(frames, protocol=4))
+    bomb = [1]
+    for _ in range(30):
+        bomb = [bomb, bomb]
+    write("pickle", "hostile_expansion_bomb.pickle", pickle.dumps({"segments": bomb}, protocol=4))
+    write("pickle", "hostile_depth.pickle", b"\x80\x04}\x8c\x01v" + b"]" * 1200 + b"a" * 1199 + b"s.")
+    write("pickle", "hostile_class.pickle", b"\x80\x04\x8c\x02os\x8c\x06system\x93\x8c\x04true\x85R.")
+    write("pickle", "hostile_2pow63_string.pickle", b"\x80\x04\x8d" + (1 << 63).to_bytes(8, "little") + b"abc.")
+    write("pickle", "hostile_memo_index.pickle", b"\x80\x04}r\xff\xff\xff\xff0j\xff\xff\xff\xffh\x07.")
+    write("pickle", "hostile_frame_straddle.pickle",
+          b"\x80\x04\x95\x06" + bytes(7) + b"}\x8c\x01vM\x01\x02\x03s.")
+    write("pickle", "hostile_values.pickle", pickle.dumps(
+        {"segments": [], "x": [b"bytes", {1, 2}, frozenset(), 10 ** 30, bytearray(b"a")]}, protocol=5))
+    write("pickle", "truncated.pickle", pickle.dumps(small, protocol=4)[:200])
 
 
 def trace_io():
@@ -173,11 +218,12 @@ def config():
 
 
 def main():
-    for t in ["kineto", "memory_timeline", "snapshot", "trace_io", "config"]:
+    for t in ["kineto", "memory_timeline", "snapshot", "pickle", "trace_io", "config"]:
         shutil.rmtree(os.path.join(OUT, t), ignore_errors=True)
     kineto()
     memory_timeline()
     snapshot()
+    pickle_seeds()
     trace_io()
     config()
 

@@ -4,6 +4,7 @@ suite installs: Debian's 1.13 (/usr/bin/python3 -m unittest) and PyPI's 2.x
 gpusim binary for the replay checks (skipped without it)."""
 
 import os
+import pickle
 import subprocess
 import sys
 import tempfile
@@ -28,14 +29,24 @@ SNAPSHOT = os.path.join(RECORDED, "cs336_gpt_training_snapshot.pickle")
 KINETO_R50 = os.path.join(RECORDED, "kineto_tbplugin_resnet50_v100_legacy_noaddr.pt.trace.json.gz")
 
 
+class _PlainUnpickler(pickle.Unpickler):
+    """Loads a snapshot's plain values and refuses every class, as gpusim's
+    reader does (sim/import/pickle.h)."""
+
+    def find_class(self, module, name):
+        raise pickle.UnpicklingError(f"refusing to load class {module}.{name}")
+
+
+def load_snapshot():
+    with open(SNAPSHOT, "rb") as f:
+        return _PlainUnpickler(f).load()
+
+
 def snapshot_peak_live():
     """Live requested bytes at the snapshot's peak: the blocks allocated at
     its end, undone back to the window's start, then replayed forward
     (13,923,997,700 B)."""
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import snapshot_to_json
-    with open(SNAPSHOT, "rb") as f:
-        d = snapshot_to_json.RefusingUnpickler(f).load()
+    d = load_snapshot()
     trace = d["device_traces"][0]
     cur = sum(b.get("requested_size", b["size"]) for sg in d["segments"] for b in sg["blocks"]
               if b["state"] == "active_allocated")
@@ -52,10 +63,7 @@ def snapshot_index_put_window():
     """(action, bytes) of the snapshot's allocations and frees between the
     embedding gradient's 30,720,000 B zeros block and the free of the
     25,165,824 B incoming gradient: the weight[ids] backward's temporaries."""
-    sys.path.insert(0, os.path.join(ROOT, "tools"))
-    import snapshot_to_json
-    with open(SNAPSHOT, "rb") as f:
-        trace = snapshot_to_json.RefusingUnpickler(f).load()["device_traces"][0]
+    trace = load_snapshot()["device_traces"][0]
     start = max(i for i, e in enumerate(trace) if e["action"] == "alloc" and e["size"] == 30720000)
     out = []
     for e in trace[start + 1:]:
