@@ -67,7 +67,9 @@ struct alignas(64) Block {
   bool allocated = false;
   bool mapped = true;
   bool dead = false;  // on the spare list
-  bool is_split() const { return prev != nullptr || next != nullptr; }
+  bool is_split() const {  // prev != nullptr || next != nullptr, without a branch
+    return (reinterpret_cast<uintptr_t>(prev) | reinterpret_cast<uintptr_t>(next)) != 0;
+  }
 };
 static_assert(sizeof(Block) == 64);
 
@@ -125,9 +127,9 @@ class BlockArena {
  public:
   Block* At(uint32_t i) const { return &chunks_[i >> kChunkBits][i & kChunkMask]; }
   Block* New() {
-    if (!spare_.empty()) {
-      Block* b = spare_.back();
-      spare_.pop_back();
+    if (spare_ != nullptr) {
+      Block* b = spare_;
+      spare_ = b->next;
       const uint32_t index = b->index;
       *b = Block();
       b->index = index;
@@ -142,7 +144,8 @@ class BlockArena {
   }
   void Delete(Block* b) {
     b->dead = true;
-    spare_.push_back(b);
+    b->next = spare_;
+    spare_ = b;
   }
   int64_t& GcCountBase(const Block* b) { return gc_count_base_[b->index]; }
   // Every block ever made (dead ones too), by index.
@@ -156,7 +159,7 @@ class BlockArena {
   static constexpr uint32_t kChunkMask = (uint32_t{1} << kChunkBits) - 1;
   std::vector<std::unique_ptr<Block[]>> chunks_;
   uint32_t size_ = 0;
-  std::vector<Block*> spare_;
+  Block* spare_ = nullptr;  // dead blocks, linked by next (last deleted first)
   std::vector<int64_t> gc_count_base_;  // by index
 };
 
@@ -290,18 +293,63 @@ class LiveMap {
 // bucket below 32 KiB, or a bucket of equal sizes such as a pool's whole
 // cached segments); else a branch-free binary search. The last stream asked
 // for is remembered (a replay has one stream, or a few).
+// The keys of one bucket, sorted by SizeLess: a 16-byte header (four to a
+// cache line, where a std::vector takes 24) over a heap array that grows
+// and never shrinks.
+class KeyVec {
+ public:
+  KeyVec() = default;
+  KeyVec(const KeyVec&) = delete;
+  KeyVec& operator=(const KeyVec&) = delete;
+  ~KeyVec() { delete[] data_; }
+  size_t size() const { return n_; }
+  bool empty() const { return n_ == 0; }
+  const SizeKey* data() const { return data_; }
+  const SizeKey* begin() const { return data_; }
+  const SizeKey* end() const { return data_ + n_; }
+  const SizeKey& operator[](size_t i) const { return data_[i]; }
+  const SizeKey& front() const { return data_[0]; }
+  const SizeKey& back() const { return data_[n_ - 1]; }
+  void InsertAt(size_t i, const SizeKey& k) {
+    if (n_ == cap_) [[unlikely]] Grow();
+    for (size_t j = n_; j > i; --j) data_[j] = data_[j - 1];
+    data_[i] = k;
+    ++n_;
+  }
+  void EraseAt(size_t i) {
+    --n_;
+    for (size_t j = i; j < n_; ++j) data_[j] = data_[j + 1];
+  }
+
+ private:
+  [[gnu::noinline]] void Grow() {
+    const uint32_t cap = cap_ == 0 ? 4 : cap_ * 2;
+    SizeKey* data = new SizeKey[cap];
+    std::copy(data_, data_ + n_, data);
+    delete[] data_;
+    data_ = data;
+    cap_ = cap;
+  }
+  SizeKey* data_ = nullptr;
+  uint32_t n_ = 0;
+  uint32_t cap_ = 0;
+};
+static_assert(sizeof(KeyVec) == 16);
+
 class StreamFreeIndex {
  public:
-  using Keys = std::vector<SizeKey>;  // sorted by SizeLess
+  using Keys = KeyVec;
   static constexpr int kSubBits = 6;  // 64 buckets per power of two
   static constexpr uint32_t kBuckets = 64 * 37;
   // Monotone: size a < size b implies Bucket(a) <= Bucket(b).
+  // u below 64: u; else 64 + (fl - 6) * 64 + sl, sl the 6 bits after the
+  // leading one (fl: its position). Computed without a branch (sizes are
+  // random to the branch predictor): with sh = max(fl - 6, 0), u >> sh is
+  // 64 + sl for u >= 64 and u itself below.
   static uint32_t Bucket(int64_t size) {
     const uint64_t u = static_cast<uint64_t>(size) / kMinBlockSize;
-    if (u < (uint64_t{1} << kSubBits)) return static_cast<uint32_t>(u);
-    const int fl = 63 - std::countl_zero(u);
-    const uint64_t sl = (u >> (fl - kSubBits)) & ((uint64_t{1} << kSubBits) - 1);
-    return static_cast<uint32_t>((uint64_t{1} << kSubBits) + static_cast<uint64_t>(fl - kSubBits) * 64 + sl);
+    const int sh = 63 - kSubBits - std::countl_zero(u | (uint64_t{1} << kSubBits));
+    return static_cast<uint32_t>((static_cast<uint64_t>(sh) << kSubBits) + (u >> sh));
   }
   // The first index i of `v` with v[i] >= k (v.size() when none).
   static size_t LowerIndex(const Keys& v, const SizeKey& k) {
@@ -317,7 +365,7 @@ class StreamFreeIndex {
     return static_cast<size_t>(first - v.data()) + 1;
   }
 
-  std::vector<Keys> buckets = std::vector<Keys>(kBuckets);
+  std::unique_ptr<Keys[]> buckets = std::make_unique<Keys[]>(kBuckets);
   std::array<uint64_t, kBuckets / 64> l0{};  // bit b: bucket b non-empty
   uint64_t l1 = 0;                           // bit w: l0[w] non-zero
 
@@ -325,9 +373,12 @@ class StreamFreeIndex {
     l0[b / 64] |= uint64_t{1} << (b % 64);
     l1 |= uint64_t{1} << (b / 64);
   }
-  void Unmark(uint32_t b) {
-    l0[b / 64] &= ~(uint64_t{1} << (b % 64));
-    if (l0[b / 64] == 0) l1 &= ~(uint64_t{1} << (b / 64));
+  // Clears bucket b's bit when it is empty (without a branch).
+  void UnmarkIfEmpty(uint32_t b) {
+    const uint64_t empty = buckets[b].empty();
+    const uint64_t word = l0[b / 64] & ~(empty << (b % 64));
+    l0[b / 64] = word;
+    l1 = (l1 & ~(uint64_t{1} << (b / 64))) | (static_cast<uint64_t>(word != 0) << (b / 64));
   }
   // The first non-empty bucket >= b, or -1.
   int64_t FirstAtOrAbove(uint32_t b) const {
@@ -358,32 +409,30 @@ class FreeIndex {
     SizeKey key;
   };
 
-  void insert(const SizeKey& k) {
-    StreamFreeIndex& s = ForStream(k.stream());
+  [[gnu::always_inline]] void insert(const SizeKey& k) {
+    StreamFreeIndex* found = Find(k.stream());
+    StreamFreeIndex& s = found != nullptr ? *found : ForStream(k.stream());
     const uint32_t b = StreamFreeIndex::Bucket(k.size());
     StreamFreeIndex::Keys& v = s.buckets[b];
-    if (v.empty()) s.Mark(b);
+    s.Mark(b);
     const size_t i = StreamFreeIndex::LowerIndex(v, k);
-    v.emplace_back();
-    SizeKey* d = v.data();
-    for (size_t j = v.size() - 1; j > i; --j) d[j] = d[j - 1];
-    d[i] = k;
+    v.InsertAt(i, k);
   }
-  size_t erase(const SizeKey& k) {
+  [[gnu::always_inline]] size_t erase(const SizeKey& k) {
     StreamFreeIndex* s = Find(k.stream());
     if (s == nullptr) return 0;
     const uint32_t b = StreamFreeIndex::Bucket(k.size());
     StreamFreeIndex::Keys& v = s->buckets[b];
     const size_t i = StreamFreeIndex::LowerIndex(v, k);
     if (i == v.size() || !(v[i] == k)) return 0;
-    v.erase(v.begin() + static_cast<std::ptrdiff_t>(i));
-    if (v.empty()) s->Unmark(b);
+    v.EraseAt(i);
+    s->UnmarkIfEmpty(b);
     return 1;
   }
   void EraseAt(const Pos& p) {
     StreamFreeIndex::Keys& v = p.s->buckets[p.bucket];
-    v.erase(v.begin() + p.i);
-    if (v.empty()) p.s->Unmark(p.bucket);
+    v.EraseAt(p.i);
+    p.s->UnmarkIfEmpty(p.bucket);
   }
   // The first block at or after (stream, size, address 0) on `stream`.
   std::optional<Pos> LowerBound(StreamId stream, int64_t size) {
@@ -395,6 +444,14 @@ class FreeIndex {
     const size_t i = StreamFreeIndex::LowerIndex(v, k);
     if (i < v.size()) return Pos{s, b, static_cast<uint32_t>(i), v[i]};
     return FirstFrom(s, b + 1);
+  }
+  // Starts fetching the bucket a block of `size` bytes on `stream` goes to.
+  void PrefetchBucket(StreamId stream, int64_t size) {
+    if (last_ != nullptr && last_stream_ == stream && size > 0) {
+      const StreamFreeIndex::Keys& v = last_->buckets[StreamFreeIndex::Bucket(size)];
+      __builtin_prefetch(&v);
+      if (!v.empty()) __builtin_prefetch(v.data());
+    }
   }
   // The block after `p` on the same stream.
   std::optional<Pos> Next(const Pos& p) const {
@@ -427,7 +484,7 @@ class FreeIndex {
     if (next < 0) return std::nullopt;
     return Pos{s, static_cast<uint32_t>(next), 0, s->buckets[static_cast<size_t>(next)].front()};
   }
-  StreamFreeIndex& ForStream(StreamId stream) {
+  [[gnu::noinline]] StreamFreeIndex& ForStream(StreamId stream) {
     if (StreamFreeIndex* s = Find(stream)) return *s;
     streams_.emplace_back(stream, std::make_unique<StreamFreeIndex>());
     // (stream, ...) order for All(): streams compare as SizeKey's biased bits.
@@ -462,11 +519,11 @@ struct BlockPool {
   int64_t get_free_blocks_call_count = 0;
 
   // insert_into_blocks.
-  void Insert(Block* b) {
+  [[gnu::always_inline]] void Insert(Block* b) {
     if (track_gc) arena->GcCountBase(b) = get_free_blocks_call_count;
     blocks.insert(KeyOf(b));
   }
-  void Erase(Block* b) { GPUSIM_CHECK(blocks.erase(KeyOf(b)) == 1); }
+  [[gnu::always_inline]] void Erase(Block* b) { GPUSIM_CHECK(blocks.erase(KeyOf(b)) == 1); }
   void InsertUnmapped(Block* b) { unmapped.insert({b->stream, b->addr, b}); }
   void EraseUnmapped(Block* b) { GPUSIM_CHECK(unmapped.erase({b->stream, b->addr, b}) == 1); }
 };
@@ -490,9 +547,11 @@ struct Params {
   Block* block = nullptr;
 };
 
+// (A branch, not std::max: past the first steps a new peak is rare, and
+// the branch skips the store.)
 void Increase(PyTorchStat& s, int64_t amount) {
   s.current += amount;
-  s.peak = std::max(s.peak, s.current);
+  if (s.current > s.peak) [[unlikely]] s.peak = s.current;
 }
 void Decrease(PyTorchStat& s, int64_t amount) {
   s.current -= amount;
@@ -503,9 +562,24 @@ void Increase(PyTorchDeviceStats::PerPool& s, bool small, int64_t amount) {
   Increase(s[PyTorchDeviceStats::kAggregate], amount);
   Increase(s[small ? PyTorchDeviceStats::kSmallPool : PyTorchDeviceStats::kLargePool], amount);
 }
+// (The aggregate is always the sum of the two pools, so checking the pool's
+// stat checks it too.)
 void Decrease(PyTorchDeviceStats::PerPool& s, bool small, int64_t amount) {
-  Decrease(s[PyTorchDeviceStats::kAggregate], amount);
+  s[PyTorchDeviceStats::kAggregate].current -= amount;
   Decrease(s[small ? PyTorchDeviceStats::kSmallPool : PyTorchDeviceStats::kLargePool], amount);
+}
+// Increase by `delta` when it is positive, Decrease by -delta when negative,
+// nothing at 0 (the peak never lies below current, so it only moves when
+// current grew).
+void Change(PyTorchStat& s, int64_t delta) {
+  s.current += delta;
+  if (s.current > s.peak) [[unlikely]] s.peak = s.current;
+}
+void Change(PyTorchDeviceStats::PerPool& s, bool small, int64_t delta) {
+  Change(s[PyTorchDeviceStats::kAggregate], delta);
+  PyTorchStat& pool = s[small ? PyTorchDeviceStats::kSmallPool : PyTorchDeviceStats::kLargePool];
+  Change(pool, delta);
+  GPUSIM_CHECK(pool.current >= 0);  // and so the aggregate's (above)
 }
 
 int Log2Floor(uint64_t v) { return 63 - std::countl_zero(v); }
@@ -603,7 +677,8 @@ struct PyTorchCachingAllocator::Impl {
     return b;
   }
   void DeleteBlock(Block* b) { arena.Delete(b); }
-  BlockPool& PoolOf(const Block* b) { return b->small ? small : large; }
+  BlockPool* const pools[2] = {&large, &small};  // by is_small (an index, not a branch)
+  BlockPool& PoolOf(const Block* b) { return *pools[b->small]; }
 
   void Record(AllocatorAction a, uint64_t addr, int64_t size, StreamId stream, BufferId id = -1,
               int64_t pages = 0) {
@@ -617,7 +692,7 @@ struct PyTorchCachingAllocator::Impl {
   bool Malloc(BufferId id, int64_t orig_size, StreamId stream);
   Block* AllocFoundBlock(Params& p, int64_t orig_size, BufferId id, bool split_remainder);
   void FreeBlock(Block* b);
-  int64_t TryMergeBlocks(Block* dst, Block* src, BlockPool& pool);
+  [[gnu::always_inline]] int64_t TryMergeBlocks(Block* dst, Block* src, BlockPool& pool);
   bool ShouldSplit(const Block* b, int64_t size) const;
   bool GetFreeBlock(Params& p);
   void GarbageCollectCachedBlocks();
@@ -638,7 +713,7 @@ bool PyTorchCachingAllocator::Impl::Malloc(BufferId id, int64_t orig_size, Strea
   // round_size; without roundup_power2_divisions, to a multiple of 512.
   const int64_t size = roundup_power2 ? RoundSize(orig_size, opt)
                                       : std::max(kMinBlockSize, (orig_size + kMinBlockSize - 1) & -kMinBlockSize);
-  BlockPool& pool = size <= kSmallSize ? small : large;  // get_pool
+  BlockPool& pool = *pools[size <= kSmallSize];  // get_pool
   Params p{size, stream, &pool};
   bool found = GetFreeBlock(p);
   if (!found) {
@@ -699,9 +774,6 @@ void PyTorchCachingAllocator::Impl::FreeBlock(Block* block) {
   BlockPool& pool = PoolOf(block);
   int64_t net_blocks = 0, net_size = 0;
   Block* const candidates[2] = {block->prev, block->next};
-  // Both neighbours are read below: fetch them at once, not one after the
-  // other (each is a cache miss as often as not).
-  if (candidates[1] != nullptr) __builtin_prefetch(candidates[1]);
   for (Block* c : candidates) {
     const int64_t subsumed = TryMergeBlocks(block, c, pool);
     if (subsumed > 0) {
@@ -715,11 +787,9 @@ void PyTorchCachingAllocator::Impl::FreeBlock(Block* block) {
     net_size += block->size;
   }
   const bool is_small = pool.is_small;
-  if (block->es == nullptr) {
-    if (net_blocks > 0) Increase(stats.inactive_split, is_small, net_blocks);
-    if (net_blocks < 0) Decrease(stats.inactive_split, is_small, -net_blocks);
-    if (net_size > 0) Increase(stats.inactive_split_bytes, is_small, net_size);
-    if (net_size < 0) Decrease(stats.inactive_split_bytes, is_small, -net_size);
+  if (block->es == nullptr) {  // Increase when > 0, Decrease when < 0
+    Change(stats.inactive_split, is_small, net_blocks);
+    Change(stats.inactive_split_bytes, is_small, net_size);
   }
   // (active, active_bytes: Note [Active is allocated])
   Decrease(stats.requested_bytes, is_small, requested_size);
@@ -750,8 +820,11 @@ int64_t PyTorchCachingAllocator::Impl::TryMergeBlocks(Block* dst, Block* src, Bl
 // should_split.
 bool PyTorchCachingAllocator::Impl::ShouldSplit(const Block* block, int64_t size) const {
   const int64_t remaining = block->size - size;
-  if (block->small || opt.expandable_segments) return remaining >= kMinBlockSize;
-  return size < opt.max_split_size && remaining > kSmallSize;
+  // (& and |, not && and ||: both sides are cheap, and the pool is random
+  // to the branch predictor.)
+  const bool small_rule = block->small | opt.expandable_segments;
+  return (small_rule & (remaining >= kMinBlockSize)) |
+         (!small_rule & (size < opt.max_split_size) & (remaining > kSmallSize));
 }
 
 // get_free_block.
@@ -780,6 +853,9 @@ bool PyTorchCachingAllocator::Impl::GetFreeBlock(Params& p) {
   // Nor one that would round a large request up by too much.
   if (p.size >= opt.max_split_size && found_size >= p.size + opt.max_non_split_rounding) return false;
   p.block = At(it->key);
+  // Note [Fetching ahead]: the block, and the bucket its remainder would go to.
+  __builtin_prefetch(p.block);
+  pool.blocks.PrefetchBucket(p.stream, found_size - p.size);
   pool.blocks.EraseAt(*it);  // Note [Free index positions]
   return true;
 }
@@ -1088,6 +1164,9 @@ void PyTorchCachingAllocator::Free(BufferId id) {
   Block* block = impl_->live.Take(id);
   GPUSIM_CHECK(block != nullptr);
   if (block == kZeroBytes) return;
+  // Note [Fetching ahead]: free_block reads both neighbours.
+  if (block->prev != nullptr) __builtin_prefetch(block->prev);
+  if (block->next != nullptr) __builtin_prefetch(block->next);
   block->allocated = false;
   Decrease(impl_->stats.allocation, block->small, 1);
   Decrease(impl_->stats.allocated_bytes, block->small, block->size);
