@@ -168,6 +168,9 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
   r.peak_live = cur;
   std::array<Bytes, kNumRoles> by_role{};
   std::vector<AllocatorEvent> actions;
+  // The device's kernel model, looked up (by name) once rather than per
+  // event as EventDuration(e, device) does.
+  const KernelModel& kernel_model = KernelModelOf(device);
   if (allocator != nullptr) {
     r.allocator_name = std::string(allocator->name());
     allocator->RecordEventsTo(&actions);
@@ -286,7 +289,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     stream_last[stream] = static_cast<int64_t>(i);
     on_path[i] = true;
     if (w > 1) active[rep][stream] = true;
-    const SimTime dur = EventDuration(e, device);
+    const SimTime dur = EventDuration(e, device, kernel_model);
     r.start[i] = start;
     r.end[i] = start + dur;
     if (const std::string why = UnrunnableReason(e, device); !why.empty()) {
