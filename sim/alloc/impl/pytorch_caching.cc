@@ -292,12 +292,15 @@ class LiveMap {
 // front's size is at least the request's, the front is the answer (an exact
 // bucket below 32 KiB, or a bucket of equal sizes such as a pool's whole
 // cached segments); else a branch-free binary search. The last stream asked
-// for is remembered (a replay has one stream, or a few).
+// for is remembered (a replay has one stream, or a few). A bucket keeps its
+// first key in its 32-byte header and the rest in a heap array that grows
+// and never shrinks: a query answered by a bucket's front (most are, and
+// 96% of the buckets the 10 M-event benchmark touches hold fewer than 8
+// keys) reads the key and then the block it names, one cache miss fewer
+// than through a pointer to the keys. What the queries return is still
+// exactly get_free_block's lower_bound over (stream, size, address).
 //
-// The keys of one bucket, sorted by SizeLess: the first in the 32-byte
-// header itself, the rest in a heap array that grows and never shrinks. A
-// query answered by the bucket's front (most are) and the block it names
-// then cost one cache miss fewer than through a pointer to the keys.
+// The keys of one bucket, sorted by SizeLess.
 class KeyVec {
  public:
   KeyVec() = default;
@@ -566,7 +569,6 @@ struct ExpandableSegment {
   int64_t size() const { return segment_size * max_handles; }
 };
 
-// AllocParams.
 // AllocParams (alloc_size: get_allocation_size(size), computed where
 // alloc_block reads it).
 struct Params {
@@ -576,8 +578,16 @@ struct Params {
   Block* block = nullptr;
 };
 
-// (A branch, not std::max: past the first steps a new peak is rare, and
-// the branch skips the store.)
+// Note [Stat updates]
+// Every alloc and free moves five stats, each for the aggregate and the
+// block's pool, as PyTorch's for_each_selected_stat_type does. The values
+// and peaks are PyTorch's; what is cheaper here: a peak is written only
+// when current passes it (a branch that past the first steps is never
+// taken, not a max and a store every time); a decrease checks the pool's
+// stat only (the aggregate is the sum of the pools, so it cannot go below
+// zero unless a pool does); inactive_split's net change at free_block is one
+// signed update, not an increase or a decrease chosen by a branch; the
+// active stats are the allocation stats (Note [Active is allocated]).
 void Increase(PyTorchStat& s, int64_t amount) {
   s.current += amount;
   if (s.current > s.peak) [[unlikely]] s.peak = s.current;
@@ -737,8 +747,15 @@ struct PyTorchCachingAllocator::Impl {
   Block* TryAllocateExpandableBlock(StreamId stream, BlockPool& pool, int64_t size);
 };
 
+// Note [Hot path inline]
+// The build is -fPIC (the Python extension links these libraries), and
+// there GCC neither inlines nor specialises a function with external
+// linkage (another definition could interpose it at load time): Impl's
+// members are such functions. The ones every alloc and free runs are
+// declared `inline`, which lets them be.
+
 // malloc.
-bool PyTorchCachingAllocator::Impl::Malloc(BufferId id, int64_t orig_size, StreamId stream) {
+inline bool PyTorchCachingAllocator::Impl::Malloc(BufferId id, int64_t orig_size, StreamId stream) {
   // round_size; without roundup_power2_divisions, to a multiple of 512.
   const int64_t size = roundup_power2 ? RoundSize(orig_size, opt)
                                       : std::max(kMinBlockSize, (orig_size + kMinBlockSize - 1) & -kMinBlockSize);
@@ -761,7 +778,7 @@ bool PyTorchCachingAllocator::Impl::Malloc(BufferId id, int64_t orig_size, Strea
 }
 
 // alloc_found_block.
-Block* PyTorchCachingAllocator::Impl::AllocFoundBlock(Params& p, int64_t orig_size, BufferId id,
+inline Block* PyTorchCachingAllocator::Impl::AllocFoundBlock(Params& p, int64_t orig_size, BufferId id,
                                                       bool split_remainder) {
   Block* block = p.block;
   const bool is_small = p.pool->is_small;
@@ -798,7 +815,7 @@ Block* PyTorchCachingAllocator::Impl::AllocFoundBlock(Params& p, int64_t orig_si
 }
 
 // free_block (free() has already updated allocation / allocated_bytes).
-void PyTorchCachingAllocator::Impl::FreeBlock(Block* block) {
+inline void PyTorchCachingAllocator::Impl::FreeBlock(Block* block) {
   const int64_t requested_size = block->requested;
   BlockPool& pool = PoolOf(block);
   int64_t net_blocks = 0, net_size = 0;
@@ -825,7 +842,7 @@ void PyTorchCachingAllocator::Impl::FreeBlock(Block* block) {
 }
 
 // try_merge_blocks. REQUIRES: dst is in no set.
-int64_t PyTorchCachingAllocator::Impl::TryMergeBlocks(Block* dst, Block* src, BlockPool& pool) {
+inline int64_t PyTorchCachingAllocator::Impl::TryMergeBlocks(Block* dst, Block* src, BlockPool& pool) {
   if (src == nullptr || src->allocated || dst->mapped != src->mapped) return 0;
   if (src->mapped) {
     pool.Erase(src);
@@ -847,7 +864,7 @@ int64_t PyTorchCachingAllocator::Impl::TryMergeBlocks(Block* dst, Block* src, Bl
 }
 
 // should_split.
-bool PyTorchCachingAllocator::Impl::ShouldSplit(const Block* block, int64_t size) const {
+inline bool PyTorchCachingAllocator::Impl::ShouldSplit(const Block* block, int64_t size) const {
   const int64_t remaining = block->size - size;
   // (& and |, not && and ||: both sides are cheap, and the pool is random
   // to the branch predictor.)
@@ -857,7 +874,7 @@ bool PyTorchCachingAllocator::Impl::ShouldSplit(const Block* block, int64_t size
 }
 
 // get_free_block.
-bool PyTorchCachingAllocator::Impl::GetFreeBlock(Params& p) {
+inline bool PyTorchCachingAllocator::Impl::GetFreeBlock(Params& p) {
   BlockPool& pool = *p.pool;
   if (gc_enabled()) ++pool.get_free_blocks_call_count;
   std::optional<FreeIndex::Pos> it = pool.blocks.LowerBound(p.stream, p.size);
@@ -882,7 +899,13 @@ bool PyTorchCachingAllocator::Impl::GetFreeBlock(Params& p) {
   // Nor one that would round a large request up by too much.
   if (p.size >= opt.max_split_size && found_size >= p.size + opt.max_non_split_rounding) return false;
   p.block = At(it->key);
-  // Note [Fetching ahead]: the block, and the bucket its remainder would go to.
+  // Note [Fetching ahead]
+  // Each call reads a few blocks and buckets at random, and most are not
+  // in the first-level cache: a read that can be known early is started
+  // early (a prefetch changes no state), so its miss overlaps other work
+  // instead of following it. Here: the block taken, and the bucket its
+  // remainder would go to if split; in free(), both neighbours, which
+  // free_block's merges read one after the other.
   __builtin_prefetch(p.block);
   pool.blocks.PrefetchBucket(p.stream, found_size - p.size);
   pool.blocks.EraseAt(*it);  // Note [Free index positions]
@@ -1193,7 +1216,7 @@ void PyTorchCachingAllocator::Free(BufferId id) {
   Block* block = impl_->live.Take(id);
   GPUSIM_CHECK(block != nullptr);
   if (block == kZeroBytes) return;
-  // Note [Fetching ahead]: free_block reads both neighbours.
+  // Note [Fetching ahead] (in get_free_block): both neighbours.
   if (block->prev != nullptr) __builtin_prefetch(block->prev);
   if (block->next != nullptr) __builtin_prefetch(block->next);
   block->allocated = false;
