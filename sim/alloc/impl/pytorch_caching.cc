@@ -610,11 +610,11 @@ void Decrease(PyTorchDeviceStats::PerPool& s, bool small, int64_t amount) {
 // Increase by `delta` when it is positive, Decrease by -delta when negative,
 // nothing at 0 (the peak never lies below current, so it only moves when
 // current grew).
-void Change(PyTorchStat& s, int64_t delta) {
+[[gnu::always_inline]] inline void Change(PyTorchStat& s, int64_t delta) {
   s.current += delta;
   if (s.current > s.peak) [[unlikely]] s.peak = s.current;
 }
-void Change(PyTorchDeviceStats::PerPool& s, bool small, int64_t delta) {
+[[gnu::always_inline]] inline void Change(PyTorchDeviceStats::PerPool& s, bool small, int64_t delta) {
   Change(s[PyTorchDeviceStats::kAggregate], delta);
   PyTorchStat& pool = s[small ? PyTorchDeviceStats::kSmallPool : PyTorchDeviceStats::kLargePool];
   Change(pool, delta);
@@ -842,7 +842,7 @@ inline void PyTorchCachingAllocator::Impl::FreeBlock(Block* block) {
 }
 
 // try_merge_blocks. REQUIRES: dst is in no set.
-inline int64_t PyTorchCachingAllocator::Impl::TryMergeBlocks(Block* dst, Block* src, BlockPool& pool) {
+[[gnu::always_inline]] inline int64_t PyTorchCachingAllocator::Impl::TryMergeBlocks(Block* dst, Block* src, BlockPool& pool) {
   if (src == nullptr || src->allocated || dst->mapped != src->mapped) return 0;
   if (src->mapped) {
     pool.Erase(src);
