@@ -35,7 +35,8 @@ runs+=(
   "advise examples/megatron/llama3_8b_cp2.yaml --vary megatron.args.micro-batch-size=1,2 --format json"
 )
 
-compared=0 ok=0 differ=0
+# shellcheck source=bench/compare_common.sh
+. "$root/bench/compare_common.sh"
 for k in "${!runs[@]}"; do
   for tag in base cand; do
     bin=$base
@@ -46,14 +47,7 @@ for k in "${!runs[@]}"; do
     echo $? >"$work/$tag/$k/rc"
     sed -i "s#$bin#GPUSIM#g" "$work/$tag/$k/stdout" "$work/$tag/$k/stderr"
   done
-  compared=$((compared + 1))
-  if diff -r -q "$work/base/$k" "$work/cand/$k" >/dev/null; then
-    [ "$(cat "$work/base/$k/rc")" = 0 ] && ok=$((ok + 1))
-  else
-    differ=$((differ + 1))
-    echo "DIFFERS: gpusim ${runs[$k]}"
-    diff -r "$work/base/$k" "$work/cand/$k" | head -20
-  fi
+  compare_run "$work/base/$k" "$work/cand/$k" "gpusim ${runs[$k]}"
 done
 echo "commands compared: $compared (exit 0 in both: $ok); differing: $differ"
 [ "$differ" = 0 ]

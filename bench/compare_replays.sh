@@ -69,17 +69,10 @@ done
 # shellcheck disable=SC2016
 SETTINGS=$(declare -p settings) xargs -P "$jobs" -L 1 bash -c 'eval "$SETTINGS"; one "$@"' _ <"$tasks"
 
-compared=0 ok=0 differ=0
+# shellcheck source=bench/compare_common.sh
+. "$root/bench/compare_common.sh"
 for d in "$work"/base/*; do
-  key=$(basename "$d")
-  compared=$((compared + 1))
-  if diff -r -q "$d" "$work/cand/$key" >/dev/null; then
-    [ "$(cat "$d/rc")" = 0 ] && ok=$((ok + 1))
-  else
-    differ=$((differ + 1))
-    echo "DIFFERS: $key"
-    diff -r "$d" "$work/cand/$key" | head -20
-  fi
+  compare_run "$d" "$work/cand/$(basename "$d")" "$(basename "$d")"
 done
 echo "traces: ${#traces[@]}; settings: ${#settings[@]}; runs compared: $compared (exit 0 in both: $ok); differing: $differ"
 [ "$differ" = 0 ]
