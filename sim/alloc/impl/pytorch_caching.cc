@@ -25,10 +25,9 @@
 
 #include <algorithm>
 #include <array>
-#include <memory>
 #include <bit>
-#include <cstring>
 #include <iterator>
+#include <memory>
 #include <optional>
 #include <vector>
 
