@@ -7,9 +7,18 @@
 // (met: the trace streams, Note [Replaying as the trace is parsed]) and at
 // least 2 M events/s end to end on 10 M events (met: 2.17-2.37 M/s of
 // process CPU at load 1.8-3.2 on the shared 2-core machine, main before
-// 1.65-1.77 M/s in the same hour); the allocator alone at least 10 M
-// events/s on one core (met: 11.5-14.4 M/s).
+// 1.65-1.77 M/s in the same hour); the allocator alone at least 25 M
+// events/s on one core (issue 35; 10 M before): not met yet, 22.1-22.9 M/s
+// of CPU at load 3.3-3.5, 7 runs interleaved with main's binary (13.3-13.6
+// M/s), after 11.5-14.4 M/s.
 //   build/replay_stream_benchmark --benchmark_filter='Alone|EndToEnd/'
+//   build/replay_stream_benchmark --benchmark_filter=BM_PyTorchCachingAlone
+// Where the allocator's time goes now (perf record, cpu-clock, of the 10 M
+// events): about a third waiting on reads that miss the first-level cache
+// (the buffer's slot, its block, the block's neighbours, a bucket), spread
+// over ~300 instructions an event; sim/alloc/impl/pytorch_caching.cc's Notes
+// [Block arena], [Live blocks by buffer id], [Free index positions], [Stat
+// updates], [Fetching ahead] and [Hot path inline] say what was done.
 // Each benchmark reports its own peak resident memory (peak_rss_MB). The
 // whole-trace path (BM_EndToEndWhole: every event imported first) needs
 // ~170 B an event; it runs on 1 M events only.

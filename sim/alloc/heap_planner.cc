@@ -12,24 +12,36 @@ namespace {
 
 // The order XLA's GlobalDecreasingSizeBestFitHeap places buffers in
 // (heap_simulator.cc: SpatialSizeComparison / TemporalSizeComparison), ties
-// broken by start so that the result is deterministic.
-std::vector<size_t> PlacementOrder(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
-  std::vector<size_t> idx(buffers.size());
-  std::iota(idx.begin(), idx.end(), 0);
-  auto life = [&](size_t i) { return buffers[i].end - buffers[i].start; };
-  std::stable_sort(idx.begin(), idx.end(), [&](size_t a, size_t b) {
-    const HeapBuffer& x = buffers[a];
-    const HeapBuffer& y = buffers[b];
-    if (order == HeapOrder::kSpatial) {
-      if (x.size != y.size) return x.size > y.size;
-      if (life(a) != life(b)) return life(a) > life(b);
-    } else {
-      if (life(a) != life(b)) return life(a) > life(b);
-      if (x.size != y.size) return x.size > y.size;
-    }
-    return x.start < y.start;
-  });
-  return idx;
+// broken by start so that the result is deterministic, then by input
+// position (as a stable sort leaves them). Into `idx`.
+//
+// Note [Placement order by key]
+// The comparison reads two buffers and computes both lifetimes per call;
+// here each buffer's key (the two criteria negated for decreasing order,
+// its start, its input position) is made once and the keys are sorted
+// whole. Keys are unique (the position), so an unstable sort gives the
+// stable sort's order exactly.
+struct OrderKey {
+  int64_t first, second, start;
+  size_t index;
+  bool operator<(const OrderKey& o) const {
+    if (first != o.first) return first < o.first;
+    if (second != o.second) return second < o.second;
+    if (start != o.start) return start < o.start;
+    return index < o.index;
+  }
+};
+void PlacementOrder(const std::vector<HeapBuffer>& buffers, HeapOrder order, std::vector<OrderKey>& keys,
+                    std::vector<size_t>& idx) {
+  keys.resize(buffers.size());
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const HeapBuffer& b = buffers[i];
+    const int64_t size = b.size.value(), life = b.end - b.start;
+    keys[i] = order == HeapOrder::kSpatial ? OrderKey{-size, -life, b.start, i} : OrderKey{-life, -size, b.start, i};
+  }
+  std::sort(keys.begin(), keys.end());
+  idx.resize(buffers.size());
+  for (size_t i = 0; i < keys.size(); ++i) idx[i] = keys[i].index;
 }
 
 // Note [Overlap index]
@@ -63,33 +75,60 @@ std::vector<size_t> PlacementOrder(const std::vector<HeapBuffer>& buffers, HeapO
 // residuals, stacked next to one another, then cost one interval a node
 // instead of one a layer.
 //
-// The per-node covers live in storage the caller keeps (one per thread in
-// PackBestFit), so that packing many steps does not allocate them anew.
+// Note [Packing storage]
+// Everything the index and the packing keep (the per-node covers, the
+// per-buffer tables, the scratch lists) lives in storage the caller keeps,
+// one per thread in PackBestFit, so that packing many steps (`advise`
+// prepares hundreds) allocates none of it anew: a fresh vector per call,
+// freed at its end, also made glibc consolidate its free lists on every
+// large allocation that followed (malloc_consolidate was a tenth of the
+// packing). PackBestOf builds the index once for both orders (Reset
+// forgets the placements; what depends only on the buffers stays).
 class OverlapIndex {
  public:
   using Cover = std::vector<std::pair<int64_t, int64_t>>;
+  struct Info {
+    size_t position = 0;                 // in start order
+    size_t first_time = 0, last_time = 0;  // distinct start times it is live at
+    size_t later_begin = 0, later_end = 0;  // positions of the buffers starting in (start, end]
+  };
+  struct Storage {
+    std::vector<Cover> covers;
+    std::vector<size_t> by_start, placed_buffers;
+    std::vector<int64_t> starts, times;
+    std::vector<uint64_t> placed;
+    std::vector<std::pair<int64_t, int64_t>> chunk_at;
+    std::vector<Info> info;
+  };
 
-  // REQUIRES: `covers` outlives the index and is used by nothing else meanwhile.
-  OverlapIndex(const std::vector<HeapBuffer>& buffers, std::vector<Cover>& covers)
-      : buffers_(buffers), cover_(covers) {
+  // REQUIRES: `storage` outlives the index and is used by nothing else meanwhile.
+  OverlapIndex(const std::vector<HeapBuffer>& buffers, Storage& storage)
+      : buffers_(buffers),
+        cover_(storage.covers),
+        placed_buffers_(storage.placed_buffers),
+        placed_(storage.placed),
+        chunk_at_(storage.chunk_at),
+        info_(storage.info) {
     const size_t n = buffers.size();
-    std::vector<size_t> by_start(n);
+    std::vector<size_t>& by_start = storage.by_start;
+    by_start.resize(n);
     std::iota(by_start.begin(), by_start.end(), 0);
     std::stable_sort(by_start.begin(), by_start.end(),
                      [&](size_t a, size_t b) { return buffers[a].start < buffers[b].start; });
-    std::vector<int64_t> starts(n);  // sorted
+    std::vector<int64_t>& starts = storage.starts;  // sorted
+    starts.resize(n);
     for (size_t p = 0; p < n; ++p) starts[p] = buffers[by_start[p]].start;
-    std::vector<int64_t> times = starts;  // distinct
+    std::vector<int64_t>& times = storage.times;  // distinct
+    times.assign(starts.begin(), starts.end());
     times.erase(std::unique(times.begin(), times.end()), times.end());
     leaves_ = 1;
     while (leaves_ < times.size()) leaves_ *= 2;
     block_leaves_ = 1;
     while (block_leaves_ < (n + 63) / 64) block_leaves_ *= 2;
     block_covers_ = 2 * leaves_;
-    const size_t used = block_covers_ + 2 * block_leaves_;
-    if (cover_.size() < used) cover_.resize(used);
-    for (size_t x = 0; x < used; ++x) cover_[x].clear();
-    placed_.assign((n + 63) / 64, 0);
+    used_ = block_covers_ + 2 * block_leaves_;
+    if (cover_.size() < used_) cover_.resize(used_);
+    Reset();
     chunk_at_.resize(n);
     info_.resize(n);
     for (size_t p = 0; p < n; ++p) {
@@ -101,6 +140,13 @@ class OverlapIndex {
       in.later_begin = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), b.start) - starts.begin());
       in.later_end = static_cast<size_t>(std::upper_bound(starts.begin(), starts.end(), b.end) - starts.begin());
     }
+  }
+
+  // Forgets every placement.
+  void Reset() {
+    for (size_t x = 0; x < used_; ++x) cover_[x].clear();
+    placed_.assign((buffers_.size() + 63) / 64, 0);
+    placed_buffers_.clear();
   }
 
   // Records buffer `i`'s chunk [offset, offset + size).
@@ -153,11 +199,6 @@ class OverlapIndex {
   }
 
  private:
-  struct Info {
-    size_t position = 0;                 // in start order
-    size_t first_time = 0, last_time = 0;  // distinct start times it is live at
-    size_t later_begin = 0, later_end = 0;  // positions of the buffers starting in (start, end]
-  };
 
   // Adds `chunk` to a cover (sorted, disjoint, non-touching intervals):
   // [f, g) are the intervals that overlap or touch it.
@@ -207,13 +248,14 @@ class OverlapIndex {
 
   const std::vector<HeapBuffer>& buffers_;
   size_t leaves_ = 1;
-  std::vector<Cover>& cover_;           // segment tree nodes (root 1), then blocks: placed chunks merged
-  size_t block_leaves_ = 1;             // leaves of the block tree: blocks of 64 positions
-  size_t block_covers_ = 0;             // index in cover_ of the block tree (its root at + 1)
-  std::vector<size_t> placed_buffers_;  // in placement order
-  std::vector<uint64_t> placed_;                                 // bitset over positions
-  std::vector<std::pair<int64_t, int64_t>> chunk_at_;            // by position
-  std::vector<Info> info_;                                       // by buffer index
+  std::vector<Cover>& cover_;            // segment tree nodes (root 1), then blocks: placed chunks merged
+  size_t block_leaves_ = 1;              // leaves of the block tree: blocks of 64 positions
+  size_t block_covers_ = 0;              // index in cover_ of the block tree (its root at + 1)
+  size_t used_ = 0;                      // nodes of cover_ in use
+  std::vector<size_t>& placed_buffers_;  // in placement order
+  std::vector<uint64_t>& placed_;                        // bitset over positions
+  std::vector<std::pair<int64_t, int64_t>>& chunk_at_;  // by position
+  std::vector<Info>& info_;                              // by buffer index
 };
 
 // Note [Best-fit sweep]
@@ -299,17 +341,31 @@ int64_t SubtractBestFit(const std::vector<std::pair<int64_t, int64_t>>& busy, in
   return best >= 0 ? best : free.back().first;  // the last chunk is the top
 }
 
+// Note [Packing storage]: one per thread.
+struct PackStorage {
+  OverlapIndex::Storage index;
+  std::vector<OrderKey> keys;
+  std::vector<size_t> order;
+  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, offset+size) overlapping in time
+  std::vector<std::pair<int64_t, int64_t>> free;
+};
+PackStorage& ThreadPackStorage() {
+  thread_local PackStorage storage;
+  return storage;
+}
+
 // PackBestFit that gives up (returns nullopt) as soon as the heap reaches
 // `give_up_at`: the heap only grows, so the result could not be smaller.
-std::optional<HeapPlan> PackBestFitBelow(const std::vector<HeapBuffer>& buffers, HeapOrder order, Bytes give_up_at) {
+// REQUIRES: `index` is over `buffers`, with nothing placed.
+std::optional<HeapPlan> PackBestFitBelow(const std::vector<HeapBuffer>& buffers, HeapOrder order, Bytes give_up_at,
+                                         OverlapIndex& index, PackStorage& storage) {
   HeapPlan plan;
   plan.algorithm = order == HeapOrder::kSpatial ? "spatial" : "temporal";
   plan.offsets.assign(buffers.size(), Bytes(0));
-  thread_local std::vector<OverlapIndex::Cover> covers;
-  OverlapIndex index(buffers, covers);
-  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, offset+size) overlapping in time
-  std::vector<std::pair<int64_t, int64_t>> free;
-  for (size_t i : PlacementOrder(buffers, order)) {
+  std::vector<std::pair<int64_t, int64_t>>& busy = storage.busy;
+  std::vector<std::pair<int64_t, int64_t>>& free = storage.free;
+  PlacementOrder(buffers, order, storage.keys, storage.order);
+  for (size_t i : storage.order) {
     const HeapBuffer& b = buffers[i];
     busy.clear();
     const int64_t size = b.size.value();
@@ -332,14 +388,20 @@ std::optional<HeapPlan> PackBestFitBelow(const std::vector<HeapBuffer>& buffers,
 }  // namespace
 
 HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order) {
-  return *PackBestFitBelow(buffers, order, Bytes(INT64_MAX));
+  PackStorage& storage = ThreadPackStorage();
+  OverlapIndex index(buffers, storage.index);
+  return *PackBestFitBelow(buffers, order, Bytes(INT64_MAX), index, storage);
 }
 
 // Temporal wins only when strictly smaller (ties: spatial), so its packing
 // stops once it reaches the spatial heap: same result, less work.
 HeapPlan PackBestOf(const std::vector<HeapBuffer>& buffers) {
-  HeapPlan spatial = PackBestFit(buffers, HeapOrder::kSpatial);
-  std::optional<HeapPlan> temporal = PackBestFitBelow(buffers, HeapOrder::kTemporal, spatial.heap_size);
+  PackStorage& storage = ThreadPackStorage();
+  OverlapIndex index(buffers, storage.index);
+  HeapPlan spatial = *PackBestFitBelow(buffers, HeapOrder::kSpatial, Bytes(INT64_MAX), index, storage);
+  index.Reset();
+  std::optional<HeapPlan> temporal =
+      PackBestFitBelow(buffers, HeapOrder::kTemporal, spatial.heap_size, index, storage);
   return temporal.has_value() ? *std::move(temporal) : spatial;
 }
 

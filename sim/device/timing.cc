@@ -7,13 +7,15 @@
 
 namespace gpusim {
 
-std::string EventOpName(const TraceEvent& e) {
+std::string_view EventOpNameView(const TraceEvent& e) {
   if (!e.op.empty()) return e.op;
   std::string_view n = e.name;
   if (const size_t colon = n.rfind(':'); colon != std::string_view::npos) n.remove_prefix(colon + 1);
   if (const size_t blank = n.find(' '); blank != std::string_view::npos) n = n.substr(0, blank);
-  return std::string(n);
+  return n;
 }
+
+std::string EventOpName(const TraceEvent& e) { return std::string(EventOpNameView(e)); }
 
 SimTime EventDuration(const TraceEvent& e, const DeviceSpec& d, const KernelModel& model) {
   if (e.recorded_duration.ns() >= 0) return e.recorded_duration;

@@ -6,6 +6,7 @@
 #define GPUSIM_SIM_DEVICE_TIMING_H_
 
 #include <string>
+#include <string_view>
 
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
@@ -20,6 +21,9 @@ namespace gpusim {
 // "transformer.h.0.mlp.act:mul" and "mul_ (remat)"). What the kernel model's
 // ATen-kernel rules and SimResult::time_by_op key on.
 std::string EventOpName(const TraceEvent& e);
+// The same name as a view into `e`'s op or name: no string made (the
+// kernel model asks per event, per device).
+std::string_view EventOpNameView(const TraceEvent& e);
 
 // A recorded duration when the trace has one, else `model`'s.
 // REQUIRES: e is a timed event (compute, copy or collective).

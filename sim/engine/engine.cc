@@ -138,7 +138,7 @@ Bytes FragmentationBytes(const SimResult& r) {
 }
 
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
-                                   const AllocatorStartState* start) {
+                                   const AllocatorStartState* start, bool time_by_op) {
   SimResult r;
   const size_t n = trace.events.size();
   r.start.assign(n, SimTime(0));
@@ -168,6 +168,9 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
   r.peak_live = cur;
   std::array<Bytes, kNumRoles> by_role{};
   std::vector<AllocatorEvent> actions;
+  // The device's kernel model, looked up (by name) once rather than per
+  // event as EventDuration(e, device) does.
+  const KernelModel& kernel_model = KernelModelOf(device);
   if (allocator != nullptr) {
     r.allocator_name = std::string(allocator->name());
     allocator->RecordEventsTo(&actions);
@@ -286,7 +289,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     stream_last[stream] = static_cast<int64_t>(i);
     on_path[i] = true;
     if (w > 1) active[rep][stream] = true;
-    const SimTime dur = EventDuration(e, device);
+    const SimTime dur = EventDuration(e, device, kernel_model);
     r.start[i] = start;
     r.end[i] = start + dur;
     if (const std::string why = UnrunnableReason(e, device); !why.empty()) {
@@ -308,7 +311,7 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
     // Busy times and FLOPs count every iteration an event stands for.
     const SimTime busy = dur * w;
     const double flops = e.flops * static_cast<double>(w);
-    {
+    if (time_by_op) {
       SimResult::OpTime& t = r.time_by_op[{e.kind, EventOpName(e)}];
       t.events += w;
       t.busy += busy;
@@ -372,9 +375,12 @@ absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device,
       else if (e.type == EventType::kCollective) coll.push_back({r.start[i], r.end[i]});
       else if (e.type == EventType::kCopy) copy.push_back({r.start[i], r.end[i]});
     }
-    std::sort(comp.begin(), comp.end());
-    std::sort(coll.begin(), coll.end());
-    std::sort(copy.begin(), copy.end());
+    // (Each stream runs its events in order, so these come mostly sorted
+    // already; equal pairs are alike, so skipping the sort then changes
+    // nothing.)
+    for (auto* v : {&comp, &coll, &copy}) {
+      if (!std::is_sorted(v->begin(), v->end())) std::sort(v->begin(), v->end());
+    }
     auto exposed = [&](const std::vector<std::pair<SimTime, SimTime>>& busy, SimTime lo, SimTime hi) {
       SimTime total(0);
       size_t j = 0;

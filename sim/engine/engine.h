@@ -137,6 +137,15 @@ struct SimResult {
   // iteration an event stands for, as the busy times above count them.
   // Note [Kernel time by op]: what tools/collect/kineto_classes.py sums
   // into op classes to set against a Kineto trace's kernel times.
+  //
+  // Note [Kernel time by op on request]
+  // Only a recorded PyTorch step reports it (native_step.h: the replay
+  // JSON's step.kernel_time). A simulated model step names nearly every
+  // event apart (3,149 keys for llama7b's 3,456 timed events), and keying
+  // each one into this map (a string built per event, compares down the
+  // tree, a node and a string allocated, then freed with the report) was a
+  // third of a replay, which `advise` runs a thousand times for nothing:
+  // ReplayStep (run, advise, compare) asks Simulate for none.
   struct OpTime {
     int64_t events = 0;   // kernels (events x iterations)
     SimTime busy;
@@ -174,8 +183,10 @@ Bytes FragmentationBytes(const SimResult& r);
 // its log unset on return. `start`, when set, is the state `allocator` was
 // restored to (sim/alloc/start_state.h): the allocs of the buffers it holds
 // already are not passed to the allocator (the ideal tracker counts them).
+// `time_by_op` false leaves SimResult::time_by_op empty (Note [Kernel time
+// by op on request]).
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
-                                   const AllocatorStartState* start = nullptr);
+                                   const AllocatorStartState* start = nullptr, bool time_by_op = true);
 
 }  // namespace gpusim
 

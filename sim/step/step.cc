@@ -301,7 +301,8 @@ absl::Status ReplayStep(StepReport& r) {
     engine_alloc = AllocatorSpec{"ideal", {}};  // Note [JAX arena]
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(engine_alloc, r.capacity));
-  ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get()));
+  // (No time_by_op: Note [Kernel time by op on request], sim/engine/engine.h.)
+  ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get(), nullptr, /*time_by_op=*/false));
   r.sim.oom.capacity = r.capacity;
   if (spec.framework != "jax") r.peak = r.sim.peak_live;
   r.verdict = JudgeStep(r);

@@ -95,7 +95,7 @@ class PyTorchCachingAllocator : public Allocator {
   // torch.cuda.empty_cache(): release every unsplit cached segment and unmap
   // the free pages of expandable segments.
   void ReleaseCache() override;
-  const PyTorchDeviceStats& device_stats() const;
+  PyTorchDeviceStats device_stats() const;
   // Rebuilds a segment that existed before a replay window began (from a
   // snapshot): reserves its address range, makes its allocated blocks live
   // under their buffer ids and caches its free blocks (adjacent free blocks

@@ -11,7 +11,7 @@ namespace gpusim {
 double UnalignedGemmShare(const TraceEvent& e) {
   if (e.dtype != DType::kBF16 && e.dtype != DType::kF16) return 0;
   // cuDNN pads a convolution's channels to its kernels' alignment.
-  if (EventOpName(e).find("convolution") != std::string::npos) return 0;
+  if (EventOpNameView(e).find("convolution") != std::string_view::npos) return 0;
   if (e.m % 2 != 0 || e.n % 2 != 0 || e.k % 2 != 0) return kUnalignedGemmShare;
   if (e.m % 4 != 0 || e.n % 4 != 0 || e.k % 4 != 0) return kAlign2GemmShare;
   return 0;
@@ -21,7 +21,7 @@ bool UnalignedHalfGemm(const TraceEvent& e) { return UnalignedGemmShare(e) > 0; 
 
 double AtenCopyShare(const TraceEvent& e) {
   if (e.kind != OpKind::kTranspose && e.kind != OpKind::kConvert) return 0;
-  const std::string op = EventOpName(e);
+  const std::string_view op = EventOpNameView(e);
   if (op != "copy_" && op != "_to_copy" && op != "clone" && op != "contiguous" && op != "copy" &&
       op != "_copy_from") {
     return 0;
@@ -34,7 +34,7 @@ double AtenCopyShare(const TraceEvent& e) {
 
 double AtenReduceRate(const TraceEvent& e) {
   if (e.kind != OpKind::kReduce) return 0;
-  const std::string op = EventOpName(e);
+  const std::string_view op = EventOpNameView(e);
   for (const AtenReduceRateRow& r : kAtenReduceRates) {
     if (op == r.op) return r.per_element ? r.bytes_per_s * static_cast<double>(DTypeSize(e.dtype)) : r.bytes_per_s;
   }
