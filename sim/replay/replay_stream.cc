@@ -58,7 +58,10 @@
 // one stream per pass. Buffer ids are recycled as in one pass, but for the
 // head blocks', which are restored by id and so never reused. Any fact a
 // pass cannot take (order, devices, streams, captures, an error) sends the
-// trace to the whole-trace path, named, as above.
+// trace to the whole-trace path, named, as above. Pass 1 also packs the
+// events it read, and the passes after it replay them from memory rather
+// than reading the file again (Note [Later passes from memory],
+// sim/replay/event_cache.h), when they fit under a byte cap.
 //
 // Note [Capture windows from a first pass]
 // Which allocations a CUDA graph's private pool serves depends on the
@@ -95,6 +98,7 @@
 #include "sim/base/status.h"
 #include "sim/import/kineto.h"
 #include "sim/import/import.h"
+#include "sim/replay/event_cache.h"
 #include "sim/replay/replay.h"
 #include "sim/replay/replay_core.h"
 #include "sim/replay/reorder_window.h"
@@ -197,6 +201,7 @@ struct EventChecks {
 
 // Pass 1 of Note [Streaming a warm trace in passes].
 struct StreamFacts {
+  explicit StreamFacts(int64_t cache_bytes) : events_held(cache_bytes) {}
   RecordedMetadata metadata;  // the whole file's
   std::optional<int32_t> device;
   std::vector<Bytes> head;    // requested bytes of the head allocs, in order
@@ -207,6 +212,9 @@ struct StreamFacts {
   std::unique_ptr<Allocator> rounding;   // the allocator's block rounding, for `warm`
   std::optional<WarmFactCollector> warm;  // pytorch_caching, infer_warm_start
   std::vector<CaptureWindow> captures;    // Note [Capture windows from a first pass]
+  // The device's memory events, for the later passes (Note [Later passes
+  // from memory]); when not complete, they read the file again.
+  replay_internal::MemoryEventCache events_held;
 };
 
 // The Kineto import of `path` with its memory events handed to `on_event`
@@ -256,7 +264,7 @@ std::optional<ReplayResult> GiveUp(NotStreamed* n, const absl::Status& stopped) 
 }
 
 absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOptions& options) {
-  StreamFacts f;
+  StreamFacts f(options.stream_cache_bytes);
   EventChecks checks;
   checks.device = options.device;
   ToNativeOptions to_native;
@@ -275,6 +283,7 @@ absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOp
     ops.clear();
     RETURN_IF_ERROR(pairer.Add(m, i, 0, ops).status());
     if (f.warm.has_value()) f.warm->Add(m, i);
+    f.events_held.Add(m, i);
     if (f.first_reserved < 0 && m.total_reserved.has_value() &&
         (m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kFree)) {
       f.first_reserved = i;
@@ -349,7 +358,17 @@ absl::Status ReplayPass(const std::string& path, const ReplayOptions& options, c
     }
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(StreamEvents(path, options, on_event).status());
+  if (f.events_held.complete()) {
+    // Note [Later passes from memory]: the events pass 1 read, which passed
+    // its checks (they pass this pass's too: the same order, device and
+    // streams).
+    replay_internal::MemoryEventCache::Reader reader(f.events_held);
+    RecordedMemoryEvent m;
+    int64_t i = 0;
+    while (reader.Next(m, i)) RETURN_IF_ERROR(on_event(m, i));
+  } else {
+    RETURN_IF_ERROR(StreamEvents(path, options, on_event).status());
+  }
   if (heads_bound != head_ids.size()) return absl::InternalError("stream passes: the head shrank");
   r.conversion = pairer.stats();
   return core->Finish();
