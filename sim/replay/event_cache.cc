@@ -16,6 +16,10 @@ enum : uint8_t {
   kReserved = 16,        // a Total Reserved
   kReservedFollows = 32, // ... its difference follows (else: the last one)
   kPlain = 64,           // index and Ev Idx one past the last, the same device and type (else they follow)
+  // Note [Paired ops kept with the events]: an alloc's implicit free (its
+  // buffer's distance back from the next id follows), or a free of a head
+  // block (else a free's distance follows).
+  kOpsExtra = 128,
 };
 
 inline uint8_t* PutVarint(uint8_t* p, uint64_t v) {
@@ -32,10 +36,16 @@ inline uint8_t* PutDelta(uint8_t* p, uint64_t now, uint64_t last) {
   return PutVarint(p, (d << 1) ^ (0 - (d >> 63)));
 }
 inline uint64_t GetVarint(const uint8_t*& p) {
-  uint64_t v = *p & 0x7f;
-  int shift = 7;
-  while (*p++ & 0x80) {
-    v |= static_cast<uint64_t>(*p & 0x7f) << shift;
+  // Most values take one or two bytes.
+  uint64_t b = *p++;
+  if (b < 0x80) return b;
+  uint64_t v = b & 0x7f;
+  b = *p++;
+  v |= (b & 0x7f) << 7;
+  int shift = 14;
+  while (b >= 0x80) {
+    b = *p++;
+    v |= (b & 0x7f) << shift;
     shift += 7;
   }
   return v;
@@ -69,11 +79,37 @@ void MemoryEventCache::Drop() {
   p_ = end_ = nullptr;
 }
 
-void MemoryEventCache::Add(const RecordedMemoryEvent& m, int64_t index) {
+namespace {
+
+// The ops the pairing makes of a Kineto event, in the form the cache keeps
+// (Note [Paired ops kept with the events]): an alloc of the next id, after
+// a free of an earlier one or not; a free of the next id (a head block) or
+// of an earlier one.
+bool PairedAsKept(const RecordedMemoryEvent& m, const std::vector<MemoryOp>& ops, bool head, BufferId next_id) {
+  auto free_of_earlier = [&](const MemoryOp& op) {
+    return op.type == EventType::kFree && op.stream == 0 && op.size == Bytes(0) && op.buffer >= 0 &&
+           op.buffer < next_id;
+  };
+  if (m.kind == MemoryEventKind::kAlloc) {
+    if (head || ops.empty() || ops.size() > 2) return false;
+    const MemoryOp& a = ops.back();
+    return a.type == EventType::kAlloc && a.stream == 0 && a.buffer == next_id && a.size == m.size &&
+           (ops.size() == 1 || free_of_earlier(ops[0]));
+  }
+  if (ops.size() != 1) return false;
+  if (!head) return free_of_earlier(ops[0]);
+  const MemoryOp& f = ops[0];
+  return f.type == EventType::kFree && f.stream == 0 && f.size == Bytes(0) && f.buffer == next_id;
+}
+
+}  // namespace
+
+void MemoryEventCache::Add(const RecordedMemoryEvent& m, int64_t index, const std::vector<MemoryOp>& ops,
+                           bool head) {
   if (!complete_) return;
   if ((m.kind != MemoryEventKind::kAlloc && m.kind != MemoryEventKind::kFree) || m.stream != -1 ||
       m.category.has_value() || m.previous_category.has_value() || !m.stack.empty() ||
-      (end_ - p_ < kMaxEvent && !NewChunk())) {
+      !PairedAsKept(m, ops, head, last_.next_id) || (end_ - p_ < kMaxEvent && !NewChunk())) {
     Drop();
     return;
   }
@@ -92,6 +128,9 @@ void MemoryEventCache::Add(const RecordedMemoryEvent& m, int64_t index) {
     flags |= kReserved;
     if (static_cast<uint64_t>(m.total_reserved->value()) != last_.reserved) flags |= kReservedFollows;
   }
+  // An implicit free, or a head block freed.
+  const bool extra = free ? head : ops.size() == 2;
+  if (extra) flags |= kOpsExtra;
   const bool plain = i == last_.index + 1 && seq == last_.seq + 1 && m.device == last_.device &&
                      m.device_type == last_.device_type;
   if (plain) flags |= kPlain;
@@ -126,12 +165,17 @@ void MemoryEventCache::Add(const RecordedMemoryEvent& m, int64_t index) {
     if (flags & kReservedFollows) p = PutDelta(p, r, last_.reserved);
     last_.reserved = r;
   }
+  // The freed buffer's distance back from the next id, when it is not a
+  // head block's (which is the next id).
+  if (free ? !head : extra) p = PutVarint(p, static_cast<uint64_t>(last_.next_id - 1 - ops[0].buffer));
+  if (!free || head) ++last_.next_id;
   p_ = p;
   chunks_.back().used = static_cast<size_t>(p - chunks_.back().bytes.get());
   ++events_;
 }
 
-bool MemoryEventCache::Reader::Next(RecordedMemoryEvent& m, int64_t& index) {
+bool MemoryEventCache::Reader::Next(RecordedMemoryEvent& m, int64_t& index, MemoryOp (&ops)[2], size_t& n_ops,
+                                     bool& head) {
   if (p_ == end_) {
     if (chunk_ >= cache_.chunks_.size()) return false;
     const Chunk& c = cache_.chunks_[chunk_++];
@@ -182,6 +226,15 @@ bool MemoryEventCache::Reader::Next(RecordedMemoryEvent& m, int64_t& index) {
   m.previous_category.reset();
   m.stack.clear();
   index = static_cast<int64_t>(last_.index);
+  n_ops = 0;
+  const bool extra = flags & kOpsExtra;
+  head = free && extra;
+  if (free ? !head : extra) {
+    ops[n_ops++] = {EventType::kFree, 0, last_.next_id - 1 - static_cast<BufferId>(GetVarint(p)), Bytes(0)};
+  }
+  if (head) ops[n_ops++] = {EventType::kFree, 0, last_.next_id, Bytes(0)};
+  if (!free) ops[n_ops++] = {EventType::kAlloc, 0, last_.next_id, m.size};
+  if (!free || head) ++last_.next_id;
   p_ = p;
   return true;
 }

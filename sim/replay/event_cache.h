@@ -24,8 +24,21 @@
 // 300 MB target) drops the cache, and the later passes read the file as
 // before. A pass replays the same events either way, so the results are the
 // same byte for byte (tests/replay_stream_test.cc replays every trace with
-// the cache and with a cap of 0). Memory: chunks of 1 MiB, touched only as
-// they fill.
+// the cache and with a cap of 0, and past a tiny cap). Memory: chunks of
+// 1 MiB, touched only as they fill.
+//
+// Note [Paired ops kept with the events]
+// Each pass paired the events again (Note [Matching frees]: a hash lookup
+// by address per event, and the ops vector), though every pass pairs the
+// same events the same way as pass 1. So the cache keeps, with each event,
+// the ops pass 1's pairing made of it, and a pass from memory replays
+// those: an alloc's buffer id is the pairing's next one (it hands ids out
+// in order), so it takes no byte; a free's is the distance back from the
+// next id, or one bit when it frees a head block (one allocated before
+// recording, which takes the next id); an alloc at a live address carries
+// its implicit free. Events whose ops have another form (none in a Kineto
+// pass) drop the cache. The conversion statistics are pass 1's (the same
+// pairing of the same events).
 #ifndef GPUSIM_SIM_REPLAY_EVENT_CACHE_H_
 #define GPUSIM_SIM_REPLAY_EVENT_CACHE_H_
 
@@ -46,9 +59,11 @@ class MemoryEventCache {
   MemoryEventCache(MemoryEventCache&&) = default;
   MemoryEventCache& operator=(MemoryEventCache&&) = default;
 
-  // Appends recorded memory event `index` (indices ascending). Past the cap,
-  // or for an event it cannot hold, drops every event and holds no more.
-  void Add(const RecordedMemoryEvent& m, int64_t index);
+  // Appends recorded memory event `index` (indices ascending) with the ops
+  // the pairing made of it (MemoryOpPairer::Add, stream 0); `head`: its free
+  // is of a head block (the pairing's head grew). Past the cap, or for an
+  // event it cannot hold, drops every event and holds no more.
+  void Add(const RecordedMemoryEvent& m, int64_t index, const std::vector<MemoryOp>& ops, bool head);
   // Every event added is held (then Reader hands them back).
   bool complete() const { return complete_; }
   int64_t events() const { return events_; }
@@ -59,6 +74,7 @@ class MemoryEventCache {
   struct Last {
     uint64_t index = ~uint64_t{0}, time = 0, address = 0, seq = ~uint64_t{0}, allocated = 0, reserved = 0;
     int32_t device = 0, device_type = 0;
+    BufferId next_id = 0;  // the pairing's next buffer id
   };
 
  public:
@@ -66,8 +82,9 @@ class MemoryEventCache {
   class Reader {
    public:
     explicit Reader(const MemoryEventCache& cache) : cache_(cache) {}
-    // The next event and its index; false after the last.
-    bool Next(RecordedMemoryEvent& m, int64_t& index);
+    // The next event, its index, its ops (the first n_ops of `ops`) and
+    // whether it frees a head block; false after the last.
+    bool Next(RecordedMemoryEvent& m, int64_t& index, MemoryOp (&ops)[2], size_t& n_ops, bool& head);
 
    private:
     const MemoryEventCache& cache_;
@@ -79,7 +96,7 @@ class MemoryEventCache {
 
  private:
   static constexpr int64_t kChunk = int64_t{1} << 20;
-  static constexpr int64_t kMaxEvent = 96;  // the longest packed event (91 bytes), rounded up
+  static constexpr int64_t kMaxEvent = 112;  // the longest packed event (101 bytes), rounded up
   struct Chunk {
     std::unique_ptr<uint8_t[]> bytes;
     size_t used = 0;  // packed (the last chunk's: when a reader starts it)
