@@ -15,8 +15,9 @@
 // memory-event index and the device only when they are not the previous
 // event's plus one and the same, Total Allocated not at all when it is the
 // previous one plus or minus the event's bytes (as the caching allocator
-// reports it), Total Reserved not at all when unchanged — 8-12 bytes an
-// event on the benchmark's traces against ~300 on disk, inflated. The
+// reports it), Total Reserved not at all when unchanged — about 12 bytes
+// an event on the benchmark's traces, their ops included (Note [Paired ops
+// kept with the events]), against ~290 in the file, inflated. The
 // differences wrap in 64 bits, so every value round-trips exactly, and an
 // event the cache cannot hold as it is (another kind, a stream, a stack, a
 // category: none a Kineto stream pass keeps) or past the byte cap
