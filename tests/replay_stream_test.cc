@@ -368,5 +368,84 @@ TEST(ReplayStreamTest, EveryShippedKinetoTraceGivesTheWholeTracesNumbers) {
   }
 }
 
+// Note [Later passes from memory] (sim/replay/event_cache.h): the passes
+// after the first replay the events it packed, or, with no cache (a cap of
+// 0) or past the cap (300 bytes: a few events, then the file again), read
+// the file again; the results are the same byte for byte, on the built warm
+// traces (one with events of another device between the replayed one's,
+// one out of order, one with a capture window) and on every shipped Kineto
+// trace, warm and cold, through pytorch_caching and bfc.
+TEST(ReplayStreamTest, LaterPassesFromMemoryGiveTheNumbersOfReadingTheFileAgain) {
+  constexpr int64_t kMiB = 1 << 20;
+  const int64_t s = 0x7f0000000000, l = 0x7f0010000000;
+  const std::vector<Event> heads = {{1, s, -kMiB},      {2, l, -4 * kMiB},          {3, l, 2 * kMiB},
+                                    {4, s + kMiB, 512}, {5, l + 2 * kMiB, 3 * kMiB}, {6, l, -2 * kMiB}};
+  const int64_t block = 13 * kMiB + kMiB / 2;
+  const std::vector<Event> grows = {{1, l, block}, {2, l, -block}, {3, l, block}};
+  std::vector<Event> two_devices;
+  for (const Event& e : heads) {
+    two_devices.push_back(e);
+    two_devices.push_back({e.ts, l + 0x10000000, 4096, 1});
+    two_devices.push_back({e.ts, l + 0x10000000, -4096, 1});
+  }
+  std::vector<Event> unsorted = heads;
+  std::swap(unsorted[3], unsorted[4]);
+  const std::string window =
+      ",{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"cudaStreamBeginCapture\", "
+      "\"ts\": 3, \"dur\": 1, \"pid\": 1, \"tid\": 1, \"args\": {}}\n"
+      ",{\"ph\": \"X\", \"cat\": \"cuda_runtime\", \"name\": \"hipStreamEndCapture\", "
+      "\"ts\": 4, \"dur\": 1, \"pid\": 1, \"tid\": 1, \"args\": {}}\n";
+  struct Run {
+    std::string path;
+    ReplayOptions options;
+    bool shipped = false;  // warm through pytorch_caching, with no cache only (the V100 trace takes 25 passes)
+  };
+  std::vector<Run> runs;
+  ReplayOptions on0 = Options();
+  on0.device = 0;
+  for (const auto& [path, o] : std::vector<std::pair<std::string, ReplayOptions>>{
+           {WriteTrace("cache_heads", heads, 9 * kMiB, 28 * kMiB), Options()},
+           {WriteTrace("cache_grows", grows, 0, 18 * kMiB), Options()},
+           {WriteTrace("cache_two_devices", two_devices, 5 * kMiB, 24 * kMiB), on0},
+           {WriteTrace("cache_unsorted", unsorted, 5 * kMiB, 24 * kMiB), Options()},
+           {WriteTrace("cache_capture", ColdEvents(), 0, 64 << 20, window), Options()},
+       }) {
+    runs.push_back({path, o, false});
+  }
+  for (const char* name : {"hta_df_index_resolver_v100_rank1.pt.trace.json.gz",
+                           "kineto_tbplugin_resnet50_v100_legacy_noaddr.pt.trace.json.gz",
+                           "tracelens_h100_bert-small_inference.pt.trace.json.gz",
+                           "tracelens_h100_owlv2-large_inference.pt.trace.json.gz",
+                           "tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz"}) {
+    const std::string path = RecordedTracePath(name);
+    if (!path.empty()) runs.push_back({path, Options(), true});
+  }
+  int in_passes = 0;
+  for (const Run& run : runs) {
+    for (const char* impl : {"pytorch_caching", "bfc"}) {
+      for (bool infer : {true, false}) {
+        if (run.shipped && (impl != std::string("pytorch_caching") || !infer)) continue;
+        SCOPED_TRACE(absl::StrCat(run.path, " ", impl, infer ? " warm" : " cold"));
+        ReplayOptions o = run.options;
+        o.allocator.impl = impl;
+        o.infer_warm_start = infer;
+        auto cached = ReplayFile(run.path, o);
+        ASSERT_TRUE(cached.ok()) << cached.status();
+        in_passes += cached->import.rfind("streamed in ", 0) == 0;
+        for (int64_t cap : {int64_t{0}, int64_t{300}}) {
+          if (run.shipped && cap > 0) continue;
+          o.stream_cache_bytes = cap;
+          auto file = ReplayFile(run.path, o);
+          ASSERT_TRUE(file.ok()) << file.status();
+          EXPECT_EQ(file->import, cached->import) << cap;
+          EXPECT_EQ(RenderReplayJson(*file), RenderReplayJson(*cached)) << cap;
+          EXPECT_EQ(RenderReplayText(*file), RenderReplayText(*cached)) << cap;
+        }
+      }
+    }
+  }
+  EXPECT_GE(in_passes, 12);
+}
+
 }  // namespace
 }  // namespace gpusim

@@ -64,6 +64,12 @@ struct ReplayOptions {
   // reorder window], sim/replay/reorder_window.h). The whole-trace path
   // sorts without a bound; only the streamed path reads this.
   int64_t reorder_window = 65536;
+  // A Kineto trace streamed in passes (Note [Streaming a warm trace in
+  // passes]): the most bytes its memory events may take, packed, so that the
+  // passes after the first replay them from memory instead of reading the
+  // file again (Note [Later passes from memory], sim/replay/event_cache.h);
+  // past it they read the file. 0: always read the file.
+  int64_t stream_cache_bytes = int64_t{256} << 20;
 };
 
 // Predicted vs recorded totals over the events that recorded one.

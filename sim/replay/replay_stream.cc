@@ -58,7 +58,10 @@
 // one stream per pass. Buffer ids are recycled as in one pass, but for the
 // head blocks', which are restored by id and so never reused. Any fact a
 // pass cannot take (order, devices, streams, captures, an error) sends the
-// trace to the whole-trace path, named, as above.
+// trace to the whole-trace path, named, as above. Pass 1 also packs the
+// events it read, and the passes after it replay them from memory rather
+// than reading the file again (Note [Later passes from memory],
+// sim/replay/event_cache.h), when they fit under a byte cap.
 //
 // Note [Capture windows from a first pass]
 // Which allocations a CUDA graph's private pool serves depends on the
@@ -95,6 +98,7 @@
 #include "sim/base/status.h"
 #include "sim/import/kineto.h"
 #include "sim/import/import.h"
+#include "sim/replay/event_cache.h"
 #include "sim/replay/replay.h"
 #include "sim/replay/replay_core.h"
 #include "sim/replay/reorder_window.h"
@@ -197,6 +201,7 @@ struct EventChecks {
 
 // Pass 1 of Note [Streaming a warm trace in passes].
 struct StreamFacts {
+  explicit StreamFacts(int64_t cache_bytes) : events_held(cache_bytes) {}
   RecordedMetadata metadata;  // the whole file's
   std::optional<int32_t> device;
   std::vector<Bytes> head;    // requested bytes of the head allocs, in order
@@ -207,6 +212,10 @@ struct StreamFacts {
   std::unique_ptr<Allocator> rounding;   // the allocator's block rounding, for `warm`
   std::optional<WarmFactCollector> warm;  // pytorch_caching, infer_warm_start
   std::vector<CaptureWindow> captures;    // Note [Capture windows from a first pass]
+  // The device's memory events, for the later passes (Note [Later passes
+  // from memory]); when not complete, they read the file again.
+  replay_internal::MemoryEventCache events_held;
+  ConversionStats conversion;  // the pairing's (a pass's ReplayResult::conversion)
 };
 
 // The Kineto import of `path` with its memory events handed to `on_event`
@@ -256,7 +265,7 @@ std::optional<ReplayResult> GiveUp(NotStreamed* n, const absl::Status& stopped) 
 }
 
 absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOptions& options) {
-  StreamFacts f;
+  StreamFacts f(options.stream_cache_bytes);
   EventChecks checks;
   checks.device = options.device;
   ToNativeOptions to_native;
@@ -273,8 +282,10 @@ absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOp
       if (f.rounding->ModelsSegments()) f.warm.emplace(m.device, *f.rounding);
     }
     ops.clear();
+    const size_t heads = pairer.head().size();
     RETURN_IF_ERROR(pairer.Add(m, i, 0, ops).status());
     if (f.warm.has_value()) f.warm->Add(m, i);
+    f.events_held.Add(m, i, ops, pairer.head().size() > heads);
     if (f.first_reserved < 0 && m.total_reserved.has_value() &&
         (m.kind == MemoryEventKind::kAlloc || m.kind == MemoryEventKind::kFree)) {
       f.first_reserved = i;
@@ -286,6 +297,7 @@ absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOp
   if (f.events == 0) return NotStreamable("no memory events");
   ASSIGN_OR_RETURN(f.preexisting, pairer.Preexisting());
   for (const auto& [id, size] : pairer.head()) f.head.push_back(size);
+  f.conversion = pairer.stats();
   f.device = checks.device;
   f.metadata = std::move(t.metadata);
   return f;
@@ -320,38 +332,64 @@ absl::Status ReplayPass(const std::string& path, const ReplayOptions& options, c
   for (size_t k = 0; k < f.head.size(); ++k) {
     RETURN_IF_ERROR(core->Op({EventType::kAlloc, 0, head_ids[k], f.head[k]}, nullptr, -1));
   }
-  ToNativeOptions to_native;
-  to_native.device = options.device;
-  MemoryOpPairer pairer(path, to_native, /*take_head=*/true);
-  EventChecks checks;
-  checks.device = f.device;
-  std::vector<MemoryOp> ops;
   size_t heads_bound = 0;
-  auto on_event = [&](const RecordedMemoryEvent& m, int64_t i) -> absl::Status {
-    ASSIGN_OR_RETURN(bool mine, checks.Check(m, i, options));
-    if (!mine) return absl::OkStatus();
-    ops.clear();
-    RETURN_IF_ERROR(pairer.Add(m, i, 0, ops).status());
-    for (; heads_bound < pairer.head().size(); ++heads_bound) {
-      if (heads_bound >= head_ids.size()) return absl::InternalError("stream passes: the head grew");
-      ids.Bind(pairer.head()[heads_bound].first, head_ids[heads_bound]);
-    }
-    for (MemoryOp op : ops) {
+  // Binds head block `id` (the pairing's) to the next head id.
+  auto bind_head = [&](BufferId id) -> absl::Status {
+    if (heads_bound >= head_ids.size()) return absl::InternalError("stream passes: the head grew");
+    ids.Bind(id, head_ids[heads_bound++]);
+    return absl::OkStatus();
+  };
+  // Event `i` (`m`), paired into `n` ops at `paired`.
+  auto replay = [&](const RecordedMemoryEvent& m, int64_t i, const MemoryOp* paired, size_t n) -> absl::Status {
+    for (size_t k = 0; k < n; ++k) {
+      MemoryOp op = paired[k];
       const bool free = op.type == EventType::kFree;
       op.buffer = free ? ids.OnFree(op.buffer) : ids.OnAlloc(op.buffer);
       RETURN_IF_ERROR(core->Op(op, &m, i));
       if (free && op.buffer >= first_body_id) ids.Release(op.buffer);
     }
-    if (!ops.empty()) core->EndEvent(&m, i);
+    if (n > 0) core->EndEvent(&m, i);
     if (i == f.first_reserved) {
       *missed = r.reserved.has_value() && r.reserved->first_mismatch == i;
       if (*missed && stop_at_first_reserved) return absl::CancelledError("stopped at the first Total Reserved");
     }
     return absl::OkStatus();
   };
-  RETURN_IF_ERROR(StreamEvents(path, options, on_event).status());
+  if (f.events_held.complete()) {
+    // Note [Later passes from memory]: the events pass 1 read, which passed
+    // its checks (they pass this pass's too: the same order, device and
+    // streams), with the ops its pairing made of them (Note [Paired ops
+    // kept with the events]).
+    replay_internal::MemoryEventCache::Reader reader(f.events_held);
+    RecordedMemoryEvent m;
+    int64_t i = 0;
+    MemoryOp paired[2];
+    size_t n = 0;
+    bool head = false;
+    while (reader.Next(m, i, paired, n, head)) {
+      if (head) RETURN_IF_ERROR(bind_head(paired[0].buffer));
+      RETURN_IF_ERROR(replay(m, i, paired, n));
+    }
+    r.conversion = f.conversion;
+  } else {
+    ToNativeOptions to_native;
+    to_native.device = options.device;
+    MemoryOpPairer pairer(path, to_native, /*take_head=*/true);
+    EventChecks checks;
+    checks.device = f.device;
+    std::vector<MemoryOp> ops;
+    auto on_event = [&](const RecordedMemoryEvent& m, int64_t i) -> absl::Status {
+      ASSIGN_OR_RETURN(bool mine, checks.Check(m, i, options));
+      if (!mine) return absl::OkStatus();
+      ops.clear();
+      RETURN_IF_ERROR(pairer.Add(m, i, 0, ops).status());
+      while (heads_bound < pairer.head().size()) RETURN_IF_ERROR(bind_head(pairer.head()[heads_bound].first));
+      return replay(m, i, ops.data(), ops.size());
+    };
+    RETURN_IF_ERROR(StreamEvents(path, options, on_event).status());
+    r.conversion = pairer.stats();
+  }
   if (heads_bound != head_ids.size()) return absl::InternalError("stream passes: the head shrank");
-  r.conversion = pairer.stats();
   return core->Finish();
 }
 

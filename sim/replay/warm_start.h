@@ -183,7 +183,14 @@ class WarmFactCollector {
   int64_t straddle_count_ = 0;
   std::map<int64_t, Piece> small_pieces_;  // small-pool ranges, begin → piece
   std::map<int64_t, Piece> large_pieces_;  // large-pool ranges, begin → piece
-  absl::flat_hash_map<int64_t, int64_t> live_;  // address → requested
+  // Per recorded address: a block is live there, and the largest blocks an
+  // alloc there added to the small and to the large pieces (Note [Pieces
+  // seen before] in warm_start.cc).
+  struct Seen {
+    bool live = false;
+    int64_t small_block = 0, large_block = 0;
+  };
+  absl::flat_hash_map<int64_t, Seen> seen_;
   std::vector<StartBlock> start_blocks_;
 };
 
