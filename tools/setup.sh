@@ -9,16 +9,22 @@
 #           (tests/memory_viz_test.sh), and nodejs with the Chrome-trace reader
 #           that loads timeline.json (tools/setup_trace_reader.sh); `make test`
 #           passes it, `make run` does not.
+#   --debug-info  configure build/ as RelWithDebInfo (-O2 -g, the same code
+#           with debug info for gdb and perf) instead of the default Release
+#           (-O2, no -g; CMakeLists.txt). Only when build/ is configured
+#           first; later: cmake -S . -B build -DCMAKE_BUILD_TYPE=RelWithDebInfo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 TEST=0
+BUILD_TYPE=Release
 PKGS=(cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev libcli11-dev
       libgtest-dev libgmock-dev libbenchmark-dev libgraphviz-dev graphviz
       libsimdjson-dev zlib1g-dev libisal-dev python3 python3-dev)
 for arg in "$@"; do
   case "$arg" in
     --test) PKGS+=(chromium python3-venv clang-14 libclang-rt-14-dev python3-torch python3-torchvision nodejs); TEST=1 ;;
-    *) echo "setup: unknown option $arg (expected --test)" >&2; exit 1 ;;
+    --debug-info) BUILD_TYPE=RelWithDebInfo ;;
+    *) echo "setup: unknown option $arg (expected --test or --debug-info)" >&2; exit 1 ;;
   esac
 done
 missing=()
@@ -34,7 +40,7 @@ fi
 gen=()
 command -v ninja >/dev/null && gen=(-G Ninja)
 if [ ! -f build/CMakeCache.txt ]; then
-  cmake -S . -B build "${gen[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+  cmake -S . -B build "${gen[@]}" "-DCMAKE_BUILD_TYPE=$BUILD_TYPE" >/dev/null
 fi
 # The Python-side tests' interpreter (a venv kept outside the checkout).
 if [ "$TEST" = 1 ]; then
