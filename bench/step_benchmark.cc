@@ -63,7 +63,9 @@ void BM_SimulateDeepLlama(benchmark::State& state) {
 }
 BENCHMARK(BM_SimulateDeepLlama)
     ->Args({64, 0})
+    ->Args({128, 0})
     ->Args({256, 0})
+    ->Args({512, 0})
     ->Args({1024, 0})
     ->Args({64, 1})
     ->Args({256, 1})
