@@ -710,9 +710,9 @@ absl::Status ApplyLayers(const Args& g, RunSpec* run, int64_t seq) {
   return absl::OkStatus();
 }
 
+// The tokenizer and its vocabulary, unpadded (ApplyParallelism pads it).
 absl::Status ApplyVocabulary(const Args& g, RunSpec* run) {
   MegatronSpec& mg = run->megatron;
-  // Vocabulary.
   RETURN_IF_ERROR(g.Choice("tokenizer-type", &mg.tokenizer,
                            {"GPT2BPETokenizer", "NullTokenizer", "HuggingFaceTokenizer", "Llama2Tokenizer",
                             "SentencePieceTokenizer", "GPTSentencePieceTokenizer", "TikTokenizer"}));
@@ -740,7 +740,6 @@ absl::Status ApplyVocabulary(const Args& g, RunSpec* run) {
 absl::Status ApplyParallelism(const Args& g, RunSpec* run, int64_t seq) {
   MegatronSpec& mg = run->megatron;
   ModelSpec& m = run->model;
-  // Parallelism.
   int64_t tp = 1, pp = 1, cp = 1, divisible = 128;
   RETURN_IF_ERROR(g.Int("tensor-model-parallel-size", &tp));
   RETURN_IF_ERROR(g.Int("pipeline-model-parallel-size", &pp));
@@ -818,7 +817,6 @@ absl::Status ApplyParallelism(const Args& g, RunSpec* run, int64_t seq) {
 // The micro-batches of a step.
 absl::Status ApplyBatch(const Args& g, RunSpec* run) {
   MegatronSpec& mg = run->megatron;
-  // Batch.
   const int64_t micro = run->batch.per_device;
   ASSIGN_OR_RETURN(const int64_t per_step,
                    CheckedProduct({{"--micro-batch-size", micro}, {"data-parallel size", mg.data}},
