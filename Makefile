@@ -33,7 +33,7 @@ test-sanitize:
 # failed at HEAD unnoticed), then each target run once over its seeds and
 # regression inputs (-runs=0: no new inputs, every seed checked). Long runs:
 # tests/fuzz/README.md.
-FUZZ_TARGETS = $(patsubst %_fuzzer.cc,%_fuzzer,$(notdir $(wildcard sim/*/*_fuzzer.cc sim/*/*/*_fuzzer.cc models/*_fuzzer.cc)))
+FUZZ_TARGETS = $(patsubst %_fuzzer.cc,%_fuzzer,$(notdir $(wildcard sim/*/*_fuzzer.cc sim/*/*/*_fuzzer.cc models/*_fuzzer.cc tests/fuzz/*_fuzzer.cc)))
 test-fuzz-build:
 	@if [ ! -f build-fuzz/CMakeCache.txt ]; then \
 	  cmake -S . -B build-fuzz $$(command -v ninja >/dev/null && echo -G Ninja) \

@@ -70,141 +70,191 @@ struct Sample {
   int64_t total = 0;
 };
 
-}  // namespace
+// One ActiveMemorySvg drawing: the bands, the samples and columns of Note
+// [Stacked bands per pixel column], and the SVG being written, shared by its
+// steps (MakeBands, SampleMemoryClock, ChooseColumns, then the drawing).
+struct ActiveMemoryChart {
+  ActiveMemoryChart(const StepReport& report, const VizOptions& options)
+      : r(report), o(options), v(viz_internal::BuildStepView(report)), tr(report.lowered.trace),
+        bufs(report.lowered.buffers), nb(bufs.size()), n(tr.events.size()),
+        sources(viz_internal::AllocSources(report)),
+        by(viz_internal::ResolveColorBy(report, sources, options.color_by)), by_role(by == VizColorBy::kRole),
+        before(tr.preexisting.value()), tmax(static_cast<double>(v.step_time.ns())), svg(kWidth, kHeight) {}
 
-std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) {
-  const StepView v = viz_internal::BuildStepView(r);
-  const Trace& tr = r.lowered.trace;
-  const auto& bufs = r.lowered.buffers;
-  const size_t nb = bufs.size(), n = tr.events.size();
-  const std::vector<viz_internal::AllocSource> sources = viz_internal::AllocSources(r);
-  const VizColorBy by = viz_internal::ResolveColorBy(r, sources, o.color_by);
-  const bool by_role = by == VizColorBy::kRole;
+  std::string Draw();
+  void MakeBands();
+  void MakeRoleBands();
+  void MakeAllocationBands();
+  void SampleMemoryClock();
+  void ChooseColumns();
+  void DrawTitle();
+  void DrawBands();
+  void DrawPeak();
+  void DrawLegend();
+
+  double Y(int64_t b) const { return kTop + ph - ph * static_cast<double>(b) / ymax; }
+  static double X(int c) { return kLeft + c; }
+
+  const StepReport& r;
+  const VizOptions& o;
+  const StepView v;
+  const Trace& tr;
+  const std::vector<BufferInfo>& bufs;
+  const size_t nb, n;
+  const std::vector<viz_internal::AllocSource> sources;
+  const VizColorBy by;
+  const bool by_role;
+  const int64_t before;
 
   // Bands, bottom to top.
   std::vector<Band> bands;
-  std::vector<int32_t> band_of(nb, -1);
-  const int64_t before = tr.preexisting.value();
+  std::vector<int32_t> band_of;
+  size_t drawn = 0, summarized = 0;
+
+  // The memory clock and the totals (Note [Stacked bands per pixel column]).
+  std::vector<Sample> samples;
+  std::vector<int64_t> total_after;
+
+  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  const int cols = static_cast<int>(pw);
+  const double tmax;
+  // Per column: the event whose state it draws (-1: before any event).
+  std::vector<int64_t> show;
+  std::map<int64_t, std::vector<int64_t>> state;  // event → band values
+  std::vector<const std::vector<int64_t>*> at;    // per column: its band values
+  int64_t top = 1, peak_col = 0;
+  double ymax = 1;
+
+  Svg svg;
+};
+
+void ActiveMemoryChart::MakeBands() {
+  band_of.assign(nb, -1);
   if (before > 0) {
     bands.push_back({"live before the trace began", kBeforeColor, -1,
                      absl::StrCat(HumanBytes(tr.preexisting), " live before the trace began")});
   }
-  size_t drawn = 0, summarized = 0;
   if (by_role) {
-    std::array<int32_t, kNumRoles> role_band;
-    role_band.fill(-1);
-    for (Role role : viz_internal::LegendRoles()) {
-      if (std::none_of(bufs.begin(), bufs.end(), [&](const BufferInfo& b) { return b.role == role; })) continue;
-      role_band[static_cast<size_t>(role)] = static_cast<int32_t>(bands.size());
-      bands.push_back({std::string(RoleName(role)), std::string(viz_internal::RoleColor(role)), -1,
-                       std::string(RoleName(role))});
-    }
-    for (size_t i = 0; i < nb; ++i) band_of[i] = role_band[static_cast<size_t>(bufs[i].role)];
+    MakeRoleBands();
   } else {
-    std::vector<size_t> order;
-    for (size_t i = 0; i < nb; ++i) {
-      if (bufs[i].bytes.value() > 0) order.push_back(i);
-    }
-    std::stable_sort(order.begin(), order.end(),
-                     [&](size_t a, size_t b) { return bufs[a].bytes > bufs[b].bytes; });
-    const size_t keep = std::min(order.size(), static_cast<size_t>(std::max(o.max_active_allocations, 0)));
-    std::vector<size_t> kept(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep));
-    std::stable_sort(kept.begin(), kept.end(),
-                     [&](size_t a, size_t b) { return bufs[a].alloc_event < bufs[b].alloc_event; });
-    for (size_t i : kept) {
-      band_of[i] = static_cast<int32_t>(bands.size());
-      const viz_internal::AllocSource& s = sources[i];
-      std::string title = absl::StrCat(bufs[i].name, " — ", HumanBytes(bufs[i].bytes), " (", bufs[i].bytes.value(),
-                                       " B); live ", viz_internal::WhenLabel(v, v.t0[i]), " → ",
-                                       viz_internal::WhenLabel(v, v.t1[i]));
-      for (const std::string& line : viz_internal::SourceLines(s)) absl::StrAppend(&title, "\n", line);
-      bands.push_back({s.label.empty() ? bufs[i].name : s.label,
-                       viz_internal::BufferColor(r, sources, by, static_cast<BufferId>(i)), static_cast<BufferId>(i),
-                       std::move(title)});
-    }
-    drawn = keep;
-    summarized = order.size() - keep;
-    // The rest: coloured by source, one band per source (the sources with
-    // the most bytes, kMaxSourceBands of them) on top, so what they are
-    // still shows; whatever is left, one grey band above them.
-    std::map<std::string, std::vector<size_t>> by_source;
-    for (size_t k = keep; k < order.size(); ++k) {
-      by_source[by == VizColorBy::kSource ? sources[order[k]].label : std::string("\x01")].push_back(order[k]);
-    }
-    std::vector<std::pair<int64_t, std::string>> groups;  // (-bytes, label)
-    for (const auto& [label, members] : by_source) {
-      int64_t bytes = 0;
-      for (size_t i : members) bytes += bufs[i].bytes.value();
-      groups.push_back({-bytes, label});
-    }
-    std::sort(groups.begin(), groups.end());
-    std::vector<size_t> rest;
-    for (size_t g = 0; g < groups.size(); ++g) {
-      const std::string& label = groups[g].second;
-      const std::vector<size_t>& members = by_source[label];
-      if (by != VizColorBy::kSource || g >= kMaxSourceBands) {
-        rest.insert(rest.end(), members.begin(), members.end());
-        continue;
-      }
-      const std::string name = label.empty() ? "no stack recorded" : label;
-      for (size_t i : members) band_of[i] = static_cast<int32_t>(bands.size());
-      bands.push_back({absl::StrCat(name, " (", WithCommas(static_cast<int64_t>(members.size())), " smaller)"),
-                       label.empty() ? viz_internal::kUnknownSourceColor : viz_internal::LabelColor(label), -1,
-                       absl::StrCat(WithCommas(static_cast<int64_t>(members.size())), " smaller allocations from ",
-                                    name, ", merged: ", HumanBytes(Bytes(-groups[g].first)), " allocated")});
-    }
-    if (!rest.empty()) {
-      for (size_t i : rest) band_of[i] = static_cast<int32_t>(bands.size());
-      bands.push_back({absl::StrCat(WithCommas(static_cast<int64_t>(rest.size())), " smaller allocations"),
-                       kSummarizedColor, -1,
-                       absl::StrCat(WithCommas(static_cast<int64_t>(rest.size())),
-                                    " smaller allocations, summarized (max_active_allocations ",
-                                    o.max_active_allocations, ")")});
-    }
+    MakeAllocationBands();
   }
-  const size_t nbands = bands.size();
+}
 
-  // The memory clock and the totals (Note [Stacked bands per pixel column]).
-  std::vector<Sample> samples;
-  std::vector<int64_t> total_after(n, before);
-  {
-    SimTime clock(0);
-    int64_t cur = before;
-    size_t rep = 0;
-    Sample rep_max{SimTime(0), -1, -1}, rep_last{SimTime(0), -1, -1};
-    for (size_t e = 0; e < n; ++e) {
-      const TraceEvent& ev = tr.events[e];
-      const bool memory = ev.type == EventType::kAlloc || ev.type == EventType::kFree;
-      if (memory) {
-        const int64_t b = bufs[static_cast<size_t>(ev.buffer)].bytes.value();
-        cur += ev.type == EventType::kAlloc ? b : -b;
-        clock = std::max(clock, v.start[e]);
-        samples.push_back({clock, static_cast<int64_t>(e), cur});
-      }
-      total_after[e] = cur;
-      if (rep >= v.repeats.size() || static_cast<int64_t>(e) < v.repeats[rep].first) continue;
-      const viz_internal::RepeatSpan& rs = v.repeats[rep];
-      if (memory) {
-        if (cur > rep_max.total) rep_max = {SimTime(0), static_cast<int64_t>(e), cur};
-        rep_last = {SimTime(0), static_cast<int64_t>(e), cur};
-      }
-      if (static_cast<int64_t>(e) < rs.last) continue;
-      if (rep_max.event >= 0) {
-        samples.push_back({std::max(clock, rs.t0), rep_max.event, rep_max.total});
-        samples.push_back({std::max(clock, rs.t1), rep_last.event, rep_last.total});
-        clock = std::max(clock, rs.t1);
-      }
-      ++rep;
-      rep_max = rep_last = {SimTime(0), -1, -1};
-    }
-    std::stable_sort(samples.begin(), samples.end(), [](const Sample& a, const Sample& b) { return a.t < b.t; });
+void ActiveMemoryChart::MakeRoleBands() {
+  std::array<int32_t, kNumRoles> role_band;
+  role_band.fill(-1);
+  for (Role role : viz_internal::LegendRoles()) {
+    if (std::none_of(bufs.begin(), bufs.end(), [&](const BufferInfo& b) { return b.role == role; })) continue;
+    role_band[static_cast<size_t>(role)] = static_cast<int32_t>(bands.size());
+    bands.push_back({std::string(RoleName(role)), std::string(viz_internal::RoleColor(role)), -1,
+                     std::string(RoleName(role))});
   }
+  for (size_t i = 0; i < nb; ++i) band_of[i] = role_band[static_cast<size_t>(bufs[i].role)];
+}
 
-  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
-  const int cols = static_cast<int>(pw);
-  const double tmax = static_cast<double>(v.step_time.ns());
-  // Per column: the event whose state it draws (-1: before any event).
-  std::vector<int64_t> show(static_cast<size_t>(cols), -1);
+void ActiveMemoryChart::MakeAllocationBands() {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < nb; ++i) {
+    if (bufs[i].bytes.value() > 0) order.push_back(i);
+  }
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return bufs[a].bytes > bufs[b].bytes; });
+  const size_t keep = std::min(order.size(), static_cast<size_t>(std::max(o.max_active_allocations, 0)));
+  std::vector<size_t> kept(order.begin(), order.begin() + static_cast<std::ptrdiff_t>(keep));
+  std::stable_sort(kept.begin(), kept.end(),
+                   [&](size_t a, size_t b) { return bufs[a].alloc_event < bufs[b].alloc_event; });
+  for (size_t i : kept) {
+    band_of[i] = static_cast<int32_t>(bands.size());
+    const viz_internal::AllocSource& s = sources[i];
+    std::string title = absl::StrCat(bufs[i].name, " — ", HumanBytes(bufs[i].bytes), " (", bufs[i].bytes.value(),
+                                     " B); live ", viz_internal::WhenLabel(v, v.t0[i]), " → ",
+                                     viz_internal::WhenLabel(v, v.t1[i]));
+    for (const std::string& line : viz_internal::SourceLines(s)) absl::StrAppend(&title, "\n", line);
+    bands.push_back({s.label.empty() ? bufs[i].name : s.label,
+                     viz_internal::BufferColor(r, sources, by, static_cast<BufferId>(i)), static_cast<BufferId>(i),
+                     std::move(title)});
+  }
+  drawn = keep;
+  summarized = order.size() - keep;
+  // The rest: coloured by source, one band per source (the sources with
+  // the most bytes, kMaxSourceBands of them) on top, so what they are
+  // still shows; whatever is left, one grey band above them.
+  std::map<std::string, std::vector<size_t>> by_source;
+  for (size_t k = keep; k < order.size(); ++k) {
+    by_source[by == VizColorBy::kSource ? sources[order[k]].label : std::string("\x01")].push_back(order[k]);
+  }
+  std::vector<std::pair<int64_t, std::string>> groups;  // (-bytes, label)
+  for (const auto& [label, members] : by_source) {
+    int64_t bytes = 0;
+    for (size_t i : members) bytes += bufs[i].bytes.value();
+    groups.push_back({-bytes, label});
+  }
+  std::sort(groups.begin(), groups.end());
+  std::vector<size_t> rest;
+  for (size_t g = 0; g < groups.size(); ++g) {
+    const std::string& label = groups[g].second;
+    const std::vector<size_t>& members = by_source[label];
+    if (by != VizColorBy::kSource || g >= kMaxSourceBands) {
+      rest.insert(rest.end(), members.begin(), members.end());
+      continue;
+    }
+    const std::string name = label.empty() ? "no stack recorded" : label;
+    for (size_t i : members) band_of[i] = static_cast<int32_t>(bands.size());
+    bands.push_back({absl::StrCat(name, " (", WithCommas(static_cast<int64_t>(members.size())), " smaller)"),
+                     label.empty() ? viz_internal::kUnknownSourceColor : viz_internal::LabelColor(label), -1,
+                     absl::StrCat(WithCommas(static_cast<int64_t>(members.size())), " smaller allocations from ",
+                                  name, ", merged: ", HumanBytes(Bytes(-groups[g].first)), " allocated")});
+  }
+  if (!rest.empty()) {
+    for (size_t i : rest) band_of[i] = static_cast<int32_t>(bands.size());
+    bands.push_back({absl::StrCat(WithCommas(static_cast<int64_t>(rest.size())), " smaller allocations"),
+                     kSummarizedColor, -1,
+                     absl::StrCat(WithCommas(static_cast<int64_t>(rest.size())),
+                                  " smaller allocations, summarized (max_active_allocations ",
+                                  o.max_active_allocations, ")")});
+  }
+}
+
+// The memory clock and the totals (Note [Stacked bands per pixel column]).
+void ActiveMemoryChart::SampleMemoryClock() {
+  total_after.assign(n, before);
+  SimTime clock(0);
+  int64_t cur = before;
+  size_t rep = 0;
+  Sample rep_max{SimTime(0), -1, -1}, rep_last{SimTime(0), -1, -1};
+  for (size_t e = 0; e < n; ++e) {
+    const TraceEvent& ev = tr.events[e];
+    const bool memory = ev.type == EventType::kAlloc || ev.type == EventType::kFree;
+    if (memory) {
+      const int64_t b = bufs[static_cast<size_t>(ev.buffer)].bytes.value();
+      cur += ev.type == EventType::kAlloc ? b : -b;
+      clock = std::max(clock, v.start[e]);
+      samples.push_back({clock, static_cast<int64_t>(e), cur});
+    }
+    total_after[e] = cur;
+    if (rep >= v.repeats.size() || static_cast<int64_t>(e) < v.repeats[rep].first) continue;
+    const viz_internal::RepeatSpan& rs = v.repeats[rep];
+    if (memory) {
+      if (cur > rep_max.total) rep_max = {SimTime(0), static_cast<int64_t>(e), cur};
+      rep_last = {SimTime(0), static_cast<int64_t>(e), cur};
+    }
+    if (static_cast<int64_t>(e) < rs.last) continue;
+    if (rep_max.event >= 0) {
+      samples.push_back({std::max(clock, rs.t0), rep_max.event, rep_max.total});
+      samples.push_back({std::max(clock, rs.t1), rep_last.event, rep_last.total});
+      clock = std::max(clock, rs.t1);
+    }
+    ++rep;
+    rep_max = rep_last = {SimTime(0), -1, -1};
+  }
+  std::stable_sort(samples.begin(), samples.end(), [](const Sample& a, const Sample& b) { return a.t < b.t; });
+}
+
+// Per column, the event whose state it draws and that state's band values;
+// the tallest column (the peak) and the y scale.
+void ActiveMemoryChart::ChooseColumns() {
+  show.assign(static_cast<size_t>(cols), -1);
   {
     int64_t carry = -1;
     size_t p = 0;
@@ -226,9 +276,8 @@ std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) {
   std::vector<int64_t> needed(show.begin(), show.end());
   std::sort(needed.begin(), needed.end());
   needed.erase(std::unique(needed.begin(), needed.end()), needed.end());
-  std::map<int64_t, std::vector<int64_t>> state;  // event → band values
   {
-    std::vector<int64_t> cur(nbands, 0);
+    std::vector<int64_t> cur(bands.size(), 0);
     if (before > 0) cur[0] = before;
     size_t k = 0;
     while (k < needed.size() && needed[k] < 0) state[needed[k++]] = cur;
@@ -244,9 +293,8 @@ std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) {
       while (k < needed.size() && needed[k] == static_cast<int64_t>(e)) state[needed[k++]] = cur;
     }
   }
-  std::vector<const std::vector<int64_t>*> at(static_cast<size_t>(cols));
+  at.resize(static_cast<size_t>(cols));
   for (int c = 0; c < cols; ++c) at[static_cast<size_t>(c)] = &state[show[static_cast<size_t>(c)]];
-  int64_t top = 1, peak_col = 0;
   for (int c = 0; c < cols; ++c) {
     const std::vector<int64_t>& s = *at[static_cast<size_t>(c)];
     int64_t sum = 0;
@@ -256,11 +304,11 @@ std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) {
       peak_col = c;
     }
   }
-  const double ymax = static_cast<double>(top) * 1.08;
-  auto Y = [&](int64_t b) { return kTop + ph - ph * static_cast<double>(b) / ymax; };
-  auto X = [&](int c) { return kLeft + c; };
+  ymax = static_cast<double>(top) * 1.08;
+}
 
-  Svg svg(kWidth, kHeight);
+// The title, the subtitle saying what a band is, and the phase shading.
+void ActiveMemoryChart::DrawTitle() {
   svg.Text(kLeft, 22,
            FitText(absl::StrCat("Active memory timeline — ", r.program.name, ": live bytes by ",
                                 by_role ? "role" : "allocation"),
@@ -280,11 +328,13 @@ std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) {
     const double x1 = kLeft + pw * static_cast<double>(s.t1.ns()) / tmax;
     svg.Rect(x0, kTop, std::max(x1 - x0, 0.5), ph, viz_internal::PhaseColor(s.phase));
   }
+}
 
-  // Bands: per band, its (lo, hi) per column, then one path per live run.
+// Bands: per band, its (lo, hi) per column, then one path per live run.
+void ActiveMemoryChart::DrawBands() {
   std::vector<int64_t> lo(static_cast<size_t>(cols)), hi(static_cast<size_t>(cols));
   std::vector<int64_t> cum(static_cast<size_t>(cols), 0);
-  for (size_t b = 0; b < nbands; ++b) {
+  for (size_t b = 0; b < bands.size(); ++b) {
     for (int c = 0; c < cols; ++c) {
       const int64_t val = std::max<int64_t>((*at[static_cast<size_t>(c)])[b], 0);
       lo[static_cast<size_t>(c)] = cum[static_cast<size_t>(c)];
@@ -320,25 +370,21 @@ std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) {
       c0 = c1 + 1;
     }
   }
+}
 
-  // Peak.
-  {
-    const double xp = X(peak_col) + 0.5, yp = Y(top);
-    svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.2\" stroke-dasharray=\"6,3\"");
-    const bool right = xp > kLeft + pw * 0.6;
-    const int64_t ev = show[static_cast<size_t>(peak_col)];
-    const std::string when = ev >= 0 ? viz_internal::WhenLabel(v, v.start[static_cast<size_t>(ev)]) : "the start";
-    svg.Text(right ? xp - 6 : xp + 6, std::max(yp - 6, kTop + 12),
-             absl::StrCat("peak ", HumanBytes(Bytes(top)), " at ", when),
-             absl::StrCat("fill=\"#c00000\" font-weight=\"bold\" text-anchor=\"", right ? "end" : "start", "\""));
-  }
+void ActiveMemoryChart::DrawPeak() {
+  const double xp = X(peak_col) + 0.5, yp = Y(top);
+  svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.2\" stroke-dasharray=\"6,3\"");
+  const bool right = xp > kLeft + pw * 0.6;
+  const int64_t ev = show[static_cast<size_t>(peak_col)];
+  const std::string when = ev >= 0 ? viz_internal::WhenLabel(v, v.start[static_cast<size_t>(ev)]) : "the start";
+  svg.Text(right ? xp - 6 : xp + 6, std::max(yp - 6, kTop + 12),
+           absl::StrCat("peak ", HumanBytes(Bytes(top)), " at ", when),
+           absl::StrCat("fill=\"#c00000\" font-weight=\"bold\" text-anchor=\"", right ? "end" : "start", "\""));
+}
 
-  // Axes.
-  svg.Rect(kLeft, kTop, pw, ph, "none", "stroke=\"#333\"");
-  viz_internal::DrawBytesAxis(svg, ymax, kLeft, kTop, pw, ph, 6, /*grid=*/true, "live bytes");
-  viz_internal::DrawTimeAxis(svg, v, tmax, kLeft, kTop, pw, ph, kHeight - 10);
-
-  // Legend: the roles, or the sources with the most bytes drawn.
+// Legend: the roles, or the sources with the most bytes drawn.
+void ActiveMemoryChart::DrawLegend() {
   double ly = kTop + 4;
   const double lx = kLeft + pw + 16, lw = kRight - 24;
   svg.Text(lx, ly + 6, by_role ? "role" : absl::StrCat("colour: ", viz_internal::ColorByName(by)),
@@ -382,7 +428,25 @@ std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) {
   }
   ly += 8;
   svg.Text(lx, ly, "hover a band for details", "fill=\"#444\"");
+}
+
+std::string ActiveMemoryChart::Draw() {
+  MakeBands();
+  SampleMemoryClock();
+  ChooseColumns();
+  DrawTitle();
+  DrawBands();
+  DrawPeak();
+  // Axes.
+  svg.Rect(kLeft, kTop, pw, ph, "none", "stroke=\"#333\"");
+  viz_internal::DrawBytesAxis(svg, ymax, kLeft, kTop, pw, ph, 6, /*grid=*/true, "live bytes");
+  viz_internal::DrawTimeAxis(svg, v, tmax, kLeft, kTop, pw, ph, kHeight - 10);
+  DrawLegend();
   return svg.Finish();
 }
+
+}  // namespace
+
+std::string ActiveMemorySvg(const StepReport& r, const VizOptions& o) { return ActiveMemoryChart(r, o).Draw(); }
 
 }  // namespace gpusim

@@ -209,24 +209,86 @@ struct LabelLayer {
   }
 };
 
-}  // namespace
+// A label drawn at a fixed place: the capacity line's, the XLA sections'.
+struct FixedLabel {
+  double x, y;
+  std::string text;
+  bool draw = false;
+};
 
-std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
-  const StepView v = viz_internal::BuildStepView(r);
-  const auto& bufs = r.lowered.buffers;
-  const size_t nb = bufs.size();
-  const std::vector<viz_internal::AllocSource> sources = viz_internal::AllocSources(r);
-  const VizColorBy by = viz_internal::ResolveColorBy(r, sources, o.color_by);
-  auto color_of = [&](size_t i) { return viz_internal::BufferColor(r, sources, by, static_cast<BufferId>(i)); };
+// A buffer's rectangle in pixels; `area` ranks it (Note [Scale]).
+struct MapRect {
+  size_t i;
+  double x, y, w, h, area;
+};
 
-  // Addresses.
-  std::vector<int64_t> addr(nb, 0);
+// One MemoryMapSvg drawing: the placement, the pixel geometry and the SVG
+// being written, shared by its steps (in drawing order: Place, the phases
+// and fixed labels, the band live before the trace, the rectangles and the
+// coverage grid, the graph pools, the labels, the XLA sections, capacity
+// and peak, the axes, the legend).
+struct MemoryMapChart {
+  MemoryMapChart(const StepReport& report, const VizOptions& options)
+      : r(report), o(options), v(viz_internal::BuildStepView(report)), bufs(report.lowered.buffers),
+        nb(bufs.size()), sources(viz_internal::AllocSources(report)),
+        by(viz_internal::ResolveColorBy(report, sources, options.color_by)), svg(kWidth, kHeight) {}
+
+  std::string Draw();
+  void Place();
+  void DrawPhases();
+  void DrawPreBand();
+  void MakeRects();
+  void DrawGrid();
+  void DrawRects();
+  void DrawPoolBands();
+  void DrawLabels();
+  void DrawSections();
+  void DrawCapacityAndPeak();
+  void DrawAxes();
+  void DrawLegend();
+
+  std::string color_of(size_t i) const {
+    return viz_internal::BufferColor(r, sources, by, static_cast<BufferId>(i));
+  }
+  double X(SimTime t) const { return kLeft + pw * static_cast<double>(t.ns()) / tmax; }
+  double Y(double bytes) const { return kTop + ph - ph * bytes / ymax; }
+
+  const StepReport& r;
+  const VizOptions& o;
+  const StepView v;
+  const std::vector<BufferInfo>& bufs;
+  const size_t nb;
+  const std::vector<viz_internal::AllocSource> sources;
+  const VizColorBy by;
+
+  // Addresses (Place).
+  std::vector<int64_t> addr;
   int64_t height = 0;
   std::string placement = "addresses: first fit (display)";
   bool pre_band = true;  // the bytes live before the trace drawn as a band at the bottom
   std::map<int32_t, PoolBand> pool_bands;
-  Bytes args(0), outs(0);
-  const bool xla_offsets = v.xla && r.temp_offsets.size() == nb;
+  Bytes args{0}, outs{0};
+  bool xla_offsets = false;
+  bool show_capacity = false;
+  double ymax = 1;
+  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  double tmax = 1;
+
+  Svg svg;
+  // Text that must stay readable, in priority order: the capacity line's and
+  // the XLA sections' labels (drawn over the blocks below), then the phase
+  // names, then the blocks' own labels; whatever would overprint is dropped.
+  LabelLayer layer;
+  std::vector<FixedLabel> fixed;  // capacity, then ▲ outputs, ▼ arguments, temp heap
+  // Rectangles: pixel geometry, then the largest max_rects drawn, the rest gridded.
+  std::vector<MapRect> rects;
+  size_t keep = 0;
+  size_t aggregated = 0;
+};
+
+void MemoryMapChart::Place() {
+  addr.assign(nb, 0);
+  xla_offsets = v.xla && r.temp_offsets.size() == nb;
   if (xla_offsets) {
     for (const BufferInfo& b : bufs) {
       if (b.argument) {
@@ -268,34 +330,16 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   height = std::max<int64_t>(height, 1);
   // capacity <= 1.25 x height, written so that a height near INT64_MAX (a
   // huge recorded request) cannot overflow.
-  const bool show_capacity = r.capacity.value() > 0 && r.capacity.value() / 5 <= height / 4;
-  const double ymax = static_cast<double>(show_capacity ? std::max(height, r.capacity.value()) : height) * 1.03;
+  show_capacity = r.capacity.value() > 0 && r.capacity.value() / 5 <= height / 4;
+  ymax = static_cast<double>(show_capacity ? std::max(height, r.capacity.value()) : height) * 1.03;
+  tmax = static_cast<double>(v.step_time.ns());
+}
 
-  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
-  const double tmax = static_cast<double>(v.step_time.ns());
-  auto X = [&](SimTime t) { return kLeft + pw * static_cast<double>(t.ns()) / tmax; };
-  auto Y = [&](double bytes) { return kTop + ph - ph * bytes / ymax; };
-
-  Svg svg(kWidth, kHeight);
-  svg.Text(kLeft, 22,
-           absl::StrCat("Memory map — ", r.program.name, " on ", r.spec.device.name, " (",
-                        v.xla ? "XLA static buffer assignment" : "eager", ")"),
-           "font-size=\"16\" font-weight=\"bold\"");
-
-  // Phase shading.
+// Phase shading, then the fixed labels' places and the phase names.
+void MemoryMapChart::DrawPhases() {
   for (const auto& s : v.phases) {
     svg.Rect(X(s.t0), kTop, std::max(X(s.t1) - X(s.t0), 0.5), ph, viz_internal::PhaseColor(s.phase));
   }
-  // Text that must stay readable, in priority order: the capacity line's and
-  // the XLA sections' labels (drawn over the blocks below), then the phase
-  // names, then the blocks' own labels; whatever would overprint is dropped.
-  LabelLayer layer;
-  struct Fixed {
-    double x, y;
-    std::string text;
-    bool draw = false;
-  };
-  std::vector<Fixed> fixed;  // capacity, then ▲ outputs, ▼ arguments, temp heap
   if (show_capacity) {
     fixed.push_back({kLeft + pw - 4, Y(static_cast<double>(r.capacity.value())) - 4,
                      absl::StrCat("capacity ", HumanBytes(r.capacity))});
@@ -310,7 +354,7 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
                      absl::StrCat("temp heap ", HumanBytes(r.temp), " (packed ", r.heap_algorithm, "; live peak ",
                                   HumanBytes(r.temp_live_peak), ")")});
   }
-  for (Fixed& f : fixed) f.draw = layer.Take(LabelLayer::Of(f.x, f.y, f.text, 11, "end"));
+  for (FixedLabel& f : fixed) f.draw = layer.Take(LabelLayer::Of(f.x, f.y, f.text, 11, "end"));
   for (const auto& s : v.phases) {
     if (X(s.t1) - X(s.t0) <= 50) continue;
     const std::string label = FitText(s.label, X(s.t1) - X(s.t0) - 6, 10);
@@ -318,76 +362,81 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
       svg.Text(X(s.t0) + 3, kTop + 11, label, "fill=\"#777\" font-size=\"10\"");
     }
   }
+}
 
-  if (!xla_offsets && pre_band && r.lowered.trace.preexisting.value() > 0) {
-    const Bytes pre = r.lowered.trace.preexisting;
-    const double y = Y(static_cast<double>(pre.value()));
-    svg.RectWithTitle(kLeft, y, pw, Y(0) - y, "#8c8c8c",
-                      absl::StrCat(HumanBytes(pre), " live before the trace began (", WithCommas(pre.value()), " B)"),
-                      "fill-opacity=\"0.35\"");
-    if (Y(0) - y > 14) {
-      svg.Text(kLeft + 6, (y + Y(0)) / 2 + 4, absl::StrCat("live before the trace began: ", HumanBytes(pre)),
-               "fill=\"#333\"");
-    }
+void MemoryMapChart::DrawPreBand() {
+  if (xla_offsets || !pre_band || r.lowered.trace.preexisting.value() <= 0) return;
+  const Bytes pre = r.lowered.trace.preexisting;
+  const double y = Y(static_cast<double>(pre.value()));
+  svg.RectWithTitle(kLeft, y, pw, Y(0) - y, "#8c8c8c",
+                    absl::StrCat(HumanBytes(pre), " live before the trace began (", WithCommas(pre.value()), " B)"),
+                    "fill-opacity=\"0.35\"");
+  if (Y(0) - y > 14) {
+    svg.Text(kLeft + 6, (y + Y(0)) / 2 + 4, absl::StrCat("live before the trace began: ", HumanBytes(pre)),
+             "fill=\"#333\"");
   }
+}
 
-  // Rectangles: pixel geometry, then the largest max_rects drawn, the rest gridded.
-  struct R { size_t i; double x, y, w, h, area; };
-  std::vector<R> rects;
+void MemoryMapChart::MakeRects() {
   rects.reserve(nb);
   for (size_t i = 0; i < nb; ++i) {
     if (bufs[i].bytes.value() <= 0) continue;
     const double x0 = X(v.t0[i]), x1 = X(v.t1[i]);
     const double y0 = Y(static_cast<double>(addr[i] + bufs[i].bytes.value())), y1 = Y(static_cast<double>(addr[i]));
-    R rr{i, x0, y0, std::max(x1 - x0, 0.6), std::max(y1 - y0, 0.4), 0};
+    MapRect rr{i, x0, y0, std::max(x1 - x0, 0.6), std::max(y1 - y0, 0.4), 0};
     rr.area = (x1 - x0 + 0.6) * (y1 - y0 + 0.4);
     rects.push_back(rr);
   }
-  std::stable_sort(rects.begin(), rects.end(), [](const R& a, const R& b) { return a.area > b.area; });
-  const size_t keep = std::min(rects.size(), static_cast<size_t>(std::max(o.max_rects, 0)));
-  size_t aggregated = 0;
-  if (keep < rects.size()) {
-    const int cols = static_cast<int>(std::ceil(pw / kCell)), rows = static_cast<int>(std::ceil(ph / kCell));
-    std::vector<float> cover(static_cast<size_t>(cols) * static_cast<size_t>(rows), 0.f);
-    for (size_t k = keep; k < rects.size(); ++k) {
-      const R& q = rects[k];
-      ++aggregated;
-      const int c0 = std::clamp(static_cast<int>((q.x - kLeft) / kCell), 0, cols - 1);
-      const int c1 = std::clamp(static_cast<int>((q.x + q.w - kLeft) / kCell), 0, cols - 1);
-      const int r0 = std::clamp(static_cast<int>((q.y - kTop) / kCell), 0, rows - 1);
-      const int r1 = std::clamp(static_cast<int>((q.y + q.h - kTop) / kCell), 0, rows - 1);
-      for (int rr = r0; rr <= r1; ++rr) {
-        const double oy = std::min(q.y + q.h, kTop + (rr + 1) * kCell) - std::max(q.y, kTop + rr * kCell);
-        for (int cc = c0; cc <= c1; ++cc) {
-          const double ox = std::min(q.x + q.w, kLeft + (cc + 1) * kCell) - std::max(q.x, kLeft + cc * kCell);
-          if (ox > 0 && oy > 0) cover[static_cast<size_t>(rr) * cols + cc] += static_cast<float>(ox * oy / (kCell * kCell));
-        }
-      }
-    }
-    // Quantised opacity, runs of equal cells merged per grid row.
-    for (int rr = 0; rr < rows; ++rr) {
-      int cc = 0;
-      while (cc < cols) {
-        const float f = std::min(cover[static_cast<size_t>(rr) * cols + cc], 1.f);
-        const int level = f <= 0 ? 0 : std::max(1, static_cast<int>(std::lround(f * 4)));
-        int end = cc + 1;
-        while (end < cols) {
-          const float g = std::min(cover[static_cast<size_t>(rr) * cols + end], 1.f);
-          const int lg = g <= 0 ? 0 : std::max(1, static_cast<int>(std::lround(g * 4)));
-          if (lg != level) break;
-          ++end;
-        }
-        if (level > 0) {
-          svg.Rect(kLeft + cc * kCell, kTop + rr * kCell, (end - cc) * kCell, kCell, "#555555",
-                   absl::StrFormat("fill-opacity=\"%.2f\"", 0.25 * level));
-        }
-        cc = end;
+  std::stable_sort(rects.begin(), rects.end(), [](const MapRect& a, const MapRect& b) { return a.area > b.area; });
+  keep = std::min(rects.size(), static_cast<size_t>(std::max(o.max_rects, 0)));
+}
+
+// The rectangles past the largest `keep`: a coverage grid (Note [Scale]).
+void MemoryMapChart::DrawGrid() {
+  if (keep >= rects.size()) return;
+  const int cols = static_cast<int>(std::ceil(pw / kCell)), rows = static_cast<int>(std::ceil(ph / kCell));
+  std::vector<float> cover(static_cast<size_t>(cols) * static_cast<size_t>(rows), 0.f);
+  for (size_t k = keep; k < rects.size(); ++k) {
+    const MapRect& q = rects[k];
+    ++aggregated;
+    const int c0 = std::clamp(static_cast<int>((q.x - kLeft) / kCell), 0, cols - 1);
+    const int c1 = std::clamp(static_cast<int>((q.x + q.w - kLeft) / kCell), 0, cols - 1);
+    const int r0 = std::clamp(static_cast<int>((q.y - kTop) / kCell), 0, rows - 1);
+    const int r1 = std::clamp(static_cast<int>((q.y + q.h - kTop) / kCell), 0, rows - 1);
+    for (int rr = r0; rr <= r1; ++rr) {
+      const double oy = std::min(q.y + q.h, kTop + (rr + 1) * kCell) - std::max(q.y, kTop + rr * kCell);
+      for (int cc = c0; cc <= c1; ++cc) {
+        const double ox = std::min(q.x + q.w, kLeft + (cc + 1) * kCell) - std::max(q.x, kLeft + cc * kCell);
+        if (ox > 0 && oy > 0) cover[static_cast<size_t>(rr) * cols + cc] += static_cast<float>(ox * oy / (kCell * kCell));
       }
     }
   }
-  // Drawn smallest first so large ones are never hidden under small ones.
+  // Quantised opacity, runs of equal cells merged per grid row.
+  for (int rr = 0; rr < rows; ++rr) {
+    int cc = 0;
+    while (cc < cols) {
+      const float f = std::min(cover[static_cast<size_t>(rr) * cols + cc], 1.f);
+      const int level = f <= 0 ? 0 : std::max(1, static_cast<int>(std::lround(f * 4)));
+      int end = cc + 1;
+      while (end < cols) {
+        const float g = std::min(cover[static_cast<size_t>(rr) * cols + end], 1.f);
+        const int lg = g <= 0 ? 0 : std::max(1, static_cast<int>(std::lround(g * 4)));
+        if (lg != level) break;
+        ++end;
+      }
+      if (level > 0) {
+        svg.Rect(kLeft + cc * kCell, kTop + rr * kCell, (end - cc) * kCell, kCell, "#555555",
+                 absl::StrFormat("fill-opacity=\"%.2f\"", 0.25 * level));
+      }
+      cc = end;
+    }
+  }
+}
+
+// Drawn smallest first so large ones are never hidden under small ones.
+void MemoryMapChart::DrawRects() {
   for (size_t k = keep; k-- > 0;) {
-    const R& q = rects[k];
+    const MapRect& q = rects[k];
     const BufferInfo& b = bufs[q.i];
     const std::string title = absl::StrCat(b.name, " — ", HumanBytes(b.bytes), " (", b.bytes.value(), " B), ",
                                            std::string(RoleName(b.role)), "; live ", viz_internal::WhenLabel(v, v.t0[q.i]), " → ",
@@ -406,9 +455,11 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
                       absl::StrCat("data-b=\"", q.i, "\"",
                                    q.h >= 3 && q.w >= 3 ? " stroke=\"#ffffff\" stroke-width=\"0.5\"" : ""));
   }
+}
 
-  // CUDA graph private pools: each pool's segments, outlined across the
-  // step (a pool keeps them while its graph lives).
+// CUDA graph private pools: each pool's segments, outlined across the
+// step (a pool keeps them while its graph lives).
+void MemoryMapChart::DrawPoolBands() {
   for (const auto& [pool, band] : pool_bands) {
     const double y_hi = Y(static_cast<double>(band.hi)), y_lo = Y(static_cast<double>(band.lo));
     svg.RectWithTitle(kLeft, y_hi, pw, std::max(y_lo - y_hi, 0.5), "#7b3294",
@@ -421,9 +472,11 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
       svg.Text(kLeft + pw - 4, y_hi + 11, label, "fill=\"#7b3294\" font-size=\"10\" text-anchor=\"end\"");
     }
   }
+}
 
-  // Labels: the largest rectangles that hold a line of text; buffers the
-  // step creates first (they explain the peak), then arguments.
+// Labels: the largest rectangles that hold a line of text; buffers the
+// step creates first (they explain the peak), then arguments.
+void MemoryMapChart::DrawLabels() {
   int labels = 0;
   std::vector<size_t> order;
   for (int pass = 0; pass < 2; ++pass) {
@@ -433,7 +486,7 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   }
   for (size_t k : order) {
     if (labels >= o.max_labels) break;
-    const R& q = rects[k];
+    const MapRect& q = rects[k];
     if (q.h < 11 || q.w < 70) continue;
     const BufferInfo& b = bufs[q.i];
     const viz_internal::AllocSource& src = sources[q.i];
@@ -460,22 +513,24 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
       svg.Text(q.x + 4, q.y + q.h / 2 + 4, FitText(line, room, 10.5), fill);
     }
   }
+}
 
-  // XLA sections: arguments | outputs | temp heap.
-  if (xla_offsets) {
-    const double base = static_cast<double>(args.value() + outs.value());
-    svg.Line(kLeft, Y(static_cast<double>(args.value())), kLeft + pw, Y(static_cast<double>(args.value())), "#333",
-             "stroke-dasharray=\"2,3\"");
-    svg.Line(kLeft, Y(base), kLeft + pw, Y(base), "#333", "stroke-dasharray=\"2,3\"");
-    svg.Line(kLeft, Y(base + static_cast<double>(r.temp.value())), kLeft + pw,
-             Y(base + static_cast<double>(r.temp.value())), "#333", "stroke-dasharray=\"2,3\"");
-    const std::string a = "fill=\"#333\" font-size=\"10\" text-anchor=\"end\"";
-    for (size_t k = show_capacity ? 1 : 0; k < fixed.size(); ++k) {
-      if (fixed[k].draw) svg.Text(fixed[k].x, fixed[k].y, fixed[k].text, a);
-    }
+// XLA sections: arguments | outputs | temp heap.
+void MemoryMapChart::DrawSections() {
+  if (!xla_offsets) return;
+  const double base = static_cast<double>(args.value() + outs.value());
+  svg.Line(kLeft, Y(static_cast<double>(args.value())), kLeft + pw, Y(static_cast<double>(args.value())), "#333",
+           "stroke-dasharray=\"2,3\"");
+  svg.Line(kLeft, Y(base), kLeft + pw, Y(base), "#333", "stroke-dasharray=\"2,3\"");
+  svg.Line(kLeft, Y(base + static_cast<double>(r.temp.value())), kLeft + pw,
+           Y(base + static_cast<double>(r.temp.value())), "#333", "stroke-dasharray=\"2,3\"");
+  const std::string a = "fill=\"#333\" font-size=\"10\" text-anchor=\"end\"";
+  for (size_t k = show_capacity ? 1 : 0; k < fixed.size(); ++k) {
+    if (fixed[k].draw) svg.Text(fixed[k].x, fixed[k].y, fixed[k].text, a);
   }
+}
 
-  // Capacity and peak.
+void MemoryMapChart::DrawCapacityAndPeak() {
   if (show_capacity) {
     const double yc = Y(static_cast<double>(r.capacity.value()));
     svg.Line(kLeft, yc, kLeft + pw, yc, "#c00000", "stroke-width=\"1.5\"");
@@ -491,8 +546,9 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
                      anchor == "end" ? xp - kLeft : kWidth - xp - 8, 12),
              absl::StrCat("fill=\"#c00000\" font-weight=\"bold\" text-anchor=\"", anchor, "\""));
   }
+}
 
-  // Axes.
+void MemoryMapChart::DrawAxes() {
   svg.Rect(kLeft, kTop, pw, ph, "none", "stroke=\"#333\"");
   viz_internal::DrawBytesAxis(svg, ymax, kLeft, kTop, pw, ph, 8, /*grid=*/false, "address");
   viz_internal::DrawTimeAxis(svg, v, tmax, kLeft, kTop, pw, ph, kHeight - 10);
@@ -500,8 +556,9 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
   if (v.iterations.size() <= 400) {
     for (const auto& s : v.iterations) svg.Line(X(s.t0), kTop + ph, X(s.t0), kTop + ph - 5, "#777");
   }
+}
 
-  // Legend.
+void MemoryMapChart::DrawLegend() {
   double ly = kTop + 4;
   const double lx = kLeft + pw + 16;
   svg.Text(lx, ly + 6, by == VizColorBy::kRole ? "role" : absl::StrCat("colour: ", viz_internal::ColorByName(by)),
@@ -571,7 +628,30 @@ std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) {
     svg.Text(lx, ly, s, "fill=\"#444\"");
     ly += 15;
   }
+}
+
+std::string MemoryMapChart::Draw() {
+  Place();
+  svg.Text(kLeft, 22,
+           absl::StrCat("Memory map — ", r.program.name, " on ", r.spec.device.name, " (",
+                        v.xla ? "XLA static buffer assignment" : "eager", ")"),
+           "font-size=\"16\" font-weight=\"bold\"");
+  DrawPhases();
+  DrawPreBand();
+  MakeRects();
+  DrawGrid();
+  DrawRects();
+  DrawPoolBands();
+  DrawLabels();
+  DrawSections();
+  DrawCapacityAndPeak();
+  DrawAxes();
+  DrawLegend();
   return svg.Finish();
 }
+
+}  // namespace
+
+std::string MemoryMapSvg(const StepReport& r, const VizOptions& o) { return MemoryMapChart(r, o).Draw(); }
 
 }  // namespace gpusim

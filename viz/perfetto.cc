@@ -202,53 +202,82 @@ RecordedClock RecordedClockOf(const viz_internal::StepView& v, const Trace& tr, 
   return c;
 }
 
-}  // namespace
+// One PerfettoJson call: the trace events being written (`ev`), the clock
+// they are written on, and the memory clock, shared by its steps in the
+// order the file lists them (threads, slices, repeats, buffers, counters,
+// instants).
+struct PerfettoWriter {
+  PerfettoWriter(const StepReport& report, const VizOptions& options)
+      : r(report), o(options), v(viz_internal::BuildStepView(report)), tr(report.lowered.trace),
+        n(tr.events.size()), rc(RecordedClockOf(v, tr, options)), base(rc.use ? rc.origin : SimTime(0)) {}
 
-std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
-  const viz_internal::StepView v = viz_internal::BuildStepView(r);
-  const Trace& tr = r.lowered.trace;
-  const size_t n = tr.events.size();
-  std::vector<std::string> ev;
-  // Times are written on the trace's own clock when it has one (Note [A
-  // snapshot's clock]): `base` is its origin, 0 on the simulated clock.
-  const RecordedClock rc = RecordedClockOf(v, tr, o);
-  const SimTime base = rc.use ? rc.origin : SimTime(0);
-  auto At = [base](SimTime t) { return Us(t + base); };
-  ev.push_back(absl::StrCat("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":",
-                            Str(absl::StrCat(r.spec.device.name, ": ", r.program.name)), "}}"));
-  ev.push_back("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":1}}");
-  auto thread = [&](int tid, std::string_view name) {
+  std::string Write();
+  void WriteThreads();
+  void WriteSlices();
+  void WriteRepeatSlices();
+  void MemoryClock();
+  std::string FramesOf(const BufferInfo& b) const;
+  void WriteBuffers();
+  void WriteCounters();
+  void WriteInstants();
+  std::string Finish() const;
+
+  std::string At(SimTime t) const { return Us(t + base); }
+  void Thread(int tid, std::string_view name) {
     ev.push_back(absl::StrCat("{\"ph\":\"M\",\"pid\":1,\"tid\":", tid, ",\"name\":\"thread_name\",\"args\":{\"name\":",
                               Str(name), "}}"));
     ev.push_back(absl::StrCat("{\"ph\":\"M\",\"pid\":1,\"tid\":", tid,
                               ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":", tid, "}}"));
-  };
-  thread(kPhaseTid, "phases");
-  thread(kLoopTid, "loops");
-  thread(kIterationTid, "loop iterations");
+  }
+  void Slice(int tid, std::string_view name, std::string_view cat, SimTime t0, SimTime t1, const std::string& args) {
+    ev.push_back(absl::StrCat("{\"ph\":\"X\",\"pid\":1,\"tid\":", tid, ",\"ts\":", At(t0),
+                              ",\"dur\":", UsOfTicks(Ticks(t1) - Ticks(t0)),
+                              ",\"name\":", Str(name), ",\"cat\":", Str(cat),
+                              args.empty() ? "" : ",\"args\":{", args, args.empty() ? "" : "}", "}"));
+  }
+
+  const StepReport& r;
+  const VizOptions& o;
+  const viz_internal::StepView v;
+  const Trace& tr;
+  const size_t n;
+  // Times are written on the trace's own clock when it has one (Note [A
+  // snapshot's clock]): `base` is its origin, 0 on the simulated clock.
+  const RecordedClock rc;
+  const SimTime base;
+  std::vector<std::string> ev;
   std::vector<StreamId> streams;
+  // The memory clock: per event, the running maximum of issue times, or of
+  // the recorded times (Note [A snapshot's clock]); `end` bounds the file.
+  std::vector<SimTime> mt;
+  SimTime end;
+  std::vector<viz_internal::AllocSource> sources;
+};
+
+void PerfettoWriter::WriteThreads() {
+  ev.push_back(absl::StrCat("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_name\",\"args\":{\"name\":",
+                            Str(absl::StrCat(r.spec.device.name, ": ", r.program.name)), "}}"));
+  ev.push_back("{\"ph\":\"M\",\"pid\":1,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":1}}");
+  Thread(kPhaseTid, "phases");
+  Thread(kLoopTid, "loops");
+  Thread(kIterationTid, "loop iterations");
   for (const StreamInfo& s : tr.streams) {
-    thread(1 + s.id, absl::StrCat("stream ", s.id, ": ", s.name));
+    Thread(1 + s.id, absl::StrCat("stream ", s.id, ": ", s.name));
     streams.push_back(s.id);
   }
   for (const TraceEvent& e : tr.events) {
     if (std::find(streams.begin(), streams.end(), e.stream) == streams.end()) {
       streams.push_back(e.stream);
-      thread(1 + e.stream, absl::StrCat("stream ", e.stream));
+      Thread(1 + e.stream, absl::StrCat("stream ", e.stream));
     }
   }
+}
 
-  auto slice = [&](int tid, std::string_view name, std::string_view cat, SimTime t0, SimTime t1,
-                   const std::string& args) {
-    ev.push_back(absl::StrCat("{\"ph\":\"X\",\"pid\":1,\"tid\":", tid, ",\"ts\":", At(t0),
-                              ",\"dur\":", UsOfTicks(Ticks(t1) - Ticks(t0)),
-                              ",\"name\":", Str(name), ",\"cat\":", Str(cat),
-                              args.empty() ? "" : ",\"args\":{", args, args.empty() ? "" : "}", "}"));
-  };
-  for (const auto& s : v.phases) slice(kPhaseTid, s.label, "phase", s.t0, s.t1, "");
-  for (const auto& s : v.loops) slice(kLoopTid, s.label, "loop", s.t0, s.t1, "");
+void PerfettoWriter::WriteSlices() {
+  for (const auto& s : v.phases) Slice(kPhaseTid, s.label, "phase", s.t0, s.t1, "");
+  for (const auto& s : v.loops) Slice(kLoopTid, s.label, "loop", s.t0, s.t1, "");
   for (const auto& s : v.iterations) {
-    slice(kIterationTid, s.label, "iteration", s.t0, s.t1,
+    Slice(kIterationTid, s.label, "iteration", s.t0, s.t1,
           absl::StrCat("\"first_op\":", s.op0, ",\"last_op\":", s.op1 - 1));
   }
   for (size_t i = 0; i < n; ++i) {
@@ -259,13 +288,16 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
                                     absl::StrFormat("%.17g", e.flops), ",\"bytes_read\":", e.bytes_read.value(),
                                     ",\"bytes_written\":", e.bytes_written.value());
     if (e.recompute) absl::StrAppend(&args, ",\"recompute\":true");
-    slice(1 + e.stream, e.name, EventTypeName(e.type), v.start[i], v.end[i], args);
+    Slice(1 + e.stream, e.name, EventTypeName(e.type), v.start[i], v.end[i], args);
   }
-  // Note [Repeated iterations in the charts] (viz/step_view.h): per stream
-  // a repeat ran on, one slice over its further iterations (the first one's
-  // start on that stream plus a period to its end there plus times - 1
-  // periods: after its run as built, before the events after it), and one
-  // on the iterations track.
+}
+
+// Note [Repeated iterations in the charts] (viz/step_view.h): per stream
+// a repeat ran on, one slice over its further iterations (the first one's
+// start on that stream plus a period to its end there plus times - 1
+// periods: after its run as built, before the events after it), and one
+// on the iterations track.
+void PerfettoWriter::WriteRepeatSlices() {
   for (const viz_internal::RepeatSpan& rs : v.repeats) {
     const std::string name = absl::StrCat(rs.label, " ×", rs.times - 1, " more (built once)");
     const std::string args =
@@ -280,18 +312,18 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
         b = Max(b, v.end[static_cast<size_t>(i)]);
       }
       if (b < a) continue;
-      slice(1 + s, name, "repeat", a + rs.period, b + rs.period * (rs.times - 1), args);
+      Slice(1 + s, name, "repeat", a + rs.period, b + rs.period * (rs.times - 1), args);
     }
     SimTime t1 = rs.t1;
     for (const auto& it : v.iterations) {
       if (it.t0 >= rs.t0 && it.t0 < t1) t1 = it.t0;  // siblings on one track do not overlap
     }
-    slice(kIterationTid, name, "iteration", rs.t0, t1, args);
+    Slice(kIterationTid, name, "iteration", rs.t0, t1, args);
   }
+}
 
-  // The memory clock: per event, the running maximum of issue times, or of
-  // the recorded times (Note [A snapshot's clock]).
-  std::vector<SimTime> mt(n);
+void PerfettoWriter::MemoryClock() {
+  mt.resize(n);
   SimTime clock(0);
   for (size_t i = 0; i < n; ++i) {
     if (tr.events[i].type == EventType::kAlloc || tr.events[i].type == EventType::kFree) {
@@ -299,37 +331,40 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
     }
     mt[i] = clock;
   }
-  const SimTime end = rc.use ? std::max(clock, SimTime(1)) : v.step_time;
+  end = rc.use ? std::max(clock, SimTime(1)) : v.step_time;
   if (v.phases.empty() && n > 0) {
     // A trace without ops has no phase slices: one slice over the whole
     // recording bounds the trace (Perfetto's time range) and names its clock.
-    slice(kPhaseTid, rc.use ? "recorded window" : "memory events", "recording", SimTime(0), end,
+    Slice(kPhaseTid, rc.use ? "recorded window" : "memory events", "recording", SimTime(0), end,
           absl::StrCat("\"events\":", n, ",\"clock\":", Str(rc.name)));
   }
+}
 
-  // ",\"frames\":[...]" of the call stack `b`'s alloc recorded (innermost
-  // first, "function (file:line)"), or "" when none was.
-  // Shown as memory_viz shows them (Note [memory_viz's frame filter],
-  // sim/trace/frames.h), with the source the charts label the block by.
-  const std::vector<viz_internal::AllocSource> sources = viz_internal::AllocSources(r);
-  auto Frames = [&](const BufferInfo& b) -> std::string {
-    const viz_internal::AllocSource& src = sources[static_cast<size_t>(b.id)];
-    std::string out;
-    if (!src.label.empty()) absl::StrAppend(&out, ",\"source\":", Str(src.label));
-    if (!src.module.empty()) absl::StrAppend(&out, ",\"module\":", Str(src.module));
-    if (!src.op.empty()) absl::StrAppend(&out, ",\"op\":", Str(src.op));
-    if (b.alloc_event < 0 || static_cast<size_t>(b.alloc_event) >= n) return out;
-    const std::vector<int32_t>& stack = tr.events[static_cast<size_t>(b.alloc_event)].stack;
-    if (stack.empty()) return out;
-    const std::vector<std::string> lines = ShownFrameLines(tr.frames, stack, SIZE_MAX);
-    absl::StrAppend(&out, ",\"frames\":[");
-    for (size_t k = 0; k < lines.size(); ++k) absl::StrAppend(&out, k ? "," : "", Str(lines[k]));
-    absl::StrAppend(&out, "]");
-    const size_t hidden = stack.size() - ShownStack(tr.frames, stack).size();
-    if (hidden > 0) absl::StrAppend(&out, ",\"frames_hidden\":", hidden);
-    return out;
-  };
-  // Buffer lifetimes as async slices (matched by cat, id and name).
+// ",\"frames\":[...]" of the call stack `b`'s alloc recorded (innermost
+// first, "function (file:line)"), or "" when none was.
+// Shown as memory_viz shows them (Note [memory_viz's frame filter],
+// sim/trace/frames.h), with the source the charts label the block by.
+std::string PerfettoWriter::FramesOf(const BufferInfo& b) const {
+  const viz_internal::AllocSource& src = sources[static_cast<size_t>(b.id)];
+  std::string out;
+  if (!src.label.empty()) absl::StrAppend(&out, ",\"source\":", Str(src.label));
+  if (!src.module.empty()) absl::StrAppend(&out, ",\"module\":", Str(src.module));
+  if (!src.op.empty()) absl::StrAppend(&out, ",\"op\":", Str(src.op));
+  if (b.alloc_event < 0 || static_cast<size_t>(b.alloc_event) >= n) return out;
+  const std::vector<int32_t>& stack = tr.events[static_cast<size_t>(b.alloc_event)].stack;
+  if (stack.empty()) return out;
+  const std::vector<std::string> lines = ShownFrameLines(tr.frames, stack, SIZE_MAX);
+  absl::StrAppend(&out, ",\"frames\":[");
+  for (size_t k = 0; k < lines.size(); ++k) absl::StrAppend(&out, k ? "," : "", Str(lines[k]));
+  absl::StrAppend(&out, "]");
+  const size_t hidden = stack.size() - ShownStack(tr.frames, stack).size();
+  if (hidden > 0) absl::StrAppend(&out, ",\"frames_hidden\":", hidden);
+  return out;
+}
+
+// Buffer lifetimes as async slices (matched by cat, id and name).
+void PerfettoWriter::WriteBuffers() {
+  sources = viz_internal::AllocSources(r);
   for (const BufferInfo& b : r.lowered.buffers) {
     if (b.bytes.value() <= 0) continue;
     const SimTime t0 = b.alloc_event >= 0 ? mt[static_cast<size_t>(b.alloc_event)] : SimTime(0);
@@ -343,12 +378,14 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
     ev.push_back(absl::StrCat("{\"ph\":\"b\",", head, ",\"ts\":", At(t0), ",\"args\":{\"buffer\":", Str(b.name),
                               ",\"bytes\":", b.bytes.value(),
                               ",\"role\":", Str(RoleName(b.role)), ",\"origin\":", Str(b.origin),
-                              ",\"alloc_event\":", b.alloc_event, ",\"free_event\":", b.free_event, Frames(b),
+                              ",\"alloc_event\":", b.alloc_event, ",\"free_event\":", b.free_event, FramesOf(b),
                               "}}"));
     ev.push_back(absl::StrCat("{\"ph\":\"e\",", head, ",\"ts\":", At(t1), "}"));
   }
+}
 
-  // Counter tracks.
+// Counter tracks.
+void PerfettoWriter::WriteCounters() {
   std::vector<std::string> role_names;
   for (Role role : viz_internal::LegendRoles()) role_names.emplace_back(RoleName(role));
   CounterTrack live("live bytes", {"live"}, base);
@@ -431,7 +468,10 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
   for (auto& t : tracks) {
     for (std::string& e : t) ev.push_back(std::move(e));
   }
+}
 
+// The peak and the out-of-memory instants.
+void PerfettoWriter::WriteInstants() {
   if (v.peak_event >= 0) {
     ev.push_back(absl::StrCat("{\"ph\":\"i\",\"s\":\"g\",\"pid\":1,\"tid\":", kPhaseTid, ",\"ts\":",
                               At(mt[static_cast<size_t>(v.peak_event)]), ",\"name\":",
@@ -450,7 +490,10 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
         ",\"live_bytes\":", r.sim.oom.live.value(), ",\"reserved_bytes\":", r.sim.oom.reserved.value(),
         ",\"capacity_bytes\":", r.sim.oom.capacity.value(), ",\"buffer\":", Str(r.sim.oom.buffer), "}}"));
   }
+}
 
+// otherData, then the events.
+std::string PerfettoWriter::Finish() const {
   std::string out = "{\"displayTimeUnit\":\"ns\",\n\"otherData\":{";
   absl::StrAppend(&out, "\"program\":", Str(r.program.name), ",\"device\":", Str(r.spec.device.name),
                   ",\"framework\":", Str(r.spec.framework), ",\"allocator\":", Str(r.sim.allocator_name),
@@ -467,6 +510,21 @@ std::string PerfettoJson(const StepReport& r, const VizOptions& o) {
   out += "]}\n";
   return out;
 }
+
+std::string PerfettoWriter::Write() {
+  WriteThreads();
+  WriteSlices();
+  WriteRepeatSlices();
+  MemoryClock();
+  WriteBuffers();
+  WriteCounters();
+  WriteInstants();
+  return Finish();
+}
+
+}  // namespace
+
+std::string PerfettoJson(const StepReport& r, const VizOptions& o) { return PerfettoWriter(r, o).Write(); }
 
 absl::Status WritePerfettoTimeline(const StepReport& r, const std::string& path, const VizOptions& o) {
   return WriteFileAtomically(path, PerfettoJson(r, o));

@@ -79,15 +79,9 @@ struct Series {
   Curve curve;
 };
 
-}  // namespace
-
-std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
-  const StepView v = viz_internal::BuildStepView(r);
-  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
-  const double tmax = static_cast<double>(v.step_time.ns());
-  const int cols = static_cast<int>(pw);
-
-  // The curves besides live.
+// The curves besides live: the allocator's allocated and reserved, and the
+// recorded ones.
+std::vector<Series> OtherSeries(const StepReport& r, const VizOptions& o, const StepView& v) {
   std::vector<Series> lines;
   const bool ideal = r.sim.allocator_name.empty() || r.sim.allocator_name == "ideal";
   if (!ideal && !r.sim.allocator_curve.empty()) {
@@ -120,6 +114,46 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
     if (!resv.curve.points.empty()) lines.push_back(std::move(resv));
     if (!alloc.curve.points.empty()) lines.push_back(std::move(alloc));
   }
+  return lines;
+}
+
+// Legend under the axis, wrapping to a second row: swatch, label and peak
+// of each curve.
+void DrawLegend(Svg& svg, const StepView& v, const std::vector<Series>& lines) {
+  double lx = kLeft, ly = kHeight - 30;
+  auto legend = [&](const std::string& label, auto swatch) {
+    const double w = 30 + 6.6 * static_cast<double>(label.size()) + 24;
+    if (lx > kLeft && lx + w > kWidth - kRight) {
+      lx = kLeft;
+      ly += 18;
+    }
+    svg.Raw(swatch(lx, ly));
+    svg.Text(lx + 30, ly + 4, label);
+    lx += w;
+  };
+  legend(absl::StrCat("live, no fragmentation (peak ", HumanBytes(v.live_peak), ")"), [](double x, double y) {
+    return absl::StrCat("<rect x=\"", Num(x), "\" y=\"", Num(y - 5), "\" width=\"24\" height=\"10\" fill=\"#4e79a7\" "
+                        "fill-opacity=\"0.45\" stroke=\"#2b4f7a\" stroke-width=\"0.8\"/>\n");
+  });
+  for (const Series& s : lines) {
+    legend(absl::StrCat(s.label, " (peak ", HumanBytes(Bytes(s.curve.peak)), ")"), [&](double x, double y) {
+      return absl::StrCat("<line x1=\"", Num(x), "\" y1=\"", Num(y), "\" x2=\"", Num(x + 24), "\" y2=\"", Num(y),
+                          "\" stroke=\"", s.color, "\" stroke-width=\"", Num(s.width + 0.5), "\"",
+                          s.dash.empty() ? "" : absl::StrCat(" stroke-dasharray=\"", s.dash, "\""), "/>\n");
+    });
+  }
+}
+
+}  // namespace
+
+std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
+  const StepView v = viz_internal::BuildStepView(r);
+  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  const double tmax = static_cast<double>(v.step_time.ns());
+  const int cols = static_cast<int>(pw);
+
+  const std::vector<Series> lines = OtherSeries(r, o, v);
+  const bool ideal = r.sim.allocator_name.empty() || r.sim.allocator_name == "ideal";
 
   double top_bytes = static_cast<double>(std::max({v.live_peak.value(), r.peak.value(), int64_t{1}}));
   for (const Series& s : lines) top_bytes = std::max(top_bytes, static_cast<double>(s.curve.peak));
@@ -221,30 +255,7 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
   viz_internal::DrawBytesAxis(svg, ymax, kLeft, kTop, pw, ph, 6, /*grid=*/true, "bytes");
   viz_internal::DrawTimeAxis(svg, v, tmax, kLeft, kTop, pw, ph, kTop + ph + 34);
 
-  // Legend under the axis, wrapping to a second row: swatch, label and peak
-  // of each curve.
-  double lx = kLeft, ly = kHeight - 30;
-  auto legend = [&](const std::string& label, auto swatch) {
-    const double w = 30 + 6.6 * static_cast<double>(label.size()) + 24;
-    if (lx > kLeft && lx + w > kWidth - kRight) {
-      lx = kLeft;
-      ly += 18;
-    }
-    svg.Raw(swatch(lx, ly));
-    svg.Text(lx + 30, ly + 4, label);
-    lx += w;
-  };
-  legend(absl::StrCat("live, no fragmentation (peak ", HumanBytes(v.live_peak), ")"), [](double x, double y) {
-    return absl::StrCat("<rect x=\"", Num(x), "\" y=\"", Num(y - 5), "\" width=\"24\" height=\"10\" fill=\"#4e79a7\" "
-                        "fill-opacity=\"0.45\" stroke=\"#2b4f7a\" stroke-width=\"0.8\"/>\n");
-  });
-  for (const Series& s : lines) {
-    legend(absl::StrCat(s.label, " (peak ", HumanBytes(Bytes(s.curve.peak)), ")"), [&](double x, double y) {
-      return absl::StrCat("<line x1=\"", Num(x), "\" y1=\"", Num(y), "\" x2=\"", Num(x + 24), "\" y2=\"", Num(y),
-                          "\" stroke=\"", s.color, "\" stroke-width=\"", Num(s.width + 0.5), "\"",
-                          s.dash.empty() ? "" : absl::StrCat(" stroke-dasharray=\"", s.dash, "\""), "/>\n");
-    });
-  }
+  DrawLegend(svg, v, lines);
   return svg.Finish();
 }
 

@@ -18,12 +18,13 @@ sim side).
 
 import torch
 
+from gpusim_torch.errors import RecordError
+
 DATA_DEPENDENT = {"nonzero", "masked_select", "unique", "_unique", "_unique2", "unique_dim",
                   "unique_consecutive", "bincount", "repeat_interleave"}
 
 
 def _err(msg):
-    from gpusim_torch.recorder import RecordError
     return RecordError(msg)
 
 

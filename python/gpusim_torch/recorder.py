@@ -31,6 +31,7 @@ from torch.utils._pytree import tree_flatten
 
 from gpusim_torch import collectives
 from gpusim_torch import fallbacks
+from gpusim_torch.errors import RecordError  # also gpusim_torch.recorder.RecordError, as before
 from gpusim_torch import ops
 from gpusim_torch import sdpa
 
@@ -60,11 +61,6 @@ else:  # PyTorch 1.13: TypedStorage wraps the UntypedStorage
 def _is_compiling():
     f = getattr(getattr(torch, "compiler", None), "is_compiling", None)
     return bool(f()) if f is not None else False
-
-
-class RecordError(Exception):
-    """A step the recorder cannot record as written (data-dependent shape
-    without a bound, an op without a meta kernel or fallback, ...)."""
 
 
 class Recording:

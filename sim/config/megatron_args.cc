@@ -563,7 +563,12 @@ absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view lin
   return out;
 }
 
-absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* run) {
+namespace {
+
+// Megatron-LM's arguments as given: each classified (ClassifyMegatronArg),
+// recorded in megatron.args, refused by name when unknown, refused or given
+// twice.
+absl::Status RecordMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* run) {
   MegatronSpec& mg = run->megatron;
   mg.present = true;
   std::set<std::string> seen;
@@ -582,12 +587,18 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
     mg.args.emplace_back(a.name, kind == "modelled" ? "modelled" : absl::StrCat("no effect on memory or time: ", why));
     run->written["megatron.args." + a.name] = a.where;
   }
-  const Args g(args);
+  return absl::OkStatus();
+}
+
+// The model's shape: layers, widths, heads, sequence and micro-batch;
+// `*seq_len` the sequence length.
+absl::Status ApplyModelShape(const Args& g, RunSpec* run, int64_t* seq_len) {
+  MegatronSpec& mg = run->megatron;
+  ModelSpec& m = run->model;
   for (const char* n : {"num-layers", "hidden-size", "num-attention-heads", "micro-batch-size"}) {
     RETURN_IF_ERROR(g.Require(n));
   }
   if (!g.Has("seq-length") && !g.Has("encoder-seq-length")) RETURN_IF_ERROR(g.Require("seq-length"));
-  ModelSpec& m = run->model;
   m.name = "megatron-gpt";
   m.family = "gpt";
   RETURN_IF_ERROR(g.Int("num-layers", &m.n_layers));
@@ -601,7 +612,7 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   }
   RETURN_IF_ERROR(g.Int("hidden-size", &m.d_model));
   RETURN_IF_ERROR(g.Int("num-attention-heads", &m.n_heads));
-  int64_t seq = 0;
+  int64_t& seq = *seq_len;
   RETURN_IF_ERROR(g.Int("encoder-seq-length", &seq));
   RETURN_IF_ERROR(g.Int("seq-length", &seq));
   run->batch.seq_len = seq;
@@ -630,6 +641,13 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
       return g.Error("num-query-groups", absl::StrCat("must divide --num-attention-heads (", m.n_heads, ")"));
     }
   }
+  return absl::OkStatus();
+}
+
+// Precision, the layers' options and the attention backend.
+absl::Status ApplyLayers(const Args& g, RunSpec* run, int64_t seq) {
+  MegatronSpec& mg = run->megatron;
+  ModelSpec& m = run->model;
   // Precision: params, compute, main_grad.
   bool bf16 = false, fp16 = false, fp32_grads = false;
   RETURN_IF_ERROR(g.Flag("bf16", &bf16));
@@ -689,7 +707,12 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   const bool s2 = backend == "unfused" || backend == "local" ||
                   (mg.transformer_impl == "local" && backend == "auto" && !use_flash);
   mg.attention = s2 ? "unfused" : "flash";
-  // Vocabulary.
+  return absl::OkStatus();
+}
+
+// The tokenizer and its vocabulary, unpadded (ApplyParallelism pads it).
+absl::Status ApplyVocabulary(const Args& g, RunSpec* run) {
+  MegatronSpec& mg = run->megatron;
   RETURN_IF_ERROR(g.Choice("tokenizer-type", &mg.tokenizer,
                            {"GPT2BPETokenizer", "NullTokenizer", "HuggingFaceTokenizer", "Llama2Tokenizer",
                             "SentencePieceTokenizer", "GPTSentencePieceTokenizer", "TikTokenizer"}));
@@ -710,7 +733,13 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
     }
     mg.vocab_unpadded = vocab_size;
   }
-  // Parallelism.
+  return absl::OkStatus();
+}
+
+// Tensor, pipeline, context and data parallelism; the pipeline's stages.
+absl::Status ApplyParallelism(const Args& g, RunSpec* run, int64_t seq) {
+  MegatronSpec& mg = run->megatron;
+  ModelSpec& m = run->model;
   int64_t tp = 1, pp = 1, cp = 1, divisible = 128;
   RETURN_IF_ERROR(g.Int("tensor-model-parallel-size", &tp));
   RETURN_IF_ERROR(g.Int("pipeline-model-parallel-size", &pp));
@@ -782,7 +811,12 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
                    "the interleaved schedule without p2p overlap needs PP > 2 (Megatron's validate_args)");
   }
   RETURN_IF_ERROR(g.Flag("use-tp-pp-dp-mapping", &mg.tp_pp_dp_mapping));
-  // Batch.
+  return absl::OkStatus();
+}
+
+// The micro-batches of a step.
+absl::Status ApplyBatch(const Args& g, RunSpec* run) {
+  MegatronSpec& mg = run->megatron;
   const int64_t micro = run->batch.per_device;
   ASSIGN_OR_RETURN(const int64_t per_step,
                    CheckedProduct({{"--micro-batch-size", micro}, {"data-parallel size", mg.data}},
@@ -809,6 +843,14 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
                    absl::StrCat("the interleaved schedule needs the micro-batches (", mg.microbatches,
                                 ") to be a multiple of the micro-batch group (", mg.microbatch_group, ")"));
   }
+  return absl::OkStatus();
+}
+
+// The optimizer, data-parallel overlap and recompute.
+absl::Status ApplyOptimizerAndRecompute(const Args& g, RunSpec* run) {
+  MegatronSpec& mg = run->megatron;
+  ModelSpec& m = run->model;
+  const int64_t pp = mg.pipeline;
   // Optimizer and data parallelism.
   RETURN_IF_ERROR(g.Flag("use-distributed-optimizer", &mg.distributed_optimizer));
   RETURN_IF_ERROR(g.Flag("overlap-grad-reduce", &mg.overlap_grad_reduce));
@@ -843,6 +885,21 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   }
   if (run->remat.policy != "none") run->remat.policy_at = g.Get(old_selective ? "recompute-activations"
                                                                                : "recompute-granularity")->where;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* run) {
+  RETURN_IF_ERROR(RecordMegatronArgs(args, run));
+  const Args g(args);
+  int64_t seq = 0;
+  RETURN_IF_ERROR(ApplyModelShape(g, run, &seq));
+  RETURN_IF_ERROR(ApplyLayers(g, run, seq));
+  RETURN_IF_ERROR(ApplyVocabulary(g, run));
+  RETURN_IF_ERROR(ApplyParallelism(g, run, seq));
+  RETURN_IF_ERROR(ApplyBatch(g, run));
+  RETURN_IF_ERROR(ApplyOptimizerAndRecompute(g, run));
   run->framework = "pytorch";
   return absl::OkStatus();
 }

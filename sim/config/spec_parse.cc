@@ -352,12 +352,8 @@ std::string ShapeText(const std::vector<int64_t>& shape) {
       }), "]");
 }
 
-// The `program:` section: reads `r` (the program mapping) into `p` and checks
-// that every name refers to something in scope. Errors go to r's status.
-void ParseProgram(Reader& r, ProgramSpec* p) {
-  p->present = true;
-  r.String("name", &p->name, kOptional);
-
+// The inputs of `program:`; returns their names.
+std::vector<std::string> ParseProgramInputs(Reader& r, ProgramSpec* p) {
   Reader inputs = r.Map("inputs", kRequired);
   std::vector<std::string> input_names;
   for (const ConfigEntry& e : inputs.Entries()) {
@@ -378,9 +374,17 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
   if (input_names.empty()) {
     inputs.Fail(inputs.location(), "", "expected at least one input");
   }
-  if (!r.ok()) return;
+  return input_names;
+}
 
-  Reader scan = r.Map("scan", kRequired);
+// The names a scan declares: its carries, xs and consts, each checked
+// against the inputs and the names before it.
+struct ScanNames {
+  std::vector<std::string> carry, xs, consts;
+};
+
+// scan.carry: each carry's initial value, an input or zero.
+std::vector<std::string> ParseCarry(Reader& scan, ProgramSpec* p, const std::vector<std::string>& input_names) {
   Reader carry = scan.Map("carry", kRequired);
   std::vector<std::string> carry_names;
   for (const ConfigEntry& e : carry.Entries()) {
@@ -398,6 +402,12 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
     carry.Fail(carry.location(), "", "expected at least one carry");
   }
 
+  return carry_names;
+}
+
+// scan.xs: the inputs scanned over, each with trip_count leading.
+std::vector<std::string> ParseXs(Reader& scan, ProgramSpec* p, const std::vector<std::string>& input_names,
+                                 const std::vector<std::string>& carry_names) {
   Reader xs = scan.Map("xs");
   std::vector<std::string> xs_names;
   for (const ConfigEntry& e : xs.Entries()) {
@@ -422,6 +432,12 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
     xs_names.push_back(e.key);
     p->xs.emplace_back(e.key, src);
   }
+  return xs_names;
+}
+
+std::vector<std::string> ParseConsts(Reader& scan, ProgramSpec* p, const std::vector<std::string>& input_names,
+                                     const std::vector<std::string>& carry_names,
+                                     const std::vector<std::string>& xs_names) {
   // consts: loop-invariant inputs the body closes over.
   Reader consts = scan.Map("consts");
   std::vector<std::string> const_names;
@@ -438,8 +454,16 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
     const_names.push_back(e.key);
     p->consts.emplace_back(e.key, src);
   }
-  if (!r.ok()) return;
+  return const_names;
+}
 
+// scan.body: each op's inputs in scope, its out a new name. Returns false
+// where an op's own fields failed (the caller stops); `*outs` the outs in
+// order.
+bool ParseScanBody(Reader& scan, ProgramSpec* p, const ScanNames& names, std::vector<std::string>* outs_out) {
+  const std::vector<std::string>& carry_names = names.carry;
+  const std::vector<std::string>& xs_names = names.xs;
+  const std::vector<std::string>& const_names = names.consts;
   // Names a body op may read: carries, xs, consts, then each op's out in turn.
   std::vector<std::string> scope = carry_names;
   scope.insert(scope.end(), xs_names.begin(), xs_names.end());
@@ -456,7 +480,7 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
     op.Enum("op", &o.op, {"matmul", "mul", "add", "sum", "scale"}, kRequired);
     op.String("out", &o.out, kRequired);
     op.StringList("in", &o.in, kRequired, "[x, w]");
-    if (!op.ok()) return;
+    if (!op.ok()) return false;
     const ConfigNode& in_node = *op.Get("in");
     const size_t arity = o.op == "sum" ? 1 : 2;
     if (o.in.size() != arity) {
@@ -488,8 +512,12 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
     outs.push_back(o.out);
     p->body.push_back(std::move(o));
   }
-  if (!r.ok()) return;
+  *outs_out = std::move(outs);
+  return true;
+}
 
+void ParseCarryOut(Reader& scan, ProgramSpec* p, const std::vector<std::string>& outs,
+                   const std::vector<std::string>& carry_names) {
   // carry_out: exactly the carry names, each from a body out or a carry.
   Reader carry_out = scan.Map("carry_out", kRequired);
   std::vector<std::string> next_names = outs;
@@ -520,6 +548,11 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
     }
   }
 
+}
+
+// `loss` (a carry) and `grad` (inputs, each once).
+void ParseLossAndGrad(Reader& r, ProgramSpec* p, const std::vector<std::string>& input_names,
+                      const std::vector<std::string>& carry_names) {
   r.String("loss", &p->loss, kRequired);
   if (r.ok() && !Contains(carry_names, p->loss)) {
     r.Fail(*r.Get("loss"), "loss",
@@ -544,6 +577,27 @@ void ParseProgram(Reader& r, ProgramSpec* p) {
              absl::StrCat("'", g, "' is listed twice"));
     }
   }
+}
+
+// The `program:` section: reads `r` (the program mapping) into `p` and checks
+// that every name refers to something in scope. Errors go to r's status.
+void ParseProgram(Reader& r, ProgramSpec* p) {
+  p->present = true;
+  r.String("name", &p->name, kOptional);
+  const std::vector<std::string> input_names = ParseProgramInputs(r, p);
+  if (!r.ok()) return;
+
+  Reader scan = r.Map("scan", kRequired);
+  ScanNames names;
+  names.carry = ParseCarry(scan, p, input_names);
+  names.xs = ParseXs(scan, p, input_names, names.carry);
+  names.consts = ParseConsts(scan, p, input_names, names.carry, names.xs);
+  if (!r.ok()) return;
+  std::vector<std::string> outs;
+  if (!ParseScanBody(scan, p, names, &outs)) return;
+  if (!r.ok()) return;
+  ParseCarryOut(scan, p, outs, names.carry);
+  ParseLossAndGrad(r, p, input_names, names.carry);
 }
 
 // Records where every leaf under `node` (a mapping at `path`) was written.

@@ -128,6 +128,419 @@ absl::Status CheckTimes(const Trace& trace, const SimResult& r) {
   return absl::OkStatus();
 }
 
+// Time on `busy` (sorted intervals of communication or host copies) during
+// which the compute stream is idle: the intervals within [lo, hi) less their
+// overlap with `comp` (sorted compute intervals).
+SimTime ExposedTime(const std::vector<std::pair<SimTime, SimTime>>& busy,
+                    const std::vector<std::pair<SimTime, SimTime>>& comp, SimTime lo, SimTime hi) {
+  SimTime total(0);
+  size_t j = 0;
+  for (auto [s0, e0] : busy) {
+    // Sum of [cs,ce) minus its overlap with compute intervals.
+    const SimTime cs = Max(s0, lo), ce = e0 < hi ? e0 : hi;
+    if (!(cs < ce)) continue;
+    SimTime covered(0);
+    while (j < comp.size() && comp[j].second <= cs) ++j;
+    for (size_t k = j; k < comp.size() && comp[k].first < ce; ++k) {
+      SimTime a = Max(cs, comp[k].first);
+      SimTime b = comp[k].second < ce ? comp[k].second : ce;
+      if (a < b) covered += b - a;
+    }
+    total += (ce - cs) - covered;
+  }
+  return total;
+}
+
+// One Simulate call: the state its pass in trace order shares (the streams'
+// clocks, the live buffers, the repeated ranges' clocks), and the passes
+// after it that fill in the rest of the SimResult.
+class StepSimulation {
+ public:
+  StepSimulation(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
+                 const AllocatorStartState* start, bool time_by_op)
+      : trace_(trace), device_(device), allocator_(allocator), start_state_(start), time_by_op_(time_by_op),
+        n_(trace.events.size()), kernel_model_(KernelModelOf(device)), reps_(trace.repeats) {}
+
+  absl::StatusOr<SimResult> Run() {
+    absl::Status st = RunPasses();
+    // Simulate leaves the allocator's log unset on return (engine.h).
+    if (allocator_ != nullptr) allocator_->RecordEventsTo(nullptr);
+    if (!st.ok()) return st;
+    if (allocator_ != nullptr) r_.allocator = allocator_->stats();
+    RETURN_IF_ERROR(CheckTimes(trace_, r_));
+    return std::move(r_);
+  }
+
+ private:
+  absl::Status RunPasses() {
+    RETURN_IF_ERROR(Setup());
+    // One pass in trace order. Events of a stream run in order; memory events
+    // take the time their stream reaches them, plus any allocator charge.
+    for (size_t i = 0; i < n_; ++i) {
+      if (rep_ < reps_.size() && static_cast<int64_t>(i) == reps_[rep_].last + 1) {
+        ready_after_[rep_++] = stream_ready_;
+      }
+      if (rep_ < reps_.size() && static_cast<int64_t>(i) == reps_[rep_].first) ready_before_[rep_] = stream_ready_;
+      const TraceEvent& e = trace_.events[i];
+      if (e.type == EventType::kAlloc) {
+        RETURN_IF_ERROR(SimulateAlloc(i, e));
+      } else if (e.type == EventType::kFree) {
+        RETURN_IF_ERROR(SimulateFree(i, e));
+      } else if (!IsTimed(e.type)) {
+        r_.start[i] = r_.end[i] = stream_ready_[static_cast<size_t>(e.stream)];
+      } else {
+        RETURN_IF_ERROR(SimulateTimed(i, e));
+      }
+    }
+    if (rep_ < reps_.size()) ready_after_[rep_++] = stream_ready_;  // a range ending the trace
+    r_.host_busy += host_extra_;
+    r_.host_wait += host_wait_extra_;
+    RETURN_IF_ERROR(RepeatPeriods());
+    ExposedTimes();
+    ShiftAfterRepeats();
+    CriticalPath();
+    LiveAtPeak();
+    return absl::OkStatus();
+  }
+
+  absl::Status Setup();
+  absl::Status SimulateAlloc(size_t i, const TraceEvent& e);
+  absl::Status SimulateFree(size_t i, const TraceEvent& e);
+  absl::Status SimulateTimed(size_t i, const TraceEvent& e);
+  void CountBusy(const TraceEvent& e, SimTime busy, int64_t w);
+  absl::Status RepeatPeriods();
+  void ExposedTimes();
+  void ShiftAfterRepeats();
+  void CriticalPath();
+  void LiveAtPeak();
+
+  // The allocator's allocated / reserved after each memory event that
+  // changed them (for the memory timeline).
+  void RecordUsage(size_t i) {
+    if (allocator_ == nullptr || r_.oom.happened) return;
+    const AllocatorUsage u = allocator_->usage();
+    if (r_.allocator_curve.empty() || r_.allocator_curve.back().allocated != u.allocated ||
+        r_.allocator_curve.back().reserved != u.reserved) {
+      r_.allocator_curve.push_back({static_cast<int64_t>(i), u.allocated, u.reserved});
+    }
+  }
+  // The iterations event `i` stands for.
+  int64_t WeightOf(size_t i) const {
+    return rep_ < reps_.size() && static_cast<int64_t>(i) >= reps_[rep_].first ? reps_[rep_].times : 1;
+  }
+
+  const Trace& trace_;
+  const DeviceSpec& device_;
+  Allocator* allocator_;
+  const AllocatorStartState* start_state_;
+  const bool time_by_op_;
+  const size_t n_;
+  // The device's kernel model, looked up (by name) once rather than per
+  // event as EventDuration(e, device) does.
+  const KernelModel& kernel_model_;
+  SimResult r_;
+  std::vector<SimTime> stream_ready_;
+  std::vector<int64_t> stream_last_;
+  std::vector<int64_t> via_;     // the event whose end this one's start waited for
+  std::vector<bool> on_path_;    // timed, or an alloc charged for device calls
+
+  // Memory state (ideal tracker beside the allocator).
+  absl::flat_hash_map<BufferId, std::pair<Bytes, Role>> live_;
+  Bytes cur_;
+  std::array<Bytes, kNumRoles> by_role_{};
+  std::vector<AllocatorEvent> actions_;
+
+  // Note [Rolled loop built once] (sim/lower/lower.h): the repeated ranges,
+  // each stream's clock before and after each, and the weight of an event
+  // (the iterations it stands for).
+  const std::vector<TraceRepeat>& reps_;
+  std::vector<std::vector<SimTime>> ready_before_, ready_after_;
+  std::vector<std::vector<bool>> active_;
+  size_t rep_ = 0;  // the first repeat not yet passed
+  SimTime host_extra_{0}, host_wait_extra_{0};  // repeated iterations' host time and waits
+  std::vector<SimTime> period_;
+};
+
+absl::Status StepSimulation::Setup() {
+  r_.start.assign(n_, SimTime(0));
+  r_.end.assign(n_, SimTime(0));
+  // Per-stream arrays are indexed by stream id: refuse an id outside
+  // [0, kMaxStreamId] before sizing them (a negative id cast to size_t would
+  // index far out of bounds; 2^31-1 would allocate gigabytes).
+  StreamId max_stream = 0;
+  for (size_t i = 0; i < n_; ++i) {
+    const StreamId s = trace_.events[i].stream;
+    if (!IsValidStreamId(s)) {
+      return absl::InvalidArgumentError(absl::StrCat("event ", i, " (", std::string(EventTypeName(trace_.events[i].type)),
+                                                     "): stream ", s, " is not in range 0 to ", kMaxStreamId));
+    }
+    max_stream = std::max(max_stream, s);
+  }
+  stream_ready_.assign(static_cast<size_t>(max_stream) + 1, SimTime(0));
+  stream_last_.assign(static_cast<size_t>(max_stream) + 1, -1);
+  via_.assign(n_, -1);
+  on_path_.assign(n_, false);
+
+  cur_ = trace_.preexisting;
+  r_.preexisting = cur_;
+  r_.preexisting_in_allocator = allocator_ != nullptr && start_state_ != nullptr && !start_state_->empty();
+  r_.peak_live = cur_;
+  if (allocator_ != nullptr) {
+    r_.allocator_name = std::string(allocator_->name());
+    allocator_->RecordEventsTo(&actions_);
+  }
+  RETURN_IF_ERROR(CheckRepeats(reps_, n_));
+  ready_before_.resize(reps_.size());
+  ready_after_.resize(reps_.size());
+  active_.assign(reps_.size(), std::vector<bool>(stream_ready_.size(), false));
+  return absl::OkStatus();
+}
+
+absl::Status StepSimulation::SimulateAlloc(size_t i, const TraceEvent& e) {
+  const size_t stream = static_cast<size_t>(e.stream);
+  SimTime& ready = stream_ready_[stream];
+  r_.start[i] = r_.end[i] = ready;
+  if (allocator_ != nullptr && !r_.oom.happened && (start_state_ == nullptr || !start_state_->Holds(e.buffer))) {
+    actions_.clear();
+    if (!allocator_->Alloc(e.buffer, e.size, e.stream)) {
+      r_.oom = {true, static_cast<int64_t>(i), ready, e.size, cur_, allocator_->stats().reserved, Bytes(0), e.name};
+    }
+    const AllocCharge c = ChargeAllocatorActions(actions_, e.stream, stream_ready_, stream_last_, device_, r_);
+    if (c.end > ready) {
+      r_.start[i] = c.begin;
+      r_.end[i] = c.end;
+      via_[i] = c.waited_for >= 0 && c.begin > ready ? c.waited_for : stream_last_[stream];
+      on_path_[i] = true;
+      stream_last_[stream] = static_cast<int64_t>(i);
+      ready = c.end;
+      r_.step_time = Max(r_.step_time, c.end);
+    }
+  }
+  int64_t next_live = 0;
+  if (e.size < Bytes(0) || !CheckedAdd(cur_.value(), e.size.value(), &next_live)) {
+    return absl::InvalidArgumentError(absl::StrCat("event ", i, " (alloc ", e.name, "): ", e.size.value(),
+                                                   " bytes: live bytes would be negative or exceed 2^63 - 1"));
+  }
+  live_[e.buffer] = {e.size, e.role};
+  cur_ = Bytes(next_live);
+  by_role_[static_cast<size_t>(e.role)] += e.size;
+  if (cur_ > r_.peak_live) {
+    r_.peak_live = cur_;
+    r_.peak_event = static_cast<int64_t>(i);
+    r_.live_by_role_at_peak = by_role_;
+  }
+  RecordUsage(i);
+  return absl::OkStatus();
+}
+
+absl::Status StepSimulation::SimulateFree(size_t i, const TraceEvent& e) {
+  r_.start[i] = r_.end[i] = stream_ready_[static_cast<size_t>(e.stream)];
+  auto it = live_.find(e.buffer);
+  if (it == live_.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("event ", i, " (free): buffer ", e.buffer, " is not live"));
+  }
+  if (allocator_ != nullptr && !r_.oom.happened) allocator_->Free(e.buffer);
+  cur_ -= it->second.first;
+  by_role_[static_cast<size_t>(it->second.second)] -= it->second.first;
+  live_.erase(it);
+  RecordUsage(i);
+  return absl::OkStatus();
+}
+
+absl::Status StepSimulation::SimulateTimed(size_t i, const TraceEvent& e) {
+  const int64_t w = WeightOf(i);
+  const size_t stream = static_cast<size_t>(e.stream);
+  SimTime& ready = stream_ready_[stream];
+  SimTime start = ready;
+  via_[i] = stream_last_[stream];
+  // Note [Host timeline]. A repeated event's further iterations issue
+  // while the streams run them: the clock here advances one iteration
+  // (as the streams do, both shifted by the periods below), the totals
+  // count every iteration.
+  const SimTime host_cost = HostIssueTime(e, device_);
+  r_.host_busy += host_cost;
+  if (w > 1) host_extra_ += host_cost * (w - 1);
+  for (int64_t dep : e.after) {
+    if (dep < 0 || static_cast<size_t>(dep) >= i) {
+      return absl::InvalidArgumentError(absl::StrCat("event ", i, ": after=", dep, " is not an earlier event"));
+    }
+    if (r_.end[static_cast<size_t>(dep)] > start) {
+      start = r_.end[static_cast<size_t>(dep)];
+      via_[i] = dep;
+    }
+  }
+  if (host_cost > SimTime(0) && r_.host_busy > start) {
+    r_.host_wait += r_.host_busy - start;
+    if (w > 1) host_wait_extra_ += (r_.host_busy - start) * (w - 1);
+    start = r_.host_busy;
+  }
+  stream_last_[stream] = static_cast<int64_t>(i);
+  on_path_[i] = true;
+  if (w > 1) active_[rep_][stream] = true;
+  const SimTime dur = EventDuration(e, device_, kernel_model_);
+  r_.start[i] = start;
+  r_.end[i] = start + dur;
+  if (const std::string why = UnrunnableReason(e, device_); !why.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(EventWhere(trace_, i), ": cannot run: ", why));
+  }
+  if (!dur.ok() || !r_.end[i].ok() || !(dur * w).ok()) {  // Note [Checked time]
+    return absl::InvalidArgumentError(absl::StrCat(
+        EventWhere(trace_, i), ": ",
+        !dur.ok() ? "its duration"
+                  : !r_.end[i].ok() ? absl::StrCat("its finish (start ", start.ns(), " ns + ", dur.ns(), " ns)")
+                                    : absl::StrCat("its time over ", w, " iterations"),
+        " is beyond the 2^62 ns (146 years) a simulated time may be (Note [Checked time] in sim/base/units.h): ",
+        DescribeDuration(e, device_)));
+  }
+  ready = r_.end[i];
+  r_.step_time = Max(r_.step_time, r_.end[i]);
+  // Busy times and FLOPs count every iteration an event stands for.
+  CountBusy(e, dur * w, w);
+  return absl::OkStatus();
+}
+
+void StepSimulation::CountBusy(const TraceEvent& e, SimTime busy, int64_t w) {
+  const double flops = e.flops * static_cast<double>(w);
+  if (time_by_op_) {
+    SimResult::OpTime& t = r_.time_by_op[{e.kind, EventOpName(e)}];
+    t.events += w;
+    t.busy += busy;
+    t.flops += flops;
+    t.bytes += static_cast<double>((e.bytes_read + e.bytes_written).value()) * static_cast<double>(w);
+  }
+  if (e.type == EventType::kCollective) r_.collective_busy += busy;
+  else if (e.type == EventType::kCopy) {
+    r_.copy_busy += busy;
+    if (e.kind == OpKind::kDeviceToHost) {
+      r_.copy_to_host += busy;
+      r_.bytes_to_host += e.bytes_read * w;
+    } else if (e.kind == OpKind::kHostToDevice) {
+      r_.copy_to_device += busy;
+      r_.bytes_to_device += e.bytes_read * w;
+    }
+  } else {
+    r_.compute_busy += busy;
+    r_.flops += flops;
+    if (e.recompute) r_.recompute_busy += busy;
+    else r_.model_flops += flops;
+  }
+}
+
+// Each repeated range advanced every stream it ran on by one period (the
+// steady iteration's): the iterations it stands for beyond the one run
+// take (times - 1) more periods.
+// A range whose streams advanced by different amounts is not a steady
+// iteration (a stream still catching up): charging it would be a guess,
+// so it is refused as the builder's error.
+absl::Status StepSimulation::RepeatPeriods() {
+  period_.assign(reps_.size(), SimTime(-1));
+  for (size_t k = 0; k < reps_.size(); ++k) {
+    for (size_t s = 0; s < stream_ready_.size(); ++s) {
+      if (!active_[k][s]) continue;
+      const SimTime d = ready_after_[k][s] - ready_before_[k][s];
+      if (period_[k].ns() >= 0 && d != period_[k]) {
+        return absl::InternalError(absl::StrCat("repeated events ", reps_[k].first, "-", reps_[k].last,
+                                                " are not a steady iteration: stream ", s, " advanced ", d.ns(),
+                                                " ns, another ", period_[k].ns(), " ns"));
+      }
+      period_[k] = d;
+    }
+    period_[k] = Max(period_[k], SimTime(0));
+  }
+  r_.repeat_periods = period_;
+  return absl::OkStatus();
+}
+
+// Exposed communication (and host copies): time on those streams during
+// which the compute stream is idle (interval overlap with compute's busy
+// set), within [lo, hi). A copy issued on the compute stream itself
+// overlaps nothing, so it is wholly exposed. Measured on the timeline as
+// run, each repeated range once; a repeated range's further iterations
+// each add one period's worth, measured over one period from its start.
+void StepSimulation::ExposedTimes() {
+  std::vector<std::pair<SimTime, SimTime>> comp, coll, copy;
+  for (size_t i = 0; i < n_; ++i) {
+    const TraceEvent& e = trace_.events[i];
+    if (e.type == EventType::kCompute) comp.push_back({r_.start[i], r_.end[i]});
+    else if (e.type == EventType::kCollective) coll.push_back({r_.start[i], r_.end[i]});
+    else if (e.type == EventType::kCopy) copy.push_back({r_.start[i], r_.end[i]});
+  }
+  // (Each stream runs its events in order, so these come mostly sorted
+  // already; equal pairs are alike, so skipping the sort then changes
+  // nothing.)
+  for (auto* v : {&comp, &coll, &copy}) {
+    if (!std::is_sorted(v->begin(), v->end())) std::sort(v->begin(), v->end());
+  }
+  const SimTime all_lo(0), all_hi(std::numeric_limits<int64_t>::max());
+  r_.exposed_communication = ExposedTime(coll, comp, all_lo, all_hi);
+  r_.exposed_copy = ExposedTime(copy, comp, all_lo, all_hi);
+  for (size_t k = 0; k < reps_.size(); ++k) {
+    SimTime lo = all_hi;
+    for (size_t s = 0; s < stream_ready_.size(); ++s) {
+      if (active_[k][s] && ready_before_[k][s] < lo) lo = ready_before_[k][s];
+    }
+    if (lo == all_hi) continue;
+    const int64_t more = reps_[k].times - 1;
+    r_.exposed_communication += ExposedTime(coll, comp, lo, lo + period_[k]) * more;
+    r_.exposed_copy += ExposedTime(copy, comp, lo, lo + period_[k]) * more;
+  }
+}
+
+// The events after a repeated range start its further iterations' time
+// later.
+void StepSimulation::ShiftAfterRepeats() {
+  if (reps_.empty()) return;
+  SimTime shift(0);
+  size_t k = 0;
+  r_.step_time = SimTime(0);
+  for (size_t i = 0; i < n_; ++i) {
+    while (k < reps_.size() && static_cast<int64_t>(i) > reps_[k].last) {
+      shift += period_[k] * (reps_[k].times - 1);
+      ++k;
+    }
+    r_.start[i] += shift;
+    r_.end[i] += shift;
+    if (on_path_[i]) r_.step_time = Max(r_.step_time, r_.end[i]);
+  }
+  if (r_.oom.happened) r_.oom.time = r_.start[static_cast<size_t>(r_.oom.event)];
+}
+
+// The critical path, back from the last event on it to finish.
+void StepSimulation::CriticalPath() {
+  int64_t last = -1;
+  for (size_t i = 0; i < n_; ++i) {
+    if (on_path_[i] && (last < 0 || r_.end[i] > r_.end[static_cast<size_t>(last)])) {
+      last = static_cast<int64_t>(i);
+    }
+  }
+  // A repeated range's events on the path are on it in every iteration.
+  size_t k = reps_.size();
+  for (int64_t i = last; i >= 0; i = via_[static_cast<size_t>(i)]) {
+    const TraceEvent& e = trace_.events[static_cast<size_t>(i)];
+    while (k > 0 && reps_[k - 1].first > i) --k;
+    const int64_t w = k > 0 && reps_[k - 1].last >= i ? reps_[k - 1].times : 1;
+    const SimTime d = (r_.end[static_cast<size_t>(i)] - r_.start[static_cast<size_t>(i)]) * w;
+    r_.critical_events += w;
+    if (e.type == EventType::kAlloc) r_.critical_allocator += d;
+    else if (e.type == EventType::kCollective) r_.critical_communication += d;
+    else if (e.type == EventType::kCopy) r_.critical_copy += d;
+    else r_.critical_compute += d;
+  }
+}
+
+// Buffers live at the peak: replay up to the peak event.
+void StepSimulation::LiveAtPeak() {
+  if (r_.peak_event < 0) return;
+  absl::flat_hash_map<BufferId, bool> at;
+  for (int64_t i = 0; i <= r_.peak_event; ++i) {
+    const TraceEvent& e = trace_.events[static_cast<size_t>(i)];
+    if (e.type == EventType::kAlloc) at[e.buffer] = true;
+    else if (e.type == EventType::kFree) at.erase(e.buffer);
+  }
+  for (const auto& [id, unused] : at) r_.live_at_peak.push_back(id);
+  std::sort(r_.live_at_peak.begin(), r_.live_at_peak.end());
+}
+
 }  // namespace
 
 Bytes FragmentationBytes(const SimResult& r) {
@@ -139,333 +552,7 @@ Bytes FragmentationBytes(const SimResult& r) {
 
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
                                    const AllocatorStartState* start, bool time_by_op) {
-  SimResult r;
-  const size_t n = trace.events.size();
-  r.start.assign(n, SimTime(0));
-  r.end.assign(n, SimTime(0));
-  // Per-stream arrays are indexed by stream id: refuse an id outside
-  // [0, kMaxStreamId] before sizing them (a negative id cast to size_t would
-  // index far out of bounds; 2^31-1 would allocate gigabytes).
-  StreamId max_stream = 0;
-  for (size_t i = 0; i < n; ++i) {
-    const StreamId s = trace.events[i].stream;
-    if (!IsValidStreamId(s)) {
-      return absl::InvalidArgumentError(absl::StrCat("event ", i, " (", std::string(EventTypeName(trace.events[i].type)),
-                                                     "): stream ", s, " is not in range 0 to ", kMaxStreamId));
-    }
-    max_stream = std::max(max_stream, s);
-  }
-  std::vector<SimTime> stream_ready(static_cast<size_t>(max_stream) + 1, SimTime(0));
-  std::vector<int64_t> stream_last(static_cast<size_t>(max_stream) + 1, -1);
-  std::vector<int64_t> via(n, -1);  // the event whose end this one's start waited for
-  std::vector<bool> on_path(n, false);  // timed, or an alloc charged for device calls
-
-  // Memory state (ideal tracker beside the allocator).
-  absl::flat_hash_map<BufferId, std::pair<Bytes, Role>> live;
-  Bytes cur = trace.preexisting;
-  r.preexisting = cur;
-  r.preexisting_in_allocator = allocator != nullptr && start != nullptr && !start->empty();
-  r.peak_live = cur;
-  std::array<Bytes, kNumRoles> by_role{};
-  std::vector<AllocatorEvent> actions;
-  // The device's kernel model, looked up (by name) once rather than per
-  // event as EventDuration(e, device) does.
-  const KernelModel& kernel_model = KernelModelOf(device);
-  if (allocator != nullptr) {
-    r.allocator_name = std::string(allocator->name());
-    allocator->RecordEventsTo(&actions);
-  }
-
-  // The allocator's allocated / reserved after each memory event that
-  // changed them (for the memory timeline).
-  auto record_usage = [&](size_t i) {
-    if (allocator == nullptr || r.oom.happened) return;
-    const AllocatorUsage u = allocator->usage();
-    if (r.allocator_curve.empty() || r.allocator_curve.back().allocated != u.allocated ||
-        r.allocator_curve.back().reserved != u.reserved) {
-      r.allocator_curve.push_back({static_cast<int64_t>(i), u.allocated, u.reserved});
-    }
-  };
-
-  // Note [Rolled loop built once] (sim/lower/lower.h): the repeated ranges,
-  // each stream's clock before and after each, and the weight of an event
-  // (the iterations it stands for).
-  const std::vector<TraceRepeat>& reps = trace.repeats;
-  RETURN_IF_ERROR(CheckRepeats(reps, n));
-  std::vector<std::vector<SimTime>> ready_before(reps.size()), ready_after(reps.size());
-  std::vector<std::vector<bool>> active(reps.size(), std::vector<bool>(stream_ready.size(), false));
-  size_t rep = 0;  // the first repeat not yet passed
-  SimTime host_extra(0), host_wait_extra(0);  // repeated iterations' host time and waits
-  auto weight_of = [&](size_t i) -> int64_t {
-    return rep < reps.size() && static_cast<int64_t>(i) >= reps[rep].first ? reps[rep].times : 1;
-  };
-
-  // One pass in trace order. Events of a stream run in order; memory events
-  // take the time their stream reaches them, plus any allocator charge.
-  for (size_t i = 0; i < n; ++i) {
-    if (rep < reps.size() && static_cast<int64_t>(i) == reps[rep].last + 1) ready_after[rep++] = stream_ready;
-    if (rep < reps.size() && static_cast<int64_t>(i) == reps[rep].first) ready_before[rep] = stream_ready;
-    const int64_t w = weight_of(i);
-    const TraceEvent& e = trace.events[i];
-    const size_t stream = static_cast<size_t>(e.stream);
-    SimTime& ready = stream_ready[stream];
-    if (e.type == EventType::kAlloc) {
-      r.start[i] = r.end[i] = ready;
-      if (allocator != nullptr && !r.oom.happened && (start == nullptr || !start->Holds(e.buffer))) {
-        actions.clear();
-        if (!allocator->Alloc(e.buffer, e.size, e.stream)) {
-          r.oom = {true, static_cast<int64_t>(i), ready, e.size, cur, allocator->stats().reserved, Bytes(0), e.name};
-        }
-        const AllocCharge c = ChargeAllocatorActions(actions, e.stream, stream_ready, stream_last, device, r);
-        if (c.end > ready) {
-          r.start[i] = c.begin;
-          r.end[i] = c.end;
-          via[i] = c.waited_for >= 0 && c.begin > ready ? c.waited_for : stream_last[stream];
-          on_path[i] = true;
-          stream_last[stream] = static_cast<int64_t>(i);
-          ready = c.end;
-          r.step_time = Max(r.step_time, c.end);
-        }
-      }
-      int64_t next_live = 0;
-      if (e.size < Bytes(0) || !CheckedAdd(cur.value(), e.size.value(), &next_live)) {
-        if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
-        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (alloc ", e.name, "): ", e.size.value(),
-                                                       " bytes: live bytes would be negative or exceed 2^63 - 1"));
-      }
-      live[e.buffer] = {e.size, e.role};
-      cur = Bytes(next_live);
-      by_role[static_cast<size_t>(e.role)] += e.size;
-      if (cur > r.peak_live) {
-        r.peak_live = cur;
-        r.peak_event = static_cast<int64_t>(i);
-        r.live_by_role_at_peak = by_role;
-      }
-      record_usage(i);
-      continue;
-    }
-    if (e.type == EventType::kFree) {
-      r.start[i] = r.end[i] = ready;
-      auto it = live.find(e.buffer);
-      if (it == live.end()) {
-        if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
-        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (free): buffer ", e.buffer, " is not live"));
-      }
-      if (allocator != nullptr && !r.oom.happened) allocator->Free(e.buffer);
-      cur -= it->second.first;
-      by_role[static_cast<size_t>(it->second.second)] -= it->second.first;
-      live.erase(it);
-      record_usage(i);
-      continue;
-    }
-    if (!IsTimed(e.type)) {
-      r.start[i] = r.end[i] = ready;
-      continue;
-    }
-    SimTime start = ready;
-    via[i] = stream_last[stream];
-    // Note [Host timeline]. A repeated event's further iterations issue
-    // while the streams run them: the clock here advances one iteration
-    // (as the streams do, both shifted by the periods below), the totals
-    // count every iteration.
-    const SimTime host_cost = HostIssueTime(e, device);
-    r.host_busy += host_cost;
-    if (w > 1) host_extra += host_cost * (w - 1);
-    for (int64_t dep : e.after) {
-      if (dep < 0 || static_cast<size_t>(dep) >= i) {
-        if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
-        return absl::InvalidArgumentError(absl::StrCat("event ", i, ": after=", dep, " is not an earlier event"));
-      }
-      if (r.end[static_cast<size_t>(dep)] > start) {
-        start = r.end[static_cast<size_t>(dep)];
-        via[i] = dep;
-      }
-    }
-    if (host_cost > SimTime(0) && r.host_busy > start) {
-      r.host_wait += r.host_busy - start;
-      if (w > 1) host_wait_extra += (r.host_busy - start) * (w - 1);
-      start = r.host_busy;
-    }
-    stream_last[stream] = static_cast<int64_t>(i);
-    on_path[i] = true;
-    if (w > 1) active[rep][stream] = true;
-    const SimTime dur = EventDuration(e, device, kernel_model);
-    r.start[i] = start;
-    r.end[i] = start + dur;
-    if (const std::string why = UnrunnableReason(e, device); !why.empty()) {
-      if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
-      return absl::InvalidArgumentError(absl::StrCat(EventWhere(trace, i), ": cannot run: ", why));
-    }
-    if (!dur.ok() || !r.end[i].ok() || !(dur * w).ok()) {  // Note [Checked time]
-      if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
-      return absl::InvalidArgumentError(absl::StrCat(
-          EventWhere(trace, i), ": ",
-          !dur.ok() ? "its duration"
-                    : !r.end[i].ok() ? absl::StrCat("its finish (start ", start.ns(), " ns + ", dur.ns(), " ns)")
-                                     : absl::StrCat("its time over ", w, " iterations"),
-          " is beyond the 2^62 ns (146 years) a simulated time may be (Note [Checked time] in sim/base/units.h): ",
-          DescribeDuration(e, device)));
-    }
-    ready = r.end[i];
-    r.step_time = Max(r.step_time, r.end[i]);
-    // Busy times and FLOPs count every iteration an event stands for.
-    const SimTime busy = dur * w;
-    const double flops = e.flops * static_cast<double>(w);
-    if (time_by_op) {
-      SimResult::OpTime& t = r.time_by_op[{e.kind, EventOpName(e)}];
-      t.events += w;
-      t.busy += busy;
-      t.flops += flops;
-      t.bytes += static_cast<double>((e.bytes_read + e.bytes_written).value()) * static_cast<double>(w);
-    }
-    if (e.type == EventType::kCollective) r.collective_busy += busy;
-    else if (e.type == EventType::kCopy) {
-      r.copy_busy += busy;
-      if (e.kind == OpKind::kDeviceToHost) {
-        r.copy_to_host += busy;
-        r.bytes_to_host += e.bytes_read * w;
-      } else if (e.kind == OpKind::kHostToDevice) {
-        r.copy_to_device += busy;
-        r.bytes_to_device += e.bytes_read * w;
-      }
-    } else {
-      r.compute_busy += busy;
-      r.flops += flops;
-      if (e.recompute) r.recompute_busy += busy;
-      else r.model_flops += flops;
-    }
-  }
-  if (rep < reps.size()) ready_after[rep++] = stream_ready;  // a range ending the trace
-  r.host_busy += host_extra;
-  r.host_wait += host_wait_extra;
-  // Each repeated range advanced every stream it ran on by one period (the
-  // steady iteration's): the iterations it stands for beyond the one run
-  // take (times - 1) more periods.
-  // A range whose streams advanced by different amounts is not a steady
-  // iteration (a stream still catching up): charging it would be a guess,
-  // so it is refused as the builder's error.
-  std::vector<SimTime> period(reps.size(), SimTime(-1));
-  for (size_t k = 0; k < reps.size(); ++k) {
-    for (size_t s = 0; s < stream_ready.size(); ++s) {
-      if (!active[k][s]) continue;
-      const SimTime d = ready_after[k][s] - ready_before[k][s];
-      if (period[k].ns() >= 0 && d != period[k]) {
-        if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
-        return absl::InternalError(absl::StrCat("repeated events ", reps[k].first, "-", reps[k].last,
-                                                " are not a steady iteration: stream ", s, " advanced ", d.ns(),
-                                                " ns, another ", period[k].ns(), " ns"));
-      }
-      period[k] = d;
-    }
-    period[k] = Max(period[k], SimTime(0));
-  }
-  r.repeat_periods = period;
-  if (allocator != nullptr) allocator->RecordEventsTo(nullptr);
-  // Exposed communication (and host copies): time on those streams during
-  // which the compute stream is idle (interval overlap with compute's busy
-  // set), within [lo, hi). A copy issued on the compute stream itself
-  // overlaps nothing, so it is wholly exposed. Measured on the timeline as
-  // run, each repeated range once; a repeated range's further iterations
-  // each add one period's worth, measured over one period from its start.
-  {
-    std::vector<std::pair<SimTime, SimTime>> comp, coll, copy;
-    for (size_t i = 0; i < n; ++i) {
-      const TraceEvent& e = trace.events[i];
-      if (e.type == EventType::kCompute) comp.push_back({r.start[i], r.end[i]});
-      else if (e.type == EventType::kCollective) coll.push_back({r.start[i], r.end[i]});
-      else if (e.type == EventType::kCopy) copy.push_back({r.start[i], r.end[i]});
-    }
-    // (Each stream runs its events in order, so these come mostly sorted
-    // already; equal pairs are alike, so skipping the sort then changes
-    // nothing.)
-    for (auto* v : {&comp, &coll, &copy}) {
-      if (!std::is_sorted(v->begin(), v->end())) std::sort(v->begin(), v->end());
-    }
-    auto exposed = [&](const std::vector<std::pair<SimTime, SimTime>>& busy, SimTime lo, SimTime hi) {
-      SimTime total(0);
-      size_t j = 0;
-      for (auto [s0, e0] : busy) {
-        // Sum of [cs,ce) minus its overlap with compute intervals.
-        const SimTime cs = Max(s0, lo), ce = e0 < hi ? e0 : hi;
-        if (!(cs < ce)) continue;
-        SimTime covered(0);
-        while (j < comp.size() && comp[j].second <= cs) ++j;
-        for (size_t k = j; k < comp.size() && comp[k].first < ce; ++k) {
-          SimTime a = Max(cs, comp[k].first);
-          SimTime b = comp[k].second < ce ? comp[k].second : ce;
-          if (a < b) covered += b - a;
-        }
-        total += (ce - cs) - covered;
-      }
-      return total;
-    };
-    const SimTime all_lo(0), all_hi(std::numeric_limits<int64_t>::max());
-    r.exposed_communication = exposed(coll, all_lo, all_hi);
-    r.exposed_copy = exposed(copy, all_lo, all_hi);
-    for (size_t k = 0; k < reps.size(); ++k) {
-      SimTime lo = all_hi;
-      for (size_t s = 0; s < stream_ready.size(); ++s) {
-        if (active[k][s] && ready_before[k][s] < lo) lo = ready_before[k][s];
-      }
-      if (lo == all_hi) continue;
-      const int64_t more = reps[k].times - 1;
-      r.exposed_communication += exposed(coll, lo, lo + period[k]) * more;
-      r.exposed_copy += exposed(copy, lo, lo + period[k]) * more;
-    }
-  }
-  // The events after a repeated range start its further iterations' time
-  // later.
-  if (!reps.empty()) {
-    SimTime shift(0);
-    size_t k = 0;
-    r.step_time = SimTime(0);
-    for (size_t i = 0; i < n; ++i) {
-      while (k < reps.size() && static_cast<int64_t>(i) > reps[k].last) {
-        shift += period[k] * (reps[k].times - 1);
-        ++k;
-      }
-      r.start[i] += shift;
-      r.end[i] += shift;
-      if (on_path[i]) r.step_time = Max(r.step_time, r.end[i]);
-    }
-    if (r.oom.happened) r.oom.time = r.start[static_cast<size_t>(r.oom.event)];
-  }
-  {
-    int64_t last = -1;
-    for (size_t i = 0; i < n; ++i) {
-      if (on_path[i] && (last < 0 || r.end[i] > r.end[static_cast<size_t>(last)])) {
-        last = static_cast<int64_t>(i);
-      }
-    }
-    // A repeated range's events on the path are on it in every iteration.
-    size_t k = reps.size();
-    for (int64_t i = last; i >= 0; i = via[static_cast<size_t>(i)]) {
-      const TraceEvent& e = trace.events[static_cast<size_t>(i)];
-      while (k > 0 && reps[k - 1].first > i) --k;
-      const int64_t w = k > 0 && reps[k - 1].last >= i ? reps[k - 1].times : 1;
-      const SimTime d = (r.end[static_cast<size_t>(i)] - r.start[static_cast<size_t>(i)]) * w;
-      r.critical_events += w;
-      if (e.type == EventType::kAlloc) r.critical_allocator += d;
-      else if (e.type == EventType::kCollective) r.critical_communication += d;
-      else if (e.type == EventType::kCopy) r.critical_copy += d;
-      else r.critical_compute += d;
-    }
-  }
-
-  // Buffers live at the peak: replay up to the peak event.
-  if (r.peak_event >= 0) {
-    absl::flat_hash_map<BufferId, bool> at;
-    for (int64_t i = 0; i <= r.peak_event; ++i) {
-      const TraceEvent& e = trace.events[static_cast<size_t>(i)];
-      if (e.type == EventType::kAlloc) at[e.buffer] = true;
-      else if (e.type == EventType::kFree) at.erase(e.buffer);
-    }
-    for (const auto& [id, unused] : at) r.live_at_peak.push_back(id);
-    std::sort(r.live_at_peak.begin(), r.live_at_peak.end());
-  }
-  if (allocator != nullptr) r.allocator = allocator->stats();
-  RETURN_IF_ERROR(CheckTimes(trace, r));
-  return r;
+  return StepSimulation(trace, device, allocator, start, time_by_op).Run();
 }
 
 }  // namespace gpusim

@@ -248,81 +248,215 @@ absl::StatusOr<ReduceStaging> ReduceConfigFor(const std::vector<int64_t>& dims, 
   return r;
 }
 
-absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSpec& device,
-                                           EagerDeviceMemory* report, const EagerDeviceOptions& options) {
-  *report = EagerDeviceMemory{};
-  report->device = device.name;
-  report->context_reserve = device.context_reserve;
-  const std::string* framework = FindMeta(recorded, "framework");
-  if (framework == nullptr || *framework != "pytorch") {
-    for (const auto& [flag, value] : {std::pair<std::string, const std::string*>{"--cudnn-workspace",
-                                                                                    &options.cudnn_workspace},
-                                      {"--sdpa-backend", &options.sdpa_backend}}) {
-      if (value->empty()) continue;
-      return absl::InvalidArgumentError(absl::StrCat(
-          flag, " applies to a step recorded from PyTorch (python/gpusim_torch; meta framework pytorch), and this "
-          "trace is not one"));
+namespace {
+
+using ThreadStream = std::pair<std::string, StreamId>;  // (thread, stream)
+
+// The host thread an op's cuBLAS handle belongs to: backward runs on
+// autograd's device thread.
+std::string ThreadOf(const TraceEvent& e) { return e.phase == Phase::kBackward ? "autograd" : "main"; }
+
+std::string WorkspaceName(const ThreadStream& p) {
+  return absl::StrCat("cublas_workspace (", p.first, " thread, stream ", p.second, ")");
+}
+
+std::string LtWorkspaceName(const ThreadStream& p) {
+  return absl::StrCat("cublaslt_workspace (", p.first, " thread, stream ", p.second, ")");
+}
+
+// A failure of event `i`'s facts, naming the event.
+absl::Status AtEvent(size_t i, const TraceEvent& e, const absl::Status& st) {
+  return absl::InvalidArgumentError(absl::StrCat("event ", i, " (compute ", e.name, ", op=", e.op, "): dims=",
+                                                 absl::StrJoin(e.dims, ","), ": ", st.message()));
+}
+
+// One AddEagerDeviceMemory pass over a PyTorch recording: the recording's
+// settings, read once (ReadSettings), the kept workspaces a warm-up step made
+// (PlaceWarmupHistory), then each event copied with the device's allocations
+// around it (one Lower* per op family), and the report's summary lines.
+class EagerDevicePass {
+ public:
+  EagerDevicePass(const Trace& recorded, const DeviceSpec& device, EagerDeviceMemory* report,
+                  const EagerDeviceOptions& options)
+      : recorded_(recorded), device_(device), report_(report), options_(options) {}
+
+  absl::StatusOr<Trace> Run() {
+    RETURN_IF_ERROR(ReadSettings());
+    RETURN_IF_ERROR(ReadCublas());
+    RETURN_IF_ERROR(PlaceWarmupHistory());
+    out_ = recorded_;
+    if (warmup_changed_) out_.warmup = std::move(warmup_out_);
+    out_.events.clear();
+    out_.events.reserve(recorded_.events.size() + 8);
+    for (size_t i = 0; i < recorded_.events.size(); ++i) {
+      RETURN_IF_ERROR(LowerEvent(i));
     }
-    return recorded;
+    RETURN_IF_ERROR(Summarize());
+    ASSIGN_OR_RETURN(report_->nccl, NcclDeviceMemory(recorded_, device_));
+    if (report_->nccl.distributed) report_->assumptions.push_back(report_->nccl.assumption);
+    RETURN_IF_ERROR(RemapAfter(recorded_, &out_));
+    StepRise(out_, report_);
+    return std::move(out_);
   }
-  std::optional<SdpaBackend> sdpa_forced;
-  if (!options.sdpa_backend.empty()) {
-    ASSIGN_OR_RETURN(sdpa_forced, ParseSdpaBackend(options.sdpa_backend));
+
+ private:
+  // The options and the recording's meta lines.
+  absl::Status ReadSettings();
+  // The (thread, stream) pairs that need cuBLAS and kept cuBLASLt workspaces.
+  absl::Status ReadCublas();
+  absl::Status PlaceWarmupHistory();
+  absl::Status LowerEvent(size_t i);
+  void AddKeptAtStepStart();
+  absl::Status LowerCublas(const TraceEvent& e);
+  absl::Status LowerReduce(size_t i, const TraceEvent& e);
+  absl::Status LowerIndexSort(size_t i, const TraceEvent& e, bool index_put);
+  absl::Status LowerSdpa(size_t i, const TraceEvent& e, const SdpaOp& sdpa);
+  absl::Status LowerConv(size_t i, const TraceEvent& e);
+  absl::Status Summarize();
+
+  // Whether an addmm with these facts takes the cublasLt path (FORMAT.md Op
+  // facts: the bias flag for CUDA >= 12.1, else the pre-12.1 flag). The
+  // build's CUDA version is read once, when an addmm first asks.
+  absl::StatusOr<bool> LtPath(const std::vector<int64_t>& dims) {
+    if (!cuda_of_build_.has_value()) {
+      ASSIGN_OR_RETURN(cuda_of_build_, CudaOfBuild(*version_, torch_cuda_ ? *torch_cuda_ : ""));
+    }
+    return *cuda_of_build_ >= std::make_pair(12, 1) ? dims[0] != 0 : dims[1] != 0;
   }
-  ASSIGN_OR_RETURN(const CudnnAssumption cudnn_assumed,
-                   ParseCudnnAssumption(options.cudnn_workspace.empty() ? "none" : options.cudnn_workspace));
-  const std::string* bench_meta = FindMeta(recorded, "cudnn_benchmark");
-  const std::string* cudnn_det_meta = FindMeta(recorded, "cudnn_deterministic");
-  const bool cudnn_benchmark = bench_meta != nullptr && *bench_meta == "1";
-  const bool cudnn_default_only = cudnn_det_meta != nullptr && *cudnn_det_meta == "1" && !cudnn_benchmark;
-  if (cudnn_default_only && cudnn_assumed != CudnnAssumption::kNone) {
+  void Note(const std::string& what, std::string_view source, Bytes size, bool kept) {
+    DeviceAddition& a = added_[what];
+    a.what = what;
+    a.source = std::string(source);
+    a.kept = kept;
+    ++a.count;
+    a.largest = std::max(a.largest, size);
+  }
+  BufferId Alloc(Bytes size, std::string name, Phase phase, const std::vector<int32_t>& stack, StreamId stream) {
+    TraceEvent a;
+    a.type = EventType::kAlloc;
+    a.buffer = given_id_.has_value() ? *given_id_ : next_id_++;
+    given_id_.reset();
+    a.size = size;
+    a.role = Role::kWorkspace;
+    a.name = std::move(name);
+    a.phase = phase;
+    a.stack = stack;
+    a.stream = stream;
+    out_.events.push_back(a);
+    return a.buffer;
+  }
+  void FreeBuffer(BufferId id, Phase phase, StreamId stream) {
+    TraceEvent f;
+    f.type = EventType::kFree;
+    f.buffer = id;
+    f.phase = phase;
+    f.stream = stream;
+    out_.events.push_back(f);
+  }
+
+  const Trace& recorded_;
+  const DeviceSpec& device_;
+  EagerDeviceMemory* report_;
+  const EagerDeviceOptions& options_;
+
+  // Settings (ReadSettings).
+  std::optional<SdpaBackend> sdpa_forced_;
+  CudnnAssumption cudnn_assumed_ = CudnnAssumption::kNone;
+  bool cudnn_benchmark_ = false;
+  const std::string* version_ = nullptr;
+  const std::string* config_ = nullptr;
+  const std::string* torch_cuda_ = nullptr;
+  bool deterministic_ = false;
+  bool warm_ = false;
+  std::optional<CubBuild> cub_;  // read when an op needs it
+  BufferId next_id_ = 0;
+  int64_t step_marker_ = -1;  // where the start state ends (the `step` marker after `start_state`)
+
+  // cuBLAS and cuBLASLt (ReadCublas).
+  std::vector<ThreadStream> pairs_;  // first use order
+  bool lt_per_call_ = false;
+  bool lt_kept_ = false;
+  std::set<ThreadStream> have_lt_;
+  Bytes lt_bytes_;
+  Bytes cublas_;
+  std::optional<std::pair<int, int>> cuda_of_build_;
+  // The (thread, stream) pairs whose addmm takes the cublasLt path, for the
+  // kept workspaces a warm-up step made (as the cuBLAS pairs above).
+  std::vector<ThreadStream> lt_pairs_;
+
+  // The warm-up history (PlaceWarmupHistory).
+  std::map<ThreadStream, BufferId> history_ws_, history_lt_;
+  std::vector<WarmupOp> warmup_out_;
+  bool warmup_changed_ = false;
+
+  // The trace being written and what was added to it.
+  Trace out_;
+  std::map<std::string, DeviceAddition> added_;  // by `what`
+  std::optional<BufferId> given_id_;  // the id the next alloc takes, when the history placed it
+  std::set<ThreadStream> have_;
+  int64_t conv_directions_ = 0, conv_unsized_ = 0;
+  std::set<std::vector<int64_t>> benchmarked_;  // Conv_v7.cpp BenchmarkCache keys
+  int64_t convs_ = 0, embeddings_ = 0, index_sorts_ = 0, sdpa_calls_ = 0;
+  std::map<std::tuple<std::string, std::string, std::string>, int64_t> sdpa_classes_;  // (op, backend, why)
+  std::set<std::string> index_why_, embedding_why_;
+};
+
+absl::Status EagerDevicePass::ReadSettings() {
+  if (!options_.sdpa_backend.empty()) {
+    ASSIGN_OR_RETURN(sdpa_forced_, ParseSdpaBackend(options_.sdpa_backend));
+  }
+  ASSIGN_OR_RETURN(cudnn_assumed_,
+                   ParseCudnnAssumption(options_.cudnn_workspace.empty() ? "none" : options_.cudnn_workspace));
+  const std::string* bench_meta = FindMeta(recorded_, "cudnn_benchmark");
+  const std::string* cudnn_det_meta = FindMeta(recorded_, "cudnn_deterministic");
+  cudnn_benchmark_ = bench_meta != nullptr && *bench_meta == "1";
+  const bool cudnn_default_only = cudnn_det_meta != nullptr && *cudnn_det_meta == "1" && !cudnn_benchmark_;
+  if (cudnn_default_only && cudnn_assumed_ != CudnnAssumption::kNone) {
     // AlgoIterator::try_all: deterministic && !benchmark runs only
     // DEFAULT_ALGO (onlyDefaultAlgorithm), which gpusim does not size.
     return absl::InvalidArgumentError(absl::StrCat(
-        "--cudnn-workspace ", CudnnAssumptionName(cudnn_assumed),
+        "--cudnn-workspace ", CudnnAssumptionName(cudnn_assumed_),
         ": the step was recorded with cudnn.deterministic and without cudnn.benchmark, so PyTorch runs only "
         "cuDNN's default algorithms (Conv_v7.cpp onlyDefaultAlgorithm: implicit precomputed GEMM forward, "
         "ALGO_1 backward), whose workspace gpusim does not size; use none"));
   }
-  report->applied = true;
-  if (!recorded.repeats.empty()) {
+  report_->applied = true;
+  if (!recorded_.repeats.empty()) {
     // Inserting events would move the repeats' event ranges; a recording read
     // from a file never has them (sim/trace/trace.h Trace::repeats).
     return absl::InvalidArgumentError("a PyTorch recording with loop repeats: the device model inserts events");
   }
-  const std::string* version = FindMeta(recorded, "torch_version");
-  if (version == nullptr) {
+  version_ = FindMeta(recorded_, "torch_version");
+  if (version_ == nullptr) {
     return absl::InvalidArgumentError("a PyTorch recording (meta framework pytorch) without meta torch_version");
   }
-  report->torch_version = *version;
-  const std::string* config = FindMeta(recorded, "CUBLAS_WORKSPACE_CONFIG");
-  const std::string* warmup = FindMeta(recorded, "warmup_steps");
-  const std::string* det_meta = FindMeta(recorded, "deterministic_algorithms");
-  const bool deterministic = det_meta != nullptr && *det_meta == "1";
-  const std::string* torch_cuda = FindMeta(recorded, "torch_cuda");
-  std::optional<CubBuild> cub;  // read when an op needs it
-  const bool warm = warmup != nullptr && *warmup != "0";
+  report_->torch_version = *version_;
+  config_ = FindMeta(recorded_, "CUBLAS_WORKSPACE_CONFIG");
+  const std::string* warmup = FindMeta(recorded_, "warmup_steps");
+  const std::string* det_meta = FindMeta(recorded_, "deterministic_algorithms");
+  deterministic_ = det_meta != nullptr && *det_meta == "1";
+  torch_cuda_ = FindMeta(recorded_, "torch_cuda");
+  warm_ = warmup != nullptr && *warmup != "0";
 
-  BufferId next_id = 0;
-  for (const TraceEvent& e : recorded.events) next_id = std::max(next_id, e.buffer + 1);
-  // Where the start state ends (the `step` marker after `start_state`).
-  int64_t step_marker = -1;
+  for (const TraceEvent& e : recorded_.events) next_id_ = std::max(next_id_, e.buffer + 1);
   bool in_start = false;
-  for (size_t i = 0; i < recorded.events.size(); ++i) {
-    const TraceEvent& e = recorded.events[i];
+  for (size_t i = 0; i < recorded_.events.size(); ++i) {
+    const TraceEvent& e = recorded_.events[i];
     if (e.type != EventType::kMarker) continue;
     if (e.name == "start_state") in_start = true;
     if (e.name == "step" && in_start) {
-      step_marker = static_cast<int64_t>(i);
+      step_marker_ = static_cast<int64_t>(i);
       break;
     }
   }
-  auto thread_of = [](const TraceEvent& e) { return e.phase == Phase::kBackward ? "autograd" : "main"; };
-  std::vector<std::pair<std::string, StreamId>> pairs;  // (thread, stream), first use order
-  for (const TraceEvent& e : recorded.events) {
+  return absl::OkStatus();
+}
+
+absl::Status EagerDevicePass::ReadCublas() {
+  for (const TraceEvent& e : recorded_.events) {
     if (e.type != EventType::kCompute || !CublasOps().contains(e.op)) continue;
-    std::pair<std::string, StreamId> key{thread_of(e), e.stream};
-    if (std::find(pairs.begin(), pairs.end(), key) == pairs.end()) pairs.push_back(key);
+    ThreadStream key{ThreadOf(e), e.stream};
+    if (std::find(pairs_.begin(), pairs_.end(), key) == pairs_.end()) pairs_.push_back(key);
   }
   // Note [cuBLASLt workspace]: addmm with a bias runs gemm_and_bias
   // (aten/src/ATen/cuda/CUDABlas.cpp) through cublasLt. Up to torch 2.6 it
@@ -340,404 +474,364 @@ absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSp
   // (validation/h200_2026-12-04/zoo.json allocated_before;
   // tools/collect/check_zoo.py), so the switch is off by default there. The
   // 2.7 boundary is an assumption (not read from a tag).
-  const std::optional<std::pair<int, int>> tv = MajorMinor(*version);
-  const bool lt_per_call = tv.has_value() && *tv < std::make_pair(2, 7);
-  const std::string* unified_env = FindMeta(recorded, "TORCH_CUBLASLT_UNIFIED_WORKSPACE");
+  const std::optional<std::pair<int, int>> tv = MajorMinor(*version_);
+  lt_per_call_ = tv.has_value() && *tv < std::make_pair(2, 7);
+  const std::string* unified_env = FindMeta(recorded_, "TORCH_CUBLASLT_UNIFIED_WORKSPACE");
   const bool unified = unified_env != nullptr &&
                        (*unified_env == "1" || *unified_env == "true" || *unified_env == "TRUE" ||
                         *unified_env == "True" || *unified_env == "ON" || *unified_env == "on");
-  const bool lt_kept = !lt_per_call && !unified;
-  std::set<std::pair<std::string, StreamId>> have_lt;
-  Bytes lt_bytes(int64_t{1024} * 1024);
-  if (const std::string* lt_env = FindMeta(recorded, "CUBLASLT_WORKSPACE_SIZE")) {
+  lt_kept_ = !lt_per_call_ && !unified;
+  lt_bytes_ = Bytes(int64_t{1024} * 1024);
+  if (const std::string* lt_env = FindMeta(recorded_, "CUBLASLT_WORKSPACE_SIZE")) {
     int64_t kib = 0;
     auto [p, ec] = std::from_chars(lt_env->data(), lt_env->data() + lt_env->size(), kib);
     // std::stoi: a leading integer; otherwise PyTorch warns and keeps 1024.
     if (ec == std::errc() && p != lt_env->data() && kib >= 0 && kib <= (int64_t{1} << 30)) {
-      lt_bytes = Bytes(kib * 1024);
+      lt_bytes_ = Bytes(kib * 1024);
     }
   }
-  Bytes cublas;
-  if (!pairs.empty()) {
-    ASSIGN_OR_RETURN(cublas, CublasWorkspaceBytes(*version, device, config ? *config : ""));
+  if (!pairs_.empty()) {
+    ASSIGN_OR_RETURN(cublas_, CublasWorkspaceBytes(*version_, device_, config_ ? *config_ : ""));
   }
-
-  // Whether an addmm with these facts takes the cublasLt path (FORMAT.md Op
-  // facts: the bias flag for CUDA >= 12.1, else the pre-12.1 flag). The
-  // build's CUDA version is read once, when an addmm first asks.
-  std::optional<std::pair<int, int>> cuda_of_build;
-  auto lt_path = [&](const std::vector<int64_t>& dims) -> absl::StatusOr<bool> {
-    if (!cuda_of_build.has_value()) {
-      ASSIGN_OR_RETURN(cuda_of_build, CudaOfBuild(*version, torch_cuda ? *torch_cuda : ""));
-    }
-    return *cuda_of_build >= std::make_pair(12, 1) ? dims[0] != 0 : dims[1] != 0;
-  };
-  // The (thread, stream) pairs whose addmm takes the cublasLt path, for the
-  // kept workspaces a warm-up step made (as the cuBLAS pairs above).
-  std::vector<std::pair<std::string, StreamId>> lt_pairs;
-  if (lt_kept && warm) {
-    for (const TraceEvent& e : recorded.events) {
+  if (lt_kept_ && warm_) {
+    for (const TraceEvent& e : recorded_.events) {
       if (e.type != EventType::kCompute || e.op != "addmm" || e.dims.size() != 2) continue;
-      ASSIGN_OR_RETURN(const bool lt, lt_path(e.dims));
-      std::pair<std::string, StreamId> key{thread_of(e), e.stream};
-      if (lt && std::find(lt_pairs.begin(), lt_pairs.end(), key) == lt_pairs.end()) lt_pairs.push_back(key);
+      ASSIGN_OR_RETURN(const bool lt, LtPath(e.dims));
+      ThreadStream key{ThreadOf(e), e.stream};
+      if (lt && std::find(lt_pairs_.begin(), lt_pairs_.end(), key) == lt_pairs_.end()) lt_pairs_.push_back(key);
     }
   }
-  std::map<std::string, DeviceAddition> added;  // by `what`
-  auto note = [&](const std::string& what, std::string_view source, Bytes size, bool kept) {
-    DeviceAddition& a = added[what];
-    a.what = what;
-    a.source = std::string(source);
-    a.kept = kept;
-    ++a.count;
-    a.largest = std::max(a.largest, size);
-  };
-  // Note [Warm-up history] (sim/replay/replay.cc): a recording that carries
-  // its warm-up marks each cuBLAS op there (`warmup compute`); the kept
-  // workspaces of a (thread, stream) are made at its first one
-  // (CublasHandlePool.cpp getCurrentCUDABlasHandle / getCUDABlasLtWorkspace
-  // allocate on first use), so they are placed in the history there, under
-  // the ids the start state allocates them with. Measured: the H200 zoo's
-  // checkpointed Llama and Mistral steps reserved exactly the two 32 MiB
-  // cuBLAS workspaces more than a replay that made them at the window's
-  // start (validation/h200_2026-12-04/zoo.json, tools/collect/check_zoo.py).
-  std::map<std::pair<std::string, StreamId>, BufferId> history_ws, history_lt;
-  std::vector<WarmupOp> warmup_out;
-  bool warmup_changed = false;
-  if (warm) {
-    for (const WarmupOp& w : recorded.warmup) {
-      warmup_out.push_back(w);
-      if (w.kind != WarmupOp::Kind::kCompute || !CublasOps().contains(w.op)) continue;
-      const std::pair<std::string, StreamId> key{w.phase == Phase::kBackward ? "autograd" : "main", 0};
-      if (std::find(pairs.begin(), pairs.end(), key) != pairs.end() && !history_ws.contains(key)) {
-        history_ws[key] = next_id;
-        warmup_out.push_back(WarmupAlloc(next_id++, cublas));
-        warmup_changed = true;
-      }
-      if (w.op == "addmm" && w.dims.size() == 2 &&
-          std::find(lt_pairs.begin(), lt_pairs.end(), key) != lt_pairs.end() && !history_lt.contains(key)) {
-        ASSIGN_OR_RETURN(const bool lt, lt_path(w.dims));
-        if (lt) {
-          history_lt[key] = next_id;
-          warmup_out.push_back(WarmupAlloc(next_id++, lt_bytes));
-          warmup_changed = true;
-        }
+  return absl::OkStatus();
+}
+
+// Note [Warm-up history] (sim/replay/replay.cc): a recording that carries
+// its warm-up marks each cuBLAS op there (`warmup compute`); the kept
+// workspaces of a (thread, stream) are made at its first one
+// (CublasHandlePool.cpp getCurrentCUDABlasHandle / getCUDABlasLtWorkspace
+// allocate on first use), so they are placed in the history there, under
+// the ids the start state allocates them with. Measured: the H200 zoo's
+// checkpointed Llama and Mistral steps reserved exactly the two 32 MiB
+// cuBLAS workspaces more than a replay that made them at the window's
+// start (validation/h200_2026-12-04/zoo.json, tools/collect/check_zoo.py).
+absl::Status EagerDevicePass::PlaceWarmupHistory() {
+  if (!warm_) return absl::OkStatus();
+  for (const WarmupOp& w : recorded_.warmup) {
+    warmup_out_.push_back(w);
+    if (w.kind != WarmupOp::Kind::kCompute || !CublasOps().contains(w.op)) continue;
+    const ThreadStream key{w.phase == Phase::kBackward ? "autograd" : "main", 0};
+    if (std::find(pairs_.begin(), pairs_.end(), key) != pairs_.end() && !history_ws_.contains(key)) {
+      history_ws_[key] = next_id_;
+      warmup_out_.push_back(WarmupAlloc(next_id_++, cublas_));
+      warmup_changed_ = true;
+    }
+    if (w.op == "addmm" && w.dims.size() == 2 &&
+        std::find(lt_pairs_.begin(), lt_pairs_.end(), key) != lt_pairs_.end() && !history_lt_.contains(key)) {
+      ASSIGN_OR_RETURN(const bool lt, LtPath(w.dims));
+      if (lt) {
+        history_lt_[key] = next_id_;
+        warmup_out_.push_back(WarmupAlloc(next_id_++, lt_bytes_));
+        warmup_changed_ = true;
       }
     }
   }
-  Trace out = recorded;
-  if (warmup_changed) out.warmup = std::move(warmup_out);
-  out.events.clear();
-  out.events.reserve(recorded.events.size() + 8);
-  std::optional<BufferId> given_id;  // the id the next alloc takes, when the history placed it
-  auto alloc = [&](Bytes size, std::string name, Phase phase, const std::vector<int32_t>& stack,
-                   StreamId stream) {
-    TraceEvent a;
-    a.type = EventType::kAlloc;
-    a.buffer = given_id.has_value() ? *given_id : next_id++;
-    given_id.reset();
-    a.size = size;
-    a.role = Role::kWorkspace;
-    a.name = std::move(name);
-    a.phase = phase;
-    a.stack = stack;
-    a.stream = stream;
-    out.events.push_back(a);
-    return a.buffer;
-  };
-  auto free_buffer = [&](BufferId id, Phase phase, StreamId stream) {
-    TraceEvent f;
-    f.type = EventType::kFree;
-    f.buffer = id;
-    f.phase = phase;
-    f.stream = stream;
-    out.events.push_back(f);
-  };
-  std::set<std::pair<std::string, StreamId>> have;
-  auto workspace_name = [](const std::pair<std::string, StreamId>& p) {
-    return absl::StrCat("cublas_workspace (", p.first, " thread, stream ", p.second, ")");
-  };
-  int64_t conv_directions = 0, conv_unsized = 0;
-  std::set<std::vector<int64_t>> benchmarked;  // Conv_v7.cpp BenchmarkCache keys
-  int64_t convs = 0, embeddings = 0, index_sorts = 0, sdpa_calls = 0;
-  std::map<std::tuple<std::string, std::string, std::string>, int64_t> sdpa_classes;  // (op, backend, why)
-  std::set<std::string> index_why, embedding_why;
-  for (size_t i = 0; i < recorded.events.size(); ++i) {
-    const TraceEvent& e = recorded.events[i];
-    if (warm && static_cast<int64_t>(i) == step_marker) {
-      for (const auto& p : pairs) {
-        if (auto h = history_ws.find(p); h != history_ws.end()) given_id = h->second;
-        alloc(cublas, workspace_name(p), Phase::kOther, {}, p.second);
-        note("cuBLAS workspace", kCublasSource, cublas, true);
-        have.insert(p);
-      }
-      // The kept cublasLt workspaces were made by the warm-up step too.
-      for (const auto& p : lt_pairs) {
-        if (auto h = history_lt.find(p); h != history_lt.end()) given_id = h->second;
-        alloc(lt_bytes, absl::StrCat("cublaslt_workspace (", p.first, " thread, stream ", p.second, ")"),
-              Phase::kOther, {}, p.second);
-        note("cuBLASLt workspace", kCublasLtSource, lt_bytes, true);
-        have_lt.insert(p);
+  return absl::OkStatus();
+}
+
+// At the step's start of a warm recording: the kept workspaces the warm-up
+// step made.
+void EagerDevicePass::AddKeptAtStepStart() {
+  for (const auto& p : pairs_) {
+    if (auto h = history_ws_.find(p); h != history_ws_.end()) given_id_ = h->second;
+    Alloc(cublas_, WorkspaceName(p), Phase::kOther, {}, p.second);
+    Note("cuBLAS workspace", kCublasSource, cublas_, true);
+    have_.insert(p);
+  }
+  // The kept cublasLt workspaces were made by the warm-up step too.
+  for (const auto& p : lt_pairs_) {
+    if (auto h = history_lt_.find(p); h != history_lt_.end()) given_id_ = h->second;
+    Alloc(lt_bytes_, LtWorkspaceName(p), Phase::kOther, {}, p.second);
+    Note("cuBLASLt workspace", kCublasLtSource, lt_bytes_, true);
+    have_lt_.insert(p);
+  }
+}
+
+absl::Status EagerDevicePass::LowerEvent(size_t i) {
+  const TraceEvent& e = recorded_.events[i];
+  if (warm_ && static_cast<int64_t>(i) == step_marker_) AddKeptAtStepStart();
+  if (e.type != EventType::kCompute || e.op.empty()) {
+    out_.events.push_back(e);
+    return absl::OkStatus();
+  }
+  if (CublasOps().contains(e.op)) return LowerCublas(e);
+  if (ReduceOps().contains(e.op)) return LowerReduce(i, e);
+  const bool index_put = e.op.rfind("index_put", 0) == 0 || e.op.rfind("_index_put_impl", 0) == 0;
+  if (index_put || e.op == "embedding_dense_backward") return LowerIndexSort(i, e, index_put);
+  if (const std::optional<SdpaOp> sdpa = SdpaOpOf(e.op)) return LowerSdpa(i, e, *sdpa);
+  if (e.op == "convolution" || e.op == "_convolution" || e.op == "convolution_backward") return LowerConv(i, e);
+  out_.events.push_back(e);
+  return absl::OkStatus();
+}
+
+absl::Status EagerDevicePass::LowerCublas(const TraceEvent& e) {
+  ThreadStream key{ThreadOf(e), e.stream};
+  if (have_.insert(key).second) {
+    Alloc(cublas_, WorkspaceName(key), e.phase, e.stack, e.stream);
+    Note("cuBLAS workspace", kCublasSource, cublas_, true);
+  }
+  if (e.op == "addmm" && e.dims.size() == 2) {
+    ASSIGN_OR_RETURN(const bool lt, LtPath(e.dims));
+    if (lt && lt_kept_) {
+      if (have_lt_.insert(key).second) {
+        Alloc(lt_bytes_, LtWorkspaceName(key), e.phase, e.stack, e.stream);
+        Note("cuBLASLt workspace", kCublasLtSource, lt_bytes_, true);
       }
     }
-    if (e.type != EventType::kCompute || e.op.empty()) {
-      out.events.push_back(e);
-      continue;
-    }
-    if (CublasOps().contains(e.op)) {
-      std::pair<std::string, StreamId> key{thread_of(e), e.stream};
-      if (have.insert(key).second) {
-        alloc(cublas, workspace_name(key), e.phase, e.stack, e.stream);
-        note("cuBLAS workspace", kCublasSource, cublas, true);
-      }
-      if (e.op == "addmm" && e.dims.size() == 2) {
-        ASSIGN_OR_RETURN(const bool lt, lt_path(e.dims));
-        if (lt && lt_kept) {
-          std::pair<std::string, StreamId> key{thread_of(e), e.stream};
-          if (have_lt.insert(key).second) {
-            alloc(lt_bytes, absl::StrCat("cublaslt_workspace (", key.first, " thread, stream ", key.second, ")"),
-                  e.phase, e.stack, e.stream);
-            note("cuBLASLt workspace", kCublasLtSource, lt_bytes, true);
-          }
-        }
-        if (lt && *cuda_of_build >= std::make_pair(11, 4) && lt_per_call) {
-          const BufferId w = alloc(lt_bytes, absl::StrCat(e.name, " cublasLt workspace"), e.phase, e.stack, e.stream);
-          note("cuBLASLt workspace (per call)", kCublasLtSource, lt_bytes, false);
-          TraceEvent c = e;
-          if (!c.uses.empty()) c.uses.push_back(w);
-          out.events.push_back(std::move(c));
-          free_buffer(w, e.phase, e.stream);
-          continue;
-        }
-      }
-      out.events.push_back(e);
-      continue;
-    }
-    if (ReduceOps().contains(e.op)) {
-      absl::StatusOr<ReduceStaging> cfg = ReduceConfigFor(e.dims, device);
-      if (!cfg.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (compute ", e.name, ", op=", e.op,
-                                                       "): dims=", absl::StrJoin(e.dims, ","), ": ",
-                                                       cfg.status().message()));
-      }
-      if (!cfg->global) {
-        out.events.push_back(e);
-        continue;
-      }
-      const BufferId buf = alloc(cfg->buffer, absl::StrCat(e.name, " reduction staging"), e.phase, e.stack, e.stream);
-      const BufferId sem = alloc(cfg->semaphores, absl::StrCat(e.name, " reduction semaphores"), e.phase, e.stack,
-                                 e.stream);
-      note("reduction staging buffer", kReduceSource, cfg->buffer, false);
-      note("reduction semaphores", kReduceSource, cfg->semaphores, false);
+    if (lt && *cuda_of_build_ >= std::make_pair(11, 4) && lt_per_call_) {
+      const BufferId w = Alloc(lt_bytes_, absl::StrCat(e.name, " cublasLt workspace"), e.phase, e.stack, e.stream);
+      Note("cuBLASLt workspace (per call)", kCublasLtSource, lt_bytes_, false);
       TraceEvent c = e;
-      if (!c.uses.empty()) {
-        c.uses.push_back(buf);
-        c.uses.push_back(sem);
-      }
-      out.events.push_back(std::move(c));
-      free_buffer(sem, e.phase, e.stream);  // DataPtrs die in reverse order
-      free_buffer(buf, e.phase, e.stream);
-      continue;
+      if (!c.uses.empty()) c.uses.push_back(w);
+      out_.events.push_back(std::move(c));
+      FreeBuffer(w, e.phase, e.stream);
+      return absl::OkStatus();
     }
-    const bool index_put = e.op.rfind("index_put", 0) == 0 || e.op.rfind("_index_put_impl", 0) == 0;
-    if (index_put || e.op == "embedding_dense_backward") {
-      if (!cub.has_value()) {
-        ASSIGN_OR_RETURN(cub, CubBuildFor(*version, torch_cuda ? *torch_cuda : ""));
-      }
-      absl::StatusOr<OpTemporaries> tmp = index_put
-                                              ? IndexPutTemporaries(e.dims, deterministic, *version, *cub, device)
-                                              : EmbeddingBackwardTemporaries(e.dims, *cub, device);
-      if (!tmp.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (compute ", e.name, ", op=", e.op,
-                                                       "): dims=", absl::StrJoin(e.dims, ","), ": ",
-                                                       tmp.status().message()));
-      }
-      if (!tmp->not_modelled.empty()) {
-        ++(index_put ? index_sorts : embeddings);
-        (index_put ? index_why : embedding_why).insert(tmp->not_modelled);
-      }
-      const std::string_view source = index_put ? kSortSource : kEmbeddingSource;
-      const std::string buffers = index_put ? "index_put index buffers" : "embedding backward buffers";
-      std::map<int, BufferId> ids;
-      auto apply = [&](const std::vector<TempStep>& steps) {
-        for (const TempStep& s : steps) {
-          if (s.alloc) {
-            ids[s.slot] = alloc(s.size, absl::StrCat(e.name, " ", s.what), e.phase, e.stack, e.stream);
-            note(s.what == "CUB radix sort storage" ? "CUB radix-sort storage" : buffers, source, s.size, false);
-          } else {
-            free_buffer(ids.at(s.slot), e.phase, e.stream);
-          }
-        }
-      };
-      apply(tmp->before);
-      TraceEvent c = e;
-      if (!c.uses.empty()) {
-        for (const TempStep& s : tmp->before) {
-          if (s.alloc) c.uses.push_back(ids[s.slot]);
-        }
-        // Buffers freed before the kernel (CUB storage, range checks) are
-        // not the kernel's; keep only those still live at it.
-        std::set<BufferId> freed;
-        for (const TempStep& s : tmp->before) {
-          if (!s.alloc) freed.insert(ids[s.slot]);
-        }
-        std::erase_if(c.uses, [&](BufferId id) { return freed.contains(id); });
-      }
-      out.events.push_back(std::move(c));
-      apply(tmp->after);
-      continue;
-    }
-    if (const std::optional<SdpaOp> sdpa = SdpaOpOf(e.op)) {
-      ++sdpa_calls;
-      auto at_event = [&](const absl::Status& st) {
-        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (compute ", e.name, ", op=", e.op, "): dims=",
-                                                       absl::StrJoin(e.dims, ","), ": ", st.message()));
-      };
-      absl::StatusOr<SdpaFacts> facts = ParseSdpaFacts(e.dims);
-      if (!facts.ok()) return at_event(facts.status());
-      absl::StatusOr<SdpaChoice> choice = ChooseSdpaBackend(*sdpa, e.op, *facts, device, sdpa_forced);
-      if (!choice.ok()) return at_event(choice.status());
-      ++sdpa_classes[{e.op, SdpaBackendName(choice->backend), choice->why}];
-      const OpTemporaries tmp = SdpaWorkspaces(*facts, sdpa->backward, choice->backend, device, deterministic);
-      std::map<int, BufferId> ids;
-      std::set<BufferId> freed;
-      auto apply = [&](const std::vector<TempStep>& steps, bool before) {
-        for (const TempStep& s : steps) {
-          if (s.alloc) {
-            ids[s.slot] = alloc(s.size, absl::StrCat(e.name, " ", s.what), e.phase, e.stack, e.stream);
-            note(s.what, SdpaSource(choice->backend), s.size, false);
-          } else {
-            free_buffer(ids.at(s.slot), e.phase, e.stream);
-            if (before) freed.insert(ids.at(s.slot));
-          }
-        }
-      };
-      apply(tmp.before, true);
-      TraceEvent c = e;
-      if (!c.uses.empty()) {
-        for (const auto& [slot, id] : ids) {
-          if (!freed.contains(id)) c.uses.push_back(id);
-        }
-      }
-      out.events.push_back(std::move(c));
-      apply(tmp.after, false);
-      continue;
-    }
-    const bool conv_backward = e.op == "convolution_backward";
-    if (e.op == "convolution" || e.op == "_convolution" || conv_backward) {
-      ++convs;
-      if (cudnn_assumed == CudnnAssumption::kNone || e.dims.empty()) {
-        // Not a 2-D convolution (no facts): one direction counted unsized.
-        conv_directions += e.dims.empty() ? 1 : 0;
-        conv_unsized += e.dims.empty() ? 1 : 0;
-        out.events.push_back(e);
-        continue;
-      }
-      absl::StatusOr<ConvGeometry> g = ParseConvFacts(e.dims, conv_backward);
-      if (!g.ok()) {
-        return absl::InvalidArgumentError(absl::StrCat("event ", i, " (compute ", e.name, ", op=", e.op,
-                                                       "): dims=", absl::StrJoin(e.dims, ","), ": ",
-                                                       g.status().message()));
-      }
-      std::vector<ConvDirection> dirs;
-      if (!conv_backward) dirs.push_back(ConvDirection::kForward);
-      if (conv_backward && g->grad_input) dirs.push_back(ConvDirection::kBackwardData);
-      if (conv_backward && g->grad_weight) dirs.push_back(ConvDirection::kBackwardFilter);
-      // Each direction in the order cudnn_convolution_backward runs them:
-      // its workspace allocated, the kernel, the workspace freed.
-      bool first = true;
-      for (ConvDirection d : dirs) {
-        ++conv_directions;
-        const ConvWorkspace ws = AssumedWorkspace(cudnn_assumed, d, *g);
-        conv_unsized += ws.sized ? 0 : 1;
-        const std::string where = absl::StrCat(e.name, " cuDNN ", ConvDirectionName(d));
-        // cudnn.benchmark without a warm-up step: the first call of each
-        // parameter set times the candidates in a scratch workspace
-        // (findAlgorithms, getMaxWorkspaceSize), allocated and freed before
-        // the chosen algorithm's; later calls hit the BenchmarkCache.
-        std::vector<int64_t> key(e.dims.begin(), e.dims.begin() + 17);
-        key.push_back(static_cast<int64_t>(d));
-        if (cudnn_benchmark && !warm && benchmarked.insert(key).second) {
-          const int64_t find = AssumedWorkspace(CudnnAssumption::kBound, d, *g).bytes;
-          if (find > 0) {
-            const BufferId f = alloc(Bytes(find), absl::StrCat(where, " benchmark workspace"), e.phase, e.stack,
-                                     e.stream);
-            free_buffer(f, e.phase, e.stream);
-            note("cuDNN benchmark workspace (find)", kCudnnFindSource, Bytes(find), false);
-          }
-        }
-        BufferId w = -1;
-        if (ws.bytes > 0) {
-          w = alloc(Bytes(ws.bytes), absl::StrCat(where, " workspace (", ws.algorithm, ")"), e.phase, e.stack,
-                    e.stream);
-          note(absl::StrCat("cuDNN workspace (assumed ", CudnnAssumptionName(cudnn_assumed), ")"), kCudnnSource,
-               Bytes(ws.bytes), false);
-        }
-        if (first) {
-          TraceEvent c = e;
-          if (!c.uses.empty() && w >= 0) c.uses.push_back(w);
-          out.events.push_back(std::move(c));
-          first = false;
-        }
-        if (w >= 0) free_buffer(w, e.phase, e.stream);
-      }
-      if (first) out.events.push_back(e);
-      continue;
-    }
-    out.events.push_back(e);
   }
-  for (auto& [what, a] : added) report->added.push_back(std::move(a));
-  for (const auto& [key, count] : sdpa_classes) {
-    report->sdpa.push_back(SdpaCallClass{std::get<0>(key), count, std::get<1>(key), std::get<2>(key)});
+  out_.events.push_back(e);
+  return absl::OkStatus();
+}
+
+absl::Status EagerDevicePass::LowerReduce(size_t i, const TraceEvent& e) {
+  absl::StatusOr<ReduceStaging> cfg = ReduceConfigFor(e.dims, device_);
+  if (!cfg.ok()) return AtEvent(i, e, cfg.status());
+  if (!cfg->global) {
+    out_.events.push_back(e);
+    return absl::OkStatus();
   }
-  if (sdpa_calls == 0 && sdpa_forced.has_value()) {
+  const BufferId buf = Alloc(cfg->buffer, absl::StrCat(e.name, " reduction staging"), e.phase, e.stack, e.stream);
+  const BufferId sem =
+      Alloc(cfg->semaphores, absl::StrCat(e.name, " reduction semaphores"), e.phase, e.stack, e.stream);
+  Note("reduction staging buffer", kReduceSource, cfg->buffer, false);
+  Note("reduction semaphores", kReduceSource, cfg->semaphores, false);
+  TraceEvent c = e;
+  if (!c.uses.empty()) {
+    c.uses.push_back(buf);
+    c.uses.push_back(sem);
+  }
+  out_.events.push_back(std::move(c));
+  FreeBuffer(sem, e.phase, e.stream);  // DataPtrs die in reverse order
+  FreeBuffer(buf, e.phase, e.stream);
+  return absl::OkStatus();
+}
+
+// index_put(accumulate) and embedding_dense_backward: their sort temporaries.
+absl::Status EagerDevicePass::LowerIndexSort(size_t i, const TraceEvent& e, bool index_put) {
+  if (!cub_.has_value()) {
+    ASSIGN_OR_RETURN(cub_, CubBuildFor(*version_, torch_cuda_ ? *torch_cuda_ : ""));
+  }
+  absl::StatusOr<OpTemporaries> tmp = index_put
+                                          ? IndexPutTemporaries(e.dims, deterministic_, *version_, *cub_, device_)
+                                          : EmbeddingBackwardTemporaries(e.dims, *cub_, device_);
+  if (!tmp.ok()) return AtEvent(i, e, tmp.status());
+  if (!tmp->not_modelled.empty()) {
+    ++(index_put ? index_sorts_ : embeddings_);
+    (index_put ? index_why_ : embedding_why_).insert(tmp->not_modelled);
+  }
+  const std::string_view source = index_put ? kSortSource : kEmbeddingSource;
+  const std::string buffers = index_put ? "index_put index buffers" : "embedding backward buffers";
+  std::map<int, BufferId> ids;
+  auto apply = [&](const std::vector<TempStep>& steps) {
+    for (const TempStep& s : steps) {
+      if (s.alloc) {
+        ids[s.slot] = Alloc(s.size, absl::StrCat(e.name, " ", s.what), e.phase, e.stack, e.stream);
+        Note(s.what == "CUB radix sort storage" ? "CUB radix-sort storage" : buffers, source, s.size, false);
+      } else {
+        FreeBuffer(ids.at(s.slot), e.phase, e.stream);
+      }
+    }
+  };
+  apply(tmp->before);
+  TraceEvent c = e;
+  if (!c.uses.empty()) {
+    for (const TempStep& s : tmp->before) {
+      if (s.alloc) c.uses.push_back(ids[s.slot]);
+    }
+    // Buffers freed before the kernel (CUB storage, range checks) are
+    // not the kernel's; keep only those still live at it.
+    std::set<BufferId> freed;
+    for (const TempStep& s : tmp->before) {
+      if (!s.alloc) freed.insert(ids[s.slot]);
+    }
+    std::erase_if(c.uses, [&](BufferId id) { return freed.contains(id); });
+  }
+  out_.events.push_back(std::move(c));
+  apply(tmp->after);
+  return absl::OkStatus();
+}
+
+absl::Status EagerDevicePass::LowerSdpa(size_t i, const TraceEvent& e, const SdpaOp& sdpa) {
+  ++sdpa_calls_;
+  absl::StatusOr<SdpaFacts> facts = ParseSdpaFacts(e.dims);
+  if (!facts.ok()) return AtEvent(i, e, facts.status());
+  absl::StatusOr<SdpaChoice> choice = ChooseSdpaBackend(sdpa, e.op, *facts, device_, sdpa_forced_);
+  if (!choice.ok()) return AtEvent(i, e, choice.status());
+  ++sdpa_classes_[{e.op, SdpaBackendName(choice->backend), choice->why}];
+  const OpTemporaries tmp = SdpaWorkspaces(*facts, sdpa.backward, choice->backend, device_, deterministic_);
+  std::map<int, BufferId> ids;
+  std::set<BufferId> freed;
+  auto apply = [&](const std::vector<TempStep>& steps, bool before) {
+    for (const TempStep& s : steps) {
+      if (s.alloc) {
+        ids[s.slot] = Alloc(s.size, absl::StrCat(e.name, " ", s.what), e.phase, e.stack, e.stream);
+        Note(s.what, SdpaSource(choice->backend), s.size, false);
+      } else {
+        FreeBuffer(ids.at(s.slot), e.phase, e.stream);
+        if (before) freed.insert(ids.at(s.slot));
+      }
+    }
+  };
+  apply(tmp.before, true);
+  TraceEvent c = e;
+  if (!c.uses.empty()) {
+    for (const auto& [slot, id] : ids) {
+      if (!freed.contains(id)) c.uses.push_back(id);
+    }
+  }
+  out_.events.push_back(std::move(c));
+  apply(tmp.after, false);
+  return absl::OkStatus();
+}
+
+absl::Status EagerDevicePass::LowerConv(size_t i, const TraceEvent& e) {
+  const bool conv_backward = e.op == "convolution_backward";
+  ++convs_;
+  if (cudnn_assumed_ == CudnnAssumption::kNone || e.dims.empty()) {
+    // Not a 2-D convolution (no facts): one direction counted unsized.
+    conv_directions_ += e.dims.empty() ? 1 : 0;
+    conv_unsized_ += e.dims.empty() ? 1 : 0;
+    out_.events.push_back(e);
+    return absl::OkStatus();
+  }
+  absl::StatusOr<ConvGeometry> g = ParseConvFacts(e.dims, conv_backward);
+  if (!g.ok()) return AtEvent(i, e, g.status());
+  std::vector<ConvDirection> dirs;
+  if (!conv_backward) dirs.push_back(ConvDirection::kForward);
+  if (conv_backward && g->grad_input) dirs.push_back(ConvDirection::kBackwardData);
+  if (conv_backward && g->grad_weight) dirs.push_back(ConvDirection::kBackwardFilter);
+  // Each direction in the order cudnn_convolution_backward runs them:
+  // its workspace allocated, the kernel, the workspace freed.
+  bool first = true;
+  for (ConvDirection d : dirs) {
+    ++conv_directions_;
+    const ConvWorkspace ws = AssumedWorkspace(cudnn_assumed_, d, *g);
+    conv_unsized_ += ws.sized ? 0 : 1;
+    const std::string where = absl::StrCat(e.name, " cuDNN ", ConvDirectionName(d));
+    // cudnn.benchmark without a warm-up step: the first call of each
+    // parameter set times the candidates in a scratch workspace
+    // (findAlgorithms, getMaxWorkspaceSize), allocated and freed before
+    // the chosen algorithm's; later calls hit the BenchmarkCache.
+    std::vector<int64_t> key(e.dims.begin(), e.dims.begin() + 17);
+    key.push_back(static_cast<int64_t>(d));
+    if (cudnn_benchmark_ && !warm_ && benchmarked_.insert(key).second) {
+      const int64_t find = AssumedWorkspace(CudnnAssumption::kBound, d, *g).bytes;
+      if (find > 0) {
+        const BufferId f =
+            Alloc(Bytes(find), absl::StrCat(where, " benchmark workspace"), e.phase, e.stack, e.stream);
+        FreeBuffer(f, e.phase, e.stream);
+        Note("cuDNN benchmark workspace (find)", kCudnnFindSource, Bytes(find), false);
+      }
+    }
+    BufferId w = -1;
+    if (ws.bytes > 0) {
+      w = Alloc(Bytes(ws.bytes), absl::StrCat(where, " workspace (", ws.algorithm, ")"), e.phase, e.stack,
+                e.stream);
+      Note(absl::StrCat("cuDNN workspace (assumed ", CudnnAssumptionName(cudnn_assumed_), ")"), kCudnnSource,
+           Bytes(ws.bytes), false);
+    }
+    if (first) {
+      TraceEvent c = e;
+      if (!c.uses.empty() && w >= 0) c.uses.push_back(w);
+      out_.events.push_back(std::move(c));
+      first = false;
+    }
+    if (w >= 0) FreeBuffer(w, e.phase, e.stream);
+  }
+  if (first) out_.events.push_back(e);
+  return absl::OkStatus();
+}
+
+// The report's additions, SDPA classes, assumptions and what is not modelled;
+// an option given for ops the step does not have is refused by name.
+absl::Status EagerDevicePass::Summarize() {
+  for (auto& [what, a] : added_) report_->added.push_back(std::move(a));
+  for (const auto& [key, count] : sdpa_classes_) {
+    report_->sdpa.push_back(SdpaCallClass{std::get<0>(key), count, std::get<1>(key), std::get<2>(key)});
+  }
+  if (sdpa_calls_ == 0 && sdpa_forced_.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
-        "--sdpa-backend ", options.sdpa_backend,
+        "--sdpa-backend ", options_.sdpa_backend,
         ": the step has no fused SDPA events (_scaled_dot_product_{cudnn,flash,efficient}_attention)"));
   }
-  if (convs == 0 && !options.cudnn_workspace.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat("--cudnn-workspace ", options.cudnn_workspace,
+  if (convs_ == 0 && !options_.cudnn_workspace.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat("--cudnn-workspace ", options_.cudnn_workspace,
                                                    ": the step has no convolutions"));
   }
-  if (convs > 0 && cudnn_assumed == CudnnAssumption::kNone) {
-    report->assumptions.push_back(absl::StrCat(
-        "cuDNN convolution workspaces (", convs, " convolution ops): ASSUMED NONE (--cudnn-workspace none",
-        options.cudnn_workspace.empty() ? ", the default" : "",
+  if (convs_ > 0 && cudnn_assumed_ == CudnnAssumption::kNone) {
+    report_->assumptions.push_back(absl::StrCat(
+        "cuDNN convolution workspaces (", convs_, " convolution ops): ASSUMED NONE (--cudnn-workspace none",
+        options_.cudnn_workspace.empty() ? ", the default" : "",
         "); the algorithm, and so the workspace, is chosen on the GPU by cuDNN's heuristics",
-        cudnn_benchmark ? " or, with cudnn.benchmark as recorded, by timing" : "",
+        cudnn_benchmark_ ? " or, with cudnn.benchmark as recorded, by timing" : "",
         " (aten/src/ATen/native/cudnn/Conv_v7.cpp / Conv_v8.cpp); gemm, winograd_nonfused or bound size them"));
-  } else if (convs > 0) {
-    report->assumptions.push_back(absl::StrCat(
-        "cuDNN convolution workspaces ASSUMED ", CudnnAssumptionName(cudnn_assumed), " (--cudnn-workspace; the "
+  } else if (convs_ > 0) {
+    report_->assumptions.push_back(absl::StrCat(
+        "cuDNN convolution workspaces ASSUMED ", CudnnAssumptionName(cudnn_assumed_), " (--cudnn-workspace; the "
         "algorithm is chosen on the GPU): ",
-        cudnn_assumed == CudnnAssumption::kBound
-            ? absl::StrCat(conv_directions, " convolution directions each given the larger of the gemm and "
+        cudnn_assumed_ == CudnnAssumption::kBound
+            ? absl::StrCat(conv_directions_, " convolution directions each given the larger of the gemm and "
                            "winograd_nonfused workspaces where they apply (none elsewhere); not a bound over "
                            "cuDNN's FFT, FFT tiling or precomputed-GEMM algorithms, which gpusim does not size")
-            : absl::StrCat(conv_directions - conv_unsized, " of ", conv_directions,
+            : absl::StrCat(conv_directions_ - conv_unsized_, " of ", conv_directions_,
                            " convolution directions sized, the rest assumed none (the algorithm does not apply "
                            "to them, or not a 2-D convolution: no facts)"),
-        cudnn_benchmark ? (warm ? "; cudnn.benchmark: timed in the warm-up step (benchmark cache hits in this step)"
-                                : "; cudnn.benchmark without a warm-up step: each parameter set's first call "
-                                  "times in a scratch workspace sized as bound (a lower bound of "
-                                  "getMaxWorkspaceSize)")
-                        : ""));
+        cudnn_benchmark_ ? (warm_ ? "; cudnn.benchmark: timed in the warm-up step (benchmark cache hits in this step)"
+                                  : "; cudnn.benchmark without a warm-up step: each parameter set's first call "
+                                    "times in a scratch workspace sized as bound (a lower bound of "
+                                    "getMaxWorkspaceSize)")
+                         : ""));
   }
-  if (embeddings > 0) {
-    report->not_modelled.push_back(absl::StrCat(
-        "embedding backward temporaries (", embeddings, " embedding_dense_backward ops: ",
-        absl::StrJoin(embedding_why, "; "), "; aten/src/ATen/native/cuda/Embedding.cu, EmbeddingBackwardKernel.cu)"));
+  if (embeddings_ > 0) {
+    report_->not_modelled.push_back(absl::StrCat(
+        "embedding backward temporaries (", embeddings_, " embedding_dense_backward ops: ",
+        absl::StrJoin(embedding_why_, "; "), "; aten/src/ATen/native/cuda/Embedding.cu, EmbeddingBackwardKernel.cu)"));
   }
-  if (index_sorts > 0) {
-    report->not_modelled.push_back(absl::StrCat(
-        "index_put(accumulate) sort temporaries (", index_sorts, " ops: ", absl::StrJoin(index_why, "; "),
+  if (index_sorts_ > 0) {
+    report_->not_modelled.push_back(absl::StrCat(
+        "index_put(accumulate) sort temporaries (", index_sorts_, " ops: ", absl::StrJoin(index_why_, "; "),
         "; aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel)"));
   }
-  ASSIGN_OR_RETURN(report->nccl, NcclDeviceMemory(recorded, device));
-  if (report->nccl.distributed) report->assumptions.push_back(report->nccl.assumption);
-  RETURN_IF_ERROR(RemapAfter(recorded, &out));
-  StepRise(out, report);
-  return out;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+absl::StatusOr<Trace> AddEagerDeviceMemory(const Trace& recorded, const DeviceSpec& device,
+                                           EagerDeviceMemory* report, const EagerDeviceOptions& options) {
+  *report = EagerDeviceMemory{};
+  report->device = device.name;
+  report->context_reserve = device.context_reserve;
+  const std::string* framework = FindMeta(recorded, "framework");
+  if (framework == nullptr || *framework != "pytorch") {
+    for (const auto& [flag, value] : {std::pair<std::string, const std::string*>{"--cudnn-workspace",
+                                                                                    &options.cudnn_workspace},
+                                      {"--sdpa-backend", &options.sdpa_backend}}) {
+      if (value->empty()) continue;
+      return absl::InvalidArgumentError(absl::StrCat(
+          flag, " applies to a step recorded from PyTorch (python/gpusim_torch; meta framework pytorch), and this "
+          "trace is not one"));
+    }
+    return recorded;
+  }
+  return EagerDevicePass(recorded, device, report, options).Run();
 }
 
 }  // namespace gpusim

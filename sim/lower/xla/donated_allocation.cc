@@ -37,6 +37,85 @@ struct Ranges {
   }
 };
 
+
+// Note [Donated allocation]: the donated chain's final value, displaced
+// into a buffer of its own, is returned through a root copy into the
+// donated parameter `param`, appended as the program's last op. Returns the
+// copy's op.
+OpId AppendRootCopy(Program& p, Ranges& r, TensorId param, TensorId final_value, std::string* decision) {
+  const std::string pname = p.tensor(param).name;
+  Tensor& fv = p.tensors[static_cast<size_t>(final_value)];
+  const std::string out_name = fv.name;
+  fv.live_out = false;
+  fv.name = absl::StrCat(out_name, ".loop_value");
+  Tensor out = fv;
+  out.id = static_cast<TensorId>(p.tensors.size());
+  out.name = out_name;
+  out.live_out = true;
+  out.aliases = param;
+  out.origin = absl::StrCat(out_name, " (output): root copy into the donated `", pname,
+                            "`, kept by the post-scheduling copy elision (Note [Donated allocation])");
+  const Phase phase = p.op(r.producer[static_cast<size_t>(final_value)]).phase;
+  p.tensors.push_back(out);
+  Op copy;
+  copy.id = static_cast<OpId>(p.ops.size());
+  copy.name = absl::StrCat("root_copy.", out_name);
+  copy.kind = OpKind::kCopy;
+  copy.inputs = {final_value};
+  copy.outputs = {out.id};
+  copy.bytes_read = out.bytes();
+  copy.bytes_written = out.bytes();
+  copy.dtype = out.dtype;
+  copy.phase = phase;
+  p.ops.push_back(copy);
+  r.Add(p, p.ops.back());
+  absl::StrAppend(decision, "; the root copy `", copy.name, "` into `", pname, "` stays");
+  return copy.id;
+}
+
+// The idle window of the donated `param`'s allocation: after the last
+// reader of what it held (`held_until`), before `window_end`. The largest
+// temps that fit in it, pairwise disjoint in time, are placed there.
+void PlaceInIdleWindow(Program& p, const Ranges& after, TensorId param, const std::set<TensorId>& loop_state,
+                       OpId held_until, OpId window_end, std::string* decision) {
+  const Tensor& dst = p.tensor(param);
+  const std::string pname = dst.name;
+  const Bytes pbytes = dst.bytes();
+  std::vector<TensorId> candidates;
+  for (const Tensor& t : p.tensors) {
+    if (t.entry_parameter || t.live_out || t.host || t.aliases != kNoTensor || t.bytes() > pbytes ||
+        loop_state.count(t.id)) {
+      continue;
+    }
+    const OpId def = after.producer[static_cast<size_t>(t.id)];
+    if (def <= held_until || after.end(t.id) >= window_end) continue;
+    candidates.push_back(t.id);
+  }
+  std::stable_sort(candidates.begin(), candidates.end(),
+                   [&](TensorId a, TensorId b) { return p.tensor(a).bytes() > p.tensor(b).bytes(); });
+  std::vector<std::pair<OpId, OpId>> taken;
+  std::vector<std::string> placed;
+  Bytes placed_bytes(0);
+  for (TensorId c : candidates) {
+    const OpId lo = after.producer[static_cast<size_t>(c)], hi = after.end(c);
+    const bool overlaps = std::any_of(taken.begin(), taken.end(), [&](const std::pair<OpId, OpId>& iv) {
+      return lo <= iv.second && iv.first <= hi;
+    });
+    if (overlaps) continue;
+    taken.push_back({lo, hi});
+    Tensor& t = p.tensors[static_cast<size_t>(c)];
+    t.aliases = param;
+    t.origin = absl::StrCat(t.origin, "; placed in the idle allocation of the donated `", pname,
+                            "` (buffer_assignment.cc, Note [Donated allocation])");
+    placed.push_back(t.name);
+    placed_bytes += t.bytes();
+  }
+  absl::StrAppend(decision, "; `", pname, "`'s allocation is idle from op ", held_until, " to op ", window_end,
+                  placed.empty() ? " and holds no temp" : absl::StrCat(" and holds ", placed.size(), " temp(s), ",
+                                                                       FormatBytes(placed_bytes), ": ",
+                                                                       absl::StrJoin(placed, ", ")));
+}
+
 }  // namespace
 
 void ElideDonatedCopies(Program& p, std::vector<std::string>* decisions) {
@@ -107,9 +186,7 @@ void ElideDonatedCopies(Program& p, std::vector<std::string>* decisions) {
       }
     }
     if (displaced.empty()) continue;
-    const Tensor& dst = p.tensor(param);
-    const std::string pname = dst.name;
-    const Bytes pbytes = dst.bytes();
+    const std::string pname = p.tensor(param).name;
     const TensorId first = displaced.front();
     const OpId first_write_op = r.producer[static_cast<size_t>(first)];
     std::string decision = absl::StrCat("donated `", pname, "`: `", p.tensor(first).name, "` is written at op ",
@@ -127,70 +204,8 @@ void ElideDonatedCopies(Program& p, std::vector<std::string>* decisions) {
       if (m.live_out) final_value = m.id;
     }
     OpId window_end = static_cast<OpId>(p.ops.size());
-    if (final_value != kNoTensor) {
-      Tensor& fv = p.tensors[static_cast<size_t>(final_value)];
-      const std::string out_name = fv.name;
-      fv.live_out = false;
-      fv.name = absl::StrCat(out_name, ".loop_value");
-      Tensor out = fv;
-      out.id = static_cast<TensorId>(p.tensors.size());
-      out.name = out_name;
-      out.live_out = true;
-      out.aliases = param;
-      out.origin = absl::StrCat(out_name, " (output): root copy into the donated `", pname,
-                                "`, kept by the post-scheduling copy elision (Note [Donated allocation])");
-      const Phase phase = p.op(r.producer[static_cast<size_t>(final_value)]).phase;
-      p.tensors.push_back(out);
-      Op copy;
-      copy.id = static_cast<OpId>(p.ops.size());
-      copy.name = absl::StrCat("root_copy.", out_name);
-      copy.kind = OpKind::kCopy;
-      copy.inputs = {final_value};
-      copy.outputs = {out.id};
-      copy.bytes_read = out.bytes();
-      copy.bytes_written = out.bytes();
-      copy.dtype = out.dtype;
-      copy.phase = phase;
-      p.ops.push_back(copy);
-      r.Add(p, p.ops.back());
-      window_end = copy.id;
-      absl::StrAppend(&decision, "; the root copy `", copy.name, "` into `", pname, "` stays");
-    }
-    // The idle window: after the last reader of what P held, before the copy.
-    const Ranges& after = r;
-    std::vector<TensorId> candidates;
-    for (const Tensor& t : p.tensors) {
-      if (t.entry_parameter || t.live_out || t.host || t.aliases != kNoTensor || t.bytes() > pbytes ||
-          loop_state.count(t.id)) {
-        continue;
-      }
-      const OpId def = after.producer[static_cast<size_t>(t.id)];
-      if (def <= held_until || after.end(t.id) >= window_end) continue;
-      candidates.push_back(t.id);
-    }
-    std::stable_sort(candidates.begin(), candidates.end(),
-                     [&](TensorId a, TensorId b) { return p.tensor(a).bytes() > p.tensor(b).bytes(); });
-    std::vector<std::pair<OpId, OpId>> taken;
-    std::vector<std::string> placed;
-    Bytes placed_bytes(0);
-    for (TensorId c : candidates) {
-      const OpId lo = after.producer[static_cast<size_t>(c)], hi = after.end(c);
-      const bool overlaps = std::any_of(taken.begin(), taken.end(), [&](const std::pair<OpId, OpId>& iv) {
-        return lo <= iv.second && iv.first <= hi;
-      });
-      if (overlaps) continue;
-      taken.push_back({lo, hi});
-      Tensor& t = p.tensors[static_cast<size_t>(c)];
-      t.aliases = param;
-      t.origin = absl::StrCat(t.origin, "; placed in the idle allocation of the donated `", pname,
-                              "` (buffer_assignment.cc, Note [Donated allocation])");
-      placed.push_back(t.name);
-      placed_bytes += t.bytes();
-    }
-    absl::StrAppend(&decision, "; `", pname, "`'s allocation is idle from op ", held_until, " to op ", window_end,
-                    placed.empty() ? " and holds no temp" : absl::StrCat(" and holds ", placed.size(), " temp(s), ",
-                                                                         FormatBytes(placed_bytes), ": ",
-                                                                         absl::StrJoin(placed, ", ")));
+    if (final_value != kNoTensor) window_end = AppendRootCopy(p, r, param, final_value, &decision);
+    PlaceInIdleWindow(p, r, param, loop_state, held_until, window_end, &decision);
     decisions->push_back(decision);
   }
 }

@@ -3,6 +3,9 @@
 // allocator → report (text and JSON). Rejections must be InvalidArgument
 // (or NotFound for a referenced file) naming the input; a step that
 // simulates must keep tests/fuzz/step_invariants.h. Seeds: tests/fuzz/pipeline/.
+// It lives in tests/fuzz/, not beside a library folder: it drives every
+// layer up to the report (sim/step, sim/report), which no folder below
+// sim/report may include (tools/layering.cmake).
 #include <cstddef>
 #include <cstdint>
 #include <string>
