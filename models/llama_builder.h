@@ -116,7 +116,7 @@ class LlamaBuilder {
 
   std::vector<int64_t> Local(const Param& p) const;
   std::vector<int64_t> Shard(const Param& p) const;
-  // jax with sequence parallelism: a norm scale is sharded over
+  // MaxText rules with sequence parallelism: a norm scale is sharded over
   // tensor_sequence but applied to full-embed activations, so it is
   // all-gathered for use (Note [Llama tensor parallelism]).
   bool GatheredOverTp(const Param& p) const { return maxtext_tp_ && sp_ && p.tp_axis >= 0 && p.full.size() == 1; }

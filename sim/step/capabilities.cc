@@ -47,7 +47,7 @@ void SetFixed(RunSpec& s, const std::string& path, const std::string& value) {
 std::vector<std::string> ModelledSettings(const RunSpec& spec) {
   absl::StatusOr<const ModelFamily*> f = FamilyOf(spec);
   GPUSIM_CHECK(f.ok());
-  std::vector<std::string> out = (*f)->settings(spec.framework);
+  std::vector<std::string> out = (*f)->settings(LoweringSemanticsOf(spec));
   out.push_back("allocator.impl");
   return out;
 }
@@ -60,12 +60,12 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& given) {
   for (std::string& p : spec.remat.policies) p = FoldRematPolicyName(p);
   spec.allocator.impl = FoldAllocatorName(spec.allocator.impl);
   ASSIGN_OR_RETURN(const ModelFamily* family, FamilyOf(spec));
-  const std::vector<std::string>& modelled = family->settings(spec.framework);
+  const LoweringSemantics semantics = LoweringSemanticsOf(spec);
+  const std::vector<std::string>& modelled = family->settings(semantics);
   const std::string who = family->name == "program"
                               ? absl::StrCat("a program file under framework '", spec.framework, "'")
                               : absl::StrCat("model family '", family->name, "' under framework '", spec.framework,
                                              "'");
-  const LoweringSemantics semantics = LoweringSemanticsOf(spec);
   // Note [Eager host costs] (sim/lower/eager/host_timeline.h): every eager
   // step charges the host timeline; an XLA step is one executable launch
   // whose host side is not modelled, so a device file's host: block is
