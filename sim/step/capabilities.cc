@@ -82,8 +82,8 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& given) {
     const bool written = spec.written.count(s.path) > 0;
     // A setting only the XLA lowering reads that an eager step of this
     // family does not model runs the eager value (Note [Framework
-    // semantics], sim/lower/semantics.h); written otherwise, it is refused
-    // with what eager PyTorch does instead.
+    // semantics], sim/lower/semantics.h); written by the run otherwise, it
+    // is refused with what eager PyTorch does instead.
     const XlaOnlySetting* xla_only = nullptr;
     if (!semantics.scans_layers && !Contains(modelled, s.path) && family->fixed.count(s.path) == 0) {
       for (const XlaOnlySetting& x : XlaOnlySettings()) {
@@ -93,7 +93,9 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& given) {
     if (xla_only != nullptr) {
       const std::string value = s.value(spec);
       if (value == xla_only->eager_value) continue;
-      if (!written) {
+      // A model file's value is that model's default under jax (MaxText's
+      // param_scan_axis 1 and scan_layers in configs/models/llama*.yaml).
+      if (!written || spec.from_model_file.count(s.path) > 0) {
         SetFixed(out, s.path, xla_only->eager_value);
         continue;
       }
