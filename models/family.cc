@@ -1,11 +1,14 @@
 // The families models/ builds; see family.h.
 #include "models/family.h"
 
+#include <algorithm>
+
 #include "absl/strings/str_cat.h"
 #include "sim/base/status.h"
 #include "models/gpt.h"
 #include "models/jax_program.h"
 #include "models/llama.h"
+#include "sim/lower/semantics.h"
 
 namespace gpusim {
 namespace {
@@ -57,12 +60,21 @@ std::vector<ModelFamily>* MakeFamilies() {
                                 "model.attention", "model.param_scan_axis", "model.scan_layers", "optimizer.kind",
                                 "optimizer.clip_grad_norm", "loop.mode", "parallelism.fsdp",
                                 "parallelism.gather_dtype", "parallelism.tensor", "parallelism.sequence_parallel"}});
+  // An eager llama is a module list: the scan settings are the XLA
+  // lowering's (Note [Framework semantics], sim/lower/semantics.h).
+  Settings llama_eager;
+  for (const std::string& path : llama) {
+    const auto& xla = XlaOnlySettings();
+    if (std::none_of(xla.begin(), xla.end(), [&](const XlaOnlySetting& x) { return path == x.path; })) {
+      llama_eager.push_back(path);
+    }
+  }
   f->push_back({"llama",
                 "Llama decoder (RMSNorm, RoPE, GQA, SwiGLU) as MaxText layers/llama2.py builds it; FSDP; tensor and "
                 "sequence parallelism (jax: MaxText logical-axis rules, pytorch: Megatron-LM); scanned or unrolled "
                 "layers; MaxText remat policies",
                 Join({llama, {"xla.dynamic_slice_fusion"}}),
-                llama,
+                llama_eager,
                 {},
                 BuildLlama,
                 LlamaParamCount,

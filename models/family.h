@@ -21,6 +21,7 @@
 #include "sim/ir/layer_graph.h"
 #include "sim/ir/program.h"
 #include "sim/ir/remat_plan.h"
+#include "sim/lower/semantics.h"
 
 namespace gpusim {
 
@@ -52,8 +53,8 @@ struct ModelFamily {
   // (sim/remat/apply.h); null for families without layers (programs, HLO).
   absl::StatusOr<LayerGraph> (*layer_graph)(const RunSpec& spec) = nullptr;
 
-  const std::vector<std::string>& settings(const std::string& framework) const {
-    return framework == "pytorch" ? pytorch_settings : jax_settings;
+  const std::vector<std::string>& settings(const LoweringSemantics& semantics) const {
+    return semantics.lowering == Lowering::kEager ? pytorch_settings : jax_settings;
   }
 };
 

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "models/gpt_builder.h"
 #include "sim/base/status.h"
+#include "sim/lower/semantics.h"
 
 namespace gpusim {
 namespace gpt_internal {
@@ -214,7 +215,7 @@ void GptBuilder::Offload(int l, const std::map<std::string, TensorId>& v) {
                               absl::StrCat("layer ", l, " ", name, " offloaded to pinned host"));
     b_.tensor(h).host = true;
     Op& op = b_.AddOp(absl::StrCat(mbp_, "layer", l, ".offload_", name), OpKind::kDeviceToHost, {src.id}, {h}, 0);
-    op.on_compute_stream = s_.framework == "pytorch";
+    op.on_compute_stream = LoweringSemanticsOf(s_).host_copies_on_compute_stream;
     host_[{mbp_ + absl::StrCat(l), name}] = h;
   }
 }
@@ -226,7 +227,7 @@ void GptBuilder::Reload(int l, std::map<std::string, TensorId>* v) {
     TensorId t = b_.AddTensor(absl::StrCat(mbp_, "layer", l, ".reload.", name), h.shape, h.dtype, Role::kResidual,
                               absl::StrCat("layer ", l, " ", name, " copied back from pinned host"));
     Op& op = b_.AddOp(absl::StrCat(mbp_, "layer", l, ".reload_", name), OpKind::kHostToDevice, {h.id}, {t}, 0);
-    op.on_compute_stream = s_.framework == "pytorch";
+    op.on_compute_stream = LoweringSemanticsOf(s_).host_copies_on_compute_stream;
     if (start >= 0) op.control_deps.push_back(start);
     (*v)[name] = t;
   }

@@ -35,15 +35,22 @@ LlamaBuilder::LlamaBuilder(const RunSpec& s, const RematPlan& plan)
   // Note [Llama tensor parallelism]: per-rank widths.
   t_ = s.parallelism.tensor;
   sp_ = s.parallelism.sequence_parallel && t_ > 1;
-  jax_ = s.framework == "jax";
-  embed_sharded_ = jax_ && t_ > 1 && !sp_;
+  sem_ = LoweringSemanticsOf(s);
+  maxtext_tp_ = sem_.tensor_parallel == TensorParallelRules::kMaxTextLogicalAxes;
+  embed_sharded_ = maxtext_tp_ && t_ > 1 && !sp_;
   Ht_ = H_ / t_;
   Kt_ = K_ / t_;
   Mt_ = M_ / t_;
   Vt_ = V_ / t_;
+  // Scan structure is the XLA lowering's (Note [Framework semantics],
+  // sim/lower/semantics.h): an eager step's layers are a module list with
+  // their own parameters, whatever the scan settings say (the capability
+  // check refuses them written, sim/step/capabilities.cc).
+  scan_ = sem_.scans_layers && m_.scan_layers;
+  scan_axis_ = sem_.scans_layers ? m_.param_scan_axis : 0;
   // A scanned layer stack with trip count 1 is inlined (XLA
   // WhileLoopSimplifier), which is the unrolled form.
-  rolled_ = m_.scan_layers && s.loop.mode == "rolled" && L_ > 1;
+  rolled_ = scan_ && s.loop.mode == "rolled" && L_ > 1;
   graph_ = MakeLayerGraph();
 }
 
@@ -124,7 +131,7 @@ absl::StatusOr<Program> LlamaBuilder::Build() {
   Optimizer(head.loss);
   // A jitted train step returns its outputs as one tuple (Note [Entry
   // result tuple], sim/lower/xla/entry_tuple.h).
-  b_.set_entry_result_tuple(s_.framework == "jax");
+  b_.set_entry_result_tuple(sem_.entry_result_tuple);
   return b_.Finish();
 }
 
@@ -147,7 +154,9 @@ absl::Status CheckLlamaParallelism(const RunSpec& s) {
                      "parallelism.sequence_parallel: true needs parallelism.tensor > 1 (it shards the "
                      "tensor-parallel group's activations; Megatron-LM turns it off at tensor 1)"));
   }
-  const bool jax = s.framework == "jax", sp = s.parallelism.sequence_parallel;
+  // MaxText's rules also shard the residual stream's embed axis.
+  const bool jax = LoweringSemanticsOf(s).tensor_parallel == TensorParallelRules::kMaxTextLogicalAxes;
+  const bool sp = s.parallelism.sequence_parallel;
   if (t < 1 || m.n_heads % t != 0 || m.n_kv_heads % t != 0 || m.mlp_dim % t != 0 || m.vocab % t != 0 ||
       (jax && m.d_model % t != 0) || (sp && s.batch.seq_len % t != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(

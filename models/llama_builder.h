@@ -27,6 +27,7 @@
 #include "sim/ir/layer_graph.h"
 #include "sim/ir/program.h"
 #include "sim/ir/remat_plan.h"
+#include "sim/lower/semantics.h"
 
 namespace gpusim {
 namespace llama_internal {
@@ -80,7 +81,7 @@ class LlamaBuilder {
   void PlanZeroStacks();
 
   TensorId ZeroStack(const std::string& name, std::vector<int64_t> shape, DType dt, Role role,
-                     const std::string& origin);
+                     const Origin& origin);
 
   std::optional<DType> ParamResidualDType(const Param& p) const;
 
@@ -115,13 +116,13 @@ class LlamaBuilder {
 
   std::vector<int64_t> Local(const Param& p) const;
   std::vector<int64_t> Shard(const Param& p) const;
-  // jax with sequence parallelism: a norm scale is sharded over
+  // MaxText rules with sequence parallelism: a norm scale is sharded over
   // tensor_sequence but applied to full-embed activations, so it is
   // all-gathered for use (Note [Llama tensor parallelism]).
-  bool GatheredOverTp(const Param& p) const { return jax_ && sp_ && p.tp_axis >= 0 && p.full.size() == 1; }
+  bool GatheredOverTp(const Param& p) const { return maxtext_tp_ && sp_ && p.tp_axis >= 0 && p.full.size() == 1; }
   // Stacked shape: the layer axis inserted at model.param_scan_axis.
   std::vector<int64_t> Stacked(std::vector<int64_t> shard) const {
-    size_t axis = std::min<size_t>(static_cast<size_t>(m_.param_scan_axis), shard.size());
+    size_t axis = std::min<size_t>(static_cast<size_t>(scan_axis_), shard.size());
     shard.insert(shard.begin() + static_cast<std::ptrdiff_t>(axis), L_);
     return shard;
   }
@@ -215,7 +216,10 @@ class LlamaBuilder {
   // per-rank query heads, KV heads, MLP width and vocabulary.
   int64_t t_ = 1, Ht_ = 0, Kt_ = 0, Mt_ = 0, Vt_ = 0;
   bool sp_ = false;             // sequence parallelism (t_ > 1)
-  bool jax_ = true;             // framework jax (MaxText sharding) or pytorch (Megatron-LM)
+  LoweringSemantics sem_;       // the run's framework (Note [Framework semantics])
+  bool maxtext_tp_ = true;      // MaxText logical-axis rules, else Megatron-LM's
+  bool scan_ = true;            // layers as one XLA scan over stacked params
+  int scan_axis_ = 0;           // layer axis of stacked params (0 unless XLA scans)
   bool embed_sharded_ = false;  // jax, t_ > 1, no SP: the residual stream is sharded on embed
   DType cdt_, wdt_, gdt_;
   bool rolled_ = true;

@@ -68,11 +68,11 @@ void LlamaBuilder::PrepareScanSources() {
   for (Param& p : params_) {
     if (!p.per_layer) continue;
     p.scan_source = p.value;
-    if (m_.param_scan_axis == 0 || !m_.scan_layers) continue;
+    if (scan_axis_ == 0 || !scan_) continue;
     const Tensor& v = b_.tensor(p.value);
     TensorId t = b_.AddTensor(
         v.name + ".layers_first", Stacked0(Shard(p)), v.dtype, Role::kParameter,
-        absl::StrFormat("transposed copy of stacked params (param_scan_axis=%d): %s", m_.param_scan_axis, p.name));
+        Origin{absl::StrFormat("transposed copy of stacked params (param_scan_axis=%d)", scan_axis_), p.name});
     b_.AddOp("transpose_to_front." + p.name, OpKind::kTranspose, {p.value}, {t}, 0);
     p.scan_source = t;
   }
@@ -100,7 +100,7 @@ void LlamaBuilder::PlanZeroStacks() {
 // buffer per request of that shape, all written at once; later requests
 // take the next one, the last request takes the broadcast itself.
 TensorId LlamaBuilder::ZeroStack(const std::string& name, std::vector<int64_t> shape, DType dt, Role role,
-                                 const std::string& origin) {
+                                 const Origin& origin) {
   const StackKey key{shape, dt};
   auto it = zero_init_.find(key);
   if (it == zero_init_.end()) {
@@ -123,13 +123,15 @@ TensorId LlamaBuilder::ZeroStack(const std::string& name, std::vector<int64_t> s
   if (used >= bufs.size()) {
     // More requests than planned: a fresh broadcast of its own.
     TensorId t = b_.AddTensor(name, std::move(shape), dt, role, origin);
+    if (origin.subject.empty()) b_.tensor(t).origin_kind.clear();  // the origin is its own kind
     b_.AddOp(name + ".init", OpKind::kElementwise, {}, {t}, 0);
     return t;
   }
   Tensor& t = b_.tensor(bufs[used]);
   t.name = name;
   t.role = role;
-  t.origin = origin;
+  t.origin = origin.Text();
+  t.origin_kind = origin.subject.empty() ? "" : origin.kind;  // else the whole origin is its kind
   if (bufs.size() > 1) {
     absl::StrAppend(&t.origin, "; zero-initialised by one fused broadcast with ", bufs.size() - 1,
                     " other stack(s) of this shape (HloCSE + CopyFusion), so allocated before the first of them");
@@ -176,15 +178,16 @@ void LlamaBuilder::AllocResidualStacks() {
     if (!dt.has_value()) continue;
     p.residual_stack = ZeroStack(
         "residual_stack.params." + p.name, Stacked0(Shard(p)), *dt, Role::kResidual,
-        absl::StrFormat("residual stack of layer parameters (%s, %s): %s", std::string(DTypeName(*dt)),
-                        "the bf16 cast each dot saves", p.name));
+        Origin{absl::StrFormat("residual stack of layer parameters (%s, %s)", std::string(DTypeName(*dt)),
+                               "the bf16 cast each dot saves"),
+               p.name});
   }
   for (const std::string& r : plan_.saved) {
     auto [shape, dt] = ResidualShape(r);
     TensorId st = ZeroStack(
         "residual_stack." + r, Stacked0(shape), dt, Role::kResidual,
-        absl::StrFormat("residual stack of %s `%s`, %d x %s", r == "x" ? "carry" : "value", r, L_,
-                        FormatBytes(Bytes(Elements(shape) * DTypeSize(dt)))));
+        Origin{absl::StrFormat("residual stack of %s `%s`, %d x %s", r == "x" ? "carry" : "value", r, L_,
+                               FormatBytes(Bytes(Elements(shape) * DTypeSize(dt))))});
     stacks_[r] = st;
   }
 }
@@ -287,7 +290,7 @@ void LlamaBuilder::AllocGradStacks() {
   for (Param& p : params_) {
     if (!p.per_layer) continue;
     p.grad_stack = ZeroStack("grad_stack." + p.name, Stacked0(Shard(p)), wdt_, Role::kGradient,
-                             absl::StrCat("stacked gradients (backward scan output): ", p.name));
+                             Origin{"stacked gradients (backward scan output)", p.name});
   }
 }
 
@@ -295,7 +298,7 @@ void LlamaBuilder::AllocGradStacks() {
 // param_scan_axis != 0 the stacked gradient is transposed back to the
 // parameter layout (flax axes_scan.py transpose_from_front).
 void LlamaBuilder::FinishStackedGrads() {
-  if (!m_.scan_layers) return;  // per-layer gradients feed the optimizer directly
+  if (!scan_) return;  // per-layer gradients feed the optimizer directly
   for (Param& p : params_) {
     if (!p.per_layer) continue;
     const Tensor& src = b_.tensor(p.scan_source);
@@ -305,11 +308,11 @@ void LlamaBuilder::FinishStackedGrads() {
                        absl::StrCat("gradient of ", p.name, " stacked by concatenation (unrolled scan)"));
       b_.AddOp("stack_grads." + p.name, OpKind::kCopy, p.grads, {g}, 0);
     }
-    if (m_.param_scan_axis != 0) {
+    if (scan_axis_ != 0) {
       const Tensor& v = b_.tensor(p.value);
-      TensorId t = b_.AddTensor("grads." + p.name, v.shape, wdt_, Role::kGradient,
-                                absl::StrFormat("gradients transposed back (param_scan_axis=%d): %s",
-                                                m_.param_scan_axis, p.name));
+      TensorId t = b_.AddTensor(
+          "grads." + p.name, v.shape, wdt_, Role::kGradient,
+          Origin{absl::StrFormat("gradients transposed back (param_scan_axis=%d)", scan_axis_), p.name});
       b_.AddOp("transpose_from_front." + p.name, OpKind::kTranspose, {g}, {t}, 0);
       g = t;
     }

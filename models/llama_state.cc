@@ -58,7 +58,7 @@ void LlamaBuilder::DeclareState() {
   step_ = b_.AddArgument("state.step", {}, DType::kI32, Role::kScalar, true, "train-state step counter");
   // The last argument: the axis tensor parallelism splits (Note [Llama
   // tensor parallelism]); norm scales only under jax (MaxText `norm`).
-  const int norm_tp = jax_ ? 0 : -1;
+  const int norm_tp = maxtext_tp_ ? 0 : -1;
   AddParam("token_embedder", {V_, D_}, 1, false, 0);
   const int64_t q = H_ * Dh_, kv = K_ * Dh_;
   AddParam("attn_norm", {D_}, 0, true, norm_tp);
@@ -147,7 +147,7 @@ void LlamaBuilder::ReduceGrad(const std::string& name, int layer, TensorId full_
   if (GatheredOverTp(p)) {
     cur = TpCollective(base + ".tp_reduce_scatter", OpKind::kReduceScatter, cur, Local(p), b_.tensor(cur).dtype,
                        "norm-scale gradient reduce-scattered over tensor_sequence");
-  } else if (sp_ && !jax_ && p.full.size() == 1) {
+  } else if (sp_ && !maxtext_tp_ && p.full.size() == 1) {
     // Megatron SP: each rank's norm saw S/t tokens; the replicated scale's
     // gradient is all-reduced over the group (Note [Llama tensor parallelism]).
     cur = TpCollective(base + ".tp_all_reduce", OpKind::kAllReduce, cur, p.full, b_.tensor(cur).dtype,
@@ -166,7 +166,7 @@ void LlamaBuilder::ReduceGrad(const std::string& name, int layer, TensorId full_
     op.bytes_written = Bytes(b_.tensor(cur).elements() * DTypeSize(wdt_));
     return;
   }
-  if (s_.framework == "jax" && b_.tensor(cur).dtype != wdt_) {
+  if (sem_.grad_cast_fuses_into_readers && b_.tensor(cur).dtype != wdt_) {
     // XLA: the convert to the weight dtype is fusible and every user of
     // it (the global-norm reduces and the AdamW update) fuses it
     // (priority_fusion.cc CanFuseWithAllNonBitcastUsers), so the gradient
@@ -234,7 +234,7 @@ LlamaBuilder::HeadResult LlamaBuilder::HeadAndLoss(TensorId x) {
   if (t_ > 1) {
     exp_ins.push_back(VocabStatistic("ce.max", r.logits_f32));
     // Megatron's _VocabParallelCrossEntropy all-reduces the target logit too.
-    if (!jax_) lsm_ins.push_back(VocabStatistic("ce.target_logit", r.logits_f32));
+    if (!maxtext_tp_) lsm_ins.push_back(VocabStatistic("ce.target_logit", r.logits_f32));
   }
   r.exp_shifted = f32("ce.exp_shifted", std::move(exp_ins), 3 * tv);
   lsm_ins.push_back(r.exp_shifted);
@@ -244,7 +244,7 @@ LlamaBuilder::HeadResult LlamaBuilder::HeadAndLoss(TensorId x) {
   b_.AddOp("ce.loss", OpKind::kReduce, {r.log_softmax, r.onehot, batch_.at("targets_segmentation")}, {r.loss},
            2 * tv);
   b_.tensor(r.loss).live_out = true;
-  if (s_.framework == "jax") {
+  if (sem_.maxtext_metric_outputs) {
     // MaxText train.py train_step's other scalar metrics (4bf3beaa):
     // learning/total_weights = sum(targets_segmentation != 0) (int32) and
     // learning/moe_lb_loss (0.0 for a dense model), outputs like loss.
@@ -272,7 +272,7 @@ TensorId LlamaBuilder::HeadBackward(const HeadResult& r) {
   TensorId dh = MatmulOp("d_logits.dx", d_logits_c, w_out, {B_, S_, D_}, T_, D_, Vt_);
   // Megatron's output layer saves its sharded input and gathers it again
   // for dW; XLA reuses the forward's gathered value.
-  const TensorId h_full = jax_ ? r.h_full : GatherResidual("d_logits.regather", r.h_final);
+  const TensorId h_full = maxtext_tp_ ? r.h_full : GatherResidual("d_logits.regather", r.h_final);
   TensorId dw = MatmulOp("d_logits.dw", h_full, d_logits_c, {D_, Vt_}, D_, Vt_, T_);
   ReduceGrad(m_.tied_embeddings ? "token_embedder" : "logits_dense", -1, dw);
   dh = ReducePartial("d_logits.dx.reduce", dh);

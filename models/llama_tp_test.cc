@@ -83,18 +83,24 @@ int64_t LayerActivationBytes(int64_t t, bool stream_sharded) {
   return stream + attention + swiglu;
 }
 
-// What the rolled layer scan stacks per layer: the saved set's bytes.
+// The saved set's bytes per layer: what the rolled layer scan stacks per
+// layer (jax), or, where layers are not scanned (pytorch, Note [Framework
+// semantics] in sim/lower/semantics.h), layer 1's saved values and its
+// input, layer 0's output.
 int64_t SavedBytesPerLayer(const std::vector<std::string>& sets) {
   std::vector<std::string> all = {"remat.policy=none"};
   all.insert(all.end(), sets.begin(), sets.end());
   const Program p = Build(all);
-  int64_t n = 0;
+  int64_t stacked = 0, layer1 = 0;
   for (const Tensor& t : p.tensors) {
     if (t.name.rfind("residual_stack.", 0) == 0 && t.name.rfind("residual_stack.params.", 0) != 0) {
-      n += t.bytes().value();
+      stacked += t.bytes().value();
+    }
+    if ((t.name.rfind("layer1.", 0) == 0 && t.role == Role::kResidual) || t.name == "layer0.y") {
+      layer1 += t.bytes().value();
     }
   }
-  return n / 2;
+  return stacked > 0 ? stacked / 2 : layer1;
 }
 
 TEST(LlamaTensorParallelTest, ActivationsPerRankFollowKorthikantiTable2) {

@@ -92,7 +92,8 @@ TEST(CliSurface, ValidateReadsEveryInputKind) {
 }
 
 TEST(CliSurface, AllocatorFlagIsTheSameAsSetAllocatorImpl) {
-  const std::string base = "run " + kLlama + " --set framework=pytorch --format json";
+  const std::string base =
+      "run " + kLlama + " --set framework=pytorch --set model.param_scan_axis=0 --set loop.mode=unrolled --format json";
   Result a = Stdout(base + " --allocator bfc");
   Result b = Stdout(base + " --set allocator.impl=bfc");
   ASSERT_EQ(a.code, 0);

@@ -363,7 +363,9 @@ TEST(CliRegistryTest, EveryKindListsTypedParametersInTextAndJson) {
   EXPECT_NE(k.out.find("sms (int"), std::string::npos) << k.out;
   Result i = Gpusim("list importers");
   EXPECT_NE(i.out.find("memory_timeline"), std::string::npos) << i.out;
-  Result bad = Gpusim("run " + kConfig + " --set framework=pytorch --set allocator.impl=pytorch_cachng");
+  Result bad = Gpusim("run " + kConfig +
+                      " --set framework=pytorch --set model.param_scan_axis=0 --set loop.mode=unrolled"
+                      " --set allocator.impl=pytorch_cachng");
   EXPECT_EQ(bad.code, 1);
   EXPECT_NE(bad.out.find("allocator.impl: unknown allocator 'pytorch_cachng' (did you mean 'pytorch_caching'?)"),
             std::string::npos)

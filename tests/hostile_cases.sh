@@ -137,7 +137,7 @@ for b in 4 8 16; do
   run_case "llama7b batch $b (out of memory): fragmentation >= 0" "0" "fragmentation_bytes" "$frag_ok" \
     "$BIN" run "$CONFIG" --format json --set batch.per_device=$b
   run_case "llama7b batch $b pytorch/bfc: fragmentation >= 0" "0" "fragmentation_bytes" "$frag_ok" \
-    "$BIN" run "$CONFIG" --format json --set batch.per_device=$b --set framework=pytorch --allocator bfc
+    "$BIN" run "$CONFIG" --format json --set batch.per_device=$b --set framework=pytorch --set model.param_scan_axis=0 --set loop.mode=unrolled --allocator bfc
 done
 
 # --- Exit codes ------------------------------------------------------------

@@ -73,8 +73,9 @@ TEST(HostileInput, FragmentationIsNeverNegative) {
     for (const char* b : {"1", "4", "8", "16"}) {
       // Eager semantics: a jax step is checked against JAX's arena and
       // refuses runtime allocators other than ideal and bfc.
-      Result r = Gpusim("run " + kConfig + " --format json --set framework=pytorch --set batch.per_device=" + b +
-                        " --set allocator.impl=" + alloc);
+      Result r = Gpusim("run " + kConfig +
+                        " --format json --set framework=pytorch --set model.param_scan_axis=0"
+                        " --set loop.mode=unrolled --set batch.per_device=" + b + " --set allocator.impl=" + alloc);
       ASSERT_EQ(r.code, 0) << r.out;
       const size_t at = r.out.find("\"fragmentation_bytes\": ");
       ASSERT_NE(at, std::string::npos);

@@ -23,7 +23,7 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-"$gpusim" run "$src/configs/llama7b.yaml" --set framework=pytorch --set allocator.impl=pytorch_caching \
+"$gpusim" run "$src/configs/llama7b.yaml" --set framework=pytorch --set model.param_scan_axis=0 --set loop.mode=unrolled --set allocator.impl=pytorch_caching \
     --snapshot "$tmp/eager.pickle" --format json >"$tmp/eager.json"
 "$py" "$src/tests/python/memory_viz_check.py" "$tmp/eager.pickle" "$tmp/eager.json" run
 "$gpusim" replay "$src/traces/recorded/cs336_gpt_training_snapshot.pickle" --snapshot "$tmp/replayed.pickle" \

@@ -193,8 +193,8 @@ TEST(PerfettoFormat, XlaConfig) {
 
 TEST(PerfettoFormat, EagerOutOfMemoryWithAllocatorCurves) {
   Summary s = CheckTraceEventFormat(Timeline(
-      "run " GPUSIM_SOURCE_DIR "/configs/llama7b.yaml --set framework=pytorch --set allocator.impl=pytorch_caching "
-      "--set batch.per_device=4"));
+      "run " GPUSIM_SOURCE_DIR "/configs/llama7b.yaml --set framework=pytorch --set model.param_scan_axis=0 "
+      "--set loop.mode=unrolled --set allocator.impl=pytorch_caching --set batch.per_device=4"));
   EXPECT_GT(s.counter_samples["allocated bytes"], 20);  // until the OOM
   EXPECT_GT(s.counter_samples["reserved bytes"], 5);
   EXPECT_GE(s.counter_max["reserved bytes/reserved"], s.counter_max["allocated bytes/allocated"]);

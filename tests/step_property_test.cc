@@ -36,9 +36,10 @@ std::string RandomConfig(std::mt19937_64& rng) {
                   "\n  vocab: ", Pick(rng, {256, 1000, 32000}), "\n");
   // Only settings the family models (sim/step/capabilities refuses the
   // rest by name): both model the attention kernel; layer scan and loop
-  // mode are Llama's.
+  // mode are Llama's under jax (XLA-only settings under pytorch, Note
+  // [Framework semantics] in sim/lower/semantics.h).
   absl::StrAppend(&y, "  attention: ", Pick(rng, {"flash", "explicit"}), "\n");
-  if (llama) {
+  if (llama && jax) {
     absl::StrAppend(&y, "  scan_layers: ", Pick(rng, {"true", "false"}), "\n");
     absl::StrAppend(&y, "loop: {mode: ", Pick(rng, {"rolled", "unrolled"}), "}\n");
   }

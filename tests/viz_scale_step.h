@@ -46,6 +46,7 @@ inline absl::StatusOr<StepReport> VizScaleStep(bool xla) {
   StepReport r;
   r.program = b.Finish();
   r.spec.framework = xla ? "jax" : "pytorch";
+  r.semantics = LoweringSemanticsOf(r.spec);
   auto device = LoadDeviceSpec("h100-sxm-80gb");
   if (!device.ok()) return device.status();
   r.spec.device = *device;

@@ -168,7 +168,7 @@ std::string RenderExplainJson(const StepReport& r, int top) {
       .String("program", r.program.name)
       .String("device", r.spec.device.name)
       .String("framework", r.spec.framework)
-      .String("peak_kind", r.spec.framework == "jax" && !r.spec.program.present ? "temp" : "live")
+      .String("peak_kind", r.semantics.runtime_check == RuntimeCheck::kJaxArena ? "temp" : "live")
       .Int("peak_bytes", r.peak.value())
       .Int("buffers_at_peak", static_cast<int64_t>(bufs.size()));
   j.BeginArray("buffers");

@@ -25,8 +25,9 @@ set(GPUSIM_DEPS_sim/import sim/alloc sim/base sim/ir sim/trace sim/config sim/lo
 # step pipeline decides on them (sim/remat/apply.h), never a policy; what
 # its annotations become (loop slices, the entry result tuple) is
 # sim/lower/xla's, applied by the pipeline: models/ includes neither
-# sim/remat, sim/lower nor sim/import.
-set(GPUSIM_DEPS_models sim/base sim/config sim/ir)
+# sim/remat nor sim/import, and of sim/lower only semantics.h, the named
+# facts of the run's framework (Note [Framework semantics]) it emits by.
+set(GPUSIM_DEPS_models sim/base sim/config sim/ir sim/lower sim/trace)
 # sim/step runs the pipeline; its family registry (sim/step/families.h)
 # adds the importer-backed front-ends (sim/import/hlo) to models/'s.
 set(GPUSIM_DEPS_sim/step models sim/alloc sim/base sim/config sim/device sim/engine sim/import sim/ir sim/lower sim/remat sim/trace)

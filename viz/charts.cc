@@ -129,7 +129,7 @@ absl::Status WriteCharts(const StepReport& r, const std::string& dir, const VizO
 }
 
 absl::StatusOr<std::string> HtmlReport(const StepReport& r, const VizOptions& o) {
-  const bool xla = r.spec.framework == "jax";
+  const bool xla = r.semantics.accounting == Accounting::kXlaMemoryAnalysis;
   const double s = r.sim.step_time.seconds();
   std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n";
   absl::StrAppend(&h, "<title>gpusim — ", XmlEscape(r.program.name), "</title>\n<style>", kStyle,

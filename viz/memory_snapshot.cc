@@ -137,7 +137,7 @@ absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--snapshot: the step ran on allocator '", name.empty() ? "none" : name,
         "', which places no blocks",
-        r.spec.framework == "jax" && !r.spec.program.present
+        r.semantics.runtime_check == RuntimeCheck::kJaxArena
             ? " (framework jax: XLA steps are accounted statically; use --set framework=pytorch)"
             : "",
         "; a memory snapshot needs one that does, e.g. --allocator pytorch_caching"));

@@ -37,7 +37,7 @@ void ClipSiblings(std::vector<Span>* spans) {
 StepView BuildStepView(const StepReport& r) {
   StepView v;
   v.r = &r;
-  v.xla = r.spec.framework == "jax";
+  v.xla = r.semantics.accounting == Accounting::kXlaMemoryAnalysis;
   const Trace& tr = r.lowered.trace;
   const size_t n = tr.events.size();
   v.start = r.sim.start;

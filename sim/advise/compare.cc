@@ -25,7 +25,7 @@ absl::StatusOr<std::vector<CompareRow>> Compare(const std::string& config, const
     row.host = r.lowered.host_bytes;
     row.fits = r.fits;
     row.fit_word = r.verdict.Word();
-    const int64_t e = r.spec.framework == "jax" ? r.temp_peak_event : r.sim.peak_event;
+    const int64_t e = r.semantics.accounting == Accounting::kXlaMemoryAnalysis ? r.temp_peak_event : r.sim.peak_event;
     row.peak_phase = e < 0 ? "start" : std::string(PhaseName(r.lowered.event_phase[static_cast<size_t>(e)]));
     row.step_s = r.sim.step_time.seconds();
     row.recompute_s = r.sim.recompute_busy.seconds();

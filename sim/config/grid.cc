@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <map>
 #include <mutex>
+#include <set>
 #include <utility>
 
 #include "absl/strings/ascii.h"
@@ -57,6 +58,7 @@ struct GridBase::State {
     ModelSpec model;
     ProgramSpec program;
     std::map<std::string, std::string> written;  // under the section
+    std::set<std::string> from_model_file;       // model: RunSpec::from_model_file
     std::string at;                              // the section node's location
     RunSpec run;  // maxtext, megatron: the whole run, its block lowered with the settings
   };
@@ -144,6 +146,7 @@ absl::StatusOr<std::shared_ptr<const GridBase::State::Section>> GridBase::State:
   } else if (name == "model") {
     ASSIGN_OR_RETURN(s->model, internal::ParseModelNode(node, "model"));
     internal::RecordWrittenLeaves(node, "model", &s->written);
+    internal::RecordModelFileLeaves(node, "model", mini.location().file, &s->from_model_file);
   } else {
     GPUSIM_CHECK(name == "program");
     ASSIGN_OR_RETURN(s->program, internal::ParseProgramNode(mini));
@@ -296,6 +299,7 @@ absl::StatusOr<RunSpec> GridBase::Point(const std::vector<const GridSetting*>& s
       for (auto it = s.written.begin(); it != s.written.end();) {
         it = absl::StartsWith(it->first, "model.") ? s.written.erase(it) : std::next(it);
       }
+      s.from_model_file = sec->from_model_file;
     } else {
       s.program = sec->program;
     }

@@ -7,6 +7,7 @@
 #include <any>
 #include <cstdint>
 #include <map>
+#include <set>
 #include <memory>
 #include <utility>
 #include <string>
@@ -289,6 +290,12 @@ struct RunSpec {
   // absent. Read by the capability check (sim/step/capabilities.h) to name
   // where a setting the chosen combination does not model was given.
   std::map<std::string, std::string> written;
+  // The written model.* paths whose value a model file gave (a `model:`
+  // NAME or `from:`, configs/models/NAME.yaml) rather than the run config
+  // or --set: a model's defaults, which the capability check lets a
+  // framework that has no such setting replace (Note [Framework
+  // semantics], sim/lower/semantics.h).
+  std::set<std::string> from_model_file;
 };
 
 }  // namespace gpusim

@@ -859,6 +859,9 @@ absl::StatusOr<RunSpec> ParseRunNode(const ConfigNode& root) {
     if (e.key == "device" || e.key == "program" || !e.value.is_map()) continue;
     RecordWritten(e.value, e.key, &run.written);
   }
+  if (const ConfigNode* model = root.Find("model"); model != nullptr && model->is_map()) {
+    RecordModelFileLeaves(*model, "model", root.location().file, &run.from_model_file);
+  }
   for (const char* key : {"framework", "device"}) {
     if (const ConfigNode* n = root.Find(key)) run.written[key] = n->location().ToString();
   }
@@ -896,6 +899,19 @@ absl::StatusOr<ProgramSpec> ParseProgramNode(const ConfigNode& root) {
 void RecordWrittenLeaves(const ConfigNode& node, const std::string& path,
                          std::map<std::string, std::string>* out) {
   RecordWritten(node, path, out);
+}
+
+void RecordModelFileLeaves(const ConfigNode& node, const std::string& path, const std::string& run_file,
+                           std::set<std::string>* out) {
+  for (const ConfigEntry& e : node.entries()) {
+    const std::string p = JoinPath(path, e.key);
+    const SourceLocation& at = e.value.location();
+    if (e.value.is_map()) {
+      RecordModelFileLeaves(e.value, p, run_file, out);
+    } else if (at.label.empty() && !at.file.empty() && at.file != run_file) {
+      out->insert(p);
+    }
+  }
 }
 
 // Note [Magnitude checks]: the families compute tensor sizes, parameter

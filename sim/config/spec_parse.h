@@ -34,6 +34,7 @@
 #define GPUSIM_SIM_CONFIG_SPEC_PARSE_H_
 
 #include <map>
+#include <set>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -66,6 +67,12 @@ absl::StatusOr<ProgramSpec> ParseProgramNode(const ConfigNode& root);
 // written, as RunSpec::written records it.
 void RecordWrittenLeaves(const ConfigNode& node, const std::string& path,
                          std::map<std::string, std::string>* out);
+
+// The leaves under `node` that a file other than `run_file` gave (a model
+// file a `model:` NAME or `from:` merged in), as RunSpec::from_model_file
+// records them; --set values carry a label, not a file.
+void RecordModelFileLeaves(const ConfigNode& node, const std::string& path, const std::string& run_file,
+                           std::set<std::string>* out);
 
 // The deepest model a family builds (Note [Magnitude checks]): unrolled
 // layers, every one built (the temp heap packer's cost grows with layers x

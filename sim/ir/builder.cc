@@ -17,6 +17,13 @@ TensorId ProgramBuilder::AddTensor(std::string name, std::vector<int64_t> shape,
   return program_.tensors.back().id;
 }
 
+TensorId ProgramBuilder::AddTensor(std::string name, std::vector<int64_t> shape, DType dtype, Role role,
+                                   const Origin& origin) {
+  TensorId id = AddTensor(std::move(name), std::move(shape), dtype, role, origin.Text());
+  tensor(id).origin_kind = origin.kind;
+  return id;
+}
+
 TensorId ProgramBuilder::AddArgument(std::string name, std::vector<int64_t> shape, DType dtype,
                                      Role role, bool donated, std::string origin) {
   TensorId id = AddTensor(std::move(name), std::move(shape), dtype, role, std::move(origin));

@@ -17,6 +17,8 @@ class ProgramBuilder {
 
   TensorId AddTensor(std::string name, std::vector<int64_t> shape, DType dtype, Role role,
                      std::string origin = "");
+  // The same with its origin in parts (Tensor::origin_kind is its kind).
+  TensorId AddTensor(std::string name, std::vector<int64_t> shape, DType dtype, Role role, const Origin& origin);
   // An entry parameter (argument). `donated` marks it reusable for outputs.
   TensorId AddArgument(std::string name, std::vector<int64_t> shape, DType dtype, Role role,
                        bool donated, std::string origin = "");

@@ -65,6 +65,15 @@ std::string_view OpKindName(OpKind k);
 bool ParseOpKind(std::string_view s, OpKind* out);
 bool IsCollective(OpKind k);
 
+// A tensor's origin as its parts: the kind of buffer and the subject it
+// names ("transposed copy of stacked params (param_scan_axis=1)", "wq").
+struct Origin {
+  std::string kind;
+  std::string subject;  // may be empty
+  // The words `explain` prints: "KIND: SUBJECT", or KIND alone.
+  std::string Text() const { return subject.empty() ? kind : kind + ": " + subject; }
+};
+
 struct Tensor {
   TensorId id = kNoTensor;
   std::string name;
@@ -72,6 +81,11 @@ struct Tensor {
   DType dtype = DType::kF32;
   Role role = Role::kTemporary;
   std::string origin;          // in words, for `explain`
+  // The kind of buffer `origin` describes, without the subject it names
+  // (a parameter, a value): what `diff` sums buffers by (sim/report/diff.cc).
+  // Set where the buffer is made (ProgramBuilder::AddTensor with an
+  // Origin); empty where the origin was given as one string.
+  std::string origin_kind;
   bool entry_parameter = false;  // exists before the step (argument)
   bool donated = false;          // entry parameter whose buffer may be reused
   bool live_out = false;         // returned by the step (output)

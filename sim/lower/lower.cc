@@ -74,6 +74,7 @@ absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& opt
     b.id = static_cast<BufferId>(out.buffers.size());
     b.name = t.name;
     b.origin = t.origin;
+    b.origin_kind = t.origin_kind;
     b.role = t.role;
     b.bytes = t.bytes();
     b.argument = t.entry_parameter;

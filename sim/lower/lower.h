@@ -50,6 +50,7 @@ struct BufferInfo {
   BufferId id = -1;
   std::string name;
   std::string origin;
+  std::string origin_kind;  // Tensor::origin_kind
   Role role = Role::kTemporary;
   Bytes bytes;
   bool argument = false;

@@ -27,8 +27,10 @@ std::string FoldIndex(const std::string& name) {
   return out;
 }
 
-// "transposed copy of stacked params (param_scan_axis=1): wq" → the part
-// before ": ", the class of buffer.
+// The kind of a buffer whose builder gave its origin as one string
+// ("all-gathered weight wq (forward)"): the part before ": ", if any. A
+// builder that knows the kind sets Tensor::origin_kind instead (the scan
+// structure's stacks and transposes, models/llama_scan.cc).
 std::string OriginClass(const std::string& origin) {
   const size_t colon = origin.find(": ");
   return colon == std::string::npos ? origin : origin.substr(0, colon);
@@ -60,6 +62,7 @@ StepDiff DiffSteps(const StepReport& a, const StepReport& b) {
     DiffLine& l = bufs[p.name];
     l.name = p.name;
     l.origin = p.origin;
+    l.kind = p.origin_kind;
     l.a += p.bytes.value();
     d.live_peak_a += p.bytes;
   }
@@ -67,13 +70,14 @@ StepDiff DiffSteps(const StepReport& a, const StepReport& b) {
     DiffLine& l = bufs[p.name];
     l.name = p.name;
     if (l.origin.empty()) l.origin = p.origin;
+    if (l.kind.empty()) l.kind = p.origin_kind;
     l.b += p.bytes.value();
     d.live_peak_b += p.bytes;
   }
   d.buffers = Sorted(bufs);
   std::map<std::string, DiffLine> groups;
   for (const auto& [name, l] : bufs) {
-    const std::string key = OriginClass(l.origin.empty() ? name : l.origin);
+    const std::string key = !l.kind.empty() ? l.kind : OriginClass(l.origin.empty() ? name : l.origin);
     DiffLine& g = groups[key];
     g.name = key;
     g.a += l.a;

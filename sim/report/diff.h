@@ -15,6 +15,7 @@ namespace gpusim {
 struct DiffLine {
   std::string name;
   std::string origin;
+  std::string kind;  // the buffer's Tensor::origin_kind, where its builder set one
   int64_t a = 0, b = 0;  // bytes, or nanoseconds for ops
   int64_t delta() const { return b - a; }
 };
@@ -23,7 +24,7 @@ struct StepDiff {
   Bytes temp_a, temp_b, peak_a, peak_b;
   Bytes live_peak_a, live_peak_b;
   std::vector<DiffLine> buffers;  // |delta| descending
-  std::vector<DiffLine> groups;   // buffers summed by origin class (text before ": ")
+  std::vector<DiffLine> groups;   // buffers summed by kind (Tensor::origin_kind, else the origin)
   SimTime time_a, time_b;
   std::vector<DiffLine> ops;      // |delta| descending
 };

@@ -52,7 +52,7 @@ std::string MaterialisedSlices(const StepReport& r) {
 std::vector<PeakBuffer> BuffersAtPeak(const StepReport& r) {
   // XLA: the temp heap's peak moment (arguments and outputs are reported
   // apart); eager: the live peak.
-  const bool xla = r.spec.framework == "jax";
+  const bool xla = r.semantics.accounting == Accounting::kXlaMemoryAnalysis;
   const int64_t at = xla ? r.temp_peak_event : r.sim.peak_event;
   std::vector<PeakBuffer> out;
   for (const BufferInfo& b : r.lowered.buffers) {
@@ -64,6 +64,7 @@ std::vector<PeakBuffer> BuffersAtPeak(const StepReport& r) {
     p.buffer = b.id;
     p.name = b.name;
     p.origin = b.origin;
+    p.origin_kind = b.origin_kind;
     p.role = b.role;
     p.bytes = b.bytes;
     p.from = OpAt(r, b.alloc_event);
@@ -108,7 +109,7 @@ std::string RenderCompiledExplain(const StepReport& r, int top) {
 
 std::string RenderExplain(const StepReport& r, int top) {
   std::vector<PeakBuffer> bufs = BuffersAtPeak(r);
-  const bool xla = r.spec.framework == "jax";
+  const bool xla = r.semantics.accounting == Accounting::kXlaMemoryAnalysis;
   // Note [Verdict]: the answer first.
   std::string o = absl::StrCat("verdict: ", r.verdict.Line(), "\n");
   if (r.program.compiled.present) return o + RenderCompiledExplain(r, top);

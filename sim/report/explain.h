@@ -14,6 +14,7 @@ struct PeakBuffer {
   BufferId buffer = -1;
   std::string name;
   std::string origin;
+  std::string origin_kind;  // BufferInfo::origin_kind
   Role role = Role::kTemporary;
   Bytes bytes;
   std::string from;  // op at allocation

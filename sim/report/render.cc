@@ -75,7 +75,7 @@ std::string RenderText(const StepReport& r) {
     // A Megatron launch line's header is its peak rank's (megatron_render.cc).
     absl::StrAppendFormat(&o, "  parameters%s %s; batch %d x %d per %s; %s%s semantics\n",
                           s.megatron.present ? " per rank" : "", WithCommas(r.param_count), s.batch.per_device, s.batch.seq_len, per, parallel,
-                          s.framework == "jax" ? "XLA (jax)" : "eager (pytorch)");
+                          r.semantics.lowering == Lowering::kXla ? "XLA (jax)" : "eager (pytorch)");
     std::string layers = absl::StrCat("layers ", s.loop.mode);
     if (modelled("model.param_scan_axis")) absl::StrAppend(&layers, ", param_scan_axis ", s.model.param_scan_axis);
     absl::StrAppend(&layers, ", remat ", s.remat.policy);
@@ -89,19 +89,22 @@ std::string RenderText(const StepReport& r) {
   absl::StrAppendFormat(&o, "  argument   %s\n", FormatBytes(r.argument));
   absl::StrAppendFormat(&o, "  output     %s\n", FormatBytes(r.output));
   absl::StrAppendFormat(&o, "  alias      %s\n", FormatBytes(r.alias));
+  // XLA memory_analysis() reports temp as the packed heap and the peak as
+  // its sum (Note [Framework semantics], sim/lower/semantics.h).
+  const bool xla = r.semantics.accounting == Accounting::kXlaMemoryAnalysis;
   absl::StrAppendFormat(&o, "  temp       %s%s\n", FormatBytes(r.temp),
-                        s.framework == "jax"
+                        xla
                             ? absl::StrCat("  packed heap (", r.heap_algorithm, "); live peak ",
                                            FormatBytes(r.temp_live_peak))
                             : "");
-  if (s.framework == "jax") {
+  if (xla) {
     // As the seed's script prints it: (output + temp) / 1024**3.
     absl::StrAppendFormat(&o, "  output + temp  %.6f GiB  (%s B)\n", (r.output + r.temp).GiB(),
                           WithCommas((r.output + r.temp).value()));
   }
   absl::StrAppendFormat(&o, "  peak       %s%s\n", FormatBytes(r.peak),
-                        s.framework == "jax" ? "  = argument + output - alias + temp" : "");
-  if (s.framework == "jax") {
+                        xla ? "  = argument + output - alias + temp" : "");
+  if (r.semantics.schedule_entry) {
     absl::StrAppendFormat(&o, "  %s\n", r.entry_schedule.Describe());
     for (const std::string& d : r.entry_schedule.decisions) absl::StrAppendFormat(&o, "    %s\n", d);
   }
@@ -136,12 +139,12 @@ std::string RenderText(const StepReport& r) {
   }
   absl::StrAppendFormat(&o, "  temp peak at event %d (%s phase)\n", r.temp_peak_event,
                         PhaseOfEvent(r, r.temp_peak_event));
-  const int64_t why_event = s.framework == "jax" ? r.temp_peak_event : r.sim.peak_event;
+  const int64_t why_event = xla ? r.temp_peak_event : r.sim.peak_event;
   if (why_event >= 0 && !r.peak_holders.empty()) {
     const TraceEvent& at = r.lowered.trace.events[static_cast<size_t>(why_event)];
     absl::StrAppendFormat(&o, "  why: the %s peak is reached in the %s phase when `%s` is allocated; largest %s then:\n",
-                          s.framework == "jax" ? "temp" : "live", PhaseOfEvent(r, why_event), at.name,
-                          s.framework == "jax" ? "temps live" : "buffers live");
+                          xla ? "temp" : "live", PhaseOfEvent(r, why_event), at.name,
+                          xla ? "temps live" : "buffers live");
     for (BufferId id : r.peak_holders) {
       const BufferInfo& b = r.lowered.buffers[static_cast<size_t>(id)];
       absl::StrAppendFormat(&o, "    %-44s %s  %s (%s)\n", b.name, FormatBytes(b.bytes), RoleName(b.role), b.origin);
@@ -316,7 +319,7 @@ std::string RenderJson(const StepReport& r) {
         .EndObject();
   }
   w.EndArray();
-  if (s.framework == "jax") {
+  if (r.semantics.lowering == Lowering::kXla) {
     // Note [Entry schedule] and Note [Donated allocation] (sim/lower/xla/entry_schedule.h).
     w.BeginObject("xla")
         .Bool("dynamic_slice_fusion", s.xla.dynamic_slice_fusion)

@@ -8,6 +8,7 @@
 #include "sim/alloc/allocator.h"
 #include "sim/base/status.h"
 #include "sim/config/settings.h"
+#include "sim/lower/semantics.h"
 #include "sim/remat/remat_policy.h"
 #include "sim/step/families.h"
 
@@ -34,6 +35,8 @@ void SetFixed(RunSpec& s, const std::string& path, const std::string& value) {
     s.model.tied_embeddings = value == "true";
   } else if (path == "model.scan_layers") {
     s.model.scan_layers = value == "true";
+  } else if (path == "model.param_scan_axis") {
+    s.model.param_scan_axis = std::stoi(value);
   } else {
     GPUSIM_CHECK(false && "ModelFamily::fixed names a setting SetFixed does not write");
   }
@@ -44,7 +47,7 @@ void SetFixed(RunSpec& s, const std::string& path, const std::string& value) {
 std::vector<std::string> ModelledSettings(const RunSpec& spec) {
   absl::StatusOr<const ModelFamily*> f = FamilyOf(spec);
   GPUSIM_CHECK(f.ok());
-  std::vector<std::string> out = (*f)->settings(spec.framework);
+  std::vector<std::string> out = (*f)->settings(LoweringSemanticsOf(spec));
   out.push_back("allocator.impl");
   return out;
 }
@@ -57,7 +60,8 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& given) {
   for (std::string& p : spec.remat.policies) p = FoldRematPolicyName(p);
   spec.allocator.impl = FoldAllocatorName(spec.allocator.impl);
   ASSIGN_OR_RETURN(const ModelFamily* family, FamilyOf(spec));
-  const std::vector<std::string>& modelled = family->settings(spec.framework);
+  const LoweringSemantics semantics = LoweringSemanticsOf(spec);
+  const std::vector<std::string>& modelled = family->settings(semantics);
   const std::string who = family->name == "program"
                               ? absl::StrCat("a program file under framework '", spec.framework, "'")
                               : absl::StrCat("model family '", family->name, "' under framework '", spec.framework,
@@ -66,7 +70,7 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& given) {
   // step charges the host timeline; an XLA step is one executable launch
   // whose host side is not modelled, so a device file's host: block is
   // refused there rather than ignored.
-  if (spec.device.host_given && spec.framework != "pytorch") {
+  if (spec.device.host_given && !semantics.charge_host_timeline) {
     return absl::InvalidArgumentError(absl::StrCat(
         spec.device.source_file, ": host: (host.op, host.module) is modelled only for eager steps (framework "
         "pytorch, a Megatron-LM launch line, a recorded PyTorch trace), not for ", who,
@@ -75,8 +79,31 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& given) {
   RunSpec out = spec;
   for (const SettingInfo& s : RunSettings()) {
     if (s.path == "allocator.impl") continue;
-    auto fixed = family->fixed.find(s.path);
     const bool written = spec.written.count(s.path) > 0;
+    // A setting only the XLA lowering reads that an eager step of this
+    // family does not model runs the eager value (Note [Framework
+    // semantics], sim/lower/semantics.h); written by the run otherwise, it
+    // is refused with what eager PyTorch does instead.
+    const XlaOnlySetting* xla_only = nullptr;
+    if (!semantics.scans_layers && !Contains(modelled, s.path) && family->fixed.count(s.path) == 0) {
+      for (const XlaOnlySetting& x : XlaOnlySettings()) {
+        if (s.path == x.path) xla_only = &x;
+      }
+    }
+    if (xla_only != nullptr) {
+      const std::string value = s.value(spec);
+      if (value == xla_only->eager_value) continue;
+      // A model file's value is that model's default under jax (MaxText's
+      // param_scan_axis 1 and scan_layers in configs/models/llama*.yaml).
+      if (!written || spec.from_model_file.count(s.path) > 0) {
+        SetFixed(out, s.path, xla_only->eager_value);
+        continue;
+      }
+      return absl::InvalidArgumentError(absl::StrCat(
+          Where(spec, s.path), s.path, ": ", value, " is not modelled for ", who, ": it is ", xla_only->why,
+          " (it runs ", s.path, " = ", xla_only->eager_value, "); remove it, or use framework: jax"));
+    }
+    auto fixed = family->fixed.find(s.path);
     if (Contains(modelled, s.path)) {
       // The family's default, where it is not the spec's (ModelFamily::fixed).
       if (fixed != family->fixed.end() && !written) SetFixed(out, s.path, fixed->second);
@@ -101,7 +128,7 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& given) {
   // Allocator options of an XLA step: its footprint is buffer assignment,
   // checked against JAX's BFC arena; another runtime allocator would not be
   // what JAX runs. Program files replay their buffers through the allocator.
-  if (spec.framework == "jax" && family->name != "program") {
+  if (semantics.runtime_check == RuntimeCheck::kJaxArena) {
     const bool known = std::any_of(std::begin(kJaxAllocators), std::end(kJaxAllocators),
                                    [&](const char* a) { return spec.allocator.impl == a; });
     if (!known) {

@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/lower/eager/host_timeline.h"
+#include "sim/lower/semantics.h"
 #include "sim/trace/frames.h"
 
 namespace gpusim {
@@ -18,9 +19,8 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
   // Note [Eager host costs]: each recorded op of a PyTorch step is issued
   // by the host (dispatch and launch, host.op); the recording has no module
   // or optimizer structure to charge beyond that.
-  const std::string* framework = FindMeta(trace, "framework");
   std::optional<Trace> charged;
-  if (framework != nullptr && *framework == "pytorch") {
+  if (RecordedFromEagerPyTorch(trace)) {
     charged = trace;
     r.host_charged_events = ChargeRecordedHostTimeline(&*charged);
   }

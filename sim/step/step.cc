@@ -114,6 +114,8 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
   StepReport r;
   ASSIGN_OR_RETURN(r.spec, ApplyCapabilities(given));
   const RunSpec& spec = r.spec;
+  r.semantics = LoweringSemanticsOf(spec);
+  const LoweringSemantics& sem = r.semantics;
   r.modelled = ModelledSettings(spec);
   ASSIGN_OR_RETURN(const ModelFamily* family, FamilyOf(spec));
   ASSIGN_OR_RETURN(r.program, BuildFamilyProgram(*family, spec));
@@ -126,13 +128,13 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
   }
   // A compiled module is scheduled already (Note [Compiled modules] in
   // sim/import/hlo/hlo_to_program.cc).
-  if (spec.framework == "jax" && !r.program.compiled.present) {
+  if (sem.schedule_entry && !r.program.compiled.present) {
     ASSIGN_OR_RETURN(r.entry_schedule, ScheduleEntry(r.program));  // Note [Entry schedule]
   }
   LowerOptions lower_options;
-  lower_options.reuse_operand_buffers = spec.framework == "jax";
+  lower_options.reuse_operand_buffers = sem.reuse_operand_buffers;
   ASSIGN_OR_RETURN(r.lowered, LowerEager(r.program, lower_options));
-  if (spec.framework == "pytorch") {
+  if (sem.charge_host_timeline) {
     // Note [Eager host costs]: Megatron-LM steps with TE / apex FusedAdam
     // and registers a Python hook per parameter gradient; torch.optim
     // defaults to its foreach implementation.
@@ -149,7 +151,7 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
   r.alias = r.lowered.alias_bytes;
   TempPeak(r.lowered, &r.temp_live_peak, &r.temp_peak_event);
   r.temp = r.temp_live_peak;
-  if (spec.framework == "jax") {
+  if (sem.accounting == Accounting::kXlaMemoryAnalysis) {
     // XLA's temp is the size of the packed temp heap (buffer_assignment.cc,
     // heap_simulator.cc): best-fit over the temps' live ranges, spatial and
     // temporal orders, the smaller kept; ≥ the live peak.
@@ -261,7 +263,8 @@ Verdict JudgeStep(const StepReport& r) {
                                 : spec.allocator.impl == "ideal"          ? "an ideal allocator (no fragmentation)"
                                                                           : absl::StrCat("the ", spec.allocator.impl,
                                                                                          " allocator");
-    const Bytes reserved = spec.framework == "jax" ? r.peak : r.sim.allocator.peak_reserved;
+    const Bytes reserved =
+        r.semantics.accounting == Accounting::kXlaMemoryAnalysis ? r.peak : r.sim.allocator.peak_reserved;
     return EagerVerdict(runtime, r.sim.oom.happened, reserved, r.peak, r.capacity, device);
   }
   const StepReport::JaxArena& j = r.jax_arena;
@@ -296,7 +299,9 @@ absl::Status ReplayStep(StepReport& r) {
   const RunSpec& spec = r.spec;
   r.capacity = spec.device.usable();
   AllocatorSpec engine_alloc = spec.allocator;
-  if (spec.framework == "jax" && !spec.program.present) {
+  r.semantics = LoweringSemanticsOf(spec);
+  const LoweringSemantics& sem = r.semantics;
+  if (sem.runtime_check == RuntimeCheck::kJaxArena) {
     RETURN_IF_ERROR(CheckJaxArena(r));
     engine_alloc = AllocatorSpec{"ideal", {}};  // Note [JAX arena]
   }
@@ -304,14 +309,15 @@ absl::Status ReplayStep(StepReport& r) {
   // (No time_by_op: Note [Kernel time by op on request], sim/engine/engine.h.)
   ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get(), nullptr, /*time_by_op=*/false));
   r.sim.oom.capacity = r.capacity;
-  if (spec.framework != "jax") r.peak = r.sim.peak_live;
+  if (sem.accounting == Accounting::kLiveBytes) r.peak = r.sim.peak_live;
   r.verdict = JudgeStep(r);
   r.fits = r.verdict.fits();
   // Both read the simulation: per-layer times from event times, the
   // eager peak's holders from the simulated peak.
   r.layer_times = LayerTimes(r);
-  r.peak_holders = spec.framework == "jax" ? Holders(r.lowered, r.temp_peak_event, true, 4)
-                                           : Holders(r.lowered, r.sim.peak_event, false, 4);
+  r.peak_holders = sem.accounting == Accounting::kXlaMemoryAnalysis
+                       ? Holders(r.lowered, r.temp_peak_event, true, 4)
+                       : Holders(r.lowered, r.sim.peak_event, false, 4);
   return absl::OkStatus();
 }
 
@@ -330,6 +336,7 @@ absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& sp
   StepReport r;
   r.spec = spec;
   r.spec.framework = "pytorch";
+  r.semantics = LoweringSemanticsOf(r.spec);
   r.program.name = trace.name;
   LoweredStep& l = r.lowered;
   l.trace = trace;

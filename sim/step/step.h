@@ -16,6 +16,7 @@
 #include "sim/ir/program.h"
 #include "sim/lower/eager/host_timeline.h"
 #include "sim/lower/lower.h"
+#include "sim/lower/semantics.h"
 #include "sim/lower/xla/entry_schedule.h"
 
 namespace gpusim {
@@ -31,6 +32,10 @@ struct LayerTime {
 
 struct StepReport {
   RunSpec spec;  // as simulated (sim/step/capabilities.h ApplyCapabilities)
+  // The facts of spec's framework (Note [Framework semantics],
+  // sim/lower/semantics.h): what the step, reports and viz ask instead of
+  // the framework's name.
+  LoweringSemantics semantics;
   // Setting paths the run's family models under its framework: what the
   // header may print.
   std::vector<std::string> modelled;

@@ -19,7 +19,7 @@ fi
 W="$(mktemp -d "${TMPDIR:-/tmp}/gpusim_trace_reader.XXXXXX")"
 trap 'rm -rf "$W"' EXIT
 "$BIN" run "$SRC/configs/llama7b.yaml" --timeline "$W/llama7b.json" >/dev/null
-"$BIN" run "$SRC/configs/llama7b.yaml" --set framework=pytorch --set batch.per_device=8 \
+"$BIN" run "$SRC/configs/llama7b.yaml" --set framework=pytorch --set model.param_scan_axis=0 --set loop.mode=unrolled --set batch.per_device=8 \
   --allocator pytorch_caching --timeline "$W/eager_oom.json" >/dev/null
 "$BIN" viz "$SRC/traces/recorded/tracelens_mi300x_rocm_normalization_coldstart.pt.trace.json.gz" \
   --out "$W/kineto" >/dev/null
