@@ -87,7 +87,7 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return ss.str();
 }
 
-absl::StatusOr<std::string> ReadInputPrefix(const std::string& path, size_t max_bytes) {
+absl::Status CheckRegularInput(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
@@ -101,6 +101,11 @@ absl::StatusOr<std::string> ReadInputPrefix(const std::string& path, size_t max_
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", what, ", not a regular file; gpusim reads its inputs from regular files"));
   }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadInputPrefix(const std::string& path, size_t max_bytes) {
+  if (absl::Status st = CheckRegularInput(path); !st.ok()) return st;
   const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
   std::string out(max_bytes, '\0');
