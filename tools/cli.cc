@@ -71,7 +71,7 @@ CliCapture* CliCapture::Active() { return active_capture; }
 namespace {
 
 // Note [Every command's inputs] (tools/cli.h): the kinds each command takes.
-bool Takes(std::string_view command, InputKind kind) {
+bool Takes(const std::string& command, InputKind kind) {
   if (command == "run" || command == "viz" || command == "explain" || command == "validate") return true;
   if (command == "replay") return IsTraceKind(kind);
   if (command == "compare") return kind != InputKind::kHloModule;
@@ -80,7 +80,7 @@ bool Takes(std::string_view command, InputKind kind) {
 }
 
 // What `command` takes, in words (the refusal's second half).
-std::string_view TakesWords(std::string_view command) {
+const char* TakesWords(const std::string& command) {
   if (command == "replay") return "a trace (native, Kineto, memory snapshot or memory timeline)";
   if (command == "compare") return "a run config (with --vary) or a trace (with --allocators)";
   if (command == "diff") return "a run config or an HLO module";
@@ -89,7 +89,7 @@ std::string_view TakesWords(std::string_view command) {
 
 }  // namespace
 
-absl::Status CheckCommandInput(std::string_view command, const Input& in) {
+absl::Status CheckCommandInput(const std::string& command, const Input& in) {
   if (Takes(command, in.kind)) return absl::OkStatus();
   // One message per kind refused, whatever the command.
   return absl::InvalidArgumentError(absl::StrCat(
@@ -98,7 +98,7 @@ absl::Status CheckCommandInput(std::string_view command, const Input& in) {
       IsTraceKind(in.kind) ? "` replays it" : "` simulates it"));
 }
 
-absl::StatusOr<Input> SniffCommandInput(std::string_view command, const std::string& path) {
+absl::StatusOr<Input> SniffCommandInput(const std::string& command, const std::string& path) {
   ASSIGN_OR_RETURN(Input in, SniffInput(path));
   RETURN_IF_ERROR(CheckCommandInput(command, in));
   return in;

@@ -68,9 +68,9 @@ class CliCapture {
 // Any other kind is refused with one message per kind, whatever the
 // command: "COMMAND PATH: KIND; COMMAND takes ...", with the command that
 // takes it (tests/cli_inputs_test.cc runs every kind through every command).
-absl::Status CheckCommandInput(std::string_view command, const Input& in);
+absl::Status CheckCommandInput(const std::string& command, const Input& in);
 // SniffInput(path), then CheckCommandInput.
-absl::StatusOr<Input> SniffCommandInput(std::string_view command, const std::string& path);
+absl::StatusOr<Input> SniffCommandInput(const std::string& command, const std::string& path);
 
 // Note [Checked stdout]: what a command printed reaches its destination or
 // the command fails. Flushes std::cout and stdout and checks both for an

@@ -129,14 +129,12 @@ class GzFileSource : public ByteSource {
   bool decompressed() const override { return gzip_; }
 
  private:
-  // gzerror() texts start with the path ("PATH: incorrect data check"); the
-  // error already names it.
-  std::string StripPath(const char* msg) const {
+  // gzerror() texts start with the name zlib has for the file ("<fd:4>:
+  // incorrect data check", gzdopen's); the error already names the path.
+  static std::string StripPath(const char* msg) {
     std::string_view m(msg);
-    if (m.size() > path_.size() + 2 && m.substr(0, path_.size()) == path_ &&
-        m.substr(path_.size(), 2) == ": ") {
-      m.remove_prefix(path_.size() + 2);
-    }
+    const size_t colon = m.find(">: ");
+    if (m.substr(0, 4) == "<fd:" && colon != std::string_view::npos) m.remove_prefix(colon + 3);
     return std::string(m);
   }
 

@@ -14,7 +14,7 @@
 
 namespace gpusim {
 
-std::string_view InputKindName(InputKind kind) {
+const char* InputKindName(InputKind kind) {
   switch (kind) {
     case InputKind::kRunConfig: return "run_config";
     case InputKind::kHloModule: return "hlo_module";
@@ -26,7 +26,7 @@ std::string_view InputKindName(InputKind kind) {
   return "";
 }
 
-std::string_view RecordingFormatName(InputKind kind) {
+const char* RecordingFormatName(InputKind kind) {
   switch (kind) {
     case InputKind::kNativeTrace: return "gpusim-trace";
     case InputKind::kKineto:
@@ -36,7 +36,7 @@ std::string_view RecordingFormatName(InputKind kind) {
   }
 }
 
-std::string_view InputKindWords(InputKind kind) {
+const char* InputKindWords(InputKind kind) {
   switch (kind) {
     case InputKind::kRunConfig: return "a run config (YAML)";
     case InputKind::kHloModule: return "an HLO module";
@@ -48,7 +48,7 @@ std::string_view InputKindWords(InputKind kind) {
   return "";
 }
 
-bool IsTraceKind(InputKind kind) { return !RecordingFormatName(kind).empty(); }
+bool IsTraceKind(InputKind kind) { return *RecordingFormatName(kind) != '\0'; }
 
 absl::StatusOr<Input> SniffInput(const std::string& path) {
   Input in;
@@ -99,6 +99,13 @@ absl::StatusOr<Input> SniffInput(const std::string& path) {
   }
   // Step 3.
   if (prefix.empty()) return absl::InvalidArgumentError(absl::StrCat(path, ": empty file"));
+  if (prefix.size() >= 2 && static_cast<unsigned char>(prefix[0]) == 0x1f &&
+      static_cast<unsigned char>(prefix[1]) == 0x8b) {
+    // gzip whose content no importer claims (no run config, HLO module or
+    // native trace is read gzipped).
+    return absl::InvalidArgumentError(
+        absl::StrCat(path, ": not a recorded trace this version reads (expected JSON or a snapshot pickle)"));
+  }
   if (const size_t nul = prefix.find('\0'); nul != std::string::npos) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": binary data (a NUL byte at offset ", nul,

@@ -26,12 +26,12 @@ enum class InputKind {
 
 // validate's `kind`: "run_config", "hlo_module", "native_trace", "kineto",
 // "snapshot", "memory_timeline".
-std::string_view InputKindName(InputKind kind);
+const char* InputKindName(InputKind kind);
 // LoadedRecording::format and ReplayResult::format: "gpusim-trace" for a
 // native trace, the importer's name for a recording, "" for the rest.
-std::string_view RecordingFormatName(InputKind kind);
+const char* RecordingFormatName(InputKind kind);
 // In words, for messages: "a run config (YAML)", "a Kineto trace", ...
-std::string_view InputKindWords(InputKind kind);
+const char* InputKindWords(InputKind kind);
 // A native trace or a recording: what replay reads.
 bool IsTraceKind(InputKind kind);
 
@@ -58,7 +58,9 @@ struct Input {
 //     an HLO module; else the importers' sniffs (sim/import/import.h, in
 //     registry order) see the first 4 KiB of the content (decompressed when
 //     it is gzip): a snapshot, a memory timeline, a Kineto trace.
-//  3. Otherwise a NUL byte in the prefix is binary data, refused by name;
+//  3. Otherwise gzip content no importer claims is refused by name (no
+//     run config, HLO module or native trace is read gzipped); a NUL byte
+//     in the prefix is binary data, refused by name;
 //     other text is read as a run config, whose loader names its errors;
 //     an empty file is refused by name.
 // The open of step 2 is the one every reader of the trace uses (InputFd:
