@@ -22,7 +22,7 @@ struct Kind {
   std::string name;   // InputKindName
   std::string path;
   std::string words;  // InputKindWords
-  std::string extra;  // what its run needs (an HLO module: --device)
+  std::string extra;  // what run, viz, explain and diff need (an HLO module: --device)
   bool trace;
 };
 
@@ -50,14 +50,14 @@ bool Takes(const std::string& command, const Kind& k) {
 }
 
 TEST(CliInputs, EveryKindThroughEveryCommand) {
-  const std::string dir = ::testing::TempDir() + "/cli_inputs_" + std::to_string(getpid());
+  const std::string dir = ::testing::TempDir() + "/cli_inputs_" + std::to_string(getpid()) + "_";
   int accepted = 0, refused = 0;
   for (const Kind& k : Kinds()) {
     for (const std::string command : {"run", "replay", "viz", "explain", "validate", "compare", "diff", "advise"}) {
       SCOPED_TRACE(command + " " + k.path);
       std::string args = command + " " + k.path;
-      if (command != "validate" && command != "replay") args += " " + k.extra;
-      if (command == "viz") args += " --out " + dir + "/" + std::to_string(accepted);
+      if (command == "run" || command == "viz" || command == "explain" || command == "diff") args += " " + k.extra;
+      if (command == "viz") args += " --out " + dir + std::to_string(accepted);
       if (command == "compare") args += k.trace ? " --allocators pytorch_caching" : " --vary loop.mode=rolled,unrolled";
       if (command == "diff") args += " --set loop.mode=unrolled";
       if (command == "advise") args += " --vary loop.mode=rolled,unrolled";
