@@ -104,28 +104,6 @@ absl::Status CheckRegularInput(const std::string& path) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadInputPrefix(const std::string& path, size_t max_bytes) {
-  if (absl::Status st = CheckRegularInput(path); !st.ok()) return st;
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  std::string out(max_bytes, '\0');
-  size_t n = 0;
-  while (n < out.size()) {
-    const ssize_t got = read(fd, out.data() + n, out.size() - n);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      const int err = errno;
-      close(fd);
-      return absl::UnavailableError(absl::StrCat(path, ": read error: ", std::strerror(err)));
-    }
-    if (got == 0) break;
-    n += static_cast<size_t>(got);
-  }
-  close(fd);
-  out.resize(n);
-  return out;
-}
-
 std::string FirstContentLine(std::string_view prefix) {
   size_t at = 0;
   while (at < prefix.size()) {

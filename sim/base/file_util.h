@@ -42,11 +42,6 @@ inline constexpr size_t kSniffBytes = size_t{64} << 10;
 // (a directory, a FIFO, a device, a socket) otherwise.
 absl::Status CheckRegularInput(const std::string& path);
 
-// The first min(size, max_bytes) bytes of `path`. Errors: NotFound when it
-// cannot be opened or stat'ed; InvalidArgument when it is not a regular
-// file (checked before opening); Unavailable for a read error.
-absl::StatusOr<std::string> ReadInputPrefix(const std::string& path, size_t max_bytes = kSniffBytes);
-
 // The first line of `prefix` that is neither blank nor a `#` comment,
 // without its line end and leading blanks; "" when there is none in it.
 std::string FirstContentLine(std::string_view prefix);
