@@ -240,7 +240,7 @@ run_case "500,000-entry snapshot pickle, no python3 on PATH: nothing left in TMP
 
 # --- Messages ----------------------------------------------------------------
 mkdir "$W/cfgdir"
-run_case "a directory as the config" "1" "is a directory, expected a YAML file" "" "$BIN" run "$W/cfgdir"
+run_case "a directory as the config" "1" "cfgdir: a directory, not a regular file" "" "$BIN" run "$W/cfgdir"
 printf 'device: h100-sxm-80gb\nmodel: llama2-7b\nremat:\n  policy: bogus\n' > "$W/remat.yaml"
 run_case "unknown remat policy" "1" "remat.yaml:4:11: remat.policy: unknown policy 'bogus'" "" "$BIN" run "$W/remat.yaml"
 printf 'root:$6$secrethash:19000:0:99999:7:::\ndaemon:*:19000:0:99999:7:::\n' > "$W/shadow"

@@ -117,7 +117,7 @@ TEST(HostileInput, YamlAliasBombIsRefusedBeforeExpansion) {
 
 TEST(HostileInput, Messages) {
   const std::string d = FreshDir("messages");
-  ExpectFails("run " + d, 1, d + ": is a directory, expected a YAML file");
+  ExpectFails("run " + d, 1, d + ": a directory, not a regular file");  // Note [One sniffer, one open]
   const std::string cfg = Write("hostile_remat.yaml", "device: h100-sxm-80gb\nmodel: llama2-7b\nremat:\n  policy: bogus\n");
   ExpectFails("run " + cfg, 1, "hostile_remat.yaml:4:11: remat.policy: unknown policy 'bogus'");
   // A file that is not YAML config (a password file) is described, not echoed.

@@ -68,8 +68,40 @@ CliCapture::CliCapture(bool want_timeline_svg) : want_timeline_svg_(want_timelin
 CliCapture::~CliCapture() { active_capture = previous_; }
 CliCapture* CliCapture::Active() { return active_capture; }
 
-bool IsRunConfigArg(const std::string& path) {
-  return absl::EndsWith(path, ".yaml") || absl::EndsWith(path, ".yml") || IsRunConfigText(path);
+namespace {
+
+// Note [Every command's inputs] (tools/cli.h): the kinds each command takes.
+bool Takes(const std::string& command, InputKind kind) {
+  if (command == "run" || command == "viz" || command == "explain" || command == "validate") return true;
+  if (command == "replay") return IsTraceKind(kind);
+  if (command == "compare") return kind != InputKind::kHloModule;
+  if (command == "diff") return kind == InputKind::kRunConfig || kind == InputKind::kHloModule;
+  return kind == InputKind::kRunConfig;  // advise
+}
+
+// What `command` takes, in words (the refusal's second half).
+const char* TakesWords(const std::string& command) {
+  if (command == "replay") return "a trace (native, Kineto, memory snapshot or memory timeline)";
+  if (command == "compare") return "a run config (with --vary) or a trace (with --allocators)";
+  if (command == "diff") return "a run config or an HLO module";
+  return "a run config";
+}
+
+}  // namespace
+
+absl::Status CheckCommandInput(const std::string& command, const Input& in) {
+  if (Takes(command, in.kind)) return absl::OkStatus();
+  // One message per kind refused, whatever the command.
+  return absl::InvalidArgumentError(absl::StrCat(
+      command, " ", in.path, ": ", InputKindWords(in.kind), "; ", command, " takes ", TakesWords(command),
+      IsTraceKind(in.kind) ? "; `gpusim replay " : "; `gpusim run ", in.path,
+      IsTraceKind(in.kind) ? "` replays it" : "` simulates it"));
+}
+
+absl::StatusOr<Input> SniffCommandInput(const std::string& command, const std::string& path) {
+  ASSIGN_OR_RETURN(Input in, SniffInput(path));
+  RETURN_IF_ERROR(CheckCommandInput(command, in));
+  return in;
 }
 
 namespace {
@@ -145,10 +177,6 @@ absl::Status RefuseCudnnForConfig(const std::string& command, const RunOptions& 
 }
 
 
-bool IsHloFile(const std::string& f) {
-  return (f.size() > 4 && f.substr(f.size() - 4) == ".hlo") || (f.size() > 7 && f.substr(f.size() - 7) == ".hlo.gz");
-}
-
 std::string YamlQuoted(const std::string& s) {
   std::string q = "\"";
   for (char c : s) {
@@ -158,11 +186,12 @@ std::string YamlQuoted(const std::string& s) {
   return q + "\"";
 }
 
-// A run config file, or an HLO module (STEP.hlo) run on `device`: the
-// config `{framework: jax, device: NAME, program_hlo: STEP.hlo}`.
-absl::StatusOr<RunSpec> LoadSpec(const std::string& config, const std::vector<std::string>& sets,
-                                 const std::string& device) {
-  if (!IsHloFile(config)) {
+// A run config, or an HLO module (STEP.hlo) run on `device`: the config
+// `{framework: jax, device: NAME, program_hlo: STEP.hlo}`.
+// REQUIRES: in.kind is kRunConfig or kHloModule.
+absl::StatusOr<RunSpec> LoadSpec(const Input& in, const std::vector<std::string>& sets, const std::string& device) {
+  const std::string& config = in.path;
+  if (in.kind != InputKind::kHloModule) {
     if (!device.empty()) {
       return absl::InvalidArgumentError(
           absl::StrCat("--device is for an HLO module (STEP.hlo); for ", config, " use --set device=NAME"));
@@ -276,7 +305,13 @@ absl::StatusOr<StepReport> SimulateOneStep(const RunSpec& spec, std::string* not
 // and read from XLA's compiled module (XLA's own, Note [Compiled-module
 // buffer assignment]), side by side.
 int CmdRunCompiled(const RunOptions& o) {
-  if (!IsHloFile(o.config) || !IsHloFile(o.compiled)) {
+  std::vector<Input> modules;
+  for (const std::string& f : {o.config, o.compiled}) {
+    auto in = SniffCommandInput("run", f);
+    if (!in.ok()) return Fail(in.status());
+    modules.push_back(*std::move(in));
+  }
+  if (modules[0].kind != InputKind::kHloModule || modules[1].kind != InputKind::kHloModule) {
     return Fail(absl::InvalidArgumentError(absl::StrCat(
         "run --compiled ", o.compiled, ": give the unoptimised module as the config (STEP.hlo) and the compiled one "
         "(compiled.as_text(), STEP.opt.hlo) after --compiled")));
@@ -286,7 +321,7 @@ int CmdRunCompiled(const RunOptions& o) {
                                            "run each module by itself for its files"));
   }
   std::vector<StepReport> reports;
-  for (const std::string& f : {o.config, o.compiled}) {
+  for (const Input& f : modules) {
     auto spec = LoadSpec(f, o.sets, o.device);
     if (!spec.ok()) return Fail(spec.status());
     auto report = SimulateStep(*spec);
@@ -328,20 +363,19 @@ int CmdRun(const RunOptions& o) {
   if (o.config.empty() && o.megatron_args.empty()) {
     return Fail(absl::InvalidArgumentError("run: give a run config (YAML or STEP.hlo) or --megatron-args"));
   }
-  const std::string& f = o.config;
-  const bool yaml = IsRunConfigArg(f);
-  const std::string format = o.megatron_args.empty() && !yaml && !IsHloFile(f) ? RecordingFormatOf(f).value_or("") : "";
-  if (!format.empty() && format != "gpusim-trace") {
-    // A recording (the importer registry's formats: Kineto, snapshot, memory
-    // timeline) is not a step to simulate: `replay` is its command.
-    return Fail(absl::InvalidArgumentError(absl::StrCat("run ", f, ": this is a recorded trace (", format,
-                                                        "); use `gpusim replay ", f, "`")));
+  std::optional<Input> in;
+  if (o.megatron_args.empty()) {
+    auto sniffed = SniffCommandInput("run", o.config);
+    if (!sniffed.ok()) return Fail(sniffed.status());
+    in = *std::move(sniffed);
   }
-  if (format == "gpusim-trace") {
-    // A recorded step (python/gpusim_torch): what `gpusim replay` reports.
+  if (in.has_value() && IsTraceKind(in->kind)) {
+    // A trace (a step recorded by python/gpusim_torch, or a recording:
+    // Kineto, snapshot, memory timeline): what `gpusim replay` reports
+    // (Note [Every command's inputs]).
     if (!o.out_dir.empty() || !o.charts_dir.empty() || !o.timeline.empty() || !o.snapshot.empty()) {
       return Fail(absl::InvalidArgumentError(absl::StrCat(
-          "run ", o.config, ": --out, --charts, --timeline and --snapshot are for run configs; a recorded step's "
+          "run ", o.config, ": --out, --charts, --timeline and --snapshot are for run configs; a trace's "
           "files are written by `gpusim viz TRACE --out DIR [--snapshot FILE]`")));
     }
     ReplayCli c;
@@ -357,10 +391,10 @@ int CmdRun(const RunOptions& o) {
       }
       c.sets.push_back(s);
     }
-    return CmdReplay(c);
+    return CmdReplayInput(c, *in);
   }
   if (absl::Status st = RefuseCudnnForConfig("run", o); !st.ok()) return Fail(st);
-  auto spec = o.megatron_args.empty() ? LoadSpec(o.config, o.sets, o.device) : MegatronSpecFromFlags(o);
+  auto spec = o.megatron_args.empty() ? LoadSpec(*in, o.sets, o.device) : MegatronSpecFromFlags(o);
   if (!spec.ok()) return Fail(spec.status());
   if (spec->megatron.present) return CmdRunMegatron(o, *spec);
   auto report = SimulateStep(*spec);
@@ -381,13 +415,14 @@ int CmdRun(const RunOptions& o) {
 }
 
 int CmdExplain(const RunOptions& o, int top) {
-  const std::string& f = o.config;
-  if (!IsRunConfigArg(f) && !IsHloFile(f)) {  // a native or recorded trace (tools/cli_replay.cc)
+  auto in = SniffCommandInput("explain", o.config);
+  if (!in.ok()) return Fail(in.status());
+  if (IsTraceKind(in->kind)) {  // a native or recorded trace (tools/cli_replay.cc)
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
-    return CmdExplainTrace(f, top, o.format, o.device, o.device_options());
+    return CmdExplainTrace(*in, top, o.format, o.device, o.device_options());
   }
   if (absl::Status st = RefuseCudnnForConfig("explain", o); !st.ok()) return Fail(st);
-  auto spec = LoadSpec(o.config, o.sets, o.device);
+  auto spec = LoadSpec(*in, o.sets, o.device);
   if (!spec.ok()) return Fail(spec.status());
   std::string note;
   auto report = SimulateOneStep(*spec, &note);
@@ -399,11 +434,13 @@ int CmdExplain(const RunOptions& o, int top) {
 // A = CONFIG with --base-set overrides; B = A plus the --set overrides.
 int CmdDiff(const RunOptions& o, const std::vector<std::string>& base_sets, int top) {
   if (o.sets.empty()) return Fail(absl::InvalidArgumentError("diff: give at least one --set path=value for B"));
-  auto spec_a = LoadSpec(o.config, base_sets, o.device);
+  auto in = SniffCommandInput("diff", o.config);
+  if (!in.ok()) return Fail(in.status());
+  auto spec_a = LoadSpec(*in, base_sets, o.device);
   if (!spec_a.ok()) return Fail(spec_a.status());
   std::vector<std::string> b_sets = base_sets;
   b_sets.insert(b_sets.end(), o.sets.begin(), o.sets.end());
-  auto spec_b = LoadSpec(o.config, b_sets, o.device);
+  auto spec_b = LoadSpec(*in, b_sets, o.device);
   if (!spec_b.ok()) return Fail(spec_b.status());
   std::string note_a, note_b;
   auto a = SimulateOneStep(*spec_a, &note_a);
@@ -504,7 +541,16 @@ int CmdAdvise(AdviseCli c) {
     result = MergeAdviceJsonLines(c.merge);
   } else {
     if (c.config.empty()) return Fail(absl::InvalidArgumentError("advise: give CONFIG, or --merge FILES"));
-    if (absl::Status st = RefuseTraceGrid("advise", c.config); !st.ok()) return Fail(st);
+    auto in = SniffInput(c.config);
+    if (!in.ok()) return Fail(in.status());
+    if (absl::Status st = CheckCommandInput("advise", *in); !st.ok()) {
+      // A recorded step also says how to get the grid it asked for.
+      const absl::Status grid = RefuseTraceGrid("advise", *in);
+      const std::string prefix = absl::StrCat("advise ", c.config, ": ");
+      return Fail(grid.ok() ? st
+                            : absl::InvalidArgumentError(absl::StrCat(
+                                  st.message(), "; ", absl::string_view(grid.message()).substr(prefix.size()))));
+    }
     AdviseOptions o;
     o.config = c.config;
     o.base_sets = c.sets;
@@ -567,13 +613,9 @@ int CmdAdvise(AdviseCli c) {
 int CmdViz(const std::string& file, const std::vector<std::string>& sets, const std::string& device,
            const std::string& allocator, const std::string& out_dir, const std::string& snapshot,
            const std::string& format, const EagerDeviceOptions& device_options, const std::string& color_by) {
-  // Note [Sniffing inputs] (sim/base/file_util.h); run config text is no file.
-  std::string first;
-  if (!IsRunConfigText(file)) {
-    absl::StatusOr<std::string> prefix = ReadInputPrefix(file);
-    if (!prefix.ok()) return Fail(prefix.status());
-    first = FirstContentLine(*prefix);
-  }
+  // Note [Every command's inputs] (tools/cli.h).
+  absl::StatusOr<Input> in = SniffCommandInput("viz", file);
+  if (!in.ok()) return Fail(in.status());
   absl::StatusOr<StepReport> report;
   std::optional<StepReport> other;
   std::vector<RecordedMemorySample> recorded_counters;
@@ -585,8 +627,8 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
                  : color_by == "allocation" ? VizColorBy::kAllocation
                                             : VizColorBy::kAuto;
   std::string rank_note;  // a launch line: which rank is drawn
-  const bool yaml = IsRunConfigArg(file);
-  if (yaml || IsHloFile(file)) {
+  const bool yaml = in->kind == InputKind::kRunConfig;
+  if (!IsTraceKind(in->kind)) {
     RunOptions as_config;
     as_config.config = file;
     as_config.cudnn_workspace = device_options.cudnn_workspace;
@@ -594,7 +636,7 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
     if (absl::Status st = RefuseCudnnForConfig("viz", as_config); !st.ok()) return Fail(st);
     std::vector<std::string> config_sets = sets;
     if (!allocator.empty()) config_sets.push_back("allocator.impl=" + allocator);
-    auto spec = LoadSpec(file, config_sets, yaml ? "" : device);
+    auto spec = LoadSpec(*in, config_sets, yaml ? "" : device);
     if (!spec.ok()) return Fail(spec.status());
     if (spec->megatron.present) {
       // A launch line: its peak rank, as explain and run --out show it.
@@ -620,24 +662,25 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
         alloc_spec.options[key] = s.substr(eq + 1);
       }
     }
-    if (first.rfind("gpusim-trace", 0) != 0) {
+    if (in->kind != InputKind::kNativeTrace) {
       // A recording: the import, start state and device of `gpusim replay`
       // (Note [One start state for every command], sim/alloc/start_state.cc).
       ReplayOptions o;
       o.allocator = alloc_spec;
-      absl::Status st = CheckDeviceOptionsApply(file, device_options);
+      absl::Status st = CheckDeviceOptionsApply(*in, device_options);
       if (st.ok()) st = ResolveReplayCapacity(device, &o);
       if (!st.ok()) return Fail(st);
       std::optional<std::vector<RecordedMemorySample>> counters;
-      report = ReportFromRecording(file, device, o, &counters, &recorded_times);
+      report = ReportFromRecording(*in, device, o, &counters, &recorded_times);
       viz.recorded_times = &recorded_times;
       if (counters.has_value()) {
         recorded_counters = *std::move(counters);
         viz.recorded_memory = &recorded_counters;
       }
     } else {
-      absl::StatusOr<Trace> trace = ReadTraceFile(file);
-      if (!trace.ok()) return Fail(trace.status());
+      absl::StatusOr<LoadedRecording> loaded = LoadRecording(*in);
+      if (!loaded.ok()) return Fail(loaded.status());
+      std::optional<Trace>& trace = loaded->native;
       RunSpec spec;
       // Capacity line and device name: --device, else H100-SXM-80GB.
       auto dev = ReplayDevice(device);
@@ -1084,7 +1127,9 @@ int RunCli(int argc, char** argv) {
     if (*replay_cmd) return CmdReplay(replay);
     if (*compare_cmd) {
       const std::string& f = compare.trace;
-      if (IsRunConfigArg(f)) {
+      auto in = SniffCommandInput("compare", f);
+      if (!in.ok()) return Fail(in.status());
+      if (in->kind == InputKind::kRunConfig) {
         if (!compare.allocators.empty() || !compare.device.empty() || compare.device_index >= 0) {
           return Fail(absl::InvalidArgumentError(
               "compare CONFIG: --allocators, --device and --device-index are for recorded traces; vary the "
@@ -1107,7 +1152,7 @@ int RunCli(int argc, char** argv) {
         compare_config.sets.pop_back();  // with_allocator's entry: a trace has no config
       }
       if (!compare_vary.empty() || !compare_config.sets.empty()) {
-        if (absl::Status st = RefuseTraceGrid("compare --vary", compare.trace); !st.ok()) return Fail(st);
+        if (absl::Status st = RefuseTraceGrid("compare --vary", *in); !st.ok()) return Fail(st);
         return Fail(absl::InvalidArgumentError(
             "compare TRACE: --vary and --set are for run configs; use --allocators a,b,... for a trace"));
       }
@@ -1117,7 +1162,7 @@ int RunCli(int argc, char** argv) {
           compare.allocators += (compare.allocators.empty() ? "" : ",") + a.name;
         }
       }
-      return CmdCompare(compare);
+      return CmdCompare(compare, *in);
     }
     if (*dev_cmd) return dev_format == "json" ? CmdDevicesJson() : CmdDevices();
     if (*list_cmd) return CmdList(list_what, list_format);

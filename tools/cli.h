@@ -11,6 +11,8 @@
 #include <vector>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "sim/import/input.h"
 #include "sim/lower/eager/device_memory.h"
 #include "sim/replay/replay.h"
 #include "sim/step/step.h"
@@ -52,9 +54,23 @@ class CliCapture {
   CliCapture* previous_;
 };
 
-// Whether a command's input argument is a run config: a .yaml/.yml path or
-// run config text (Note [Run configs given as text], sim/config/loader.h).
-bool IsRunConfigArg(const std::string& path);
+// Note [Every command's inputs]
+// A command's input is classified once, by SniffInput (sim/import/input.h,
+// Note [One sniffer, one open]), and this one table says which kinds each
+// command takes:
+//   run, viz, explain, validate  every kind: a run config or an HLO module
+//                                is simulated; a trace (native or recorded)
+//                                is replayed as `gpusim replay` replays it;
+//   replay                       a trace;
+//   compare                      a run config (--vary) or a trace (--allocators);
+//   diff                         a run config or an HLO module;
+//   advise                       a run config.
+// Any other kind is refused with one message per kind, whatever the
+// command: "COMMAND PATH: KIND; COMMAND takes ...", with the command that
+// takes it (tests/cli_inputs_test.cc runs every kind through every command).
+absl::Status CheckCommandInput(const std::string& command, const Input& in);
+// SniffInput(path), then CheckCommandInput.
+absl::StatusOr<Input> SniffCommandInput(const std::string& command, const std::string& path);
 
 // Note [Checked stdout]: what a command printed reaches its destination or
 // the command fails. Flushes std::cout and stdout and checks both for an
@@ -79,13 +95,15 @@ struct ReplayCli {
   bool cold_start = false;
 };
 int CmdReplay(const ReplayCli& c);
+// The same for c.trace sniffed by the caller (`run TRACE`).
+int CmdReplayInput(const ReplayCli& c, const Input& in);
 // A recording (Kineto, memory timeline, snapshot) as `gpusim viz` draws it:
 // the import and start state of `gpusim replay` under `options`, then that
 // import through the engine from that state, on `device` (NAME or PATH;
 // empty: the recorded device, else H100-SXM-80GB). `counters` (may be
 // null) receives the recorded memory counters, `times` (may be null) each
 // event's recorded time (RecordedEventTimes, viz/viz.h).
-absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const std::string& device,
+absl::StatusOr<StepReport> ReportFromRecording(const Input& in, const std::string& device,
                                                const ReplayOptions& options,
                                                std::optional<std::vector<RecordedMemorySample>>* counters,
                                                std::vector<SimTime>* times = nullptr);
@@ -101,7 +119,8 @@ struct CompareCli {
   std::string sdpa_backend;     // --sdpa-backend (a PyTorch recording)
   int device_index = -1;
 };
-int CmdCompare(const CompareCli& c);
+// REQUIRES: IsTraceKind(in.kind).
+int CmdCompare(const CompareCli& c, const Input& in);
 
 // tools/cli_inputs.cc: validate for every input kind; JSON forms.
 int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets, const std::string& format);
@@ -112,12 +131,12 @@ std::string RenderVizJson(const StepReport& r, const std::string& out_dir, const
 // OK unless `path` is a native trace: then InvalidArgument saying that
 // `command` cannot vary a recorded step and how to re-record it per batch
 // size (python/gpusim_torch sweep), naming the trace's meta step_file.
-absl::Status RefuseTraceGrid(const std::string& command, const std::string& path);
+absl::Status RefuseTraceGrid(const std::string& command, const Input& in);
 // `device`: for a PyTorch recording, the device whose CUDA libraries'
 // allocations are added (sim/lower/eager/device_memory.h); default H100;
 // `device_options`: --cudnn-workspace and --sdpa-backend, refused by name
 // where they do not apply.
-int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device,
+int CmdExplainTrace(const Input& in, int top, const std::string& format, const std::string& device,
                     const EagerDeviceOptions& device_options);
 }  // namespace gpusim
 

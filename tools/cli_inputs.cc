@@ -24,6 +24,7 @@
 #include "sim/import/hlo/hlo_to_program.h"
 #include "sim/import/import.h"
 #include "sim/import/recorded_trace.h"
+#include "sim/replay/replay.h"
 #include "sim/report/explain.h"
 #include "sim/base/json_writer.h"
 #include "sim/trace/trace_io.h"
@@ -32,10 +33,6 @@
 
 namespace gpusim {
 namespace {
-
-bool EndsWith(const std::string& s, std::string_view suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 // What validate found, for both formats.
 struct Validated {
@@ -52,21 +49,12 @@ void TraceJson(JsonWriter& j, const TraceStats& s) {
 }  // namespace
 
 int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets, const std::string& format) {
-  // Note [Sniffing inputs] (sim/base/file_util.h): the kind from a bounded
-  // prefix; a non-regular file is refused before it is opened.
-  // Run config text (the Python package's dict configs) is no file.
-  absl::StatusOr<std::string> prefix = IsRunConfigText(file) ? ReadRunConfigBytes(file) : ReadInputPrefix(file);
-  if (!prefix.ok()) return FailStatus(prefix.status());
-  const std::string first = FirstContentLine(*prefix);
+  // Note [Every command's inputs] (tools/cli.h): the kind, decided once.
+  absl::StatusOr<Input> in = SniffCommandInput("validate", file);
+  if (!in.ok()) return FailStatus(in.status());
   Validated v;
   v.json.BeginObject().String("file", file);
-  const bool yaml = IsRunConfigArg(file);
-  absl::StatusOr<std::string> recorded_format = absl::NotFoundError("");
-  if (!yaml && first.rfind("gpusim-trace", 0) != 0 && !(EndsWith(file, ".hlo") || EndsWith(file, ".hlo.gz") ||
-                                                        first.rfind("HloModule ", 0) == 0))
-    recorded_format = DetectRecordedFormat(file);
-  const bool hlo = EndsWith(file, ".hlo") || EndsWith(file, ".hlo.gz") || first.rfind("HloModule ", 0) == 0;
-  if (hlo) {
+  if (in->kind == InputKind::kHloModule) {
     HloImportOptions options;
     for (const std::string& set : sets) {
       const size_t eq = set.find('=');
@@ -96,13 +84,14 @@ int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets
     CliOut() << (format == "json" ? v.json.Finish() : v.summary + "\n");
     return 0;
   }
-  if (!sets.empty() && (first.rfind("gpusim-trace", 0) == 0 || recorded_format.ok())) {
+  if (!sets.empty() && IsTraceKind(in->kind)) {
     return FailStatus(absl::InvalidArgumentError(
         absl::StrCat("validate ", file, ": --set applies to run configs; this is a trace")));
   }
-  if (first.rfind("gpusim-trace", 0) == 0) {
-    auto trace = ReadTraceFile(file);
-    if (!trace.ok()) return FailStatus(trace.status());
+  if (in->kind == InputKind::kNativeTrace) {
+    auto loaded = LoadRecording(*in);
+    if (!loaded.ok()) return FailStatus(loaded.status());
+    std::optional<Trace>& trace = loaded->native;
     absl::Status st = ValidateTrace(*trace);
     if (!st.ok()) return FailStatus(st);  // names FILE:LINE (EventError, sim/trace/validate.cc)
     const TraceStats s = ComputeTraceStats(*trace);
@@ -111,8 +100,9 @@ int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets
                                 s.events, s.allocs, s.frees, s.timed, FormatBytes(s.peak_live));
     v.json.String("kind", v.kind);
     TraceJson(v.json, s);
-  } else if (recorded_format.ok()) {
-    auto recorded = ImportRecordedTrace(file, *recorded_format);
+  } else if (IsTraceKind(in->kind)) {
+    const std::string recorded_format(InputKindName(in->kind));
+    auto recorded = ImportRecordedTrace(*in);
     if (!recorded.ok()) return FailStatus(recorded.status());
     ConversionStats cs;
     auto trace = ToNativeTrace(*recorded, {}, &cs);
@@ -122,11 +112,11 @@ int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets
       return FailStatus(absl::InvalidArgumentError(absl::StrCat(file, ": converted trace: ", st.message())));
     }
     const TraceStats s = ComputeTraceStats(*trace);
-    v.kind = *recorded_format;
+    v.kind = recorded_format;
     v.summary = absl::StrFormat(
         "%s: valid %s trace: %d recorded memory events, %d kernels/ops; as a native trace %d events (%d allocs, "
         "%d frees), %d blocks live before recording (%s), peak live %s",
-        file, *recorded_format, recorded->memory_events.size(), recorded->ops.size(), s.events, s.allocs, s.frees,
+        file, recorded_format, recorded->memory_events.size(), recorded->ops.size(), s.events, s.allocs, s.frees,
         cs.allocs_before_recording, FormatBytes(cs.bytes_before_recording), FormatBytes(s.peak_live));
     v.json.String("kind", v.kind)
         .Int("recorded_memory_events", static_cast<int64_t>(recorded->memory_events.size()))
@@ -135,13 +125,7 @@ int CmdValidateAny(const std::string& file, const std::vector<std::string>& sets
         .Int("bytes_before_recording", cs.bytes_before_recording.value());
     TraceJson(v.json, s);
   } else {
-    // Neither a trace nor a recording: a run config, which is text. A NUL
-    // byte in the prefix says it is not (a binary file, /dev/zero's bytes).
-    if (prefix->find('\0') != std::string::npos) {
-      return FailStatus(absl::InvalidArgumentError(absl::StrCat(
-          file, ": binary data (a NUL byte at offset ", prefix->find('\0'),
-          "): not a run config, a native trace, an HLO module or a recorded trace gpusim reads")));
-    }
+    // A run config (binary data was refused by the sniff).
     auto spec = LoadRunSpec(file, sets);
     if (!spec.ok()) return FailStatus(spec.status());
     // The allocator's name and options are checked where it is made.

@@ -9,7 +9,6 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
 #include "sim/alloc/allocator.h"
-#include "sim/base/file_util.h"
 #include "sim/config/loader.h"
 #include "sim/import/import.h"
 #include "sim/lower/eager/device_memory.h"
@@ -28,9 +27,9 @@ namespace {
 
 // The trace replayed forward through the engine from replay's start state,
 // as a memory snapshot (viz/memory_snapshot.cc).
-absl::Status WriteReplayedSnapshot(const std::string& path, const std::string& device, const ReplayOptions& o,
+absl::Status WriteReplayedSnapshot(const Input& in, const std::string& device, const ReplayOptions& o,
                                    const std::string& out) {
-  ASSIGN_OR_RETURN(StepReport report, ReportFromRecording(path, device, o, nullptr));
+  ASSIGN_OR_RETURN(StepReport report, ReportFromRecording(in, device, o, nullptr));
   return WriteMemorySnapshot(report, out);
 }
 
@@ -38,11 +37,12 @@ absl::Status WriteReplayedSnapshot(const std::string& path, const std::string& d
 
 // Note [One start state for every command] (sim/alloc/start_state.cc): the
 // import and start state of `gpusim replay`, then the engine from there.
-absl::StatusOr<StepReport> ReportFromRecording(const std::string& path, const std::string& device,
+absl::StatusOr<StepReport> ReportFromRecording(const Input& in, const std::string& device,
                                                const ReplayOptions& options,
                                                std::optional<std::vector<RecordedMemorySample>>* counters,
                                                std::vector<SimTime>* times) {
-  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
+  const std::string& path = in.path;
+  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(in));
   if (loaded.native.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         path, ": a native trace (gpusim-trace), not a recording (Kineto, memory timeline, snapshot); its memory "
@@ -107,6 +107,12 @@ absl::StatusOr<StepReport> ReportFromNativeTrace(const Trace& trace, const std::
 }
 
 int CmdReplay(const ReplayCli& c) {
+  auto in = SniffCommandInput("replay", c.trace);
+  if (!in.ok()) return FailStatus(in.status());
+  return CmdReplayInput(c, *in);
+}
+
+int CmdReplayInput(const ReplayCli& c, const Input& in) {
   ReplayOptions o;
   o.allocator.impl = FoldAllocatorName(c.allocator);
   o.check_addresses = c.check_addresses;
@@ -117,10 +123,10 @@ int CmdReplay(const ReplayCli& c) {
   absl::Status st = ApplyAllocatorSets(c.sets, &o.allocator);
   if (st.ok()) st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
-  auto r = ReplayForReport(c.trace, c.device, o);
+  auto r = ReplayForReport(in, c.device, o);
   if (!r.ok()) return FailStatus(r.status());
   if (!c.snapshot.empty()) {
-    st = WriteReplayedSnapshot(c.trace, c.device, o, c.snapshot);
+    st = WriteReplayedSnapshot(in, c.device, o, c.snapshot);
     if (!st.ok()) return FailStatus(st);
   }
   if (c.format == "json") {
@@ -132,18 +138,18 @@ int CmdReplay(const ReplayCli& c) {
   return 0;
 }
 
-int CmdCompare(const CompareCli& c) {
+int CmdCompare(const CompareCli& c, const Input& in) {
   std::vector<std::string> names = absl::StrSplit(c.allocators, ',', absl::SkipEmpty());
   if (names.empty()) return FailStatus(absl::InvalidArgumentError("--allocators: give at least one name"));
   ReplayOptions o;
   if (c.device_index >= 0) o.device = c.device_index;
   const EagerDeviceOptions device_options{c.cudnn_workspace, c.sdpa_backend};
-  absl::Status st = CheckDeviceOptionsApply(c.trace, device_options);
+  absl::Status st = CheckDeviceOptionsApply(in, device_options);
   if (st.ok()) st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
   // Import once (the same import and start state as `replay`), replay per
   // allocator.
-  auto loaded = LoadRecording(c.trace);
+  auto loaded = LoadRecording(in);
   if (!loaded.ok()) return FailStatus(loaded.status());
   if (loaded->native.has_value()) {
     auto device = ReplayDevice(c.device);
@@ -168,16 +174,15 @@ int CmdCompare(const CompareCli& c) {
   return 0;
 }
 
-absl::Status RefuseTraceGrid(const std::string& command, const std::string& path) {
-  // Note [Sniffing inputs] (sim/base/file_util.h).
-  absl::StatusOr<std::string> prefix = ReadInputPrefix(path);
-  if (!prefix.ok() || FirstContentLine(*prefix).rfind("gpusim-trace", 0) != 0) return absl::OkStatus();
+absl::Status RefuseTraceGrid(const std::string& command, const Input& in) {
+  if (in.kind != InputKind::kNativeTrace) return absl::OkStatus();
+  const std::string& path = in.path;
   std::string how = "re-record it at each batch size: python3 -m gpusim_torch sweep STEP.py --batch-sizes N,N,... "
                     "--device NAME (STEP.py's setup(device, batch_size=N) names the batch dimension)";
-  auto trace = ReadTraceFile(path);
-  if (trace.ok()) {
-    const std::string* step = FindMeta(*trace, "step_file");
-    const std::string* batch = FindMeta(*trace, "batch_size");
+  auto loaded = LoadRecording(in);
+  if (loaded.ok() && loaded->native.has_value()) {
+    const std::string* step = FindMeta(*loaded->native, "step_file");
+    const std::string* batch = FindMeta(*loaded->native, "batch_size");
     if (step != nullptr) {
       absl::StrAppend(&how, "; this trace was recorded from ", *step,
                       batch != nullptr ? absl::StrCat(" at batch_size ", *batch) : std::string(" at its own batch"));
@@ -188,22 +193,22 @@ absl::Status RefuseTraceGrid(const std::string& command, const std::string& path
       "other setting) cannot be varied here; ", how));
 }
 
-int CmdExplainTrace(const std::string& path, int top, const std::string& format, const std::string& device,
+int CmdExplainTrace(const Input& in, int top, const std::string& format, const std::string& device,
                     const EagerDeviceOptions& device_options) {
-  if (absl::Status st = CheckDeviceOptionsApply(path, device_options); !st.ok()) return FailStatus(st);
-  auto trace = LoadTraceForExplain(path);
+  if (absl::Status st = CheckDeviceOptionsApply(in, device_options); !st.ok()) return FailStatus(st);
+  auto trace = LoadTraceForExplain(in);
   if (!trace.ok()) return FailStatus(trace.status());
-  if (RecordingFormatOf(path).value_or("") == "gpusim-trace") {
+  if (in.kind == InputKind::kNativeTrace) {
     // As replay does: the device's CUDA libraries' allocations join a
     // PyTorch recording (any other native trace refuses --cudnn-workspace and --sdpa-backend).
     auto d = ReplayDevice(device);
     if (!d.ok()) return FailStatus(d.status());
     EagerDeviceMemory added;
-    if (absl::Status st = AddDeviceMemoryToTrace(*trace, path, *d, &added, device_options); !st.ok()) {
+    if (absl::Status st = AddDeviceMemoryToTrace(*trace, in.path, *d, &added, device_options); !st.ok()) {
       return FailStatus(st);
     }
   }
-  const TracePeak p = ExplainTracePeak(*trace, path, top);
+  const TracePeak p = ExplainTracePeak(*trace, in.path, top);
   CliOut() << (format == "json" ? RenderTracePeakJson(p) : RenderTracePeakText(p));
   return 0;
 }

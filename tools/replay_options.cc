@@ -60,8 +60,9 @@ absl::Status AddDeviceMemoryToTrace(Trace& trace, const std::string& path, const
   return absl::OkStatus();
 }
 
-absl::Status CheckDeviceOptionsApply(const std::string& path, const EagerDeviceOptions& options) {
-  if (RecordingFormatOf(path).value_or("") == "gpusim-trace") return absl::OkStatus();
+absl::Status CheckDeviceOptionsApply(const Input& in, const EagerDeviceOptions& options) {
+  if (in.kind == InputKind::kNativeTrace) return absl::OkStatus();
+  const std::string& path = in.path;
   const bool cudnn = !options.cudnn_workspace.empty();
   if (!cudnn && options.sdpa_backend.empty()) return absl::OkStatus();
   return absl::InvalidArgumentError(absl::StrCat(
@@ -86,18 +87,18 @@ absl::StatusOr<ReplayOptions> CapacityLessNccl(const ReplayOptions& o, const Eag
   return less;
 }
 
-absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std::string& device,
+absl::StatusOr<ReplayReport> ReplayForReport(const Input& in, const std::string& device,
                                              const ReplayOptions& options) {
   ReplayReport report;
   const EagerDeviceOptions device_options{options.cudnn_workspace, options.sdpa_backend};
-  RETURN_IF_ERROR(CheckDeviceOptionsApply(path, device_options));
+  RETURN_IF_ERROR(CheckDeviceOptionsApply(in, device_options));
   ReplayOptions o = options;
-  if (!o.check_addresses && RecordingFormatOf(path).value_or("") == "kineto") {
+  if (!o.check_addresses && in.kind == InputKind::kKineto) {
     // Note [Replaying as the trace is parsed]: streamed when it allows.
-    ASSIGN_OR_RETURN(report.replay, ReplayFile(path, o));
+    ASSIGN_OR_RETURN(report.replay, ReplayFile(in, o));
     return report;
   }
-  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
+  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(in));
   EagerDeviceMemory added;
   std::optional<DeviceSpec> d;
   if (loaded.native.has_value()) {

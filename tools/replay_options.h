@@ -11,6 +11,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sim/config/spec.h"
+#include "sim/import/input.h"
 #include "sim/lower/eager/device_memory.h"
 #include "sim/replay/replay.h"
 #include "sim/step/native_step.h"
@@ -39,23 +40,23 @@ absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, 
 // name `path`.
 absl::Status AddDeviceMemoryToTrace(Trace& trace, const std::string& path, const DeviceSpec& device,
                                     EagerDeviceMemory* report, const EagerDeviceOptions& options = {});
-// --cudnn-workspace and --sdpa-backend on `path` refused by name unless it
+// --cudnn-workspace and --sdpa-backend on `in` refused by name unless it
 // is a native trace (gpusim-trace): a recording's own workspaces are in it.
-absl::Status CheckDeviceOptionsApply(const std::string& path, const EagerDeviceOptions& options);
+absl::Status CheckDeviceOptionsApply(const Input& in, const EagerDeviceOptions& options);
 // `o` with NCCL's buffers (Note [NCCL buffers]) taken off the capacity, as
 // the CUDA context is: they are outside the caching allocator. Unchanged
 // without them; InvalidArgument when they leave no capacity.
 absl::StatusOr<ReplayOptions> CapacityLessNccl(const ReplayOptions& o, const EagerDeviceMemory& added);
 // What `gpusim replay` reports (the CLI and the Python package alike): the
-// replay (LoadRecording, AddDeviceMemory on ReplayDevice(device),
-// ReplayLoaded) and, for a native trace, its timed step
-// through the engine on the device with the device's additions.
+// replay (ReplayFile for a Kineto trace that streams; else LoadRecording,
+// AddDeviceMemory on ReplayDevice(device), ReplayLoaded) and, for a native
+// trace, its timed step through the engine on the device with the device's
+// additions. REQUIRES: IsTraceKind(in.kind).
 struct ReplayReport {
   ReplayResult replay;
   std::optional<NativeStepReport> step;
 };
-absl::StatusOr<ReplayReport> ReplayForReport(const std::string& path, const std::string& device,
-                                             const ReplayOptions& o);
+absl::StatusOr<ReplayReport> ReplayForReport(const Input& in, const std::string& device, const ReplayOptions& o);
 // `gpusim replay TRACE --format json`'s document.
 std::string ReplayReportJson(const ReplayReport& r);
 

@@ -87,7 +87,7 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path) {
   return ss.str();
 }
 
-absl::StatusOr<std::string> ReadInputPrefix(const std::string& path, size_t max_bytes) {
+absl::Status CheckRegularInput(const std::string& path) {
   struct stat st;
   if (stat(path.c_str(), &st) != 0) {
     return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
@@ -101,24 +101,7 @@ absl::StatusOr<std::string> ReadInputPrefix(const std::string& path, size_t max_
     return absl::InvalidArgumentError(
         absl::StrCat(path, ": ", what, ", not a regular file; gpusim reads its inputs from regular files"));
   }
-  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) return absl::NotFoundError(absl::StrCat(path, ": cannot open: ", std::strerror(errno)));
-  std::string out(max_bytes, '\0');
-  size_t n = 0;
-  while (n < out.size()) {
-    const ssize_t got = read(fd, out.data() + n, out.size() - n);
-    if (got < 0 && errno == EINTR) continue;
-    if (got < 0) {
-      const int err = errno;
-      close(fd);
-      return absl::UnavailableError(absl::StrCat(path, ": read error: ", std::strerror(err)));
-    }
-    if (got == 0) break;
-    n += static_cast<size_t>(got);
-  }
-  close(fd);
-  out.resize(n);
-  return out;
+  return absl::OkStatus();
 }
 
 std::string FirstContentLine(std::string_view prefix) {

@@ -26,7 +26,8 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 // Note [Sniffing inputs]
 // Every command that takes "any input" (validate, replay, compare, viz,
 // run's trace check) decides what a file is from its first kSniffBytes
-// bytes, read by ReadInputPrefix, never by reading on to a newline (issue
+// bytes (SniffInput, sim/import/input.h: Note [One sniffer, one open]),
+// never by reading on to a newline (issue
 // 27: `validate /dev/zero` read forever, `replay` of a 1 GB file with no
 // newline read it whole before deciding). Only a regular file is an input:
 // a directory, device, FIFO or socket is refused by stat(2) before it is
@@ -36,10 +37,10 @@ absl::StatusOr<std::string> ReadFileToString(const std::string& path);
 // protocol byte, a gzip magic).
 inline constexpr size_t kSniffBytes = size_t{64} << 10;
 
-// The first min(size, max_bytes) bytes of `path`. Errors: NotFound when it
-// cannot be opened or stat'ed; InvalidArgument when it is not a regular
-// file (checked before opening); Unavailable for a read error.
-absl::StatusOr<std::string> ReadInputPrefix(const std::string& path, size_t max_bytes = kSniffBytes);
+// OK when `path` is a regular file (stat(2), nothing opened). Errors:
+// NotFound when it cannot be stat'ed; InvalidArgument naming what it is
+// (a directory, a FIFO, a device, a socket) otherwise.
+absl::Status CheckRegularInput(const std::string& path);
 
 // The first line of `prefix` that is neither blank nor a `#` comment,
 // without its line end and leading blanks; "" when there is none in it.

@@ -3,6 +3,9 @@
 #include <isa-l/igzip_lib.h>
 #include <zlib.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <condition_variable>
 #include <cstdio>
@@ -15,6 +18,7 @@
 #include <thread>
 #include <vector>
 
+#include "sim/base/status.h"
 #include "sim/base/str_cat.h"
 
 namespace gpusim {
@@ -23,7 +27,70 @@ using str_internal::Cat;
 
 namespace {
 
-// Plain files and gzip alike go through zlib's gzFile, which reads
+std::atomic<int64_t> input_file_opens{0};
+
+// A reader's own offset in an InputFd (pread(2): sources never share one).
+class FdCursor {
+ public:
+  explicit FdCursor(std::shared_ptr<const InputFd> file) : file_(std::move(file)) {}
+  // Bytes read (0 at the end), or -1 with errno set.
+  ssize_t Read(char* buf, size_t n) {
+    while (true) {
+      const ssize_t got = pread(file_->fd(), buf, n, pos_);
+      if (got < 0 && errno == EINTR) continue;
+      if (got > 0) pos_ += got;
+      return got;
+    }
+  }
+  // As fread(3): fills `buf` but at the end or an error (-1, errno set).
+  ssize_t ReadFull(char* buf, size_t n) {
+    size_t done = 0;
+    while (done < n) {
+      const ssize_t got = Read(buf + done, n - done);
+      if (got < 0) return -1;
+      if (got == 0) break;
+      done += static_cast<size_t>(got);
+    }
+    return static_cast<ssize_t>(done);
+  }
+  // Whether no byte follows (a read error counts as more to read).
+  bool AtEnd() const {
+    char c;
+    ssize_t got;
+    do {
+      got = pread(file_->fd(), &c, 1, pos_);
+    } while (got < 0 && errno == EINTR);
+    return got == 0;
+  }
+  const InputFd& file() const { return *file_; }
+
+ private:
+  std::shared_ptr<const InputFd> file_;
+  off_t pos_ = 0;
+};
+
+// A plain (not gzip) file, as it is.
+class PlainFileSource : public ByteSource {
+ public:
+  explicit PlainFileSource(std::shared_ptr<const InputFd> file) : cursor_(std::move(file)) {}
+  absl::StatusOr<size_t> Read(char* buf, size_t n) override {
+    const ssize_t got = cursor_.Read(buf, std::min<size_t>(n, std::numeric_limits<int>::max()));
+    if (got < 0) {  // the file system failed, not the data (exit 3)
+      return absl::UnavailableError(
+          Cat(cursor_.file().path(), ": read error: ", std::strerror(errno), " after ", delivered_, " bytes"));
+    }
+    delivered_ += got;
+    return static_cast<size_t>(got);
+  }
+  bool decompressed() const override { return false; }
+
+ private:
+  FdCursor cursor_;
+  int64_t delivered_ = 0;
+};
+
+// gzip after ISA-L gave up (Note [Decompressing with ISA-L]) goes through
+// zlib's gzFile, which also handles concatenated members., which reads
 // non-gzip input transparently (gzdirect) and handles concatenated members.
 class GzFileSource : public ByteSource {
  public:
@@ -62,14 +129,12 @@ class GzFileSource : public ByteSource {
   bool decompressed() const override { return gzip_; }
 
  private:
-  // gzerror() texts start with the path ("PATH: incorrect data check"); the
-  // error already names it.
-  std::string StripPath(const char* msg) const {
+  // gzerror() texts start with the name zlib has for the file ("<fd:4>:
+  // incorrect data check", gzdopen's); the error already names the path.
+  static std::string StripPath(const char* msg) {
     std::string_view m(msg);
-    if (m.size() > path_.size() + 2 && m.substr(0, path_.size()) == path_ &&
-        m.substr(path_.size(), 2) == ": ") {
-      m.remove_prefix(path_.size() + 2);
-    }
+    const size_t colon = m.find(">: ");
+    if (m.substr(0, 4) == "<fd:" && colon != std::string_view::npos) m.remove_prefix(colon + 3);
     return std::string(m);
   }
 
@@ -95,13 +160,11 @@ class GzFileSource : public ByteSource {
 // are zlib's, as before.
 class IsalGzipSource : public ByteSource {
  public:
-  IsalGzipSource(std::string path, FILE* f) : path_(std::move(path)), f_(f), in_(kInput) {
+  explicit IsalGzipSource(std::shared_ptr<const InputFd> file)
+      : path_(file->path()), cursor_(std::move(file)), in_(kInput) {
     state_ = std::make_unique<inflate_state>();
     isal_inflate_init(state_.get());
     state_->crc_flag = ISAL_GZIP;
-  }
-  ~IsalGzipSource() override {
-    if (f_ != nullptr) std::fclose(f_);
   }
 
   absl::StatusOr<size_t> Read(char* buf, size_t n) override {
@@ -113,9 +176,9 @@ class IsalGzipSource : public ByteSource {
         return size_t{0};
       }
       if (state_->avail_in == 0 && !eof_) {
-        const size_t got = std::fread(in_.data(), 1, in_.size(), f_);
-        if (std::ferror(f_)) return SwitchToZlib(buf, n);
-        eof_ = got < in_.size();
+        const ssize_t got = cursor_.ReadFull(in_.data(), in_.size());
+        if (got < 0) return SwitchToZlib(buf, n);
+        eof_ = static_cast<size_t>(got) < in_.size();
         state_->next_in = reinterpret_cast<uint8_t*>(in_.data());
         state_->avail_in = static_cast<uint32_t>(got);
       }
@@ -144,19 +207,22 @@ class IsalGzipSource : public ByteSource {
 
   bool AtEof() {
     if (!eof_) {
-      const int c = std::fgetc(f_);
-      if (c != EOF) return false;
+      if (!cursor_.AtEnd()) return false;
       eof_ = true;
     }
     return true;
   }
 
-  // Reopens the file with zlib past the bytes delivered so far.
+  // Reads the file again with zlib past the bytes delivered so far, through
+  // a duplicate of the one descriptor (no source but this reads its offset).
   absl::StatusOr<size_t> SwitchToZlib(char* buf, size_t n) {
-    std::fclose(f_);
-    f_ = nullptr;
-    gzFile g = gzopen(path_.c_str(), "rb");
-    if (g == nullptr) return absl::UnavailableError(Cat(path_, ": cannot reopen: ", std::strerror(errno)));
+    const int fd = dup(cursor_.file().fd());
+    gzFile g = fd < 0 || lseek(fd, 0, SEEK_SET) != 0 ? nullptr : gzdopen(fd, "rb");
+    if (g == nullptr) {
+      const int err = errno;
+      if (fd >= 0) close(fd);
+      return absl::UnavailableError(Cat(path_, ": cannot reopen: ", std::strerror(err)));
+    }
     gzbuffer(g, 1 << 18);
     zlib_ = std::make_unique<GzFileSource>(path_, g, /*gzip=*/true);
     std::vector<char> scratch(1 << 16);
@@ -175,7 +241,7 @@ class IsalGzipSource : public ByteSource {
   }
 
   std::string path_;
-  FILE* f_;
+  FdCursor cursor_;
   std::vector<char> in_;
   std::unique_ptr<inflate_state> state_;
   bool eof_ = false;
@@ -339,39 +405,71 @@ class StringSource : public ByteSource {
 
 }  // namespace
 
+absl::StatusOr<std::shared_ptr<const InputFd>> InputFd::Open(const std::string& path) {
+  // O_NONBLOCK: a FIFO put in its place after a sniff's stat(2) does not
+  // block the open (Note [Sniffing inputs]); no effect on a regular file.
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) return absl::NotFoundError(Cat(path, ": cannot open: ", std::strerror(errno)));
+  input_file_opens.fetch_add(1);
+  return std::shared_ptr<const InputFd>(new InputFd(path, fd));
+}
+
+InputFd::~InputFd() { close(fd_); }
+
+int64_t InputFileOpens() { return input_file_opens.load(); }
+
+namespace {
+
+// A plain or gzip source over `file`; gzip decompressed ahead on a thread
+// of its own when `ahead`.
+std::unique_ptr<ByteSource> SourceOver(std::shared_ptr<const InputFd> file, bool ahead) {
+  unsigned char magic[2] = {0, 0};
+  FdCursor peek(file);
+  const bool gzip = peek.ReadFull(reinterpret_cast<char*>(magic), 2) == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
+  if (!gzip) return std::make_unique<PlainFileSource>(std::move(file));
+  // Note [Decompressing with ISA-L]; Note [Decompressing ahead].
+  auto isal = std::make_unique<IsalGzipSource>(std::move(file));
+  if (!ahead) return isal;
+  return std::make_unique<ReadAheadSource>(std::move(isal));
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<ByteSource>> OpenByteSource(std::shared_ptr<const InputFd> file) {
+  file->CountSource();
+  return SourceOver(std::move(file), /*ahead=*/true);
+}
+
+absl::StatusOr<std::string> ReadContentHead(std::shared_ptr<const InputFd> file, size_t n) {
+  std::unique_ptr<ByteSource> source = SourceOver(std::move(file), /*ahead=*/false);
+  std::string head(n, '\0');
+  size_t got_total = 0;
+  while (got_total < n) {
+    ASSIGN_OR_RETURN(size_t got, source->Read(head.data() + got_total, n - got_total));
+    if (got == 0) break;
+    got_total += got;
+  }
+  head.resize(got_total);
+  return head;
+}
+
 absl::StatusOr<std::unique_ptr<ByteSource>> OpenByteSource(const std::string& path) {
-  bool gzip = false;
-  {
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) {
-      return absl::NotFoundError(Cat(path, ": cannot open: ", std::strerror(errno)));
-    }
-    unsigned char magic[2] = {0, 0};
-    const size_t n = std::fread(magic, 1, 2, f);
-    std::fclose(f);
-    gzip = n == 2 && magic[0] == 0x1f && magic[1] == 0x8b;
-  }
-  std::unique_ptr<ByteSource> source;
-  if (gzip) {
-    // Note [Decompressing with ISA-L].
-    FILE* f = std::fopen(path.c_str(), "rb");
-    if (f == nullptr) return absl::NotFoundError(Cat(path, ": cannot open: ", std::strerror(errno)));
-    source = std::make_unique<IsalGzipSource>(path, f);
-  } else {
-    gzFile g = gzopen(path.c_str(), "rb");
-    if (g == nullptr) {
-      return absl::NotFoundError(Cat(path, ": cannot open: ", std::strerror(errno)));
-    }
-    gzbuffer(g, 1 << 18);
-    source = std::make_unique<GzFileSource>(path, g, gzip);
-  }
-  // Note [Decompressing ahead]: gzip input decompresses on its own thread.
-  if (gzip) source = std::make_unique<ReadAheadSource>(std::move(source));
-  return source;
+  ASSIGN_OR_RETURN(std::shared_ptr<const InputFd> file, InputFd::Open(path));
+  return OpenByteSource(std::move(file));
 }
 
 std::unique_ptr<ByteSource> StringByteSource(std::string data) {
   return std::make_unique<StringSource>(std::move(data));
+}
+
+ByteSourceStreambuf::int_type ByteSourceStreambuf::underflow() {
+  if (gptr() < egptr()) return traits_type::to_int_type(*gptr());
+  if (!status_.ok()) return traits_type::eof();
+  absl::StatusOr<size_t> got = source_.Read(buf_.data(), buf_.size());
+  if (!got.ok()) status_ = got.status();
+  if (!got.ok() || *got == 0) return traits_type::eof();
+  setg(buf_.data(), buf_.data(), buf_.data() + *got);
+  return traits_type::to_int_type(*gptr());
 }
 
 absl::StatusOr<std::string> ReadAll(ByteSource& source) {

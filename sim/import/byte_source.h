@@ -5,10 +5,14 @@
 #ifndef GPUSIM_SIM_IMPORT_BYTE_SOURCE_H_
 #define GPUSIM_SIM_IMPORT_BYTE_SOURCE_H_
 
+#include <atomic>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
+#include <streambuf>
 #include <string>
 
+#include "absl/status/status.h"
 #include "absl/status/statusor.h"
 
 namespace gpusim {
@@ -36,12 +40,64 @@ class ByteSource {
   virtual bool decompressed() const = 0;
 };
 
-// Opens `path` for reading. gzip input (detected by its magic bytes, not the
-// name) is decompressed on the fly with zlib; anything else is read as is.
+// A file opened once for reading (Note [One open per input],
+// sim/import/input.h): every source made from it reads with pread(2) at
+// offsets of its own, so a further pass over the file is a further source,
+// never a further open, and every pass reads the file the first one read.
+class InputFd {
+ public:
+  // open(2) of `path`, counted by InputFileOpens(). NotFound "PATH: cannot
+  // open: REASON" when it fails.
+  static absl::StatusOr<std::shared_ptr<const InputFd>> Open(const std::string& path);
+  InputFd(const InputFd&) = delete;
+  InputFd& operator=(const InputFd&) = delete;
+  ~InputFd();
+  const std::string& path() const { return path_; }
+  int fd() const { return fd_; }
+  // How many sources were made from it: the passes over its bytes.
+  int64_t sources() const { return sources_.load(); }
+  void CountSource() const { sources_.fetch_add(1); }
+
+ private:
+  InputFd(std::string path, int fd) : path_(std::move(path)), fd_(fd) {}
+  std::string path_;
+  int fd_;
+  mutable std::atomic<int64_t> sources_{0};
+};
+
+// How many times this process opened an input file (InputFd::Open; the
+// tests pin a command's opens with it, tests/input_opens_test.cc).
+int64_t InputFileOpens();
+
+// A source over `file` from its first byte. gzip input (detected by its
+// magic bytes, not the name) is decompressed on the fly; anything else is
+// read as is.
+absl::StatusOr<std::unique_ptr<ByteSource>> OpenByteSource(std::shared_ptr<const InputFd> file);
+// The first (up to) `n` bytes of `file`'s content, decompressed when it is
+// gzip, with the errors a source gives for them; not counted as a source
+// (it is the sniff, sim/import/input.h, not a pass).
+absl::StatusOr<std::string> ReadContentHead(std::shared_ptr<const InputFd> file, size_t n);
+// InputFd::Open(path), then the source above: for callers with a path alone.
 absl::StatusOr<std::unique_ptr<ByteSource>> OpenByteSource(const std::string& path);
 
 // Serves `data` (for tests and for callers that already hold the bytes).
 std::unique_ptr<ByteSource> StringByteSource(std::string data);
+
+// A std::istream's view of a source (line readers: sim/trace/trace_io.h's
+// ReadTrace). A read error ends the stream; status() then holds it.
+class ByteSourceStreambuf : public std::streambuf {
+ public:
+  explicit ByteSourceStreambuf(ByteSource& source) : source_(source), buf_(size_t{1} << 16, '\0') {}
+  const absl::Status& status() const { return status_; }
+
+ protected:
+  int_type underflow() override;
+
+ private:
+  ByteSource& source_;
+  std::string buf_;
+  absl::Status status_;
+};
 
 // Reads a whole source into a string (small inputs only).
 absl::StatusOr<std::string> ReadAll(ByteSource& source);

@@ -38,8 +38,8 @@ class SnapshotImporter : public Importer {
            (head.find("\"segments\"") != std::string_view::npos ||
             head.find("\"device_traces\"") != std::string_view::npos);
   }
-  absl::StatusOr<RecordedTrace> Import(const std::string& path) const override {
-    ASSIGN_OR_RETURN(RecordedSnapshot s, LoadSnapshot(path));
+  absl::StatusOr<RecordedTrace> Import(std::shared_ptr<const InputFd> file) const override {
+    ASSIGN_OR_RETURN(RecordedSnapshot s, LoadSnapshot(std::move(file)));
     return std::move(s.trace);
   }
 };
@@ -59,8 +59,9 @@ class MemoryTimelineImporter : public Importer {
     const size_t second = FirstNonBlank(head, first + 1);
     return second != std::string_view::npos && head[second] == '[';
   }
-  absl::StatusOr<RecordedTrace> Import(const std::string& path) const override {
-    return ImportMemoryTimelineRaw(path);
+  absl::StatusOr<RecordedTrace> Import(std::shared_ptr<const InputFd> file) const override {
+    ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(file));
+    return ImportMemoryTimelineRaw(*source, file->path());
   }
 };
 
@@ -79,7 +80,10 @@ class KinetoImporter : public Importer {
     const size_t first = FirstNonBlank(head);
     return first != std::string_view::npos && (head[first] == '{' || head[first] == '[');
   }
-  absl::StatusOr<RecordedTrace> Import(const std::string& path) const override { return ImportKinetoTrace(path); }
+  absl::StatusOr<RecordedTrace> Import(std::shared_ptr<const InputFd> file) const override {
+    ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(file));
+    return ImportKinetoTrace(*source, file->path());
+  }
 };
 
 }  // namespace
@@ -96,41 +100,46 @@ std::vector<RegistryEntry> ListImporters() {
   return out;
 }
 
-absl::StatusOr<std::string> DetectRecordedFormat(const std::string& path) {
-  // A snapshot pickle is known by its name before any byte is read.
-  std::string head;
-  if (!Importers().front()->Sniff(path, head)) {
-    ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(path));
-    head.assign(4096, '\0');
-    size_t n = 0;
-    while (n < head.size()) {
-      ASSIGN_OR_RETURN(size_t got, source->Read(head.data() + n, head.size() - n));
-      if (got == 0) break;
-      n += got;
-    }
-    head.resize(n);
-    if (FirstNonBlank(head) == std::string::npos && (head.empty() || static_cast<unsigned char>(head[0]) != 0x80)) {
-      return absl::InvalidArgumentError(Cat(path, ": empty file"));
-    }
-  }
+namespace {
+
+// The importer named `format`, or an error with a did-you-mean.
+absl::StatusOr<const Importer*> ImporterNamed(std::string_view format) {
   for (const Importer* i : Importers()) {
-    if (i->Sniff(path, head)) return i->info().name;
+    if (i->info().name == format) return i;
   }
-  return absl::InvalidArgumentError(
-      Cat(path, ": not a recorded trace this version reads (expected JSON or a snapshot "
-                "pickle)"));
+  return absl::InvalidArgumentError(UnknownEntryMessage("", "recorded-trace format", std::string(format), ListImporters()));
 }
 
-absl::StatusOr<RecordedTrace> ImportRecordedTrace(const std::string& path,
-                                                  std::string_view format) {
-  std::string f(format);
-  if (f.empty()) {
-    ASSIGN_OR_RETURN(f, DetectRecordedFormat(path));
+// `in` unless it is no recording: then an error naming what it is.
+absl::Status CheckRecording(const Input& in) {
+  if (IsTraceKind(in.kind) && in.kind != InputKind::kNativeTrace) return absl::OkStatus();
+  return absl::InvalidArgumentError(Cat(in.path, ": not a recorded trace this version reads (expected JSON or a "
+                                                 "snapshot pickle; this is ",
+                                        InputKindWords(in.kind), ")"));
+}
+
+}  // namespace
+
+absl::StatusOr<std::string> DetectRecordedFormat(const std::string& path) {
+  ASSIGN_OR_RETURN(Input in, SniffInput(path));
+  RETURN_IF_ERROR(CheckRecording(in));
+  return std::string(InputKindName(in.kind));
+}
+
+absl::StatusOr<RecordedTrace> ImportRecordedTrace(const Input& in) {
+  RETURN_IF_ERROR(CheckRecording(in));
+  ASSIGN_OR_RETURN(const Importer* i, ImporterNamed(InputKindName(in.kind)));
+  return i->Import(in.file);
+}
+
+absl::StatusOr<RecordedTrace> ImportRecordedTrace(const std::string& path, std::string_view format) {
+  if (format.empty()) {
+    ASSIGN_OR_RETURN(Input in, SniffInput(path));
+    return ImportRecordedTrace(in);
   }
-  for (const Importer* i : Importers()) {
-    if (i->info().name == f) return i->Import(path);
-  }
-  return absl::InvalidArgumentError(UnknownEntryMessage("", "recorded-trace format", f, ListImporters()));
+  ASSIGN_OR_RETURN(const Importer* i, ImporterNamed(format));
+  ASSIGN_OR_RETURN(std::shared_ptr<const InputFd> file, InputFd::Open(path));
+  return i->Import(std::move(file));
 }
 
 }  // namespace gpusim

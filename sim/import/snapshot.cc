@@ -562,22 +562,17 @@ absl::StatusOr<RecordedSnapshot> ParseSnapshotPickle(const std::string& pickle, 
 }
 
 absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path) {
-  bool pickle = EndsWith(path, ".pickle") || EndsWith(path, ".pkl");
-  ASSIGN_OR_RETURN(std::string content, ReadFileToString(path));
-  if (content.size() >= 2 && static_cast<unsigned char>(content[0]) == 0x1f &&
-      static_cast<unsigned char>(content[1]) == 0x8b) {
-    // A gzipped snapshot (x.pickle.gz, x.json.gz): its bytes, through the
-    // byte source every importer reads gzip with.
-    ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(path));
-    content.clear();
-    std::string chunk(1 << 20, '\0');
-    for (;;) {
-      ASSIGN_OR_RETURN(size_t got, source->Read(chunk.data(), chunk.size()));
-      if (got == 0) break;
-      content.append(chunk.data(), got);
-    }
-    pickle = false;
-  }
+  ASSIGN_OR_RETURN(std::shared_ptr<const InputFd> file, InputFd::Open(path));
+  return LoadSnapshot(std::move(file));
+}
+
+absl::StatusOr<RecordedSnapshot> LoadSnapshot(std::shared_ptr<const InputFd> file) {
+  const std::string& path = file->path();
+  ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(file));
+  // A gzipped snapshot (x.pickle.gz, x.json.gz) arrives decompressed, in
+  // memory; its name says nothing then, its first byte does.
+  ASSIGN_OR_RETURN(std::string content, ReadAll(*source));
+  bool pickle = !source->decompressed() && (EndsWith(path, ".pickle") || EndsWith(path, ".pkl"));
   if (!content.empty() && static_cast<unsigned char>(content[0]) == 0x80) pickle = true;
   if (!pickle) return ParseSnapshotJson(content, path);
   return ParseSnapshotPickle(content, path);

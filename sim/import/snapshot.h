@@ -16,6 +16,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
+#include "sim/import/byte_source.h"
 #include "sim/import/recorded_trace.h"
 
 namespace gpusim {
@@ -87,6 +88,8 @@ absl::StatusOr<RecordedSnapshot> ParseSnapshotPickle(const std::string& pickle, 
 // validation/*/snapshots/ ships them): decompressed first, in memory. Errors
 // name `path` and a byte offset (of the decompressed bytes).
 absl::StatusOr<RecordedSnapshot> LoadSnapshot(const std::string& path);
+// The same through a file opened once (sim/import/input.h): one source.
+absl::StatusOr<RecordedSnapshot> LoadSnapshot(std::shared_ptr<const InputFd> file);
 
 }  // namespace gpusim
 

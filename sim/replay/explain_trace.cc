@@ -49,7 +49,12 @@ TracePeak ExplainTracePeak(const Trace& trace, const std::string& source, int to
 }
 
 absl::StatusOr<Trace> LoadTraceForExplain(const std::string& path) {
-  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
+  ASSIGN_OR_RETURN(Input in, SniffInput(path));
+  return LoadTraceForExplain(in);
+}
+
+absl::StatusOr<Trace> LoadTraceForExplain(const Input& in) {
+  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(in));
   if (loaded.native.has_value()) {
     RETURN_IF_ERROR(ValidateTrace(*loaded.native));
     return std::move(*loaded.native);

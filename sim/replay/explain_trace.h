@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sim/import/input.h"
 #include "sim/base/units.h"
 #include "sim/trace/trace.h"
 
@@ -40,6 +41,8 @@ TracePeak ExplainTracePeak(const Trace& trace, const std::string& source, int to
 // Loads `path` as a Trace: a native trace, or any recorded format through
 // ImportRecordedTrace + ToNativeTrace (memory events only).
 absl::StatusOr<Trace> LoadTraceForExplain(const std::string& path);
+// The same for an input SniffInput classified (sim/import/input.h).
+absl::StatusOr<Trace> LoadTraceForExplain(const Input& in);
 
 // Text: one line per block, then its source ("from FILE:LINE FUNCTION
 // (module M)", the user's frame: Note [The user's frame], sim/trace/

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdlib>
 #include <fstream>
+#include <istream>
 #include <map>
 #include <optional>
 #include <utility>
@@ -12,7 +13,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "sim/alloc/options.h"
-#include "sim/base/file_util.h"
+#include "sim/import/byte_source.h"
 #include "sim/import/import.h"
 #include "sim/base/status.h"
 #include "sim/replay/replay_core.h"
@@ -278,31 +279,34 @@ absl::StatusOr<ReplayResult> ReplayNativeTrace(const Trace& trace, const std::st
 // that viz draws runs too: the start state names each pool's buffers).
 // Offline planners see no pools (they place the whole trace at once).
 
-absl::StatusOr<std::string> RecordingFormatOf(const std::string& path) {
-  // Note [Sniffing inputs] (sim/base/file_util.h): a bounded prefix; a
-  // non-regular file is refused before it is opened.
-  ASSIGN_OR_RETURN(const std::string prefix, ReadInputPrefix(path));
-  if (FirstContentLine(prefix).rfind("gpusim-trace", 0) == 0) return std::string("gpusim-trace");
-  return DetectRecordedFormat(path);
-}
-
-absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path) {
+absl::StatusOr<LoadedRecording> LoadRecording(const Input& in) {
   LoadedRecording out;
-  out.path = path;
-  ASSIGN_OR_RETURN(out.format, RecordingFormatOf(path));
-  if (out.format == "gpusim-trace") {
-    ASSIGN_OR_RETURN(Trace t, ReadTraceFile(path));
-    out.native = std::move(t);
+  out.path = in.path;
+  out.format = std::string(RecordingFormatName(in.kind));
+  if (in.kind == InputKind::kNativeTrace) {
+    // Note [One sniffer, one open] (sim/import/input.h): the sniff's open.
+    ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(in.file));
+    ByteSourceStreambuf buf(*source);
+    std::istream stream(&buf);
+    absl::StatusOr<Trace> t = ReadTrace(stream, in.path);
+    RETURN_IF_ERROR(buf.status());  // a read error, not the parser's end of input
+    if (!t.ok()) return t.status();
+    out.native = *std::move(t);
     return out;
   }
-  if (out.format == "snapshot") {
-    ASSIGN_OR_RETURN(RecordedSnapshot snap, LoadSnapshot(path));
+  if (in.kind == InputKind::kSnapshot) {
+    ASSIGN_OR_RETURN(RecordedSnapshot snap, LoadSnapshot(in.file));
     out.snapshot = std::move(snap);
     return out;
   }
-  ASSIGN_OR_RETURN(RecordedTrace t, ImportRecordedTrace(path, out.format));
+  ASSIGN_OR_RETURN(RecordedTrace t, ImportRecordedTrace(in));
   out.recorded = std::move(t);
   return out;
+}
+
+absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path) {
+  ASSIGN_OR_RETURN(Input in, SniffInput(path));
+  return LoadRecording(in);
 }
 
 absl::StatusOr<ReplayResult> ReplayLoaded(const LoadedRecording& loaded, const ReplayOptions& options) {
@@ -316,19 +320,21 @@ absl::StatusOr<ReplayResult> ReplayLoaded(const LoadedRecording& loaded, const R
   return ReplayRecorded(loaded.recorded, options);
 }
 
-absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options) {
+absl::StatusOr<ReplayResult> ReplayFile(const Input& in, const ReplayOptions& options) {
   std::string why;
-  if (!options.check_addresses) {
-    ASSIGN_OR_RETURN(std::string format, RecordingFormatOf(path));
-    if (format == "kineto") {
-      ASSIGN_OR_RETURN(std::optional<ReplayResult> streamed, ReplayKinetoStreaming(path, options, &why));
-      if (streamed.has_value()) return std::move(*streamed);
-    }
+  if (!options.check_addresses && in.kind == InputKind::kKineto) {
+    ASSIGN_OR_RETURN(std::optional<ReplayResult> streamed, ReplayKinetoStreaming(in, options, &why));
+    if (streamed.has_value()) return std::move(*streamed);
   }
-  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(path));
+  ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(in));
   ASSIGN_OR_RETURN(ReplayResult r, ReplayLoaded(loaded, options));
   if (!why.empty()) r.import = absl::StrCat("whole: ", why);
   return r;
+}
+
+absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options) {
+  ASSIGN_OR_RETURN(Input in, SniffInput(path));
+  return ReplayFile(in, options);
 }
 
 }  // namespace gpusim

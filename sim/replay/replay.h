@@ -28,6 +28,7 @@
 #include "sim/base/json_writer.h"
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
+#include "sim/import/input.h"
 #include "sim/import/recorded_trace.h"
 #include "sim/import/snapshot.h"
 #include "sim/replay/warm_start.h"
@@ -184,12 +185,10 @@ struct LoadedRecording {
   std::optional<RecordedSnapshot> snapshot;
   RecordedTrace recorded;  // kineto, memory_timeline
 };
-// LoadedRecording::format of `path`: "gpusim-trace" for a file whose first
-// line (after blank and comment lines) is the native `gpusim-trace` header,
-// else DetectRecordedFormat's (sim/import/import.h).
-absl::StatusOr<std::string> RecordingFormatOf(const std::string& path);
-// A native trace is recognised by its `gpusim-trace` header line; anything
-// else goes through DetectRecordedFormat (sim/import/import.h).
+// Reads a trace SniffInput classified (sim/import/input.h), through its one
+// open; a run config or an HLO module is an error naming it.
+absl::StatusOr<LoadedRecording> LoadRecording(const Input& in);
+// SniffInput(path), then the above.
 absl::StatusOr<LoadedRecording> LoadRecording(const std::string& path);
 // Snapshots through ReplaySnapshot (Note [One start state for snapshots]),
 // native traces through ReplayNativeTrace, the rest through ReplayRecorded.
@@ -199,6 +198,9 @@ absl::StatusOr<ReplayResult> ReplayLoaded(const LoadedRecording& loaded, const R
 // replayed in one pass as it is parsed, in memory bounded by its live blocks.
 // nullopt, with *why_not set, when the trace needs the whole-trace path
 // (ReplayFile then takes it; the numbers are the same either way).
+// REQUIRES: in.kind is kKineto. Every pass reads through in.file.
+absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const Input& in, const ReplayOptions& options,
+                                                                  std::string* why_not = nullptr);
 absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::string& path,
                                                                   const ReplayOptions& options,
                                                                   std::string* why_not = nullptr);
@@ -206,6 +208,8 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::str
 // Replays `path` (a native trace or any recorded format): a Kineto trace
 // through ReplayKinetoStreaming when it allows, else LoadRecording +
 // ReplayLoaded. ReplayResult::import says which.
+absl::StatusOr<ReplayResult> ReplayFile(const Input& in, const ReplayOptions& options);
+// SniffInput(path), then the above.
 absl::StatusOr<ReplayResult> ReplayFile(const std::string& path, const ReplayOptions& options);
 
 std::string RenderReplayText(const ReplayResult& r);

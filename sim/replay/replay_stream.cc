@@ -218,32 +218,34 @@ struct StreamFacts {
   ConversionStats conversion;  // the pairing's (a pass's ReplayResult::conversion)
 };
 
-// The Kineto import of `path` with its memory events handed to `on_event`
+// The Kineto import of `in` (one source over its one open, Note [One
+// sniffer, one open]) with its memory events handed to `on_event`
 // in (ts, Ev Idx) order, through a window of `window` events (Note [A
 // bounded reorder window]); the last ones after the file's end, with its
 // whole metadata.
-absl::StatusOr<RecordedTrace> ImportInOrder(const std::string& path, int64_t window,
+absl::StatusOr<RecordedTrace> ImportInOrder(const Input& in, int64_t window,
                                             replay_internal::ReorderWindow::Emit on_event) {
+  ASSIGN_OR_RETURN(std::unique_ptr<ByteSource> source, OpenByteSource(in.file));
   KinetoImportOptions ko;
   ko.keep_gpu_ops = false;
   ko.keep_cpu_ops = false;
   ko.keep_stacks = false;
   if (window <= 0) {  // as read (the passes check the order)
     ko.on_memory_event = std::move(on_event);
-    return ImportKinetoTrace(path, ko);
+    return ImportKinetoTrace(*source, in.path, ko);
   }
   replay_internal::ReorderWindow reorder(window, std::move(on_event));
   ko.on_memory_event = [&](const RecordedMemoryEvent& m, const RecordedMetadata& meta) { return reorder.Add(m, meta); };
-  absl::StatusOr<RecordedTrace> t = ImportKinetoTrace(path, ko);
+  absl::StatusOr<RecordedTrace> t = ImportKinetoTrace(*source, in.path, ko);
   if (t.ok()) RETURN_IF_ERROR(reorder.Drain(t->metadata));
   return t;
 }
 
 // The import of one pass; `on_event` gets each memory event with its index.
-absl::StatusOr<RecordedTrace> StreamEvents(const std::string& path, const ReplayOptions& options,
+absl::StatusOr<RecordedTrace> StreamEvents(const Input& in, const ReplayOptions& options,
                                            const std::function<absl::Status(const RecordedMemoryEvent&, int64_t)>& on_event) {
   int64_t index = 0;  // recorded memory-event index: every kept event counts
-  return ImportInOrder(path, options.reorder_window,
+  return ImportInOrder(in, options.reorder_window,
                        [&](const RecordedMemoryEvent& m, const RecordedMetadata&) { return on_event(m, index++); });
 }
 
@@ -264,7 +266,8 @@ std::optional<ReplayResult> GiveUp(NotStreamed* n, const absl::Status& stopped) 
   return GiveUp(n, WhyStopped(stopped));
 }
 
-absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOptions& options) {
+absl::StatusOr<StreamFacts> CollectFacts(const Input& in, const ReplayOptions& options) {
+  const std::string& path = in.path;
   StreamFacts f(options.stream_cache_bytes);
   EventChecks checks;
   checks.device = options.device;
@@ -292,7 +295,7 @@ absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOp
     }
     return absl::OkStatus();
   };
-  ASSIGN_OR_RETURN(RecordedTrace t, StreamEvents(path, options, on_event));
+  ASSIGN_OR_RETURN(RecordedTrace t, StreamEvents(in, options, on_event));
   f.captures = std::move(t.captures);
   if (f.events == 0) return NotStreamable("no memory events");
   ASSIGN_OR_RETURN(f.preexisting, pairer.Preexisting());
@@ -307,8 +310,9 @@ absl::StatusOr<StreamFacts> CollectFacts(const std::string& path, const ReplayOp
 // start with the growths of earlier passes. A cold pass with
 // `stop_at_first_reserved` stops (Cancelled) after the first Total Reserved
 // when the cold start misses it; *missed says whether it did.
-absl::Status ReplayPass(const std::string& path, const ReplayOptions& options, const StreamFacts& f,
+absl::Status ReplayPass(const Input& in, const ReplayOptions& options, const StreamFacts& f,
                         replay_internal::WarmPass* warm, bool stop_at_first_reserved, bool* missed, ReplayResult& r) {
+  const std::string& path = in.path;
   r.source = path;
   r.format = "kineto";
   ASSIGN_OR_RETURN(std::unique_ptr<ReplayCore> core, ReplayCore::Make(options, f.captures.empty() ? nullptr : &f.captures,
@@ -386,7 +390,7 @@ absl::Status ReplayPass(const std::string& path, const ReplayOptions& options, c
       while (heads_bound < pairer.head().size()) RETURN_IF_ERROR(bind_head(pairer.head()[heads_bound].first));
       return replay(m, i, ops.data(), ops.size());
     };
-    RETURN_IF_ERROR(StreamEvents(path, options, on_event).status());
+    RETURN_IF_ERROR(StreamEvents(in, options, on_event).status());
     r.conversion = pairer.stats();
   }
   if (heads_bound != head_ids.size()) return absl::InternalError("stream passes: the head shrank");
@@ -395,13 +399,13 @@ absl::Status ReplayPass(const std::string& path, const ReplayOptions& options, c
 
 // Note [Streaming a warm trace in passes]: nullopt (and *why_not) when a
 // pass finds what needs the whole trace.
-absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::string& path,
+absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const Input& in,
                                                                  const ReplayOptions& options_in,
                                                                  const std::string& why_passes,
                                                                  NotStreamed* why_not) {
   // The start state under the import's buffer ids is ReplayRecorded's.
   if (options_in.keep_start_state) return GiveUp(why_not, "the start state is kept");
-  auto facts = CollectFacts(path, options_in);
+  auto facts = CollectFacts(in, options_in);
   if (!facts.ok()) return GiveUp(why_not, facts.status());
   const StreamFacts& f = *facts;
   ReplayOptions options = options_in;
@@ -429,7 +433,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
     ReplayResult r;
     ++passes;
     *missed = false;
-    absl::Status st = ReplayPass(path, options, f, nullptr, stop, missed, r);
+    absl::Status st = ReplayPass(in, options, f, nullptr, stop, missed, r);
     if (stop && *missed && absl::IsCancelled(st)) return std::optional<ReplayResult>();  // stopped there
     if (!st.ok()) return st;
     return std::optional<ReplayResult>(std::move(r));
@@ -449,7 +453,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
     ReplayResult w;
     fixed.Begin(n);
     ++passes;
-    absl::Status st = ReplayPass(path, options, f, &fixed.pass(), false, &missed, w);
+    absl::Status st = ReplayPass(in, options, f, &fixed.pass(), false, &missed, w);
     if (!st.ok() && !replay_internal::StoppedAtDeparture(st, fixed.pass())) return GiveUp(why_not, st);
     if (!w.warm_start->applied) {
       auto full = cold(false, &missed);
@@ -463,8 +467,9 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const std::stri
 }
 
 // ReplayKinetoStreaming through a window of options_in.reorder_window events.
-absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoOnce(const std::string& path, const ReplayOptions& options_in,
+absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoOnce(const Input& in, const ReplayOptions& options_in,
                                                              NotStreamed* why_not) {
+  const std::string& path = in.path;
   ReplayOptions options = options_in;
   ReplayResult r;
   r.source = path;
@@ -537,10 +542,10 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoOnce(const std::string& 
     return absl::OkStatus();
   };
 
-  auto imported = ImportInOrder(path, options.reorder_window, on_event);
+  auto imported = ImportInOrder(in, options.reorder_window, on_event);
   auto give_up = [&](std::string why) { return GiveUp(why_not, std::move(why)); };
   if (absl::IsAborted(imported.status())) {
-    return ReplayKinetoInPasses(path, options_in, std::string(imported.status().message()), why_not);
+    return ReplayKinetoInPasses(in, options_in, std::string(imported.status().message()), why_not);
   }
   if (!imported.ok()) {
     // Not streamable, or bad input: the whole-trace path reports the error
@@ -548,7 +553,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoOnce(const std::string& 
     return GiveUp(why_not, imported.status());
   }
   if (!imported->captures.empty()) {
-    return ReplayKinetoInPasses(path, options_in, "CUDA graph captures, whose runtime calls follow the memory events",
+    return ReplayKinetoInPasses(in, options_in, "CUDA graph captures, whose runtime calls follow the memory events",
                                 why_not);
   }
   if (core == nullptr) return give_up("no memory events");
@@ -580,19 +585,28 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoOnce(const std::string& 
 
 // Note [A bounded reorder window]: the window is used only when a pass
 // without one meets an event out of order.
-absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::string& path,
-                                                                  const ReplayOptions& options,
+absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const Input& in, const ReplayOptions& options,
                                                                   std::string* why_not) {
   ReplayOptions as_read = options;
   as_read.reorder_window = 0;
   NotStreamed why;
-  ASSIGN_OR_RETURN(std::optional<ReplayResult> r, ReplayKinetoOnce(path, as_read, &why));
+  ASSIGN_OR_RETURN(std::optional<ReplayResult> r, ReplayKinetoOnce(in, as_read, &why));
   if (!r.has_value() && options.reorder_window > 0 && why.out_of_order) {
     why = NotStreamed();
-    ASSIGN_OR_RETURN(r, ReplayKinetoOnce(path, options, &why));
+    ASSIGN_OR_RETURN(r, ReplayKinetoOnce(in, options, &why));
   }
   if (why_not != nullptr) *why_not = std::move(why.why);
   return r;
+}
+
+absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoStreaming(const std::string& path,
+                                                                  const ReplayOptions& options,
+                                                                  std::string* why_not) {
+  ASSIGN_OR_RETURN(Input in, SniffInput(path));
+  if (in.kind != InputKind::kKineto) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": ", InputKindWords(in.kind), ", not a Kineto trace"));
+  }
+  return ReplayKinetoStreaming(in, options, why_not);
 }
 
 }  // namespace gpusim
