@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
+#include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "sim/base/status.h"
 #include "sim/import/kineto.h"
@@ -172,6 +173,47 @@ const std::set<std::string>& PointwiseOps() {
   return *s;
 }
 
+// Note [ATen softmax passes]
+// How many times aten::_softmax's CUDA kernel reads its input, by the kernel
+// PyTorch picks (aten/src/ATen/native/cuda/SoftMax.cu host_softmax, torch
+// 2.x; dim from "Concrete Inputs", the last one when not recorded):
+//   - a reduced dim that is not the last (inner_size > 1):
+//     cunn_SpatialSoftMaxForward, three loops over the dim (max, sum of
+//     exp, write): 3.
+//   - dim <= 1024 elements and <= 4096 bytes: dispatch_softmax_forward
+//     (PersistentSoftmax.cuh softmax_warp_forward), a row per warp held in
+//     registers: 1.
+//   - dim a multiple of ILP = 16 bytes / element and under the 48 KiB of
+//     shared memory per block (cudaDeviceProp::sharedMemPerBlock):
+//     cunn_SoftMaxForwardSmem caches the row in shared memory: 1.
+//   - otherwise cunn_SoftMaxForward: ilpReduce for the max, ilpReduce for
+//     the sum of exp, WriteFpropResults(Vectorized) for the output, each
+//     reading the row from global memory: 3.
+// OWLv2's attention softmax (dim 5185, odd) takes the last: its row is
+// read three times. Its kernel is slower still than three streamed reads:
+// with a 1024-thread block and a row shorter than ILP x 1024 elements,
+// ilpReduce's vector loop never runs and every load is a 2-byte scalar one
+// (docs/validation.md, "kineto-notes"). _log_softmax keeps one read: its
+// rate (Note [ATen reduction kernels]) is measured over one read and one
+// write, the passes inside it.
+double SoftmaxInputPasses(const RecordedOp& op, const Input& x) {
+  const int64_t rank = static_cast<int64_t>(x.shape.size());
+  int64_t dim = rank - 1;
+  if (op.concrete_inputs.size() > 1 && !op.concrete_inputs[1].empty()) {
+    int64_t d = 0;
+    if (absl::SimpleAtoi(op.concrete_inputs[1], &d)) dim = d < 0 ? d + rank : d;
+  }
+  if (dim != rank - 1) return 3;
+  const int64_t size = static_cast<int64_t>(DTypeSize(x.dtype));
+  const int64_t n = x.shape.back();
+  if (n <= 1024 && n * size <= 4096) return 1;
+  constexpr int64_t kSharedMemPerBlock = 48 * 1024;
+  const int64_t ilp = 16 / size;
+  const int64_t warps = (std::min<int64_t>(n, 1024) + 31) / 32;
+  if (n % ilp == 0 && n < (kSharedMemPerBlock - warps * 4) / size) return 1;
+  return 3;
+}
+
 SizedOp SizeMemory(const RecordedOp& op, const std::vector<Input>& in) {
   const std::string& n = op.name;
   if (n == "aten::copy_") {
@@ -182,7 +224,15 @@ SizedOp SizeMemory(const RecordedOp& op, const std::vector<Input>& in) {
   }
   if (n == "aten::native_layer_norm" || n == "aten::_softmax" || n == "aten::_log_softmax") {
     if (in.empty() || !in[0].tensor || in[0].shape.empty()) return Skip(absl::StrCat("unexpected shapes: ", n));
-    TraceEvent e = Event(OpKind::kElementwise, in[0].dtype, 0, in[0].bytes(), in[0].bytes());
+    // Kind reduce, as the recorder writes these ops (python/gpusim_torch/
+    // ops.py _REDUCE): the kernel model times native_layer_norm and
+    // _log_softmax at their measured rates (Note [ATen reduction kernels]).
+    const double read = n == "aten::_softmax" ? SoftmaxInputPasses(op, in[0]) * in[0].bytes() : in[0].bytes();
+    // half_to_float (the third argument, True): the output is fp32
+    // (SoftMax.cu host_softmax writes accscalar_t).
+    const bool to_float = n != "aten::native_layer_norm" && op.concrete_inputs.size() > 2 &&
+                          op.concrete_inputs[2] == "True";
+    TraceEvent e = Event(OpKind::kReduce, in[0].dtype, 0, read, to_float ? in[0].elements() * 4 : in[0].bytes());
     e.name = n;
     return {e, ""};
   }

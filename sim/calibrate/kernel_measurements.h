@@ -81,8 +81,10 @@ struct SizedOp {
 //       forms): reads every tensor input, writes one tensor the size of the
 //       largest (the broadcast shape)
 //   aten::copy_ (dst, src): reads src, writes dst
-//   aten::native_layer_norm, aten::_softmax, aten::_log_softmax: reads and
-//       writes the input (weights and statistics ignored)
+//   aten::native_layer_norm, aten::_softmax, aten::_log_softmax: kind
+//       reduce; read and write the input (weights and statistics ignored;
+//       fp32 output when half_to_float), _softmax's input read as often as
+//       its kernel reads it (Note [ATen softmax passes])
 // Bytes are elements × the dtype's width ("Input type"); matmul bytes are
 // A + B + C (+ the bias when given). Causality of attention comes from
 // "Concrete Inputs" (is_causal); when it is not recorded the op is skipped.

@@ -132,14 +132,50 @@ TEST(SizeAtenOpTest, MemoryOpsBytes) {
   EXPECT_EQ(copy.event->bytes_written.value(), 4 * 64);
   SizedOp softmax = SizeAtenOp(CpuOp("aten::_softmax", {{16, 100, 100}, {}, {}}, {kBf16, "Scalar", "Scalar"}));
   ASSERT_TRUE(softmax.event.has_value());
+  EXPECT_EQ(softmax.event->kind, OpKind::kReduce);
   EXPECT_EQ(softmax.event->bytes_read.value(), 2 * 160000);
   EXPECT_EQ(softmax.event->bytes_written.value(), 2 * 160000);
+  SizedOp norm = SizeAtenOp(CpuOp("aten::native_layer_norm", {{1, 5185, 1024}, {}, {1024}, {1024}, {}},
+                                  {kBf16, "ScalarList", kBf16, kBf16, "Scalar"}));
+  ASSERT_TRUE(norm.event.has_value());
+  EXPECT_EQ(norm.event->kind, OpKind::kReduce);  // as the recorder writes it
+  EXPECT_EQ(norm.event->bytes_read.value(), 2 * 5185 * 1024);
 
   EXPECT_EQ(SizeAtenOp(CpuOp("aten::index_select", {{10, 4}, {}, {3}}, {kBf16, "Scalar", "long int"})).skip_reason,
             "op not sized: aten::index_select");
   RecordedOp no_shapes;
   no_shapes.name = "aten::mm";
   EXPECT_EQ(SizeAtenOp(no_shapes).skip_reason, "no recorded shapes (record_shapes off)");
+}
+
+// Note [ATen softmax passes]: the kernel SoftMax.cu host_softmax picks.
+TEST(SizeAtenOpTest, SoftmaxInputPassesFollowTheKernel) {
+  auto read_passes = [](std::vector<int64_t> shape, std::string type, std::string dim) {
+    const int64_t width = type == "float" ? 4 : 2;
+    int64_t elements = 1;
+    for (int64_t d : shape) elements *= d;
+    SizedOp s = SizeAtenOp(CpuOp("aten::_softmax", {shape, {}, {}}, {type, "Scalar", "Scalar"}, {"", dim, "False"}));
+    EXPECT_TRUE(s.event.has_value()) << s.skip_reason;
+    return s.event.has_value() ? s.event->bytes_read.value() / (width * elements) : -1;
+  };
+  // OWLv2's attention: dim 5185 (odd) -> cunn_SoftMaxForward, three reads.
+  EXPECT_EQ(read_passes({16, 5185, 5185}, kBf16, "-1"), 3);
+  // dim <= 1024 and <= 4096 bytes -> the persistent warp softmax.
+  EXPECT_EQ(read_passes({12, 5, 5}, kBf16, "-1"), 1);
+  EXPECT_EQ(read_passes({4, 1024}, "float", "-1"), 1);
+  // 1025 fp32 (4100 bytes, not a multiple of ILP 4) -> cunn_SoftMaxForward.
+  EXPECT_EQ(read_passes({4, 1025}, "float", "-1"), 3);
+  // A multiple of ILP that fits 48 KiB of shared memory -> the Smem kernel.
+  EXPECT_EQ(read_passes({4, 5184}, kBf16, "-1"), 1);
+  EXPECT_EQ(read_passes({4, 5184}, kBf16, "1"), 1);  // dim 1 is the last
+  // Too long for shared memory: 24,576 bf16 = 48 KiB.
+  EXPECT_EQ(read_passes({4, 24576}, kBf16, "-1"), 3);
+  // Not the last dim -> the spatial kernel's three loops.
+  EXPECT_EQ(read_passes({4, 5184, 8}, kBf16, "1"), 3);
+  // half_to_float: an fp32 output.
+  SizedOp h = SizeAtenOp(CpuOp("aten::_softmax", {{4, 8}, {}, {}}, {"c10::Half", "Scalar", "Scalar"}, {"", "-1", "True"}));
+  ASSERT_TRUE(h.event.has_value());
+  EXPECT_EQ(h.event->bytes_written.value(), 4 * 32);
 }
 
 TEST(ExtractKernelMeasurementsTest, GroupsKernelsByExternalIdAndCountsSkips) {
