@@ -36,19 +36,6 @@ ALLOWED = {
     # Data tables: one row per upstream key or argument, read as a table.
     ("sim/config/maxtext_keys.cc", "MaxTextKeyTable"): "data table: one row per MaxText base.yml key",
     ("sim/config/megatron_args.cc", "Rules"): "data table: one row per Megatron-LM argument",
-    # TEMPORARY (issue 28, deliverable 4): these five are being edited by
-    # other branches this session; they are split after those merge, and
-    # each entry comes out when its function is under the limit (the check
-    # fails on an entry that is no longer needed).
-    ("tools/cli.cc", "RunCli"): "TEMPORARY: edited on another branch (issue 28)",
-    ("viz/memory_snapshot.cc", "MemorySnapshotPickle"): "TEMPORARY: edited on another branch (issue 28)",
-    ("sim/lower/lower.cc", "LowerEager"): "TEMPORARY: edited on another branch (issue 28)",
-    ("sim/report/render.cc", "RenderText"): "TEMPORARY: edited on another branch (issue 28)",
-    ("viz/step_view.cc", "BuildStepView"): "TEMPORARY: edited on another branch (issue 28)",
-    # TEMPORARY: found by this checker after issue 28's list was drawn up, in
-    # folders the deliverable-4 branch does not edit (sim/import, sim/replay).
-    ("sim/import/pickle.cc", "Run"): "TEMPORARY: the pickle Reader's stack machine, to split",
-    ("sim/replay/snapshot_replay.cc", "Run"): "TEMPORARY: the snapshot replay pass, to split",
 }
 
 CONTAINER_KEYWORDS = {"namespace", "class", "struct", "union", "enum", "extern"}

@@ -19,13 +19,7 @@ import sys
 from pathlib import Path
 
 # Cycles left as they are, each with its reason: (package, sorted modules).
-KNOWN = {
-    # RecordResult.replay() (_results.py) calls gpusim.replay through a
-    # function-local `from ._api import replay`; _api builds the results.
-    # Outside issue 28's gpusim_torch change; to break with the result types
-    # no longer reaching back into the API.
-    ("gpusim", ("gpusim._api", "gpusim._results")): "RecordResult.replay, a deferred import",
-}
+KNOWN: dict = {}
 
 
 def ModuleGraph(pkg_dir):

@@ -850,282 +850,248 @@ std::string ParseErrorHint(CLI::App& app, int argc, char** argv) {
   return "";
 }
 
-}  // namespace
 
-int FailStatus(const absl::Status& st) { return Fail(st); }
+// `--allocator NAME` on every subcommand that simulates: the same as
+// `--set allocator.impl=NAME` (the config's `allocator:` block is the
+// default), appended after the --set overrides once parsing is done.
+constexpr char kAllocatorHelp[] =
+    "Allocator strategy (gpusim list allocators); = --set allocator.impl=NAME; options: --set allocator.x=y";
+constexpr char kFormatHelp[] = "Output format (json: documented keys, README \"JSON output\")";
+constexpr char kCudnnHelp[] =
+    "A recorded PyTorch step: the cuDNN workspace assumption, none (default), gemm, winograd_nonfused or bound "
+    "(the algorithm is chosen on the GPU)";
+constexpr char kSdpaHelp[] =
+    "A recorded PyTorch step: force the fused attention backend whose workspaces every SDPA call gets, flash, "
+    "efficient or cudnn (default: the replay device's sdp_utils.cpp choice as recorded)";
 
-int FinishStdout(int rc) {
-  errno = 0;
-  std::cout.flush();
-  const bool failed = std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
-  if (!failed) return rc;
-  const int err = errno;
-  std::cerr << "gpusim: error: writing standard output: " << (err != 0 ? std::strerror(err) : "write failed")
-            << "\n";
-  return rc != 0 ? rc : 3;
-}
-
-int RunCli(int argc, char** argv) {
-  CLI::App app{"gpusim: trace-driven simulator of GPU memory and step time for deep-learning training"};
-  app.require_subcommand(1);
-  // Case folded (issue 32): `gpusim RUN`, `--Format`; subcommands inherit it.
-  app.ignore_case();
-  app.option_defaults()->ignore_case();
-  app.footer(
-      "Exit codes: 0 ok; 1 bad input (config, trace, command line, an input too large to model), with a message "
-      "naming the input; 3 environment (I/O error, disk full, an output target that exists and is not a regular "
-      "file or directory as expected); 2 an internal error (a bug: please report it). Killed by SIGINT/SIGTERM, "
-      "gpusim removes its temporary files and stops its child processes first.");
-  app.set_help_all_flag("--help-all", "Show help for every subcommand");
-  app.set_version_flag("--version", std::string("gpusim ") + GPUSIM_VERSION);
-  // `--allocator NAME` on every subcommand that simulates: the same as
-  // `--set allocator.impl=NAME` (the config's `allocator:` block is the
-  // default), appended after the --set overrides once parsing is done.
-  constexpr char kAllocatorHelp[] =
-      "Allocator strategy (gpusim list allocators); = --set allocator.impl=NAME; options: --set allocator.x=y";
-  constexpr char kFormatHelp[] = "Output format (json: documented keys, README \"JSON output\")";
-
-  RunOptions run;
-  CLI::App* run_cmd = app.add_subcommand("run", "Simulate one training step of a run config");
-  run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml, or an HLO module STEP.hlo");
-  run_cmd->add_option("--device", run.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
-  run_cmd->add_option("--compiled", run.compiled,
-                      "With an unoptimised STEP.hlo: XLA's compiled module of the same step (compiled.as_text(), "
-                      "STEP.opt.hlo): both predictions side by side");
-  run_cmd->add_option("--set", run.sets, "Override a config field: path=value (repeatable)");
-  run_cmd->add_option("--format", run.format, "Output format")->check(CLI::IsMember({"text", "json"}));
-  run_cmd->add_option("--out", run.out_dir,
-                      "Also write result.json, trace.gpusim, report.html, charts and timeline.json into DIR");
-  run_cmd->add_option("--charts", run.charts_dir, "Write the charts (SVG + PNG) into DIR");
-  run_cmd->add_option("--timeline", run.timeline, "Write the simulated step as Chrome/Perfetto trace JSON");
-  std::string run_allocator;
-  run_cmd->add_option("--allocator", run_allocator, kAllocatorHelp);
-  run_cmd->add_option("--snapshot", run.snapshot,
-                      "Write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
-  run_cmd->add_option("--megatron-args", run.megatron_args,
-                      "A Megatron-LM launch line (pretrain_gpt.py arguments), instead of a config; with --world-size "
-                      "and --device");
-  // IntRange, not CLI::PositiveNumber, whose range text for 0 printed
-  // DBL_MAX's 309 digits (issue 27).
-  CLI::Option* world_opt = run_cmd->add_option("--world-size", run.world_size, "GPUs of the --megatron-args run")
-                               ->check(IntRange(1, INT64_MAX));
-  CLI::Option* gpn_opt =
-      run_cmd->add_option("--gpus-per-node", run.gpus_per_node, "GPUs per node of the --megatron-args run")
-          ->check(IntRange(1, INT64_MAX));
-  constexpr char kCudnnHelp[] =
-      "A recorded PyTorch step: the cuDNN workspace assumption, none (default), gemm, winograd_nonfused or bound "
-      "(the algorithm is chosen on the GPU)";
-  run_cmd->add_option("--cudnn-workspace", run.cudnn_workspace, kCudnnHelp);
-  constexpr char kSdpaHelp[] =
-      "A recorded PyTorch step: force the fused attention backend whose workspaces every SDPA call gets, flash, "
-      "efficient or cudnn (default: the replay device's sdp_utils.cpp choice as recorded)";
-  run_cmd->add_option("--sdpa-backend", run.sdpa_backend, kSdpaHelp);
-
-  RunOptions explain;
-  int explain_top = 15;
-  CLI::App* explain_cmd = app.add_subcommand("explain", "List the buffers live at the peak, largest first");
-  explain_cmd->add_option("config", explain.config,
-                          "Run config (YAML), HLO module (STEP.hlo, with --device), or a trace (native, Kineto, "
-                          "snapshot, memory timeline): its largest blocks at the peak with their stack frames")
-      ->required();
-  explain_cmd->add_option("--device", explain.device,
-                          "Device NAME or PATH for an HLO module (STEP.hlo), or for a PyTorch trace (what its CUDA "
-                          "libraries add; default h100-sxm-80gb)");
-  explain_cmd->add_option("--format", explain.format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
-  explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
-  explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));
-  std::string explain_allocator;
-  explain_cmd->add_option("--allocator", explain_allocator, kAllocatorHelp);
-  explain_cmd->add_option("--cudnn-workspace", explain.cudnn_workspace, kCudnnHelp);
-  explain_cmd->add_option("--sdpa-backend", explain.sdpa_backend, kSdpaHelp);
-
-  RunOptions diff;
-  std::vector<std::string> diff_base;
-  int diff_top = 12;
-  CLI::App* diff_cmd = app.add_subcommand(
-      "diff", "Attribute the memory and step-time difference between CONFIG (A) and CONFIG --set ... (B)");
-  diff_cmd->add_option("config", diff.config, "Run config (YAML) or HLO module (STEP.hlo)")->required();
-  diff_cmd->add_option("--device", diff.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
-  diff_cmd->add_option("--set", diff.sets, "Override for B: path=value (repeatable)")->required();
-  diff_cmd->add_option("--base-set", diff_base, "Override for both A and B (repeatable)");
-  diff_cmd->add_option("--format", diff.format, "Output format")->check(CLI::IsMember({"text", "json"}));
-  diff_cmd->add_option("--top", diff_top, "How many lines per table")->check(IntRange(1, 1000000));
-  std::string diff_allocator;
-  diff_cmd->add_option("--allocator", diff_allocator, std::string(kAllocatorHelp) + " (for both A and B)");
-
-  AdviseCli advise;
-  CLI::App* advise_cmd = app.add_subcommand(
-      "advise", "Evaluate a grid of settings and print the Pareto front and the fastest that fits");
-  advise_cmd->add_option("config", advise.config, "Run config (YAML)");
-  advise_cmd->add_option("--budget", advise.budget, "Memory budget, e.g. 80GiB (default: the device's usable memory)");
-  advise_cmd->add_option("--vary", advise.vary, "A grid axis: path=v1,v2,... (repeatable; default: remat x loop x batch)");
-  advise_cmd->add_option("--set", advise.sets, "Override for every point: path=value (repeatable)");
-  advise_cmd->add_option("--jobs", advise.jobs, "Worker threads (default: all cores; at most one per grid group)")
-      ->check(IntRange(1, 100000));
-  advise_cmd->add_option("--shard", advise.shard, "Evaluate only shard I of N (I/N, or auto: from a Slurm job array or a Kubernetes Indexed Job) and print JSON lines");
-  advise_cmd->add_option("--merge", advise.merge, "Join JSON-lines shard files instead of simulating");
-  advise_cmd->add_option("--format", advise.format, "Output format")->check(CLI::IsMember({"text", "json"}));
-  advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(IntRange(1, 1000000));
-  std::string advise_allocator;
-  advise_cmd->add_option("--allocator", advise_allocator, std::string(kAllocatorHelp) + " (every point)");
-
-  std::string cal_file, cal_out, cal_format = "text";
-  CLI::App* cal_cmd = app.add_subcommand(
-      "calibrate", "Fit the device's efficiency parameters to measured runs; report predicted vs measured");
-  cal_cmd->add_option("file", cal_file, "Calibration file (YAML), e.g. traces/calibration/maxtext_llama7b.yaml")
-      ->required();
-  cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
-  cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
-
-  std::string viz_file, viz_out, viz_device, viz_allocator, viz_snapshot, viz_format = "text", viz_cudnn, viz_sdpa,
-      viz_color_by = "auto";
-  std::vector<std::string> viz_sets;
-  CLI::App* viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
-  viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
-      ->required();
-  viz_cmd->add_option("--out", viz_out, "Output directory")->required();
-  viz_cmd->add_option("--set", viz_sets, "Override a config field: path=value (repeatable)");
-  viz_cmd->add_option("--device", viz_device,
-                      "Device for a trace (capacity line); default: the recorded device, else h100-sxm-80gb");
-  viz_cmd->add_option("--allocator", viz_allocator,
-                      "Allocator (gpusim list allocators): a trace is replayed through it (default pytorch_caching); "
-                      "for a config = --set allocator.impl=NAME");
-  viz_cmd->add_option("--format", viz_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
-  viz_cmd->add_option("--cudnn-workspace", viz_cudnn, kCudnnHelp);
-  viz_cmd->add_option("--sdpa-backend", viz_sdpa, kSdpaHelp);
-  viz_cmd->add_option("--color-by", viz_color_by,
-                      "Colour blocks by role, source (the user's innermost Python frame or the recorder's op) or "
-                      "allocation; auto: role where roles are recorded, else source, else allocation")
-      ->check(CLI::IsMember({"auto", "role", "source", "allocation"}));
-
-  viz_cmd->add_option("--snapshot", viz_snapshot,
-                      "Also write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
-
-  std::string validate_file;
-  std::vector<std::string> validate_sets;
-  std::string validate_format = "text", validate_allocator;
-  CLI::App* val_cmd = app.add_subcommand(
-      "validate", "Check any input: a run config, a native trace, or a recorded trace (Kineto, snapshot, memory timeline)");
-  val_cmd->add_option("file", validate_file,
-                      "Config (YAML), native trace (gpusim-trace), Kineto JSON(.gz), memory snapshot (.pickle/JSON) "
-                      "or memory timeline")
-      ->required();
-  val_cmd->add_option("--set", validate_sets, "Override a config field: path=value (repeatable)");
-  val_cmd->add_option("--allocator", validate_allocator, kAllocatorHelp);
-  val_cmd->add_option("--format", validate_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
-
-  ReplayCli replay;
-  CLI::App* replay_cmd = app.add_subcommand(
-      "replay", "Replay a recorded trace through an allocator; compare with the recorded totals and addresses");
-  replay_cmd->add_option("trace", replay.trace, "Kineto JSON(.gz), memory snapshot (.pickle/JSON) or memory timeline")
-      ->required();
-  replay_cmd->add_option("--allocator", replay.allocator, "Allocator strategy (gpusim list allocators)");
-  replay_cmd->add_option("--set", replay.sets, "Allocator option: allocator.OPTION=VALUE (repeatable)");
-  replay_cmd->add_option("--device", replay.device, "Device whose usable memory is the capacity");
-  replay_cmd->add_option("--device-index", replay.device_index, "Recorded device to replay (default: the only one)");
-  replay_cmd->add_flag("--cold-start", replay.cold_start,
-                       "Start pytorch_caching from an empty allocator even where a warm start can be inferred");
-  replay_cmd->add_flag("--check-addresses", replay.check_addresses,
-                       "Snapshot: rebuild the allocator state and check every allocation's address");
-  replay_cmd->add_option("--cudnn-workspace", replay.cudnn_workspace, kCudnnHelp);
-  replay_cmd->add_option("--sdpa-backend", replay.sdpa_backend, kSdpaHelp);
-  replay_cmd->add_option("--snapshot", replay.snapshot,
-                         "Write the replayed step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
-  replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));
-
-  // compare: a run config with --vary (one row per value), or a recorded
-  // trace with --allocators (one row per allocator).
-  CompareCli compare;
-  RunOptions compare_config;
-  std::string compare_vary;
-  CLI::App* compare_cmd = app.add_subcommand(
-      "compare",
-      "CONFIG --vary path=v1,v2,...: one row per value (peak, temp, host bytes, recompute, PCIe, step, layer times); "
-      "TRACE [--allocators a,b,...]: one row per allocator (peak reserved, fragmentation, segments, OOM)");
-  compare_cmd->add_option("file", compare.trace, "Run config (YAML) or recorded trace")->required();
-  compare_cmd->add_option("--vary", compare_vary, "Config: the axis, path=v1,v2,... e.g. remat.policy=full,minimal");
-  compare_cmd->add_option("--set", compare_config.sets, "Config: override for every row: path=value (repeatable)");
-  compare_cmd->add_option("--allocators", compare.allocators,
-                          "Trace: comma-separated strategies (default: every registered one but composites)");
-  compare_cmd->add_option("--device", compare.device, "Trace: device whose usable memory is the capacity");
-  compare_cmd->add_option("--device-index", compare.device_index, "Trace: recorded device to replay");
-  std::string compare_allocator;
-  compare_cmd->add_option("--allocator", compare_allocator,
-                          std::string(kAllocatorHelp) + "; a trace: the same as --allocators NAME");
-  compare_cmd->add_option("--format", compare.format, "Output format")->check(CLI::IsMember({"text", "json"}));
-  compare_cmd->add_option("--cudnn-workspace", compare.cudnn_workspace, std::string(kCudnnHelp) + "; a trace only");
-  compare_cmd->add_option("--sdpa-backend", compare.sdpa_backend, std::string(kSdpaHelp) + "; a trace only");
-
-  CLI::App* dev_cmd = app.add_subcommand("devices", "List the modelled devices");
-  std::string dev_format = "text";
-  dev_cmd->add_option("--format", dev_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
-
-  std::string list_what, list_format = "text";
-  CLI::App* list_cmd = app.add_subcommand("list", "List registered strategies and model families");
-  list_cmd->add_option("kind", list_what, "allocators | remat | devices | kernels | importers | models")->required();
-  list_cmd->add_option("--format", list_format, "text | json");
-
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
-    if (std::string msg = ParseErrorHint(app, argc, argv); !msg.empty()) {
-      CliErr() << "gpusim: error: " << msg << "\n";
-      return 1;
-    }
-    const int rc = app.exit(e, CliOut(), CliErr());
-    return rc == 0 ? 0 : 1;
+// Every subcommand's options (CLI11 binds each to a member, so the object
+// outlives parsing), how they are declared, checked and dispatched.
+struct Cli {
+  // `gpusim run`.
+  void AddRun(CLI::App& app) {
+    run_cmd = app.add_subcommand("run", "Simulate one training step of a run config");
+    run_cmd->add_option("config", run.config, "Run config (YAML), e.g. configs/llama7b.yaml, or an HLO module STEP.hlo");
+    run_cmd->add_option("--device", run.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
+    run_cmd->add_option("--compiled", run.compiled,
+                        "With an unoptimised STEP.hlo: XLA's compiled module of the same step (compiled.as_text(), "
+                        "STEP.opt.hlo): both predictions side by side");
+    run_cmd->add_option("--set", run.sets, "Override a config field: path=value (repeatable)");
+    run_cmd->add_option("--format", run.format, "Output format")->check(CLI::IsMember({"text", "json"}));
+    run_cmd->add_option("--out", run.out_dir,
+                        "Also write result.json, trace.gpusim, report.html, charts and timeline.json into DIR");
+    run_cmd->add_option("--charts", run.charts_dir, "Write the charts (SVG + PNG) into DIR");
+    run_cmd->add_option("--timeline", run.timeline, "Write the simulated step as Chrome/Perfetto trace JSON");
+    run_cmd->add_option("--allocator", run_allocator, kAllocatorHelp);
+    run_cmd->add_option("--snapshot", run.snapshot,
+                        "Write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
+    run_cmd->add_option("--megatron-args", run.megatron_args,
+                        "A Megatron-LM launch line (pretrain_gpt.py arguments), instead of a config; with --world-size "
+                        "and --device");
+    // IntRange, not CLI::PositiveNumber, whose range text for 0 printed
+    // DBL_MAX's 309 digits (issue 27).
+    world_opt = run_cmd->add_option("--world-size", run.world_size, "GPUs of the --megatron-args run")
+                                 ->check(IntRange(1, INT64_MAX));
+    gpn_opt =
+        run_cmd->add_option("--gpus-per-node", run.gpus_per_node, "GPUs per node of the --megatron-args run")
+            ->check(IntRange(1, INT64_MAX));
+    run_cmd->add_option("--cudnn-workspace", run.cudnn_workspace, kCudnnHelp);
+    run_cmd->add_option("--sdpa-backend", run.sdpa_backend, kSdpaHelp);
   }
-  // --allocator NAME is --set allocator.impl=NAME; both naming different
-  // allocators is a conflict, refused rather than one silently winning
-  // (issue 27). The same name twice is no conflict.
-  auto with_allocator = [](std::vector<std::string>& sets, const std::string& name) -> absl::Status {
-    if (name.empty()) return absl::OkStatus();
-    constexpr absl::string_view kImpl = "allocator.impl=";
-    for (const std::string& s : sets) {
-      if (absl::StartsWith(s, kImpl) && s.substr(kImpl.size()) != name) {
-        return absl::InvalidArgumentError(absl::StrCat("--allocator ", name, " and --set ", s,
-                                                       " name different allocators; give one"));
+
+  // `gpusim explain`.
+  void AddExplain(CLI::App& app) {
+    explain_cmd = app.add_subcommand("explain", "List the buffers live at the peak, largest first");
+    explain_cmd->add_option("config", explain.config,
+                            "Run config (YAML), HLO module (STEP.hlo, with --device), or a trace (native, Kineto, "
+                            "snapshot, memory timeline): its largest blocks at the peak with their stack frames")
+        ->required();
+    explain_cmd->add_option("--device", explain.device,
+                            "Device NAME or PATH for an HLO module (STEP.hlo), or for a PyTorch trace (what its CUDA "
+                            "libraries add; default h100-sxm-80gb)");
+    explain_cmd->add_option("--format", explain.format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
+    explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
+    explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));
+    explain_cmd->add_option("--allocator", explain_allocator, kAllocatorHelp);
+    explain_cmd->add_option("--cudnn-workspace", explain.cudnn_workspace, kCudnnHelp);
+    explain_cmd->add_option("--sdpa-backend", explain.sdpa_backend, kSdpaHelp);
+  }
+
+  // `gpusim diff`.
+  void AddDiff(CLI::App& app) {
+    diff_cmd = app.add_subcommand(
+        "diff", "Attribute the memory and step-time difference between CONFIG (A) and CONFIG --set ... (B)");
+    diff_cmd->add_option("config", diff.config, "Run config (YAML) or HLO module (STEP.hlo)")->required();
+    diff_cmd->add_option("--device", diff.device, "Device NAME or PATH for an HLO module (STEP.hlo)");
+    diff_cmd->add_option("--set", diff.sets, "Override for B: path=value (repeatable)")->required();
+    diff_cmd->add_option("--base-set", diff_base, "Override for both A and B (repeatable)");
+    diff_cmd->add_option("--format", diff.format, "Output format")->check(CLI::IsMember({"text", "json"}));
+    diff_cmd->add_option("--top", diff_top, "How many lines per table")->check(IntRange(1, 1000000));
+    diff_cmd->add_option("--allocator", diff_allocator, std::string(kAllocatorHelp) + " (for both A and B)");
+  }
+
+  // `gpusim advise`.
+  void AddAdvise(CLI::App& app) {
+    advise_cmd = app.add_subcommand(
+        "advise", "Evaluate a grid of settings and print the Pareto front and the fastest that fits");
+    advise_cmd->add_option("config", advise.config, "Run config (YAML)");
+    advise_cmd->add_option("--budget", advise.budget, "Memory budget, e.g. 80GiB (default: the device's usable memory)");
+    advise_cmd->add_option("--vary", advise.vary, "A grid axis: path=v1,v2,... (repeatable; default: remat x loop x batch)");
+    advise_cmd->add_option("--set", advise.sets, "Override for every point: path=value (repeatable)");
+    advise_cmd->add_option("--jobs", advise.jobs, "Worker threads (default: all cores; at most one per grid group)")
+        ->check(IntRange(1, 100000));
+    advise_cmd->add_option("--shard", advise.shard, "Evaluate only shard I of N (I/N, or auto: from a Slurm job array or a Kubernetes Indexed Job) and print JSON lines");
+    advise_cmd->add_option("--merge", advise.merge, "Join JSON-lines shard files instead of simulating");
+    advise_cmd->add_option("--format", advise.format, "Output format")->check(CLI::IsMember({"text", "json"}));
+    advise_cmd->add_option("--top", advise.top, "Front rows to print")->check(IntRange(1, 1000000));
+    advise_cmd->add_option("--allocator", advise_allocator, std::string(kAllocatorHelp) + " (every point)");
+  }
+
+  // `gpusim calibrate`.
+  void AddCalibrate(CLI::App& app) {
+    cal_cmd = app.add_subcommand(
+        "calibrate", "Fit the device's efficiency parameters to measured runs; report predicted vs measured");
+    cal_cmd->add_option("file", cal_file, "Calibration file (YAML), e.g. traces/calibration/maxtext_llama7b.yaml")
+        ->required();
+    cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
+    cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
+  }
+
+  // `gpusim viz`.
+  void AddViz(CLI::App& app) {
+    viz_cmd = app.add_subcommand("viz", "Draw charts, a timeline and report.html for a config or a trace");
+    viz_cmd->add_option("file", viz_file, "Run config (YAML), native trace, or recorded trace (Kineto JSON, snapshot)")
+        ->required();
+    viz_cmd->add_option("--out", viz_out, "Output directory")->required();
+    viz_cmd->add_option("--set", viz_sets, "Override a config field: path=value (repeatable)");
+    viz_cmd->add_option("--device", viz_device,
+                        "Device for a trace (capacity line); default: the recorded device, else h100-sxm-80gb");
+    viz_cmd->add_option("--allocator", viz_allocator,
+                        "Allocator (gpusim list allocators): a trace is replayed through it (default pytorch_caching); "
+                        "for a config = --set allocator.impl=NAME");
+    viz_cmd->add_option("--format", viz_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
+    viz_cmd->add_option("--cudnn-workspace", viz_cudnn, kCudnnHelp);
+    viz_cmd->add_option("--sdpa-backend", viz_sdpa, kSdpaHelp);
+    viz_cmd->add_option("--color-by", viz_color_by,
+                        "Colour blocks by role, source (the user's innermost Python frame or the recorder's op) or "
+                        "allocation; auto: role where roles are recorded, else source, else allocation")
+        ->check(CLI::IsMember({"auto", "role", "source", "allocation"}));
+
+    viz_cmd->add_option("--snapshot", viz_snapshot,
+                        "Also write the step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
+  }
+
+  // `gpusim validate`.
+  void AddValidate(CLI::App& app) {
+    val_cmd = app.add_subcommand(
+        "validate", "Check any input: a run config, a native trace, or a recorded trace (Kineto, snapshot, memory timeline)");
+    val_cmd->add_option("file", validate_file,
+                        "Config (YAML), native trace (gpusim-trace), Kineto JSON(.gz), memory snapshot (.pickle/JSON) "
+                        "or memory timeline")
+        ->required();
+    val_cmd->add_option("--set", validate_sets, "Override a config field: path=value (repeatable)");
+    val_cmd->add_option("--allocator", validate_allocator, kAllocatorHelp);
+    val_cmd->add_option("--format", validate_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
+  }
+
+  // `gpusim replay`.
+  void AddReplay(CLI::App& app) {
+    replay_cmd = app.add_subcommand(
+        "replay", "Replay a recorded trace through an allocator; compare with the recorded totals and addresses");
+    replay_cmd->add_option("trace", replay.trace, "Kineto JSON(.gz), memory snapshot (.pickle/JSON) or memory timeline")
+        ->required();
+    replay_cmd->add_option("--allocator", replay.allocator, "Allocator strategy (gpusim list allocators)");
+    replay_cmd->add_option("--set", replay.sets, "Allocator option: allocator.OPTION=VALUE (repeatable)");
+    replay_cmd->add_option("--device", replay.device, "Device whose usable memory is the capacity");
+    replay_cmd->add_option("--device-index", replay.device_index, "Recorded device to replay (default: the only one)");
+    replay_cmd->add_flag("--cold-start", replay.cold_start,
+                         "Start pytorch_caching from an empty allocator even where a warm start can be inferred");
+    replay_cmd->add_flag("--check-addresses", replay.check_addresses,
+                         "Snapshot: rebuild the allocator state and check every allocation's address");
+    replay_cmd->add_option("--cudnn-workspace", replay.cudnn_workspace, kCudnnHelp);
+    replay_cmd->add_option("--sdpa-backend", replay.sdpa_backend, kSdpaHelp);
+    replay_cmd->add_option("--snapshot", replay.snapshot,
+                           "Write the replayed step as a PyTorch memory snapshot (FILE.pickle, for memory_viz)");
+    replay_cmd->add_option("--format", replay.format, "Output format")->check(CLI::IsMember({"text", "json"}));
+  }
+
+  // `gpusim compare`.
+  void AddCompare(CLI::App& app) {
+    // compare: a run config with --vary (one row per value), or a recorded
+    // trace with --allocators (one row per allocator).
+    compare_cmd = app.add_subcommand(
+        "compare",
+        "CONFIG --vary path=v1,v2,...: one row per value (peak, temp, host bytes, recompute, PCIe, step, layer times); "
+        "TRACE [--allocators a,b,...]: one row per allocator (peak reserved, fragmentation, segments, OOM)");
+    compare_cmd->add_option("file", compare.trace, "Run config (YAML) or recorded trace")->required();
+    compare_cmd->add_option("--vary", compare_vary, "Config: the axis, path=v1,v2,... e.g. remat.policy=full,minimal");
+    compare_cmd->add_option("--set", compare_config.sets, "Config: override for every row: path=value (repeatable)");
+    compare_cmd->add_option("--allocators", compare.allocators,
+                            "Trace: comma-separated strategies (default: every registered one but composites)");
+    compare_cmd->add_option("--device", compare.device, "Trace: device whose usable memory is the capacity");
+    compare_cmd->add_option("--device-index", compare.device_index, "Trace: recorded device to replay");
+    compare_cmd->add_option("--allocator", compare_allocator,
+                            std::string(kAllocatorHelp) + "; a trace: the same as --allocators NAME");
+    compare_cmd->add_option("--format", compare.format, "Output format")->check(CLI::IsMember({"text", "json"}));
+    compare_cmd->add_option("--cudnn-workspace", compare.cudnn_workspace, std::string(kCudnnHelp) + "; a trace only");
+    compare_cmd->add_option("--sdpa-backend", compare.sdpa_backend, std::string(kSdpaHelp) + "; a trace only");
+  }
+
+  // `gpusim devices` and `gpusim list`.
+  void AddListings(CLI::App& app) {
+    dev_cmd = app.add_subcommand("devices", "List the modelled devices");
+    dev_cmd->add_option("--format", dev_format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
+
+    list_cmd = app.add_subcommand("list", "List registered strategies and model families");
+    list_cmd->add_option("kind", list_what, "allocators | remat | devices | kernels | importers | models")->required();
+    list_cmd->add_option("--format", list_format, "text | json");
+  }
+
+  // What parsing leaves to check: --allocator against --set, config names,
+  // and the --megatron-args options used without it.
+  absl::Status Prepare() {
+    // --allocator NAME is --set allocator.impl=NAME; both naming different
+    // allocators is a conflict, refused rather than one silently winning
+    // (issue 27). The same name twice is no conflict.
+    auto with_allocator = [](std::vector<std::string>& sets, const std::string& name) -> absl::Status {
+      if (name.empty()) return absl::OkStatus();
+      constexpr absl::string_view kImpl = "allocator.impl=";
+      for (const std::string& s : sets) {
+        if (absl::StartsWith(s, kImpl) && s.substr(kImpl.size()) != name) {
+          return absl::InvalidArgumentError(absl::StrCat("--allocator ", name, " and --set ", s,
+                                                         " name different allocators; give one"));
+        }
       }
+      sets.push_back(std::string(kImpl) + name);
+      return absl::OkStatus();
+    };
+    for (absl::Status st : {with_allocator(run.sets, run_allocator), with_allocator(explain.sets, explain_allocator),
+                            with_allocator(diff_base, diff_allocator), with_allocator(advise.sets, advise_allocator),
+                            with_allocator(validate_sets, validate_allocator),
+                            with_allocator(compare_config.sets, compare_allocator)}) {
+      if (!st.ok()) return st;
     }
-    sets.push_back(std::string(kImpl) + name);
+    // Note [Run config names] (sim/config/loader.h): a command's config
+    // argument, a NAME of a bundled config or a file, resolved once here.
+    for (std::string* arg : {&run.config, &explain.config, &diff.config, &advise.config, &viz_file, &validate_file,
+                             &compare.trace}) {
+      if (arg->empty()) continue;
+      absl::StatusOr<std::string> resolved = ResolveRunConfig(*arg);
+      if (!resolved.ok()) return resolved.status();
+      *arg = *std::move(resolved);
+    }
+    // --world-size and --gpus-per-node shape a --megatron-args run; with a
+    // config they would be ignored (issue 27), so they are refused.
+    if (*run_cmd && run.megatron_args.empty() && (world_opt->count() > 0 || gpn_opt->count() > 0)) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "run ", run.config, ": ", world_opt->count() > 0 ? "--world-size" : "--gpus-per-node",
+          " applies to --megatron-args; a config sets megatron.world_size / megatron.gpus_per_node (--set "
+          "megatron.world_size=N)"));
+    }
     return absl::OkStatus();
-  };
-  for (absl::Status st : {with_allocator(run.sets, run_allocator), with_allocator(explain.sets, explain_allocator),
-                          with_allocator(diff_base, diff_allocator), with_allocator(advise.sets, advise_allocator),
-                          with_allocator(validate_sets, validate_allocator),
-                          with_allocator(compare_config.sets, compare_allocator)}) {
-    if (!st.ok()) return Fail(st);
   }
-  // Note [Run config names] (sim/config/loader.h): a command's config
-  // argument, a NAME of a bundled config or a file, resolved once here.
-  for (std::string* arg : {&run.config, &explain.config, &diff.config, &advise.config, &viz_file, &validate_file,
-                           &compare.trace}) {
-    if (arg->empty()) continue;
-    absl::StatusOr<std::string> resolved = ResolveRunConfig(*arg);
-    if (!resolved.ok()) return Fail(resolved.status());
-    *arg = *std::move(resolved);
-  }
-  // --world-size and --gpus-per-node shape a --megatron-args run; with a
-  // config they would be ignored (issue 27), so they are refused.
-  if (*run_cmd && run.megatron_args.empty() && (world_opt->count() > 0 || gpn_opt->count() > 0)) {
-    return Fail(absl::InvalidArgumentError(absl::StrCat(
-        "run ", run.config, ": ", world_opt->count() > 0 ? "--world-size" : "--gpus-per-node",
-        " applies to --megatron-args; a config sets megatron.world_size / megatron.gpus_per_node (--set "
-        "megatron.world_size=N)")));
-  }
-  try {
-    if (*run_cmd) return CmdRun(run);
-    if (*explain_cmd) return CmdExplain(explain, explain_top);
-    if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
-    if (*advise_cmd) return CmdAdvise(advise);
-    if (*viz_cmd) {
-      return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot, viz_format,
-                    EagerDeviceOptions{viz_cudnn, viz_sdpa}, viz_color_by);
-    }
-    if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
-    if (*val_cmd) return CmdValidateAny(validate_file, validate_sets, validate_format);
-    if (*replay_cmd) return CmdReplay(replay);
-    if (*compare_cmd) {
+
+  // `gpusim compare`: a run config with --vary, or a trace with --allocators.
+  int Compare() {
       const std::string& f = compare.trace;
       auto in = SniffCommandInput("compare", f);
       if (!in.ok()) return Fail(in.status());
@@ -1163,17 +1129,127 @@ int RunCli(int argc, char** argv) {
         }
       }
       return CmdCompare(compare, *in);
+  }
+
+  // Runs the parsed subcommand.
+  int Dispatch() {
+    try {
+      if (*run_cmd) return CmdRun(run);
+      if (*explain_cmd) return CmdExplain(explain, explain_top);
+      if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
+      if (*advise_cmd) return CmdAdvise(advise);
+      if (*viz_cmd) {
+        return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot, viz_format,
+                      EagerDeviceOptions{viz_cudnn, viz_sdpa}, viz_color_by);
+      }
+      if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
+      if (*val_cmd) return CmdValidateAny(validate_file, validate_sets, validate_format);
+      if (*replay_cmd) return CmdReplay(replay);
+      if (*compare_cmd) return Compare();
+      if (*dev_cmd) return dev_format == "json" ? CmdDevicesJson() : CmdDevices();
+      if (*list_cmd) return CmdList(list_what, list_format);
+    } catch (const std::bad_alloc&) {
+      CliErr() << "gpusim: error: out of host memory: the input is too large to model\n";
+      return 1;
+    } catch (const std::exception& e) {
+      CliErr() << "gpusim: internal error: " << e.what() << "\n";
+      return 2;
     }
-    if (*dev_cmd) return dev_format == "json" ? CmdDevicesJson() : CmdDevices();
-    if (*list_cmd) return CmdList(list_what, list_format);
-  } catch (const std::bad_alloc&) {
-    CliErr() << "gpusim: error: out of host memory: the input is too large to model\n";
-    return 1;
-  } catch (const std::exception& e) {
-    CliErr() << "gpusim: internal error: " << e.what() << "\n";
     return 2;
   }
-  return 2;
+
+  RunOptions run;
+  std::string run_allocator;
+  CLI::App* run_cmd = nullptr;
+  CLI::Option* world_opt = nullptr;
+  CLI::Option* gpn_opt = nullptr;
+  RunOptions explain;
+  int explain_top = 15;
+  std::string explain_allocator;
+  CLI::App* explain_cmd = nullptr;
+  RunOptions diff;
+  std::vector<std::string> diff_base;
+  int diff_top = 12;
+  std::string diff_allocator;
+  CLI::App* diff_cmd = nullptr;
+  AdviseCli advise;
+  std::string advise_allocator;
+  CLI::App* advise_cmd = nullptr;
+  std::string cal_file, cal_out, cal_format = "text";
+  CLI::App* cal_cmd = nullptr;
+  std::string viz_file, viz_out, viz_device, viz_allocator, viz_snapshot, viz_format = "text", viz_cudnn, viz_sdpa,
+      viz_color_by = "auto";
+  std::vector<std::string> viz_sets;
+  CLI::App* viz_cmd = nullptr;
+  std::string validate_file;
+  std::vector<std::string> validate_sets;
+  std::string validate_format = "text", validate_allocator;
+  CLI::App* val_cmd = nullptr;
+  ReplayCli replay;
+  CLI::App* replay_cmd = nullptr;
+  CompareCli compare;
+  RunOptions compare_config;
+  std::string compare_vary;
+  std::string compare_allocator;
+  CLI::App* compare_cmd = nullptr;
+  std::string dev_format = "text";
+  CLI::App* dev_cmd = nullptr;
+  std::string list_what, list_format = "text";
+  CLI::App* list_cmd = nullptr;
+};
+
+}  // namespace
+
+int FailStatus(const absl::Status& st) { return Fail(st); }
+
+int FinishStdout(int rc) {
+  errno = 0;
+  std::cout.flush();
+  const bool failed = std::cout.fail() || std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+  if (!failed) return rc;
+  const int err = errno;
+  std::cerr << "gpusim: error: writing standard output: " << (err != 0 ? std::strerror(err) : "write failed")
+            << "\n";
+  return rc != 0 ? rc : 3;
+}
+
+int RunCli(int argc, char** argv) {
+  CLI::App app{"gpusim: trace-driven simulator of GPU memory and step time for deep-learning training"};
+  app.require_subcommand(1);
+  // Case folded (issue 32): `gpusim RUN`, `--Format`; subcommands inherit it.
+  app.ignore_case();
+  app.option_defaults()->ignore_case();
+  app.footer(
+      "Exit codes: 0 ok; 1 bad input (config, trace, command line, an input too large to model), with a message "
+      "naming the input; 3 environment (I/O error, disk full, an output target that exists and is not a regular "
+      "file or directory as expected); 2 an internal error (a bug: please report it). Killed by SIGINT/SIGTERM, "
+      "gpusim removes its temporary files and stops its child processes first.");
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", std::string("gpusim ") + GPUSIM_VERSION);
+  Cli cli;
+  cli.AddRun(app);
+  cli.AddExplain(app);
+  cli.AddDiff(app);
+  cli.AddAdvise(app);
+  cli.AddCalibrate(app);
+  cli.AddViz(app);
+  cli.AddValidate(app);
+  cli.AddReplay(app);
+  cli.AddCompare(app);
+  cli.AddListings(app);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (std::string msg = ParseErrorHint(app, argc, argv); !msg.empty()) {
+      CliErr() << "gpusim: error: " << msg << "\n";
+      return 1;
+    }
+    const int rc = app.exit(e, CliOut(), CliErr());
+    return rc == 0 ? 0 : 1;
+  }
+  if (absl::Status st = cli.Prepare(); !st.ok()) return Fail(st);
+  return cli.Dispatch();
 }
 
 }  // namespace gpusim

@@ -129,6 +129,295 @@ void Frames(PickleWriter& p, const Trace& tr, const BufferInfo* b, std::string_v
   p.EndList();
 }
 
+// A live block of the snapshot's segments.
+struct LiveBlock {
+  int64_t addr, size, requested;
+  const BufferInfo* b;
+};
+
+// Writes a step's replay as torch.cuda.memory._snapshot() lays it out: the
+// allocator's actions as the device trace, then the segments and blocks
+// live at the end, then the allocator settings.
+class SnapshotWriter {
+ public:
+  SnapshotWriter(const StepReport& r, Allocator* alloc) : r_(r), tr_(r.lowered.trace), alloc_(alloc) {}
+
+  absl::StatusOr<std::string> Write() {
+    p_.BeginDict();
+    p_.Str("device_traces");
+    p_.BeginList();
+    p_.BeginList();  // device 0
+    StartSegments();
+    DeviceTrace();
+    p_.EndList();
+    p_.EndList();
+    const std::string& name = r_.sim.allocator_name;
+    if (!any_segment_ && !live_.empty()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "--snapshot: allocator '", name, "' reports no segments (cudaMalloc calls); a memory snapshot is written for "
+          "allocators that do: pytorch_caching, bfc"));
+    }
+    for (const auto& [addr, seg] : mapped_) segments_[addr] = seg;
+    ASSIGN_OR_RETURN(std::vector<LiveBlock> blocks, LiveBlocks());
+    RETURN_IF_ERROR(Segments(blocks));
+    AllocatorSettings();
+    p_.EndDict();
+    return p_.Finish();
+  }
+
+ private:
+  // The start state's segments and the buffers live in them.
+  void StartSegments() {
+    for (const SegmentLayout& seg : r_.start.segments) {
+      any_segment_ = true;
+      segments_[static_cast<int64_t>(seg.address)] = Segment{seg.size, seg.stream, false};
+      for (const SegmentLayout::Block& b : seg.blocks) {
+        if (b.buffer >= 0) live_[b.buffer] = Bytes(b.requested);
+      }
+    }
+  }
+
+  void Entry(std::string_view action, int64_t addr, int64_t size, StreamId stream, SimTime t, const BufferInfo* b,
+             int64_t device_free) {
+    p_.BeginDict();
+    p_.Str("action");
+    p_.Str(action);
+    p_.Str("addr");
+    p_.Int(addr);
+    p_.Str("size");
+    p_.Int(size);
+    p_.Str("stream");
+    p_.Int(stream);
+    p_.Str("time_us");
+    p_.Int(t.ns() / 1000);
+    p_.Str("frames");
+    Frames(p_, tr_, b);
+    if (device_free >= 0) {
+      p_.Str("device_free");
+      p_.Int(device_free);
+    }
+    p_.EndDict();
+  }
+
+  const BufferInfo* Buffer(BufferId id) const {
+    return id >= 0 && static_cast<size_t>(id) < r_.lowered.buffers.size() ? &r_.lowered.buffers[static_cast<size_t>(id)]
+                                                                          : nullptr;
+  }
+
+  // Replays the trace's allocs and frees through the allocator, one trace
+  // entry per allocator action, until the first OOM.
+  void DeviceTrace() {
+    const size_t n = tr_.events.size();
+    std::vector<AllocatorEvent> log;
+    alloc_->RecordEventsTo(&log);
+    SimTime clock(0);
+    bool oom = false;
+    for (size_t i = 0; i < n && !oom; ++i) {
+      const TraceEvent& e = tr_.events[i];
+      if (e.type != EventType::kAlloc && e.type != EventType::kFree) continue;
+      clock = std::max(clock, r_.sim.start.size() == n ? r_.sim.start[i] : SimTime(0));
+      log.clear();
+      if (e.type == EventType::kAlloc) {
+        if (r_.start.Holds(e.buffer)) {
+          live_[e.buffer] = e.size;  // held since the start
+        } else if (alloc_->Alloc(e.buffer, e.size, e.stream)) {
+          live_[e.buffer] = e.size;
+        } else {
+          oom = true;
+        }
+      } else if (live_.erase(e.buffer) > 0) {
+        alloc_->Free(e.buffer);
+      }
+      const BufferInfo* b = Buffer(e.buffer);
+      for (const AllocatorEvent& a : log) Action(a, clock, b);
+    }
+    alloc_->RecordEventsTo(nullptr);
+  }
+
+  void Action(const AllocatorEvent& a, SimTime clock, const BufferInfo* b) {
+    const int64_t addr = static_cast<int64_t>(a.addr);
+    switch (a.action) {
+      case AllocatorAction::kAlloc:
+        Entry("alloc", addr, a.size.value(), a.stream, clock, b, -1);
+        break;
+      case AllocatorAction::kFree:
+        Entry("free_requested", addr, a.size.value(), a.stream, clock, b, -1);
+        Entry("free_completed", addr, a.size.value(), a.stream, clock, b, -1);
+        break;
+      case AllocatorAction::kSegmentAlloc:
+        any_segment_ = true;
+        segments_[addr] = Segment{a.size.value(), a.stream, false};
+        Entry("segment_alloc", addr, a.size.value(), a.stream, clock, nullptr, -1);
+        break;
+      case AllocatorAction::kSegmentFree:
+        segments_.erase(addr);
+        Entry("segment_free", addr, a.size.value(), a.stream, clock, nullptr, -1);
+        break;
+      case AllocatorAction::kSegmentMap:
+        any_segment_ = true;
+        Map(&mapped_, addr, a.size.value(), a.stream);
+        Entry("segment_map", addr, a.size.value(), a.stream, clock, nullptr, -1);
+        break;
+      case AllocatorAction::kSegmentUnmap:
+        Unmap(&mapped_, addr, a.size.value());
+        Entry("segment_unmap", addr, a.size.value(), a.stream, clock, nullptr, -1);
+        break;
+      case AllocatorAction::kOom:
+        Entry("oom", 0, a.size.value(), a.stream, clock, b, addr);
+        break;
+    }
+  }
+
+  // Live blocks by address.
+  absl::StatusOr<std::vector<LiveBlock>> LiveBlocks() const {
+    std::vector<LiveBlock> blocks;
+    for (const auto& [id, req] : live_) {
+      const auto addr = alloc_->AddressOf(id);
+      const auto size = alloc_->BlockSizeOf(id);
+      if (!addr.has_value() || !size.has_value()) {
+        return absl::InternalError(
+            absl::StrCat("--snapshot: allocator '", r_.sim.allocator_name, "' has no address for live buffer ", id));
+      }
+      blocks.push_back(LiveBlock{static_cast<int64_t>(*addr), size->value(), req.value(), Buffer(id)});
+    }
+    std::sort(blocks.begin(), blocks.end(), [](const LiveBlock& a, const LiveBlock& b) { return a.addr < b.addr; });
+    return blocks;
+  }
+
+  void BlockDict(int64_t addr, int64_t size, int64_t requested, std::string_view state, const BufferInfo* b,
+                 std::string_view file = "") {
+    p_.BeginDict();
+    p_.Str("address");
+    p_.Int(addr);
+    p_.Str("size");
+    p_.Int(size);
+    p_.Str("requested_size");
+    p_.Int(requested);
+    p_.Str("state");
+    p_.Str(state);
+    p_.Str("frames");
+    Frames(p_, tr_, b, file);
+    p_.EndDict();
+  }
+
+  // A segment's dict up to its open "blocks" list.
+  void SegmentHead(int64_t addr, int64_t total, int64_t allocated, int64_t requested, StreamId stream,
+                   bool expandable) {
+    p_.BeginDict();
+    p_.Str("device");
+    p_.Int(0);
+    p_.Str("address");
+    p_.Int(addr);
+    p_.Str("total_size");
+    p_.Int(total);
+    p_.Str("allocated_size");
+    p_.Int(allocated);
+    p_.Str("active_size");
+    p_.Int(allocated);
+    p_.Str("requested_size");
+    p_.Int(requested);
+    p_.Str("stream");
+    p_.Int(stream);
+    p_.Str("segment_type");
+    p_.Str(total <= kSmallSegment && !expandable ? "small" : "large");
+    // A CUDA graph's private pool (Note [CUDA graph private pools]): its
+    // MempoolId, as CUDAGraph::capture_begin gives a graph its own pool
+    // ({id, 0}); the main pool is (0, 0).
+    const int32_t pool = GraphPoolOfAddress(static_cast<uint64_t>(addr));
+    p_.Str("segment_pool_id");
+    p_.BeginTuple();
+    p_.Int(pool < 0 ? 0 : pool + 1);
+    p_.Int(0);
+    p_.EndTuple();
+    p_.Str("is_expandable");
+    p_.Bool(expandable);
+    p_.Str("frames");
+    p_.BeginList();
+    p_.EndList();
+    p_.Str("blocks");
+    p_.BeginList();
+  }
+
+  // Every segment with its blocks, live and inactive, in address order.
+  absl::Status Segments(const std::vector<LiveBlock>& blocks) {
+    p_.Str("segments");
+    p_.BeginList();
+    size_t k = 0;
+    int64_t top = 0;
+    for (const auto& [addr, seg] : segments_) {
+      const int64_t end = addr + seg.size;
+      top = std::max(top, end);
+      while (k < blocks.size() && blocks[k].addr < addr) {
+        return absl::InternalError(absl::StrCat("--snapshot: live block at ", blocks[k].addr, " is in no segment"));
+      }
+      size_t k1 = k;
+      int64_t allocated = 0, requested = 0;
+      while (k1 < blocks.size() && blocks[k1].addr < end) {
+        if (blocks[k1].addr + blocks[k1].size > end) {
+          return absl::InternalError(
+              absl::StrCat("--snapshot: live block at ", blocks[k1].addr, " overruns its segment"));
+        }
+        allocated += blocks[k1].size;
+        requested += blocks[k1].requested;
+        ++k1;
+      }
+      SegmentHead(addr, seg.size, allocated, requested, seg.stream, seg.expandable);
+      int64_t at = addr;
+      for (; k < k1; ++k) {
+        if (blocks[k].addr > at) BlockDict(at, blocks[k].addr - at, 0, "inactive", nullptr);
+        BlockDict(blocks[k].addr, blocks[k].size, blocks[k].requested, "active_allocated", blocks[k].b);
+        at = blocks[k].addr + blocks[k].size;
+      }
+      if (at < end) BlockDict(at, end - at, 0, "inactive", nullptr);
+      p_.EndList();
+      p_.EndDict();
+    }
+    if (k < blocks.size()) {
+      return absl::InternalError(absl::StrCat("--snapshot: live block at ", blocks[k].addr, " is in no segment"));
+    }
+    // A start state holds the bytes live before the trace in its segments
+    // (Note [One start state for every command]); without one they are a
+    // segment of their own.
+    if (tr_.preexisting.value() > 0 && r_.start.empty()) {
+      const int64_t addr = (top + kSmallSegment - 1) / kSmallSegment * kSmallSegment;
+      const int64_t size = tr_.preexisting.value();
+      SegmentHead(addr, size, size, size, 0, false);
+      BufferInfo pre;
+      pre.name = "preexisting";
+      pre.origin = "bytes live before the trace began (not replayed through the allocator)";
+      BlockDict(addr, size, size, "active_allocated", &pre, "gpusim:preexisting");
+      p_.EndList();
+      p_.EndDict();
+    }
+    p_.EndList();
+    return absl::OkStatus();
+  }
+
+  void AllocatorSettings() {
+    p_.Str("allocator_settings");
+    p_.BeginDict();
+    std::vector<std::string> conf;
+    for (const auto& [key, value] : r_.spec.allocator.options) conf.push_back(absl::StrCat(key, ":", value));
+    p_.Str("PYTORCH_CUDA_ALLOC_CONF");
+    p_.Str(absl::StrJoin(conf, ","));
+    p_.Str("gpusim_allocator");
+    p_.Str(r_.sim.allocator_name);
+    for (const auto& [key, value] : r_.spec.allocator.options) {
+      p_.Str(key);
+      p_.Str(value);
+    }
+    p_.EndDict();
+  }
+
+  const StepReport& r_;
+  const Trace& tr_;
+  Allocator* alloc_;
+  PickleWriter p_;
+  std::map<int64_t, Segment> segments_, mapped_;
+  absl::flat_hash_map<BufferId, Bytes> live_;  // buffer -> request
+  bool any_segment_ = false;
+};
+
 }  // namespace
 
 absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r) {
@@ -146,248 +435,7 @@ absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r) {
   // command], sim/alloc/start_state.cc): its segments and blocks are there
   // before the first entry, as in a snapshot whose window starts warm.
   ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeStartedAllocator(r.spec.allocator, r.capacity, r.start));
-  const Trace& tr = r.lowered.trace;
-  const size_t n = tr.events.size();
-  std::vector<AllocatorEvent> log;
-  alloc->RecordEventsTo(&log);
-
-  PickleWriter p;
-  p.BeginDict();
-  p.Str("device_traces");
-  p.BeginList();
-  p.BeginList();  // device 0
-  std::map<int64_t, Segment> segments, mapped;
-  absl::flat_hash_map<BufferId, Bytes> live;  // buffer -> request
-  bool any_segment = false;
-  for (const SegmentLayout& seg : r.start.segments) {
-    any_segment = true;
-    segments[static_cast<int64_t>(seg.address)] = Segment{seg.size, seg.stream, false};
-    for (const SegmentLayout::Block& b : seg.blocks) {
-      if (b.buffer >= 0) live[b.buffer] = Bytes(b.requested);
-    }
-  }
-  SimTime clock(0);
-  auto entry = [&](std::string_view action, int64_t addr, int64_t size, StreamId stream, SimTime t,
-                   const BufferInfo* b, int64_t device_free) {
-    p.BeginDict();
-    p.Str("action");
-    p.Str(action);
-    p.Str("addr");
-    p.Int(addr);
-    p.Str("size");
-    p.Int(size);
-    p.Str("stream");
-    p.Int(stream);
-    p.Str("time_us");
-    p.Int(t.ns() / 1000);
-    p.Str("frames");
-    Frames(p, tr, b);
-    if (device_free >= 0) {
-      p.Str("device_free");
-      p.Int(device_free);
-    }
-    p.EndDict();
-  };
-  bool oom = false;
-  for (size_t i = 0; i < n && !oom; ++i) {
-    const TraceEvent& e = tr.events[i];
-    if (e.type != EventType::kAlloc && e.type != EventType::kFree) continue;
-    clock = std::max(clock, r.sim.start.size() == n ? r.sim.start[i] : SimTime(0));
-    log.clear();
-    if (e.type == EventType::kAlloc) {
-      if (r.start.Holds(e.buffer)) {
-        live[e.buffer] = e.size;  // held since the start
-      } else if (alloc->Alloc(e.buffer, e.size, e.stream)) {
-        live[e.buffer] = e.size;
-      } else {
-        oom = true;
-      }
-    } else if (live.erase(e.buffer) > 0) {
-      alloc->Free(e.buffer);
-    }
-    const BufferInfo* b = e.buffer >= 0 && static_cast<size_t>(e.buffer) < r.lowered.buffers.size()
-                              ? &r.lowered.buffers[static_cast<size_t>(e.buffer)]
-                              : nullptr;
-    for (const AllocatorEvent& a : log) {
-      const int64_t addr = static_cast<int64_t>(a.addr);
-      switch (a.action) {
-        case AllocatorAction::kAlloc:
-          entry("alloc", addr, a.size.value(), a.stream, clock, b, -1);
-          break;
-        case AllocatorAction::kFree:
-          entry("free_requested", addr, a.size.value(), a.stream, clock, b, -1);
-          entry("free_completed", addr, a.size.value(), a.stream, clock, b, -1);
-          break;
-        case AllocatorAction::kSegmentAlloc:
-          any_segment = true;
-          segments[addr] = Segment{a.size.value(), a.stream, false};
-          entry("segment_alloc", addr, a.size.value(), a.stream, clock, nullptr, -1);
-          break;
-        case AllocatorAction::kSegmentFree:
-          segments.erase(addr);
-          entry("segment_free", addr, a.size.value(), a.stream, clock, nullptr, -1);
-          break;
-        case AllocatorAction::kSegmentMap:
-          any_segment = true;
-          Map(&mapped, addr, a.size.value(), a.stream);
-          entry("segment_map", addr, a.size.value(), a.stream, clock, nullptr, -1);
-          break;
-        case AllocatorAction::kSegmentUnmap:
-          Unmap(&mapped, addr, a.size.value());
-          entry("segment_unmap", addr, a.size.value(), a.stream, clock, nullptr, -1);
-          break;
-        case AllocatorAction::kOom:
-          entry("oom", 0, a.size.value(), a.stream, clock, b, addr);
-          break;
-      }
-    }
-  }
-  alloc->RecordEventsTo(nullptr);
-  p.EndList();
-  p.EndList();
-  if (!any_segment && !live.empty()) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "--snapshot: allocator '", name, "' reports no segments (cudaMalloc calls); a memory snapshot is written for "
-        "allocators that do: pytorch_caching, bfc"));
-  }
-  for (const auto& [addr, seg] : mapped) segments[addr] = seg;
-
-  // Live blocks by address.
-  struct Block {
-    int64_t addr, size, requested;
-    const BufferInfo* b;
-  };
-  std::vector<Block> blocks;
-  for (const auto& [id, req] : live) {
-    const auto addr = alloc->AddressOf(id);
-    const auto size = alloc->BlockSizeOf(id);
-    if (!addr.has_value() || !size.has_value()) {
-      return absl::InternalError(absl::StrCat("--snapshot: allocator '", name, "' has no address for live buffer ", id));
-    }
-    const BufferInfo* b = id >= 0 && static_cast<size_t>(id) < r.lowered.buffers.size()
-                              ? &r.lowered.buffers[static_cast<size_t>(id)]
-                              : nullptr;
-    blocks.push_back(Block{static_cast<int64_t>(*addr), size->value(), req.value(), b});
-  }
-  std::sort(blocks.begin(), blocks.end(), [](const Block& a, const Block& b) { return a.addr < b.addr; });
-
-  auto block_dict = [&](int64_t addr, int64_t size, int64_t requested, std::string_view state, const BufferInfo* b,
-                        std::string_view file = "") {
-    p.BeginDict();
-    p.Str("address");
-    p.Int(addr);
-    p.Str("size");
-    p.Int(size);
-    p.Str("requested_size");
-    p.Int(requested);
-    p.Str("state");
-    p.Str(state);
-    p.Str("frames");
-    Frames(p, tr, b, file);
-    p.EndDict();
-  };
-  auto segment_head = [&](int64_t addr, int64_t total, int64_t allocated, int64_t requested, StreamId stream,
-                          bool expandable) {
-    p.BeginDict();
-    p.Str("device");
-    p.Int(0);
-    p.Str("address");
-    p.Int(addr);
-    p.Str("total_size");
-    p.Int(total);
-    p.Str("allocated_size");
-    p.Int(allocated);
-    p.Str("active_size");
-    p.Int(allocated);
-    p.Str("requested_size");
-    p.Int(requested);
-    p.Str("stream");
-    p.Int(stream);
-    p.Str("segment_type");
-    p.Str(total <= kSmallSegment && !expandable ? "small" : "large");
-    // A CUDA graph's private pool (Note [CUDA graph private pools]): its
-    // MempoolId, as CUDAGraph::capture_begin gives a graph its own pool
-    // ({id, 0}); the main pool is (0, 0).
-    const int32_t pool = GraphPoolOfAddress(static_cast<uint64_t>(addr));
-    p.Str("segment_pool_id");
-    p.BeginTuple();
-    p.Int(pool < 0 ? 0 : pool + 1);
-    p.Int(0);
-    p.EndTuple();
-    p.Str("is_expandable");
-    p.Bool(expandable);
-    p.Str("frames");
-    p.BeginList();
-    p.EndList();
-    p.Str("blocks");
-    p.BeginList();
-  };
-
-  p.Str("segments");
-  p.BeginList();
-  size_t k = 0;
-  int64_t top = 0;
-  for (const auto& [addr, seg] : segments) {
-    const int64_t end = addr + seg.size;
-    top = std::max(top, end);
-    while (k < blocks.size() && blocks[k].addr < addr) {
-      return absl::InternalError(absl::StrCat("--snapshot: live block at ", blocks[k].addr, " is in no segment"));
-    }
-    size_t k1 = k;
-    int64_t allocated = 0, requested = 0;
-    while (k1 < blocks.size() && blocks[k1].addr < end) {
-      if (blocks[k1].addr + blocks[k1].size > end) {
-        return absl::InternalError(absl::StrCat("--snapshot: live block at ", blocks[k1].addr, " overruns its segment"));
-      }
-      allocated += blocks[k1].size;
-      requested += blocks[k1].requested;
-      ++k1;
-    }
-    segment_head(addr, seg.size, allocated, requested, seg.stream, seg.expandable);
-    int64_t at = addr;
-    for (; k < k1; ++k) {
-      if (blocks[k].addr > at) block_dict(at, blocks[k].addr - at, 0, "inactive", nullptr);
-      block_dict(blocks[k].addr, blocks[k].size, blocks[k].requested, "active_allocated", blocks[k].b);
-      at = blocks[k].addr + blocks[k].size;
-    }
-    if (at < end) block_dict(at, end - at, 0, "inactive", nullptr);
-    p.EndList();
-    p.EndDict();
-  }
-  if (k < blocks.size()) {
-    return absl::InternalError(absl::StrCat("--snapshot: live block at ", blocks[k].addr, " is in no segment"));
-  }
-  // A start state holds the bytes live before the trace in its segments
-  // (Note [One start state for every command]); without one they are a
-  // segment of their own.
-  if (tr.preexisting.value() > 0 && r.start.empty()) {
-    const int64_t addr = (top + kSmallSegment - 1) / kSmallSegment * kSmallSegment;
-    const int64_t size = tr.preexisting.value();
-    segment_head(addr, size, size, size, 0, false);
-    BufferInfo pre;
-    pre.name = "preexisting";
-    pre.origin = "bytes live before the trace began (not replayed through the allocator)";
-    block_dict(addr, size, size, "active_allocated", &pre, "gpusim:preexisting");
-    p.EndList();
-    p.EndDict();
-  }
-  p.EndList();
-
-  p.Str("allocator_settings");
-  p.BeginDict();
-  std::vector<std::string> conf;
-  for (const auto& [key, value] : r.spec.allocator.options) conf.push_back(absl::StrCat(key, ":", value));
-  p.Str("PYTORCH_CUDA_ALLOC_CONF");
-  p.Str(absl::StrJoin(conf, ","));
-  p.Str("gpusim_allocator");
-  p.Str(name);
-  for (const auto& [key, value] : r.spec.allocator.options) {
-    p.Str(key);
-    p.Str(value);
-  }
-  p.EndDict();
-  p.EndDict();
-  return p.Finish();
+  return SnapshotWriter(r, alloc.get()).Write();
 }
 
 absl::Status WriteMemorySnapshot(const StepReport& r, const std::string& path) {

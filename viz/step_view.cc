@@ -32,10 +32,9 @@ void ClipSiblings(std::vector<Span>* spans) {
   }
 }
 
-}  // namespace
-
-StepView BuildStepView(const StepReport& r) {
-  StepView v;
+// The clock the charts draw on: the simulated one, or event order for a
+// trace with no timed events.
+void SetClock(const StepReport& r, StepView& v) {
   v.r = &r;
   v.xla = r.semantics.accounting == Accounting::kXlaMemoryAnalysis;
   const Trace& tr = r.lowered.trace;
@@ -52,7 +51,13 @@ StepView BuildStepView(const StepReport& r) {
   v.step_time = Max(v.event_clock ? SimTime(static_cast<int64_t>(n)) : r.sim.step_time, SimTime(1));
   for (size_t e = 0; e < n; ++e) v.step_time = Max(v.step_time, v.end[e]);
 
-  // Ops; each event's op ordinal (memory events: the next op).
+}
+
+// Each op's event; returns each event's op ordinal (memory events: the
+// next op), with one past the last event.
+std::vector<int64_t> IndexOps(const StepReport& r, StepView& v) {
+  const Trace& tr = r.lowered.trace;
+  const size_t n = tr.events.size();
   std::vector<int64_t> next_op(n + 1, 0);
   for (size_t e = 0; e < n; ++e) {
     if (IsTimed(tr.events[e].type)) v.op_event.push_back(static_cast<int64_t>(e));
@@ -66,6 +71,11 @@ StepView BuildStepView(const StepReport& r) {
       next_op[e] = k;
     }
   }
+  return next_op;
+}
+
+// Each buffer's time and op span.
+void SetBufferSpans(const StepReport& r, const std::vector<int64_t>& next_op, StepView& v) {
   auto time_of = [&](int64_t e, SimTime dflt) { return e < 0 ? dflt : v.start[static_cast<size_t>(e)]; };
 
   const size_t nb = r.lowered.buffers.size();
@@ -83,7 +93,12 @@ StepView BuildStepView(const StepReport& r) {
     if (v.op1[i] <= v.op0[i]) v.op1[i] = std::min(v.num_ops, v.op0[i] + 1);
   }
 
-  // Phases: runs of one phase over ops.
+}
+
+// Phases: runs of one phase over ops; loops and iterations from the
+// program's regions.
+void SetPhasesAndRegions(const StepReport& r, StepView& v) {
+  const Trace& tr = r.lowered.trace;
   const bool program_matches = static_cast<int64_t>(r.program.ops.size()) == v.num_ops;
   auto phase_of = [&](int64_t k) {
     return tr.events[static_cast<size_t>(v.op_event[static_cast<size_t>(k)])].phase;
@@ -130,6 +145,12 @@ StepView BuildStepView(const StepReport& r) {
     ClipSiblings(&v.loops);
   }
 
+}
+
+void SetRepeats(const StepReport& r, StepView& v) {
+  const Trace& tr = r.lowered.trace;
+  const size_t n = tr.events.size();
+  const bool program_matches = static_cast<int64_t>(r.program.ops.size()) == v.num_ops;
   // Note [Repeated iterations in the charts]: the repeats the engine
   // charged, with their periods.
   if (!v.event_clock) {
@@ -157,7 +178,13 @@ StepView BuildStepView(const StepReport& r) {
     }
   }
 
-  // Live bytes in trace order (the engine's ideal tracker).
+}
+
+// Live bytes in trace order (the engine's ideal tracker); returns the
+// event of the live peak.
+int64_t SetLiveBytes(const StepReport& r, StepView& v) {
+  const Trace& tr = r.lowered.trace;
+  const size_t n = tr.events.size();
   Bytes cur = tr.preexisting;
   v.live_peak = cur;
   int64_t live_peak_event = -1;
@@ -192,6 +219,12 @@ StepView BuildStepView(const StepReport& r) {
     ++rep;
     rep_max = Bytes(-1);
   }
+  return live_peak_event;
+}
+
+// The peak the charts mark, and the op named at it.
+void SetPeak(const StepReport& r, const std::vector<int64_t>& next_op, int64_t live_peak_event, StepView& v) {
+  const Trace& tr = r.lowered.trace;
   v.peak_event = v.xla && r.temp_peak_event >= 0 ? r.temp_peak_event : live_peak_event;
   if (v.peak_event >= 0) {
     v.peak_time = v.start[static_cast<size_t>(v.peak_event)];
@@ -204,6 +237,19 @@ StepView BuildStepView(const StepReport& r) {
       }
     }
   }
+}
+
+}  // namespace
+
+StepView BuildStepView(const StepReport& r) {
+  StepView v;
+  SetClock(r, v);
+  const std::vector<int64_t> next_op = IndexOps(r, v);
+  SetBufferSpans(r, next_op, v);
+  SetPhasesAndRegions(r, v);
+  SetRepeats(r, v);
+  const int64_t live_peak_event = SetLiveBytes(r, v);
+  SetPeak(r, next_op, live_peak_event, v);
   return v;
 }
 

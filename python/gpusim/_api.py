@@ -269,4 +269,4 @@ def record(step: Union[PathLike, Callable[..., Mapping[str, Any]]], out: PathLik
         raise Error(str(e), 1) from None
     allocations = sum(1 for e in rec.events if e["type"] == "alloc")
     return RecordResult(out=out, name=rec.name,
-                        events=len(rec.events), allocations=allocations)
+                        events=len(rec.events), allocations=allocations, _replay=replay)

@@ -15,7 +15,7 @@ import copy
 import html
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple
 
 from ._config import setting, settings
 
@@ -416,7 +416,13 @@ class RecordResult:
     def to_dict(self) -> Dict[str, Any]:
         return {"out": self.out, "name": self.name, "events": self.events, "allocations": self.allocations}
 
+    # gpusim.replay, handed over by gpusim.record (_api.py), so that this
+    # module imports nothing of _api's (no import cycle).
+    _replay: Optional[Callable[..., ReplayResult]] = field(default=None, repr=False, compare=False)
+
     def replay(self, **kwargs: Any) -> ReplayResult:
         """``gpusim.replay(out, **kwargs)``."""
-        from ._api import replay
-        return replay(self.out, **kwargs)
+        if self._replay is None:
+            raise TypeError("RecordResult.replay: this result was not made by gpusim.record; "
+                            "call gpusim.replay(result.out) instead")
+        return self._replay(self.out, **kwargs)

@@ -617,264 +617,368 @@ class Reader {
       }
       op_at_ = at;
       op_ = static_cast<uint8_t>(in[at]);
-      switch (op_) {
-        case PROTO: {
-          RETURN_IF_ERROR(Arg(1, &at));
-          const unsigned v = Byte(at);
-          if (v > 5) return Fail(Cat("unsupported pickle protocol ", v, " (CPython reads 0 to 5)"));
-          break;
-        }
-        case FRAME: {
-          RETURN_IF_ERROR(Arg(8, &at));
-          const uint64_t len = Le(at, 8);
-          if (len <= buf_end_ - p_) break;  // inside the frame being read: nothing to do
-          // Read from the file where the buffer ends (load_frame's
-          // _Unpickler_Read), then from the frame's start.
-          if (len > in.size() - buf_end_) {
-            return Fail(Cat("a frame of ", len, " bytes runs past the end of the file (", in.size() - buf_end_,
-                            " bytes left; truncated file?)"));
-          }
-          p_ = buf_end_;
-          buf_end_ += len;
-          break;
-        }
-        case STOP: {
-          RETURN_IF_ERROR(Underflow(1));
-          d_.root = stack_.back();
-          d_.read_end = buf_end_;
-          return absl::OkStatus();
-        }
-        case NONE: Push(Make(Kind::kNone, 0, 0, true)); break;
-        case NEWTRUE: Push(Make(Kind::kBool, 1, 0, true)); break;
-        case NEWFALSE: Push(Make(Kind::kBool, 0, 0, true)); break;
-        case BININT:
-          RETURN_IF_ERROR(Arg(4, &at));
-          Push(Make(Kind::kInt, static_cast<uint64_t>(int64_t{static_cast<int32_t>(Le(at, 4))}), 0, true));
-          break;
-        case BININT1:
-          RETURN_IF_ERROR(Arg(1, &at));
-          Push(Make(Kind::kInt, Byte(at), 0, true));
-          break;
-        case BININT2:
-          RETURN_IF_ERROR(Arg(2, &at));
-          Push(Make(Kind::kInt, Le(at, 2), 0, true));
-          break;
-        case LONG1:
-        case LONG4: {
-          const size_t w = op_ == LONG1 ? 1 : 4;
-          RETURN_IF_ERROR(Arg(w, &at));
-          const int64_t n = op_ == LONG1 ? static_cast<int64_t>(Byte(at))
-                                         : static_cast<int64_t>(static_cast<int32_t>(Le(at, 4)));
-          if (n < 0) return Fail("LONG pickle has negative byte count");
-          if (n == 0) {
-            Push(Make(Kind::kInt, 0, 0, true));
-            break;
-          }
-          RETURN_IF_ERROR(Payload(static_cast<uint64_t>(n), "an integer", &at));
-          const std::string_view m = MinimalTwosComplement(d_.bytes(at), static_cast<size_t>(n));
-          if (m.size() <= 8) {
-            Push(Make(Kind::kInt, static_cast<uint64_t>(
-                                      SignExtend(reinterpret_cast<const uint8_t*>(m.data()), m.size())),
-                      0, true));
-          } else {
-            Push(Make(Kind::kBigInt, at, static_cast<uint64_t>(n), true));
-          }
-          break;
-        }
-        case BINFLOAT: {
-          RETURN_IF_ERROR(Arg(8, &at));
-          uint64_t bits = 0;
-          for (uint64_t i = 0; i < 8; ++i) bits = (bits << 8) | Byte(at + i);  // big-endian
-          Push(Make(Kind::kFloat, bits, 0, true));
-          break;
-        }
-        case SHORT_BINUNICODE: RETURN_IF_ERROR(Counted(1, Kind::kStr)); break;
-        case BINUNICODE: RETURN_IF_ERROR(Counted(4, Kind::kStr)); break;
-        case BINUNICODE8: RETURN_IF_ERROR(Counted(8, Kind::kStr)); break;
-        case SHORT_BINSTRING: RETURN_IF_ERROR(Counted(1, Kind::kStr)); break;
-        case BINSTRING: RETURN_IF_ERROR(Counted(4, Kind::kStr)); break;
-        case SHORT_BINBYTES: RETURN_IF_ERROR(Counted(1, Kind::kBytes)); break;
-        case BINBYTES: RETURN_IF_ERROR(Counted(4, Kind::kBytes)); break;
-        case BINBYTES8: RETURN_IF_ERROR(Counted(8, Kind::kBytes)); break;
-        case BYTEARRAY8: RETURN_IF_ERROR(Counted(8, Kind::kByteArray)); break;
-        case READONLY_BUFFER: {
-          RETURN_IF_ERROR(Underflow(1));
-          Value& v = d_.values[stack_.back()];
-          if (v.kind == Kind::kByteArray) {
-            // A writable buffer becomes a read-only memoryview (load_readonly_buffer).
-            stack_.back() = Make(Kind::kMemoryView, 0, 0, true);
-          } else if (v.kind != Kind::kBytes && v.kind != Kind::kMemoryView) {
-            return Fail(Cat("memoryview: a bytes-like object is required, not '", TypeName(v.kind), "'"));
-          }
-          break;
-        }
-        case EMPTY_LIST: Push(NewSeq(Kind::kList)); break;
-        case EMPTY_TUPLE: Push(NewSeq(Kind::kTuple)); break;
-        case EMPTY_DICT: Push(NewDict()); break;
-        case EMPTY_SET: Push(Make(Kind::kSet, 0, 0, false)); break;
-        case TUPLE1:
-        case TUPLE2:
-        case TUPLE3: {
-          const size_t n = op_ - TUPLE1 + 1;
-          if (stack_.size() < n || stack_.size() - n < fence_) return Underflow();
-          RETURN_IF_ERROR(TupleFrom(stack_.size() - n));
-          break;
-        }
-        case TUPLE: {
-          ASSIGN_OR_RETURN(size_t m, Marker());
-          RETURN_IF_ERROR(TupleFrom(m));
-          break;
-        }
-        case LIST: {
-          ASSIGN_OR_RETURN(size_t m, Marker());
-          const uint32_t list = NewSeq(Kind::kList);
-          d_.seqs[d_.values[list].a].assign(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
-          stack_.resize(m);
-          Push(list);
-          break;
-        }
-        case DICT: {
-          ASSIGN_OR_RETURN(size_t m, Marker());
-          if ((stack_.size() - m) % 2 != 0) return Fail("odd number of items for DICT");
-          const uint32_t dict = NewDict();
-          for (size_t k = m; k + 1 < stack_.size(); k += 2) {
-            RETURN_IF_ERROR(Hashable(stack_[k]));
-            d_.DictSet(d_.dicts[d_.values[dict].a], stack_[k], stack_[k + 1]);
-          }
-          stack_.resize(m);
-          Push(dict);
-          break;
-        }
-        case FROZENSET: {
-          ASSIGN_OR_RETURN(size_t m, Marker());
-          for (size_t k = m; k < stack_.size(); ++k) RETURN_IF_ERROR(Hashable(stack_[k]));
-          stack_.resize(m);
-          Push(Make(Kind::kFrozenSet, 0, 0, true));
-          break;
-        }
-        case APPEND:
-          if (stack_.size() < 1 || stack_.size() - 1 <= fence_) return Underflow();
-          RETURN_IF_ERROR(Append(stack_.size() - 1));
-          break;
-        case APPENDS: {
-          ASSIGN_OR_RETURN(size_t m, Marker());
-          RETURN_IF_ERROR(Append(m));
-          break;
-        }
-        case SETITEM:
-          if (stack_.size() < 2) return Underflow();
-          RETURN_IF_ERROR(SetItems(stack_.size() - 2));
-          break;
-        case SETITEMS: {
-          ASSIGN_OR_RETURN(size_t m, Marker());
-          RETURN_IF_ERROR(SetItems(m));
-          break;
-        }
-        case ADDITEMS: {
-          ASSIGN_OR_RETURN(size_t m, Marker());
-          RETURN_IF_ERROR(AddItems(m));
-          break;
-        }
-        case MARK:
-          marks_.push_back(stack_.size());
-          fence_ = stack_.size();
-          break;
-        case POP:
-          if (!marks_.empty() && marks_.back() == stack_.size()) {
-            marks_.pop_back();
-            fence_ = marks_.empty() ? 0 : marks_.back();
-          } else if (stack_.size() <= fence_) {
-            return Underflow();
-          } else {
-            stack_.pop_back();
-          }
-          break;
-        case POP_MARK: {
-          ASSIGN_OR_RETURN(size_t m, Marker());
-          stack_.resize(m);
-          break;
-        }
-        case DUP:
-          RETURN_IF_ERROR(Underflow(1));
-          d_.values[stack_.back()].shared = true;
-          Push(stack_.back());
-          break;
-        case BINPUT:
-          RETURN_IF_ERROR(Arg(1, &at));
-          RETURN_IF_ERROR(Underflow(1));
-          MemoPut(Byte(at), stack_.back());
-          break;
-        case LONG_BINPUT:
-          RETURN_IF_ERROR(Arg(4, &at));
-          RETURN_IF_ERROR(Underflow(1));
-          MemoPut(Le(at, 4), stack_.back());
-          break;
-        case MEMOIZE:
-          RETURN_IF_ERROR(Underflow(1));
-          MemoPut(memo_len_, stack_.back());
-          break;
-        case BINGET:
-        case LONG_BINGET: {
-          const size_t w = op_ == BINGET ? 1 : 4;
-          RETURN_IF_ERROR(Arg(w, &at));
-          const uint64_t idx = Le(at, w);
-          const uint32_t v = MemoGet(idx);
-          if (v == kNoValue) return Fail(Cat("memo value not found at index ", idx));
-          d_.values[v].shared = true;
-          Push(v);
-          break;
-        }
-        case GLOBAL: {
-          // Its argument names the class: "module\nname\n" (shown, not read as
-          // _pickle.c's readline would).
-          const size_t nl1 = in.find('\n', op_at_ + 1);
-          const size_t nl2 = nl1 == std::string_view::npos ? nl1 : in.find('\n', nl1 + 1);
-          if (nl2 == std::string_view::npos || nl2 - op_at_ > 200) return RefuseClass("");
-          return RefuseClass(Cat(in.substr(op_at_ + 1, nl1 - op_at_ - 1), ".", in.substr(nl1 + 1, nl2 - nl1 - 1)));
-        }
-        case STACK_GLOBAL: {
-          std::string name;
-          if (stack_.size() >= 2 && d_.values[stack_[stack_.size() - 1]].kind == Kind::kStr &&
-              d_.values[stack_[stack_.size() - 2]].kind == Kind::kStr) {
-            name = Cat(d_.Slice(d_.values[stack_[stack_.size() - 2]]), ".",
-                       d_.Slice(d_.values[stack_[stack_.size() - 1]]));
-          }
-          return RefuseClass(name);
-        }
-        case INST:
-        case OBJ:
-        case REDUCE:
-        case BUILD:
-        case NEWOBJ:
-        case NEWOBJ_EX:
-        case EXT1:
-        case EXT2:
-        case EXT4:
-        case PERSID:
-        case BINPERSID: return RefuseClass("");
-        case INT:
-        case LONG:
-        case FLOAT:
-        case STRING:
-        case UNICODE:
-        case PUT:
-        case GET:
-          return Fail(
-              "a protocol 0 text opcode: gpusim reads the binary opcodes of protocols 2 to 5, "
-              "as torch.cuda.memory._dump_snapshot writes them");
-        case NEXT_BUFFER:
-          return Fail("pickle stream refers to out-of-band data, which a snapshot file cannot carry");
-        default: {
-          const auto c = static_cast<unsigned>(op_);
-          return d_.ErrorAt(op_at_, Cat("0x", kHex[c >> 4], kHex[c & 15],
-                                        " is not a pickle opcode (invalid load key; not a pickle, or a "
-                                        "corrupt one?)"));
-        }
+      if (op_ == STOP) {
+        RETURN_IF_ERROR(Underflow(1));
+        d_.root = stack_.back();
+        d_.read_end = buf_end_;
+        return absl::OkStatus();
       }
+      RETURN_IF_ERROR(Op());
     }
   }
 
  private:
+  // One opcode other than STOP, by its group.
+  absl::Status Op() {
+    switch (op_) {
+      case PROTO:
+      case FRAME: return Framing();
+      case NONE:
+      case NEWTRUE:
+      case NEWFALSE:
+      case BININT:
+      case BININT1:
+      case BININT2:
+      case LONG1:
+      case LONG4:
+      case BINFLOAT: return Scalar();
+      case SHORT_BINUNICODE:
+      case BINUNICODE:
+      case BINUNICODE8:
+      case SHORT_BINSTRING:
+      case BINSTRING:
+      case SHORT_BINBYTES:
+      case BINBYTES:
+      case BINBYTES8:
+      case BYTEARRAY8:
+      case READONLY_BUFFER: return StringOrBytes();
+      case EMPTY_LIST:
+      case EMPTY_TUPLE:
+      case EMPTY_DICT:
+      case EMPTY_SET:
+      case TUPLE1:
+      case TUPLE2:
+      case TUPLE3:
+      case TUPLE:
+      case LIST:
+      case DICT:
+      case FROZENSET:
+      case APPEND:
+      case APPENDS:
+      case SETITEM:
+      case SETITEMS:
+      case ADDITEMS: return Container();
+      case MARK:
+      case POP:
+      case POP_MARK:
+      case DUP:
+      case BINPUT:
+      case LONG_BINPUT:
+      case MEMOIZE:
+      case BINGET:
+      case LONG_BINGET: return StackOrMemo();
+      default: return Refuse();
+    }
+  }
+
+  // PROTO and FRAME.
+  absl::Status Framing() {
+    const std::string_view in = d_.in;
+    uint64_t at = 0;
+    switch (op_) {
+      case PROTO: {
+        RETURN_IF_ERROR(Arg(1, &at));
+        const unsigned v = Byte(at);
+        if (v > 5) return Fail(Cat("unsupported pickle protocol ", v, " (CPython reads 0 to 5)"));
+        break;
+      }
+      case FRAME: {
+        RETURN_IF_ERROR(Arg(8, &at));
+        const uint64_t len = Le(at, 8);
+        if (len <= buf_end_ - p_) break;  // inside the frame being read: nothing to do
+        // Read from the file where the buffer ends (load_frame's
+        // _Unpickler_Read), then from the frame's start.
+        if (len > in.size() - buf_end_) {
+          return Fail(Cat("a frame of ", len, " bytes runs past the end of the file (", in.size() - buf_end_,
+                          " bytes left; truncated file?)"));
+        }
+        p_ = buf_end_;
+        buf_end_ += len;
+        break;
+      }
+      default: break;
+    }
+    return absl::OkStatus();
+  }
+
+  // None, booleans, integers and floats.
+  absl::Status Scalar() {
+    uint64_t at = 0;
+    switch (op_) {
+      case NONE: Push(Make(Kind::kNone, 0, 0, true)); break;
+      case NEWTRUE: Push(Make(Kind::kBool, 1, 0, true)); break;
+      case NEWFALSE: Push(Make(Kind::kBool, 0, 0, true)); break;
+      case BININT:
+        RETURN_IF_ERROR(Arg(4, &at));
+        Push(Make(Kind::kInt, static_cast<uint64_t>(int64_t{static_cast<int32_t>(Le(at, 4))}), 0, true));
+        break;
+      case BININT1:
+        RETURN_IF_ERROR(Arg(1, &at));
+        Push(Make(Kind::kInt, Byte(at), 0, true));
+        break;
+      case BININT2:
+        RETURN_IF_ERROR(Arg(2, &at));
+        Push(Make(Kind::kInt, Le(at, 2), 0, true));
+        break;
+      case LONG1:
+      case LONG4: {
+        const size_t w = op_ == LONG1 ? 1 : 4;
+        RETURN_IF_ERROR(Arg(w, &at));
+        const int64_t n = op_ == LONG1 ? static_cast<int64_t>(Byte(at))
+                                       : static_cast<int64_t>(static_cast<int32_t>(Le(at, 4)));
+        if (n < 0) return Fail("LONG pickle has negative byte count");
+        if (n == 0) {
+          Push(Make(Kind::kInt, 0, 0, true));
+          break;
+        }
+        RETURN_IF_ERROR(Payload(static_cast<uint64_t>(n), "an integer", &at));
+        const std::string_view m = MinimalTwosComplement(d_.bytes(at), static_cast<size_t>(n));
+        if (m.size() <= 8) {
+          Push(Make(Kind::kInt, static_cast<uint64_t>(
+                                    SignExtend(reinterpret_cast<const uint8_t*>(m.data()), m.size())),
+                    0, true));
+        } else {
+          Push(Make(Kind::kBigInt, at, static_cast<uint64_t>(n), true));
+        }
+        break;
+      }
+      case BINFLOAT: {
+        RETURN_IF_ERROR(Arg(8, &at));
+        uint64_t bits = 0;
+        for (uint64_t i = 0; i < 8; ++i) bits = (bits << 8) | Byte(at + i);  // big-endian
+        Push(Make(Kind::kFloat, bits, 0, true));
+        break;
+      }
+      default: break;
+    }
+    return absl::OkStatus();
+  }
+
+  // Strings, bytes and buffers.
+  absl::Status StringOrBytes() {
+    switch (op_) {
+      case SHORT_BINUNICODE: RETURN_IF_ERROR(Counted(1, Kind::kStr)); break;
+      case BINUNICODE: RETURN_IF_ERROR(Counted(4, Kind::kStr)); break;
+      case BINUNICODE8: RETURN_IF_ERROR(Counted(8, Kind::kStr)); break;
+      case SHORT_BINSTRING: RETURN_IF_ERROR(Counted(1, Kind::kStr)); break;
+      case BINSTRING: RETURN_IF_ERROR(Counted(4, Kind::kStr)); break;
+      case SHORT_BINBYTES: RETURN_IF_ERROR(Counted(1, Kind::kBytes)); break;
+      case BINBYTES: RETURN_IF_ERROR(Counted(4, Kind::kBytes)); break;
+      case BINBYTES8: RETURN_IF_ERROR(Counted(8, Kind::kBytes)); break;
+      case BYTEARRAY8: RETURN_IF_ERROR(Counted(8, Kind::kByteArray)); break;
+      case READONLY_BUFFER: {
+        RETURN_IF_ERROR(Underflow(1));
+        Value& v = d_.values[stack_.back()];
+        if (v.kind == Kind::kByteArray) {
+          // A writable buffer becomes a read-only memoryview (load_readonly_buffer).
+          stack_.back() = Make(Kind::kMemoryView, 0, 0, true);
+        } else if (v.kind != Kind::kBytes && v.kind != Kind::kMemoryView) {
+          return Fail(Cat("memoryview: a bytes-like object is required, not '", TypeName(v.kind), "'"));
+        }
+        break;
+      }
+      default: break;
+    }
+    return absl::OkStatus();
+  }
+
+  // Lists, tuples, dicts and sets, and the opcodes that fill them.
+  absl::Status Container() {
+    switch (op_) {
+      case EMPTY_LIST: Push(NewSeq(Kind::kList)); break;
+      case EMPTY_TUPLE: Push(NewSeq(Kind::kTuple)); break;
+      case EMPTY_DICT: Push(NewDict()); break;
+      case EMPTY_SET: Push(Make(Kind::kSet, 0, 0, false)); break;
+      case TUPLE1:
+      case TUPLE2:
+      case TUPLE3: {
+        const size_t n = op_ - TUPLE1 + 1;
+        if (stack_.size() < n || stack_.size() - n < fence_) return Underflow();
+        RETURN_IF_ERROR(TupleFrom(stack_.size() - n));
+        break;
+      }
+      case TUPLE: {
+        ASSIGN_OR_RETURN(size_t m, Marker());
+        RETURN_IF_ERROR(TupleFrom(m));
+        break;
+      }
+      case LIST: {
+        ASSIGN_OR_RETURN(size_t m, Marker());
+        const uint32_t list = NewSeq(Kind::kList);
+        d_.seqs[d_.values[list].a].assign(stack_.begin() + static_cast<std::ptrdiff_t>(m), stack_.end());
+        stack_.resize(m);
+        Push(list);
+        break;
+      }
+      case DICT: {
+        ASSIGN_OR_RETURN(size_t m, Marker());
+        if ((stack_.size() - m) % 2 != 0) return Fail("odd number of items for DICT");
+        const uint32_t dict = NewDict();
+        for (size_t k = m; k + 1 < stack_.size(); k += 2) {
+          RETURN_IF_ERROR(Hashable(stack_[k]));
+          d_.DictSet(d_.dicts[d_.values[dict].a], stack_[k], stack_[k + 1]);
+        }
+        stack_.resize(m);
+        Push(dict);
+        break;
+      }
+      case FROZENSET: {
+        ASSIGN_OR_RETURN(size_t m, Marker());
+        for (size_t k = m; k < stack_.size(); ++k) RETURN_IF_ERROR(Hashable(stack_[k]));
+        stack_.resize(m);
+        Push(Make(Kind::kFrozenSet, 0, 0, true));
+        break;
+      }
+      case APPEND:
+        if (stack_.size() < 1 || stack_.size() - 1 <= fence_) return Underflow();
+        RETURN_IF_ERROR(Append(stack_.size() - 1));
+        break;
+      case APPENDS: {
+        ASSIGN_OR_RETURN(size_t m, Marker());
+        RETURN_IF_ERROR(Append(m));
+        break;
+      }
+      case SETITEM:
+        if (stack_.size() < 2) return Underflow();
+        RETURN_IF_ERROR(SetItems(stack_.size() - 2));
+        break;
+      case SETITEMS: {
+        ASSIGN_OR_RETURN(size_t m, Marker());
+        RETURN_IF_ERROR(SetItems(m));
+        break;
+      }
+      case ADDITEMS: {
+        ASSIGN_OR_RETURN(size_t m, Marker());
+        RETURN_IF_ERROR(AddItems(m));
+        break;
+      }
+      default: break;
+    }
+    return absl::OkStatus();
+  }
+
+  // The mark stack, DUP and the memo.
+  absl::Status StackOrMemo() {
+    uint64_t at = 0;
+    switch (op_) {
+      case MARK:
+        marks_.push_back(stack_.size());
+        fence_ = stack_.size();
+        break;
+      case POP:
+        if (!marks_.empty() && marks_.back() == stack_.size()) {
+          marks_.pop_back();
+          fence_ = marks_.empty() ? 0 : marks_.back();
+        } else if (stack_.size() <= fence_) {
+          return Underflow();
+        } else {
+          stack_.pop_back();
+        }
+        break;
+      case POP_MARK: {
+        ASSIGN_OR_RETURN(size_t m, Marker());
+        stack_.resize(m);
+        break;
+      }
+      case DUP:
+        RETURN_IF_ERROR(Underflow(1));
+        d_.values[stack_.back()].shared = true;
+        Push(stack_.back());
+        break;
+      case BINPUT:
+        RETURN_IF_ERROR(Arg(1, &at));
+        RETURN_IF_ERROR(Underflow(1));
+        MemoPut(Byte(at), stack_.back());
+        break;
+      case LONG_BINPUT:
+        RETURN_IF_ERROR(Arg(4, &at));
+        RETURN_IF_ERROR(Underflow(1));
+        MemoPut(Le(at, 4), stack_.back());
+        break;
+      case MEMOIZE:
+        RETURN_IF_ERROR(Underflow(1));
+        MemoPut(memo_len_, stack_.back());
+        break;
+      case BINGET:
+      case LONG_BINGET: {
+        const size_t w = op_ == BINGET ? 1 : 4;
+        RETURN_IF_ERROR(Arg(w, &at));
+        const uint64_t idx = Le(at, w);
+        const uint32_t v = MemoGet(idx);
+        if (v == kNoValue) return Fail(Cat("memo value not found at index ", idx));
+        d_.values[v].shared = true;
+        Push(v);
+        break;
+      }
+      default: break;
+    }
+    return absl::OkStatus();
+  }
+
+  // The opcodes gpusim refuses: classes (by name where the pickle gives
+  // one), protocol 0 text, out-of-band buffers and bytes that are no opcode.
+  absl::Status Refuse() {
+    const std::string_view in = d_.in;
+    switch (op_) {
+      case GLOBAL: {
+        // Its argument names the class: "module\nname\n" (shown, not read as
+        // _pickle.c's readline would).
+        const size_t nl1 = in.find('\n', op_at_ + 1);
+        const size_t nl2 = nl1 == std::string_view::npos ? nl1 : in.find('\n', nl1 + 1);
+        if (nl2 == std::string_view::npos || nl2 - op_at_ > 200) return RefuseClass("");
+        return RefuseClass(Cat(in.substr(op_at_ + 1, nl1 - op_at_ - 1), ".", in.substr(nl1 + 1, nl2 - nl1 - 1)));
+      }
+      case STACK_GLOBAL: {
+        std::string name;
+        if (stack_.size() >= 2 && d_.values[stack_[stack_.size() - 1]].kind == Kind::kStr &&
+            d_.values[stack_[stack_.size() - 2]].kind == Kind::kStr) {
+          name = Cat(d_.Slice(d_.values[stack_[stack_.size() - 2]]), ".",
+                     d_.Slice(d_.values[stack_[stack_.size() - 1]]));
+        }
+        return RefuseClass(name);
+      }
+      case INST:
+      case OBJ:
+      case REDUCE:
+      case BUILD:
+      case NEWOBJ:
+      case NEWOBJ_EX:
+      case EXT1:
+      case EXT2:
+      case EXT4:
+      case PERSID:
+      case BINPERSID: return RefuseClass("");
+      case INT:
+      case LONG:
+      case FLOAT:
+      case STRING:
+      case UNICODE:
+      case PUT:
+      case GET:
+        return Fail(
+            "a protocol 0 text opcode: gpusim reads the binary opcodes of protocols 2 to 5, "
+            "as torch.cuda.memory._dump_snapshot writes them");
+      case NEXT_BUFFER:
+        return Fail("pickle stream refers to out-of-band data, which a snapshot file cannot carry");
+      default: {
+        const auto c = static_cast<unsigned>(op_);
+        return d_.ErrorAt(op_at_, Cat("0x", kHex[c >> 4], kHex[c & 15],
+                                      " is not a pickle opcode (invalid load key; not a pickle, or a "
+                                      "corrupt one?)"));
+      }
+    }
+  }
+
   unsigned Byte(uint64_t at) const { return static_cast<uint8_t>(d_.in[at]); }
   uint64_t Le(uint64_t at, size_t n) const {
     uint64_t x = 0;

@@ -208,21 +208,20 @@ struct AddressReplay {
     return std::nullopt;
   }
 
-  absl::StatusOr<Pass> Run(const std::map<int64_t, int64_t>& grown) {
-    std::map<uint64_t, InitSegment> segs;
-    std::map<uint64_t, InitBlock> blocks;
-    int64_t inferred = 0;
-    absl::Status st = StartState(grown, &segs, &blocks, &inferred);
-    if (!st.ok()) return st;
-    Pass pass;
-    pass.check.inferred_block_sizes = inferred;
-    ASSIGN_OR_RETURN(std::unique_ptr<Allocator> made, MakeAllocator(options.allocator, options.capacity));
-    Allocator& a = *made;
-    // Restore.
+  // What a pass tracks while it replays: the live blocks by recorded
+  // address, their requests, the restored blocks whose size was guessed,
+  // and the requested bytes now and at their peak.
+  struct ReplayState {
     absl::flat_hash_map<uint64_t, BufferId> live;  // recorded address → id
     absl::flat_hash_map<BufferId, int64_t> requested_of;
     absl::flat_hash_map<BufferId, uint64_t> guessed_at;  // inexact restored blocks
     BufferId next_id = 0;
+    Bytes cur_requested, best_requested;
+  };
+
+  // Restores the window's start state: each segment with its blocks.
+  absl::Status Restore(Allocator& a, const std::map<uint64_t, InitSegment>& segs,
+                       const std::map<uint64_t, InitBlock>& blocks, ReplayState& s, Pass& pass) {
     for (const auto& [addr, seg] : segs) {
       SegmentLayout layout;
       layout.address = addr;
@@ -233,107 +232,103 @@ struct AddressReplay {
       const uint64_t end = addr + static_cast<uint64_t>(seg.size);
       for (auto it = blocks.lower_bound(addr); it != blocks.end() && it->first < end; ++it) {
         if (it->first > at) layout.blocks.push_back({at, static_cast<int64_t>(it->first - at), 0, -1});
-        const BufferId id = next_id++;
+        const BufferId id = s.next_id++;
         layout.blocks.push_back({it->first, it->second.size, it->second.requested, id});
-        live[it->first] = id;
-        requested_of[id] = it->second.requested;
-        if (!it->second.exact) guessed_at[id] = it->first;
+        s.live[it->first] = id;
+        s.requested_of[id] = it->second.requested;
+        if (!it->second.exact) s.guessed_at[id] = it->first;
         at = it->first + static_cast<uint64_t>(it->second.size);
         ++pass.check.restored_blocks;
       }
       if (at < end) layout.blocks.push_back({at, static_cast<int64_t>(end - at), 0, -1});
-      st = a.RestoreSegment(layout);
+      const absl::Status st = a.RestoreSegment(layout);
       if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat(snap.trace.metadata.source_file, ": ", st.message()));
       ++pass.check.restored_segments;
     }
-    if (options.keep_start_state) pass.result.start = CaptureStartState(a, {}, Bytes(0), -1);  // this replay's ids
-    if (const AllocatorUsage u = a.usage(); u.reserved > options.capacity) {
-      // The recorded segments exceed the capacity: an OOM before the first
-      // event; the replay goes on from the recorded state.
-      ++pass.result.ooms;
-      pass.result.oom = ReplayOom{-1, SimTime(-1), u.reserved, Bytes(0), options.capacity};
-    }
-    PeakTracker peak;
-    peak.Observe(a.usage());
-    Bytes cur_requested;
-    for (const auto& [addr, b] : blocks) cur_requested += Bytes(b.requested);
-    Bytes best_requested = cur_requested;
-    for (size_t k = 0; k < window.events.size(); ++k) {
-      const RecordedMemoryEvent& m = *window.events[k];
-      const uint64_t addr = static_cast<uint64_t>(*m.address);
-      const int64_t idx = window.index[k];
-      switch (m.kind) {
-        case MemoryEventKind::kAlloc: {
-          const BufferId id = next_id++;
-          ++pass.check.allocations;
-          ++pass.result.events;
-          if (!a.Alloc(id, m.size, Stream(m.stream))) {
-            ++pass.result.ooms;
-            if (!pass.result.oom.has_value()) {
-              const AllocatorStats s = a.stats();
-              pass.result.oom = ReplayOom{idx, m.time, m.size, s.reserved, options.capacity - s.reserved};
-            }
-            if (pass.check.misses.size() < 10) {
-              pass.check.misses.push_back(absl::StrFormat("entry %d: alloc of %d bytes failed (out of memory)", idx,
-                                                          m.size.value()));
-            }
-            break;
+    return absl::OkStatus();
+  }
+
+  // Replays the window's k-th event.
+  absl::Status Replay(Allocator& a, const std::map<uint64_t, InitBlock>& blocks, size_t k, ReplayState& s,
+                      Pass& pass) {
+    const RecordedMemoryEvent& m = *window.events[k];
+    const uint64_t addr = static_cast<uint64_t>(*m.address);
+    const int64_t idx = window.index[k];
+    switch (m.kind) {
+      case MemoryEventKind::kAlloc: {
+        const BufferId id = s.next_id++;
+        ++pass.check.allocations;
+        ++pass.result.events;
+        if (!a.Alloc(id, m.size, Stream(m.stream))) {
+          ++pass.result.ooms;
+          if (!pass.result.oom.has_value()) {
+            const AllocatorStats stats = a.stats();
+            pass.result.oom = ReplayOom{idx, m.time, m.size, stats.reserved, options.capacity - stats.reserved};
           }
-          live[addr] = id;
-          requested_of[id] = m.size.value();
-          cur_requested += m.size;
-          best_requested = std::max(best_requested, cur_requested);
-          const uint64_t got = *a.AddressOf(id);
-          if (got == addr) {
-            ++pass.check.at_recorded_address;
-          } else {
-            if (pass.check.misses.size() < 10) {
-              pass.check.misses.push_back(absl::StrFormat(
-                  "entry %d: alloc of %d bytes at 0x%x, recorded at 0x%x", idx, m.size.value(), got, addr));
-            }
-            // Explained by a guessed block that was really larger?
-            if (auto g = GrowthFor(a, guessed_at, id, addr)) {
-              auto it = blocks.find(g->first);
-              if (it != blocks.end() && it->second.free_event >= 0 && g->second > it->second.size) {
-                pass.growths.try_emplace(it->second.free_event, g->second);
-              }
-            }
+          if (pass.check.misses.size() < 10) {
+            pass.check.misses.push_back(absl::StrFormat("entry %d: alloc of %d bytes failed (out of memory)", idx,
+                                                        m.size.value()));
           }
           break;
         }
-        case MemoryEventKind::kFreeCompleted: {
-          auto it = live.find(addr);
-          if (it == live.end()) {
-            return absl::InvalidArgumentError(absl::StrFormat(
-                "%s: trace entry %d frees 0x%x, which is not allocated", snap.trace.metadata.source_file, idx, addr));
+        s.live[addr] = id;
+        s.requested_of[id] = m.size.value();
+        s.cur_requested += m.size;
+        s.best_requested = std::max(s.best_requested, s.cur_requested);
+        const uint64_t got = *a.AddressOf(id);
+        if (got == addr) {
+          ++pass.check.at_recorded_address;
+        } else {
+          if (pass.check.misses.size() < 10) {
+            pass.check.misses.push_back(absl::StrFormat(
+                "entry %d: alloc of %d bytes at 0x%x, recorded at 0x%x", idx, m.size.value(), got, addr));
           }
-          ++pass.result.events;
-          a.Free(it->second);
-          cur_requested -= Bytes(requested_of[it->second]);
-          requested_of.erase(it->second);
-          guessed_at.erase(it->second);
-          live.erase(it);
-          break;
+          // Explained by a guessed block that was really larger?
+          if (auto g = GrowthFor(a, s.guessed_at, id, addr)) {
+            auto it = blocks.find(g->first);
+            if (it != blocks.end() && it->second.free_event >= 0 && g->second > it->second.size) {
+              pass.growths.try_emplace(it->second.free_event, g->second);
+            }
+          }
         }
-        case MemoryEventKind::kFreeRequested:
-          ++pass.result.events;
-          break;
-        case MemoryEventKind::kSegmentAlloc:
-          a.SetNextSegmentAddress(addr);
-          break;
-        case MemoryEventKind::kSegmentFree: {
-          // A release our model has not made itself: torch.cuda.empty_cache().
-          bool held = false;
-          for (const SegmentLayout& s : a.Segments()) held |= s.address == addr;
-          if (held) a.ReleaseCache();
-          break;
-        }
-        default:
-          break;
+        break;
       }
-      peak.Observe(a.usage());
+      case MemoryEventKind::kFreeCompleted: {
+        auto it = s.live.find(addr);
+        if (it == s.live.end()) {
+          return absl::InvalidArgumentError(absl::StrFormat(
+              "%s: trace entry %d frees 0x%x, which is not allocated", snap.trace.metadata.source_file, idx, addr));
+        }
+        ++pass.result.events;
+        a.Free(it->second);
+        s.cur_requested -= Bytes(s.requested_of[it->second]);
+        s.requested_of.erase(it->second);
+        s.guessed_at.erase(it->second);
+        s.live.erase(it);
+        break;
+      }
+      case MemoryEventKind::kFreeRequested:
+        ++pass.result.events;
+        break;
+      case MemoryEventKind::kSegmentAlloc:
+        a.SetNextSegmentAddress(addr);
+        break;
+      case MemoryEventKind::kSegmentFree: {
+        // A release our model has not made itself: torch.cuda.empty_cache().
+        bool held = false;
+        for (const SegmentLayout& seg : a.Segments()) held |= seg.address == addr;
+        if (held) a.ReleaseCache();
+        break;
+      }
+      default:
+        break;
     }
-    // The end state against the snapshot's segments.
+    return absl::OkStatus();
+  }
+
+  // The end state against the snapshot's segments: segments that differ in
+  // size or allocated blocks, or are on one side only.
+  int64_t FinalSegmentDifferences(const Allocator& a) const {
     std::map<uint64_t, std::vector<std::pair<uint64_t, int64_t>>> want, got;  // segment → (addr, size) allocated
     std::map<uint64_t, int64_t> want_size, got_size;
     for (const SnapshotSegment& s : snap.segments) {
@@ -357,11 +352,41 @@ struct AddressReplay {
       if (g == got_size.end() || g->second != size || got[addr] != want[addr]) ++diffs;
     }
     for (const auto& [addr, size] : got_size) diffs += want_size.contains(addr) ? 0 : 1;
+    return diffs;
+  }
+
+  absl::StatusOr<Pass> Run(const std::map<int64_t, int64_t>& grown) {
+    std::map<uint64_t, InitSegment> segs;
+    std::map<uint64_t, InitBlock> blocks;
+    int64_t inferred = 0;
+    RETURN_IF_ERROR(StartState(grown, &segs, &blocks, &inferred));
+    Pass pass;
+    pass.check.inferred_block_sizes = inferred;
+    ASSIGN_OR_RETURN(std::unique_ptr<Allocator> made, MakeAllocator(options.allocator, options.capacity));
+    Allocator& a = *made;
+    ReplayState s;
+    RETURN_IF_ERROR(Restore(a, segs, blocks, s, pass));
+    if (options.keep_start_state) pass.result.start = CaptureStartState(a, {}, Bytes(0), -1);  // this replay's ids
+    if (const AllocatorUsage u = a.usage(); u.reserved > options.capacity) {
+      // The recorded segments exceed the capacity: an OOM before the first
+      // event; the replay goes on from the recorded state.
+      ++pass.result.ooms;
+      pass.result.oom = ReplayOom{-1, SimTime(-1), u.reserved, Bytes(0), options.capacity};
+    }
+    PeakTracker peak;
+    peak.Observe(a.usage());
+    for (const auto& [addr, b] : blocks) s.cur_requested += Bytes(b.requested);
+    s.best_requested = s.cur_requested;
+    for (size_t k = 0; k < window.events.size(); ++k) {
+      RETURN_IF_ERROR(Replay(a, blocks, k, s, pass));
+      peak.Observe(a.usage());
+    }
+    const int64_t diffs = FinalSegmentDifferences(a);
     pass.check.final_segment_differences = diffs;
     pass.check.final_segments_match = diffs == 0;
     pass.result.stats = a.stats();
     pass.result.fragmentation_at_peak = peak.fragmentation;
-    pass.result.no_fragmentation_peak = best_requested;
+    pass.result.no_fragmentation_peak = s.best_requested;
     return pass;
   }
 };

@@ -38,12 +38,9 @@ std::string PhaseOfEvent(const StepReport& r, int64_t e) {
   return std::string(PhaseName(r.lowered.event_phase[static_cast<size_t>(e)]));
 }
 
-}  // namespace
-
-std::string RenderText(const StepReport& r) {
+// The run's header: what ran, on which device, under which semantics.
+void AppendHeader(const StepReport& r, std::string& o) {
   const RunSpec& s = r.spec;
-  // Note [Verdict]: the answer first.
-  std::string o = absl::StrCat("verdict: ", r.verdict.Line(), "\n");
   if (!s.program_hlo.empty()) {
     int loops = 0;
     for (const Region& reg : r.program.regions) loops += reg.kind == "loop";
@@ -85,6 +82,11 @@ std::string RenderText(const StepReport& r) {
     absl::StrAppend(&layers, ", attention ", s.model.attention);
     absl::StrAppendFormat(&o, "  %s\n", layers);
   }
+}
+
+// Memory per device, XLA's memory_analysis() terms first.
+void AppendMemory(const StepReport& r, std::string& o) {
+  const RunSpec& s = r.spec;
   o += "\nMemory per device (bytes; GiB = 2^30)\n";
   absl::StrAppendFormat(&o, "  argument   %s\n", FormatBytes(r.argument));
   absl::StrAppendFormat(&o, "  output     %s\n", FormatBytes(r.output));
@@ -130,6 +132,11 @@ std::string RenderText(const StepReport& r) {
                           r.sim.oom.time.seconds(), r.sim.oom.buffer, FormatBytes(r.sim.oom.requested),
                           FormatBytes(r.sim.oom.live));
   }
+}
+
+// What is live at the peak, by role, and the largest buffers then.
+void AppendLiveAtPeak(const StepReport& r, std::string& o) {
+  const bool xla = r.semantics.accounting == Accounting::kXlaMemoryAnalysis;
   absl::StrAppendFormat(&o, "\nLive at the peak (event %d, %s phase), by role\n", r.sim.peak_event,
                         PhaseOfEvent(r, r.sim.peak_event));
   for (int i = 0; i < kNumRoles; ++i) {
@@ -150,6 +157,11 @@ std::string RenderText(const StepReport& r) {
       absl::StrAppendFormat(&o, "    %-44s %s  %s (%s)\n", b.name, FormatBytes(b.bytes), RoleName(b.role), b.origin);
     }
   }
+}
+
+// The step time and its parts.
+void AppendStepTime(const StepReport& r, std::string& o) {
+  const RunSpec& s = r.spec;
   o += "\nStep time\n";
   absl::StrAppendFormat(&o, "  step          %.4f s\n", r.sim.step_time.seconds());
   absl::StrAppendFormat(&o, "  compute       %.4f s (recompute %.4f s)\n", r.sim.compute_busy.seconds(),
@@ -199,6 +211,10 @@ std::string RenderText(const StepReport& r) {
   }
   absl::StrAppendFormat(&o, "  allocator %s: peak allocated %s, peak reserved %s\n", r.sim.allocator_name,
                         FormatBytes(r.sim.allocator.peak_allocated), FormatBytes(r.sim.allocator.peak_reserved));
+}
+
+// Per-layer times: the mean and the middle layer.
+void AppendLayerTimes(const StepReport& r, std::string& o) {
   if (!r.layer_times.empty()) {
     // Mean over layers, and the middle layer (clear of the embedding and
     // head at either end).
@@ -218,6 +234,18 @@ std::string RenderText(const StepReport& r) {
                           mid.forward.seconds() * 1e3, mid.backward.seconds() * 1e3,
                           mid.backward_recompute.seconds() * 1e3);
   }
+}
+
+}  // namespace
+
+std::string RenderText(const StepReport& r) {
+  // Note [Verdict]: the answer first.
+  std::string o = absl::StrCat("verdict: ", r.verdict.Line(), "\n");
+  AppendHeader(r, o);
+  AppendMemory(r, o);
+  AppendLiveAtPeak(r, o);
+  AppendStepTime(r, o);
+  AppendLayerTimes(r, o);
   return o;
 }
 
