@@ -187,7 +187,8 @@ void LlamaBuilder::AllocResidualStacks() {
     TensorId st = ZeroStack(
         "residual_stack." + r, Stacked0(shape), dt, Role::kResidual,
         Origin{absl::StrFormat("residual stack of %s `%s`, %d x %s", r == "x" ? "carry" : "value", r, L_,
-                               FormatBytes(Bytes(Elements(shape) * DTypeSize(dt))))});
+                               FormatBytes(Bytes(Elements(shape) * DTypeSize(dt)))),
+               ""});
     stacks_[r] = st;
   }
 }

@@ -427,7 +427,6 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     const std::string_view ph = f.ph, name = f.name, cat = f.cat, pid = f.pid, tid = f.tid;
     const std::optional<int64_t> ts = f.ts, dur = f.dur;
     Args& args = f.args;
-    const bool have_args = f.have_args;
     const Class c = Classify(ph, name, cat);
     if (c == Class::kMemory) return EmitMemory(f, offset);
     if (c == Class::kCapture) {

@@ -54,7 +54,11 @@ std::vector<CompiledGraphSummary> SummarizeCompiledGraphs(const Trace& trace) {
     } else if (e.type == EventType::kMarker && absl::StartsWith(e.name, kBegin)) {
       std::string name = e.name.substr(sizeof(kBegin) - 1);
       auto [it, fresh] = index.try_emplace(name, out.size());
-      if (fresh) out.push_back(CompiledGraphSummary{name});
+      if (fresh) {
+        CompiledGraphSummary g;
+        g.name = name;
+        out.push_back(std::move(g));
+      }
       ++out[it->second].runs;
       open.push_back(Run{it->second, i, live, {}});
     } else if (e.type == EventType::kMarker && absl::StartsWith(e.name, kEnd) && !open.empty()) {
