@@ -79,6 +79,26 @@ TEST(MegatronFp8Test, SavedGemmInputsHalve) {
   EXPECT_EQ(RoleBytes(fp8, Role::kResidual) - RoleBytes(bf16, Role::kResidual), -kLayers * (sbh + sbf));
 }
 
+TEST(MegatronFp8Test, SequenceParallelGathersAndSavesTheFp8Shard) {
+  const std::string sp = absl::StrCat(kTiny, "--tensor-model-parallel-size 2 --sequence-parallel ");
+  const StepReport bf16 = Rank0(Launch(sp));
+  const StepReport fp8 = Rank0(Launch(absl::StrCat(sp, "--fp8-format hybrid")));
+  // TP 2: ln1, ln2 saved as their sequence shards [s/2, b, h], gelu as
+  // [s, b, f/2], the out-projection's input [s, b, h/2] added in fp8.
+  const int64_t shard = 32 * 256, gelu = 64 * 512, context = 64 * 128;
+  EXPECT_EQ(RoleBytes(fp8, Role::kResidual) - RoleBytes(bf16, Role::kResidual),
+            -kLayers * (2 * shard + gelu - context));
+  // The backward re-gathers the saved fp8 shard: [s, b, h] at 1 B.
+  int64_t regathers = 0;
+  for (const Op& op : fp8.program.ops) {
+    if (op.kind == OpKind::kAllGather && absl::EndsWith(op.name, ".regather")) {
+      ++regathers;
+      EXPECT_EQ(op.bytes_written.value(), 64 * 256) << op.name;
+    }
+  }
+  EXPECT_EQ(regathers, kLayers * 2);  // qkv and fc1
+}
+
 TEST(MegatronFp8Test, ParamGatherHoldsParamsInFp8) {
   const std::string dist = absl::StrCat(kTiny, "--use-distributed-optimizer ");
   const StepReport bf16 = Rank0(Launch(dist));
