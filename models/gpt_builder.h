@@ -123,7 +123,7 @@ class GptBuilder {
   void DeclareMegatronParams();
   // A weight gradient into its main_grad (Note [Megatron main_grad]).
   void WeightGrad(const std::string& param, std::vector<TensorId> reads, OpKind kind, double flops, int64_t m,
-                  int64_t n, int64_t k);
+                  int64_t n, int64_t k, DType dtype = DType::kBF16);
   void BuildBuckets();
   void EmitReduce(Bucket& bk);
   // `unit`'s gradients are all written; launches the buckets that are ready.
@@ -131,6 +131,28 @@ class GptBuilder {
   void ReduceGradients(bool /*at_end*/);
   void MegatronOptimizer();
   void EmitParamGathers();
+
+  // --- fp8 training under a launch line (gpt_fp8.cc, Note [Megatron fp8]) ----
+
+  bool Fp8() const { return mg_ && !g_.fp8_format.empty(); }
+  // A GEMM of a TE linear layer (a matmul reading a weight) that runs in fp8.
+  bool Fp8Gemm(const LayerValue& v) const { return Fp8() && v.kind == OpKind::kMatmul && !v.param().empty(); }
+  // The dtype a layer parameter is held in (fp8 for GEMM weights under
+  // --fp8-param-gather).
+  DType ParamDType(const std::string& name) const;
+  // The fp8 casts of each GEMM's input inserted into the layer's graph.
+  void Fp8Graph(LayerGraph* graph) const;
+  // This rank's fp8 weight caches, transposes and scaling state.
+  void DeclareFp8State();
+  // The weight casts of layer l, at its first forward of the step.
+  void CastFp8Weights(int l);
+  // The tensor a GEMM reads for weight `w` of layer l: the fp8 copy (or its
+  // transpose, for dgrad) under fp8, else the parameter.
+  TensorId GemmWeight(int l, const std::string& w, bool transposed);
+  // Sets an emitted op's fp8 facts: GEMM dtype, current scaling's amax pass.
+  void Fp8Op(Op& op, const LayerValue& v) const;
+  // dY of an fp8 GEMM cast to fp8: {rowwise for dgrad, transpose for wgrad}.
+  std::pair<TensorId, TensorId> CastGradFp8(const std::string& pre, const LayerValue& n, TensorId dout);
 
   // --- plain family's parameters and optimizer (gpt_optimizer.cc) ------------
 
@@ -171,6 +193,10 @@ class GptBuilder {
   std::set<std::string> done_;
   std::vector<OpId> reduce_ops_;
   std::map<int64_t, OpId> param_gather_;
+  // fp8 (gpt_fp8.cc): each GEMM weight's fp8 copy and transpose; layers whose
+  // weights this step has cast.
+  std::map<std::string, std::pair<TensorId, TensorId>> fp8_weights_;
+  std::set<int> fp8_cast_;
 };
 
 }  // namespace gpt_internal

@@ -147,6 +147,7 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
     add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2"}, s * b * h / (sp_ ? t : 1), "",
          false, false, {}});
   }
+  if (Fp8()) Fp8Graph(&graph);
   return graph;
 }
 
@@ -161,6 +162,7 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
                                                     bool recompute, const std::set<std::string>& only) {
   b_.set_recompute(recompute);
   const std::string pre = absl::StrCat(mbp_, "layer", l, recompute ? ".remat." : ".");
+  if (Fp8() && !recompute) CastFp8Weights(l);
   for (const LayerValue& n : graph_.values) {
     if (!only.empty() && !only.count(n.name)) continue;
     if (known.count(n.name)) continue;
@@ -168,7 +170,10 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
     // which writes the kernel's own output again (read by nothing).
     const LayerValue& k = recompute && !n.kernel_of.empty() ? NodeOf(n.kernel_of) : n;
     std::vector<TensorId> ins;
-    for (const std::string& i : k.inputs) ins.push_back(IsParamInput(i) ? Param(l, ParamOfInput(i)) : known.at(i));
+    for (const std::string& i : k.inputs) {
+      ins.push_back(IsParamInput(i) ? (Fp8Gemm(k) ? GemmWeight(l, ParamOfInput(i), false) : Param(l, ParamOfInput(i)))
+                                    : known.at(i));
+    }
     TensorId out = b_.AddTensor(pre + n.name, n.shape, n.dtype, Role::kActivation,
                                 absl::StrCat(recompute ? "recomputed " : "", "layer ", l, " ", n.name));
     std::vector<TensorId> outs = {out};
@@ -183,6 +188,7 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
       SetGroup(op, k.group > 0 ? k.group : t_, k.group > 0 ? MegatronGroup::kContext : MegatronGroup::kTensor);
     }
     op.m = k.m; op.n = k.n; op.k = k.k; op.batch = k.batch;
+    if (Fp8()) Fp8Op(op, k);
     if (k.comm_scale != 1) {
       op.bytes_written = Bytes(static_cast<int64_t>(static_cast<double>(op.bytes_written.value()) * k.comm_scale));
     }
@@ -288,18 +294,27 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
       AddGrad(g, in, d);
       continue;
     }
+    if (n.kind == OpKind::kConvert && Fp8()) {  // an fp8 cast: its gradient passes through (gpt_fp8.cc)
+      AddGrad(g, n.inputs[0], dout);
+      continue;
+    }
     if (!weight.empty() && n.kind == OpKind::kMatmul) {
-      // dW = Xᵀ dY (needs X, with SP re-gathered), dX = dY Wᵀ.
+      // dW = Xᵀ dY (needs X, with SP re-gathered), dX = dY Wᵀ; under fp8 both
+      // GEMMs read dY cast to fp8 (Note [Megatron fp8]).
       TensorId xin = v.at(n.needs[0]);
+      const bool f8 = Fp8Gemm(n);
+      const auto [dy_row, dy_t] = f8 ? CastGradFp8(pre, n, dout) : std::make_pair(dout, dout);
       if (sp_ && (n.name == "qkv" || n.name == "fc1")) {
-        TensorId full = b_.AddTensor(pre + n.name + ".input_regathered", {S_, B_, H_}, cdt_, Role::kTemporary,
+        TensorId full = b_.AddTensor(pre + n.name + ".input_regathered", {S_, B_, H_}, b_.tensor(xin).dtype,
+                                     Role::kTemporary,
                                      "SP: the saved sharded input all-gathered again for dW");
         Op& ag = b_.AddOp(pre + n.name + ".regather", OpKind::kAllGather, {xin}, {full}, 0);
         SetGroup(ag, t_, MegatronGroup::kTensor);
         xin = full;
       }
       if (mg_) {
-        WeightGrad(absl::StrCat("layer", l, ".", weight), {xin, dout}, OpKind::kMatmul, n.flops, n.k, n.n, n.m);
+        WeightGrad(absl::StrCat("layer", l, ".", weight), {xin, dy_t}, OpKind::kMatmul, n.flops, n.k, n.n, n.m,
+                   f8 ? DType::kF8 : DType::kBF16);
       } else {
         TensorId dw = b_.AddTensor(pre + weight, b_.tensor(Param(l, weight)).shape, cdt_, Role::kGradient,
                                    absl::StrCat("gradient of layer ", l, " ", weight));
@@ -310,8 +325,10 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
       const std::string in = n.inputs[0];
       std::vector<int64_t> in_shape = in == "x" ? std::vector<int64_t>{Ssp(), B_, H_} : NodeOf(in).shape;
       TensorId dx = b_.AddTensor(pre + in, in_shape, cdt_, Role::kTemporary, "gradient of " + in);
-      Op& x = b_.AddOp(pre + n.name + ".dx", OpKind::kMatmul, {dout, Param(l, weight)}, {dx}, n.flops);
+      Op& x = b_.AddOp(pre + n.name + ".dx", OpKind::kMatmul, {dy_row, f8 ? GemmWeight(l, weight, true) : Param(l, weight)},
+                       {dx}, n.flops);
       x.m = n.m; x.n = n.k; x.k = n.n;
+      if (f8) x.dtype = DType::kF8;
       if (!sp_ && (n.name == "qkv" || n.name == "fc1") && t_ > 1) {
         // f's backward: all-reduce the input gradient across the TP group.
         TensorId r = b_.AddTensor(pre + in + ".reduced", in_shape, cdt_, Role::kTemporary, "all-reduced gradient");

@@ -39,7 +39,7 @@ void GptBuilder::DeclareMegatronParams() {
   const bool master = m_.weight_dtype != DType::kF32;
   auto param = [&](const std::string& name, std::vector<int64_t> shape, int layer) {
     const std::string full = layer >= 0 ? absl::StrCat("layer", layer, ".", name) : name;
-    params_[full] = b_.AddArgument("params." + full, shape, m_.weight_dtype, Role::kParameter, true,
+    params_[full] = b_.AddArgument("params." + full, shape, ParamDType(name), Role::kParameter, true,
                                    "parameter " + full);
     main_grad_[full] = b_.AddArgument("main_grad." + full, shape, g_.grad_dtype, Role::kGradient, false,
                                       "main_grad of " + full + " (DDP grad buffer)");
@@ -97,6 +97,7 @@ void GptBuilder::DeclareMegatronParams() {
                                              absl::StrCat("distributed optimizer: this rank's 1/", d, " of ", st)));
     }
   }
+  if (Fp8()) DeclareFp8State();
   tokens_ = b_.AddArgument("batch.tokens", {B_, Sfull_ / cp_}, DType::kI64, Role::kInputBatch, false, "token ids");
   BuildBuckets();
 }
@@ -111,7 +112,7 @@ void GptBuilder::DeclareMegatronParams() {
 // Without it the compute-dtype weight gradient is allocated and added in
 // (the param hook of distributed_data_parallel.py _make_backward_post_hook).
 void GptBuilder::WeightGrad(const std::string& param, std::vector<TensorId> reads, OpKind kind, double flops,
-                            int64_t m, int64_t n, int64_t k) {
+                            int64_t m, int64_t n, int64_t k, DType dtype) {
   const TensorId mg = main_grad_.at(param);
   std::vector<TensorId> biases;
   for (const auto& [w, bias] : kBiasOf) {
@@ -128,12 +129,14 @@ void GptBuilder::WeightGrad(const std::string& param, std::vector<TensorId> read
     reads.insert(reads.end(), biases.begin(), biases.end());
     Op& op = b_.AddOp(name, kind, reads, {}, flops);
     op.m = m; op.n = n; op.k = k;
+    op.dtype = dtype;
     return;
   }
   TensorId dw = b_.AddTensor(name, b_.tensor(params_.at(param)).shape, cdt_, Role::kGradient,
                              "weight gradient before it is added into main_grad");
   Op& op = b_.AddOp(name, kind, reads, {dw}, flops);
   op.m = m; op.n = n; op.k = k;
+  op.dtype = dtype;
   std::vector<TensorId> acc = {dw, mg};
   acc.insert(acc.end(), biases.begin(), biases.end());
   b_.AddOp(name + ".accumulate", OpKind::kElementwise, acc, {}, static_cast<double>(b_.tensor(dw).elements()));

@@ -108,10 +108,20 @@ const std::vector<ArgRule>& Rules() {
       {"optimizer", ArgKind::kModelled, "adam (sgd refused)"},
       {"clip-grad", ArgKind::kModelled, "global-norm clipping (0 disables)"},
       // --- refused: not modelled ---
-      {"fp8-format", ArgKind::kRefused, "fp8 training is not modelled"},
-      {"fp8", ArgKind::kRefused, "fp8 training is not modelled"},
-      {"fp8-recipe", ArgKind::kRefused, "fp8 training is not modelled"},
-      {"fp8-param-gather", ArgKind::kRefused, "fp8 training is not modelled"},
+      // --- fp8 training (Transformer Engine; Note [Megatron fp8], models/gpt_fp8.cc) ---
+      {"fp8-format", ArgKind::kModelled, "fp8 GEMMs in the decoder layers' linear layers: e4m3 | hybrid"},
+      {"fp8-recipe", ArgKind::kModelled,
+       "delayed (amax history) | tensorwise (current scaling); mxfp8 and blockwise are refused"},
+      {"fp8-amax-history-len", ArgKind::kModelled, "rows of each fp8 GEMM's amax history (delayed scaling)"},
+      {"fp8-param-gather", ArgKind::kModelled, "fp8 params (with a transpose cache), param all-gather in fp8"},
+      {"fp8-margin", ArgKind::kNoEffect, "fp8 scaling values only"},
+      {"fp8-interval", ArgKind::kNoEffect, "deprecated, ignored by Megatron"},
+      {"fp8-amax-compute-algo", ArgKind::kNoEffect, "fp8 scaling values only (the history is kept either way)"},
+      {"fp8", ArgKind::kRefused, "not a Megatron-LM argument: fp8 training is --fp8-format e4m3|hybrid"},
+      {"no-fp8-wgrad", ArgKind::kRefused, "wgrad in bf16 under fp8 (bf16 inputs saved for it) is not modelled"},
+      {"first-last-layers-bf16", ArgKind::kRefused, "bf16 first and last layers under fp8 are not modelled"},
+      {"fp8-dot-product-attention", ArgKind::kRefused, "fp8 attention is not modelled"},
+      {"fp4-format", ArgKind::kRefused, "fp4 training is not modelled"},
       {"num-experts", ArgKind::kRefused, "mixture of experts is not modelled"},
       {"expert-model-parallel-size", ArgKind::kRefused, "mixture of experts is not modelled"},
       {"moe-router-topk", ArgKind::kRefused, "mixture of experts is not modelled"},
@@ -888,6 +898,46 @@ absl::Status ApplyOptimizerAndRecompute(const Args& g, RunSpec* run) {
   return absl::OkStatus();
 }
 
+// Note [Megatron fp8]: Megatron-LM megatron/training/arguments.py
+// _add_transformer_engine_args (--fp8-format e4m3|hybrid, dest fp8, default
+// off; --fp8-recipe default delayed; --fp8-amax-history-len default 1) and
+// megatron/core/fp8_utils.py get_fp8_recipe (delayed -> TE DelayedScaling,
+// tensorwise -> Float8CurrentScaling, mxfp8 -> MXFP8BlockScaling, blockwise
+// -> Float8BlockScaling). fp8 runs in TE modules only (transformer-impl
+// transformer_engine) and on top of --bf16 or --fp16 params. What it does to
+// the step: models/gpt_fp8.cc.
+absl::Status ApplyFp8(const Args& g, RunSpec* run) {
+  MegatronSpec& mg = run->megatron;
+  RETURN_IF_ERROR(g.Choice("fp8-format", &mg.fp8_format, {"e4m3", "hybrid"}));
+  RETURN_IF_ERROR(g.Choice("fp8-recipe", &mg.fp8_recipe, {"delayed", "tensorwise", "mxfp8", "blockwise"}));
+  RETURN_IF_ERROR(g.Int("fp8-amax-history-len", &mg.fp8_amax_history_len));
+  RETURN_IF_ERROR(g.Flag("fp8-param-gather", &mg.fp8_param_gather));
+  if (mg.fp8_format.empty()) {
+    for (const char* n : {"fp8-recipe", "fp8-amax-history-len", "fp8-param-gather"}) {
+      if (g.Has(n)) return g.Error(n, "has no effect without --fp8-format e4m3|hybrid (fp8 training is off)");
+    }
+    return absl::OkStatus();
+  }
+  if (mg.fp8_recipe == "mxfp8" || mg.fp8_recipe == "blockwise") {
+    return g.Error("fp8-recipe", absl::StrCat(mg.fp8_recipe, " block scaling (per-block scale tensors",
+                                              mg.fp8_recipe == "mxfp8" ? ", Blackwell only" : "",
+                                              ") is not modelled; modelled: delayed, tensorwise"));
+  }
+  if (mg.transformer_impl != "transformer_engine") {
+    return g.Error("fp8-format", "fp8 runs in Transformer Engine modules: needs --transformer-impl transformer_engine");
+  }
+  if (run->model.compute_dtype == DType::kF32) {
+    return g.Error("fp8-format", "fp8 training needs --bf16 or --fp16 (its non-GEMM ops and master weights)");
+  }
+  if (mg.fp8_param_gather && !mg.distributed_optimizer) {
+    return g.Error("fp8-param-gather", "modelled with --use-distributed-optimizer only (its fp32 master shard)");
+  }
+  if (mg.fp8_recipe != "delayed" && g.Has("fp8-amax-history-len")) {
+    return g.Error("fp8-amax-history-len", "is delayed scaling's; --fp8-recipe is " + mg.fp8_recipe);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* run) {
@@ -900,6 +950,7 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(ApplyParallelism(g, run, seq));
   RETURN_IF_ERROR(ApplyBatch(g, run));
   RETURN_IF_ERROR(ApplyOptimizerAndRecompute(g, run));
+  RETURN_IF_ERROR(ApplyFp8(g, run));
   run->framework = "pytorch";
   return absl::OkStatus();
 }

@@ -40,6 +40,10 @@ struct DeviceSpec {
   double peak_fp16 = 0;        // flops.fp16
   double peak_tf32 = 0;        // flops.tf32
   double peak_fp32 = 0;        // flops.fp32: non-tensor
+  // flops.fp8: FP8 tensor-core FLOP/s, dense; 0 = the device has no fp8
+  // tensor cores (A100), and an fp8 matmul on it is refused by name
+  // (sim/device/timing.h UnrunnableReason). Note [fp8 peak] in spec_parse.cc.
+  double peak_fp8 = 0;
   Bytes l2;                    // l2
   double nvlink_bandwidth = 0; // links.nvlink: bytes/s per direction
   double pcie_bandwidth = 0;   // links.pcie: bytes/s per direction
@@ -235,6 +239,11 @@ struct MegatronSpec {
   double attention_dropout = 0.1;       // --attention-dropout
   double hidden_dropout = 0.1;          // --hidden-dropout
   std::string transformer_impl = "transformer_engine";  // --transformer-impl
+  // fp8 training with Transformer Engine (Note [Megatron fp8], models/gpt_fp8.cc).
+  std::string fp8_format;               // --fp8-format: e4m3 | hybrid; empty: no fp8
+  std::string fp8_recipe = "delayed";   // --fp8-recipe: delayed | tensorwise (mxfp8, blockwise refused)
+  int64_t fp8_amax_history_len = 1;     // --fp8-amax-history-len (Megatron's default 1)
+  bool fp8_param_gather = false;        // --fp8-param-gather: fp8 params, fp8 param all-gather
   std::string tokenizer;                // --tokenizer-type
   int64_t vocab_unpadded = 0;           // the tokenizer's vocabulary before padding
   // Pipeline rank this spec builds, set per rank by sim/step/megatron_step.h
