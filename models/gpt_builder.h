@@ -37,6 +37,15 @@
 namespace gpusim {
 namespace gpt_internal {
 
+// An MoE layer's token counts per rank (Note [MoE routing cases],
+// gpt_moe.cc): sent by the all-to-all dispatcher, received over EP, and
+// through the experts (x ETP).
+struct MoeTokens {
+  int64_t sent = 0, received = 0, expert = 0;
+};
+// Whether a parameter's full name ("layerN.w_exp_fc1") is an expert's.
+bool IsExpertParam(const std::string& name);
+
 // One device's training step for a RunSpec of the gpt family or a Megatron
 // launch line's rank (RunSpec::megatron). A builder is used once; `plan`
 // must outlive it.
@@ -98,6 +107,8 @@ class GptBuilder {
   // --- decoder layer (gpt_layer.cc) -------------------------------------------
 
   LayerGraph MakeLayerGraph() const;
+  // The dense MLP's values after ln2 (the last one "fc2").
+  void AddDenseMlp(std::vector<LayerValue>* out) const;
   // REQUIRES: `name` is a value of graph_.
   const LayerValue& NodeOf(const std::string& name) const;
   // Megatron's full recompute (Note [Saved set], sim/remat/apply.h): the
@@ -130,6 +141,9 @@ class GptBuilder {
   void UnitDone(const std::string& unit);
   void ReduceGradients(bool /*at_end*/);
   void MegatronOptimizer();
+  // This rank's elements of the distributed optimizer's state (Note
+  // [Megatron expert optimizer shards]).
+  int64_t OptimizerShardElements();
   void EmitParamGathers();
 
   // --- fp8 training under a launch line (gpt_fp8.cc, Note [Megatron fp8]) ----
@@ -153,6 +167,19 @@ class GptBuilder {
   void Fp8Op(Op& op, const LayerValue& v) const;
   // dY of an fp8 GEMM cast to fp8: {rowwise for dgrad, transpose for wgrad}.
   std::pair<TensorId, TensorId> CastGradFp8(const std::string& pre, const LayerValue& n, TensorId dout);
+  // --- mixture of experts (gpt_moe.cc) ---------------------------------------
+
+  // The MoE MLP's values after ln2 (Note [Megatron MoE layer]).
+  void AddMoeValues(std::vector<LayerValue>* out) const;
+  void AddExperts(std::vector<LayerValue>* out, const std::string& in, int64_t n_tok) const;
+  void AddSharedExperts(std::vector<LayerValue>* out, const std::string& routed) const;
+  // Tokens of the routing case g_.moe.routing (Note [MoE routing cases]).
+  MoeTokens MoeTokenCounts() const;
+  // A collective layer value's group: size and kind.
+  std::pair<int64_t, MegatronGroup> GroupOf(const LayerValue& v) const;
+  // An MoE layer's MLP parameters (router, experts, shared experts).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> MoeParamShapes() const;
+  bool Moe() const { return mg_ && g_.moe.experts > 0; }
 
   // --- plain family's parameters and optimizer (gpt_optimizer.cc) ------------
 

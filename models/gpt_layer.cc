@@ -17,25 +17,22 @@ namespace gpt_internal {
 
 LayerGraph GptBuilder::MakeLayerGraph() const {
   const double s = static_cast<double>(S_), b = static_cast<double>(B_), h = static_cast<double>(H_);
-  const double a = static_cast<double>(A_), f = static_cast<double>(F_), t = static_cast<double>(t_);
+  const double a = static_cast<double>(A_), t = static_cast<double>(t_);
   // Grouped-query attention (Ainslie et al. 2023, arXiv 2305.13245;
   // Megatron-LM --group-query-attention --num-query-groups K,
   // megatron/core/transformer/attention.py SelfAttention.linear_qkv of
   // width (A + 2K)·Dh, each TP rank holding A/t query heads and K/t
   // groups): the fused QKV GEMM is (A + 2K)·Dh wide; scores and context
   // run over the A/t query heads of a rank. K = A is multi-head attention.
-  const int64_t At = A_ / t_, Ft = F_ / t_;
+  const int64_t At = A_ / t_;
   const int64_t Wqkv = (A_ + 2 * K_) * Dh_, Wc = A_ * Dh_;
   const double wqkv = static_cast<double>(Wqkv), wc = static_cast<double>(Wc), dh = static_cast<double>(Dh_);
   // Megatron launch lines: SwiGLU (fc1 twice as wide, gate x up), hidden
   // dropout off when --hidden-dropout 0. Flash attention: the launch line's
   // --attention-backend, or a gpt config's model.attention (the same TE
   // flash kernels, Note [Megatron flash attention]).
-  const bool swiglu = mg_ && g_.swiglu;
   const bool flash = mg_ ? g_.attention == "flash" : m_.attention == "flash";
   const bool masks = !mg_ || g_.hidden_dropout > 0;
-  const int64_t F1t = (swiglu ? 2 : 1) * Ft;
-  const double f1 = (swiglu ? 2 : 1) * f;
   LayerGraph graph;
   graph.n_layers = L_;
   graph.checkpoint_unit = CheckpointUnit::kLayerGroups;
@@ -119,6 +116,32 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
   }
   add({"ln2", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "W:ln2"}, 8 * s * b * h / (sp_ ? t : 1), "",
        false, false, {"x_mid"}});
+  if (Moe()) {
+    AddMoeValues(&n);
+  } else {
+    AddDenseMlp(&n);
+  }
+  if (masks) {
+    add({"drop2_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"fc2"}, s * b * h / (sp_ ? t : 1), "",
+         false, false, {}});
+    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2", "drop2_mask"},
+         3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop2_mask"}});
+  } else {
+    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2"}, s * b * h / (sp_ ? t : 1), "",
+         false, false, {}});
+  }
+  if (Fp8()) Fp8Graph(&graph);
+  return graph;
+}
+
+// The dense MLP after ln2: fc1, GeLU or SwiGLU, fc2 and its TP reduction.
+void GptBuilder::AddDenseMlp(std::vector<LayerValue>* out) const {
+  const double s = static_cast<double>(S_), b = static_cast<double>(B_), h = static_cast<double>(H_);
+  const double f = static_cast<double>(F_), t = static_cast<double>(t_);
+  const bool swiglu = mg_ && g_.swiglu;
+  const int64_t Ft = F_ / t_, F1t = (swiglu ? 2 : 1) * Ft;
+  const double f1 = (swiglu ? 2 : 1) * f;
+  auto add = [&](LayerValue x) { out->push_back(std::move(x)); };
   std::string fc1_in = "ln2";
   if (sp_) {
     add({"ln2_full", {S_, B_, H_}, cdt_, OpKind::kAllGather, {"ln2"}, 0, "", false, false, {}});
@@ -138,17 +161,6 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
   add(fc2);
   add({"fc2", {Ssp(), B_, H_}, cdt_, sp_ ? OpKind::kReduceScatter : OpKind::kAllReduce, {"fc2_partial"}, 0, "",
        false, false, {}});
-  if (masks) {
-    add({"drop2_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"fc2"}, s * b * h / (sp_ ? t : 1), "",
-         false, false, {}});
-    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2", "drop2_mask"},
-         3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop2_mask"}});
-  } else {
-    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2"}, s * b * h / (sp_ ? t : 1), "",
-         false, false, {}});
-  }
-  if (Fp8()) Fp8Graph(&graph);
-  return graph;
 }
 
 const LayerValue& GptBuilder::NodeOf(const std::string& name) const {
@@ -185,7 +197,8 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
     op.dtype = cdt_;
     // The one layer value with its own group is the CP ring (kv_ring).
     if (IsCollective(k.kind)) {
-      SetGroup(op, k.group > 0 ? k.group : t_, k.group > 0 ? MegatronGroup::kContext : MegatronGroup::kTensor);
+      const auto [size, kind] = GroupOf(k);
+      SetGroup(op, size, kind);
     }
     op.m = k.m; op.n = k.n; op.k = k.k; op.batch = k.batch;
     if (Fp8()) Fp8Op(op, k);
@@ -290,7 +303,8 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
       TensorId d = b_.AddTensor(pre + in, src.shape, cdt_, Role::kTemporary, "gradient of " + in);
       Op& op = b_.AddOp(pre + n.name + ".conjugate",
                         n.kind == OpKind::kAllGather ? OpKind::kReduceScatter : OpKind::kAllGather, {dout}, {d}, 0);
-      SetGroup(op, n.group > 0 ? n.group : t_, n.group > 0 ? MegatronGroup::kContext : MegatronGroup::kTensor);
+      const auto [size, kind] = GroupOf(n);
+      SetGroup(op, size, kind);
       AddGrad(g, in, d);
       continue;
     }
@@ -304,7 +318,7 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
       TensorId xin = v.at(n.needs[0]);
       const bool f8 = Fp8Gemm(n);
       const auto [dy_row, dy_t] = f8 ? CastGradFp8(pre, n, dout) : std::make_pair(dout, dout);
-      if (sp_ && (n.name == "qkv" || n.name == "fc1")) {
+      if (sp_ && (n.name == "qkv" || n.name == "fc1" || n.name == "sh_fc1")) {
         TensorId full = b_.AddTensor(pre + n.name + ".input_regathered", {S_, B_, H_}, b_.tensor(xin).dtype,
                                      Role::kTemporary,
                                      "SP: the saved sharded input all-gathered again for dW");
@@ -354,7 +368,9 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
     }
     // Other ops: one backward op per input that carries a gradient.
     for (const std::string& in : n.inputs) {
-      if (in == "attn_mask" || in == "drop1_mask" || in == "drop2_mask") continue;  // masks have no gradient
+      if (in == "attn_mask" || in == "drop1_mask" || in == "drop2_mask" || in == "routing_map") {
+        continue;  // masks (and the MoE routing map) have no gradient
+      }
       if (IsParamInput(in)) continue;  // the weight's gradient, below
       std::vector<int64_t> in_shape = in == "x" ? std::vector<int64_t>{Ssp(), B_, H_} : NodeOf(in).shape;
       TensorId d = b_.AddTensor(pre + in + "." + n.name, in_shape, cdt_, Role::kTemporary, "gradient of " + in);

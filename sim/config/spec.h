@@ -207,8 +207,32 @@ struct XlaSpec {
 // (sim/config/megatron_args.h parses and checks them). What the gpt layers
 // read (sizes, TP/SP, recompute, micro-batch) is written into RunSpec's own
 // fields; the rest is here. Defaults are Megatron's.
+// Mixture of experts in a launch line (--num-experts; sim/config/
+// megatron_moe_args.cc parses it, models/gpt_moe.cc builds it). experts 0:
+// a dense model.
+struct MegatronMoeSpec {
+  int64_t experts = 0;               // --num-experts
+  int64_t topk = 2;                  // --moe-router-topk
+  int64_t ep = 1;                    // --expert-model-parallel-size
+  int64_t etp = 1;                   // --expert-tensor-parallel-size (default TP)
+  int64_t edp = 1;                   // expert data parallel: TP x CP x DP / (EP x ETP)
+  int64_t ffn = 0;                   // --moe-ffn-hidden-size (default --ffn-hidden-size)
+  int64_t shared_ffn = 0;            // --moe-shared-expert-intermediate-size (0: none)
+  bool grouped_gemm = false;         // --moe-grouped-gemm
+  std::string dispatcher = "allgather";  // --moe-token-dispatcher-type allgather | alltoall
+  double capacity_factor = 0;        // --moe-expert-capacity-factor (0: none, no dropping)
+  bool pad_to_capacity = false;      // --moe-pad-expert-input-to-capacity
+  bool aux_loss = false;             // --moe-router-load-balancing-type aux_loss with a coefficient > 0
+  // Which routing the program is built for: "balanced" (tokens x topk /
+  // experts on every expert) or "bound" (the capacity-limited case with a
+  // capacity factor, else every token on one rank's experts); Note
+  // [MoE routing cases] in models/gpt_moe.cc.
+  std::string routing = "balanced";
+};
+
 struct MegatronSpec {
   bool present = false;
+  MegatronMoeSpec moe;               // mixture of experts (experts 0: dense)
   int64_t world_size = 1;            // megatron.world_size
   int64_t gpus_per_node = 8;         // megatron.gpus_per_node
   int64_t pipeline = 1;              // --pipeline-model-parallel-size
