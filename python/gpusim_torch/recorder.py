@@ -168,6 +168,12 @@ class Recorder(TorchDispatchMode):
         self.history = None
         self.history_head = []
         self.sdpa = None        # sdpa.Dispatcher (meta mode): the fused SDPA ops' facts
+        # Note [Host work per kernel]: what the host did since the last
+        # compute event (aten ops dispatched outside autograd's engine,
+        # autograd nodes the engine ran, Python module calls), written on the
+        # next compute event as host=D,N,M (traces/FORMAT.md 1.6).
+        self.host_work = [0, 0, 0]
+        self.last_node = None
 
     @classmethod
     def ignore_compile_internals(cls):
@@ -182,6 +188,8 @@ class Recorder(TorchDispatchMode):
         kwargs = kwargs or {}
         if self.live:
             self._sweep()
+        if self.in_window:
+            self._count_host_work()
         name = ops.op_name(func)
         if getattr(func, "namespace", "") == "c10d":
             return self._collective(func, name, args)
@@ -199,6 +207,23 @@ class Recorder(TorchDispatchMode):
             self.shadows[_storage(args[0])._cdata] = args[1].detach().clone()
         self._after(func, name, args, kwargs, out)
         return out
+
+    def _count_host_work(self):
+        """Note [Host work per kernel]: an op the engine runs counts its node
+        once (the node's ops follow one another); any other op is one
+        dispatch from Python (the binding, the dispatcher, autograd's graph
+        recording)."""
+        node = _current_node() if _current_node is not None else None
+        if node is None:
+            self.host_work[0] += 1
+            self.last_node = None
+        elif node is not self.last_node:
+            self.host_work[1] += 1
+            self.last_node = node
+
+    def _take_host_work(self, ev):
+        ev["host"] = list(self.host_work)
+        self.host_work = [0, 0, 0]
 
     # -- collectives (Note [Collectives under a fake process group]) ---------
     def _collective(self, func, name, args):
@@ -339,6 +364,7 @@ class Recorder(TorchDispatchMode):
         if dt is not None:
             ev["dtype"] = dt
         self._order_compute(ev)
+        self._take_host_work(ev)
         facts = ops.device_facts(name, args, kwargs, outs)
         if name in sdpa.FUSED_OPS and self.sdpa is not None:
             d = self.sdpa.facts_for(name, args)
@@ -629,6 +655,8 @@ class Recorder(TorchDispatchMode):
         if _is_compiling():
             return  # traced by Dynamo: no side effect in the compiled graph
         self.module_stack.append(self.module_names.get(id(module), type(module).__name__))
+        if self.in_window:
+            self.host_work[2] += 1
 
     def _post_hook(self, module, inputs, output):
         if _is_compiling():

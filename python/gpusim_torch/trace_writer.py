@@ -69,7 +69,8 @@ def render_trace(rec, frames=True):
     facts = bool(meta) or any("op" in e or "dims" in e for e in rec.events)
     distributed = any(k == "world_size" for k, _ in meta) or any(e.get("kind") == "broadcast" for e in rec.events)
     warmup = getattr(rec, "warmup", None)
-    add(b"gpusim-trace 1.5" if warmup else b"gpusim-trace 1.3" if distributed else
+    host = any("host" in e for e in rec.events)
+    add(b"gpusim-trace 1.6" if host else b"gpusim-trace 1.5" if warmup else b"gpusim-trace 1.3" if distributed else
         b"gpusim-trace 1.2" if facts else b"gpusim-trace 1.1" if frames else b"gpusim-trace 1")
     add(b"# format: traces/FORMAT.md; recorded by python/gpusim_torch")
     for c in rec.comments:
@@ -107,7 +108,7 @@ def render_trace(rec, frames=True):
 
 
 _KEY_ORDER = ("role", "name", "kind", "stream", "phase", "dtype", "flops", "read", "write",
-              "group", "m", "n", "k", "batch", "recompute", "after", "uses", "dur_ns", "op", "dims")
+              "group", "m", "n", "k", "batch", "recompute", "after", "uses", "dur_ns", "op", "dims", "host")
 
 
 def _event_line(ev, stack):
@@ -137,6 +138,8 @@ def _event_line(ev, stack):
             if v == 0:
                 continue
             parts.append(b"flops=" + format_flops(v).encode())
+        elif key == "host":  # 1.6: Note [Host work per kernel] (recorder.py)
+            parts.append(b"host=" + ",".join(str(u) for u in v).encode())
         elif key in ("uses", "dims", "after"):
             if v:
                 parts.append(key.encode() + b"=" + ",".join(str(u) for u in v).encode())

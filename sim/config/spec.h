@@ -66,6 +66,14 @@ struct DeviceSpec {
   // dispatch and the CUDA launch call) and one Python module call.
   SimTime host_op_cost;        // host.op
   SimTime host_module_cost;    // host.module
+  // A recorded PyTorch step's host work (Note [Host work per kernel],
+  // python/gpusim_torch/recorder.py; Note [Recorded host costs],
+  // sim/lower/eager/host_timeline.h), in place of host.op for events
+  // that carry it: per aten op dispatched from Python, per autograd node
+  // the engine runs, per nn.Module call (its Python forward included).
+  SimTime host_dispatch_cost;  // host.dispatch
+  SimTime host_node_cost;      // host.node
+  SimTime host_python_module_cost;  // host.python_module
   bool host_given = false;     // the device file has a host: block
   // kernel_model: the KernelModel (sim/device/kernel_model.h) that times
   // this device's events; one of kKernelModelNames.

@@ -27,8 +27,13 @@ SimTime EventDuration(const TraceEvent& e, const DeviceSpec& d) {
 }
 
 SimTime HostIssueTime(const TraceEvent& e, const DeviceSpec& d) {
-  if (e.host_ops == 0 && e.host_modules == 0) return SimTime(0);
-  return SimTime::FromNanos(e.host_ops * static_cast<double>(d.host_op_cost.ns())) +
+  SimTime t;
+  if (e.host_recorded) {  // Note [Recorded host costs] (sim/lower/eager/host_timeline.h)
+    t = d.host_dispatch_cost * e.host_dispatches + d.host_node_cost * e.host_nodes +
+        d.host_python_module_cost * e.host_module_calls;
+  }
+  if (e.host_ops == 0 && e.host_modules == 0) return t;
+  return t + SimTime::FromNanos(e.host_ops * static_cast<double>(d.host_op_cost.ns())) +
          d.host_module_cost * e.host_modules;
 }
 

@@ -73,5 +73,32 @@ TEST(HostTimelineTest, RepeatedIterationsAreIssuedEachTime) {
   EXPECT_EQ(r->host_wait.ns(), 5000 + 4 * 4000 + 4000);
 }
 
+// Note [Recorded host costs]: an event with recorded host work is priced by
+// host.dispatch, host.node and host.python_module, and not by host.op.
+TEST(HostTimelineTest, RecordedHostWorkIsPricedByItsCounts) {
+  Trace t;
+  for (int i = 0; i < 2; ++i) t.events.push_back(Kernel(1'000'000));  // 1 us each
+  DeviceSpec d = Device();
+  d.host_op_cost = SimTime(100'000);
+  d.host_dispatch_cost = SimTime(10'000);
+  d.host_node_cost = SimTime(20'000);
+  d.host_python_module_cost = SimTime(50'000);
+  t.events[0].host_recorded = true;
+  t.events[0].host_dispatches = 2;
+  t.events[0].host_module_calls = 1;  // 2 x 10 + 50 = 70 us
+  t.events[1].host_recorded = true;
+  t.events[1].host_nodes = 1;         // 20 us
+  auto r = Simulate(t, d, nullptr);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->host_busy.ns(), 90'000);
+  EXPECT_EQ(r->step_time.ns(), 91'000);
+  // Recorded as nothing to do (the second op of a node): free for the host.
+  t.events[1].host_nodes = 0;
+  auto free_op = Simulate(t, d, nullptr);
+  ASSERT_TRUE(free_op.ok());
+  EXPECT_EQ(free_op->host_busy.ns(), 70'000);
+  EXPECT_EQ(free_op->step_time.ns(), 72'000);
+}
+
 }  // namespace
 }  // namespace gpusim

@@ -23,6 +23,13 @@ absl::StatusOr<NativeStepReport> SimulateNativeStep(const Trace& trace, const st
   if (RecordedFromEagerPyTorch(trace)) {
     charged = trace;
     r.host_charged_events = ChargeRecordedHostTimeline(&*charged);
+    for (const TraceEvent& e : charged->events) {
+      if (!IsTimed(e.type) || !e.host_recorded) continue;
+      ++r.host_recorded_events;
+      r.host_dispatches += e.host_dispatches;
+      r.host_nodes += e.host_nodes;
+      r.host_module_calls += e.host_module_calls;
+    }
   }
   absl::StatusOr<SimResult> sim = Simulate(charged.has_value() ? *charged : trace, device, allocator, start);
   if (!sim.ok()) return sim.status();
@@ -80,7 +87,18 @@ std::string RenderNativeStepText(const NativeStepReport& r) {
       "  peak live %s\n",
       r.device, r.step_time.seconds(), r.timed_events, r.compute_busy.seconds(), r.flops,
       FormatBytes(r.peak_live));
-  if (r.host_charged_events > 0) {
+  if (r.host_recorded_events > 0) {
+    // Note [Recorded host costs] (sim/lower/eager/host_timeline.h).
+    const int64_t rest = r.host_charged_events - r.host_recorded_events;
+    absl::StrAppend(&out, absl::StrFormat("  host issue %.4f s (%d dispatches x host.dispatch, %d autograd nodes x "
+                                          "host.node, %d module calls x host.python_module%s), kernels waited "
+                                          "%.4f s for it\n",
+                                          r.host_busy.seconds(), r.host_dispatches, r.host_nodes, r.host_module_calls,
+                                          rest > 0 ? absl::StrFormat("; %d ops without recorded host work x host.op",
+                                                                     rest)
+                                                   : std::string(),
+                                          r.host_wait.seconds()));
+  } else if (r.host_charged_events > 0) {
     absl::StrAppend(&out, absl::StrFormat("  host issue %.4f s (%d ops x host.op; host.module does not apply: a "
                                           "recording has no module calls), kernels waited %.4f s for it\n",
                                           r.host_busy.seconds(), r.host_charged_events, r.host_wait.seconds()));
@@ -148,6 +166,11 @@ void NativeStepJson(JsonWriter& w, const NativeStepReport& r) {
   w.Double("compute_s", r.compute_busy.seconds());
   w.Double("host_issue_s", r.host_busy.seconds());
   w.Double("host_wait_s", r.host_wait.seconds());
+  if (r.host_recorded_events > 0) {
+    w.Int("host_dispatches", r.host_dispatches);
+    w.Int("host_nodes", r.host_nodes);
+    w.Int("host_module_calls", r.host_module_calls);
+  }
   w.Int("collective_events", r.collective_events);
   w.Double("collective_s", r.collective_busy.seconds());
   w.Int("timed_events", r.timed_events);

@@ -34,6 +34,10 @@ struct NativeStepReport {
   // The host timeline of a PyTorch recording (Note [Eager host costs]):
   // events charged host.op, the host's issue time, kernel waits for it.
   int64_t host_charged_events = 0;
+  // Of those, the events with recorded host work (Note [Recorded host
+  // costs]) and its sums: dispatches, autograd nodes, module calls.
+  int64_t host_recorded_events = 0;
+  int64_t host_dispatches = 0, host_nodes = 0, host_module_calls = 0;
   SimTime host_busy, host_wait;
   // Collective events (a distributed step) and their stream's busy time,
   // priced by the kernel model's ring collectives (Note [Ring collectives]).

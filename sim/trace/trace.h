@@ -63,6 +63,14 @@ struct TraceEvent {
   // and Python module calls. 0, 0: the host is not modelled for it.
   double host_ops = 0;
   int64_t host_modules = 0;
+  // (1.6) `host=D,N,M`: what a recorder saw the host do since the previous
+  // compute event, this one's own op included (Note [Host work per kernel],
+  // python/gpusim_torch/recorder.py): D aten ops dispatched outside
+  // autograd's engine, N autograd nodes the engine ran, M Python module
+  // calls. Priced by host.dispatch, host.node and host.python_module
+  // (HostIssueTime) in place of host.op. host_recorded false: not recorded.
+  bool host_recorded = false;
+  int32_t host_dispatches = 0, host_nodes = 0, host_module_calls = 0;
   // The call stack that made this event (mostly allocs), innermost frame
   // first, as indices into Trace::frames. Empty = not recorded.
   std::vector<int32_t> stack;

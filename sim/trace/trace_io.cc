@@ -36,13 +36,13 @@ namespace {
 enum class Key {
   kBuffer, kSize, kRole, kName, kKind, kStream, kPhase, kDtype, kFlops,
   kRead, kWrite, kGroup, kM, kN, kK, kBatch, kRecompute, kAfter, kUses,
-  kDurNs, kStack, kOp, kDims, kNodes,
+  kDurNs, kStack, kOp, kDims, kNodes, kHost,
 };
-constexpr std::array<std::string_view, 24> kKeyNames = {
+constexpr std::array<std::string_view, 25> kKeyNames = {
     "buffer", "size",  "role",  "name", "kind",      "stream", "phase",
     "dtype",  "flops", "read",  "write", "group",    "m",      "n",
     "k",      "batch", "recompute", "after", "uses", "dur_ns", "stack",
-    "op",     "dims", "nodes"};
+    "op",     "dims", "nodes", "host"};
 
 constexpr std::array<std::string_view, 13> kLineWords = {
     "alloc", "free", "compute", "copy", "collective", "marker",
@@ -61,6 +61,12 @@ constexpr int kNodesMinor = 4;
 // The minor version that introduced `warmup` lines (the allocations and
 // frees before the recorded window).
 constexpr int kWarmupMinor = 5;
+// The minor version that introduced the `host=` key (Note [Host work per
+// kernel], python/gpusim_torch/recorder.py).
+constexpr int kHostMinor = 6;
+// host=D,N,M counts at most this each (a step's host work between two
+// kernels; bounds the host time one event can be charged).
+constexpr int64_t kMaxHostCount = 1000000;
 
 constexpr std::array<EventType, 6> kEventTypes = {
     EventType::kAlloc, EventType::kFree,       EventType::kCompute,
@@ -436,6 +442,22 @@ absl::Status Parser::ParseField(Key key, std::string_view v, TraceEvent& e) {
       if (!ParseInt64(v, &i) || i < 1) return Expected("a positive node count", v);
       e.group_nodes = i;
       return absl::OkStatus();
+    case Key::kHost: {
+      RETURN_IF_ERROR(NeedsMinor(kHostMinor, "key 'host'"));
+      if (e.type != EventType::kCompute) return Err("key 'host' is for compute events only");
+      std::vector<int64_t> c;
+      const std::string what = Cat("three counts D,N,M (dispatches, autograd nodes, module calls), each 0 to ",
+                                   kMaxHostCount);
+      RETURN_IF_ERROR(ParseList(v, what, &c));
+      if (c.size() != 3 || c[0] > kMaxHostCount || c[1] > kMaxHostCount || c[2] > kMaxHostCount) {
+        return Expected(what, v);
+      }
+      e.host_recorded = true;
+      e.host_dispatches = static_cast<int32_t>(c[0]);
+      e.host_nodes = static_cast<int32_t>(c[1]);
+      e.host_module_calls = static_cast<int32_t>(c[2]);
+      return absl::OkStatus();
+    }
   }
   return Err("internal: unhandled key");
 }
@@ -631,6 +653,9 @@ std::string FieldText(Key key, const TraceEvent& e) {
     case Key::kOp: return e.op.empty() ? "" : EscapeTraceName(e.op);
     case Key::kDims: return Join(e.dims, ",");
     case Key::kNodes: return num(e.group_nodes, d.group_nodes);
+    case Key::kHost:
+      if (!e.host_recorded) return "";
+      return Cat(e.host_dispatches, ",", e.host_nodes, ",", e.host_module_calls);
   }
   return "";
 }
@@ -690,6 +715,11 @@ absl::Status CheckWritable(const Trace& trace) {
     for (int64_t u : e.uses) bad_list |= u < 0;
     for (int64_t d : e.dims) bad_list |= d < 0;
     if (bad_list) bad = "negative value in after=, uses= or dims=";
+    if (e.host_recorded &&
+        (e.type != EventType::kCompute || e.host_dispatches < 0 || e.host_nodes < 0 || e.host_module_calls < 0 ||
+         e.host_dispatches > kMaxHostCount || e.host_nodes > kMaxHostCount || e.host_module_calls > kMaxHostCount)) {
+      bad = "host= counts on an event that is not a compute, or outside 0 to 1,000,000";
+    }
     for (int32_t f : e.stack) {
       if (f < 0 || static_cast<size_t>(f) >= trace.frames.size()) {
         bad = "stack= names a frame index outside Trace::frames";
@@ -767,16 +797,19 @@ absl::Status WriteTrace(const Trace& trace, std::ostream& out) {
   // lines or op facts, 1.3 only with a broadcast or the meta world_size of a
   // distributed step, 1.4 only with a `nodes=` key, so that traces without them stay readable by older
   // readers byte for byte as before.
-  // 1.5 only with `warmup` lines.
+  // 1.5 only with `warmup` lines, 1.6 only with a `host=` key.
   bool op_facts = !trace.meta.empty();
-  bool collectives = FindMeta(trace, "world_size") != nullptr, nodes = false;
+  bool collectives = FindMeta(trace, "world_size") != nullptr, nodes = false, host = false;
   for (const TraceEvent& e : trace.events) {
+    host |= e.host_recorded;
     op_facts |= !e.op.empty() || !e.dims.empty();
     collectives |= e.kind == OpKind::kBroadcast;
     nodes |= e.group_nodes != 0;
   }
   std::string buf = Cat("gpusim-trace ", kTraceFormatMajor);
-  if (!trace.warmup.empty()) {
+  if (host) {
+    Append(buf, ".", kHostMinor);
+  } else if (!trace.warmup.empty()) {
     Append(buf, ".", kWarmupMinor);
   } else if (nodes) {
     Append(buf, ".", kNodesMinor);

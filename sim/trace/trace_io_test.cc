@@ -44,6 +44,10 @@ void ExpectEqualEvent(const TraceEvent& a, const TraceEvent& b, size_t i) {
   EXPECT_EQ(a.stack, b.stack);
   EXPECT_EQ(a.op, b.op);
   EXPECT_EQ(a.dims, b.dims);
+  EXPECT_EQ(a.host_recorded, b.host_recorded);
+  EXPECT_EQ(a.host_dispatches, b.host_dispatches);
+  EXPECT_EQ(a.host_nodes, b.host_nodes);
+  EXPECT_EQ(a.host_module_calls, b.host_module_calls);
 }
 
 void ExpectEqualTrace(const Trace& a, const Trace& b) {
@@ -289,6 +293,42 @@ TEST(TraceIo, WritesOpFactsOnlyWhenUsedAsVersion12) {
   EXPECT_EQ(back->events.back().group_nodes, 8);
 }
 
+TEST(TraceIo, HostWorkRoundTripsAsVersion16) {
+  // Note [Host work per kernel]: host=D,N,M on a compute event, 1.6 only
+  // when some event has it; 0,0,0 is written (recorded, nothing to charge).
+  Trace t;
+  TraceEvent c;
+  c.type = EventType::kCompute;
+  c.name = "mm";
+  c.kind = OpKind::kMatmul;
+  t.events.push_back(c);
+  EXPECT_EQ(Write(t).substr(0, 15), "gpusim-trace 1\n");
+  c.host_recorded = true;
+  c.host_dispatches = 3;
+  c.host_nodes = 0;
+  c.host_module_calls = 2;
+  t.events.push_back(c);
+  c.host_dispatches = 0;
+  c.host_module_calls = 0;
+  t.events.push_back(c);
+  const std::string text = Write(t);
+  EXPECT_EQ(text.substr(0, 17), "gpusim-trace 1.6\n");
+  EXPECT_NE(text.find(" host=3,0,2"), std::string::npos) << text;
+  EXPECT_NE(text.find(" host=0,0,0"), std::string::npos) << text;
+  absl::StatusOr<Trace> back = Read(text);
+  ASSERT_TRUE(back.ok()) << back.status();
+  ExpectEqualTrace(*back, t);
+  EXPECT_FALSE(back->events[0].host_recorded);
+  EXPECT_TRUE(back->events[1].host_recorded);
+  EXPECT_EQ(back->events[1].host_dispatches, 3);
+  EXPECT_EQ(back->events[1].host_module_calls, 2);
+  EXPECT_TRUE(back->events[2].host_recorded);
+  // Counts the reader would refuse are not written.
+  t.events[1].host_nodes = -1;
+  std::ostringstream out;
+  EXPECT_FALSE(WriteTrace(t, out).ok());
+}
+
 TEST(TraceIo, WarmupHistoryRoundTripsAsVersion15) {
   // Note [Warm-up history]: written before the first event, read back as is.
   Trace t;
@@ -407,7 +447,7 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       {h + "compute a =3\n", "t.trace:2: compute: unknown key ''"},
       {"gpusim-trace 1.9\ncompute a flop=3\n",
        "t.trace:2: compute: unknown key 'flop' (did you mean 'flops'?) (the file "
-       "is version 1.9; this reader knows 1.5)"},
+       "is version 1.9; this reader knows 1.6)"},
       {h + "compute a flops=1 flops=2\n", "t.trace:2: compute: duplicate key 'flops'"},
       {h + "compute a flops=-1\n",
        "t.trace:2: compute: expected a non-negative number of flops, got '-1'"},
@@ -461,6 +501,20 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
        "t.trace:2: collective: key 'nodes' needs format version 1.4 (the header says 1.3)"},
       {"gpusim-trace 1.4\ncollective b kind=all_reduce group=2 nodes=0\n",
        "t.trace:2: collective: expected a positive node count, got '0'"},
+      // Version 1.6: the host work a recorder saw (Note [Host work per kernel]).
+      {"gpusim-trace 1.5\ncompute mm host=1,0,0\n",
+       "t.trace:2: compute: key 'host' needs format version 1.6 (the header says 1.5)"},
+      {"gpusim-trace 1.6\ncompute mm host=1,0\n",
+       "t.trace:2: compute: expected three counts D,N,M (dispatches, autograd nodes, module calls), each 0 to "
+       "1000000, got '1,0'"},
+      {"gpusim-trace 1.6\ncompute mm host=1,0,1000001\n",
+       "t.trace:2: compute: expected three counts D,N,M (dispatches, autograd nodes, module calls), each 0 to "
+       "1000000, got '1,0,1000001'"},
+      {"gpusim-trace 1.6\ncompute mm host=1,-1,0\n",
+       "t.trace:2: compute: expected three counts D,N,M (dispatches, autograd nodes, module calls), each 0 to "
+       "1000000, got '1,-1,0'"},
+      {"gpusim-trace 1.6\ncopy c kind=device_to_host host=1,0,0\n",
+       "t.trace:2: copy: key 'host' is for compute events only"},
       // Version 1.5: the warm-up history.
       {"gpusim-trace 1.4\nwarmup alloc 1 512\n",
        "t.trace:2: warmup: a 'warmup' line needs format version 1.5 (the header says 1.4)"},

@@ -479,8 +479,20 @@ class WriterTest(unittest.TestCase):
         self.assertEqual(outs[0], outs[1])
         text = outs[0].decode()
         # 1.5: the warm-up history (setup's and the first step's allocations
-        # and frees) before the first event (Note [The warm-up history]).
-        self.assertTrue(text.startswith("gpusim-trace 1.5\n"))
+        # and frees) before the first event (Note [The warm-up history]);
+        # 1.6: the host work before each compute (Note [Host work per kernel]).
+        self.assertTrue(text.startswith("gpusim-trace 1.6\n"))
+        hosts = [(keyed(ln.split()).get("phase", "forward"), [int(x) for x in keyed(ln.split())["host"].split(",")])
+                 for ln in text.splitlines() if ln.startswith("compute ")]
+        self.assertTrue(hosts and all(len(h) == 3 for _, h in hosts), hosts)
+        # One module call (the Linear) in the step, charged before its addmm;
+        # the forward's ops are dispatched from Python, the backward's run in
+        # autograd's nodes (SumBackward0, AddmmBackward0, ..., AccumulateGrad x2).
+        self.assertEqual(sum(h[2] for _, h in hosts), 1)
+        self.assertEqual(hosts[0][1][2], 1)
+        self.assertEqual(sum(h[1] for p, h in hosts if p == "forward"), 0)
+        self.assertGreaterEqual(sum(h[0] for p, h in hosts if p == "forward"), 2)
+        self.assertGreaterEqual(sum(h[1] for p, h in hosts if p == "backward"), 3)
         kinds = [ln.split()[0] for ln in text.splitlines() if ln and not ln.startswith("#")]
         self.assertIn("warmup", kinds)
         self.assertLess(max(i for i, k in enumerate(kinds) if k == "warmup"), kinds.index("marker"))
@@ -597,7 +609,7 @@ class DistributedTest(unittest.TestCase):
 
     def check_ddp(self, out, buckets):
         text = open(out).read()
-        self.assertTrue(text.startswith("gpusim-trace 1.5\n"))
+        self.assertTrue(text.startswith("gpusim-trace 1.6\n"))
         self.assertIn("\nstream 1 collective\n", text)
         colls = [c for c in trace_lines(out, "collective") if keyed(c)["kind"] == "all_reduce"]
         self.assertEqual(len(colls), buckets, colls)

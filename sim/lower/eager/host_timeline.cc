@@ -153,7 +153,8 @@ int64_t ChargeRecordedHostTimeline(Trace* trace) {
   int64_t n = 0;
   for (TraceEvent& e : trace->events) {
     if (!IsTimed(e.type)) continue;
-    e.host_ops = 1;
+    // Note [Recorded host costs]: the recorded host work, else one host.op.
+    e.host_ops = e.host_recorded ? 0 : 1;
     e.host_modules = 0;
     ++n;
   }

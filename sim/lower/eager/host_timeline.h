@@ -52,6 +52,37 @@
 // is produced by its weight's gradient op), the per-dtype grouping of
 // _group_tensors_by_device_and_dtype (one group), and the tensor count of a
 // distributed optimizer's shard (one update op of the shard's elements).
+//
+// Note [Recorded host costs]
+// A PyTorch step recorded by gpusim_torch (trace format 1.6) carries on
+// each compute event the host work since the previous one (host=D,N,M,
+// Note [Host work per kernel] in python/gpusim_torch/recorder.py), priced
+// in place of host.op (HostIssueTime, sim/device/timing.h):
+//   host.dispatch (14.4 us): an aten op dispatched from Python outside
+//     autograd's engine (forward, loss, optimizer, zero_grad; views and CPU
+//     scalars included): the Python binding (torch/csrc/autograd/generated/
+//     python_variable_methods.cpp), the dispatcher's autograd kernel that
+//     records the graph (VariableType), the op's CPU-side setup and, for a
+//     kernel, cudaLaunchKernel;
+//   host.node (24.2 us): a node autograd's engine runs (torch/csrc/autograd/
+//     engine.cpp evaluate_function: the node's apply, its input buffers, its
+//     ops' dispatch and launches);
+//   host.python_module (51.5 us): an nn.Module call with the Python of its
+//     forward (module.py _call_impl; the model's own Python between ops).
+// Values: the ten test-size steps of validation/h200_2026-12-04 (host-bound:
+// each step is 5-15x its kernels), split by phase with their Kineto traces:
+// the main thread's forward span (before the first backward op) against D
+// and M of the forward, the autograd thread's span against N, both scaled by
+// the case's profiler inflation (the profiled step's CPU span over the
+// unprofiled median step, 1.3-2.0x). Least squares, leave-one-out: forward
+// median 22% (D, M), backward 13% (N); the whole host step with the three
+// costs, in the fit: median 8%, at most 43% (bert_test);
+// docs/validation_step_time.md. The host is the H200 machine's (a VM); a
+// device file's host: block or `gpusim calibrate` replaces them.
+// Not modelled: the optimizer's per-parameter Python loops apart from the
+// ops they dispatch, torch.compile'd regions (charged host.op per kernel:
+// their wrapper launches from Python), GIL contention, the first step's
+// lazy initialisations (the recording is of a warm step).
 #ifndef GPUSIM_SIM_LOWER_EAGER_HOST_TIMELINE_H_
 #define GPUSIM_SIM_LOWER_EAGER_HOST_TIMELINE_H_
 
