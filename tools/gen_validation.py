@@ -817,9 +817,11 @@ def step_time_blocks(gpusim, ctx):
         r = cmp[tag]
         tr, tp = total(r["recorded"]), total(r["predicted"])
         ms, ps = r["measured_step_s"], r["predicted_step_s"]
-        claim(ms > 2 * tr / 1e6 and ps < ms, "the test-size steps are bound by the host and predicted short")
+        claim(ms > 2 * tr / 1e6, "the test-size steps are bound by the host")
         held_lines.append("| %s | %.0f | %.0f | %s | %.1f ms | %.1f ms | %s |" % (
             tag, tr, tp, err0(tr, tp), ms * 1e3, ps * 1e3, err0(ms, ps)))
+
+    host_block = host_fit_block(ctx, held, cmp)
 
     # The GEMM reference and its copy rows' fixed cost.
     g = kc.gemm_rows(os.path.join(ROOT, GEMM_REFERENCE), gpusim, device)
@@ -874,11 +876,69 @@ def step_time_blocks(gpusim, ctx):
              "128, causal. Needs a per-backend model (exp throughput, causal tiles, dropout).", indent="- "),
         para("**Convolution**: cuDNN's `nchwToNhwc` / `nhwcToNchw` layout transforms (%.1f ms of resnet50's" % (
             layout / 1e3), "%.1f ms conv class) and algorithm choice are not modelled." % (conv / 1e3), indent="- "),
-        para("**Host costs** (issue item 2): host-bound steps (every test-size case; bert_gpu's %.0f ms between" % (
-            gaps * 1e3), "its kernels) are predicted too short.", indent="- "),
+        para("**Host costs** (issue item 2): the optimizer's per-parameter Python loops, module hooks and",
+             "the GIL are not modelled apart from what the three fitted costs absorb (bert_gpu has %.0f ms"
+             % (gaps * 1e3), "between its kernels).", indent="- "),
     ])
     return {"step-time-rates": rates_block(fitted, ctx), "step-time-cases": "\n".join(cases), "step-time-held-out": "\n".join(held_lines),
-            "step-time-gemm": "\n".join(gl), "step-time-gemm-notes": gemm_notes, "step-time-left": left_undone}
+            "step-time-gemm": "\n".join(gl), "step-time-gemm-notes": gemm_notes, "step-time-left": left_undone,
+            "step-time-host": host_block}
+
+
+SPEC_PARSE = "sim/config/spec_parse.cc"
+
+
+def host_fit_block(ctx, held, cmp):
+    """Note [Recorded host costs] (sim/lower/eager/host_timeline.h): the
+    host.dispatch / host.python_module / host.node fit over the test-size
+    cases (Note [Host phase spans], kineto_classes.py), its leave-one-out
+    errors, the values spec_parse.cc uses, and each case's step."""
+    import kineto_classes as kc
+    zoo = {c["tag"]: c for c in load(ZOO)["cases"]}
+    rows = []
+    for tag in held:
+        fwd, bwd, infl = kc.host_phase_spans(os.path.join(ROOT, KINETO_DIR, tag + ".pt.trace.json.gz"),
+                                             zoo[tag]["median_step_s"])
+        w = kc.recorded_host_work(os.path.join(ctx["traces"], tag + ".trace"))
+        claim("forward" in w and "backward" in w, "the recorded test-size traces carry host= counts")
+        rows.append((tag, w["forward"][0], w["forward"][2], w["backward"][1], fwd, bwd, infl))
+    fit = kc.host_fit(rows)
+    with open(os.path.join(ROOT, SPEC_PARSE)) as f:
+        spec = f.read()
+    used = {}
+    for key, name in (("dispatch", "host_dispatch_cost"), ("module", "host_python_module_cost"), ("node", "host_node_cost")):
+        m = re.search(r"d\.%s = SimTime\((\d+)\);" % name, spec)
+        claim(m is not None, "spec_parse.cc sets d.%s" % name)
+        used[key] = int(m.group(1)) / 1e3
+        claim(abs(used[key] - fit[key]) < 0.06, "spec_parse.cc's %s (%.1f us) is the fit's %.2f us" % (
+            name, used[key], fit[key]))
+    lines = ["| case | forward D / M | backward N | profiler inflation | forward µs: host span / fitted (LOO) "
+             "| backward µs: host span / fitted (LOO) | step measured | step predicted | error |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    errs = []
+    for r, (lf, lb) in zip(rows, fit["loo"]):
+        tag = r[0]
+        ms, ps = cmp[tag]["measured_step_s"], cmp[tag]["predicted_step_s"]
+        errs.append(ps / ms - 1)
+        lines.append("| %s | %d / %d | %d | %.2f | %.0f / %.0f (%s) | %.0f / %.0f (%s) | %.1f ms | %.1f ms | %s |" % (
+            tag, r[1], r[2], r[3], r[6], r[4], fit["dispatch"] * r[1] + fit["module"] * r[2], pct(lf, 0, "-"),
+            r[5], fit["node"] * r[3], pct(lb, 0, "-"), ms * 1e3, ps * 1e3, pct(errs[-1], 0, "-")))
+    a = sorted(abs(e) for e in errs)
+    lf = sorted(abs(x[0]) for x in fit["loo"])
+    lb = sorted(abs(x[1]) for x in fit["loo"])
+    lines += ["", "Fitted: host.dispatch %.2f µs, host.python_module %.2f µs, host.node %.2f µs (used: %.1f, %.1f, %.1f)."
+              % (fit["dispatch"], fit["module"], fit["node"], used["dispatch"], used["module"], used["node"]),
+              "Leave-one-out |error|: forward median %.0f%%, max %.0f%%; backward median %.0f%%, max %.0f%%." % (
+                  100 * median(lf), 100 * lf[-1], 100 * median(lb), 100 * lb[-1]),
+              "Step (gpusim replay, in the fit): median |error| %.0f%%, max %.0f%% over %d cases." % (
+                  100 * median(a), 100 * a[-1], len(a))]
+    return "\n".join(lines)
+
+
+def median(v):
+    v = sorted(v)
+    n = len(v)
+    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
 # ---------------------------------------------------------------- driver

@@ -244,6 +244,83 @@ def measured_rates(kineto, trace=None):
     return out
 
 
+# Note [Host phase spans]: the host side of a warm Kineto step, for the fit
+# of Note [Recorded host costs] (sim/lower/eager/host_timeline.h). The main
+# thread is the one whose first CPU op comes first; every other thread with
+# CPU ops is autograd's engine. Forward: from the main thread's first op to
+# the first op of the engine; backward: the engine's first op to its last.
+# The profiler slows the host (a record per op): both spans are divided by
+# the case's inflation, the profiled step's CPU span (first op to last)
+# over the unprofiled median step.
+def host_phase_spans(path, median_s):
+    """(forward µs, backward µs, inflation) of the Kineto trace at `path`."""
+    with gzip.open(path, "rt") as f:
+        ev = json.load(f)["traceEvents"]
+    cpu = [e for e in ev if e.get("cat") == "cpu_op" and "dur" in e]
+    first = {}
+    for e in cpu:
+        first[e["tid"]] = min(first.get(e["tid"], e["ts"]), e["ts"])
+    main = min(first, key=lambda t: first[t])
+    engine = [e for e in cpu if e["tid"] != main]
+    if not engine:
+        raise SystemExit("kineto_classes: %s has no autograd engine thread" % path)
+    t0 = first[main]
+    t1 = max(e["ts"] + e["dur"] for e in cpu)
+    b0 = min(e["ts"] for e in engine)
+    b1 = max(e["ts"] + e["dur"] for e in engine)
+    inflation = (t1 - t0) / (median_s * 1e6)
+    return (b0 - t0) / inflation, (b1 - b0) / inflation, inflation
+
+
+def recorded_host_work(trace):
+    """{phase: [D, N, M]}: the host= counts of a recorded trace's compute
+    events (Note [Host work per kernel], python/gpusim_torch/recorder.py)."""
+    out = {}
+    with open(trace) as f:
+        for line in f:
+            if not line.startswith("compute "):
+                continue
+            h = re.search(r" host=(\d+),(\d+),(\d+)", line)
+            if not h:
+                continue
+            p = re.search(r" phase=(\w+)", line)
+            c = out.setdefault(p.group(1) if p else "forward", [0, 0, 0])
+            for i in range(3):
+                c[i] += int(h.group(i + 1))
+    return out
+
+
+def least_squares(xs, ys):
+    """Coefficients c minimising sum (x . c - y)^2, no intercept (normal
+    equations; one or two columns)."""
+    k = len(xs[0])
+    a = [[sum(x[i] * x[j] for x in xs) for j in range(k)] for i in range(k)]
+    b = [sum(x[i] * y for x, y in zip(xs, ys)) for i in range(k)]
+    if k == 1:
+        return [b[0] / a[0][0]]
+    det = a[0][0] * a[1][1] - a[0][1] * a[1][0]
+    return [(b[0] * a[1][1] - b[1] * a[0][1]) / det, (a[0][0] * b[1] - a[1][0] * b[0]) / det]
+
+
+def host_fit(rows):
+    """rows: (case, forward D, forward M, backward N, forward µs, backward µs).
+    The per-dispatch, per-module-call and per-node costs (µs) and each case's
+    leave-one-out error (forward, backward)."""
+    fx = [[r[1], r[2]] for r in rows]
+    fy = [r[4] for r in rows]
+    bx = [[r[3]] for r in rows]
+    by = [r[5] for r in rows]
+    dispatch, module = least_squares(fx, fy)
+    node = least_squares(bx, by)[0]
+    loo = []
+    for i in range(len(rows)):
+        keep = [j for j in range(len(rows)) if j != i]
+        d, m = least_squares([fx[j] for j in keep], [fy[j] for j in keep])
+        n = least_squares([bx[j] for j in keep], [by[j] for j in keep])[0]
+        loo.append(((d * fx[i][0] + m * fx[i][1]) / fy[i] - 1, n * bx[i][0] / by[i] - 1))
+    return {"dispatch": dispatch, "module": module, "node": node, "loo": loo}
+
+
 def step_time(rep):
     return rep.get("step", {}).get("step_time_s")
 
