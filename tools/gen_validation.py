@@ -687,9 +687,11 @@ def zoo_blocks(gpusim, ctx):
     claim(all(c.endswith("_ckpt") and c.startswith(("vit", "convnext")) for c in beyond),
           "the cases still off in peak reserved are the checkpointed convolution/patch-embedding models")
     step = {r["case"]: rel(r["measured_step_s"], r["predicted_step_s"]) for r in ok}
-    gpu = [e for c, e in step.items() if "_gpu" in c]
-    test = [e for c, e in step.items() if "_test" in c]
-    claim(max(gpu + test) < 0, "every step is predicted short")
+    # The host costs (Note [Recorded host costs]) are fitted on the
+    # test-size cases without checkpointing; every other case is held out.
+    fit = [e for c, e in step.items() if c.endswith("_test")]
+    held = [e for c, e in step.items() if not c.endswith("_test")]
+    claim(len(fit) >= 5 and len(held) >= 5, "both the host fit's cases and the held-out ones were measured")
     mv = zoo["versions"]
     rv = versions(ctx["python"], ["torch", "transformers"])
     differ = rv["torch"].split("+")[0] != mv["torch"].split("+")[0] or rv["transformers"] != mv["transformers"]
@@ -703,12 +705,15 @@ def zoo_blocks(gpusim, ctx):
         "within 0.1%% and %d within 2%%; beyond 2%%: %s." % (
             sum(abs(e) <= 0.02 for e in res.values()),
             ", ".join("%s (%s)" % (c, pct(res[c], 1, "-")) for c in beyond) or "none"))
-    steps = para("Step time (median of six timed steps without the profiler) is the subject of issue 29 and",
-                 "[validation_step_time.md](validation_step_time.md): the shapes people train are %.0f%% to %.0f%%"
-                 % (-100 * max(gpu), -100 * min(gpu)),
-                 "short, the `test` sizes %.0f%% to %.0f%% short (their steps are bound by the host, whose costs are"
-                 % (-100 * max(test), -100 * min(test)),
-                 "not yet measured).")
+
+    def spread(v):
+        a = sorted(abs(x) for x in v)
+        return "median |error| %.0f%%, %s to %s" % (100 * median(a), pct(min(v), 0, "-"), pct(max(v), 0, "-"))
+    steps = para("Step time (median of six timed steps without the profiler; issue 29,",
+                 "[validation_step_time.md](validation_step_time.md)): the host costs of a recorded step are fitted on",
+                 "the %d `test`-size cases without checkpointing (%s); the %d other cases (the shapes people train,"
+                 % (len(fit), spread(fit), len(held)),
+                 "and every checkpointed case) are held out: %s." % spread(held))
     return {"zoo-versions": vers, "zoo-table": check_zoo.render_table(rows), "zoo-summary": summary, "zoo-step": steps}
 
 
