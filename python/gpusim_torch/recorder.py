@@ -212,9 +212,14 @@ class Recorder(TorchDispatchMode):
         """Note [Host work per kernel]: an op the engine runs counts its node
         once (the node's ops follow one another); any other op is one
         dispatch from Python (the binding, the dispatcher, autograd's graph
-        recording)."""
+        recording), and so is an op of a module's forward the engine re-runs
+        (the module's pre-hook pushed module_stack)."""
         node = _current_node() if _current_node is not None else None
-        if node is None:
+        if node is None or self.module_stack:
+            # Outside the engine, or inside it re-running a module's Python
+            # forward (activation checkpointing's recompute, called from a
+            # node's saved-tensor unpack, torch/utils/checkpoint.py): each
+            # op is dispatched from Python.
             self.host_work[0] += 1
             self.last_node = None
         elif node is not self.last_node:
