@@ -509,6 +509,38 @@ class WriterTest(unittest.TestCase):
         self.assertTrue(text.rstrip().split("\n")[-1].startswith("end "))
 
 
+class HostWorkTest(unittest.TestCase):
+    """Note [Host work per kernel]: under activation checkpointing the
+    backward re-runs the module's Python forward; its ops are dispatches
+    from Python, not one autograd node."""
+
+    def test_checkpoint_recompute_counts_dispatches(self):
+        import torch.utils.checkpoint as cp
+
+        class Block(nn.Module):
+            def __init__(self, device):
+                super().__init__()
+                self.lin = nn.Linear(32, 32, device=device)
+
+            def forward(self, x):
+                return cp.checkpoint(self.lin, x, use_reentrant=False)
+
+        def setup(device):
+            return dict(model=Block(device), batch=torch.empty(4, 32, device=device), optimizer=None,
+                        loss_fn=lambda m, b: m(b).sum())
+        with tempfile.TemporaryDirectory() as d:
+            p = os.path.join(d, "t.gpusim")
+            gpusim_torch.record_step(setup, p, steps=2, mode="meta")
+            text = open(p).read()
+        hosts = [(keyed(ln.split()).get("phase", "forward"), [int(x) for x in keyed(ln.split())["host"].split(",")])
+                 for ln in text.splitlines() if ln.startswith("compute ")]
+        # Block and its Linear in the forward, the Linear again in the recompute.
+        self.assertEqual(sum(h[2] for _, h in hosts), 3, hosts)
+        self.assertEqual(sum(h[2] for p, h in hosts if p == "backward"), 1, hosts)
+        # The recompute's t + addmm are dispatched from Python inside the backward.
+        self.assertGreaterEqual(sum(h[0] for p, h in hosts if p == "backward"), 2, hosts)
+
+
 class ApiTest(unittest.TestCase):
     def test_record_block(self):
         lin = nn.Linear(64, 64).to("meta")
