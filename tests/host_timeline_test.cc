@@ -71,16 +71,18 @@ TEST(EagerHostTimelineTest, ASmallEagerModelIsBoundByTheHost) {
 
 TEST(EagerHostTimelineTest, StepTimeFollowsTheHostCostsWhenHostBound) {
   const StepReport base = Simulated(Tiny({}));
-  const StepReport slow = Simulated(Tiny({"device.host.op=12us"}));
+  const StepReport slow = Simulated(Tiny({"device.host.op=120us"}));  // 4x the default
   EXPECT_GT(slow.sim.step_time.seconds(), 1.5 * base.sim.step_time.seconds());
 }
 
-// The 22B layer on A100 takes milliseconds per matmul: the host is hidden.
+// The 22B layer on A100 takes milliseconds per matmul: the host (about a
+// seventh of the GPU's busy time at Note [Host cost per kernel]'s costs) is
+// hidden.
 TEST(EagerHostTimelineTest, ALargeModelIsBoundByTheGpu) {
   const StepReport r = Simulated({});
-  EXPECT_LT(static_cast<double>(r.sim.host_busy.ns()), 0.1 * static_cast<double>(r.sim.compute_busy.ns()));
+  EXPECT_LT(static_cast<double>(r.sim.host_busy.ns()), 0.25 * static_cast<double>(r.sim.compute_busy.ns()));
   // Only the first kernels wait, for the first launches.
-  EXPECT_LT(static_cast<double>(r.sim.host_wait.ns()), 1e-4 * static_cast<double>(r.sim.step_time.ns()));
+  EXPECT_LT(static_cast<double>(r.sim.host_wait.ns()), 1e-3 * static_cast<double>(r.sim.step_time.ns()));
   EXPECT_GT(r.host.launches, 0);
 }
 

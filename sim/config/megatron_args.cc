@@ -176,6 +176,8 @@ const std::vector<ArgRule>& Rules() {
       {"use-dist-ckpt", ArgKind::kNoEffect, "checkpointing"},
       {"auto-detect-ckpt-format", ArgKind::kNoEffect, "checkpointing"},
       {"dist-ckpt-strictness", ArgKind::kNoEffect, "checkpointing"},
+      {"dist-ckpt-optim-fully-reshardable", ArgKind::kNoEffect, "checkpointing"},
+      {"use-persistent-ckpt-worker", ArgKind::kNoEffect, "checkpointing"},
       {"ckpt-fully-parallel-save", ArgKind::kNoEffect, "checkpointing"},
       {"ckpt-fully-parallel-load", ArgKind::kNoEffect, "checkpointing"},
       {"ckpt-assume-constant-structure", ArgKind::kNoEffect, "checkpointing"},

@@ -273,8 +273,9 @@ def host_phase_spans(path, median_s):
 
 
 def recorded_host_work(trace):
-    """{phase: [D, N, M]}: the host= counts of a recorded trace's compute
-    events (Note [Host work per kernel], python/gpusim_torch/recorder.py)."""
+    """{phase: [D, N, M, K]}: the host= counts of a recorded trace's compute
+    events (Note [Host work per kernel], python/gpusim_torch/recorder.py)
+    and K, the compute events that carry them."""
     out = {}
     with open(trace) as f:
         for line in f:
@@ -284,9 +285,10 @@ def recorded_host_work(trace):
             if not h:
                 continue
             p = re.search(r" phase=(\w+)", line)
-            c = out.setdefault(p.group(1) if p else "forward", [0, 0, 0])
+            c = out.setdefault(p.group(1) if p else "forward", [0, 0, 0, 0])
             for i in range(3):
                 c[i] += int(h.group(i + 1))
+            c[3] += 1
     return out
 
 
