@@ -214,7 +214,13 @@ class Recorder(TorchDispatchMode):
         dispatch from Python (the binding, the dispatcher, autograd's graph
         recording), and so is an op of a module's forward the engine re-runs
         (the module's pre-hook pushed module_stack)."""
-        node = _current_node() if _current_node is not None else None
+        if _current_node is None:
+            # torch 1.13 has no _current_autograd_node: a backward op (the
+            # step's backward phase, outside a re-run forward) stands for
+            # its node.
+            self.host_work[1 if self.phase == "backward" and not self.module_stack else 0] += 1
+            return
+        node = _current_node()
         if node is None or self.module_stack:
             # Outside the engine, or inside it re-running a module's Python
             # forward (activation checkpointing's recompute, called from a
