@@ -729,7 +729,7 @@ RATE_ROWS = [  # (label, measured_rates key(s), unit scale, tiled.h pattern of t
 MIN_RATE_US = 300.0  # a case counts for a rate when the op's kernels run this long
 
 
-def rates_block(fitted, ctx):
+def rates_block(fitted, ctx, gpusim, device):
     import kineto_classes as kc
     with open(os.path.join(ROOT, TILED_H)) as f:
         tiled = f.read()
@@ -773,7 +773,29 @@ def rates_block(fitted, ctx):
                  "%s / align2: %s | | %.1f / %.1f | align1 set from the reference, the traces' kernels held out: %s; "
                  "align2: one case |" % (a1, ", ".join(traces1) or "none", ", ".join(traces2) or "none", u1 / 1e12,
                                          u2 / 1e12, ", ".join(held1) or "none"))
+    lines.append(attention_row(fitted, ctx, gpusim, device))
     return "\n".join(lines)
+
+
+def attention_row(fitted, ctx, gpusim, device):
+    """efficiency.attention (Note [Attention efficiency fit], kineto_classes.py)."""
+    import kineto_classes as kc
+    cases = []
+    for t in fitted:
+        r = kc.attention_share(gpusim, os.path.join(ctx["traces"], t + ".trace"), device,
+                               os.path.join(ROOT, KINETO_DIR, t + ".pt.trace.json.gz"))
+        if r:
+            cases.append((t.replace("_gpu", ""), r[0]))
+    claim(len(cases) > 1, "more than one case runs fused attention")
+    mean = sum(v for _, v in cases) / len(cases)
+    with open(os.path.join(ROOT, "configs", "devices", device + ".yaml")) as f:
+        used = float(re.search(r"(?m)^  attention: ([0-9.]+)", f.read()).group(1))
+    loo = []
+    for i, (c, v) in enumerate(cases):
+        others = [w for j, (_, w) in enumerate(cases) if j != i]
+        loo.append("%s %s" % (c, pct(v / (sum(others) / len(others)) - 1, 0, "-")))
+    return "| efficiency.attention (share of the ideal; attention.h) | %s | %.3f | %.3f | %s |" % (
+        ", ".join("%s %.3f" % (c, v) for c, v in cases), mean, used, ", ".join(loo))
 
 
 def step_time_blocks(gpusim, ctx):
@@ -877,7 +899,7 @@ def step_time_blocks(gpusim, ctx):
         para("**Host costs** (issue item 2): host-bound steps (every test-size case; bert_gpu's %.0f ms between" % (
             gaps * 1e3), "its kernels) are predicted too short.", indent="- "),
     ])
-    return {"step-time-rates": rates_block(fitted, ctx), "step-time-cases": "\n".join(cases), "step-time-held-out": "\n".join(held_lines),
+    return {"step-time-rates": rates_block(fitted, ctx, gpusim, device), "step-time-cases": "\n".join(cases), "step-time-held-out": "\n".join(held_lines),
             "step-time-gemm": "\n".join(gl), "step-time-gemm-notes": gemm_notes, "step-time-left": left_undone}
 
 

@@ -244,6 +244,37 @@ def measured_rates(kineto, trace=None):
     return out
 
 
+# Note [Attention efficiency fit]: efficiency.attention is the share of the
+# ideal (sim/device/impl/attention.h, Note [Fused attention time]) a fused
+# attention kernel reaches. Per case: the ideal main-kernel time (forward and
+# backward kernels, helpers excluded) over the recorded time of those
+# kernels. The ideal is read off gpusim itself: the attention class predicted
+# at efficiency 1/2 less the class at efficiency 1 is the main kernels at
+# efficiency 1 (helpers and launches cancel).
+ATTENTION_MAIN = r"sdpa_sm90_flash_[fb]prop|flash_fwd_kernel|flash_bwd_dq_dk_dv|fmha_cutlass|AttentionKernel|AttentionBackwardKernel"
+
+
+def attention_share(gpusim, trace, device, kineto):
+    """(share, recorded main-kernel µs): Note [Attention efficiency fit];
+    None when the case has no fused attention."""
+    path = os.path.join(ROOT, "configs", "devices", device + ".yaml")
+    with open(path) as f:
+        text = f.read()
+    if not re.search(r"(?m)^  attention: [0-9.]+", text):
+        raise SystemExit("kineto_classes: %s has no efficiency.attention line" % path)
+    us = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for eff in ("1.0", "0.5"):
+            dev = os.path.join(tmp, "eff%s.yaml" % eff)
+            with open(dev, "w") as f:
+                f.write(re.sub(r"(?m)^  attention: [0-9.]+", "  attention: " + eff, text))
+            us.append(predicted_sums(run_replay(gpusim, trace, dev))["attention"]["us"])
+    recorded = kineto_kernel_us(kineto, ATTENTION_MAIN)
+    if not recorded or us[1] <= us[0]:
+        return None
+    return (us[1] - us[0]) / recorded, recorded
+
+
 def step_time(rep):
     return rep.get("step", {}).get("step_time_s")
 
