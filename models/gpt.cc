@@ -40,7 +40,9 @@ GptBuilder::GptBuilder(const RunSpec& s, const RematPlan& plan)
     cp_ = g_.context;
     dp_ = g_.data;
     for (MegatronGroup k : {MegatronGroup::kTensor, MegatronGroup::kContext, MegatronGroup::kDataContext,
-                            MegatronGroup::kModel, MegatronGroup::kWorld, MegatronGroup::kEmbedding}) {
+                            MegatronGroup::kModel, MegatronGroup::kWorld, MegatronGroup::kEmbedding,
+                            MegatronGroup::kExpert, MegatronGroup::kExpertTensor,
+                            MegatronGroup::kExpertTensorExpert}) {
       group_nodes_[k] = MegatronGroupNodes(g_, t_, k, g_.stage);
     }
     S_ = Sfull_ / cp_;

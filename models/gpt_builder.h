@@ -37,6 +37,15 @@
 namespace gpusim {
 namespace gpt_internal {
 
+// An MoE layer's token counts per rank (Note [MoE routing cases],
+// gpt_moe.cc): sent by the all-to-all dispatcher, received over EP, and
+// through the experts (x ETP).
+struct MoeTokens {
+  int64_t sent = 0, received = 0, expert = 0;
+};
+// Whether a parameter's full name ("layerN.w_exp_fc1") is an expert's.
+bool IsExpertParam(const std::string& name);
+
 // One device's training step for a RunSpec of the gpt family or a Megatron
 // launch line's rank (RunSpec::megatron). A builder is used once; `plan`
 // must outlive it.
@@ -98,6 +107,8 @@ class GptBuilder {
   // --- decoder layer (gpt_layer.cc) -------------------------------------------
 
   LayerGraph MakeLayerGraph() const;
+  // The dense MLP's values after ln2 (the last one "fc2").
+  void AddDenseMlp(std::vector<LayerValue>* out) const;
   // REQUIRES: `name` is a value of graph_.
   const LayerValue& NodeOf(const std::string& name) const;
   // Megatron's full recompute (Note [Saved set], sim/remat/apply.h): the
@@ -123,14 +134,52 @@ class GptBuilder {
   void DeclareMegatronParams();
   // A weight gradient into its main_grad (Note [Megatron main_grad]).
   void WeightGrad(const std::string& param, std::vector<TensorId> reads, OpKind kind, double flops, int64_t m,
-                  int64_t n, int64_t k);
+                  int64_t n, int64_t k, DType dtype = DType::kBF16);
   void BuildBuckets();
   void EmitReduce(Bucket& bk);
   // `unit`'s gradients are all written; launches the buckets that are ready.
   void UnitDone(const std::string& unit);
   void ReduceGradients(bool /*at_end*/);
   void MegatronOptimizer();
+  // This rank's elements of the distributed optimizer's state (Note
+  // [Megatron expert optimizer shards]).
+  int64_t OptimizerShardElements();
   void EmitParamGathers();
+
+  // --- fp8 training under a launch line (gpt_fp8.cc, Note [Megatron fp8]) ----
+
+  bool Fp8() const { return mg_ && !g_.fp8_format.empty(); }
+  // A GEMM of a TE linear layer (a matmul reading a weight) that runs in fp8.
+  bool Fp8Gemm(const LayerValue& v) const { return Fp8() && v.kind == OpKind::kMatmul && !v.param().empty(); }
+  // The dtype a layer parameter is held in (fp8 for GEMM weights under
+  // --fp8-param-gather).
+  DType ParamDType(const std::string& name) const;
+  // The fp8 casts of each GEMM's input inserted into the layer's graph.
+  void Fp8Graph(LayerGraph* graph) const;
+  // This rank's fp8 weight caches, transposes and scaling state.
+  void DeclareFp8State();
+  // The weight casts of layer l, at its first forward of the step.
+  void CastFp8Weights(int l);
+  // The tensor a GEMM reads for weight `w` of layer l: the fp8 copy (or its
+  // transpose, for dgrad) under fp8, else the parameter.
+  TensorId GemmWeight(int l, const std::string& w, bool transposed);
+  // Sets an emitted op's fp8 facts: GEMM dtype, current scaling's amax pass.
+  void Fp8Op(Op& op, const LayerValue& v) const;
+  // dY of an fp8 GEMM cast to fp8: {rowwise for dgrad, transpose for wgrad}.
+  std::pair<TensorId, TensorId> CastGradFp8(const std::string& pre, const LayerValue& n, TensorId dout);
+  // --- mixture of experts (gpt_moe.cc) ---------------------------------------
+
+  // The MoE MLP's values after ln2 (Note [Megatron MoE layer]).
+  void AddMoeValues(std::vector<LayerValue>* out) const;
+  void AddExperts(std::vector<LayerValue>* out, const std::string& in, int64_t n_tok) const;
+  void AddSharedExperts(std::vector<LayerValue>* out, const std::string& routed) const;
+  // Tokens of the routing case g_.moe.routing (Note [MoE routing cases]).
+  MoeTokens MoeTokenCounts() const;
+  // A collective layer value's group: size and kind.
+  std::pair<int64_t, MegatronGroup> GroupOf(const LayerValue& v) const;
+  // An MoE layer's MLP parameters (router, experts, shared experts).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> MoeParamShapes() const;
+  bool Moe() const { return mg_ && g_.moe.experts > 0; }
 
   // --- plain family's parameters and optimizer (gpt_optimizer.cc) ------------
 
@@ -171,6 +220,10 @@ class GptBuilder {
   std::set<std::string> done_;
   std::vector<OpId> reduce_ops_;
   std::map<int64_t, OpId> param_gather_;
+  // fp8 (gpt_fp8.cc): each GEMM weight's fp8 copy and transpose; layers whose
+  // weights this step has cast.
+  std::map<std::string, std::pair<TensorId, TensorId>> fp8_weights_;
+  std::set<int> fp8_cast_;
 };
 
 }  // namespace gpt_internal

@@ -17,25 +17,22 @@ namespace gpt_internal {
 
 LayerGraph GptBuilder::MakeLayerGraph() const {
   const double s = static_cast<double>(S_), b = static_cast<double>(B_), h = static_cast<double>(H_);
-  const double a = static_cast<double>(A_), f = static_cast<double>(F_), t = static_cast<double>(t_);
+  const double a = static_cast<double>(A_), t = static_cast<double>(t_);
   // Grouped-query attention (Ainslie et al. 2023, arXiv 2305.13245;
   // Megatron-LM --group-query-attention --num-query-groups K,
   // megatron/core/transformer/attention.py SelfAttention.linear_qkv of
   // width (A + 2K)·Dh, each TP rank holding A/t query heads and K/t
   // groups): the fused QKV GEMM is (A + 2K)·Dh wide; scores and context
   // run over the A/t query heads of a rank. K = A is multi-head attention.
-  const int64_t At = A_ / t_, Ft = F_ / t_;
+  const int64_t At = A_ / t_;
   const int64_t Wqkv = (A_ + 2 * K_) * Dh_, Wc = A_ * Dh_;
   const double wqkv = static_cast<double>(Wqkv), wc = static_cast<double>(Wc), dh = static_cast<double>(Dh_);
   // Megatron launch lines: SwiGLU (fc1 twice as wide, gate x up), hidden
   // dropout off when --hidden-dropout 0. Flash attention: the launch line's
   // --attention-backend, or a gpt config's model.attention (the same TE
   // flash kernels, Note [Megatron flash attention]).
-  const bool swiglu = mg_ && g_.swiglu;
   const bool flash = mg_ ? g_.attention == "flash" : m_.attention == "flash";
   const bool masks = !mg_ || g_.hidden_dropout > 0;
-  const int64_t F1t = (swiglu ? 2 : 1) * Ft;
-  const double f1 = (swiglu ? 2 : 1) * f;
   LayerGraph graph;
   graph.n_layers = L_;
   graph.checkpoint_unit = CheckpointUnit::kLayerGroups;
@@ -119,6 +116,32 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
   }
   add({"ln2", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "W:ln2"}, 8 * s * b * h / (sp_ ? t : 1), "",
        false, false, {"x_mid"}});
+  if (Moe()) {
+    AddMoeValues(&n);
+  } else {
+    AddDenseMlp(&n);
+  }
+  if (masks) {
+    add({"drop2_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"fc2"}, s * b * h / (sp_ ? t : 1), "",
+         false, false, {}});
+    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2", "drop2_mask"},
+         3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop2_mask"}});
+  } else {
+    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2"}, s * b * h / (sp_ ? t : 1), "",
+         false, false, {}});
+  }
+  if (Fp8()) Fp8Graph(&graph);
+  return graph;
+}
+
+// The dense MLP after ln2: fc1, GeLU or SwiGLU, fc2 and its TP reduction.
+void GptBuilder::AddDenseMlp(std::vector<LayerValue>* out) const {
+  const double s = static_cast<double>(S_), b = static_cast<double>(B_), h = static_cast<double>(H_);
+  const double f = static_cast<double>(F_), t = static_cast<double>(t_);
+  const bool swiglu = mg_ && g_.swiglu;
+  const int64_t Ft = F_ / t_, F1t = (swiglu ? 2 : 1) * Ft;
+  const double f1 = (swiglu ? 2 : 1) * f;
+  auto add = [&](LayerValue x) { out->push_back(std::move(x)); };
   std::string fc1_in = "ln2";
   if (sp_) {
     add({"ln2_full", {S_, B_, H_}, cdt_, OpKind::kAllGather, {"ln2"}, 0, "", false, false, {}});
@@ -138,16 +161,6 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
   add(fc2);
   add({"fc2", {Ssp(), B_, H_}, cdt_, sp_ ? OpKind::kReduceScatter : OpKind::kAllReduce, {"fc2_partial"}, 0, "",
        false, false, {}});
-  if (masks) {
-    add({"drop2_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"fc2"}, s * b * h / (sp_ ? t : 1), "",
-         false, false, {}});
-    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2", "drop2_mask"},
-         3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop2_mask"}});
-  } else {
-    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2"}, s * b * h / (sp_ ? t : 1), "",
-         false, false, {}});
-  }
-  return graph;
 }
 
 const LayerValue& GptBuilder::NodeOf(const std::string& name) const {
@@ -161,6 +174,7 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
                                                     bool recompute, const std::set<std::string>& only) {
   b_.set_recompute(recompute);
   const std::string pre = absl::StrCat(mbp_, "layer", l, recompute ? ".remat." : ".");
+  if (Fp8() && !recompute) CastFp8Weights(l);
   for (const LayerValue& n : graph_.values) {
     if (!only.empty() && !only.count(n.name)) continue;
     if (known.count(n.name)) continue;
@@ -168,7 +182,10 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
     // which writes the kernel's own output again (read by nothing).
     const LayerValue& k = recompute && !n.kernel_of.empty() ? NodeOf(n.kernel_of) : n;
     std::vector<TensorId> ins;
-    for (const std::string& i : k.inputs) ins.push_back(IsParamInput(i) ? Param(l, ParamOfInput(i)) : known.at(i));
+    for (const std::string& i : k.inputs) {
+      ins.push_back(IsParamInput(i) ? (Fp8Gemm(k) ? GemmWeight(l, ParamOfInput(i), false) : Param(l, ParamOfInput(i)))
+                                    : known.at(i));
+    }
     TensorId out = b_.AddTensor(pre + n.name, n.shape, n.dtype, Role::kActivation,
                                 absl::StrCat(recompute ? "recomputed " : "", "layer ", l, " ", n.name));
     std::vector<TensorId> outs = {out};
@@ -180,9 +197,11 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
     op.dtype = cdt_;
     // The one layer value with its own group is the CP ring (kv_ring).
     if (IsCollective(k.kind)) {
-      SetGroup(op, k.group > 0 ? k.group : t_, k.group > 0 ? MegatronGroup::kContext : MegatronGroup::kTensor);
+      const auto [size, kind] = GroupOf(k);
+      SetGroup(op, size, kind);
     }
     op.m = k.m; op.n = k.n; op.k = k.k; op.batch = k.batch;
+    if (Fp8()) Fp8Op(op, k);
     if (k.comm_scale != 1) {
       op.bytes_written = Bytes(static_cast<int64_t>(static_cast<double>(op.bytes_written.value()) * k.comm_scale));
     }
@@ -284,22 +303,32 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
       TensorId d = b_.AddTensor(pre + in, src.shape, cdt_, Role::kTemporary, "gradient of " + in);
       Op& op = b_.AddOp(pre + n.name + ".conjugate",
                         n.kind == OpKind::kAllGather ? OpKind::kReduceScatter : OpKind::kAllGather, {dout}, {d}, 0);
-      SetGroup(op, n.group > 0 ? n.group : t_, n.group > 0 ? MegatronGroup::kContext : MegatronGroup::kTensor);
+      const auto [size, kind] = GroupOf(n);
+      SetGroup(op, size, kind);
       AddGrad(g, in, d);
       continue;
     }
+    if (n.kind == OpKind::kConvert && Fp8()) {  // an fp8 cast: its gradient passes through (gpt_fp8.cc)
+      AddGrad(g, n.inputs[0], dout);
+      continue;
+    }
     if (!weight.empty() && n.kind == OpKind::kMatmul) {
-      // dW = Xᵀ dY (needs X, with SP re-gathered), dX = dY Wᵀ.
+      // dW = Xᵀ dY (needs X, with SP re-gathered), dX = dY Wᵀ; under fp8 both
+      // GEMMs read dY cast to fp8 (Note [Megatron fp8]).
       TensorId xin = v.at(n.needs[0]);
-      if (sp_ && (n.name == "qkv" || n.name == "fc1")) {
-        TensorId full = b_.AddTensor(pre + n.name + ".input_regathered", {S_, B_, H_}, cdt_, Role::kTemporary,
+      const bool f8 = Fp8Gemm(n);
+      const auto [dy_row, dy_t] = f8 ? CastGradFp8(pre, n, dout) : std::make_pair(dout, dout);
+      if (sp_ && (n.name == "qkv" || n.name == "fc1" || n.name == "sh_fc1")) {
+        TensorId full = b_.AddTensor(pre + n.name + ".input_regathered", {S_, B_, H_}, b_.tensor(xin).dtype,
+                                     Role::kTemporary,
                                      "SP: the saved sharded input all-gathered again for dW");
         Op& ag = b_.AddOp(pre + n.name + ".regather", OpKind::kAllGather, {xin}, {full}, 0);
         SetGroup(ag, t_, MegatronGroup::kTensor);
         xin = full;
       }
       if (mg_) {
-        WeightGrad(absl::StrCat("layer", l, ".", weight), {xin, dout}, OpKind::kMatmul, n.flops, n.k, n.n, n.m);
+        WeightGrad(absl::StrCat("layer", l, ".", weight), {xin, dy_t}, OpKind::kMatmul, n.flops, n.k, n.n, n.m,
+                   f8 ? DType::kF8 : DType::kBF16);
       } else {
         TensorId dw = b_.AddTensor(pre + weight, b_.tensor(Param(l, weight)).shape, cdt_, Role::kGradient,
                                    absl::StrCat("gradient of layer ", l, " ", weight));
@@ -310,8 +339,10 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
       const std::string in = n.inputs[0];
       std::vector<int64_t> in_shape = in == "x" ? std::vector<int64_t>{Ssp(), B_, H_} : NodeOf(in).shape;
       TensorId dx = b_.AddTensor(pre + in, in_shape, cdt_, Role::kTemporary, "gradient of " + in);
-      Op& x = b_.AddOp(pre + n.name + ".dx", OpKind::kMatmul, {dout, Param(l, weight)}, {dx}, n.flops);
+      Op& x = b_.AddOp(pre + n.name + ".dx", OpKind::kMatmul, {dy_row, f8 ? GemmWeight(l, weight, true) : Param(l, weight)},
+                       {dx}, n.flops);
       x.m = n.m; x.n = n.k; x.k = n.n;
+      if (f8) x.dtype = DType::kF8;
       if (!sp_ && (n.name == "qkv" || n.name == "fc1") && t_ > 1) {
         // f's backward: all-reduce the input gradient across the TP group.
         TensorId r = b_.AddTensor(pre + in + ".reduced", in_shape, cdt_, Role::kTemporary, "all-reduced gradient");
@@ -337,7 +368,9 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
     }
     // Other ops: one backward op per input that carries a gradient.
     for (const std::string& in : n.inputs) {
-      if (in == "attn_mask" || in == "drop1_mask" || in == "drop2_mask") continue;  // masks have no gradient
+      if (in == "attn_mask" || in == "drop1_mask" || in == "drop2_mask" || in == "routing_map") {
+        continue;  // masks (and the MoE routing map) have no gradient
+      }
       if (IsParamInput(in)) continue;  // the weight's gradient, below
       std::vector<int64_t> in_shape = in == "x" ? std::vector<int64_t>{Ssp(), B_, H_} : NodeOf(in).shape;
       TensorId d = b_.AddTensor(pre + in + "." + n.name, in_shape, cdt_, Role::kTemporary, "gradient of " + in);

@@ -39,7 +39,7 @@ void GptBuilder::DeclareMegatronParams() {
   const bool master = m_.weight_dtype != DType::kF32;
   auto param = [&](const std::string& name, std::vector<int64_t> shape, int layer) {
     const std::string full = layer >= 0 ? absl::StrCat("layer", layer, ".", name) : name;
-    params_[full] = b_.AddArgument("params." + full, shape, m_.weight_dtype, Role::kParameter, true,
+    params_[full] = b_.AddArgument("params." + full, shape, ParamDType(name), Role::kParameter, true,
                                    "parameter " + full);
     main_grad_[full] = b_.AddArgument("main_grad." + full, shape, g_.grad_dtype, Role::kGradient, false,
                                       "main_grad of " + full + " (DDP grad buffer)");
@@ -71,6 +71,10 @@ void GptBuilder::DeclareMegatronParams() {
       param("w_proj", {A_ * Dh_ / t_, H_}, l);
       if (g_.bias_linear) param("b_proj", {H_}, l);
       param("ln2", {norm_rows, H_}, l);
+      if (Moe()) {  // Note [Megatron MoE layer], gpt_moe.cc
+        for (const auto& [name, shape] : MoeParamShapes()) param(name, shape, l);
+        continue;
+      }
       param("w_fc1", {H_, F1 / t_}, l);
       if (g_.bias_linear) param("b_fc1", {F1 / t_}, l);
       param("w_fc2", {F_ / t_, H_}, l);
@@ -86,19 +90,32 @@ void GptBuilder::DeclareMegatronParams() {
     if (!m_.tied_embeddings || g_.pipeline > 1) param("output", {V_ / t_, H_}, -1);
   }
   if (g_.distributed_optimizer) {
-    int64_t elems = 0;
-    for (const auto& [name, p] : params_) elems += b_.tensor(p).elements();
-    const int64_t d = dp_ * cp_;
-    const int64_t shard = (elems + d - 1) / d;
+    const int64_t shard = OptimizerShardElements();
     for (const char* st : {"master", "exp_avg", "exp_avg_sq"}) {
       if (std::string(st) == "master" && !master) continue;
       shard_states_.push_back(b_.AddArgument(absl::StrCat("opt.", st, ".shard"), {shard}, DType::kF32,
                                              Role::kOptimizerState, true,
-                                             absl::StrCat("distributed optimizer: this rank's 1/", d, " of ", st)));
+                                             absl::StrCat("distributed optimizer: this rank's 1/", dp_ * cp_, " of ",
+                                                          st, Moe() ? absl::StrCat(" (experts' 1/", g_.moe.edp,
+                                                                                   ")") : "")));
     }
   }
+  if (Fp8()) DeclareFp8State();
   tokens_ = b_.AddArgument("batch.tokens", {B_, Sfull_ / cp_}, DType::kI64, Role::kInputBatch, false, "token ids");
   BuildBuckets();
+}
+
+// Note [Megatron expert optimizer shards]: the distributed optimizer
+// shards the dense parameters over the data-parallel x context-parallel
+// group and the expert parameters over the expert data-parallel group,
+// TP x CP x DP / (EP x ETP) ranks (megatron/core/optimizer/__init__.py
+// get_megatron_optimizer: a second optimizer over the expert parameters
+// with parallel_state.get_expert_data_parallel_group).
+int64_t GptBuilder::OptimizerShardElements() {
+  int64_t dense = 0, expert = 0;
+  for (const auto& [name, p] : params_) (IsExpertParam(name) ? expert : dense) += b_.tensor(p).elements();
+  const int64_t d = dp_ * cp_, e = std::max<int64_t>(g_.moe.edp, 1);
+  return (dense + d - 1) / d + (expert + e - 1) / e;
 }
 
 // Note [Megatron main_grad]: Megatron's DDP keeps one contiguous buffer
@@ -111,7 +128,7 @@ void GptBuilder::DeclareMegatronParams() {
 // Without it the compute-dtype weight gradient is allocated and added in
 // (the param hook of distributed_data_parallel.py _make_backward_post_hook).
 void GptBuilder::WeightGrad(const std::string& param, std::vector<TensorId> reads, OpKind kind, double flops,
-                            int64_t m, int64_t n, int64_t k) {
+                            int64_t m, int64_t n, int64_t k, DType dtype) {
   const TensorId mg = main_grad_.at(param);
   std::vector<TensorId> biases;
   for (const auto& [w, bias] : kBiasOf) {
@@ -128,12 +145,14 @@ void GptBuilder::WeightGrad(const std::string& param, std::vector<TensorId> read
     reads.insert(reads.end(), biases.begin(), biases.end());
     Op& op = b_.AddOp(name, kind, reads, {}, flops);
     op.m = m; op.n = n; op.k = k;
+    op.dtype = dtype;
     return;
   }
   TensorId dw = b_.AddTensor(name, b_.tensor(params_.at(param)).shape, cdt_, Role::kGradient,
                              "weight gradient before it is added into main_grad");
   Op& op = b_.AddOp(name, kind, reads, {dw}, flops);
   op.m = m; op.n = n; op.k = k;
+  op.dtype = dtype;
   std::vector<TensorId> acc = {dw, mg};
   acc.insert(acc.end(), biases.begin(), biases.end());
   b_.AddOp(name + ".accumulate", OpKind::kElementwise, acc, {}, static_cast<double>(b_.tensor(dw).elements()));
@@ -274,7 +293,7 @@ void GptBuilder::MegatronOptimizer() {
     elems += b_.tensor(params_.at(p)).elements();
     grads.push_back(main_grad_.at(p));
   }
-  const int64_t local = g_.distributed_optimizer ? (elems + d - 1) / d : elems;
+  const int64_t local = g_.distributed_optimizer ? OptimizerShardElements() : elems;
   TensorId norm = kNoTensor;
   if (s_.optimizer.clip_grad_norm) {
     TensorId sq = b_.AddTensor("grad_norm.local", {}, DType::kF32, Role::kTemporary,

@@ -5,7 +5,7 @@
 // world with a RankGenerator over the order "tp-cp-ep-dp-pp" (or
 // "tp-cp-ep-pp-dp" under --use-tp-pp-dp-mapping): the first dimension
 // varies fastest, rank = tp + T (cp + C (dp + D pp)) in the default order
-// (ep is 1: mixture of experts is refused). Each process group is the set
+// (ep is 1 in the dense order; the experts have an order of their own). Each process group is the set
 // of ranks that differ only in its dimensions (RankGenerator.get_ranks,
 // generate_masked_orthogonal_rank_groups): the tensor group "tp", the
 // context group "cp", the data-parallel group with context parallelism
@@ -34,7 +34,10 @@ struct MegatronCoords {
 // (RunSpec::parallelism.tensor).
 int64_t MegatronGlobalRank(const MegatronSpec& g, int64_t tensor, const MegatronCoords& c);
 
-enum class MegatronGroup { kTensor, kContext, kDataContext, kModel, kWorld, kEmbedding };
+// The expert groups (mixture of experts, Note [Megatron expert ranks] in
+// the .cc): EP, ETP, and ETP x EP (the allgather dispatcher's tp_ep group).
+enum class MegatronGroup {
+  kTensor, kContext, kDataContext, kModel, kWorld, kEmbedding, kExpert, kExpertTensor, kExpertTensorExpert };
 
 // The most nodes one `kind` group holding a rank of pipeline stage `stage`
 // spans (1 when every such group sits in one node).

@@ -28,6 +28,28 @@ TEST(CliMegatronTest, ExplainShowsThePeakRank) {
   EXPECT_NE(run.out.find("parameters per rank"), std::string::npos) << run.out;
 }
 
+// fp8 training on the command line (Note [Megatron fp8], models/gpt_fp8.cc):
+// it runs on an H100, the fp8 weight workspaces are listed among the
+// buffers, and an A100 (no flops.fp8) refuses it by name with exit 1.
+TEST(CliMegatronTest, Fp8HybridRunsAndA100RefusesIt) {
+  const std::string args =
+      " --world-size 2 --megatron-args \"pretrain_gpt.py --num-layers 2 --hidden-size 256 --num-attention-heads 4 "
+      "--seq-length 128 --micro-batch-size 1 --tokenizer-type NullTokenizer --vocab-size 1000 --bf16 "
+      "--fp8-format hybrid\"";
+  Result r = Gpusim("run --device h100-sxm-80gb" + args + " --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const std::string yaml = Write("cli_megatron_fp8.yaml",
+                                 "device: h100-sxm-80gb\nmegatron:\n  world_size: 2\n  args: \"--num-layers 2 "
+                                 "--hidden-size 256 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
+                                 "--tokenizer-type NullTokenizer --vocab-size 1000 --bf16 --fp8-format hybrid\"\n");
+  Result ex = Gpusim("explain " + yaml + " --top 200");
+  ASSERT_EQ(ex.code, 0) << ex.out;
+  EXPECT_NE(ex.out.find("fp8 copy of layer0.w_qkv"), std::string::npos) << ex.out;
+  Result a100 = Gpusim("run --device a100-sxm-80gb" + args);
+  EXPECT_EQ(a100.code, 1) << a100.out;
+  EXPECT_NE(a100.out.find("no fp8 tensor cores"), std::string::npos) << a100.out;
+}
+
 TEST(CliMegatronTest, DiffComparesPeakRanks) {
   Result same = Gpusim("diff " + Launch() + " --set device.host.op=20us");
   ASSERT_EQ(same.code, 0) << same.out;

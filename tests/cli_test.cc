@@ -82,7 +82,8 @@ TEST(CliTest, OutWritesResultAndTraceThatValidates) {
 TEST(CliTest, DevicesListsEveryDevice) {
   Result r = Gpusim("devices");
   ASSERT_EQ(r.code, 0) << r.out;
-  for (const char* d : {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb", "h100-pcie-80gb", "h200-sxm-141gb"}) {
+  for (const char* d : {"a100-sxm-40gb", "a100-sxm-80gb", "h100-sxm-80gb", "h100-pcie-80gb", "h200-sxm-141gb", "b200",
+                        "gb200", "mi300x"}) {
     EXPECT_NE(r.out.find(d), std::string::npos) << d;
   }
 }

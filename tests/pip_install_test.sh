@@ -84,7 +84,8 @@ else:
 print("installed at", os.path.dirname(gpusim.__file__), "version", gpusim.__version__, "-",
       len(a.points), "grid points")
 PY
-"$V/python" -m gpusim_torch --help | grep -q "record"
+help=$("$V/python" -m gpusim_torch --help)
+grep -q "record" <<<"$help"
 
 if [ -z "$TEST_PY" ]; then
   echo "skipped: to_pandas() and gpusim_torch record with pandas and torch (no test venv given)"

@@ -117,6 +117,36 @@ TEST(ReplayStreamTest, ColdTraceStreamsWithTheWholeTracesNumbers) {
   EXPECT_NE(RenderReplayText(*r).find("  read      streamed\n"), std::string::npos) << RenderReplayText(*r);
 }
 
+// Note [Reserved below allocated] (sim/import/kineto.cc): a Total Reserved
+// of 0 beside a positive Total Allocated is no caching allocator's: it is
+// read as not recorded, so it is not compared, and no warm start is
+// inferred from it (before, the cold start "missed" it and a warm start
+// was inferred from a reserved total smaller than the live blocks).
+TEST(ReplayStreamTest, ReservedBelowAllocatedIsNotRecorded) {
+  const std::string path = WriteTrace("reserved0", ColdEvents(), 0, 0);
+  ExpectSameAsWhole(path, Options(), "streamed");
+  auto r = ReplayFile(path, Options());
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_FALSE(r->warm_start.has_value() && r->warm_start->applied);
+  // Total Allocated stays above 0 to the end (the 20 MiB block whose free
+  // was not recorded): every event's reserved 0 is below it.
+  EXPECT_EQ(r->reserved_below_allocated, 9);
+  EXPECT_FALSE(r->reserved.has_value());
+  EXPECT_LE(r->stats.peak_reserved, Bytes(64 << 20));
+  const std::string text = RenderReplayText(*r);
+  EXPECT_NE(text.find("            9 events record a Total Reserved below their Total Allocated"),
+            std::string::npos)
+      << text;
+  EXPECT_NE(RenderReplayJson(*r).find("\"reserved_below_allocated_events\": 9"), std::string::npos);
+  // One event of 2 MiB reserved, above its allocated, is compared.
+  const std::string mixed = WriteTrace("reserved_mixed", {{1, 0x7f0000000000, 512}}, 0, 2 << 20);
+  auto m = ReplayFile(mixed, Options());
+  ASSERT_TRUE(m.ok()) << m.status();
+  EXPECT_EQ(m->reserved_below_allocated, 0);
+  ASSERT_TRUE(m->reserved.has_value());
+  EXPECT_EQ(m->reserved->compared, 1);
+}
+
 TEST(ReplayStreamTest, BytesLiveBeforeRecordingStream) {
   // Total Allocated says 3 MiB were live before the first event and never
   // freed: Trace::preexisting, known at the first event.

@@ -725,17 +725,19 @@ int CmdCalibrate(const std::string& file, const std::string& out, const std::str
 
 int CmdDevices() {
   std::vector<std::string> names = ListDeviceNames();
-  CliOut() << absl::StrFormat("%-16s %4s %18s %12s %10s %10s %10s %9s %9s\n", "device", "SMs", "usable memory",
-                               "HBM", "bf16", "tf32", "fp32", "NVLink", "PCIe");
+  CliOut() << absl::StrFormat("%-16s %4s %18s %12s %10s %10s %10s %10s %9s %9s\n", "device", "SMs", "usable memory",
+                               "HBM", "bf16", "fp8", "tf32", "fp32", "NVLink", "PCIe");
   for (const std::string& n : names) {
     auto d = LoadDeviceSpec(n, "");
     if (!d.ok()) return Fail(d.status());
-    CliOut() << absl::StrFormat("%-16s %4d %14.2f GiB %7.0f GB/s %5.0f TF/s %5.0f TF/s %5.1f TF/s %4.0f GB/s %4.0f GB/s\n",
-                                 d->name, d->sms, d->usable().GiB(), d->hbm_bandwidth / 1e9, d->peak_bf16 / 1e12,
-                                 d->peak_tf32 / 1e12, d->peak_fp32 / 1e12, d->nvlink_bandwidth / 1e9,
-                                 d->pcie_bandwidth / 1e9);
+    const std::string fp8 = d->peak_fp8 > 0 ? absl::StrFormat("%5.0f TF/s", d->peak_fp8 / 1e12) : "      none";
+    CliOut() << absl::StrFormat(
+        "%-16s %4d %14.2f GiB %7.0f GB/s %5.0f TF/s %s %5.0f TF/s %5.1f TF/s %4.0f GB/s %4.0f GB/s\n", d->name, d->sms,
+        d->usable().GiB(), d->hbm_bandwidth / 1e9, d->peak_bf16 / 1e12, fp8, d->peak_tf32 / 1e12, d->peak_fp32 / 1e12,
+        d->nvlink_bandwidth / 1e9, d->pcie_bandwidth / 1e9);
   }
-  CliOut() << "usable = CUDA total - context reserve; rates are dense peaks (datasheets), bandwidth per direction\n";
+  CliOut() << "usable = CUDA total - context reserve; rates are dense peaks (datasheets), bandwidth per direction;\n"
+              "fp8 none: no fp8 tensor cores (flops.fp8 absent), an fp8 matmul is refused\n";
   return 0;
 }
 

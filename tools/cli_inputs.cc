@@ -191,6 +191,7 @@ int CmdDevicesJson() {
         .Int("usable_bytes", d->usable().value())
         .Double("hbm_bandwidth_bytes_per_s", d->hbm_bandwidth)
         .Double("bf16_flops_per_s", d->peak_bf16)
+        .Double("fp8_flops_per_s", d->peak_fp8)  // 0: no fp8 tensor cores
         .Double("tf32_flops_per_s", d->peak_tf32)
         .Double("fp32_flops_per_s", d->peak_fp32)
         .Double("nvlink_bytes_per_s", d->nvlink_bandwidth)

@@ -367,6 +367,7 @@ class Device:
     usable_bytes: int
     hbm_bandwidth_bytes_per_s: float
     bf16_flops_per_s: float
+    fp8_flops_per_s: float  # 0: no fp8 tensor cores (flops.fp8 absent)
     tf32_flops_per_s: float
     fp32_flops_per_s: float
     nvlink_bytes_per_s: float

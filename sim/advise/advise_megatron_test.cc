@@ -108,9 +108,14 @@ TEST(AdviseMegatronTest, WhatAGridCannotVaryIsRefusedByName) {
   auto unknown = Advise(Grid(config, {"megatron.args.num-layer=2"}));
   ASSERT_FALSE(unknown.ok());
   EXPECT_NE(unknown.status().message().find("num-layer"), std::string::npos) << unknown.status();
-  auto refused = Advise(Grid(config, {"megatron.args.num-experts=8"}));
+  auto refused = Advise(Grid(config, {"megatron.args.fp4-format=e2m1"}));
   ASSERT_FALSE(refused.ok());
-  EXPECT_NE(refused.status().message().find("mixture of experts"), std::string::npos) << refused.status();
+  EXPECT_NE(refused.status().message().find("fp4 training is not modelled"), std::string::npos) << refused.status();
+  // A modelled argument whose value this launch line cannot take (MoE with
+  // TP > 1 needs --sequence-parallel): by name too.
+  auto moe = Advise(Grid(config, {"megatron.args.num-experts=8"}));
+  ASSERT_FALSE(moe.ok());
+  EXPECT_NE(moe.status().message().find("--num-experts: MoE with TP > 1"), std::string::npos) << moe.status();
   auto split = Advise(Grid(config, {"megatron.args.tensor-model-parallel-size=2,3"}));
   ASSERT_FALSE(split.ok());  // checked once per value, before any point: 3 does not divide the world
   EXPECT_NE(split.status().message().find("TP x PP x CP = 3 x 2 x 1"), std::string::npos) << split.status();

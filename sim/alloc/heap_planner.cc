@@ -175,27 +175,30 @@ class OverlapIndex {
     AppendStartingLater(info_[i], out);
   }
 
-  // Appends to `out` intervals with the same cover as ChunksOverlapping(i)'s
-  // chunks: the same union and the same zero-sized chunks outside it.
-  void CoverOverlapping(size_t i, std::vector<std::pair<int64_t, int64_t>>& out) const {
+  // The same cover as ChunksOverlapping(i)'s chunks (the same union and
+  // the same zero-sized chunks outside it) as lists: `covers` gets the
+  // covers of the segment tree nodes it reads (each sorted, disjoint,
+  // non-touching), `loose` the chunks of the partial blocks (in no order).
+  void CoverListsOverlapping(size_t i, std::vector<const Cover*>& covers,
+                             std::vector<std::pair<int64_t, int64_t>>& loose) const {
     const Info& in = info_[i];
     for (size_t x = in.first_time + leaves_; x >= 1; x /= 2) {  // (a)
-      out.insert(out.end(), cover_[x].begin(), cover_[x].end());
+      if (!cover_[x].empty()) covers.push_back(&cover_[x]);
     }
     // (b) the whole blocks of 64 positions by the O(log n) nodes of the
     // block tree that cover them exactly, the partial blocks at either end
     // chunk by chunk.
     const size_t first_whole = (in.later_begin + 63) / 64, last_whole = in.later_end / 64;
     if (first_whole >= last_whole) {
-      AppendChunks(in.later_begin, in.later_end, out);
+      AppendChunks(in.later_begin, in.later_end, loose);
       return;
     }
-    AppendChunks(in.later_begin, first_whole * 64, out);
+    AppendChunks(in.later_begin, first_whole * 64, loose);
     for (size_t l = first_whole + block_leaves_, r = last_whole + block_leaves_; l < r; l /= 2, r /= 2) {
-      if (l & 1) AppendCover(cover_[block_covers_ + l++], out);
-      if (r & 1) AppendCover(cover_[block_covers_ + --r], out);
+      if (l & 1) AddCover(cover_[block_covers_ + l++], covers);
+      if (r & 1) AddCover(cover_[block_covers_ + --r], covers);
     }
-    AppendChunks(last_whole * 64, in.later_end, out);
+    AppendChunks(last_whole * 64, in.later_end, loose);
   }
 
  private:
@@ -214,8 +217,8 @@ class OverlapIndex {
     c.erase(f + 1, g);
   }
 
-  static void AppendCover(const Cover& c, std::vector<std::pair<int64_t, int64_t>>& out) {
-    out.insert(out.end(), c.begin(), c.end());
+  static void AddCover(const Cover& c, std::vector<const Cover*>& covers) {
+    if (!c.empty()) covers.push_back(&c);
   }
 
   // The chunks of the placed buffers at positions [begin, end), which lie
@@ -283,21 +286,46 @@ int64_t SweepBestFit(std::vector<std::pair<int64_t, int64_t>>& busy, int64_t siz
 }
 
 // Note [Free-chunk subtraction]
-// The same choice without sorting, as XLA's FindChunkCandidate computes it:
-// start from one free chunk [0, inf), subtract every busy chunk in any
-// order, and drop free chunks that became shorter than the buffer (they can
-// only shrink). Left over are exactly the sweep's gaps that fit, plus the
-// top [max end, inf). The list stays short when the buffer is large
-// relative to the gaps, which is most of the time in decreasing-size order;
-// when it grows past kMaxFree the caller falls back to the sweep. Only for
-// size > 0: a zero-sized buffer also fits the sweep's zero-length gaps.
-constexpr size_t kMaxFree = 256;
+// The same choice without sorting, as XLA's FindChunkCandidate computes it
+// (openxla/xla 0e06ac82 xla/service/heap_simulator/heap_simulator.cc,
+// GlobalDecreasingSizeBestFitHeap): start from one free chunk [0, inf),
+// subtract every busy chunk in any order, and drop free chunks that became
+// shorter than the buffer (they can only shrink, so the order of the
+// subtractions changes nothing). Left over are exactly the sweep's gaps
+// that fit, plus the top [max end, inf). Only for size > 0: a zero-sized
+// buffer also fits the sweep's zero-length gaps.
+//
+// The tie-break rules, the same in the sweep, the subtraction and XLA:
+//   1. the free chunk of the smallest length that holds the buffer (the top
+//      [max end, inf) is never one of them);
+//   2. of equal lengths, the lowest offset;
+//   3. none: the top, at the highest end of the busy chunks (0 if none);
+//   4. a zero-sized busy chunk strictly inside a free chunk splits it in
+//      two; one at a free chunk's edge changes nothing.
+//
+// Note [Free windows]
+// The busy chunks come as lists (Note [Overlap index]): the covers of the
+// segment tree nodes the query reads, each sorted, disjoint and
+// non-touching, and a few loose chunks of partial blocks. A cover is
+// subtracted window by window: a binary search finds its first interval
+// that ends inside the window, and only the intervals that reach into a
+// window are read; those that fall where an earlier list left no window
+// that fits are skipped whole. So the loose chunks go first, then the
+// covers from the shortest to the longest: by the time the long covers of
+// an unrolled model (each layer's saved activations, live over most of the
+// step) are read, the windows are few and narrow. What the covers hold
+// between the windows costs nothing, which is what made the query linear
+// in the depth: it read every interval of every cover. The windows are not
+// capped: a cover costs one step per window at most, where the sweep that
+// used to take over past 256 windows sorted every chunk.
 constexpr int64_t kInf = INT64_MAX;
+using Interval = std::pair<int64_t, int64_t>;
 
-// Returns the offset, or -1 when the free list grew past kMaxFree.
-int64_t SubtractBestFit(const std::vector<std::pair<int64_t, int64_t>>& busy, int64_t size,
-                        std::vector<std::pair<int64_t, int64_t>>& free) {
-  free.assign(1, {0, kInf});  // sorted by offset, disjoint, each end - offset >= size
+// Subtracts `busy` (chunks in any order, overlapping or not) from `free`
+// (sorted by offset, disjoint, each end - offset >= size, the last one the
+// top). REQUIRES: `busy` is short (the loose chunks: an insert moves the
+// free chunks above it).
+void SubtractChunks(const std::vector<Interval>& busy, int64_t size, std::vector<Interval>& free) {
   for (const auto& [lo, hi] : busy) {
     // The first free chunk that ends after lo; a zero-sized busy chunk only
     // matters strictly inside a free chunk.
@@ -316,7 +344,7 @@ int64_t SubtractBestFit(const std::vector<std::pair<int64_t, int64_t>>& busy, in
     size_t g = f + 1;
     while (g < free.size() && free[g].first < hi) ++g;
     const int64_t left_start = free[f].first, right_end = free[g - 1].second;
-    std::pair<int64_t, int64_t> keep[2];
+    Interval keep[2];
     int nkeep = 0;
     if (lo > left_start && lo - left_start >= size) keep[nkeep++] = {left_start, lo};
     if (right_end > hi && (right_end == kInf || right_end - hi >= size)) keep[nkeep++] = {hi, right_end};
@@ -328,8 +356,43 @@ int64_t SubtractBestFit(const std::vector<std::pair<int64_t, int64_t>>& busy, in
     } else {  // one chunk split in two
       free[f] = keep[0];
       free.insert(free.begin() + static_cast<std::ptrdiff_t>(f) + 1, keep[1]);
-      if (free.size() > kMaxFree) return -1;
     }
+  }
+}
+
+// `free` less the cover `c` (sorted, disjoint, non-touching) into `next`,
+// window by window (Note [Free windows]).
+void SubtractCover(const std::vector<Interval>& c, int64_t size, const std::vector<Interval>& free,
+                   std::vector<Interval>& next) {
+  next.clear();
+  auto it = c.begin();
+  for (const auto& [a, b] : free) {
+    const int64_t window_start = a;  // clang 14: no capture of a structured binding
+    it = std::partition_point(it, c.end(), [window_start](const Interval& v) { return v.second <= window_start; });
+    int64_t cursor = a;
+    // Ends increase along a cover; an interval reaching past b may reach
+    // into the next window too, so it is not stepped over.
+    for (; it != c.end() && it->first < b; ++it) {
+      if (it->first - cursor >= size) next.push_back({cursor, it->first});
+      cursor = it->second;
+      if (cursor >= b) break;
+    }
+    if (cursor < b && (b == kInf || b - cursor >= size)) next.push_back({cursor, b});
+  }
+}
+
+// The offset by rules 1-3 of Note [Free-chunk subtraction] for a buffer of
+// `size` > 0 among the busy `covers` and `loose` chunks. Reorders `covers`.
+int64_t BestFitInLists(std::vector<const std::vector<Interval>*>& covers, const std::vector<Interval>& loose,
+                       int64_t size, std::vector<Interval>& free, std::vector<Interval>& next) {
+  free.assign(1, {0, kInf});
+  SubtractChunks(loose, size, free);
+  // Shortest first; equal lengths in any order (the result does not depend
+  // on the order, only the work).
+  std::sort(covers.begin(), covers.end(), [](const auto* x, const auto* y) { return x->size() < y->size(); });
+  for (const std::vector<Interval>* c : covers) {
+    SubtractCover(*c, size, free, next);
+    free.swap(next);
   }
   int64_t best = -1, best_len = kInf;
   for (const auto& [a, b] : free) {
@@ -346,8 +409,9 @@ struct PackStorage {
   OverlapIndex::Storage index;
   std::vector<OrderKey> keys;
   std::vector<size_t> order;
-  std::vector<std::pair<int64_t, int64_t>> busy;  // [offset, offset+size) overlapping in time
-  std::vector<std::pair<int64_t, int64_t>> free;
+  std::vector<Interval> busy;  // [offset, offset+size) overlapping in time
+  std::vector<const OverlapIndex::Cover*> covers;
+  std::vector<Interval> loose, free, next;
 };
 PackStorage& ThreadPackStorage() {
   thread_local PackStorage storage;
@@ -362,20 +426,22 @@ std::optional<HeapPlan> PackBestFitBelow(const std::vector<HeapBuffer>& buffers,
   HeapPlan plan;
   plan.algorithm = order == HeapOrder::kSpatial ? "spatial" : "temporal";
   plan.offsets.assign(buffers.size(), Bytes(0));
-  std::vector<std::pair<int64_t, int64_t>>& busy = storage.busy;
-  std::vector<std::pair<int64_t, int64_t>>& free = storage.free;
+  std::vector<Interval>& busy = storage.busy;
   PlacementOrder(buffers, order, storage.keys, storage.order);
   for (size_t i : storage.order) {
     const HeapBuffer& b = buffers[i];
-    busy.clear();
     const int64_t size = b.size.value();
+    int64_t off = 0;
     if (size > 0) {
-      index.CoverOverlapping(i, busy);
+      storage.covers.clear();
+      storage.loose.clear();
+      index.CoverListsOverlapping(i, storage.covers, storage.loose);
+      off = BestFitInLists(storage.covers, storage.loose, size, storage.free, storage.next);
     } else {
+      busy.clear();
       index.ChunksOverlapping(i, busy);  // zero-length gaps count too
+      off = SweepBestFit(busy, size);
     }
-    int64_t off = size > 0 ? SubtractBestFit(busy, size, free) : -1;
-    if (off < 0) off = SweepBestFit(busy, size);
     plan.offsets[i] = Bytes(off);
     plan.heap_size = Max(plan.heap_size, Bytes(off) + b.size);
     if (plan.heap_size >= give_up_at) return std::nullopt;

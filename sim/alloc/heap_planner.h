@@ -43,11 +43,12 @@ struct HeapPlan {
 
 // Global decreasing-size (or -lifetime) best fit: each buffer, in order,
 // takes the smallest free gap over its lifetime that fits, else the top.
-// Cost O(n log n) plus, per buffer, about the number of disjoint address
-// ranges that the placed buffers overlapping it in time cover, a few times
-// over (Note [Overlap index], Note [Free-chunk subtraction] in the .cc).
-// That number grows with the depth of an unrolled model (its saved
-// activations), so packing one is still O(n * layers).
+// Cost O(n log n) plus, per buffer, the intervals of the busy covers that
+// reach into the free windows still open when they are read, and a step per
+// window and cover (Note [Overlap index], Note [Free windows] in the .cc).
+// Not O(n log n) in the worst case: a buffer among many fitting gaps reads
+// them all; on an unrolled Llama it grows about 2.5-3x per doubling of the
+// depth (docs/benchmarks.md).
 HeapPlan PackBestFit(const std::vector<HeapBuffer>& buffers, HeapOrder order);
 // Both orders; keeps the smaller heap (ties: spatial).
 HeapPlan PackBestOf(const std::vector<HeapBuffer>& buffers);

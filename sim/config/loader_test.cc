@@ -438,9 +438,47 @@ TEST(ConfigSpecTest, PeakFlopsByDType) {
   d.peak_fp32 = 67e12;
   EXPECT_EQ(d.PeakFlops(DType::kBF16), 989e12);
   EXPECT_EQ(d.PeakFlops(DType::kF16), 900e12);
-  EXPECT_EQ(d.PeakFlops(DType::kF8), 2 * 989e12);
+  EXPECT_EQ(d.PeakFlops(DType::kF8), 0);  // no flops.fp8: no fp8 tensor cores
+  d.peak_fp8 = 1979e12;
+  EXPECT_EQ(d.PeakFlops(DType::kF8), 1979e12);
   EXPECT_EQ(d.PeakFlops(DType::kF32), 67e12);
   EXPECT_EQ(d.PeakFlops(DType::kI32), 67e12);
+}
+
+// Every bundled device file loads; flops.fp8 is the file's where it writes one,
+// twice bf16 by default on 8.9/9.0 only (Note [fp8 peak]), absent on A100.
+TEST(ConfigSpecTest, EveryBundledDeviceLoadsWithItsFp8Rate) {
+  const std::vector<std::string> names = ListDeviceNames();
+  for (const char* want : {"a100-sxm-40gb", "a100-sxm-80gb", "b200", "gb200", "h100-pcie-80gb", "h100-sxm-80gb",
+                           "h200-sxm-141gb", "mi300x"}) {
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  }
+  for (const std::string& name : names) {
+    absl::StatusOr<DeviceSpec> d = LoadDeviceSpec(name);
+    ASSERT_TRUE(d.ok()) << name << ": " << d.status();
+    EXPECT_EQ(d->name, name);
+    EXPECT_GT(d->usable().value(), 0) << name;
+  }
+  EXPECT_EQ(LoadDeviceSpec("a100-sxm-80gb")->peak_fp8, 0);
+  EXPECT_EQ(LoadDeviceSpec("h100-sxm-80gb")->peak_fp8, 1979e12);
+  EXPECT_EQ(LoadDeviceSpec("b200")->peak_fp8, 4500e12);
+  EXPECT_EQ(LoadDeviceSpec("b200")->cc_major, 10);
+  EXPECT_EQ(LoadDeviceSpec("gb200")->peak_bf16, 2500e12);
+  EXPECT_EQ(LoadDeviceSpec("mi300x")->cuda_total.value(), 206141652992);
+  EXPECT_EQ(LoadDeviceSpec("mi300x")->cc_major, 0);  // CUDA-keyed rules refuse it by name
+}
+
+TEST_F(ConfigLoaderTest, Fp8DefaultsToTwiceBf16OnHopperOnly) {
+  const std::string base = "name: x\nsms: 1\nmemory: {cuda_total: 1GiB, context_reserve: 0}\nhbm_bandwidth: 1TB/s\n";
+  const std::string flops = "flops: {bf16: 100TFLOP/s, fp32: 1TFLOP/s}\n";
+  Write("d/hopper.yaml", base + flops + "compute_capability: \"9.0\"\n");
+  Write("d/ampere.yaml", base + flops + "compute_capability: \"8.0\"\n");
+  Write("d/blackwell.yaml", base + flops + "compute_capability: \"10.0\"\n");
+  Write("d/given.yaml", base + "flops: {bf16: 100TFLOP/s, fp32: 1TFLOP/s, fp8: 300TFLOP/s}\n");
+  EXPECT_EQ(LoadDeviceSpec(Path("d/hopper.yaml"))->peak_fp8, 200e12);
+  EXPECT_EQ(LoadDeviceSpec(Path("d/ampere.yaml"))->peak_fp8, 0);
+  EXPECT_EQ(LoadDeviceSpec(Path("d/blackwell.yaml"))->peak_fp8, 0);  // no source for a default: write flops.fp8
+  EXPECT_EQ(LoadDeviceSpec(Path("d/given.yaml"))->peak_fp8, 300e12);
 }
 
 }  // namespace

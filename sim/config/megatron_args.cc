@@ -37,10 +37,19 @@
 #include "sim/base/checked.h"
 #include "sim/base/names.h"
 #include "sim/base/status.h"
+#include "sim/config/megatron_args_internal.h"
 #include "sim/config/spec_parse.h"
 
 namespace gpusim {
 namespace {
+
+using megatron_internal::Args;
+using megatron_internal::ParseInt64;
+using megatron_internal::MoeArgKind;
+using megatron_internal::MoeArgRule;
+using megatron_internal::MoeArgRules;
+using megatron_internal::ApplyMoeArgs;
+
 
 enum class ArgKind { kModelled, kNoEffect, kRefused };
 
@@ -108,14 +117,20 @@ const std::vector<ArgRule>& Rules() {
       {"optimizer", ArgKind::kModelled, "adam (sgd refused)"},
       {"clip-grad", ArgKind::kModelled, "global-norm clipping (0 disables)"},
       // --- refused: not modelled ---
-      {"fp8-format", ArgKind::kRefused, "fp8 training is not modelled"},
-      {"fp8", ArgKind::kRefused, "fp8 training is not modelled"},
-      {"fp8-recipe", ArgKind::kRefused, "fp8 training is not modelled"},
-      {"fp8-param-gather", ArgKind::kRefused, "fp8 training is not modelled"},
-      {"num-experts", ArgKind::kRefused, "mixture of experts is not modelled"},
-      {"expert-model-parallel-size", ArgKind::kRefused, "mixture of experts is not modelled"},
-      {"moe-router-topk", ArgKind::kRefused, "mixture of experts is not modelled"},
-      {"moe-grouped-gemm", ArgKind::kRefused, "mixture of experts is not modelled"},
+      // --- fp8 training (Transformer Engine; Note [Megatron fp8], models/gpt_fp8.cc) ---
+      {"fp8-format", ArgKind::kModelled, "fp8 GEMMs in the decoder layers' linear layers: e4m3 | hybrid"},
+      {"fp8-recipe", ArgKind::kModelled,
+       "delayed (amax history) | tensorwise (current scaling); mxfp8 and blockwise are refused"},
+      {"fp8-amax-history-len", ArgKind::kModelled, "rows of each fp8 GEMM's amax history (delayed scaling)"},
+      {"fp8-param-gather", ArgKind::kModelled, "fp8 params (with a transpose cache), param all-gather in fp8"},
+      {"fp8-margin", ArgKind::kNoEffect, "fp8 scaling values only"},
+      {"fp8-interval", ArgKind::kNoEffect, "deprecated, ignored by Megatron"},
+      {"fp8-amax-compute-algo", ArgKind::kNoEffect, "fp8 scaling values only (the history is kept either way)"},
+      {"fp8", ArgKind::kRefused, "not a Megatron-LM argument: fp8 training is --fp8-format e4m3|hybrid"},
+      {"no-fp8-wgrad", ArgKind::kRefused, "wgrad in bf16 under fp8 (bf16 inputs saved for it) is not modelled"},
+      {"first-last-layers-bf16", ArgKind::kRefused, "bf16 first and last layers under fp8 are not modelled"},
+      {"fp8-dot-product-attention", ArgKind::kRefused, "fp8 attention is not modelled"},
+      {"fp4-format", ArgKind::kRefused, "fp4 training is not modelled"},
       {"tp-comm-overlap", ArgKind::kRefused, "TP communication overlap (userbuffers) is not modelled"},
       {"defer-embedding-wgrad-compute", ArgKind::kRefused, "deferred embedding wgrad is not modelled"},
       {"recompute-modules", ArgKind::kRefused, "per-module recompute is not modelled"},
@@ -275,88 +290,21 @@ const ArgRule* FindRule(const std::string& name) {
   return nullptr;
 }
 
+// The MoE table (megatron_moe_args.cc) in this file's terms.
+ArgKind MoeKind(MoeArgKind k) {
+  switch (k) {
+    case MoeArgKind::kModelled: return ArgKind::kModelled;
+    case MoeArgKind::kNoEffect: return ArgKind::kNoEffect;
+    case MoeArgKind::kRefused: return ArgKind::kRefused;
+  }
+  return ArgKind::kRefused;
+}
+
 std::string Canonical(absl::string_view name) {
   std::string n = absl::StrReplaceAll(name, {{"_", "-"}});
   while (absl::StartsWith(n, "-")) n.erase(0, 1);
   return n;
 }
-
-bool ParseInt64(const std::string& s, int64_t* out) {
-  const char* b = s.data();
-  const char* e = s.data() + s.size();
-  if (b == e) return false;
-  auto [ptr, ec] = std::from_chars(b, e, *out);
-  return ec == std::errc() && ptr == e;
-}
-
-// Reads typed values out of the argument list, with errors that name the
-// argument and where it was written.
-class Args {
- public:
-  explicit Args(const std::vector<MegatronArg>& args) {
-    for (const MegatronArg& a : args) by_name_[a.name] = &a;
-  }
-  bool Has(const std::string& n) const { return by_name_.count(n) > 0; }
-  const MegatronArg* Get(const std::string& n) const {
-    auto it = by_name_.find(n);
-    return it == by_name_.end() ? nullptr : it->second;
-  }
-  absl::Status Error(const std::string& n, const std::string& msg) const {
-    const MegatronArg* a = Get(n);
-    const std::string where = a != nullptr && !a->where.empty() ? a->where + ": " : "";
-    return absl::InvalidArgumentError(absl::StrCat(where, "megatron.args: --", n, ": ", msg));
-  }
-  absl::Status Int(const std::string& n, int64_t* out, int64_t min = 1) const {
-    const MegatronArg* a = Get(n);
-    if (a == nullptr) return absl::OkStatus();
-    int64_t v = 0;
-    if (!ParseInt64(a->value, &v) || v < min) {
-      return Error(n, absl::StrCat("expected an integer >= ", min, ", got '", a->value, "'"));
-    }
-    *out = v;
-    return absl::OkStatus();
-  }
-  absl::Status Float(const std::string& n, double* out, double min, double max) const {
-    const MegatronArg* a = Get(n);
-    if (a == nullptr) return absl::OkStatus();
-    double v = 0;
-    if (!absl::SimpleAtod(a->value, &v) || !std::isfinite(v) || v < min || v > max) {
-      return Error(n, absl::StrCat("expected a number in [", min, ", ", max, "], got '", a->value, "'"));
-    }
-    *out = v;
-    return absl::OkStatus();
-  }
-  // A flag: absent false; "true"/"false" in a mapping.
-  absl::Status Flag(const std::string& n, bool* out) const {
-    const MegatronArg* a = Get(n);
-    if (a == nullptr) return absl::OkStatus();
-    const std::string v = absl::AsciiStrToLower(a->value);
-    if (v == "true") {
-      *out = true;
-    } else if (v == "false") {
-      *out = false;
-    } else {
-      return Error(n, absl::StrCat("is a flag (no value, or true/false in a mapping), got '", a->value, "'"));
-    }
-    return absl::OkStatus();
-  }
-  absl::Status Choice(const std::string& n, std::string* out, const std::vector<std::string>& choices) const {
-    const MegatronArg* a = Get(n);
-    if (a == nullptr) return absl::OkStatus();
-    if (std::find(choices.begin(), choices.end(), a->value) == choices.end()) {
-      return Error(n, absl::StrCat("expected one of ", absl::StrJoin(choices, "|"), ", got '", a->value, "'"));
-    }
-    *out = a->value;
-    return absl::OkStatus();
-  }
-  absl::Status Require(const std::string& n) const {
-    if (Has(n)) return absl::OkStatus();
-    return absl::InvalidArgumentError(absl::StrCat("megatron.args: --", n, " is required (Megatron-LM has no default)"));
-  }
-
- private:
-  std::map<std::string, const MegatronArg*> by_name_;
-};
 
 // v rounded up to a multiple of m (m >= 1), exact in 128 bits; INT64_MAX
 // when that does not fit (the caller's magnitude check refuses it).
@@ -457,9 +405,16 @@ absl::Status StageLayers(const Args& g, int64_t layers, int64_t pp, int64_t per_
 
 std::string ClassifyMegatronArg(const std::string& name, std::string* why) {
   const ArgRule* r = FindRule(name);
+  ArgRule moe_rule{};
+  if (r == nullptr) {
+    for (const MoeArgRule& m : MoeArgRules()) {
+      if (name == m.name) moe_rule = {m.name, MoeKind(m.kind), m.why}, r = &moe_rule;
+    }
+  }
   if (r == nullptr) {
     std::vector<std::string> names;
     for (const ArgRule& x : Rules()) names.push_back(x.name);
+    for (const MoeArgRule& x : MoeArgRules()) names.push_back(x.name);
     const std::string nearest = NearestName(name, names);
     *why = nearest.empty() ? "not a Megatron-LM argument gpusim knows"
                            : absl::StrCat("not a Megatron-LM argument gpusim knows (did you mean '--", nearest, "'?)");
@@ -888,6 +843,53 @@ absl::Status ApplyOptimizerAndRecompute(const Args& g, RunSpec* run) {
   return absl::OkStatus();
 }
 
+// Note [Megatron fp8]: Megatron-LM megatron/training/arguments.py
+// _add_transformer_engine_args (--fp8-format e4m3|hybrid, dest fp8, default
+// off; --fp8-recipe default delayed; --fp8-amax-history-len default 1) and
+// megatron/core/fp8_utils.py get_fp8_recipe (delayed -> TE DelayedScaling,
+// tensorwise -> Float8CurrentScaling, mxfp8 -> MXFP8BlockScaling, blockwise
+// -> Float8BlockScaling). fp8 runs in TE modules only (transformer-impl
+// transformer_engine) and on top of --bf16 or --fp16 params. What it does to
+// the step: models/gpt_fp8.cc.
+absl::Status ApplyFp8(const Args& g, RunSpec* run) {
+  MegatronSpec& mg = run->megatron;
+  RETURN_IF_ERROR(g.Choice("fp8-format", &mg.fp8_format, {"e4m3", "hybrid"}));
+  RETURN_IF_ERROR(g.Choice("fp8-recipe", &mg.fp8_recipe, {"delayed", "tensorwise", "mxfp8", "blockwise"}));
+  RETURN_IF_ERROR(g.Int("fp8-amax-history-len", &mg.fp8_amax_history_len));
+  RETURN_IF_ERROR(g.Flag("fp8-param-gather", &mg.fp8_param_gather));
+  if (mg.fp8_format.empty()) {
+    for (const char* n : {"fp8-recipe", "fp8-amax-history-len", "fp8-param-gather"}) {
+      if (g.Has(n)) return g.Error(n, "has no effect without --fp8-format e4m3|hybrid (fp8 training is off)");
+    }
+    return absl::OkStatus();
+  }
+  if (g.Has("num-experts")) {
+    // Note [Megatron fp8] casts the four dense linears' GEMMs; the grouped
+    // expert GEMMs of models/gpt_moe.cc under fp8 (TE's fp8 grouped GEMM,
+    // the fp8 token dispatch) are not modelled.
+    return g.Error("fp8-format", "fp8 together with mixture of experts (--num-experts) is not modelled; "
+                                 "drop one of them");
+  }
+  if (mg.fp8_recipe == "mxfp8" || mg.fp8_recipe == "blockwise") {
+    return g.Error("fp8-recipe", absl::StrCat(mg.fp8_recipe, " block scaling (per-block scale tensors",
+                                              mg.fp8_recipe == "mxfp8" ? ", Blackwell only" : "",
+                                              ") is not modelled; modelled: delayed, tensorwise"));
+  }
+  if (mg.transformer_impl != "transformer_engine") {
+    return g.Error("fp8-format", "fp8 runs in Transformer Engine modules: needs --transformer-impl transformer_engine");
+  }
+  if (run->model.compute_dtype == DType::kF32) {
+    return g.Error("fp8-format", "fp8 training needs --bf16 or --fp16 (its non-GEMM ops and master weights)");
+  }
+  if (mg.fp8_param_gather && !mg.distributed_optimizer) {
+    return g.Error("fp8-param-gather", "modelled with --use-distributed-optimizer only (its fp32 master shard)");
+  }
+  if (mg.fp8_recipe != "delayed" && g.Has("fp8-amax-history-len")) {
+    return g.Error("fp8-amax-history-len", "is delayed scaling's; --fp8-recipe is " + mg.fp8_recipe);
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* run) {
@@ -900,6 +902,8 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(ApplyParallelism(g, run, seq));
   RETURN_IF_ERROR(ApplyBatch(g, run));
   RETURN_IF_ERROR(ApplyOptimizerAndRecompute(g, run));
+  RETURN_IF_ERROR(ApplyFp8(g, run));
+  RETURN_IF_ERROR(ApplyMoeArgs(g, run));
   run->framework = "pytorch";
   return absl::OkStatus();
 }

@@ -57,12 +57,18 @@ TEST(MegatronArgsTest, MegatronDefaults) {
 }
 
 TEST(MegatronArgsTest, RefusesByNameWithWhereItWasWritten) {
-  auto s = Parse(absl::StrCat(kBase, " --fp8-format hybrid"));
+  auto s = Parse(absl::StrCat(kBase, " --fp8-format hybrid --fp8-recipe mxfp8"));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("t.yaml:4:"), std::string::npos) << s.status();
-  EXPECT_NE(s.status().message().find("--fp8-format: not modelled: fp8"), std::string::npos) << s.status();
-  s = Parse(absl::StrCat(kBase, " --num-experts 8"));
-  EXPECT_NE(s.status().message().find("mixture of experts"), std::string::npos) << s.status();
+  EXPECT_NE(s.status().message().find("--fp8-recipe: mxfp8 block scaling"), std::string::npos) << s.status();
+  s = Parse(absl::StrCat(kBase, " --fp8-format hybrid"));  // modelled (models/gpt_fp8.cc)
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->megatron.fp8_format, "hybrid");
+  EXPECT_EQ(s->megatron.fp8_recipe, "delayed");
+  EXPECT_EQ(s->megatron.fp8_amax_history_len, 1);  // Megatron's default (TE's DelayedScaling has 1024)
+  s = Parse(absl::StrCat(kBase, " --num-experts 8"));  // MoE: tests/megatron_moe_test.cc
+  EXPECT_NE(s.status().message().find("biases in the expert linears are not modelled"), std::string::npos)
+      << s.status();
   s = Parse(absl::StrCat(kBase, " --num-layer 4"));
   EXPECT_NE(s.status().message().find("did you mean '--num-layers'"), std::string::npos) << s.status();
   s = Parse("--num-layers 4 --hidden-size 1024 --num-attention-heads 16 --micro-batch-size 1");

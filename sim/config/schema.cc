@@ -73,7 +73,7 @@ std::vector<SchemaField> DeviceFields() {
           M("memory", {L("cuda_total"), L("context_reserve")}),
           L("hbm_bandwidth"),
           L("l2"),
-          M("flops", {L("bf16"), L("fp16"), L("tf32"), L("fp32")}),
+          M("flops", {L("bf16"), L("fp16"), L("tf32"), L("fp32"), L("fp8")}),
           M("links", {L("nvlink"), L("pcie"), L("network"), L("latency")}),
           L("launch_overhead"),
           M("efficiency",

@@ -18,8 +18,7 @@ double DeviceSpec::PeakFlops(DType dtype) const {
     case DType::kF16:
       return peak_fp16;
     case DType::kF8:
-      // Hopper FP8 tensor cores run at twice the BF16 dense rate.
-      return 2 * peak_bf16;
+      return peak_fp8;  // 0 without fp8 tensor cores (Note [fp8 peak], spec_parse.cc)
     case DType::kF32:
       return peak_fp32;
     case DType::kI32:

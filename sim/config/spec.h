@@ -40,6 +40,10 @@ struct DeviceSpec {
   double peak_fp16 = 0;        // flops.fp16
   double peak_tf32 = 0;        // flops.tf32
   double peak_fp32 = 0;        // flops.fp32: non-tensor
+  // flops.fp8: FP8 tensor-core FLOP/s, dense; 0 = the device has no fp8
+  // tensor cores (A100), and an fp8 matmul on it is refused by name
+  // (sim/device/timing.h UnrunnableReason). Note [fp8 peak] in spec_parse.cc.
+  double peak_fp8 = 0;
   Bytes l2;                    // l2
   double nvlink_bandwidth = 0; // links.nvlink: bytes/s per direction
   double pcie_bandwidth = 0;   // links.pcie: bytes/s per direction
@@ -203,8 +207,32 @@ struct XlaSpec {
 // (sim/config/megatron_args.h parses and checks them). What the gpt layers
 // read (sizes, TP/SP, recompute, micro-batch) is written into RunSpec's own
 // fields; the rest is here. Defaults are Megatron's.
+// Mixture of experts in a launch line (--num-experts; sim/config/
+// megatron_moe_args.cc parses it, models/gpt_moe.cc builds it). experts 0:
+// a dense model.
+struct MegatronMoeSpec {
+  int64_t experts = 0;               // --num-experts
+  int64_t topk = 2;                  // --moe-router-topk
+  int64_t ep = 1;                    // --expert-model-parallel-size
+  int64_t etp = 1;                   // --expert-tensor-parallel-size (default TP)
+  int64_t edp = 1;                   // expert data parallel: TP x CP x DP / (EP x ETP)
+  int64_t ffn = 0;                   // --moe-ffn-hidden-size (default --ffn-hidden-size)
+  int64_t shared_ffn = 0;            // --moe-shared-expert-intermediate-size (0: none)
+  bool grouped_gemm = false;         // --moe-grouped-gemm
+  std::string dispatcher = "allgather";  // --moe-token-dispatcher-type allgather | alltoall
+  double capacity_factor = 0;        // --moe-expert-capacity-factor (0: none, no dropping)
+  bool pad_to_capacity = false;      // --moe-pad-expert-input-to-capacity
+  bool aux_loss = false;             // --moe-router-load-balancing-type aux_loss with a coefficient > 0
+  // Which routing the program is built for: "balanced" (tokens x topk /
+  // experts on every expert) or "bound" (the capacity-limited case with a
+  // capacity factor, else every token on one rank's experts); Note
+  // [MoE routing cases] in models/gpt_moe.cc.
+  std::string routing = "balanced";
+};
+
 struct MegatronSpec {
   bool present = false;
+  MegatronMoeSpec moe;               // mixture of experts (experts 0: dense)
   int64_t world_size = 1;            // megatron.world_size
   int64_t gpus_per_node = 8;         // megatron.gpus_per_node
   int64_t pipeline = 1;              // --pipeline-model-parallel-size
@@ -235,6 +263,11 @@ struct MegatronSpec {
   double attention_dropout = 0.1;       // --attention-dropout
   double hidden_dropout = 0.1;          // --hidden-dropout
   std::string transformer_impl = "transformer_engine";  // --transformer-impl
+  // fp8 training with Transformer Engine (Note [Megatron fp8], models/gpt_fp8.cc).
+  std::string fp8_format;               // --fp8-format: e4m3 | hybrid; empty: no fp8
+  std::string fp8_recipe = "delayed";   // --fp8-recipe: delayed | tensorwise (mxfp8, blockwise refused)
+  int64_t fp8_amax_history_len = 1;     // --fp8-amax-history-len (Megatron's default 1)
+  bool fp8_param_gather = false;        // --fp8-param-gather: fp8 params, fp8 param all-gather
   std::string tokenizer;                // --tokenizer-type
   int64_t vocab_unpadded = 0;           // the tokenizer's vocabulary before padding
   // Pipeline rank this spec builds, set per rank by sim/step/megatron_step.h

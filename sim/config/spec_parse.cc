@@ -734,6 +734,14 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   flops.Unit("fp16", &d.peak_fp16, kOptional, ParseFlopRate, kFlopWhat, true);
   flops.Unit("tf32", &d.peak_tf32, kOptional, ParseFlopRate, kFlopWhat, true);
   flops.Unit("fp32", &d.peak_fp32, kRequired, ParseFlopRate, kFlopWhat, true);
+  // Note [fp8 peak]: FP8 tensor cores arrived with compute capability 8.9
+  // (Ada) and 9.0 (Hopper); the NVIDIA H100 whitepaper ("Hopper FP8 ... 2x
+  // the throughput of FP16/BF16") and the Ada whitepaper give twice the dense
+  // bf16 rate, which is flops.fp8's default for those two capabilities only.
+  // Any other device has no fp8 unit unless its file writes flops.fp8
+  // (Blackwell and MI300X files give their datasheet rate; A100, 8.0, has none).
+  if ((d.cc_major == 8 && d.cc_minor == 9) || (d.cc_major == 9 && d.cc_minor == 0)) d.peak_fp8 = 2 * d.peak_bf16;
+  flops.Unit("fp8", &d.peak_fp8, kOptional, ParseFlopRate, kFlopWhat, true);
   Reader links = r.Map("links");
   links.Unit("nvlink", &d.nvlink_bandwidth, kOptional, ParseRate, kRateWhat);
   links.Unit("pcie", &d.pcie_bandwidth, kOptional, ParseRate, kRateWhat);

@@ -34,6 +34,12 @@ SimTime HostIssueTime(const TraceEvent& e, const DeviceSpec& d) {
 
 std::string UnrunnableReason(const TraceEvent& e, const DeviceSpec& d) {
   if (e.recorded_duration.ns() >= 0) return "";
+  if (e.dtype == DType::kF8 && (e.kind == OpKind::kMatmul || e.kind == OpKind::kAttention) && e.flops > 0 &&
+      !(d.peak_fp8 > 0)) {
+    return absl::StrCat("an fp8 ", e.kind == OpKind::kMatmul ? "matmul" : "attention", ", and device '", d.name,
+                        "' (compute capability ", d.cc_major, ".", d.cc_minor,
+                        ") has no fp8 tensor cores: flops.fp8 is absent (Note [fp8 peak] in sim/config/spec_parse.cc)");
+  }
   const bool multi = (IsCollective(e.kind) && e.group > 1) || e.kind == OpKind::kHostToDevice ||
                      e.kind == OpKind::kDeviceToHost;
   if (!multi) return "";

@@ -145,6 +145,33 @@ TEST(TimingTest, TwoStreamsOverlap) {
   EXPECT_EQ(r->exposed_communication.ns(), 2'403'000 - mm.ns());
 }
 
+// Note [fp8 peak]: an fp8 matmul runs at flops.fp8; on a device without
+// fp8 tensor cores (flops.fp8 absent, A100) the engine refuses it by name.
+TEST(TimingTest, Fp8MatmulAtFp8PeakAndRefusedWithoutOne) {
+  DeviceSpec d = HandDevice();
+  d.peak_fp8 = 2e15;
+  TraceEvent e = Matmul(4096, 4096, 4096);
+  e.dtype = DType::kF8;
+  e.bytes_read = Bytes(4096 * 4096 * 2);  // fp8 operands: 1 byte an element
+  RooflineKernelModel flat;
+  EXPECT_NEAR(static_cast<double>(EventDuration(e, d, flat).ns()), 2.0 * 4096 * 4096 * 4096 / (2e15 * 0.8) * 1e9 + 3000,
+              1.0);
+  EXPECT_EQ(UnrunnableReason(e, d), "");
+  d.peak_fp8 = 0;
+  d.name = "a100";
+  d.cc_major = 8;
+  EXPECT_EQ(UnrunnableReason(e, d),
+            "an fp8 matmul, and device 'a100' (compute capability 8.0) has no fp8 tensor cores: flops.fp8 is absent "
+            "(Note [fp8 peak] in sim/config/spec_parse.cc)");
+  Trace t;
+  t.events.push_back(e);
+  auto r = Simulate(t, d, nullptr);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("cannot run: an fp8 matmul"), std::string::npos) << r.status();
+  e.dtype = DType::kBF16;  // the same matmul in bf16 runs
+  EXPECT_EQ(UnrunnableReason(e, d), "");
+}
+
 TEST(TimingTest, RecordedDurationWins) {
   TraceEvent e = Matmul(128, 128, 128);
   e.recorded_duration = SimTime(42);

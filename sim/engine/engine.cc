@@ -377,12 +377,12 @@ absl::Status StepSimulation::SimulateTimed(size_t i, const TraceEvent& e) {
   stream_last_[stream] = static_cast<int64_t>(i);
   on_path_[i] = true;
   if (w > 1) active_[rep_][stream] = true;
-  const SimTime dur = EventDuration(e, device_, kernel_model_);
-  r_.start[i] = start;
-  r_.end[i] = start + dur;
   if (const std::string why = UnrunnableReason(e, device_); !why.empty()) {
     return absl::InvalidArgumentError(absl::StrCat(EventWhere(trace_, i), ": cannot run: ", why));
   }
+  const SimTime dur = EventDuration(e, device_, kernel_model_);
+  r_.start[i] = start;
+  r_.end[i] = start + dur;
   if (!dur.ok() || !r_.end[i].ok() || !(dur * w).ok()) {  // Note [Checked time]
     return absl::InvalidArgumentError(absl::StrCat(
         EventWhere(trace_, i), ": ",

@@ -617,6 +617,20 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     m.total_reserved.reset();
     if (a.total_allocated) m.total_allocated = Bytes(*a.total_allocated);
     if (a.total_reserved) m.total_reserved = Bytes(*a.total_reserved);
+    // Note [Reserved below allocated]
+    // PyTorch's caching allocator reports, with every block it hands out or
+    // takes back, stats.allocated_bytes and stats.reserved_bytes after the
+    // event (c10/cuda/CUDACachingAllocator.cpp, malloc / free:
+    // reportMemoryUsageToProfiler). Every block lies in a segment, so
+    // reserved is never below allocated. A recording that says otherwise
+    // (Total Reserved 0 from an allocator or writer that does not track
+    // segments, a synthetic trace) has no reserved figure to compare with
+    // or to infer a warm start from: it is read as not recorded, and the
+    // replay says at how many events (ReplayResult::reserved_below_allocated).
+    if (m.total_reserved.has_value() && m.total_allocated.has_value() && *m.total_reserved < *m.total_allocated) {
+      m.total_reserved.reset();
+      ++out_.metadata.reserved_below_allocated;
+    }
     if (options_.on_memory_event) return options_.on_memory_event(m, out_.metadata);
     out_.memory_events.push_back(m);
     return absl::OkStatus();

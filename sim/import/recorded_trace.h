@@ -113,6 +113,10 @@ struct RecordedMetadata {
   int64_t base_time_ns = 0;   // Kineto baseTimeNanoseconds, when present
   // Events seen but not kept, e.g. CPU [memory] events or other devices'.
   int64_t memory_events_filtered_out = 0;
+  // Kineto [memory] events whose Total Reserved is below their Total
+  // Allocated, which no caching allocator records (Note [Reserved below
+  // allocated], kineto.cc): their Total Reserved is read as not recorded.
+  int64_t reserved_below_allocated = 0;
 };
 
 // A CUDA/HIP graph capture seen in the recording: between the runtime's

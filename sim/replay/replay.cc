@@ -235,10 +235,15 @@ absl::StatusOr<ReplayResult> ReplayRecorded(const RecordedTrace& recorded, const
           r.warm_start = std::move(w.warm_start);
           break;
         }
-        if (passes.End(n, std::move(w))) return passes.Take();
+        if (passes.End(n, std::move(w))) {
+          ReplayResult fixed = passes.Take();
+          fixed.reserved_below_allocated = recorded.metadata.reserved_below_allocated;
+          return fixed;
+        }
       }
     }
   }
+  r.reserved_below_allocated = recorded.metadata.reserved_below_allocated;
   return r;
 }
 

@@ -153,6 +153,10 @@ struct ReplayResult {
   std::optional<AddressCheck> addresses;
   std::optional<ReplayOom> oom;  // the first allocation that failed
   int64_t ooms = 0;
+  // Memory events whose recorded Total Reserved was below their Total
+  // Allocated, read as not recorded (Note [Reserved below allocated],
+  // sim/import/kineto.cc): not compared, no warm start inferred from them.
+  int64_t reserved_below_allocated = 0;
   bool offline = false;          // an offline planner: totals not compared per event
   std::vector<ReplayPoint> series;  // when keep_series
   // When keep_start_state: the allocator state the replay started from,

@@ -169,6 +169,12 @@ std::string RenderReplayText(const ReplayResult& r) {
   } else {
     TotalsText(out, "allocated", r.allocated);
     TotalsText(out, "reserved", r.reserved);
+    if (r.reserved_below_allocated > 0) {
+      absl::StrAppend(&out, absl::StrFormat("            %d events record a Total Reserved below their Total "
+                                            "Allocated, which no caching allocator records (every block lies in a "
+                                            "segment): read as not recorded\n",
+                                            r.reserved_below_allocated));
+    }
     DeterminedText(out, r);
     MismatchRunsText(out, r);
   }
@@ -229,6 +235,7 @@ void ResultJson(JsonWriter& w, const ReplayResult& r) {
   }
   TotalsJson(w, "allocated", r.allocated);
   TotalsJson(w, "reserved", r.reserved);
+  w.Int("reserved_below_allocated_events", r.reserved_below_allocated);
   MismatchRunsJson(w, r);
   if (r.addresses.has_value()) {
     const AddressCheck& c = *r.addresses;

@@ -415,6 +415,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoInPasses(const Input& in
   int64_t passes = 1;
   auto done = [&](ReplayResult r) {
     r.import = absl::StrCat("streamed in ", passes, " passes (", why_passes, ")");
+    r.reserved_below_allocated = f.metadata.reserved_below_allocated;
     return std::optional<ReplayResult>(std::move(r));
   };
   // Can a warm start be inferred at all? (On an allocator of its own.)
@@ -578,6 +579,7 @@ absl::StatusOr<std::optional<ReplayResult>> ReplayKinetoOnce(const Input& in, co
     return give_up("deviceProperties after the memory events");
   }
   r.import = "streamed";
+  r.reserved_below_allocated = imported->metadata.reserved_below_allocated;
   return std::optional<ReplayResult>(std::move(r));
 }
 

@@ -32,6 +32,33 @@ std::string Why(const MegatronRank& k) {
   return w;
 }
 
+// The routing bound's words (Note [MoE routing cases], models/gpt_moe.cc).
+std::string MoeBound(const MegatronMoeSpec& e) {
+  if (e.pad_to_capacity) return "every expert's input padded to its capacity (balanced = bound)";
+  if (e.capacity_factor > 0) return absl::StrFormat("capacity-limited, factor %g (tokens beyond it dropped)", e.capacity_factor);
+  return "worst case: every token of the EP group on this rank's experts";
+}
+
+std::string MoeText(const MegatronReport& r) {
+  const MegatronMoeSpec& e = r.spec.megatron.moe;
+  std::string o = absl::StrFormat(
+      "\nMixture of experts: %d experts, top-%d, EP %d x ETP %d (expert data parallel %d), %s, %s dispatcher\n",
+      e.experts, e.topk, e.ep, e.etp, e.edp, e.grouped_gemm ? "grouped GEMM" : "one GEMM per expert", e.dispatcher);
+  absl::StrAppend(&o, "  routing is data-dependent: the rows above are the balanced case; the bound is ", MoeBound(e),
+                  "\n");
+  o += "  stage  balanced peak allocated     bound peak allocated        bound peak reserved         bound own step\n";
+  for (const MegatronRank& k : r.ranks) {
+    absl::StrAppendFormat(&o, "  %-5d  %-26s  %-26s  %-26s  %.4f s\n", k.stage,
+                          FormatBytes(k.report.sim.allocator.peak_allocated), FormatBytes(k.moe_bound_peak),
+                          FormatBytes(k.moe_bound_reserved), k.moe_bound_step.seconds());
+  }
+  const MegatronRank& h = r.ranks[r.moe_bound_peak];
+  absl::StrAppendFormat(&o, "  heaviest rank under the bound: stage %d (ranks %d-%d); the bound decides \"fits\": %s"
+                        " (balanced: %s)\n", h.stage, h.first_rank, h.last_rank, h.report.fits ? "fits" : "does not fit",
+                        h.moe_balanced_fits ? "fits" : "does not fit");
+  return o;
+}
+
 }  // namespace
 
 std::string RenderMegatronText(const MegatronReport& r) {
@@ -70,6 +97,7 @@ std::string RenderMegatronText(const MegatronReport& r) {
   absl::StrAppendFormat(&o, "  peak: stage %d (%s)\n", p.stage, Why(p));
   absl::StrAppendFormat(&o, "  Megatron's log reports rank %d (the last rank): stage %d, the row above\n",
                         r.ranks[r.last].last_rank, r.ranks[r.last].stage);
+  if (g.moe.experts > 0) absl::StrAppend(&o, MoeText(r));
   if (!g.no_effect.empty()) {
     absl::StrAppend(&o, "  accepted as not affecting memory or time: --", absl::StrJoin(g.no_effect, ", --"), "\n");
   }
@@ -105,6 +133,22 @@ std::string RenderMegatronJson(const MegatronReport& r) {
       .Double("tokens_per_s_per_gpu", r.tokens_per_s_per_device)
       .Int("peak_rank_stage", r.ranks[r.peak].stage)
       .Int("logged_rank", r.ranks[r.last].last_rank);
+  if (g.moe.experts > 0) {
+    const MegatronMoeSpec& e = g.moe;
+    w.BeginObject("moe")
+        .Int("experts", e.experts)
+        .Int("topk", e.topk)
+        .Int("expert_parallel", e.ep)
+        .Int("expert_tensor_parallel", e.etp)
+        .Int("expert_data_parallel", e.edp)
+        .Bool("grouped_gemm", e.grouped_gemm)
+        .String("dispatcher", e.dispatcher)
+        .Double("capacity_factor", e.capacity_factor)
+        .Bool("pad_to_capacity", e.pad_to_capacity)
+        .String("bound", MoeBound(e))
+        .Int("bound_heaviest_stage", r.ranks[r.moe_bound_peak].stage)
+        .EndObject();
+  }
   w.BeginArray("args");
   for (const auto& [name, how] : g.args) w.BeginObject().String("name", name).String("treated", how).EndObject();
   w.EndArray();
@@ -135,8 +179,14 @@ std::string RenderMegatronJson(const MegatronReport& r) {
         .Double("pipeline_end_s", k.pipeline_end.seconds())
         .Double("host_issue_s", s.sim.host_busy.seconds())
         .Double("host_wait_s", s.sim.host_wait.seconds())
-        .String("peak_why", Why(k))
-        .EndObject();
+        .String("peak_why", Why(k));
+    if (k.moe) {
+      w.Int("moe_bound_peak_allocated_bytes", k.moe_bound_peak.value())
+          .Int("moe_bound_peak_reserved_bytes", k.moe_bound_reserved.value())
+          .Double("moe_bound_own_step_time_s", k.moe_bound_step.seconds())
+          .Bool("moe_balanced_fits", k.moe_balanced_fits);
+    }
+    w.EndObject();
   }
   w.EndArray();
   w.EndObject();

@@ -37,9 +37,14 @@ double MegatronModelFlops(const RunSpec& spec) {
   const double q_ratio = static_cast<double>(m.head_dim) * a / h;
   const double gated = g.swiglu ? 1.5 : 1.0;
   const double batch = static_cast<double>(g.global_batch);
+  // MoE (training.py, the same function's MoE branch): the MLP term is
+  // topk x moe_ffn_hidden_size plus the shared experts' width; the router
+  // GEMM is not counted.
+  const double ffn = g.moe.experts > 0 ? static_cast<double>(g.moe.topk * g.moe.ffn + g.moe.shared_ffn)
+                                       : static_cast<double>(m.mlp_dim);
   return 12.0 * batch * s * l * h * h *
          ((1 + static_cast<double>(m.n_kv_heads) / a + s / h) * q_ratio +
-          static_cast<double>(m.mlp_dim) / h * gated + static_cast<double>(m.vocab) / (2 * l * h));
+          ffn / h * gated + static_cast<double>(m.vocab) / (2 * l * h));
 }
 
 int64_t MegatronParamCount(const RunSpec& spec) {
@@ -50,6 +55,11 @@ int64_t MegatronParamCount(const RunSpec& spec) {
   int64_t layer = h * qkv + c * h + h * f1 + m.mlp_dim * h + 2 * norm;
   if (g.qkv_bias) layer += qkv;
   if (g.bias_linear) layer += h + f1 + h;
+  if (g.moe.experts > 0) {  // the router, every expert and the shared experts instead of the MLP (no biases)
+    const int64_t gate = g.swiglu ? 3 : 2;
+    layer += -(h * f1 + m.mlp_dim * h) + h * g.moe.experts + g.moe.experts * gate * h * g.moe.ffn +
+             gate * h * g.moe.shared_ffn;
+  }
   return m.n_layers * layer + m.vocab * h * (m.tied_embeddings ? 1 : 2) + norm +
          (g.position == "learned_absolute" ? g.max_position * h : 0);
 }
@@ -84,6 +94,25 @@ std::string DescribeRankView(const MegatronRankView& v) {
                       absl::StrFormat("%.4f", v.own_step.seconds()), " s, the step time shown is the pipeline's\n");
 }
 
+namespace {
+
+// Note [MoE routing cases] (models/gpt_moe.cc): the rank built again for
+// the routing bound; "fits" is the bound's, the balanced one kept beside.
+absl::Status SimulateMoeBound(const RunSpec& balanced, MegatronRank* rank) {
+  RunSpec s = balanced;
+  s.megatron.moe.routing = "bound";
+  ASSIGN_OR_RETURN(const StepReport bound, SimulateStep(s));
+  rank->moe = true;
+  rank->moe_bound_peak = bound.sim.allocator.peak_allocated;
+  rank->moe_bound_reserved = bound.sim.allocator.peak_reserved;
+  rank->moe_bound_step = bound.sim.step_time;
+  rank->moe_balanced_fits = rank->report.fits;
+  rank->report.fits = rank->report.fits && bound.fits;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
   GPUSIM_CHECK(spec.megatron.present);
   MegatronReport out;
@@ -107,6 +136,7 @@ absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
     rank.in_flight =
         MaxInFlight(MegatronSchedule(g.pipeline, r, g.virtual_stages, g.microbatches, g.microbatch_group));
     ASSIGN_OR_RETURN(rank.report, SimulateStep(s));
+    if (g.moe.experts > 0) RETURN_IF_ERROR(SimulateMoeBound(s, &rank));
     StepReport& rep = rank.report;
     // In double: the int64 product can wrap (each factor is checked alone).
     rep.tokens_per_step = static_cast<double>(g.microbatches) * static_cast<double>(spec.batch.per_device) *
@@ -129,6 +159,9 @@ absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
   for (size_t i = 0; i < out.ranks.size(); ++i) {
     const Bytes peak = out.ranks[i].report.sim.allocator.peak_allocated;
     if (peak > out.ranks[out.peak].report.sim.allocator.peak_allocated) out.peak = i;
+  }
+  for (size_t i = 0; i < out.ranks.size(); ++i) {
+    if (out.ranks[i].moe_bound_peak > out.ranks[out.moe_bound_peak].moe_bound_peak) out.moe_bound_peak = i;
   }
   out.last = out.ranks.size() - 1;
   const double t = out.step_time.seconds();

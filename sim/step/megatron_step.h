@@ -31,6 +31,15 @@ struct MegatronRank {
   bool send_inter_node = false;
   SimTime pipeline_wait;       // its waits on neighbouring stages (MegatronPipelineTimes::rank_wait)
   SimTime pipeline_end;        // when its step ends in the pipeline
+  // Mixture of experts (Note [MoE routing cases], models/gpt_moe.cc): the
+  // report above is the balanced routing; this is the same rank built for
+  // the bound (capacity-limited, or every token on this rank's experts).
+  // report.fits is the bound's: it decides "fits".
+  bool moe = false;
+  Bytes moe_bound_peak;
+  Bytes moe_bound_reserved;
+  SimTime moe_bound_step;
+  bool moe_balanced_fits = false;
 };
 
 struct MegatronReport {
@@ -38,6 +47,7 @@ struct MegatronReport {
   std::vector<MegatronRank> ranks;  // one per pipeline stage
   size_t peak = 0;                  // index of the rank with the largest peak allocated
   size_t last = 0;                  // the rank Megatron's training log reports (global rank world - 1)
+  size_t moe_bound_peak = 0;        // MoE: the rank with the largest peak under the routing bound
   int64_t param_count = 0;          // the whole model (tied output counted once)
   SimTime bubble;                   // step_time - the slowest rank's own step (waits on other stages)
   SimTime step_time;                // the last rank's end, the ranks replayed together

@@ -1,0 +1,176 @@
+// Mixture of experts in a Megatron-LM launch line (sim/config/
+// megatron_moe_args.cc, models/gpt_moe.cc): the arguments and refusals, a
+// tiny MoE's parameters, router and dispatcher buffers per rank worked out
+// by hand, and `gpusim run --megatron-args` with 64 experts, top-8, EP 8.
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_replace.h"
+#include "gtest/gtest.h"
+#include "models/gpt.h"
+#include "sim/config/loader.h"
+#include "sim/step/step.h"
+#include "tests/cli_support.h"
+
+namespace gpusim {
+namespace {
+
+absl::StatusOr<RunSpec> Parse(const std::string& args, int world = 8) {
+  return ParseRunSpec(absl::StrCat("device: h100-sxm-80gb\nmegatron:\n  world_size: ", world, "\n  args: \"", args,
+                                   "\"\n"),
+                      "t.yaml");
+}
+
+// h 64, s 128, micro-batch 2: T = 256 tokens per rank; 8 experts, top-2,
+// EP 4 (2 experts per rank), world 8 = DP 8, expert DP 8 / 4 = 2.
+constexpr char kTiny[] = "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "
+                         "--micro-batch-size 2 --bf16 --tokenizer-type NullTokenizer --vocab-size 1000 "
+                         "--disable-bias-linear --num-experts 8 --moe-router-topk 2 --expert-model-parallel-size 4 "
+                         "--moe-ffn-hidden-size 128 --moe-grouped-gemm --moe-token-dispatcher-type alltoall "
+                         "--use-distributed-optimizer";
+
+const LayerValue* Find(const LayerGraph& g, const std::string& name) {
+  for (const LayerValue& v : g.values) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+TEST(MegatronMoeTest, ArgumentsAndDefaults) {
+  auto s = Parse(kTiny);
+  ASSERT_TRUE(s.ok()) << s.status();
+  const MegatronMoeSpec& e = s->megatron.moe;
+  EXPECT_EQ(e.experts, 8);
+  EXPECT_EQ(e.topk, 2);
+  EXPECT_EQ(e.ep, 4);
+  EXPECT_EQ(e.etp, 1);  // = TP
+  EXPECT_EQ(e.edp, 2);  // TP x CP x DP / (EP x ETP) = 8 / 4
+  EXPECT_EQ(e.ffn, 128);
+  EXPECT_TRUE(e.grouped_gemm);
+  EXPECT_EQ(e.dispatcher, "alltoall");
+  EXPECT_FALSE(e.aux_loss);  // --moe-aux-loss-coeff defaults to 0
+  s = Parse(absl::StrCat(kTiny, " --moe-aux-loss-coeff 0.01"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->megatron.moe.aux_loss);
+}
+
+TEST(MegatronMoeTest, RefusesByName) {
+  auto s = Parse(absl::StrCat(kTiny, " --moe-z-loss-coeff 0.001"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--moe-z-loss-coeff: not modelled: the router z-loss"), std::string::npos)
+      << s.status();
+  s = Parse(absl::StrCat(kTiny, " --moe-enable-deepep"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--moe-enable-deepep: not modelled"), std::string::npos) << s.status();
+  s = Parse(absl::StrCat(kTiny, " --moe-layer-freq 2"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--moe-layer-freq: only 1"), std::string::npos) << s.status();
+  s = Parse("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
+            "--moe-router-topk 2");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--moe-router-topk: needs --num-experts"), std::string::npos) << s.status();
+  s = Parse(absl::StrReplaceAll(kTiny, {{"alltoall", "allgather"}}) + " --moe-expert-capacity-factor 1.0");
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("works with --moe-token-dispatcher-type alltoall only"), std::string::npos)
+      << s.status();
+  s = Parse(absl::StrReplaceAll(kTiny, {{"--expert-model-parallel-size 4", "--expert-model-parallel-size 3"}}), 12);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--expert-model-parallel-size: must divide --num-experts"), std::string::npos)
+      << s.status();
+  s = Parse(absl::StrReplaceAll(kTiny, {{"--disable-bias-linear ", ""}}));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("give --disable-bias-linear"), std::string::npos) << s.status();
+}
+
+// Router and dispatcher buffers of one layer, by hand: T = 128 x 2 = 256.
+TEST(MegatronMoeTest, RouterAndPermutationBuffers) {
+  auto s = Parse(kTiny);
+  ASSERT_TRUE(s.ok()) << s.status();
+  s->megatron.rank_selected = true;
+  auto g = GptLayerGraph(*s);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const LayerValue* logits = Find(*g, "router_logits");
+  ASSERT_NE(logits, nullptr);
+  EXPECT_EQ(logits->shape, (std::vector<int64_t>{256, 8}));
+  EXPECT_EQ(logits->dtype, DType::kBF16);
+  EXPECT_EQ(Find(*g, "router_probs")->dtype, DType::kF32);
+  EXPECT_EQ(Find(*g, "router_probs")->shape, (std::vector<int64_t>{256, 8}));
+  EXPECT_EQ(Find(*g, "aux_scores"), nullptr);  // no aux loss
+  // Balanced: T x topk = 512 tokens sent and received; 2 experts per rank
+  // are sorted into expert order.
+  EXPECT_EQ(Find(*g, "moe_permuted")->shape, (std::vector<int64_t>{512, 64}));
+  EXPECT_EQ(Find(*g, "moe_dispatched")->shape, (std::vector<int64_t>{512, 64}));
+  EXPECT_EQ(Find(*g, "moe_dispatched")->kind, OpKind::kAllGather);
+  EXPECT_EQ(Find(*g, "exp_fc1")->shape, (std::vector<int64_t>{512, 128}));
+  EXPECT_EQ(Find(*g, "exp_fc1")->batch, 2);
+  EXPECT_EQ(Find(*g, "fc2")->shape, (std::vector<int64_t>{128, 2, 64}));
+  // Bound without a capacity factor: every token of the 4 EP ranks on this
+  // rank's 2 experts, min(topk, 2) = 2 copies each: 4 x 256 x 2 = 2048.
+  s->megatron.moe.routing = "bound";
+  g = GptLayerGraph(*s);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Find(*g, "moe_dispatched")->shape, (std::vector<int64_t>{2048, 64}));
+  EXPECT_EQ(Find(*g, "moe_permuted")->shape, (std::vector<int64_t>{512, 64}));
+  // Capacity factor 2: cap = ceil(512 / 8 x 2) = 128 per expert and source;
+  // 4 ranks x 2 experts x 128 = 1024. Padded to capacity 1: 8 x 64 = 512 sent.
+  auto c = Parse(absl::StrCat(kTiny, " --moe-expert-capacity-factor 2"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  c->megatron.moe.routing = "bound";
+  g = GptLayerGraph(*c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Find(*g, "moe_dispatched")->shape, (std::vector<int64_t>{1024, 64}));
+  c = Parse(absl::StrCat(kTiny, " --moe-expert-capacity-factor 1 --moe-pad-expert-input-to-capacity "
+                                "--moe-aux-loss-coeff 0.01"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  g = GptLayerGraph(*c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Find(*g, "moe_permuted")->shape, (std::vector<int64_t>{512, 64}));
+  EXPECT_EQ(Find(*g, "aux_scores")->shape, (std::vector<int64_t>{256, 8}));
+}
+
+// Parameters per rank under EP, and the distributed optimizer's shards.
+TEST(MegatronMoeTest, ExpertParametersAndOptimizerShards) {
+  auto s = Parse(kTiny);
+  ASSERT_TRUE(s.ok()) << s.status();
+  s->megatron.rank_selected = true;
+  auto rep = SimulateStep(*s);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  const Program* p = &rep->program;
+  int64_t expert = 0, dense = 0, router = 0, shard = -1;
+  for (const Tensor& t : p->tensors) {
+    if (t.name == "opt.exp_avg.shard") shard = t.elements();
+    if (t.name.rfind("params.", 0) != 0 || t.name.find("padding") != std::string::npos) continue;
+    if (t.name.size() > 4 && t.name.compare(t.name.size() - 4, 4, ".new") == 0) continue;  // the updated copy
+    if (t.name.find(".w_exp") != std::string::npos) {
+      expert += t.elements();
+    } else {
+      dense += t.elements();
+    }
+    if (t.name.find(".w_router") != std::string::npos) router += t.elements();
+  }
+  // 2 layers x 2 local experts x (64 x 128 + 128 x 64).
+  EXPECT_EQ(expert, 2 * 2 * (64 * 128 + 128 * 64));
+  EXPECT_EQ(router, 2 * 64 * 8);
+  // Dense over DP 8, experts over expert DP 2.
+  EXPECT_EQ(shard, (dense + 7) / 8 + expert / 2);
+}
+
+TEST(MegatronMoeTest, RunReportsBalancedAndBoundPerRank) {
+  Result r = Gpusim(
+      "run --device h100-sxm-80gb --world-size 8 --megatron-args \"--num-layers 2 --hidden-size 128 "
+      "--num-attention-heads 4 --seq-length 256 --micro-batch-size 1 --bf16 --tokenizer-type NullTokenizer "
+      "--vocab-size 1000 --disable-bias-linear --swiglu --num-experts 64 --moe-router-topk 8 "
+      "--expert-model-parallel-size 8 --moe-grouped-gemm --moe-token-dispatcher-type alltoall "
+      "--moe-ffn-hidden-size 256 --use-distributed-optimizer\"");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Mixture of experts: 64 experts, top-8, EP 8 x ETP 1 (expert data parallel 1)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("worst case: every token of the EP group on this rank's experts"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("heaviest rank under the bound: stage 0 (ranks 0-7); the bound decides \"fits\": fits"),
+            std::string::npos)
+      << r.out;
+}
+
+}  // namespace
+}  // namespace gpusim
