@@ -778,7 +778,7 @@ def rates_block(fitted, ctx, gpusim, device):
 
 
 def attention_row(fitted, ctx, gpusim, device):
-    """efficiency.attention (Note [Attention efficiency fit], kineto_classes.py)."""
+    """efficiency.fused_attention (Note [Attention efficiency fit], kineto_classes.py)."""
     import kineto_classes as kc
     cases = []
     for t in fitted:
@@ -789,12 +789,12 @@ def attention_row(fitted, ctx, gpusim, device):
     claim(len(cases) > 1, "more than one case runs fused attention")
     mean = sum(v for _, v in cases) / len(cases)
     with open(os.path.join(ROOT, "configs", "devices", device + ".yaml")) as f:
-        used = float(re.search(r"(?m)^  attention: ([0-9.]+)", f.read()).group(1))
+        used = float(re.search(r"(?m)^  fused_attention: ([0-9.]+)", f.read()).group(1))
     loo = []
     for i, (c, v) in enumerate(cases):
         others = [w for j, (_, w) in enumerate(cases) if j != i]
         loo.append("%s %s" % (c, pct(v / (sum(others) / len(others)) - 1, 0, "-")))
-    return "| efficiency.attention (share of the ideal; attention.h) | %s | %.3f | %.3f | %s |" % (
+    return "| efficiency.fused_attention (share of the ideal; attention.h) | %s | %.3f | %.3f | %s |" % (
         ", ".join("%s %.3f" % (c, v) for c, v in cases), mean, used, ", ".join(loo))
 
 

@@ -678,6 +678,12 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   d.launch_overhead = SimTime(4000);
   d.matmul_efficiency = 0.80;
   d.attention_efficiency = 0.60;
+  // Note [Fused attention efficiency]: efficiency.fused_attention defaults to
+  // the h200-sxm-141gb fit (docs/validation_step_time.md, Fitted rates; tools/
+  // collect/kineto_classes.py Note [Attention efficiency fit]): the tile model
+  // (sim/device/impl/attention.h) already carries each device's SMs, clock and
+  // tensor peak, so the share is taken to carry over to other devices.
+  d.fused_attention_efficiency = 0.78;
   d.memory_efficiency = 0.85;
   d.collective_efficiency = 0.80;
   // Estimates; see configs/devices/h100-sxm-80gb.yaml, allocator_cost.
@@ -752,6 +758,7 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   Reader eff = r.Map("efficiency");
   eff.Fraction("matmul", &d.matmul_efficiency);
   eff.Fraction("attention", &d.attention_efficiency);
+  eff.Fraction("fused_attention", &d.fused_attention_efficiency);
   eff.Fraction("memory", &d.memory_efficiency);
   eff.Fraction("collective", &d.collective_efficiency);
   Reader cost = r.Map("allocator_cost");

@@ -244,7 +244,7 @@ def measured_rates(kineto, trace=None):
     return out
 
 
-# Note [Attention efficiency fit]: efficiency.attention is the share of the
+# Note [Attention efficiency fit]: efficiency.fused_attention is the share of the
 # ideal (sim/device/impl/attention.h, Note [Fused attention time]) a fused
 # attention kernel reaches. Per case: the ideal main-kernel time (forward and
 # backward kernels, helpers excluded) over the recorded time of those
@@ -260,14 +260,14 @@ def attention_share(gpusim, trace, device, kineto):
     path = os.path.join(ROOT, "configs", "devices", device + ".yaml")
     with open(path) as f:
         text = f.read()
-    if not re.search(r"(?m)^  attention: [0-9.]+", text):
-        raise SystemExit("kineto_classes: %s has no efficiency.attention line" % path)
+    if not re.search(r"(?m)^  fused_attention: [0-9.]+", text):
+        raise SystemExit("kineto_classes: %s has no efficiency.fused_attention line" % path)
     us = []
     with tempfile.TemporaryDirectory() as tmp:
         for eff in ("1.0", "0.5"):
             dev = os.path.join(tmp, "eff%s.yaml" % eff)
             with open(dev, "w") as f:
-                f.write(re.sub(r"(?m)^  attention: [0-9.]+", "  attention: " + eff, text))
+                f.write(re.sub(r"(?m)^  fused_attention: [0-9.]+", "  fused_attention: " + eff, text))
             us.append(predicted_sums(run_replay(gpusim, trace, dev))["attention"]["us"])
     recorded = kineto_kernel_us(kineto, ATTENTION_MAIN)
     if not recorded or us[1] <= us[0]:

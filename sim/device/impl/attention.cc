@@ -174,7 +174,7 @@ double FusedAttentionKernelSeconds(const AttentionShape& s, const DeviceSpec& d,
 }
 
 SimTime FusedAttentionTime(const AttentionShape& s, double bytes, const DeviceSpec& d) {
-  const double main = std::max(FusedAttentionKernelSeconds(s, d, d.attention_efficiency), HbmSeconds(bytes, d));
+  const double main = std::max(FusedAttentionKernelSeconds(s, d, d.fused_attention_efficiency), HbmSeconds(bytes, d));
   SimTime t = SimTime::FromSeconds(main) + d.launch_overhead;
   for (const double helper : HelperBytes(s)) t += SimTime::FromSeconds(HbmSeconds(helper, d)) + d.launch_overhead;
   return t;

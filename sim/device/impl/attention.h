@@ -62,7 +62,7 @@
 //     integer multiply-adds per clock per SM.
 // The units are issued by the same warps one after another in these
 // kernels (the softmax sits between the two MMAs of an iteration), so the
-// iteration takes their sum; divided by efficiency.attention, the share of
+// iteration takes their sum; divided by efficiency.fused_attention, the share of
 // that ideal a perfectly tiled kernel reaches. The SM clock is taken as
 // flops.fp32 / (2 · FP32 lanes · SMs).
 // The kernel: iterations · t_iter / SMs, over the wave utilisation
@@ -81,7 +81,7 @@
 // Not modelled: the forward's unpack_cudnn Philox-offset kernel (under a
 // microsecond), sliding windows, nested/jagged inputs.
 //
-// Fit (h200-sxm-141gb, efficiency.attention): the share of each case's
+// Fit (h200-sxm-141gb, efficiency.fused_attention): the share of each case's
 // recorded fwd + bwd main-kernel time the ideal above takes (tools/collect/
 // kineto_classes.py attention): see docs/validation_step_time.md.
 #ifndef GPUSIM_SIM_DEVICE_IMPL_ATTENTION_H_
@@ -132,7 +132,7 @@ double AttentionIterationSeconds(const AttentionShape& s, const AttentionTile& t
 // The main kernel's seconds at `efficiency`, without launch or the HBM floor.
 double FusedAttentionKernelSeconds(const AttentionShape& s, const DeviceSpec& d, double efficiency);
 
-// The whole op: the main kernel (at d.attention_efficiency, never under
+// The whole op: the main kernel (at d.fused_attention_efficiency, never under
 // `bytes` at the HBM roofline) and the helper kernels, each with its launch.
 SimTime FusedAttentionTime(const AttentionShape& s, double bytes, const DeviceSpec& d);
 

@@ -19,6 +19,7 @@ DeviceSpec RoundDevice(int sms = 1) {
   d.hbm_bandwidth = 1e15;
   d.memory_efficiency = 1;
   d.attention_efficiency = 1;
+  d.fused_attention_efficiency = 1;
   return d;
 }
 
@@ -100,9 +101,18 @@ TEST(AttentionTest, TiledModelTimesTheBackendThatRan) {
   // 2·16384·128 / 4096 + 16384 / 16 + 16384·4 / 128 = 2560 clocks.
   EXPECT_EQ(model.Duration(Sdpa("_scaled_dot_product_flash_attention", 1024, 1024, 64, false), d),
             SimTime::FromSeconds(72 * 2560e-9));
-  // Efficiency divides the kernel.
-  d.attention_efficiency = 0.5;
+  // efficiency.fused_attention divides the kernel; efficiency.attention (the
+  // roofline's, for attention without SDPA facts) does not touch it.
+  d.fused_attention_efficiency = 0.5;
   EXPECT_EQ(model.Duration(Sdpa("_scaled_dot_product_cudnn_attention", 1024, 1024, 64, false), d),
+            SimTime::FromSeconds(2 * 144 * 1280e-9));
+  d.attention_efficiency = 0.25;
+  EXPECT_EQ(model.Duration(Sdpa("_scaled_dot_product_cudnn_attention", 1024, 1024, 64, false), d),
+            SimTime::FromSeconds(2 * 144 * 1280e-9));
+  // Without efficiency.fused_attention the op falls back to the roofline,
+  // which reads efficiency.attention.
+  d.fused_attention_efficiency = 0;
+  EXPECT_NE(model.Duration(Sdpa("_scaled_dot_product_cudnn_attention", 1024, 1024, 64, false), d),
             SimTime::FromSeconds(2 * 144 * 1280e-9));
 }
 

@@ -7,9 +7,11 @@
 // SMs (matmul_tiling.h, Note [Tile and wave quantisation]). efficiency.matmul
 // is thus the efficiency of a perfectly tiled GEMM. A fused attention op
 // with its SDPA facts is timed by its backend's kernels (attention.h, Note
-// [Fused attention time]); efficiency.attention is likewise the efficiency
-// of a perfectly tiled attention kernel. Matmuls without a shape, and every
-// other op, are timed by the roofline model.
+// [Fused attention time]) at efficiency.fused_attention, likewise the
+// efficiency of a perfectly tiled attention kernel (efficiency.attention
+// stays the roofline's, for attention ops without the facts: synthesized
+// models, HLO). Matmuls without a shape, and every other op, are timed by
+// the roofline model.
 #ifndef GPUSIM_SIM_DEVICE_IMPL_TILED_H_
 #define GPUSIM_SIM_DEVICE_IMPL_TILED_H_
 
