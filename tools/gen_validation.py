@@ -689,7 +689,8 @@ def zoo_blocks(gpusim, ctx):
     step = {r["case"]: rel(r["measured_step_s"], r["predicted_step_s"]) for r in ok}
     gpu = [e for c, e in step.items() if "_gpu" in c]
     test = [e for c, e in step.items() if "_test" in c]
-    claim(max(gpu + test) < 0, "every step is predicted short")
+    claim(max(test) < 0, "every test-size step is predicted short")
+    long_gpu = sorted(c for c, e in step.items() if "_gpu" in c and e > 0)
     mv = zoo["versions"]
     rv = versions(ctx["python"], ["torch", "transformers"])
     differ = rv["torch"].split("+")[0] != mv["torch"].split("+")[0] or rv["transformers"] != mv["transformers"]
@@ -704,10 +705,10 @@ def zoo_blocks(gpusim, ctx):
             sum(abs(e) <= 0.02 for e in res.values()),
             ", ".join("%s (%s)" % (c, pct(res[c], 1, "-")) for c in beyond) or "none"))
     steps = para("Step time (median of six timed steps without the profiler) is the subject of issue 29 and",
-                 "[validation_step_time.md](validation_step_time.md): the shapes people train are %.0f%% to %.0f%%"
-                 % (-100 * max(gpu), -100 * min(gpu)),
-                 "short, the `test` sizes %.0f%% to %.0f%% short (their steps are bound by the host, whose costs are"
-                 % (-100 * max(test), -100 * min(test)),
+                 "[validation_step_time.md](validation_step_time.md): the shapes people train are predicted %s to %s"
+                 % (pct(min(gpu), 0), pct(max(gpu), 0)),
+                 "of their measured step (%s), the `test` sizes %.0f%% to %.0f%% short (their steps are bound by the host, whose costs are"
+                 % ("long: " + ", ".join(long_gpu) if long_gpu else "every one short", -100 * max(test), -100 * min(test)),
                  "not yet measured).")
     return {"zoo-versions": vers, "zoo-table": check_zoo.render_table(rows), "zoo-summary": summary, "zoo-step": steps}
 
@@ -875,32 +876,47 @@ def step_time_blocks(gpusim, ctx):
         "rate was set from. Left: the small-M (m ≤ 256) and small-K (k ≤ 128) shapes, %.0f%% to %.0f%% short."
         % (-100 * max(left), -100 * min(left)))
 
-    # Left undone: the figures of the attention, convolution and host bullets.
-    att = []
-    for tag in fitted:
+    # Attention before -> after: the class at efficiency.fused_attention 0
+    # (the fused ops by the roofline at the flat efficiency.attention, as
+    # before the tile model) and as the device file sets it.
+    al = ["| case | recorded µs | before: flat `efficiency.attention` µs | error | after: tile model µs | error |",
+          "|---|---:|---:|---:|---:|---:|"]
+    after_err = {}
+    for tag in fitted + held:
         r = cmp[tag]
-        rec, pre = r["recorded"]["attention"], r["predicted"]["attention"]
-        if rec["us"] and pre["flops"]:
-            att.append("%s %.0f TFLOP/s (class %s)" % (tag.replace("_gpu", ""), pre["flops"] / (rec["us"] * 1e-6) / 1e12,
-                                                       err0(rec["us"], pre["us"])))
+        rec, pre = r["recorded"]["attention"]["us"], r["predicted"]["attention"]["us"]
+        if not rec or not r["predicted"]["attention"]["kernels"]:
+            continue
+        flat = kc.attention_us_at(gpusim, os.path.join(ctx["traces"], tag + ".trace"), device, ("0",))[0]
+        after_err[tag] = rel(rec, pre)
+        al.append("| %s%s | %.0f | %.0f | %s | %.0f | %s |" % (tag, "" if tag in fitted else " (held out)", rec, flat,
+                                                             err0(rec, flat), pre, err0(rec, pre)))
+    fit_err = sorted(abs(after_err[t]) for t in fitted if t in after_err)
+    held_err = sorted(abs(v) for t, v in after_err.items() if t not in fitted)
+    al += ["", "gpu-size (fitted) cases: max |error| %.1f%%; test-size (held out): median |error| %.1f%%, max %.1f%%" % (
+        100 * fit_err[-1], 100 * held_err[len(held_err) // 2], 100 * held_err[-1])]
+
+    # Left undone: the figures of the attention, convolution and host bullets.
+    worst = max((t for t in fitted if t in after_err), key=lambda t: abs(after_err[t]))
     rn = "resnet50_gpu"
     layout = kc.kineto_kernel_us(os.path.join(ROOT, KINETO_DIR, rn + ".pt.trace.json.gz"), r"nchwToNhwc|nhwcToNchw")
     conv = cmp[rn]["recorded"]["conv"]["us"]
     bert = cmp["bert_gpu"]
     gaps = bert["measured_step_s"] - total(bert["recorded"]) * 1e-6
     left_undone = "\n".join([
-        para("**Attention**: predicted from FLOPs at the flat `efficiency.attention`, with no causal half and no",
-             "cost for dropout or masks. cuDNN SDPA on these cases reaches (predicted FLOPs / recorded time) %s:" % (
-                 ", ".join(att)),
-             "gpt2 (with dropout), bert (a mask and dropout) and vit_b16 (S=197) have head dim 64, llama head dim",
-             "128, causal. Needs a per-backend model (exp throughput, causal tiles, dropout).", indent="- "),
+        para("**Attention**: fused SDPA is timed per backend (`sim/device/impl/attention.h`); every H200 case ran",
+             "cuDNN, so the flash and memory-efficient tiles are read from PyTorch's sources but not yet checked",
+             "against a measured kernel, and one `efficiency.fused_attention` is shared by all backends and head",
+             "dims. Largest gpu-size error: %s %s." % (worst.replace("_gpu", ""), pct(after_err[worst], 1, "-")),
+             indent="- "),
         para("**Convolution**: cuDNN's `nchwToNhwc` / `nhwcToNchw` layout transforms (%.1f ms of resnet50's" % (
             layout / 1e3), "%.1f ms conv class) and algorithm choice are not modelled." % (conv / 1e3), indent="- "),
         para("**Host costs** (issue item 2): host-bound steps (every test-size case; bert_gpu's %.0f ms between" % (
             gaps * 1e3), "its kernels) are predicted too short.", indent="- "),
     ])
     return {"step-time-rates": rates_block(fitted, ctx, gpusim, device), "step-time-cases": "\n".join(cases), "step-time-held-out": "\n".join(held_lines),
-            "step-time-gemm": "\n".join(gl), "step-time-gemm-notes": gemm_notes, "step-time-left": left_undone}
+            "step-time-gemm": "\n".join(gl), "step-time-gemm-notes": gemm_notes, "step-time-left": left_undone,
+            "step-time-attention": "\n".join(al)}
 
 
 # ---------------------------------------------------------------- driver

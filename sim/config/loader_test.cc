@@ -186,6 +186,13 @@ model: {from: tiny, n_layers: 2, n_kv_heads: 2}
   EXPECT_EQ(r->device.memory_efficiency, 0.9);
   EXPECT_EQ(r->device.fused_attention_efficiency, 0.7);
   EXPECT_EQ(r->device.attention_efficiency, 0.60);  // not the fused key
+  // 0 turns the tile model off (Note [Fused attention efficiency]); the
+  // other efficiencies stay in (0, 1].
+  absl::StatusOr<RunSpec> off = LoadRunSpec(Run("device:\n  from: testgpu\n  efficiency: {fused_attention: 0}\nmodel: tiny\n"), {});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->device.fused_attention_efficiency, 0);
+  EXPECT_FALSE(LoadRunSpec(Run("device:\n  from: testgpu\n  efficiency: {attention: 0}\nmodel: tiny\n"), {}).ok());
+  EXPECT_FALSE(LoadRunSpec(Run("device:\n  from: testgpu\n  efficiency: {fused_attention: 1.5}\nmodel: tiny\n"), {}).ok());
   EXPECT_EQ(r->device.matmul_efficiency, 0.8);
   EXPECT_EQ(r->model.n_layers, 2);
   EXPECT_EQ(r->model.n_kv_heads, 2);

@@ -52,7 +52,7 @@ const std::vector<Entry>& Registry() {
           std::vector<ParamDoc> p = RooflineParams();
           p.push_back({"sms", "int", "", "", ">= 1", "streaming multiprocessors a matmul's tiles fill in waves"});
           p.push_back({"efficiency.fused_attention", "double", "fraction", "0.78", "[0, 1]",
-                       "of the tile model's ideal, fused SDPA kernels (attention.h)"});
+                       "of the tile model's ideal, fused SDPA kernels (attention.h); 0: by FLOPs"});
           return p;
         }(),
         {}},

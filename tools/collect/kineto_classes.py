@@ -254,9 +254,11 @@ def measured_rates(kineto, trace=None):
 ATTENTION_MAIN = r"sdpa_sm90_flash_[fb]prop|flash_fwd_kernel|flash_bwd_dq_dk_dv|fmha_cutlass|AttentionKernel|AttentionBackwardKernel"
 
 
-def attention_share(gpusim, trace, device, kineto):
-    """(share, recorded main-kernel µs): Note [Attention efficiency fit];
-    None when the case has no fused attention."""
+def attention_us_at(gpusim, trace, device, effs):
+    """The predicted attention class (µs) of `trace` on `device` with
+    efficiency.fused_attention set to each of `effs` (strings); "0" times the
+    fused ops by the roofline at efficiency.attention, as before the tile
+    model (sim/device/impl/tiled.cc)."""
     path = os.path.join(ROOT, "configs", "devices", device + ".yaml")
     with open(path) as f:
         text = f.read()
@@ -264,11 +266,18 @@ def attention_share(gpusim, trace, device, kineto):
         raise SystemExit("kineto_classes: %s has no efficiency.fused_attention line" % path)
     us = []
     with tempfile.TemporaryDirectory() as tmp:
-        for eff in ("1.0", "0.5"):
+        for eff in effs:
             dev = os.path.join(tmp, "eff%s.yaml" % eff)
             with open(dev, "w") as f:
                 f.write(re.sub(r"(?m)^  fused_attention: [0-9.]+", "  fused_attention: " + eff, text))
             us.append(predicted_sums(run_replay(gpusim, trace, dev))["attention"]["us"])
+    return us
+
+
+def attention_share(gpusim, trace, device, kineto):
+    """(share, recorded main-kernel µs): Note [Attention efficiency fit];
+    None when the case has no fused attention."""
+    us = attention_us_at(gpusim, trace, device, ("1.0", "0.5"))
     recorded = kineto_kernel_us(kineto, ATTENTION_MAIN)
     if not recorded or us[1] <= us[0]:
         return None
