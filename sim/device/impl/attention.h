@@ -83,7 +83,11 @@
 //
 // Fit (h200-sxm-141gb, efficiency.fused_attention): the share of each case's
 // recorded fwd + bwd main-kernel time the ideal above takes (tools/collect/
-// kineto_classes.py attention): see docs/validation_step_time.md.
+// kineto_classes.py attention_share, Note [Attention efficiency fit]), the
+// mean over the gpu-size cases, 0.78, with leave-one-out in docs/
+// validation_step_time.md; also the default of every other device (sim/
+// config/spec_parse.cc, Note [Fused attention efficiency]). 0 turns this
+// model off (the roofline at efficiency.attention times the op).
 #ifndef GPUSIM_SIM_DEVICE_IMPL_ATTENTION_H_
 #define GPUSIM_SIM_DEVICE_IMPL_ATTENTION_H_
 
