@@ -898,6 +898,21 @@ def step_time_blocks(gpusim, ctx):
 
     # Left undone: the figures of the attention, convolution and host bullets.
     worst = max((t for t in fitted if t in after_err), key=lambda t: abs(after_err[t]))
+    # The checkpointed llama step: its recording's SDPA facts against the
+    # kernels its Kineto trace ran.
+    ck = "llama_gpu_ckpt"
+    recorded(ctx, gpusim, [ck])
+    ckr = kc.compare_rows(zoo, ctx["traces"], gpusim, device, os.path.join(ROOT, KINETO_DIR), [ck])[0]
+    ck_facts = []
+    with open(os.path.join(ctx["traces"], ck + ".trace")) as f:
+        for line in f:
+            if line.startswith("compute ") and " op=_scaled_dot_product_cudnn_attention " in line:
+                dims = [int(x) for x in re.search(r" dims=([0-9,]+)", line).group(1).split(",")]
+                ck_facts.append((dims[8], dims[11], dims[1] == dims[2]))
+    reduce_head = kc.kineto_kernel_us(os.path.join(ROOT, KINETO_DIR, ck + ".pt.trace.json.gz"), r"fmha_reduce_head")
+    claim(ck_facts and all(f == (0, 1, True) for f in ck_facts) and reduce_head > 0,
+          "llama_gpu_ckpt is recorded with a mask and Hkv = Hq, not causal, where the GPU ran GQA (fmha_reduce_head)")
+    ck_err = rel(ckr["recorded"]["attention"]["us"], ckr["predicted"]["attention"]["us"])
     rn = "resnet50_gpu"
     layout = kc.kineto_kernel_us(os.path.join(ROOT, KINETO_DIR, rn + ".pt.trace.json.gz"), r"nchwToNhwc|nhwcToNchw")
     conv = cmp[rn]["recorded"]["conv"]["us"]
@@ -907,7 +922,12 @@ def step_time_blocks(gpusim, ctx):
         para("**Attention**: fused SDPA is timed per backend (`sim/device/impl/attention.h`); every H200 case ran",
              "cuDNN, so the flash and memory-efficient tiles are read from PyTorch's sources but not yet checked",
              "against a measured kernel, and one `efficiency.fused_attention` is shared by all backends and head",
-             "dims. Largest gpu-size error: %s %s." % (worst.replace("_gpu", ""), pct(after_err[worst], 1, "-")),
+             "dims. Largest gpu-size error: %s %s. Not in the tables: %s, whose recording (on the CPU, transformers"
+             % (worst.replace("_gpu", ""), pct(after_err[worst], 1, "-"), ck),
+             "%s) holds each SDPA call with an explicit mask and repeated KV heads (Hkv = Hq, not causal) where the"
+             % versions(ctx["python"], ["transformers"])["transformers"],
+             "GPU ran GQA (`fmha_reduce_head` in its Kineto trace): the tile model times the whole square,",
+             "attention class %s; the recording differs from the step that ran." % pct(ck_err, 0, "-"),
              indent="- "),
         para("**Convolution**: cuDNN's `nchwToNhwc` / `nhwcToNchw` layout transforms (%.1f ms of resnet50's" % (
             layout / 1e3), "%.1f ms conv class) and algorithm choice are not modelled." % (conv / 1e3), indent="- "),
