@@ -280,7 +280,7 @@ std::string CalibratedDeviceYaml(const CalibrationResult& r) {
                   "\n  network: ", rate(d.network_bandwidth), "\n  latency: ", d.link_latency.ns(), "ns\n");
   absl::StrAppend(&s, "launch_overhead: ", d.launch_overhead.ns(), "ns\n");
   absl::StrAppend(&s, "efficiency:\n  matmul: ", Num(d.matmul_efficiency), "\n  attention: ",
-                  Num(d.attention_efficiency), "\n  memory: ", Num(d.memory_efficiency), "\n  collective: ",
+                  Num(d.attention_efficiency), "\n  fused_attention: ", Num(d.fused_attention_efficiency), "\n  memory: ", Num(d.memory_efficiency), "\n  collective: ",
                   Num(d.collective_efficiency), "\n");
   absl::StrAppend(&s, "allocator_cost:\n  malloc: ", d.malloc_cost.ns(), "ns\n  free: ", d.free_cost.ns(),
                   "ns\n  map_page: ", d.map_page_cost.ns(), "ns\n  unmap_page: ", d.unmap_page_cost.ns(), "ns\n");

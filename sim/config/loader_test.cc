@@ -104,6 +104,7 @@ TEST_F(ConfigLoaderTest, LoadsByNameWithDefaults) {
   EXPECT_EQ(d.launch_overhead.ns(), 4000);
   EXPECT_EQ(d.matmul_efficiency, 0.80);
   EXPECT_EQ(d.attention_efficiency, 0.60);
+  EXPECT_EQ(d.fused_attention_efficiency, 0.78);  // Note [Fused attention efficiency]
   EXPECT_EQ(d.memory_efficiency, 0.85);
   EXPECT_EQ(d.collective_efficiency, 0.80);
   EXPECT_EQ(d.malloc_cost.ns(), 50000);  // allocator_cost defaults (estimates)
@@ -176,13 +177,22 @@ TEST_F(ConfigLoaderTest, FromWithDeepMergedOverrides) {
   absl::StatusOr<RunSpec> r = LoadRunSpec(Run(R"(device:
   from: testgpu
   memory: {context_reserve: 2GiB}
-  efficiency: {memory: 0.9}
+  efficiency: {memory: 0.9, fused_attention: 0.7}
 model: {from: tiny, n_layers: 2, n_kv_heads: 2}
 )"), {});
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->device.context_reserve, 2_GiB);
   EXPECT_EQ(r->device.cuda_total, Bytes(85045477376));  // kept from the file
   EXPECT_EQ(r->device.memory_efficiency, 0.9);
+  EXPECT_EQ(r->device.fused_attention_efficiency, 0.7);
+  EXPECT_EQ(r->device.attention_efficiency, 0.60);  // not the fused key
+  // 0 turns the tile model off (Note [Fused attention efficiency]); the
+  // other efficiencies stay in (0, 1].
+  absl::StatusOr<RunSpec> off = LoadRunSpec(Run("device:\n  from: testgpu\n  efficiency: {fused_attention: 0}\nmodel: tiny\n"), {});
+  ASSERT_TRUE(off.ok()) << off.status();
+  EXPECT_EQ(off->device.fused_attention_efficiency, 0);
+  EXPECT_FALSE(LoadRunSpec(Run("device:\n  from: testgpu\n  efficiency: {attention: 0}\nmodel: tiny\n"), {}).ok());
+  EXPECT_FALSE(LoadRunSpec(Run("device:\n  from: testgpu\n  efficiency: {fused_attention: 1.5}\nmodel: tiny\n"), {}).ok());
   EXPECT_EQ(r->device.matmul_efficiency, 0.8);
   EXPECT_EQ(r->model.n_layers, 2);
   EXPECT_EQ(r->model.n_kv_heads, 2);

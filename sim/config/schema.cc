@@ -77,7 +77,7 @@ std::vector<SchemaField> DeviceFields() {
           M("links", {L("nvlink"), L("pcie"), L("network"), L("latency")}),
           L("launch_overhead"),
           M("efficiency",
-            {L("matmul"), L("attention"), L("memory"), L("collective")}),
+            {L("matmul"), L("attention"), L("fused_attention"), L("memory"), L("collective")}),
           M("allocator_cost",
             {L("malloc"), L("free"), L("map_page"), L("unmap_page")}),
           M("host", {L("op"), L("module"), L("dispatch"), L("node"), L("python_module")}),

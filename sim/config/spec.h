@@ -51,7 +51,11 @@ struct DeviceSpec {
   SimTime link_latency;        // links.latency: per collective step
   SimTime launch_overhead;     // launch_overhead: per kernel
   double matmul_efficiency = 0;     // efficiency.matmul
-  double attention_efficiency = 0;  // efficiency.attention (flash kernels)
+  double attention_efficiency = 0;  // efficiency.attention (roofline attention: FLOPs at this share of the peak)
+  // efficiency.fused_attention: the share of the tile model's ideal a
+  // perfectly tiled fused SDPA kernel reaches (sim/device/impl/attention.h,
+  // Note [Fused attention time]); read by the tiled kernel model only.
+  double fused_attention_efficiency = 0;
   double memory_efficiency = 0;     // efficiency.memory (streaming ops)
   double collective_efficiency = 0; // efficiency.collective (bus bandwidth)
   // allocator_cost: device-memory calls an allocator makes, charged to the

@@ -157,14 +157,15 @@ class Reader {
     *out = static_cast<int>(v);
   }
 
-  // A fraction in (0, 1].
-  void Fraction(absl::string_view key, double* out) {
-    const ConfigNode* n = Scalar(key, kOptional, "a number in (0, 1]");
+  // A fraction in (0, 1], or [0, 1] with `allow_zero`.
+  void Fraction(absl::string_view key, double* out, bool allow_zero = false) {
+    const char* range = allow_zero ? "[0, 1]" : "(0, 1]";
+    const ConfigNode* n = Scalar(key, kOptional, absl::StrCat("a number in ", range));
     if (n == nullptr) return;
     double v = 0;
-    if (!ParseDouble(n->scalar(), &v) || v <= 0 || v > 1) {
+    if (!ParseDouble(n->scalar(), &v) || v < 0 || (v == 0 && !allow_zero) || v > 1) {
       Fail(*n, key,
-           absl::StrCat("expected a number in (0, 1], got ", n->Describe()));
+           absl::StrCat("expected a number in ", range, ", got ", n->Describe()));
     } else {
       *out = v;
     }
@@ -678,6 +679,14 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   d.launch_overhead = SimTime(4000);
   d.matmul_efficiency = 0.80;
   d.attention_efficiency = 0.60;
+  // Note [Fused attention efficiency]: efficiency.fused_attention defaults to
+  // the h200-sxm-141gb fit (docs/validation_step_time.md, Fitted rates; tools/
+  // collect/kineto_classes.py Note [Attention efficiency fit]): the tile model
+  // (sim/device/impl/attention.h) already carries each device's SMs, clock and
+  // tensor peak, so the share is taken to carry over to other devices. 0
+  // turns the tile model off: fused SDPA ops are then timed by their FLOPs
+  // at efficiency.attention, as before it (sim/device/impl/tiled.cc).
+  d.fused_attention_efficiency = 0.78;
   d.memory_efficiency = 0.85;
   d.collective_efficiency = 0.80;
   // Estimates; see configs/devices/h100-sxm-80gb.yaml, allocator_cost.
@@ -766,6 +775,7 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   Reader eff = r.Map("efficiency");
   eff.Fraction("matmul", &d.matmul_efficiency);
   eff.Fraction("attention", &d.attention_efficiency);
+  eff.Fraction("fused_attention", &d.fused_attention_efficiency, /*allow_zero=*/true);
   eff.Fraction("memory", &d.memory_efficiency);
   eff.Fraction("collective", &d.collective_efficiency);
   Reader cost = r.Map("allocator_cost");

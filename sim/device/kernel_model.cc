@@ -29,7 +29,7 @@ std::vector<ParamDoc> RooflineParams() {
   p.push_back({"hbm_bandwidth", "double", "bytes/s", "", "> 0", "peak HBM bandwidth"});
   p.push_back({"launch_overhead", "duration", "ns", "4us", ">= 0", "added to every kernel"});
   p.push_back({"efficiency.matmul", "double", "fraction", "0.80", "[0, 1]", "achievable share of the matmul peak"});
-  p.push_back({"efficiency.attention", "double", "fraction", "0.60", "[0, 1]", "of the peak, flash attention"});
+  p.push_back({"efficiency.attention", "double", "fraction", "0.60", "[0, 1]", "of the peak, attention by its FLOPs"});
   p.push_back({"efficiency.memory", "double", "fraction", "0.85", "[0, 1]", "of HBM bandwidth, streaming ops"});
   p.push_back({"efficiency.collective", "double", "fraction", "0.80", "[0, 1]", "NCCL bus bandwidth of the link"});
   p.push_back({"links.nvlink", "double", "bytes/s", "", ">= 0", "ring collectives within a node"});
@@ -51,6 +51,8 @@ const std::vector<Entry>& Registry() {
         [] {
           std::vector<ParamDoc> p = RooflineParams();
           p.push_back({"sms", "int", "", "", ">= 1", "streaming multiprocessors a matmul's tiles fill in waves"});
+          p.push_back({"efficiency.fused_attention", "double", "fraction", "0.78", "[0, 1]",
+                       "of the tile model's ideal, fused SDPA kernels (attention.h); 0: by FLOPs"});
           return p;
         }(),
         {}},

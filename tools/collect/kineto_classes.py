@@ -322,6 +322,45 @@ def host_fit(rows):
         loo.append(((d * fx[i][0] + m * fx[i][1]) / fy[i] - 1, n * bx[i][0] / by[i] - 1))
     return {"dispatch": dispatch, "module": module, "node": node, "loo": loo}
 
+# Note [Attention efficiency fit]: efficiency.fused_attention is the share of the
+# ideal (sim/device/impl/attention.h, Note [Fused attention time]) a fused
+# attention kernel reaches. Per case: the ideal main-kernel time (forward and
+# backward kernels, helpers excluded) over the recorded time of those
+# kernels. The ideal is read off gpusim itself: the attention class predicted
+# at efficiency 1/2 less the class at efficiency 1 is the main kernels at
+# efficiency 1 (helpers and launches cancel).
+ATTENTION_MAIN = r"sdpa_sm90_flash_[fb]prop|flash_fwd_kernel|flash_bwd_dq_dk_dv|fmha_cutlass|AttentionKernel|AttentionBackwardKernel"
+
+
+def attention_us_at(gpusim, trace, device, effs):
+    """The predicted attention class (µs) of `trace` on `device` with
+    efficiency.fused_attention set to each of `effs` (strings); "0" times the
+    fused ops by the roofline at efficiency.attention, as before the tile
+    model (sim/device/impl/tiled.cc)."""
+    path = os.path.join(ROOT, "configs", "devices", device + ".yaml")
+    with open(path) as f:
+        text = f.read()
+    if not re.search(r"(?m)^  fused_attention: [0-9.]+", text):
+        raise SystemExit("kineto_classes: %s has no efficiency.fused_attention line" % path)
+    us = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for eff in effs:
+            dev = os.path.join(tmp, "eff%s.yaml" % eff)
+            with open(dev, "w") as f:
+                f.write(re.sub(r"(?m)^  fused_attention: [0-9.]+", "  fused_attention: " + eff, text))
+            us.append(predicted_sums(run_replay(gpusim, trace, dev))["attention"]["us"])
+    return us
+
+
+def attention_share(gpusim, trace, device, kineto):
+    """(share, recorded main-kernel µs): Note [Attention efficiency fit];
+    None when the case has no fused attention."""
+    us = attention_us_at(gpusim, trace, device, ("1.0", "0.5"))
+    recorded = kineto_kernel_us(kineto, ATTENTION_MAIN)
+    if not recorded or us[1] <= us[0]:
+        return None
+    return (us[1] - us[0]) / recorded, recorded
+
 
 def step_time(rep):
     return rep.get("step", {}).get("step_time_s")

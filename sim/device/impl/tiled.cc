@@ -2,8 +2,10 @@
 #include "sim/device/impl/tiled.h"
 
 #include <algorithm>
+#include <optional>
 #include <string>
 
+#include "sim/device/impl/attention.h"
 #include "sim/device/timing.h"
 
 namespace gpusim {
@@ -59,6 +61,12 @@ MatmulTiling TiledKernelModel::Tiling(int64_t m, int64_t n, int64_t k, int64_t b
 SimTime TiledKernelModel::Duration(const TraceEvent& e, const DeviceSpec& d) const {
   const bool shaped = e.kind == OpKind::kMatmul && e.m > 0 && e.n > 0 && e.k > 0 &&
                       e.batch > 0 && d.sms > 0;
+  if (e.kind == OpKind::kAttention && d.sms > 0 && d.peak_fp32 > 0 && d.fused_attention_efficiency > 0) {
+    // Note [Fused attention time]: a fused SDPA op with its facts.
+    if (const std::optional<AttentionShape> s = FusedAttentionShape(e)) {
+      return FusedAttentionTime(*s, static_cast<double>((e.bytes_read + e.bytes_written).value()), d);
+    }
+  }
   if (!shaped) {
     // Note [ATen copy kernels], Note [ATen reduction kernels]: a measured
     // share of the HBM peak, the slower of it and the roofline.

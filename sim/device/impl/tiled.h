@@ -5,8 +5,13 @@
 //           (bytes + split_k_bytes) / (hbm · efficiency.memory)) + launch
 // with utilisation and split_k_bytes from ChooseMatmulTiling on the device's
 // SMs (matmul_tiling.h, Note [Tile and wave quantisation]). efficiency.matmul
-// is thus the efficiency of a perfectly tiled GEMM. Matmuls without a shape,
-// and every other op, are timed by the roofline model.
+// is thus the efficiency of a perfectly tiled GEMM. A fused attention op
+// with its SDPA facts is timed by its backend's kernels (attention.h, Note
+// [Fused attention time]) at efficiency.fused_attention, likewise the
+// efficiency of a perfectly tiled attention kernel (efficiency.attention
+// stays the roofline's, for attention ops without the facts: synthesized
+// models, HLO). Matmuls without a shape, and every other op, are timed by
+// the roofline model.
 #ifndef GPUSIM_SIM_DEVICE_IMPL_TILED_H_
 #define GPUSIM_SIM_DEVICE_IMPL_TILED_H_
 

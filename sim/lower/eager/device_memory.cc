@@ -691,6 +691,13 @@ absl::Status EagerDevicePass::LowerSdpa(size_t i, const TraceEvent& e, const Sdp
   };
   apply(tmp.before, true);
   TraceEvent c = e;
+  // Re-targeted or forced: the event names the backend that runs, whose
+  // kernels the device's kernel model times (sim/device/impl/attention.h,
+  // Note [Fused attention time]).
+  if (choice->backend != sdpa.backend) {
+    c.op = absl::StrCat("_scaled_dot_product_", SdpaBackendName(choice->backend), "_attention",
+                        sdpa.backward ? "_backward" : "");
+  }
   if (!c.uses.empty()) {
     for (const auto& [slot, id] : ids) {
       if (!freed.contains(id)) c.uses.push_back(id);

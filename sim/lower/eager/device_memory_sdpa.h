@@ -139,6 +139,9 @@ absl::StatusOr<int> SdpaCapabilityClass(const DeviceSpec& device);
 //   otherwise the backend facts [12..15] give for the device's class: the
 //     recorded one ("recorded choice"), or another fused one ("re-targeted":
 //     its workspaces, the op's results and saved tensors taken as recorded).
+//   A forced or re-targeted event is renamed to the fused op of the backend
+//   that runs (op _scaled_dot_product_<backend>_attention[_backward]), whose
+//   kernels the kernel model then times (sim/device/impl/attention.h).
 // InvalidArgument when the device's class chooses math or no kernel (the
 // recording holds no math decomposition: record for that device), or when
 // math is forced (record with --sdpa-backend math).

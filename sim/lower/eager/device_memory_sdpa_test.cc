@@ -53,6 +53,17 @@ std::vector<std::string> Steps(SdpaBackend backend, bool backward, const std::ve
 
 using V = std::vector<std::string>;
 
+// The ops of the fused SDPA events, in order: a re-targeted or forced event
+// is named for the backend that runs, whose kernels the kernel model times
+// (sim/device/impl/attention.h).
+V SdpaOps(const Trace& t) {
+  V out;
+  for (const TraceEvent& e : t.events) {
+    if (e.op.starts_with("_scaled_dot_product_")) out.push_back(e.op);
+  }
+  return out;
+}
+
 // validation/h200_2026-12-04/probes.json (main branch), key "sdpa": the
 // caching allocator's alloc/free_completed entries of each forced or default
 // cuDNN call (H200, torch 2.11.0+cu130, cuDNN 9.19) after the op's results.
@@ -222,6 +233,15 @@ TEST(SdpaWorkspace, RetargetedToTheReplayDevicesChoice) {
                              "+1048576 attn:sdpa_backward flash dq_accum", "attn:sdpa_backward", "-", "-"}));
   ASSERT_EQ(report.sdpa.size(), 2u);
   EXPECT_EQ(report.sdpa[1].backend, "flash");
+  EXPECT_EQ(SdpaOps(*out), (V{"_scaled_dot_product_flash_attention", "_scaled_dot_product_flash_attention_backward"}));
+  // The recording's own class keeps the recorded names.
+  absl::StatusOr<Trace> same = AddEagerDeviceMemory(SdpaStep(), Device("h200-sxm-141gb"), &report);
+  ASSERT_TRUE(same.ok()) << same.status();
+  EXPECT_EQ(SdpaOps(*same), (V{"_scaled_dot_product_cudnn_attention", "_scaled_dot_product_cudnn_attention_backward"}));
+  EXPECT_EQ(report.sdpa[1].why.substr(0, 15), "recorded choice");
+  report = {};
+  out = AddEagerDeviceMemory(SdpaStep(), Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok()) << out.status();
   EXPECT_EQ(report.sdpa[1].why,
             "re-targeted: recorded as cudnn for the recording's target; on a100-sxm-80gb (compute capability 8.0) "
             "the rules choose flash; the saved tensors taken as recorded");
@@ -255,6 +275,8 @@ TEST(SdpaWorkspace, ForcedBackendAndItsRefusals) {
                              "-"}));
   ASSERT_EQ(report.sdpa.size(), 2u);
   EXPECT_EQ(report.sdpa[0].why, "forced (--sdpa-backend efficient; recorded as cudnn)");
+  EXPECT_EQ(SdpaOps(*out),
+            (V{"_scaled_dot_product_efficient_attention", "_scaled_dot_product_efficient_attention_backward"}));
   // math: the recording has no decomposition to run.
   out = AddEagerDeviceMemory(SdpaStep(), h100, &report, {"", "math"});
   ASSERT_FALSE(out.ok());
