@@ -25,8 +25,8 @@ constexpr double kBwdFp32PerElement = 6;
 constexpr double kMaskFp32PerElement = 1;
 constexpr int kFacts = 17;  // traces/FORMAT.md, Op facts: the SDPA table
 
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-int64_t RoundUp(int64_t a, int64_t b) { return CeilDiv(a, b) * b; }
+int64_t TilesOf(int64_t a, int64_t b) { return (a + b - 1) / b; }
+int64_t PadTo(int64_t a, int64_t b) { return TilesOf(a, b) * b; }
 
 // FP32 lanes per SM (CUDA C++ Programming Guide, Arithmetic Instructions:
 // 32-bit floating-point add, multiply, multiply-add).
@@ -124,8 +124,8 @@ AttentionTile ChooseAttentionTile(const AttentionShape& s, const DeviceSpec& d) 
 }
 
 AttentionWork CountAttentionTiles(int64_t sq, int64_t skv, const AttentionTile& t, bool causal, bool backward) {
-  const int64_t q_tiles = CeilDiv(sq, t.m);
-  const int64_t kv_tiles = CeilDiv(skv, t.n);
+  const int64_t q_tiles = TilesOf(sq, t.m);
+  const int64_t kv_tiles = TilesOf(skv, t.n);
   AttentionWork w;
   w.ctas = backward ? kv_tiles : q_tiles;
   w.iterations = w.ctas;  // one of fill and epilogue per CTA
@@ -148,8 +148,8 @@ AttentionWork CountAttentionTiles(int64_t sq, int64_t skv, const AttentionTile& 
 }
 
 double AttentionIterationSeconds(const AttentionShape& s, const AttentionTile& t, const DeviceSpec& d) {
-  const double dqk = static_cast<double>(RoundUp(s.dqk, t.head_step));
-  const double dv = static_cast<double>(RoundUp(s.dv, t.head_step));
+  const double dqk = static_cast<double>(PadTo(s.dqk, t.head_step));
+  const double dv = static_cast<double>(PadTo(s.dv, t.head_step));
   const double elements = static_cast<double>(t.m * t.n);
   const double mma_flops = 2 * elements * (s.backward ? 3 * dqk + 2 * dv : dqk + dv);
   const DType dtype = s.elem == 4 ? DType::kF32 : DType::kBF16;
