@@ -51,7 +51,9 @@ using megatron_internal::MoeArgRules;
 using megatron_internal::ApplyMoeArgs;
 
 
-enum class ArgKind { kModelled, kNoEffect, kRefused };
+// kNotModelled: accepted (the run is the user's), costs time gpusim does not
+// count, and the report says so by name.
+enum class ArgKind { kModelled, kNoEffect, kNotModelled, kRefused };
 
 struct ArgRule {
   const char* name;
@@ -256,8 +258,14 @@ const std::vector<ArgRule>& Rules() {
       {"use-tp-pp-dp-mapping", ArgKind::kModelled, "rank order: which pipeline sends cross nodes"},
       {"log-interval", ArgKind::kNoEffect, "logging"},
       {"log-throughput", ArgKind::kNoEffect, "logging"},
-      {"log-params-norm", ArgKind::kNoEffect, "logging"},
-      {"log-num-zeros-in-grad", ArgKind::kNoEffect, "logging"},
+      // megatron/training/training.py train_step / training_log: computed
+      // every iteration the flag is on (calc_params_l2_norm: a multi-tensor
+      // L2 norm, its model-parallel all-reduce and a .item() sync;
+      // count_zeros_fp32 over the gradients, an all-reduce, .item()).
+      {"log-params-norm", ArgKind::kNotModelled,
+       "the parameters' L2 norm each iteration: a multi-tensor norm, an all-reduce, a host sync"},
+      {"log-num-zeros-in-grad", ArgKind::kNotModelled,
+       "the gradients' zero count each iteration: a reduction, an all-reduce, a host sync"},
       {"log-timers-to-tensorboard", ArgKind::kNoEffect, "logging"},
       {"log-memory-to-tensorboard", ArgKind::kNoEffect, "logging"},
       {"log-validation-ppl-to-tensorboard", ArgKind::kNoEffect, "logging"},
@@ -428,6 +436,8 @@ std::string ClassifyMegatronArg(const std::string& name, std::string* why) {
       return "modelled";
     case ArgKind::kNoEffect:
       return "no_effect";
+    case ArgKind::kNotModelled:
+      return "not_modelled";
     case ArgKind::kRefused:
       return "refused";
   }
@@ -541,7 +551,9 @@ absl::Status RecordMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* r
           absl::StrCat(where, "megatron.args: --", a.name, ": ", kind == "refused" ? "not modelled: " : "", why));
     }
     if (kind == "no_effect") mg.no_effect.push_back(a.name);
-    mg.args.emplace_back(a.name, kind == "modelled" ? "modelled" : absl::StrCat("no effect on memory or time: ", why));
+    mg.args.emplace_back(a.name, kind == "modelled"       ? "modelled"
+                                 : kind == "not_modelled" ? absl::StrCat("not modelled (costs time): ", why)
+                                                          : absl::StrCat("no effect on memory or time: ", why));
     run->written["megatron.args." + a.name] = a.where;
   }
   return absl::OkStatus();
@@ -942,7 +954,7 @@ absl::Status ParseMegatronNode(const ConfigNode& node, RunSpec* run) {
           // A flag written false is a flag not given.
           std::string why;
           const std::string kind = ClassifyMegatronArg(Canonical(a.key), &why);
-          if (a.value.is_scalar() && absl::AsciiStrToLower(a.value.scalar()) == "false" && (kind == "refused" || kind == "no_effect")) {
+          if (a.value.is_scalar() && absl::AsciiStrToLower(a.value.scalar()) == "false" && (kind == "refused" || kind == "no_effect" || kind == "not_modelled")) {
             continue;
           }
           args.push_back({Canonical(a.key), a.value.is_null() ? "true" : a.value.scalar(),

@@ -8,8 +8,10 @@
 // Argument names are megatron/training/arguments.py's (dashes or
 // underscores); a flag without a value is true. Every argument is modelled,
 // accepted as not affecting memory or time (logging, checkpointing, data
-// paths, learning-rate schedule: listed in MegatronSpec::no_effect), or
-// refused by name with the reason. Defaults and derived values are
+// paths, learning-rate schedule: listed in MegatronSpec::no_effect),
+// accepted as costing time gpusim does not count (per-iteration logging
+// that computes: MegatronSpec::args says "not modelled", the report names
+// them), or refused by name with the reason. Defaults and derived values are
 // Megatron's own (arguments.py validate_args, core_transformer_config_from_args).
 #ifndef GPUSIM_SIM_CONFIG_MEGATRON_ARGS_H_
 #define GPUSIM_SIM_CONFIG_MEGATRON_ARGS_H_
@@ -40,7 +42,8 @@ struct MegatronArg {
 absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view line, const SourceLocation& where);
 
 // The classification of one argument name: "modelled", "no_effect",
-// "refused" or "unknown"; `why` says what it means or why it is refused.
+// "not_modelled" (accepted; costs time gpusim does not count), "refused"
+// or "unknown"; `why` says what it means or why it is refused.
 std::string ClassifyMegatronArg(const std::string& name, std::string* why);
 
 // Reads the arguments into `run`: model sizes, tensor/sequence parallelism,

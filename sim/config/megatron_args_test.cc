@@ -79,6 +79,27 @@ TEST(MegatronArgsTest, RefusesByNameWithWhereItWasWritten) {
   EXPECT_NE(s.status().message().find("world_size: 8 is not a multiple"), std::string::npos) << s.status();
 }
 
+// Logging that computes every iteration is accepted but named as costing
+// time gpusim does not count, not listed as having no effect.
+TEST(MegatronArgsTest, PerIterationLoggingIsNotModelledNotNoEffect) {
+  std::string why;
+  EXPECT_EQ(ClassifyMegatronArg("log-params-norm", &why), "not_modelled");
+  EXPECT_NE(why.find("host sync"), std::string::npos) << why;
+  EXPECT_EQ(ClassifyMegatronArg("log-num-zeros-in-grad", &why), "not_modelled");
+  EXPECT_EQ(ClassifyMegatronArg("log-interval", &why), "no_effect");
+  auto s = ParseRunSpec(
+      "device: h100-sxm-80gb\nmegatron:\n  world_size: 2\n  args:\n    num_layers: 2\n    hidden-size: 512\n"
+      "    num-attention-heads: 8\n    seq-length: 128\n    micro-batch-size: 1\n    bf16: true\n"
+      "    log-params-norm: true\n    log-interval: 1\n",
+      "m.yaml");
+  ASSERT_TRUE(s.ok()) << s.status();
+  ASSERT_EQ(s->megatron.no_effect.size(), 1u);
+  EXPECT_EQ(s->megatron.no_effect[0], "log-interval");
+  bool named = false;
+  for (const auto& [name, how] : s->megatron.args) named |= name == "log-params-norm" && how.rfind("not modelled", 0) == 0;
+  EXPECT_TRUE(named);
+}
+
 TEST(MegatronArgsTest, MappingFormAndNoEffectList) {
   auto s = ParseRunSpec(
       "device: h100-sxm-80gb\nmegatron:\n  world_size: 2\n  args:\n    num_layers: 2\n    hidden-size: 512\n"

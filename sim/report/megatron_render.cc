@@ -1,6 +1,7 @@
 // See megatron_render.h.
 #include "sim/report/megatron_render.h"
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "absl/strings/str_join.h"
@@ -100,6 +101,11 @@ std::string RenderMegatronText(const MegatronReport& r) {
   if (g.moe.experts > 0) absl::StrAppend(&o, MoeText(r));
   if (!g.no_effect.empty()) {
     absl::StrAppend(&o, "  accepted as not affecting memory or time: --", absl::StrJoin(g.no_effect, ", --"), "\n");
+  }
+  for (const auto& [name, how] : g.args) {
+    if (absl::StartsWith(how, "not modelled")) {
+      absl::StrAppend(&o, "  accepted, not in the step time: --", name, " (", how.substr(how.find(": ") + 2), ")\n");
+    }
   }
   return o;
 }
