@@ -9,6 +9,7 @@
 
 #include "sim/device/impl/roofline.h"
 #include "sim/device/timing.h"
+#include "sim/trace/sdpa_op.h"
 
 namespace gpusim {
 namespace {
@@ -23,7 +24,6 @@ constexpr double kPhiloxIntOpsPerElement = 10.0 * 6.0 / 4.0;
 constexpr double kFwdFp32PerElement = 4;
 constexpr double kBwdFp32PerElement = 6;
 constexpr double kMaskFp32PerElement = 1;
-constexpr int kFacts = 17;  // traces/FORMAT.md, Op facts: the SDPA table
 
 int64_t TilesOf(int64_t a, int64_t b) { return (a + b - 1) / b; }
 int64_t PadTo(int64_t a, int64_t b) { return TilesOf(a, b) * b; }
@@ -86,31 +86,22 @@ std::vector<double> HelperBytes(const AttentionShape& s) {
 }  // namespace
 
 std::optional<AttentionShape> FusedAttentionShape(const TraceEvent& e) {
-  std::string_view op = EventOpNameView(e);
-  constexpr std::string_view kPrefix = "_scaled_dot_product_";
-  constexpr std::string_view kBackward = "_backward";
-  if (!op.starts_with(kPrefix) || e.dims.size() != kFacts) return std::nullopt;
+  const std::optional<SdpaOp> op = SdpaOpOf(EventOpNameView(e));
+  if (!op.has_value()) return std::nullopt;
+  const absl::StatusOr<SdpaFacts> f = ParseSdpaFacts(e.dims);
+  if (!f.ok()) return std::nullopt;  // the eager lowering refuses such facts by name
   AttentionShape s;
-  s.backward = op.ends_with(kBackward);
-  op.remove_prefix(kPrefix.size());
-  if (s.backward) op.remove_suffix(kBackward.size());
-  if (op == "cudnn_attention") {
-    s.backend = AttentionBackend::kCudnn;
-  } else if (op == "flash_attention") {
-    s.backend = AttentionBackend::kFlash;
-  } else if (op == "efficient_attention") {
-    s.backend = AttentionBackend::kEfficient;
-  } else {
-    return std::nullopt;
+  switch (op->backend) {
+    case SdpaBackend::kCudnn: s.backend = AttentionBackend::kCudnn; break;
+    case SdpaBackend::kFlash: s.backend = AttentionBackend::kFlash; break;
+    case SdpaBackend::kEfficient: s.backend = AttentionBackend::kEfficient; break;
+    default: return std::nullopt;
   }
-  const std::vector<int64_t>& f = e.dims;
-  s.b = f[0], s.hq = f[1], s.hkv = f[2], s.sq = f[3], s.skv = f[4], s.dqk = f[5], s.dv = f[6], s.elem = f[7];
-  s.causal = f[8] != 0;
-  s.dropout = static_cast<double>(f[9]) / 1e6;
-  s.mask = f[11] != 0;
-  for (int i = 0; i < 8; ++i) {
-    if (f[i] <= 0) return std::nullopt;
-  }
+  s.backward = op->backward;
+  s.b = f->b, s.hq = f->hq, s.hkv = f->hkv, s.sq = f->sq, s.skv = f->skv, s.dqk = f->dqk, s.dv = f->dv, s.elem = f->elem;
+  s.causal = f->causal;
+  s.dropout = static_cast<double>(f->dropout_ppm) / 1e6;
+  s.mask = f->mask;
   return s;
 }
 

@@ -111,8 +111,9 @@ struct AttentionShape {
 };
 
 // The shape of `e` when it is a fused SDPA op (op _scaled_dot_product_
-// {cudnn,flash,efficient}_attention[_backward]) carrying the 17 SDPA facts
-// with positive sizes; nullopt otherwise (timed by the roofline).
+// {cudnn,flash,efficient}_attention[_backward], SdpaOpOf) whose 17 SDPA
+// facts ParseSdpaFacts accepts (sim/trace/sdpa_op.h); nullopt otherwise
+// (timed by the roofline).
 std::optional<AttentionShape> FusedAttentionShape(const TraceEvent& e);
 
 struct AttentionTile {
