@@ -45,6 +45,7 @@ import subprocess
 import sys
 import tempfile
 import textwrap
+from statistics import median
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 GIB = float(1 << 30)
@@ -601,8 +602,7 @@ def megatron_blocks(gpusim, _ctx):
     # A real iteration: Megatron-LM's own functional test (its CI's golden values).
     f = m["megatron_functional_gpt3_mcore_te_tp2_pp2"]
     r = megatron_run(gpusim, f["world_size"], f["device"], f["args"])
-    it = sorted(f["iteration_time_s_steps_5_to_50"])
-    measured_it = it[len(it) // 2] if len(it) % 2 else 0.5 * (it[len(it) // 2 - 1] + it[len(it) // 2])
+    measured_it = median(f["iteration_time_s_steps_5_to_50"])
     logged = [x for x in r["ranks"] if x["logged_by_megatron"]]
     claim(len(logged) == 1, "one row is the rank Megatron logs")
     got_it, got_mem = r["megatron"]["step_time_s"], logged[0]["peak_allocated_bytes"]
@@ -1025,12 +1025,6 @@ def host_fit_block(ctx, held, cmp):
               "Step (gpusim replay, in the fit): median |error| %.0f%%, max %.0f%% over %d cases." % (
                   100 * median(a), 100 * a[-1], len(a))]
     return "\n".join(lines)
-
-
-def median(v):
-    v = sorted(v)
-    n = len(v)
-    return v[n // 2] if n % 2 else 0.5 * (v[n // 2 - 1] + v[n // 2])
 
 
 # ---------------------------------------------------------------- driver
