@@ -317,6 +317,23 @@ TEST(CliCapabilityTest, DeviceHostCostsAreModelledEagerAndRefusedUnderXla) {
   EXPECT_NE(base.out, slow.out);
 }
 
+// Note [Recorded host costs]: the costs of a recording's host= work are
+// refused for a model config (an eager one too), which has none to price.
+TEST(CliCapabilityTest, RecordedHostCostsAreRefusedForAModelConfig) {
+  const std::string dev = ::testing::TempDir() + "/cli_host_dispatch_device.yaml";
+  {
+    std::ifstream in(std::string(GPUSIM_SOURCE_DIR) + "/configs/devices/a100-sxm-80gb.yaml");
+    std::ofstream out(dev);
+    out << in.rdbuf() << "host:\n  dispatch: 5us\n";
+  }
+  const std::string gpt = std::string(GPUSIM_SOURCE_DIR) + "/examples/gpt22b_korthikanti.yaml";
+  Result r = Gpusim("run " + gpt + " --set device=" + dev);
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("host.dispatch, host.node and host.python_module price the host work a recorded PyTorch step"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST(CliCapabilityTest, GridCommandsRefuseMisspeltPathsAndUnmodelledValues) {
   for (const char* cmd : {"advise", "compare"}) {
     Result a = Gpusim(std::string(cmd) + " " + kConfig + " --vary batch.per_devise=1,2");

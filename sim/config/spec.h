@@ -79,6 +79,7 @@ struct DeviceSpec {
   SimTime host_node_cost;      // host.node
   SimTime host_python_module_cost;  // host.python_module
   bool host_given = false;     // the device file has a host: block
+  bool host_recorded_given = false;  // ... with dispatch, node or python_module
   // kernel_model: the KernelModel (sim/device/kernel_model.h) that times
   // this device's events; one of kKernelModelNames.
   std::string kernel_model = "tiled";

@@ -784,6 +784,10 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   cost.Unit("map_page", &d.map_page_cost, kOptional, ParseDuration, kTimeWhat);
   cost.Unit("unmap_page", &d.unmap_page_cost, kOptional, ParseDuration, kTimeWhat);
   d.host_given = node.Find("host") != nullptr;
+  if (const ConfigNode* h = node.Find("host"); h != nullptr) {
+    d.host_recorded_given = h->Find("dispatch") != nullptr || h->Find("node") != nullptr ||
+                            h->Find("python_module") != nullptr;
+  }
   Reader host = r.Map("host");
   host.Unit("op", &d.host_op_cost, kOptional, ParseDuration, kTimeWhat);
   host.Unit("module", &d.host_module_cost, kOptional, ParseDuration, kTimeWhat);

@@ -76,6 +76,15 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& given) {
         "pytorch, a Megatron-LM launch line, a recorded PyTorch trace), not for ", who,
         ": an XLA step is one executable launch, whose host side is not modelled"));
   }
+  // Note [Recorded host costs] (sim/lower/eager/host_timeline.h): these
+  // price the host work a recorded PyTorch step carries (trace format 1.6
+  // host=, `gpusim replay`); a model config's step has none to price.
+  if (spec.device.host_recorded_given) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        spec.device.source_file, ": host.dispatch, host.node and host.python_module price the host work a recorded "
+        "PyTorch step carries (trace format 1.6 host=; gpusim replay), not ", who,
+        ", whose eager step pays host.op per kernel and host.module per module call (Note [Host cost per kernel])"));
+  }
   RunSpec out = spec;
   for (const SettingInfo& s : RunSettings()) {
     if (s.path == "allocator.impl") continue;
