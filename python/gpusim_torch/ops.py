@@ -356,7 +356,8 @@ def reduce_facts(name, args, kwargs, outs):
 
 def conv_facts(name, args):
     """2-D convolution geometry: [N, C, H, W, K, C/groups, R, S, stride h, w,
-    padding h, w, dilation h, w, groups, transposed, element size] and, for
+    padding h, w, dilation h, w, groups, transposed, element size, memory
+    format (0 contiguous, 1 channels-last; trace format 1.7)] and, for
     convolution_backward, the output mask (grad input, weight, bias)."""
     if name == "convolution_backward":
         go, x, w = args[0], args[1], args[2]
@@ -374,7 +375,23 @@ def conv_facts(name, args):
     k, cg, r, s = (int(v) for v in w.shape)
     return [n, c, h, wd, k, cg, r, s, int(stride[0]), int(stride[-1]), int(padding[0]),
             int(padding[-1]), int(dilation[0]), int(dilation[-1]), int(groups), int(bool(transposed)),
-            x.element_size()] + [int(bool(b)) for b in mask]
+            x.element_size(), int(_channels_last(x) or _channels_last(w))] + [int(bool(b)) for b in mask]
+
+
+def _channels_last(t):
+    """Whether a 4-D tensor is laid out channels-last, as c10's
+    suggest_memory_format decides for the strides a convolution sees
+    (cudnn_conv_suggest_memory_format, aten/src/ATen/native/ConvUtils.h:
+    the input or the weight channels-last makes cuDNN run NHWC; Note
+    [cuDNN layout transforms], sim/device/impl/conv.h). A tensor that is
+    both (one channel, or 1x1 pixels) counts as contiguous, as c10's
+    stride heuristic ranks it."""
+    import torch  # the recorder's torch, loaded by now
+    try:
+        return (t.dim() == 4 and t.is_contiguous(memory_format=torch.channels_last)
+                and not t.is_contiguous())
+    except RuntimeError:
+        return False
 
 
 def index_put_facts(args, kwargs):

@@ -1,6 +1,8 @@
 """Writes a recorded step as a gpusim native trace (traces/FORMAT.md).
 
-Version 1.5 when it carries a warm-up history (`warmup` lines: Note [The
+Version 1.7 when a convolution's facts carry its memory format (ops.py
+conv_facts), else 1.6 when compute events carry host work (`host=`), else
+version 1.5 when it carries a warm-up history (`warmup` lines: Note [The
 warm-up history] in recorder.py), else version 1.3 when it is a distributed step (meta world_size, kind=broadcast;
 Note [Collectives under a fake process group] in collectives.py), else
 version 1.2 when the recording carries `meta` lines or op facts (`op=`,
@@ -61,6 +63,14 @@ def write_trace(path, recording, frames=True):
         raise
 
 
+def _conv_layout(e):
+    """A convolution's facts with the memory format (format 1.7: 18 facts,
+    21 for a backward; ops.py conv_facts)."""
+    op, dims = e.get("op"), e.get("dims") or ()
+    return (op in ("convolution", "_convolution") and len(dims) == 18) or (
+        op == "convolution_backward" and len(dims) == 21)
+
+
 def render_trace(rec, frames=True):
     """The trace file's bytes. A pure function of the recording."""
     lines = []
@@ -70,7 +80,8 @@ def render_trace(rec, frames=True):
     distributed = any(k == "world_size" for k, _ in meta) or any(e.get("kind") == "broadcast" for e in rec.events)
     warmup = getattr(rec, "warmup", None)
     host = any("host" in e for e in rec.events)
-    add(b"gpusim-trace 1.6" if host else b"gpusim-trace 1.5" if warmup else b"gpusim-trace 1.3" if distributed else
+    conv_layout = any(_conv_layout(e) for e in rec.events)
+    add(b"gpusim-trace 1.7" if conv_layout else b"gpusim-trace 1.6" if host else b"gpusim-trace 1.5" if warmup else b"gpusim-trace 1.3" if distributed else
         b"gpusim-trace 1.2" if facts else b"gpusim-trace 1.1" if frames else b"gpusim-trace 1")
     add(b"# format: traces/FORMAT.md; recorded by python/gpusim_torch")
     for c in rec.comments:

@@ -381,9 +381,16 @@ class OpFactsTest(unittest.TestCase):
         x = torch.empty(2, 3, 16, 16, device="meta")
         rec = record(lambda m, b, o: conv(x).sum().backward(), model=conv, batch=[x])
         facts = {e["op"]: e["dims"] for e in window(rec) if e["type"] == "compute" and "op" in e}
-        self.assertEqual(facts["convolution"], [2, 3, 16, 16, 8, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 4])
-        self.assertEqual(facts["convolution_backward"][:17], facts["convolution"])
-        self.assertEqual(facts["convolution_backward"][17:], [0, 1, 0])  # only the weight's gradient
+        # ..., element size 4, memory format 0 (contiguous: Note [cuDNN layout transforms]).
+        self.assertEqual(facts["convolution"], [2, 3, 16, 16, 8, 3, 3, 3, 2, 2, 1, 1, 1, 1, 1, 0, 4, 0])
+        self.assertEqual(facts["convolution_backward"][:18], facts["convolution"])
+        self.assertEqual(facts["convolution_backward"][18:], [0, 1, 0])  # only the weight's gradient
+        # Channels-last input (cudnn_conv_suggest_memory_format: NHWC).
+        xl = torch.empty(2, 3, 16, 16, device="meta").to(memory_format=torch.channels_last)
+        rec = record(lambda m, b, o: conv(xl).sum().backward(), model=conv, batch=[xl])
+        facts = {e["op"]: e["dims"] for e in window(rec) if e["type"] == "compute" and "op" in e}
+        self.assertEqual(facts["convolution"][17], 1)
+        self.assertEqual(facts["convolution_backward"][17], 1)
         # A 1-D convolution is named without facts (gpusim: not sized).
         conv1 = nn.Conv1d(3, 8, 3).to("meta")
         x1 = torch.empty(2, 3, 16, device="meta")

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "sim/device/impl/attention.h"
+#include "sim/device/impl/conv.h"
 #include "sim/device/timing.h"
 
 namespace gpusim {
@@ -78,16 +79,29 @@ SimTime TiledKernelModel::Duration(const TraceEvent& e, const DeviceSpec& d) con
     }
     return roofline_.Duration(e, d);
   }
-  const MatmulTiling t = Tiling(e.m, e.n, e.k, e.batch, d.sms);
+  bool conv_backward = false;
+  const std::optional<ConvGeometry> conv = ConvEventGeometry(e, &conv_backward);
+  // Note [Small-channel convolutions]: C/groups padded to 8.
+  const double pad = conv.has_value() ? ConvChannelPadding(*conv) : 1;
+  const int64_t k = pad == 1 ? e.k : static_cast<int64_t>(static_cast<double>(e.k) * pad + 0.5);
+  const double flops = e.flops * pad;
+  const MatmulTiling t = Tiling(e.m, e.n, k, e.batch, d.sms);
   const double bytes = static_cast<double>((e.bytes_read + e.bytes_written).value()) + t.split_k_bytes;
   const double mem_t = RooflineKernelModel::MemorySeconds(bytes, d);
-  double flop_t = RooflineKernelModel::MatmulSeconds(e.flops, e.dtype, d) / t.utilisation;
-  if (const double share = UnalignedGemmShare(e); share > 0) {
-    // Note [Unaligned GEMMs]: no TMA/WGMMA kernel; cuBLAS runs an align1 or
-    // align2 mma.sync kernel at a measured share of the tensor-core peak.
-    flop_t = std::max(flop_t, e.flops / (d.PeakFlops(e.dtype) * share));
+  double flop_t = RooflineKernelModel::MatmulSeconds(flops, e.dtype, d) / t.utilisation;
+  double share = UnalignedGemmShare(e);
+  if (conv.has_value()) share = SmallChannelConvShare(*conv, conv_backward, d);
+  if (share > 0) {
+    // Note [Unaligned GEMMs], Note [Small-channel convolutions]: no
+    // TMA/WGMMA kernel; an mma.sync kernel at a measured share of the
+    // tensor-core peak.
+    flop_t = std::max(flop_t, flops / (d.PeakFlops(e.dtype) * share));
   }
-  return SimTime::FromSeconds(std::max(mem_t, flop_t)) + d.launch_overhead;
+  SimTime t_kernel = SimTime::FromSeconds(std::max(mem_t, flop_t)) + d.launch_overhead;
+  // Note [cuDNN layout transforms]: a channels-first 16-bit convolution's
+  // transposes to and from NHWC, one kernel per tensor.
+  if (conv.has_value()) t_kernel += CudnnLayoutTransformTime(CudnnLayoutTransforms(*conv, conv_backward, d), d);
+  return t_kernel;
 }
 
 }  // namespace gpusim

@@ -10,8 +10,9 @@
 // [Fused attention time]) at efficiency.fused_attention, likewise the
 // efficiency of a perfectly tiled attention kernel (efficiency.attention
 // stays the roofline's, for attention ops without the facts: synthesized
-// models, HLO). Matmuls without a shape, and every other op, are timed by
-// the roofline model.
+// models, HLO). A channels-first 16-bit convolution adds cuDNN's layout
+// transforms (conv.h, Note [cuDNN layout transforms]). Matmuls without a
+// shape, and every other op, are timed by the roofline model.
 #ifndef GPUSIM_SIM_DEVICE_IMPL_TILED_H_
 #define GPUSIM_SIM_DEVICE_IMPL_TILED_H_
 

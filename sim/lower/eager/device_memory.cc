@@ -395,6 +395,7 @@ class EagerDevicePass {
   std::optional<BufferId> given_id_;  // the id the next alloc takes, when the history placed it
   std::set<ThreadStream> have_;
   int64_t conv_directions_ = 0, conv_unsized_ = 0;
+  int64_t conv_layout_unrecorded_ = 0;  // convolutions recorded before format 1.7
   std::set<std::vector<int64_t>> benchmarked_;  // Conv_v7.cpp BenchmarkCache keys
   int64_t convs_ = 0, embeddings_ = 0, index_sorts_ = 0, sdpa_calls_ = 0;
   std::map<std::tuple<std::string, std::string, std::string>, int64_t> sdpa_classes_;  // (op, backend, why)
@@ -711,15 +712,20 @@ absl::Status EagerDevicePass::LowerSdpa(size_t i, const TraceEvent& e, const Sdp
 absl::Status EagerDevicePass::LowerConv(size_t i, const TraceEvent& e) {
   const bool conv_backward = e.op == "convolution_backward";
   ++convs_;
-  if (cudnn_assumed_ == CudnnAssumption::kNone || e.dims.empty()) {
+  if (e.dims.empty()) {
     // Not a 2-D convolution (no facts): one direction counted unsized.
-    conv_directions_ += e.dims.empty() ? 1 : 0;
-    conv_unsized_ += e.dims.empty() ? 1 : 0;
+    ++conv_directions_;
+    ++conv_unsized_;
     out_.events.push_back(e);
     return absl::OkStatus();
   }
   absl::StatusOr<ConvGeometry> g = ParseConvFacts(e.dims, conv_backward);
   if (!g.ok()) return AtEvent(i, e, g.status());
+  conv_layout_unrecorded_ += g->layout == ConvLayout::kUnrecorded ? 1 : 0;
+  if (cudnn_assumed_ == CudnnAssumption::kNone) {
+    out_.events.push_back(e);
+    return absl::OkStatus();
+  }
   std::vector<ConvDirection> dirs;
   if (!conv_backward) dirs.push_back(ConvDirection::kForward);
   if (conv_backward && g->grad_input) dirs.push_back(ConvDirection::kBackwardData);
@@ -805,6 +811,13 @@ absl::Status EagerDevicePass::Summarize() {
                                     "times in a scratch workspace sized as bound (a lower bound of "
                                     "getMaxWorkspaceSize)")
                          : ""));
+  }
+  if (conv_layout_unrecorded_ > 0) {
+    report_->assumptions.push_back(absl::StrCat(
+        "convolution memory format: ", conv_layout_unrecorded_, " of ", convs_,
+        " convolution ops recorded without it (a trace before format 1.7): timed as contiguous (NCHW), "
+        "PyTorch's default, behind cuDNN's layout transforms where they apply (Note [cuDNN layout transforms], "
+        "sim/device/impl/conv.h); a recording by the current gpusim_torch writes it"));
   }
   if (embeddings_ > 0) {
     report_->not_modelled.push_back(absl::StrCat(

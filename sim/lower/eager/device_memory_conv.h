@@ -60,6 +60,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "sim/trace/conv_op.h"
 #include "sim/base/units.h"
 
 namespace gpusim {
@@ -70,20 +71,6 @@ enum class CudnnAssumption { kNone, kGemm, kWinogradNonfused, kBound };
 // choices otherwise.
 absl::StatusOr<CudnnAssumption> ParseCudnnAssumption(std::string_view name);
 std::string CudnnAssumptionName(CudnnAssumption a);
-
-// The recorded facts of a 2-D convolution (traces/FORMAT.md *Op facts*;
-// python/gpusim_torch/ops.py conv_facts): [N, C, H, W, K, C/groups, R, S,
-// stride h, w, padding h, w, dilation h, w, groups, transposed, element
-// size] and, for convolution_backward, the output mask (input, weight, bias).
-struct ConvGeometry {
-  int64_t n = 0, c = 0, h = 0, w = 0, k = 0, cg = 0, r = 0, s = 0;
-  int64_t stride_h = 1, stride_w = 1, pad_h = 0, pad_w = 0, dil_h = 1, dil_w = 1, groups = 1;
-  bool transposed = false;
-  int64_t elem = 4;
-  int64_t p = 0, q = 0;  // output height, width
-  bool grad_input = false, grad_weight = false;  // backward only
-};
-absl::StatusOr<ConvGeometry> ParseConvFacts(const std::vector<int64_t>& dims, bool backward);
 
 // Workspace bytes of one algorithm for `g`, or -1 when the algorithm does not
 // apply to it (or gpusim cannot size it there).
