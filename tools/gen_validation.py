@@ -952,7 +952,13 @@ def step_time_blocks(gpusim, ctx):
              "attention class %s; the recording differs from the step that ran." % pct(ck_err, 0, "-"),
              indent="- "),
         para("**Convolution**: cuDNN's `nchwToNhwc` / `nhwcToNchw` layout transforms (%.1f ms of resnet50's" % (
-            layout / 1e3), "%.1f ms conv class) and algorithm choice are not modelled." % (conv / 1e3), indent="- "),
+            layout / 1e3), "%.1f ms conv class) are timed (Note [cuDNN layout transforms], `sim/device/impl/conv.h`)," % (
+            conv / 1e3), "as are small-channel stems (Note [Small-channel convolutions]); the conv class is %s" % pct(
+            rel(conv, cmp[rn]["predicted"]["conv"]["us"]), 0, "-"),
+             "on resnet50_gpu. Left: the implicit-GEMM kernels' own efficiency (the tiled model gives them a",
+             "GEMM's), cuDNN's closed heuristics",
+             "(some 1x1 layers at 7x7 and 14x14 take the NHWC kernels with transforms where the rule expects the",
+             "GEMM path), and depthwise convolutions (convnext), timed by the roofline.", indent="- "),
         para("**Host costs** (issue item 2): the optimizer's per-parameter Python loops, module hooks and",
              "the GIL are not modelled apart from what the three fitted costs absorb (bert_gpu has %.0f ms"
              % (gaps * 1e3), "between its kernels).", indent="- "),
