@@ -67,6 +67,35 @@ ENTRY main {
   EXPECT_EQ(dot.dtype, DType::kBF16);
 }
 
+// Note [Optimization barrier]: what reads a barrier's output waits for every
+// operand's write, the cotangent's too, though it reads only the weight.
+TEST(HloToProgramTest, OptBarrierOrdersItsReadersAfterEveryOperand) {
+  auto p = Import(R"(HloModule m
+ENTRY main {
+  w = f32[4,256]{1,0} parameter(0)
+  g = f32[256]{0} parameter(1)
+  s = f32[1,256]{1,0} slice(w), slice={[1:2], [0:256]}
+  ws = f32[256]{0} reshape(s)
+  ct = f32[256]{0} exponential(g)
+  t = (f32[256]{0}, f32[256]{0}) tuple(ws, ct)
+  b = (f32[256]{0}, f32[256]{0}) opt-barrier(t)
+  bw = f32[256]{0} get-tuple-element(b), index=0
+  cw = bf16[256]{0} convert(bw)
+  ROOT d = bf16[256]{0} multiply(cw, cw)
+}
+)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  // The slice and the cotangent are written for the barrier, then the
+  // convert-multiply fusion that reads only the slice.
+  ASSERT_EQ(p->ops.size(), 3u);
+  const Op& reader = p->ops[2];
+  ASSERT_EQ(reader.inputs.size(), 1u);
+  EXPECT_EQ(reader.inputs[0], p->ops[0].outputs[0]);
+  EXPECT_EQ(reader.control_deps, (std::vector<OpId>{0, 1}));
+  EXPECT_TRUE(p->ops[0].control_deps.empty());
+  EXPECT_TRUE(p->ops[1].control_deps.empty());
+}
+
 // A fori_loop as JAX lowers it: (i, acc) with i < 5.
 constexpr char kLoop[] = R"(HloModule loop, input_output_alias={ {0}: (0, {}, may-alias) }
 body {
