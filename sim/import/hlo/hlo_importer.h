@@ -370,9 +370,10 @@ class Importer {
       // barrier writes its operands came through.
       for (OpId o = first_op; !after.empty() && o < b_.next_op(); ++o) MergeAfter(after, &b_.op(o).control_deps);
       if (normalization[i] && r.v && r.v->materialised == kNoTensor) {
-        RETURN_IF_ERROR(Materialise(r.v, Role::kTemporary, kNoTensor,
-                                    absl::StrCat("normalisation fusion ", ins.name, " (Note [Normalisation fusions])"))
-                            .status());
+        ASSIGN_OR_RETURN(TensorId t, Materialise(r.v, Role::kTemporary, kNoTensor,
+                                                 absl::StrCat("normalisation fusion ", ins.name,
+                                                              " (Note [Normalisation fusions])")));
+        normalization_outputs_.insert(t);
       }
       if (live_out[i] && users[i] > 1 && r.v && r.v->materialised == kNoTensor) {
         RETURN_IF_ERROR(MaterialiseLiveOut(r.v));
@@ -563,6 +564,7 @@ class Importer {
   absl::flat_hash_map<TensorId, int> refs_;           // tensor -> held values reading it
   bool trip_count_used_ = false;
   std::set<OpId> live_out_fusions_;                  // loop fusions MaterialiseLiveOut wrote
+  std::set<TensorId> normalization_outputs_;         // Note [Normalisation fusions]: not loop fusions
   std::vector<int64_t> trip_counts_;
   int64_t expanded_iterations_ = 0;                  // Note [Bounded expansion]: every loop's trips so far
 };

@@ -59,6 +59,7 @@ absl::StatusOr<Program> Importer::Run(HloImportStats* stats) {
   }
   Program program = b_.Finish();
   FuseLiveOutProducers(&program, live_out_fusions_);  // Note [Multi-output fusion of live-out values]
+  if (!m_.is_scheduled) FuseReductionSiblings(&program, normalization_outputs_);  // Note [Sibling multi-output fusion]
   return program;
 
 }
