@@ -140,6 +140,15 @@ void FuseReductionSiblings(Program* p, const std::set<TensorId>& not_loop_fusion
   std::vector<OpId> merged_into(n, -1);
   std::vector<int> loop(n);
   for (size_t i = 0; i < n; ++i) loop[i] = LoopOf(*p, static_cast<OpId>(i));
+  // The reduce ops outside loops reading each non-scalar tensor, in order
+  // (a loop fusion looks only at the reduces of its own operands).
+  std::vector<std::vector<OpId>> reduce_readers(p->tensors.size());
+  for (const Op& r : p->ops) {
+    if (loop[static_cast<size_t>(r.id)] >= 0 || r.kind != OpKind::kReduce || r.outputs.empty()) continue;
+    for (TensorId t : r.inputs) {
+      if (elements(t) > 1) reduce_readers[static_cast<size_t>(t)].push_back(r.id);
+    }
+  }
   for (size_t a = 0; a < n; ++a) {
     Op& s = p->ops[a];
     if (removed[a] || loop[a] >= 0 || s.kind != OpKind::kElementwise || s.outputs.empty() ||
@@ -147,13 +156,17 @@ void FuseReductionSiblings(Program* p, const std::set<TensorId>& not_loop_fusion
       continue;
     }
     const int64_t shape = elements(s.outputs[0]);
-    for (size_t b = a + 1; b < n; ++b) {
-      const Op& r = p->ops[b];
-      if (removed[b] || loop[b] >= 0 || r.kind != OpKind::kReduce || r.outputs.empty() || hero(r) != shape) continue;
-      // A shared operand that is not an effective scalar (IsProfitableOperand).
-      bool shares = false;
-      for (TensorId t : r.inputs) shares = shares || (elements(t) > 1 && Reads(s, t));
-      if (!shares) continue;
+    // Later reduces sharing an operand that is not an effective scalar
+    // (IsProfitableOperand), in op order.
+    std::set<OpId> siblings;
+    for (TensorId t : s.inputs) {
+      for (OpId b : reduce_readers[static_cast<size_t>(t)]) {
+        if (b > static_cast<OpId>(a)) siblings.insert(b);
+      }
+    }
+    for (OpId b : siblings) {
+      const Op& r = p->ops[static_cast<size_t>(b)];
+      if (removed[static_cast<size_t>(b)] || hero(r) != shape) continue;
       // Not connected: everything the reduce reads is written before the
       // loop fusion runs, so the fusion can compute both.
       bool ready = true;
@@ -177,8 +190,8 @@ void FuseReductionSiblings(Program* p, const std::set<TensorId>& not_loop_fusion
       }
       for (OpId d : r.control_deps) s.control_deps.push_back(d);
       s.kind = OpKind::kReduce;  // MergeFusionInstructionIntoMultiOutput: an input (reduction) fusion
-      removed[b] = true;
-      merged_into[b] = static_cast<OpId>(a);
+      removed[static_cast<size_t>(b)] = true;
+      merged_into[static_cast<size_t>(b)] = static_cast<OpId>(a);
     }
   }
   RemoveMerged(p, removed, merged_into);
