@@ -74,6 +74,7 @@ struct Virtual {
   double flops = 0;
   Phase phase = Phase::kForward;
   TensorId materialised = kNoTensor;
+  std::vector<OpId> after;  // Note [Optimization barrier]: writes a reader waits for
 };
 
 struct Node {
@@ -81,6 +82,9 @@ struct Node {
   std::shared_ptr<Virtual> v;      // virtual array
   bool tuple = false;
   std::vector<Node> elements;
+  // Note [Optimization barrier]: the writes of every operand of the barrier
+  // this value came through; whatever reads it runs after them.
+  std::vector<OpId> after;
   bool empty() const { return !tuple && t == kNoTensor && !v; }
 };
 
@@ -90,6 +94,23 @@ inline void Leaves(const Node& n, std::vector<const Node*>* out) {
   } else {
     out->push_back(&n);
   }
+}
+
+// Adds `ops` to `into`, each once, keeping `into`'s order.
+inline void MergeAfter(const std::vector<OpId>& ops, std::vector<OpId>* into) {
+  for (OpId o : ops) {
+    if (std::find(into->begin(), into->end(), o) == into->end()) into->push_back(o);
+  }
+}
+
+// The barrier writes a reader of `n` waits for (Note [Optimization barrier]).
+inline void AfterOf(const Node& n, std::vector<OpId>* out) {
+  if (n.tuple) {
+    for (const Node& e : n.elements) AfterOf(e, out);
+    return;
+  }
+  MergeAfter(n.after, out);
+  if (n.v) MergeAfter(n.v->after, out);
 }
 
 class Importer {
@@ -198,6 +219,11 @@ class Importer {
   Op& Emit(const std::string& name, OpKind kind, Phase phase, std::vector<TensorId> inputs,
            std::vector<TensorId> outputs, double flops) {
     b_.set_phase(phase);
+    const OpId id = b_.next_op();
+    // The last write of each buffer (Note [Optimization barrier]): an op's
+    // outputs, or its first input when it writes that in place.
+    for (TensorId t : outputs) writer_[t] = id;
+    if (outputs.empty() && !inputs.empty()) writer_[inputs[0]] = id;
     return b_.AddOp(name, kind, std::move(inputs), std::move(outputs), flops);
   }
 
@@ -247,6 +273,7 @@ class Importer {
       outs.push_back(out);
     }
     Op& op = Emit(absl::StrCat("fusion.", v->name), OpKind::kElementwise, v->phase, ins, outs, v->flops);
+    MergeAfter(v->after, &op.control_deps);
     op.bytes_read = read;
     op.bytes_written = Bytes(v->shape.ArrayBytes());
     op.dtype = *dt;
@@ -333,11 +360,20 @@ class Importer {
         auto h = home_.find({static_cast<int>(i), -1});
         if (h != home_.end()) current_home_ = ParamTensor(comp, h->second);
       }
+      const OpId first_op = b_.next_op();
+      std::vector<OpId> after;
+      if (ins.opcode != "call") {  // a call's body reads its arguments' `after` itself
+        for (const Node& o : ops) AfterOf(o, &after);
+      }
       ASSIGN_OR_RETURN(Node r, Instruction(comp, static_cast<int>(i), ins, ops, args, is_entry));
+      // Note [Optimization barrier]: what this instruction ran waits for the
+      // barrier writes its operands came through.
+      for (OpId o = first_op; !after.empty() && o < b_.next_op(); ++o) MergeAfter(after, &b_.op(o).control_deps);
       if (normalization[i] && r.v && r.v->materialised == kNoTensor) {
-        RETURN_IF_ERROR(Materialise(r.v, Role::kTemporary, kNoTensor,
-                                    absl::StrCat("normalisation fusion ", ins.name, " (Note [Normalisation fusions])"))
-                            .status());
+        ASSIGN_OR_RETURN(TensorId t, Materialise(r.v, Role::kTemporary, kNoTensor,
+                                                 absl::StrCat("normalisation fusion ", ins.name,
+                                                              " (Note [Normalisation fusions])")));
+        normalization_outputs_.insert(t);
       }
       if (live_out[i] && users[i] > 1 && r.v && r.v->materialised == kNoTensor) {
         RETURN_IF_ERROR(MaterialiseLiveOut(r.v));
@@ -409,13 +445,39 @@ class Importer {
   // rematerialised inputs, the f32 weight slices of a scanned layer, are
   // written before the barrier and read after it). The barrier itself
   // forwards those buffers (HloDataflowAnalysis: kOptimizationBarrier
-  // defines no value).
+  // defines no value), but it is one instruction: whatever reads one of its
+  // outputs (a get-tuple-element of it) is scheduled after the barrier, so
+  // after every operand's write (HloInstruction::operands are the
+  // scheduler's edges; hlo_memory_scheduler.cc and latency_hiding_scheduler.cc
+  // schedule only instructions whose operands are scheduled). jax.checkpoint
+  // puts the layer's residuals, its weights and the cotangent arriving from
+  // the layer above into one barrier (jax/_src/ad_checkpoint.py
+  // remat_transpose, optimization_barrier), so nothing of a layer's
+  // recomputation, not even the bf16 convert of a weight slice, can run
+  // before the backward of the layer above. Each output Node carries those
+  // writes (`after`), which become control dependencies of the ops that
+  // read it (Eval, Materialise).
   absl::StatusOr<Node> Barrier(const Node& n) {
+    ASSIGN_OR_RETURN(Node out, BarrierBuffers(n));
+    std::vector<const Node*> leaves;
+    Leaves(out, &leaves);
+    std::vector<OpId> writes;
+    for (const Node* l : leaves) {
+      if (l->t == kNoTensor) continue;
+      auto w = writer_.find(l->t);
+      if (w != writer_.end()) MergeAfter({w->second}, &writes);
+      MergeAfter(l->after, &writes);
+    }
+    std::sort(writes.begin(), writes.end());
+    SetAfter(writes, &out);
+    return out;
+  }
+  absl::StatusOr<Node> BarrierBuffers(const Node& n) {
     if (n.tuple) {
       Node t;
       t.tuple = true;
       for (const Node& e : n.elements) {
-        ASSIGN_OR_RETURN(Node b, Barrier(e));
+        ASSIGN_OR_RETURN(Node b, BarrierBuffers(e));
         t.elements.push_back(std::move(b));
       }
       return t;
@@ -424,6 +486,13 @@ class Importer {
     Node b;
     ASSIGN_OR_RETURN(b.t, Buffer(n));
     return b;
+  }
+  static void SetAfter(const std::vector<OpId>& writes, Node* n) {
+    if (n->tuple) {
+      for (Node& e : n->elements) SetAfter(writes, &e);
+      return;
+    }
+    if (!n->empty()) n->after = writes;
   }
 
   // A fusible instruction: a virtual value reading its operands' buffers.
@@ -490,10 +559,12 @@ class Importer {
   std::map<std::pair<int, int>, int64_t> home_;       // (entry instruction, tuple index) -> parameter
   TensorId current_home_ = kNoTensor;
   absl::flat_hash_map<TensorId, TensorId> chain_;     // tensor -> donated parameter whose buffer it is
+  absl::flat_hash_map<TensorId, OpId> writer_;        // tensor -> the op that last wrote it
   absl::flat_hash_map<TensorId, TensorId> current_;   // parameter -> latest version of its buffer
   absl::flat_hash_map<TensorId, int> refs_;           // tensor -> held values reading it
   bool trip_count_used_ = false;
   std::set<OpId> live_out_fusions_;                  // loop fusions MaterialiseLiveOut wrote
+  std::set<TensorId> normalization_outputs_;         // Note [Normalisation fusions]: not loop fusions
   std::vector<int64_t> trip_counts_;
   int64_t expanded_iterations_ = 0;                  // Note [Bounded expansion]: every loop's trips so far
 };

@@ -28,6 +28,33 @@ namespace hlo_internal {
 // regions are renumbered.
 void FuseLiveOutProducers(Program* p, const std::set<OpId>& candidates);
 
+// Note [Sibling multi-output fusion]
+// XLA-GPU's multi-output fusion pass also fuses siblings: two fusions that
+// read a common operand (not an effective scalar) and are not connected
+// become one multi-output fusion (xla/service/gpu/transforms/
+// multi_output_fusion.cc MultiOutputFusion::FuseSiblings, CanFuseSiblings,
+// IsProfitableOperand, openxla/xla 1a677b5c; a loop fusion that takes a
+// reduction becomes an input fusion). The shapes must agree
+// (gpu_fusible.cc ShapesCompatibleForMultiOutputFusion): a reduction's
+// hero is the array it reduces, a loop fusion's its output. The fused
+// kernel runs where both can: what it computes of the later sibling is
+// written with the earlier. A norm's weight gradient (sum over tokens of the
+// cotangent times the normalised input) is such a sibling of the norm's
+// input gradient, so its inputs (the layer's projections' input gradients)
+// die in the layer's backward, not at the optimizer where JAX's program
+// order puts the reduction of an unrolled layer stack.
+// Each reduce op is merged into the first earlier loop fusion (an
+// elementwise op with outputs, none in `not_loop_fusions`: a normalisation
+// fusion's) that reads one
+// of its non-scalar inputs, whose output has as many elements as the
+// reduce's largest input, and before which every input of the reduce is
+// written. Scope: ops outside while loops (a loop body's iterations are
+// built one after another and are not told apart here), loop fusion with
+// reduction only (loop-loop and reduction-reduction siblings, whose
+// compatibility needs the reduced dimensions, are not fused);
+// FusionFitsInBudget's operand and shared-memory limits are not checked.
+void FuseReductionSiblings(Program* p, const std::set<TensorId>& not_loop_fusions);
+
 }  // namespace hlo_internal
 }  // namespace gpusim
 

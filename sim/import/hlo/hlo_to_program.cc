@@ -59,6 +59,7 @@ absl::StatusOr<Program> Importer::Run(HloImportStats* stats) {
   }
   Program program = b_.Finish();
   FuseLiveOutProducers(&program, live_out_fusions_);  // Note [Multi-output fusion of live-out values]
+  if (!m_.is_scheduled) FuseReductionSiblings(&program, normalization_outputs_);  // Note [Sibling multi-output fusion]
   return program;
 
 }
@@ -264,12 +265,15 @@ absl::StatusOr<Node> Importer::View(const HloInstruction& ins, const std::vector
   if (ops[0].v->materialised != kNoTensor) {
     Node n;
     n.t = ops[0].v->materialised;
+    n.after = ops[0].after;
+    MergeAfter(ops[0].v->after, &n.after);
     return n;
   }
   auto v = std::make_shared<Virtual>(*ops[0].v);
   v->shape = ins.shape;
   v->name = ins.name;
   v->materialised = kNoTensor;
+  MergeAfter(ops[0].after, &v->after);
   Node n;
   n.v = v;
   return n;
@@ -298,6 +302,7 @@ absl::StatusOr<Node> Importer::Fuse(const HloInstruction& ins, const std::vector
     if (o.tuple) return Error(ins, "a tuple operand of an elementwise instruction");
     const Bytes slice(slicing && i == 0 ? ins.shape.ArrayBytes() : -1);
     TensorId t = o.t != kNoTensor ? o.t : (o.v && o.v->materialised != kNoTensor ? o.v->materialised : kNoTensor);
+    AfterOf(o, &v->after);  // Note [Optimization barrier]
     if (t != kNoTensor) {
       add(t, slice.value() >= 0 ? Min(slice, b_.program().tensor(t).bytes()) : b_.program().tensor(t).bytes());
     } else if (o.v) {

@@ -67,6 +67,70 @@ ENTRY main {
   EXPECT_EQ(dot.dtype, DType::kBF16);
 }
 
+// Note [Optimization barrier]: what reads a barrier's output waits for every
+// operand's write, the cotangent's too, though it reads only the weight.
+TEST(HloToProgramTest, OptBarrierOrdersItsReadersAfterEveryOperand) {
+  auto p = Import(R"(HloModule m
+ENTRY main {
+  w = f32[4,256]{1,0} parameter(0)
+  g = f32[256]{0} parameter(1)
+  s = f32[1,256]{1,0} slice(w), slice={[1:2], [0:256]}
+  ws = f32[256]{0} reshape(s)
+  ct = f32[256]{0} exponential(g)
+  t = (f32[256]{0}, f32[256]{0}) tuple(ws, ct)
+  b = (f32[256]{0}, f32[256]{0}) opt-barrier(t)
+  bw = f32[256]{0} get-tuple-element(b), index=0
+  cw = bf16[256]{0} convert(bw)
+  ROOT d = bf16[256]{0} multiply(cw, cw)
+}
+)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  // The slice and the cotangent are written for the barrier, then the
+  // convert-multiply fusion that reads only the slice.
+  ASSERT_EQ(p->ops.size(), 3u);
+  const Op& reader = p->ops[2];
+  ASSERT_EQ(reader.inputs.size(), 1u);
+  EXPECT_EQ(reader.inputs[0], p->ops[0].outputs[0]);
+  EXPECT_EQ(reader.control_deps, (std::vector<OpId>{0, 1}));
+  EXPECT_TRUE(p->ops[0].control_deps.empty());
+  EXPECT_TRUE(p->ops[1].control_deps.empty());
+}
+
+// Note [Sibling multi-output fusion]: a reduction of an array a loop fusion
+// also reads is computed by that fusion, though the module prints it last.
+TEST(HloToProgramTest, ReductionFusesIntoItsLoopFusionSibling) {
+  auto p = Import(R"(HloModule m
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT s = f32[] add(a, b)
+}
+ENTRY main {
+  x = f32[64,256]{1,0} parameter(0)
+  w = f32[256,256]{1,0} parameter(1)
+  d = f32[64,256]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  n = f32[64,256]{1,0} negate(d)
+  e = f32[64,256]{1,0} dot(n, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  c = f32[] constant(0)
+  r = f32[256]{0} reduce(d, c), dimensions={0}, to_apply=add
+  ROOT t = (f32[64,256]{1,0}, f32[256]{0}) tuple(e, r)
+}
+)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  ASSERT_EQ(CountOps(*p, OpKind::kReduce), 1);
+  EXPECT_EQ(CountOps(*p, OpKind::kElementwise), 0);  // the negate's loop fusion became the reduction fusion
+  const Op* fused = nullptr;
+  for (const Op& op : p->ops) {
+    if (op.kind == OpKind::kReduce) fused = &op;
+  }
+  ASSERT_NE(fused, nullptr);
+  EXPECT_EQ(fused->id, 1);  // between the two dots: where the negate runs
+  ASSERT_EQ(fused->outputs.size(), 2u);
+  EXPECT_EQ(p->tensor(fused->outputs[0]).shape, (std::vector<int64_t>{64, 256}));
+  EXPECT_EQ(p->tensor(fused->outputs[1]).shape, (std::vector<int64_t>{256}));
+  EXPECT_EQ(fused->bytes_read.value(), 64 * 256 * 4);  // d read once for both
+}
+
 // A fori_loop as JAX lowers it: (i, acc) with i < 5.
 constexpr char kLoop[] = R"(HloModule loop, input_output_alias={ {0}: (0, {}, may-alias) }
 body {
