@@ -119,7 +119,8 @@ absl::StatusOr<HostMeasurements> ExtractHostMeasurements(const RecordedTrace& t)
   for (const RecordedOp& op : t.ops) {
     if (op.kind != RecordedOpKind::kModuleCall) continue;
     any_module = true;
-    if (op.thread == main && op.start >= t0 && op.start < b0) ++modules;
+    // A module call encloses its ops: it starts before the first one.
+    if (op.thread == main && op.start < b0) ++modules;
   }
   if (any_module) h.module_calls = modules;
   return h;

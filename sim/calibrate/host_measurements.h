@@ -22,8 +22,8 @@
 //   dispatches (D) the main thread's forward-window ops as the recorder
 //                  counts them (Note [Dispatches from a Kineto trace]);
 //   nodes (N)      the engine threads' evaluate_function ranges;
-//   module calls   the main thread's forward-window "nn.Module: NAME"
-//   (M)            python_function events (with_stack / with_modules);
+//   module calls   the main thread's "nn.Module: NAME" python_function
+//   (M)            events starting before the backward (with_stack);
 //                  unknown when the trace has none.
 // The profiler slows the host (a RecordFunction per op, a Python frame per
 // call with with_stack): given the step's unprofiled time, each span is
