@@ -45,7 +45,8 @@ absl::StatusOr<HostMeasurements> HostOf(const std::vector<std::string>& events) 
 }
 
 // Main thread 1: a module call around aten::linear (CompositeImplicitAutograd:
-// its aten::t and aten::addmm carry sequence numbers and are the dispatches;
+// its aten::t and aten::addmm carry sequence numbers: they and the factory
+// aten::empty between them, called by the decomposition, are the dispatches;
 // aten::transpose inside aten::t and aten::empty inside aten::addmm ran below
 // autograd), then aten::arange under no_grad (no sequence number). Engine
 // thread 2: two nodes. Main thread again: the optimizer, after the backward.
@@ -54,6 +55,7 @@ std::vector<std::string> SyntheticStep() {
           Ev("cpu_op", "aten::linear", 1, 105, 50, 7),
           Ev("cpu_op", "aten::t", 1, 106, 10, 7),
           Ev("cpu_op", "aten::transpose", 1, 107, 5),
+          Ev("cpu_op", "aten::empty", 1, 118, 1),
           Ev("cpu_op", "aten::addmm", 1, 120, 30, 7),
           Ev("cpu_op", "aten::empty", 1, 121, 2),
           Ev("cpu_op", "aten::arange", 1, 170, 10),
@@ -67,7 +69,7 @@ TEST(HostMeasurementsTest, CountsAndSpansOfASyntheticStep) {
   absl::StatusOr<HostMeasurements> h = HostOf(SyntheticStep());
   ASSERT_TRUE(h.ok()) << h.status();
   EXPECT_EQ(h->top_level_ops, 2);  // aten::linear, aten::arange
-  EXPECT_EQ(h->dispatches, 3);     // aten::t, aten::addmm, aten::arange
+  EXPECT_EQ(h->dispatches, 4);     // aten::t, aten::empty, aten::addmm, aten::arange
   EXPECT_EQ(h->nodes, 2);
   ASSERT_TRUE(h->module_calls.has_value());
   EXPECT_EQ(*h->module_calls, 1);

@@ -24,13 +24,12 @@ struct OpNode {
 // Dispatches under `n` as the recorder counts them (Note [Dispatches from a
 // Kineto trace]).
 int64_t Dispatches(const std::vector<OpNode>& nodes, const OpNode& n) {
-  std::vector<int> sequenced;
-  for (int c : n.children) {
-    if (nodes[static_cast<size_t>(c)].op->sequence >= 0) sequenced.push_back(c);
-  }
-  if (n.op->sequence < 0 || sequenced.empty()) return 1;
+  const bool decomposed = n.op->sequence >= 0 && std::any_of(n.children.begin(), n.children.end(), [&](int c) {
+    return nodes[static_cast<size_t>(c)].op->sequence >= 0;
+  });
+  if (!decomposed) return 1;
   int64_t total = 0;
-  for (int c : sequenced) total += Dispatches(nodes, nodes[static_cast<size_t>(c)]);
+  for (int c : n.children) total += Dispatches(nodes, nodes[static_cast<size_t>(c)]);
   return total;
 }
 

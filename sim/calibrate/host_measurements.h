@@ -48,11 +48,22 @@
 // sequenceNumberForRunningRecordFunction): an op with an autograd kernel
 // and a CompositeImplicitAutograd op both have one, the ops a backend
 // kernel calls (below autograd: AutoDispatchBelowADInplaceOrView) do not. So
-// a top-level op with a sequence number whose children include
-// sequence-numbered ops ran its decomposition above autograd: those
-// children are the dispatches, counted by the same rule; every other
-// top-level op (no sequence number: grad mode off, or a factory entered at a
-// backend key; or no such child) is one dispatch.
+// a top-level op with a sequence number and a sequence-numbered child ran
+// its decomposition above autograd: its children are the dispatches,
+// counted by the same rule (a factory among them, aten::empty, has no
+// tensor input and so no autograd key and no sequence number, and is one
+// dispatch: _batch_norm_impl_index's reserve buffer); every other op (no
+// sequence number: grad mode off, a factory; or no sequence-numbered child)
+// is one dispatch.
+// Where the counts differ (docs/validation.md "host-calibration"): a
+// CompositeImplicitAutograd op that dispatches nothing (aten::to to its own
+// dtype, aten::dropout at p = 0; TensorConversions.cpp to_impl and
+// Dropout.cpp return the input) is a cpu_op with no child, one dispatch
+// here and none to the recorder; and the aten::detach a TorchDispatchMode
+// sees after each in-place aten::relu_ (torch 2.15 on the CPU; reached
+// without a dispatcher call() of its own, the one place a RecordFunction is
+// made: Dispatcher.cpp's note that `redispatch` has no profiler
+// instrumentation) is a dispatch to the recorder and no cpu_op here.
 #ifndef GPUSIM_SIM_CALIBRATE_HOST_MEASUREMENTS_H_
 #define GPUSIM_SIM_CALIBRATE_HOST_MEASUREMENTS_H_
 
