@@ -115,10 +115,11 @@ double Median(std::vector<double> v) {
 // The shipped host.* defaults (spec_parse.cc; Note [Recorded host costs]) were
 // fitted offline to the same ten steps with the recorder's dispatch and node
 // counts; the fit here counts them from the traces' CPU ops. Stated
-// tolerance: each cost within 8% of its default (the count gap: forward
-// dispatches -1% to +9% per case except resnet50's -26%, nodes +1% to +7%;
-// docs/validation.md "host-calibration"); leave-one-out no worse than forward
-// median 25% / max 40%, backward median 18% / max 80%.
+// tolerance: each cost within 6% of its default (the counts differ by a few
+// percent per case, resnet50's dispatches by more; Note [Dispatches from a
+// Kineto trace] and docs/validation.md "host-calibration"); leave-one-out
+// no worse than forward median 25% / max 45%, backward median 18% / max 80%
+// (the offline fit's: 22% / 50%, 13% / 86%).
 TEST(CalibrateHostTest, TenH200TracesReproduceTheShippedHostCosts) {
   absl::StatusOr<CalibrationResult> r = CalibrateFile(kHostFile);
   ASSERT_TRUE(r.ok()) << r.status();
@@ -132,7 +133,7 @@ TEST(CalibrateHostTest, TenH200TracesReproduceTheShippedHostCosts) {
     const ParameterResult* p = Param(*r, name);
     ASSERT_NE(p, nullptr) << name;
     EXPECT_FALSE(p->at_bound) << name;
-    EXPECT_NEAR(p->fitted / value, 1.0, 0.08) << name << ": fitted " << p->fitted << " s, shipped " << value;
+    EXPECT_NEAR(p->fitted / value, 1.0, 0.06) << name << ": fitted " << p->fitted << " s, shipped " << value;
   }
   ASSERT_EQ(r->host_cases.size(), 10u);
   std::vector<double> forward, backward;
@@ -146,7 +147,7 @@ TEST(CalibrateHostTest, TenH200TracesReproduceTheShippedHostCosts) {
     backward.push_back(std::fabs(*h.loo_backward_error));
   }
   EXPECT_LE(Median(forward), 0.25);
-  EXPECT_LE(*std::max_element(forward.begin(), forward.end()), 0.40);
+  EXPECT_LE(*std::max_element(forward.begin(), forward.end()), 0.45);
   EXPECT_LE(Median(backward), 0.18);
   EXPECT_LE(*std::max_element(backward.begin(), backward.end()), 0.80);
   // The device file carries the fitted costs.

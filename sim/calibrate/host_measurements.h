@@ -63,7 +63,12 @@
 // sees after each in-place aten::relu_ (torch 2.15 on the CPU; reached
 // without a dispatcher call() of its own, the one place a RecordFunction is
 // made: Dispatcher.cpp's note that `redispatch` has no profiler
-// instrumentation) is a dispatch to the recorder and no cpu_op here.
+// instrumentation) is a dispatch to the recorder and no cpu_op here. Nodes:
+// the recorder counts a node when one of its ops reaches the mode
+// (recorder.py _count_host_work: _current_autograd_node changes), so a node
+// that dispatches no op (AccumulateGrad taking the incoming gradient as the
+// .grad it sets; torch/csrc/autograd/functions/accumulate_grad.h) is one
+// evaluate_function here and none to the recorder.
 #ifndef GPUSIM_SIM_CALIBRATE_HOST_MEASUREMENTS_H_
 #define GPUSIM_SIM_CALIBRATE_HOST_MEASUREMENTS_H_
 
