@@ -66,8 +66,8 @@
 // instrumentation) is a dispatch to the recorder and no cpu_op here. Nodes:
 // the recorder counts a node when one of its ops reaches the mode
 // (recorder.py _count_host_work: _current_autograd_node changes), so a node
-// that dispatches no op (AccumulateGrad taking the incoming gradient as the
-// .grad it sets; torch/csrc/autograd/functions/accumulate_grad.h) is one
+// that dispatches no op (one whose formula passes the gradient on as it is:
+// CloneBackward0, `self: grad` in tools/autograd/derivatives.yaml) is one
 // evaluate_function here and none to the recorder.
 #ifndef GPUSIM_SIM_CALIBRATE_HOST_MEASUREMENTS_H_
 #define GPUSIM_SIM_CALIBRATE_HOST_MEASUREMENTS_H_
