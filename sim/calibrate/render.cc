@@ -138,7 +138,7 @@ void RenderKernelCase(const KernelCaseResult& k, std::string& s) {
   absl::StrAppend(&s, "  (error: summed predicted / summed measured - 1; rms: of the ops' relative errors)\n");
 }
 
-std::string Us(double seconds) { return absl::StrFormat("%.0f", seconds * 1e6); }
+std::string HostUs(double seconds) { return absl::StrFormat("%.0f", seconds * 1e6); }
 
 // Note [Host cost fit]: per case, the counts and the spans (µs) against
 // the fitted prices.
@@ -162,9 +162,9 @@ void RenderHostCases(const CalibrationResult& r, std::string& s) {
                                         h.name, h.fit ? "*" : " ", h.measured.top_level_ops, h.measured.dispatches,
                                         h.measured.nodes, m,
                                         h.inflation.has_value() ? absl::StrFormat("%.2f", *h.inflation) : "-",
-                                        Us(h.forward_s), Us(h.forward_before_s), Us(h.forward_after_s),
-                                        Pct(h.forward_error_after), Pct(h.loo_forward_error), Us(h.backward_s),
-                                        Us(h.backward_before_s), Us(h.backward_after_s), Pct(h.backward_error_after),
+                                        HostUs(h.forward_s), HostUs(h.forward_before_s), HostUs(h.forward_after_s),
+                                        Pct(h.forward_error_after), Pct(h.loo_forward_error), HostUs(h.backward_s),
+                                        HostUs(h.backward_before_s), HostUs(h.backward_after_s), Pct(h.backward_error_after),
                                         Pct(h.loo_backward_error)));
   }
   absl::StrAppend(&s, "  (* fitted; D dispatches, N autograd nodes, M module calls of the forward; spans divided by "
