@@ -18,6 +18,7 @@
 #include "sim/calibrate/host_measurements.h"
 #include "sim/config/loader.h"
 #include "sim/import/kineto.h"
+#include "tests/cli_support.h"
 
 namespace gpusim {
 namespace {
@@ -193,6 +194,25 @@ TEST(CalibrateHostTest, RefusesHostPythonModuleWithoutModuleCounts) {
   absl::StatusOr<CalibrationResult> r = CalibrateFile((dir / "cal.yaml").string());
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.status().message().find("host.python_module cannot be fitted"), std::string_view::npos) << r.status();
+}
+
+// The command line: a trace needs --device; --device and --step-time are
+// refused for a calibration file; a trace writes a device file with the
+// fitted host costs in its host: block.
+TEST(CalibrateHostTest, CommandLineForms) {
+  Result r = Gpusim(absl::StrCat("calibrate ", kGpt2Trace));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("needs --device"), std::string::npos) << r.out;
+  r = Gpusim(absl::StrCat("calibrate ", kHostFile, " --step-time 0.01"));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("--device and --step-time are for a Kineto trace"), std::string::npos) << r.out;
+  const fs::path out = fs::path(testing::TempDir()) / "gpt2_host.yaml";
+  r = Gpusim(absl::StrCat("calibrate ", kGpt2Trace, " --device h200-sxm-141gb --step-time 0.008427 --out ", out.string()));
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_NE(r.out.find("Host (Kineto CPU ops)"), std::string::npos) << r.out;
+  absl::StatusOr<DeviceSpec> d = LoadDeviceSpec(out.string(), "");
+  ASSERT_TRUE(d.ok()) << d.status();
+  EXPECT_TRUE(d->host_recorded_given);
 }
 
 }  // namespace
