@@ -550,7 +550,7 @@ absl::StatusOr<CalibrationResult> CalibrateTrace(const std::string& path, const 
   c.source = path;
   c.run.device = device;
   c.measured.step_time_s = step_time_s;
-  c.location = SourceLocation{path, 0, 0};
+  c.location.file = path;
   spec.cases.push_back(std::move(c));
   ASSIGN_OR_RETURN(PreparedKernels k, LoadKinetoCase(spec.cases[0]));
   std::vector<std::string> refused;
