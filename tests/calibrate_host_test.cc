@@ -213,6 +213,15 @@ TEST(CalibrateHostTest, CommandLineForms) {
   absl::StatusOr<DeviceSpec> d = LoadDeviceSpec(out.string(), "");
   ASSERT_TRUE(d.ok()) << d.status();
   EXPECT_TRUE(d->host_recorded_given);
+  // The rest of the device as the device file has it (a replayed PyTorch
+  // step needs the compute capability).
+  absl::StatusOr<DeviceSpec> h200 = LoadDeviceSpec("h200-sxm-141gb", "");
+  ASSERT_TRUE(h200.ok()) << h200.status();
+  EXPECT_EQ(d->cc_major, h200->cc_major);
+  EXPECT_EQ(d->cc_minor, h200->cc_minor);
+  EXPECT_EQ(d->kernel_model, h200->kernel_model);
+  EXPECT_EQ(d->peak_fp8, h200->peak_fp8);
+  EXPECT_EQ(d->max_threads_per_sm, h200->max_threads_per_sm);
 }
 
 }  // namespace

@@ -146,7 +146,7 @@ void RenderHostCases(const CalibrationResult& r, std::string& s) {
   bool any = false;
   for (const HostCaseResult& h : r.host_cases) any |= h.absent.empty();
   if (!any) return;
-  absl::StrAppend(&s, "\nHost (Kineto CPU ops)  top-level  D      N      M        inflation  "
+  absl::StrAppend(&s, "\nHost (Kineto CPU ops)  top-level  D      N      M           inflation  "
                       "forward us: span  before  after  error    loo      "
                       "backward us: span  before  after  error    loo\n");
   for (const HostCaseResult& h : r.host_cases) {
@@ -157,7 +157,7 @@ void RenderHostCases(const CalibrationResult& r, std::string& s) {
     const std::string m = h.module_calls.has_value()
                               ? absl::StrCat(*h.module_calls, h.module_source == "case" ? " (case)" : "")
                               : std::string("-");
-    absl::StrAppend(&s, absl::StrFormat("  %-20s %s %9d  %-6d %-6d %-8s %-9s  %17s  %6s  %5s  %-8s %-8s %18s  %6s  "
+    absl::StrAppend(&s, absl::StrFormat("  %-20s %s %9d  %-6d %-6d %-11s %-9s  %17s  %6s  %5s  %-8s %-8s %18s  %6s  "
                                         "%5s  %-8s %s\n",
                                         h.name, h.fit ? "*" : " ", h.measured.top_level_ops, h.measured.dispatches,
                                         h.measured.nodes, m,
@@ -360,12 +360,18 @@ std::string CalibratedDeviceYaml(const CalibrationResult& r) {
   absl::StrAppend(&s, "name: ", d.name, "\n");
   absl::StrAppend(&s, "description: ", Quoted(absl::StrCat(d.description, " (calibrated)")), "\n");
   absl::StrAppend(&s, "sms: ", d.sms, "\n");
+  // Every key the device file sets (spec_parse.cc): a replayed PyTorch step
+  // needs compute_capability, the timing its kernel_model.
+  if (d.cc_major > 0) absl::StrAppend(&s, "compute_capability: \"", d.cc_major, ".", d.cc_minor, "\"\n");
+  absl::StrAppend(&s, "max_threads_per_sm: ", d.max_threads_per_sm, "\n");
+  absl::StrAppend(&s, "kernel_model: ", d.kernel_model, "\n");
   absl::StrAppend(&s, "memory:\n  cuda_total: ", d.cuda_total.value(), "\n  context_reserve: ",
                   d.context_reserve.value(), "\n");
   absl::StrAppend(&s, "hbm_bandwidth: ", rate(d.hbm_bandwidth), "\n");
   if (d.l2.value() > 0) absl::StrAppend(&s, "l2: ", d.l2.value(), "\n");
   absl::StrAppend(&s, "flops:\n  bf16: ", flops(d.peak_bf16), "\n  fp16: ", flops(d.peak_fp16), "\n  tf32: ",
                   flops(d.peak_tf32), "\n  fp32: ", flops(d.peak_fp32), "\n");
+  if (d.peak_fp8 > 0) absl::StrAppend(&s, "  fp8: ", flops(d.peak_fp8), "\n");
   absl::StrAppend(&s, "links:\n  nvlink: ", rate(d.nvlink_bandwidth), "\n  pcie: ", rate(d.pcie_bandwidth),
                   "\n  network: ", rate(d.network_bandwidth), "\n  latency: ", d.link_latency.ns(), "ns\n");
   absl::StrAppend(&s, "launch_overhead: ", d.launch_overhead.ns(), "ns\n");
