@@ -184,13 +184,18 @@ void HostPhase(JsonWriter& j, std::string_view key, double span, double before, 
   j.EndObject();
 }
 
+// Opens a kineto case's object with what names it.
+void BeginTraceCase(JsonWriter& j, const std::string& name, bool fit, const std::string& trace) {
+  j.BeginObject();
+  j.String("name", name);
+  j.Bool("fit", fit);
+  j.String("trace", trace);
+}
+
 void HostCasesJson(JsonWriter& j, const CalibrationResult& r) {
   j.BeginArray("host_cases");
   for (const HostCaseResult& h : r.host_cases) {
-    j.BeginObject();
-    j.String("name", h.name);
-    j.Bool("fit", h.fit);
-    j.String("trace", h.trace);
+    BeginTraceCase(j, h.name, h.fit, h.trace);
     if (h.absent.empty()) j.Null("absent"); else j.String("absent", h.absent);
     j.Int("engine_threads", h.measured.engine_threads);
     j.Int("top_level_ops", h.measured.top_level_ops);
@@ -287,10 +292,7 @@ std::string RenderCalibrationJson(const CalibrationResult& r) {
   j.EndArray();
   j.BeginArray("kernel_cases");
   for (const KernelCaseResult& k : r.kernel_cases) {
-    j.BeginObject();
-    j.String("name", k.name);
-    j.Bool("fit", k.fit);
-    j.String("trace", k.trace);
+    BeginTraceCase(j, k.name, k.fit, k.trace);
     j.String("trace_device", k.trace_device);
     j.Int("kernels", k.kernels);
     j.Int("skipped_kernels", k.skipped_kernels);
