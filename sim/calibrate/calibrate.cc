@@ -333,7 +333,7 @@ absl::Status CheckHostParameters(const CalibrationSpec& spec, const std::vector<
                                    "fitted by host.dispatch alone, which then carries the module calls' Python"));
     }
     if (!k.host->inflation.has_value()) {
-      notes.push_back(absl::StrCat("case '", k.spec->name, "' gives no unprofiled step time (measured.step_time_s): "
+      notes.push_back(absl::StrCat("case '", k.spec->name, "' gives no unprofiled step time (measured.step_time_s; for one trace, --step-time): "
                                    "its host spans, and the host costs fitted to them, include the profiler's "
                                    "overhead"));
     }
@@ -394,7 +394,7 @@ absl::Status HostResults(const std::vector<Prepared>& prepared, const std::vecto
     }
     out.host_cases.push_back(std::move(r));
   }
-  if (listed && fit_host < 3) {
+  if (listed && fit_host < 3 && spec.cases.size() > 1) {  // one trace: CalibrateTrace says so
     out.notes.push_back(absl::StrCat("no leave-one-out for the host costs: ", fit_host,
                                      " fit case(s) with host phases (it needs 3)"));
   }
