@@ -130,7 +130,7 @@ cases:
   EXPECT_NE(text.find("Kernels: synthetic (fit)"), std::string::npos) << text;
   EXPECT_NE(text.find("  gemm               3      3      3        0.919"), std::string::npos) << text;
   const std::string json = RenderCalibrationJson(*r);
-  EXPECT_EQ(json.substr(json.size() - 4), "]\n}\n") << json;  // kernel_cases closes the document
+  EXPECT_EQ(json.substr(json.size() - 4), "]\n}\n") << json;  // an array (notes) closes the document
   EXPECT_NE(json.find("\"kernel_cases\""), std::string::npos);
   EXPECT_NE(json.find("\"time_error_after\""), std::string::npos);
   EXPECT_NE(json.find("\"fit_ops\": 5"), std::string::npos) << json;

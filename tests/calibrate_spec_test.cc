@@ -133,9 +133,16 @@ INSTANTIATE_TEST_SUITE_P(
                 "2:5: cases[0]: missing required key 'config' (a measured run) or 'kineto' (a recorded trace)"},
         BadCase{"kineto_measured",
                 "cases:\n  - name: a\n    kineto: " + kTrace +
-                    "\n    device: h100-sxm-80gb\n    measured: {step_time_s: 1}\n    source: s\n",
-                "5:15: cases[0].measured: not allowed in a kineto case (its measurements are the trace's kernel "
-                "durations)"},
+                    "\n    device: h100-sxm-80gb\n    measured: {peak_bytes: 1GiB}\n    source: s\n",
+                "5:28: cases[0].measured.peak_bytes: not allowed in a kineto case (only step_time_s, the step's unprofiled time)"},
+        BadCase{"kineto_module_calls_fraction",
+                "cases:\n  - name: a\n    kineto: " + kTrace +
+                    "\n    device: h100-sxm-80gb\n    module_calls: 2.5\n    source: s\n",
+                "5:19: cases[0].module_calls: expected a whole number of calls"},
+        BadCase{"config_module_calls",
+                "cases:\n  - name: a\n    config: " + kCfg + "\n    module_calls: 3\n"
+                "    measured: {step_time_s: 1}\n    source: s\n",
+                "4:19: cases[0].module_calls: not allowed in a config case (it counts a kineto case's nn.Module calls)"},
         BadCase{"kineto_no_device", "cases:\n  - name: a\n    kineto: " + kTrace + "\n    source: s\n",
                 "2:5: cases[0].device: missing required key"},
         BadCase{"kineto_bad_device",

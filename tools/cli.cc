@@ -712,8 +712,35 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
   return 0;
 }
 
-int CmdCalibrate(const std::string& file, const std::string& out, const std::string& format) {
-  auto r = CalibrateFile(file);
+// A calibration file (YAML), or one Kineto trace (Note [Calibrating from
+// one trace], sim/calibrate/calibrate.h), which needs --device.
+int CmdCalibrate(const std::string& file, const std::string& out, const std::string& format,
+                 const std::string& device, double step_time_s) {
+  const bool yaml = absl::EndsWith(file, ".yaml") || absl::EndsWith(file, ".yml");
+  absl::StatusOr<CalibrationResult> r;
+  if (yaml) {
+    if (!device.empty() || step_time_s > 0) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          file, ": --device and --step-time are for a Kineto trace; a calibration file names each case's device and "
+          "measured.step_time_s")));
+    }
+    r = CalibrateFile(file);
+  } else {
+    absl::StatusOr<std::string> format_name = DetectRecordedFormat(file);
+    if (!format_name.ok()) return Fail(format_name.status());
+    if (*format_name != "kineto") {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          file, ": a ", *format_name, " recording has no kernel or CPU-op durations; calibrate reads a calibration "
+          "file (.yaml) or a Kineto trace")));
+    }
+    if (device.empty()) {
+      return Fail(absl::InvalidArgumentError(
+          absl::StrCat(file, ": a Kineto trace needs --device NAME|PATH (the device it was recorded on)")));
+    }
+    absl::StatusOr<DeviceSpec> d = LoadDeviceSpec(device, "");
+    if (!d.ok()) return Fail(d.status());
+    r = CalibrateTrace(file, *d, step_time_s);
+  }
   if (!r.ok()) return Fail(r.status());
   if (!out.empty()) {
     absl::Status st = WriteCalibratedDevice(*r, out);
@@ -951,9 +978,16 @@ struct Cli {
   // `gpusim calibrate`.
   void AddCalibrate(CLI::App& app) {
     cal_cmd = app.add_subcommand(
-        "calibrate", "Fit the device's efficiency parameters to measured runs; report predicted vs measured");
-    cal_cmd->add_option("file", cal_file, "Calibration file (YAML), e.g. traces/calibration/maxtext_llama7b.yaml")
+        "calibrate", "Fit the device's efficiency parameters and host costs to measured runs or a Kineto trace; report predicted vs measured");
+    cal_cmd->add_option("file", cal_file,
+                        "Calibration file (YAML), e.g. traces/calibration/maxtext_llama7b.yaml, or one Kineto trace "
+                        "(.json / .json.gz; needs --device)")
         ->required();
+    cal_cmd->add_option("--device", cal_device, "A Kineto trace's device: NAME or PATH (required for a trace)");
+    cal_cmd->add_option("--step-time", cal_step_time,
+                        "A Kineto trace's step time unprofiled, seconds (removes the profiler's overhead from its "
+                        "host spans)")
+        ->check(CLI::PositiveNumber);
     cal_cmd->add_option("--out", cal_out, "Write the calibrated device YAML (usable as device: PATH)");
     cal_cmd->add_option("--format", cal_format, "Output format")->check(CLI::IsMember({"text", "json"}));
   }
@@ -1144,7 +1178,7 @@ struct Cli {
         return CmdViz(viz_file, viz_sets, viz_device, viz_allocator, viz_out, viz_snapshot, viz_format,
                       EagerDeviceOptions{viz_cudnn, viz_sdpa}, viz_color_by);
       }
-      if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format);
+      if (*cal_cmd) return CmdCalibrate(cal_file, cal_out, cal_format, cal_device, cal_step_time);
       if (*val_cmd) return CmdValidateAny(validate_file, validate_sets, validate_format);
       if (*replay_cmd) return CmdReplay(replay);
       if (*compare_cmd) return Compare();
@@ -1177,7 +1211,8 @@ struct Cli {
   AdviseCli advise;
   std::string advise_allocator;
   CLI::App* advise_cmd = nullptr;
-  std::string cal_file, cal_out, cal_format = "text";
+  std::string cal_file, cal_out, cal_format = "text", cal_device;
+  double cal_step_time = 0;
   CLI::App* cal_cmd = nullptr;
   std::string viz_file, viz_out, viz_device, viz_allocator, viz_snapshot, viz_format = "text", viz_cudnn, viz_sdpa,
       viz_color_by = "auto";

@@ -491,9 +491,48 @@ def flash_selective_blocks(gpusim):
     return {"flash-selective": "\n".join(lines)}
 
 
+HOST_CAL = "traces/calibration/h200_kineto_host.yaml"
+
+
+def host_calibration_blocks(gpusim):
+    """Note [Host cost fit] (sim/calibrate/calibrate.h): `gpusim calibrate`
+    over the ten test-size H200 Kineto traces, its counts from their CPU ops,
+    its leave-one-out errors, and the fitted costs against the ones
+    spec_parse.cc ships (fitted offline with the recorder's counts)."""
+    cal = gpusim_json(gpusim, "calibrate", HOST_CAL)
+    p = cal["parameters"]
+    with open(os.path.join(ROOT, SPEC_PARSE)) as f:
+        spec = f.read()
+    shipped = {}
+    for key, name in (("host.dispatch", "host_dispatch_cost"), ("host.node", "host_node_cost"),
+                      ("host.python_module", "host_python_module_cost")):
+        m = re.search(r"d\.%s = SimTime\((\d+)\);" % name, spec)
+        claim(m is not None, "spec_parse.cc sets d.%s" % name)
+        shipped[key] = int(m.group(1)) * 1e-9
+    lines = ["| case | top-level ops | dispatches D | nodes N | module calls M | profiler inflation "
+             "| forward µs: span / fitted | LOO | backward µs: span / fitted | LOO |",
+             "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|"]
+    lf, lb = [], []
+    for h in cal["host_cases"]:
+        claim(h["absent"] is None, "%s has host phases" % h["name"])
+        fw, bw = h["forward"], h["backward"]
+        lf.append(abs(fw["leave_one_out_error"]))
+        lb.append(abs(bw["leave_one_out_error"]))
+        lines.append("| %s | %d | %d | %d | %d | %.2f | %.0f / %.0f | %s | %.0f / %.0f | %s |" % (
+            h["name"], h["top_level_ops"], h["dispatches"], h["nodes"], h["module_calls"], h["inflation"],
+            fw["span_s"] * 1e6, fw["predicted_after_s"] * 1e6, pct(fw["leave_one_out_error"], 0),
+            bw["span_s"] * 1e6, bw["predicted_after_s"] * 1e6, pct(bw["leave_one_out_error"], 0)))
+    lines += ["", "Fitted (shipped, from the recorder's counts): %s." % ", ".join(
+        "`%s` %.2f µs (%.1f µs, %s)" % (k, p[k]["fitted"] * 1e6, shipped[k] * 1e6, pct(p[k]["fitted"] / shipped[k] - 1, 1))
+        for k in ("host.dispatch", "host.node", "host.python_module")),
+        "Leave-one-out |error|: forward median %.0f%%, max %.0f%%; backward median %.0f%%, max %.0f%%." % (
+            100 * median(lf), 100 * max(lf), 100 * median(lb), 100 * max(lb))]
+    return {"host-calibration": "\n".join(lines)}
+
+
 def validation_blocks(gpusim, _ctx):
     blocks = {}
-    for f in (maxtext_blocks, kineto_blocks, scan_blocks, remat_blocks, korthikanti_blocks, flash_selective_blocks):
+    for f in (maxtext_blocks, kineto_blocks, host_calibration_blocks, scan_blocks, remat_blocks, korthikanti_blocks, flash_selective_blocks):
         blocks.update(f(gpusim))
     return blocks
 

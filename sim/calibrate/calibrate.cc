@@ -3,15 +3,20 @@
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <memory>
+#include <string_view>
+#include <tuple>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
 #include "sim/alloc/allocator.h"
 #include "sim/base/status.h"
 #include "sim/calibrate/least_squares.h"
 #include "sim/device/timing.h"
 #include "sim/engine/engine.h"
+#include "sim/import/kineto.h"
 #include "sim/step/megatron_step.h"
 #include "sim/step/step.h"
 
@@ -30,13 +35,76 @@ struct Prepared {
   std::vector<MegatronSlotEvents> slots;  // per trace of a launch line: its pipeline slots
 };
 
-// One kernel case's measurements.
+// A kineto case's host phases as fitted (Note [Host cost fit]).
+struct HostData {
+  HostMeasurements m;
+  std::optional<int64_t> modules;
+  std::string module_source;
+  std::optional<double> inflation;
+  double forward_s = 0, backward_s = 0;
+};
+
+// One kineto case's measurements: kernels and, for a training step, host phases.
 struct PreparedKernels {
   const CalibrationCase* spec;
   KernelMeasurements m;
+  std::optional<HostData> host;
+  std::string host_absent;  // why !host
 };
 
 SimTime PredictOp(const KernelMeasurement& op, const DeviceSpec& d) { return EventDuration(op.event, d); }
+
+// (forward, backward) host seconds: Note [Host cost fit].
+std::pair<double, double> PredictHost(const HostData& h, const DeviceSpec& d) {
+  double forward = d.host_dispatch_cost.seconds() * static_cast<double>(h.m.dispatches);
+  if (h.modules.has_value()) forward += d.host_python_module_cost.seconds() * static_cast<double>(*h.modules);
+  return {forward, d.host_node_cost.seconds() * static_cast<double>(h.m.nodes)};
+}
+
+bool FitsHost(const PreparedKernels& k) { return k.spec->fit && k.host.has_value(); }
+
+// The trace of kineto case `c`, imported once (sim/import/kineto.h), as
+// kernel measurements and host phases.
+absl::StatusOr<PreparedKernels> LoadKinetoCase(const CalibrationCase& c) {
+  KinetoImportOptions o;
+  o.keep_shapes = true;
+  o.keep_module_calls = true;
+  o.keep_stacks = false;
+  absl::StatusOr<RecordedTrace> t = ImportKinetoTrace(c.kineto_path, o);
+  if (!t.ok()) {
+    return absl::Status(t.status().code(),
+                        absl::StrCat(c.location.ToString(), ": case '", c.name, "': ", t.status().message()));
+  }
+  PreparedKernels k{&c, ExtractKernelMeasurements(*t), std::nullopt, ""};
+  absl::StatusOr<HostMeasurements> h = ExtractHostMeasurements(*t);
+  if (!h.ok()) {
+    k.host_absent = std::string(h.status().message());
+    return k;
+  }
+  HostData d;
+  d.m = *h;
+  if (h->module_calls.has_value() && c.module_calls >= 0) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        c.location.ToString(), ": case '", c.name, "': module_calls: given, but the trace has ", *h->module_calls,
+        " nn.Module events in its forward: one count (drop module_calls)"));
+  }
+  if (h->module_calls.has_value()) {
+    d.modules = h->module_calls;
+    d.module_source = "trace";
+  } else if (c.module_calls >= 0) {
+    d.modules = c.module_calls;
+    d.module_source = "case";
+  }
+  const double scale = [&] {
+    if (c.measured.step_time_s <= 0) return 1.0;
+    d.inflation = h->cpu_span.seconds() / c.measured.step_time_s;
+    return *d.inflation;
+  }();
+  d.forward_s = h->forward_span.seconds() / scale;
+  d.backward_s = h->backward_span.seconds() / scale;
+  k.host = d;
+  return k;
+}
 
 TimeBreakdown Breakdown(const SimResult& s) {
   return {s.step_time, s.compute_busy, s.collective_busy, s.exposed_communication, s.recompute_busy};
@@ -93,10 +161,24 @@ struct Fit {
   int iterations = 0, evaluations = 0;
 };
 
-// Fits `params` to the fit cases in `cases` except `skip` (-1: none).
+// The host residuals' scale (Note [Host cost fit]): the mean over the fit
+// host cases of (forward + backward) / 2; 1 when there are none.
+double HostScale(const std::vector<PreparedKernels>& kernels) {
+  double sum = 0;
+  int n = 0;
+  for (const PreparedKernels& k : kernels) {
+    if (!FitsHost(k)) continue;
+    sum += (k.host->forward_s + k.host->backward_s) / 2;
+    ++n;
+  }
+  return n > 0 && sum > 0 ? sum / n : 1.0;
+}
+
+// Fits `params` to the fit cases in `cases` except `skip` (-1: none), and
+// the host phases of the kineto cases except `skip_host` (-1: none).
 absl::StatusOr<Fit> FitParameters(const std::vector<Prepared>& cases, const std::vector<PreparedKernels>& kernels,
                                   const std::vector<FitParameter>& params, const std::vector<double>& initial,
-                                  double prior_weight, int skip) {
+                                  double prior_weight, int skip, int skip_host = -1) {
   LeastSquaresProblem p;
   for (size_t i = 0; i < params.size(); ++i) {
     p.x0.push_back(std::log(initial[i]));
@@ -107,9 +189,11 @@ absl::StatusOr<Fit> FitParameters(const std::vector<Prepared>& cases, const std:
   for (size_t k = 0; k < cases.size(); ++k) {
     if (cases[k].spec->fit && static_cast<int>(k) != skip) ++p.data_residuals;
   }
-  for (const PreparedKernels& kc : kernels) {
-    if (kc.spec->fit) p.data_residuals += kc.m.ops.size();
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    if (kernels[k].spec->fit) p.data_residuals += kernels[k].m.ops.size();
+    if (FitsHost(kernels[k]) && static_cast<int>(k) != skip_host) p.data_residuals += 2;
   }
+  const double host_scale = HostScale(kernels);
   absl::Status error;
   const double sqrt_w = std::sqrt(prior_weight);
   p.residuals = [&](const std::vector<double>& u) {
@@ -136,6 +220,13 @@ absl::StatusOr<Fit> FitParameters(const std::vector<Prepared>& cases, const std:
           const double w = std::sqrt(op.measured.seconds() / total);
           r.push_back(w * RelError(PredictOp(op, d).seconds(), op.measured.seconds()));
         }
+      }
+      for (size_t k = 0; k < kernels.size(); ++k) {
+        if (!FitsHost(kernels[k]) || static_cast<int>(k) == skip_host) continue;
+        const HostData& h = *kernels[k].host;
+        const auto [forward, backward] = PredictHost(h, d);
+        r.push_back((forward - h.forward_s) / host_scale);
+        r.push_back((backward - h.backward_s) / host_scale);
       }
     }
     for (size_t i = 0; i < u.size(); ++i) r.push_back(sqrt_w * (u[i] - p.x0[i]));
@@ -201,9 +292,119 @@ KernelCaseResult KernelResult(const PreparedKernels& kc, const DeviceSpec& befor
   return out;
 }
 
-}  // namespace
+bool IsRecordedHostCost(std::string_view name) {
+  return name == "host.dispatch" || name == "host.node" || name == "host.python_module";
+}
 
-absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
+// Note [Host cost fit]: refuses by name a listed host cost that no fit case
+// measures, and host.python_module where a fit case has no module count;
+// notes what the fit assumes (profiler overhead, module calls carried by
+// host.dispatch).
+absl::Status CheckHostParameters(const CalibrationSpec& spec, const std::vector<Prepared>& prepared,
+                                 const std::vector<PreparedKernels>& kernels, std::vector<std::string>& notes) {
+  const bool step_cases = std::any_of(prepared.begin(), prepared.end(), [](const Prepared& p) { return p.spec->fit; });
+  const bool host_cases = std::any_of(kernels.begin(), kernels.end(), FitsHost);
+  std::string absent;
+  for (const PreparedKernels& k : kernels) {
+    if (k.spec->fit && !k.host.has_value()) absl::StrAppend(&absent, "; case '", k.spec->name, "': ", k.host_absent);
+  }
+  bool listed = false, module_listed = false;
+  for (const FitParameter& fp : spec.parameters) {
+    if (!IsRecordedHostCost(fp.name)) continue;
+    listed = true;
+    module_listed |= fp.name == "host.python_module";
+    if (!host_cases && !step_cases) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          spec.source_file, ": parameters: ", fp.name, ": no fit case measures it (no kineto case with host phases",
+          absent, ")"));
+    }
+  }
+  for (const PreparedKernels& k : kernels) {
+    if (!FitsHost(k)) continue;
+    if (module_listed && !k.host->modules.has_value()) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          k.spec->location.ToString(), ": case '", k.spec->name, "': host.python_module cannot be fitted: the trace "
+          "has no nn.Module events (record with with_stack=True) and the case gives no module_calls"));
+    }
+    if (!listed) continue;
+    if (!k.host->modules.has_value()) {
+      notes.push_back(absl::StrCat("host.python_module not fitted: case '", k.spec->name, "' has no nn.Module "
+                                   "events (record with with_stack=True, or give module_calls); its forward span is "
+                                   "fitted by host.dispatch alone, which then carries the module calls' Python"));
+    }
+    if (!k.host->inflation.has_value()) {
+      notes.push_back(absl::StrCat("case '", k.spec->name, "' gives no unprofiled step time (measured.step_time_s; for one trace, --step-time): "
+                                   "its host spans, and the host costs fitted to them, include the profiler's "
+                                   "overhead"));
+    }
+  }
+  for (const PreparedKernels& k : kernels) {
+    if (listed && k.spec->fit && !k.host.has_value()) {
+      notes.push_back(absl::StrCat("case '", k.spec->name, "': no host phases (", k.host_absent, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+HostCaseResult HostResultOf(const PreparedKernels& k, const DeviceSpec& before, const DeviceSpec& after) {
+  HostCaseResult r;
+  r.name = k.spec->name;
+  r.trace = k.m.trace;
+  r.fit = k.spec->fit;
+  if (!k.host.has_value()) {
+    r.absent = k.host_absent;
+    return r;
+  }
+  const HostData& h = *k.host;
+  r.measured = h.m;
+  r.module_source = h.module_source;
+  r.module_calls = h.modules;
+  r.step_time_s = k.spec->measured.step_time_s;
+  r.inflation = h.inflation;
+  r.forward_s = h.forward_s;
+  r.backward_s = h.backward_s;
+  std::tie(r.forward_before_s, r.backward_before_s) = PredictHost(h, before);
+  std::tie(r.forward_after_s, r.backward_after_s) = PredictHost(h, after);
+  if (h.forward_s > 0) {
+    r.forward_error_before = RelError(r.forward_before_s, h.forward_s);
+    r.forward_error_after = RelError(r.forward_after_s, h.forward_s);
+  }
+  if (h.backward_s > 0) {
+    r.backward_error_before = RelError(r.backward_before_s, h.backward_s);
+    r.backward_error_after = RelError(r.backward_after_s, h.backward_s);
+  }
+  return r;
+}
+
+// The host cases' results, with leave-one-out when >= 3 fit host cases.
+absl::Status HostResults(const std::vector<Prepared>& prepared, const std::vector<PreparedKernels>& kernels,
+                         const CalibrationSpec& spec, const std::vector<double>& initial, CalibrationResult& out) {
+  const int fit_host = static_cast<int>(std::count_if(kernels.begin(), kernels.end(), FitsHost));
+  const bool listed = std::any_of(spec.parameters.begin(), spec.parameters.end(),
+                                  [](const FitParameter& fp) { return IsRecordedHostCost(fp.name); });
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    HostCaseResult r = HostResultOf(kernels[k], out.initial_device, out.calibrated_device);
+    if (listed && fit_host >= 3 && FitsHost(kernels[k])) {
+      ASSIGN_OR_RETURN(Fit f, FitParameters(prepared, kernels, spec.parameters, initial, spec.prior_weight, -1,
+                                            static_cast<int>(k)));
+      const auto [forward, backward] =
+          PredictHost(*kernels[k].host, WithParameters(out.initial_device, spec.parameters, f.values));
+      if (r.forward_s > 0) r.loo_forward_error = RelError(forward, r.forward_s);
+      if (r.backward_s > 0) r.loo_backward_error = RelError(backward, r.backward_s);
+    }
+    out.host_cases.push_back(std::move(r));
+  }
+  if (listed && fit_host < 3 && spec.cases.size() > 1) {  // one trace: CalibrateTrace says so
+    out.notes.push_back(absl::StrCat("no leave-one-out for the host costs: ", fit_host,
+                                     " fit case(s) with host phases (it needs 3)"));
+  }
+  return absl::OkStatus();
+}
+
+
+// Calibrate, with the first kineto case already loaded when `preloaded`
+// is set (CalibrateTrace).
+absl::StatusOr<CalibrationResult> CalibrateWith(const CalibrationSpec& spec, std::optional<PreparedKernels> preloaded) {
   if (spec.cases.empty()) return absl::InvalidArgumentError(absl::StrCat(spec.source_file, ": no cases"));
   CalibrationResult out;
   out.spec_file = spec.source_file;
@@ -215,16 +416,15 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
   std::vector<PreparedKernels> kernels;
   for (const CalibrationCase& c : spec.cases) {
     if (c.is_kernel_case()) {
-      absl::StatusOr<KernelMeasurements> m = LoadKernelMeasurements(c.kineto_path);
-      if (!m.ok()) {
-        return absl::Status(m.status().code(), absl::StrCat(c.location.ToString(), ": case '", c.name,
-                                                            "': ", m.status().message()));
+      std::optional<PreparedKernels> loaded = std::move(preloaded);
+      preloaded.reset();
+      if (!loaded.has_value()) {
+        ASSIGN_OR_RETURN(loaded, LoadKinetoCase(c));
       }
-      if (c.fit && !m->ops.empty()) {
-        ++out.fit_cases;
-        out.fit_ops += static_cast<int>(m->ops.size());
-      }
-      kernels.push_back({&c, *std::move(m)});
+      PreparedKernels k = *std::move(loaded);
+      if (c.fit && (!k.m.ops.empty() || k.host.has_value())) ++out.fit_cases;
+      if (c.fit) out.fit_ops += static_cast<int>(k.m.ops.size());
+      kernels.push_back(std::move(k));
       continue;
     }
     auto failed = [&](const absl::Status& s) {
@@ -264,9 +464,12 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
   for (const FitParameter& fp : spec.parameters) {
     initial.push_back(FindDeviceParameter(fp.name)->get(out.initial_device));
   }
-  const int kernel_fit_cases = static_cast<int>(std::count_if(
-      kernels.begin(), kernels.end(), [](const PreparedKernels& k) { return k.spec->fit && !k.m.ops.empty(); }));
-  const int data_points = out.fit_cases - kernel_fit_cases + out.fit_ops;
+  RETURN_IF_ERROR(CheckHostParameters(spec, prepared, kernels, out.notes));
+  const int kernel_fit_cases = static_cast<int>(std::count_if(kernels.begin(), kernels.end(), [](const PreparedKernels& k) {
+    return k.spec->fit && (!k.m.ops.empty() || k.host.has_value());
+  }));
+  const int host_fit_cases = static_cast<int>(std::count_if(kernels.begin(), kernels.end(), FitsHost));
+  const int data_points = out.fit_cases - kernel_fit_cases + out.fit_ops + 2 * host_fit_cases;
   out.underdetermined = data_points < static_cast<int>(spec.parameters.size());
   std::vector<double> fitted = initial;
   if (out.fit_cases > 0) {
@@ -324,11 +527,71 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) {
   for (const PreparedKernels& kc : kernels) {
     out.kernel_cases.push_back(KernelResult(kc, out.initial_device, out.calibrated_device));
   }
+  RETURN_IF_ERROR(HostResults(prepared, kernels, spec, initial, out));
   out.rms_error_before = Rms(err_before);
   out.rms_error_after = Rms(err_after);
   out.loo_rms_error = Rms(err_loo);
   return out;
 }
+
+}  // namespace
+
+absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec) { return CalibrateWith(spec, std::nullopt); }
+
+// Note [Calibrating from one trace]: what one Kineto trace determines.
+absl::StatusOr<CalibrationResult> CalibrateTrace(const std::string& path, const DeviceSpec& device,
+                                                 double step_time_s) {
+  CalibrationSpec spec;
+  spec.source_file = path;
+  spec.name = "one Kineto trace";
+  CalibrationCase c;
+  c.name = std::filesystem::path(path).filename().string();
+  c.kineto_path = path;
+  c.source = path;
+  c.run.device = device;
+  c.measured.step_time_s = step_time_s;
+  c.location.file = path;
+  spec.cases.push_back(std::move(c));
+  ASSIGN_OR_RETURN(PreparedKernels k, LoadKinetoCase(spec.cases[0]));
+  std::vector<std::string> refused;
+  auto add = [&](std::string_view name) {
+    const DeviceParameter* p = FindDeviceParameter(name);
+    spec.parameters.push_back({std::string(name), p->default_min, p->default_max});
+  };
+  if (k.host.has_value()) {
+    add("host.dispatch");
+    add("host.node");
+    if (k.host->modules.has_value()) {
+      refused.push_back("host.python_module held at the device's value: one forward span cannot split "
+                        "host.dispatch from host.python_module (a case file of several steps can)");
+    }
+  } else {
+    refused.push_back(absl::StrCat("host.dispatch, host.node, host.python_module not fitted: ", k.host_absent));
+  }
+  bool gemm = false, memory = false;
+  for (const KernelMeasurement& op : k.m.ops) {
+    gemm |= op.kernel_class == KernelClass::kGemm;
+    memory |= op.kernel_class == KernelClass::kMemory;
+  }
+  if (gemm) add("efficiency.matmul");
+  if (memory) add("efficiency.memory");
+  if (!gemm || !memory) {
+    refused.push_back(absl::StrCat(!gemm ? "efficiency.matmul" : "", !gemm && !memory ? ", " : "",
+                                   !memory ? "efficiency.memory" : "", " not fitted: no sized ",
+                                   !gemm && !memory ? "GEMM or memory" : (!gemm ? "GEMM" : "memory"),
+                                   " kernels (record_shapes=True sizes the ops; kernel_measurements.h)"));
+  }
+  refused.push_back("efficiency.attention, efficiency.fused_attention, efficiency.collective, launch_overhead "
+                    "not fitted from one trace (a case file lists them)");
+  if (spec.parameters.empty()) {
+    return absl::InvalidArgumentError(absl::StrCat(path, ": nothing to fit: ", absl::StrJoin(refused, "; ")));
+  }
+  ASSIGN_OR_RETURN(CalibrationResult r, CalibrateWith(spec, std::move(k)));
+  r.notes.insert(r.notes.begin(), "one trace: no leave-one-out (a case file of three or more traces reports it)");
+  r.notes.insert(r.notes.end(), refused.begin(), refused.end());
+  return r;
+}
+
 
 absl::StatusOr<CalibrationResult> CalibrateFile(const std::string& path) {
   ASSIGN_OR_RETURN(CalibrationSpec spec, LoadCalibrationSpec(path));

@@ -23,7 +23,26 @@
 // many kernels it holds, and within it each op counts by its share of the
 // measured kernel time (as it would in a step time; thousands of
 // microsecond-long, launch-bound kernels do not outvote the few that take
-// the time). Leave-one-out drops step-time cases only.
+// the time). Leave-one-out drops step-time cases (and, below, host phases).
+//
+// Note [Host cost fit]
+// A kineto case whose trace is a training step also gives its host phases
+// (host_measurements.h, Note [Host phase spans from Kineto]): two residuals,
+//   forward:  host.dispatch · D + host.python_module · M − forward span
+//   backward: host.node · N − backward span
+// (the prices of Note [Recorded host costs], sim/lower/eager/
+// host_timeline.h), each divided by one scale for the whole fit, the mean
+// over the fit cases of (forward + backward span) / 2: an ordinary least
+// squares in host time, so a case weighs by the host time it measured, as in
+// the offline fit (tools/collect/kineto_classes.py host_fit). Spans are
+// divided by the case's profiler inflation when it gives its unprofiled
+// step (measured.step_time_s); otherwise the costs fitted include the
+// profiler's overhead and the result says so (notes). M comes from the
+// trace's nn.Module events or the case's module_calls; with neither, the
+// module term is left out, host.python_module cannot be listed, and the
+// result says host.dispatch then carries the module calls' Python.
+// Leave-one-out (>= 3 fit host cases): each case's host phases in turn are
+// dropped, the rest refitted, and its spans predicted.
 #ifndef GPUSIM_SIM_CALIBRATE_CALIBRATE_H_
 #define GPUSIM_SIM_CALIBRATE_CALIBRATE_H_
 
@@ -36,6 +55,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
+#include "sim/calibrate/host_measurements.h"
 #include "sim/calibrate/kernel_measurements.h"
 #include "sim/config/calibration_spec.h"
 #include "sim/config/spec.h"
@@ -87,6 +107,22 @@ struct KernelCaseResult {
   KernelClassResult total;
 };
 
+// A kineto case's host phases (Note [Host cost fit]); times in seconds.
+struct HostCaseResult {
+  std::string name, trace;
+  bool fit = false;
+  std::string absent;  // why the trace has no host phases; then nothing below
+  HostMeasurements measured;
+  std::string module_source;  // "trace", "case" (module_calls) or "" (none)
+  std::optional<int64_t> module_calls;
+  double step_time_s = 0;     // the unprofiled step; 0: not given
+  std::optional<double> inflation;  // CPU span / step_time_s
+  double forward_s = 0, backward_s = 0;  // the spans fitted (deflated when known)
+  double forward_before_s = 0, backward_before_s = 0, forward_after_s = 0, backward_after_s = 0;
+  std::optional<double> forward_error_before, backward_error_before, forward_error_after, backward_error_after;
+  std::optional<double> loo_forward_error, loo_backward_error;
+};
+
 struct ParameterResult {
   std::string name;
   double initial = 0, fitted = 0, min = 0, max = 0;
@@ -100,6 +136,10 @@ struct CalibrationResult {
   std::vector<ParameterResult> parameters;
   std::vector<CaseResult> cases;          // step-time (config) cases
   std::vector<KernelCaseResult> kernel_cases;
+  std::vector<HostCaseResult> host_cases;  // one per kineto case
+  // What the fit could not determine or had to assume, each naming the
+  // parameter or case (Note [Host cost fit]).
+  std::vector<std::string> notes;
   int fit_cases = 0;             // step-time and kernel cases fitted
   int fit_ops = 0;               // sized ops of the fitted kernel cases
   bool underdetermined = false;  // fewer data points than parameters
@@ -113,6 +153,19 @@ absl::StatusOr<CalibrationResult> Calibrate(const CalibrationSpec& spec);
 
 // LoadCalibrationSpec + Calibrate.
 absl::StatusOr<CalibrationResult> CalibrateFile(const std::string& path);
+
+// Note [Calibrating from one trace]
+// `gpusim calibrate TRACE.json.gz --device D`: one kineto case on device D
+// (fit), with the parameters that one trace determines: host.dispatch and
+// host.node from its host phases (Note [Host cost fit]; host.python_module
+// is held at the device's value: one forward span cannot split it from
+// host.dispatch), efficiency.matmul / efficiency.memory when it has sized
+// GEMM / memory ops (record_shapes=True; kernel_measurements.h). What it
+// does not fit is named in the result's notes, with why; with one case
+// there is no leave-one-out, and the notes say so. `step_time_s` (0: not
+// given) is the step's unprofiled time. An error when nothing can be fitted.
+absl::StatusOr<CalibrationResult> CalibrateTrace(const std::string& path, const DeviceSpec& device,
+                                                 double step_time_s);
 
 // Renderers (render.cc). Text: a table per case and the parameters. JSON:
 //   {"calibration": {"file", "name", "device", "calibrated_device",
@@ -136,7 +189,16 @@ absl::StatusOr<CalibrationResult> CalibrateFile(const std::string& path);
 //                    "predicted_before_s", "predicted_after_s",
 //                    "time_error_before", "time_error_after",
 //                    "rms_error_before", "rms_error_after"}},
-//               "source", "hardware", "software"}]}
+//               "source", "hardware", "software"}],
+//    "host_cases": [{"name", "fit", "trace", "absent", "engine_threads",
+//               "top_level_ops", "dispatches", "nodes", "module_calls",
+//               "module_source", "step_time_s", "inflation",
+//               "profiled": {"forward_s", "backward_s", "cpu_s"},
+//               "forward": {"span_s", "predicted_before_s",
+//                   "predicted_after_s", "error_before", "error_after",
+//                   "leave_one_out_error"},
+//               "backward": {... as forward}}],
+//    "notes": [TEXT]}
 // Unmeasured values are null; keys are stable.
 std::string RenderCalibrationText(const CalibrationResult& r);
 std::string RenderCalibrationJson(const CalibrationResult& r);

@@ -1,5 +1,6 @@
 // Calibration reports (text, JSON) and the calibrated device file; see
 // calibrate.h.
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,7 @@ std::string Quoted(std::string_view text) {
 
 void RenderStepCases(const CalibrationResult& r, std::string& s);
 void RenderKernelCase(const KernelCaseResult& k, std::string& s);
+void RenderHostCases(const CalibrationResult& r, std::string& s);
 
 }  // namespace
 
@@ -65,12 +67,14 @@ std::string RenderCalibrationText(const CalibrationResult& r) {
   if (r.fit_ops > 0) absl::StrAppend(&s, "; ", r.fit_ops, " sized op(s) from kernel traces");
   if (!r.cases.empty()) RenderStepCases(r, s); else s += "\n";
   for (const KernelCaseResult& k : r.kernel_cases) RenderKernelCase(k, s);
+  RenderHostCases(r, s);
   absl::StrAppend(&s, "\nParameters        initial     fitted      bounds\n");
   for (const ParameterResult& p : r.parameters) {
     absl::StrAppend(&s, absl::StrFormat("  %-22s %-10s  %-10s  [%s, %s]%s\n", p.name, Num(p.initial),
                                         Num(p.fitted), Num(p.min), Num(p.max), p.at_bound ? "  at bound" : ""));
   }
   absl::StrAppend(&s, "  (", r.iterations, " iterations, ", r.evaluations, " evaluations)\n");
+  for (const std::string& n : r.notes) absl::StrAppend(&s, "Note: ", n, "\n");
   return s;
 }
 
@@ -132,6 +136,90 @@ void RenderKernelCase(const KernelCaseResult& k, std::string& s) {
   }
   row("all", k.total);
   absl::StrAppend(&s, "  (error: summed predicted / summed measured - 1; rms: of the ops' relative errors)\n");
+}
+
+std::string HostUs(double seconds) { return absl::StrFormat("%.0f", seconds * 1e6); }
+
+// Note [Host cost fit]: per case, the counts and the spans (µs) against
+// the fitted prices.
+void RenderHostCases(const CalibrationResult& r, std::string& s) {
+  bool any = false;
+  for (const HostCaseResult& h : r.host_cases) any |= h.absent.empty();
+  if (!any) return;
+  absl::StrAppend(&s, "\nHost (Kineto CPU ops)  top-level  D      N      M           inflation  "
+                      "forward us: span  before  after  error    loo      "
+                      "backward us: span  before  after  error    loo\n");
+  for (const HostCaseResult& h : r.host_cases) {
+    if (!h.absent.empty()) {
+      absl::StrAppend(&s, "  ", h.name, ": no host phases (", h.absent, ")\n");
+      continue;
+    }
+    const std::string m = h.module_calls.has_value()
+                              ? absl::StrCat(*h.module_calls, h.module_source == "case" ? " (case)" : "")
+                              : std::string("-");
+    absl::StrAppend(&s, absl::StrFormat("  %-20s %s %9d  %-6d %-6d %-11s %-9s  %17s  %6s  %5s  %-8s %-8s %18s  %6s  "
+                                        "%5s  %-8s %s\n",
+                                        h.name, h.fit ? "*" : " ", h.measured.top_level_ops, h.measured.dispatches,
+                                        h.measured.nodes, m,
+                                        h.inflation.has_value() ? absl::StrFormat("%.2f", *h.inflation) : "-",
+                                        HostUs(h.forward_s), HostUs(h.forward_before_s), HostUs(h.forward_after_s),
+                                        Pct(h.forward_error_after), Pct(h.loo_forward_error), HostUs(h.backward_s),
+                                        HostUs(h.backward_before_s), HostUs(h.backward_after_s), Pct(h.backward_error_after),
+                                        Pct(h.loo_backward_error)));
+  }
+  absl::StrAppend(&s, "  (* fitted; D dispatches, N autograd nodes, M module calls of the forward; spans divided by "
+                      "the inflation when the case gives its unprofiled step)\n");
+}
+
+void HostPhase(JsonWriter& j, std::string_view key, double span, double before, double after,
+               const std::optional<double>& error_before, const std::optional<double>& error_after,
+               const std::optional<double>& loo) {
+  j.BeginObject(key);
+  j.Double("span_s", span);
+  j.Double("predicted_before_s", before);
+  j.Double("predicted_after_s", after);
+  OptDouble(j, "error_before", error_before);
+  OptDouble(j, "error_after", error_after);
+  OptDouble(j, "leave_one_out_error", loo);
+  j.EndObject();
+}
+
+// Opens a kineto case's object with what names it.
+void BeginTraceCase(JsonWriter& j, const std::string& name, bool fit, const std::string& trace) {
+  j.BeginObject();
+  j.String("name", name);
+  j.Bool("fit", fit);
+  j.String("trace", trace);
+}
+
+void HostCasesJson(JsonWriter& j, const CalibrationResult& r) {
+  j.BeginArray("host_cases");
+  for (const HostCaseResult& h : r.host_cases) {
+    BeginTraceCase(j, h.name, h.fit, h.trace);
+    if (h.absent.empty()) j.Null("absent"); else j.String("absent", h.absent);
+    j.Int("engine_threads", h.measured.engine_threads);
+    j.Int("top_level_ops", h.measured.top_level_ops);
+    j.Int("dispatches", h.measured.dispatches);
+    j.Int("nodes", h.measured.nodes);
+    if (h.module_calls.has_value()) j.Int("module_calls", *h.module_calls); else j.Null("module_calls");
+    j.String("module_source", h.module_source);
+    if (h.step_time_s > 0) j.Double("step_time_s", h.step_time_s); else j.Null("step_time_s");
+    OptDouble(j, "inflation", h.inflation);
+    j.BeginObject("profiled");
+    j.Double("forward_s", h.measured.forward_span.seconds());
+    j.Double("backward_s", h.measured.backward_span.seconds());
+    j.Double("cpu_s", h.measured.cpu_span.seconds());
+    j.EndObject();
+    HostPhase(j, "forward", h.forward_s, h.forward_before_s, h.forward_after_s, h.forward_error_before,
+              h.forward_error_after, h.loo_forward_error);
+    HostPhase(j, "backward", h.backward_s, h.backward_before_s, h.backward_after_s, h.backward_error_before,
+              h.backward_error_after, h.loo_backward_error);
+    j.EndObject();
+  }
+  j.EndArray();
+  j.BeginArray("notes");
+  for (const std::string& n : r.notes) j.String("", n);
+  j.EndArray();
 }
 
 }  // namespace
@@ -204,10 +292,7 @@ std::string RenderCalibrationJson(const CalibrationResult& r) {
   j.EndArray();
   j.BeginArray("kernel_cases");
   for (const KernelCaseResult& k : r.kernel_cases) {
-    j.BeginObject();
-    j.String("name", k.name);
-    j.Bool("fit", k.fit);
-    j.String("trace", k.trace);
+    BeginTraceCase(j, k.name, k.fit, k.trace);
     j.String("trace_device", k.trace_device);
     j.Int("kernels", k.kernels);
     j.Int("skipped_kernels", k.skipped_kernels);
@@ -240,6 +325,7 @@ std::string RenderCalibrationJson(const CalibrationResult& r) {
     j.EndObject();
   }
   j.EndArray();
+  HostCasesJson(j, r);
   j.EndObject();
   return j.Finish();
 }
@@ -261,6 +347,12 @@ std::string CalibratedDeviceYaml(const CalibrationResult& r) {
                     " sized ops of a Kineto trace, summed kernel time error ", Pct(k.total.time_error_before),
                     " before, ", Pct(k.total.time_error_after), " after\n");
   }
+  for (const HostCaseResult& h : r.host_cases) {
+    if (!h.absent.empty()) continue;
+    absl::StrAppend(&s, "#   ", h.name, h.fit ? " (fit)" : " (held out)", ": host spans, forward ",
+                    Pct(h.forward_error_after), ", backward ", Pct(h.backward_error_after), " after\n");
+  }
+  for (const std::string& n : r.notes) absl::StrAppend(&s, "# Note: ", n, "\n");
   for (const ParameterResult& p : r.parameters) {
     absl::StrAppend(&s, "#   ", p.name, ": ", Num(p.initial), " -> ", Num(p.fitted), p.at_bound ? " (at bound)" : "",
                     "\n");
@@ -270,18 +362,33 @@ std::string CalibratedDeviceYaml(const CalibrationResult& r) {
   absl::StrAppend(&s, "name: ", d.name, "\n");
   absl::StrAppend(&s, "description: ", Quoted(absl::StrCat(d.description, " (calibrated)")), "\n");
   absl::StrAppend(&s, "sms: ", d.sms, "\n");
+  // Every key the device file sets (spec_parse.cc): a replayed PyTorch step
+  // needs compute_capability, the timing its kernel_model.
+  if (d.cc_major > 0) absl::StrAppend(&s, "compute_capability: \"", d.cc_major, ".", d.cc_minor, "\"\n");
+  absl::StrAppend(&s, "max_threads_per_sm: ", d.max_threads_per_sm, "\n");
+  absl::StrAppend(&s, "kernel_model: ", d.kernel_model, "\n");
   absl::StrAppend(&s, "memory:\n  cuda_total: ", d.cuda_total.value(), "\n  context_reserve: ",
                   d.context_reserve.value(), "\n");
   absl::StrAppend(&s, "hbm_bandwidth: ", rate(d.hbm_bandwidth), "\n");
   if (d.l2.value() > 0) absl::StrAppend(&s, "l2: ", d.l2.value(), "\n");
   absl::StrAppend(&s, "flops:\n  bf16: ", flops(d.peak_bf16), "\n  fp16: ", flops(d.peak_fp16), "\n  tf32: ",
                   flops(d.peak_tf32), "\n  fp32: ", flops(d.peak_fp32), "\n");
+  if (d.peak_fp8 > 0) absl::StrAppend(&s, "  fp8: ", flops(d.peak_fp8), "\n");
   absl::StrAppend(&s, "links:\n  nvlink: ", rate(d.nvlink_bandwidth), "\n  pcie: ", rate(d.pcie_bandwidth),
                   "\n  network: ", rate(d.network_bandwidth), "\n  latency: ", d.link_latency.ns(), "ns\n");
   absl::StrAppend(&s, "launch_overhead: ", d.launch_overhead.ns(), "ns\n");
   absl::StrAppend(&s, "efficiency:\n  matmul: ", Num(d.matmul_efficiency), "\n  attention: ",
                   Num(d.attention_efficiency), "\n  fused_attention: ", Num(d.fused_attention_efficiency), "\n  memory: ", Num(d.memory_efficiency), "\n  collective: ",
                   Num(d.collective_efficiency), "\n");
+  // A host: block only when a host cost was fitted: a device file with one
+  // is refused for XLA steps (sim/step/capabilities.cc).
+  const bool host_fitted = std::any_of(r.parameters.begin(), r.parameters.end(),
+                                       [](const ParameterResult& p) { return p.name.starts_with("host."); });
+  if (host_fitted) {
+    absl::StrAppend(&s, "host:\n  op: ", d.host_op_cost.ns(), "ns\n  module: ", d.host_module_cost.ns(),
+                    "ns\n  dispatch: ", d.host_dispatch_cost.ns(), "ns\n  node: ", d.host_node_cost.ns(),
+                    "ns\n  python_module: ", d.host_python_module_cost.ns(), "ns\n");
+  }
   absl::StrAppend(&s, "allocator_cost:\n  malloc: ", d.malloc_cost.ns(), "ns\n  free: ", d.free_cost.ns(),
                   "ns\n  map_page: ", d.map_page_cost.ns(), "ns\n  unmap_page: ", d.unmap_page_cost.ns(), "ns\n");
   return s;

@@ -34,7 +34,7 @@ const Schema& CalibrationSchema() {
        L("prior_weight"),
        {"cases", Schema::List(Strict({L("name"), L("config"), L("kineto"), L("device"), L("set"),
                                       {"measured", Strict({L("step_time_s"), L("iteration_time_ms"), L("peak_bytes"), L("metric")})},
-                                      L("hardware"), L("software"), L("source"), L("fit")}))}}));
+                                      L("module_calls"), L("hardware"), L("software"), L("source"), L("fit")}))}}));
   return *s;
 }
 
@@ -194,12 +194,27 @@ absl::StatusOr<CalibrationCase> ParseCase(const ConfigNode& node, const std::str
   };
   if (has_kineto) {
     RETURN_IF_ERROR(resolve("kineto", &c.kineto_path));
-    for (absl::string_view key : {"set", "measured"}) {
-      if (const ConfigNode* n = f.Get(key); n != nullptr) {
-        return Error(n->location(), f.Path(key),
-                     "not allowed in a kineto case (its measurements are the trace's kernel durations)");
+    if (const ConfigNode* n = f.Get("set"); n != nullptr) {
+      return Error(n->location(), f.Path("set"),
+                   "not allowed in a kineto case (its measurements are the trace's kernel and CPU-op durations)");
+    }
+    // Note [Host phase spans from Kineto] (sim/calibrate/host_measurements.h):
+    // the step's unprofiled time removes the profiler's overhead from the
+    // host spans; nothing else of `measured` applies to a trace.
+    ASSIGN_OR_RETURN(Fields m, f.Map("measured"));
+    for (absl::string_view key : {"iteration_time_ms", "peak_bytes", "metric"}) {
+      if (const ConfigNode* n = m.Get(key); n != nullptr) {
+        return Error(n->location(), m.Path(key),
+                     "not allowed in a kineto case (only step_time_s, the step's unprofiled time)");
       }
     }
+    RETURN_IF_ERROR(m.Number("step_time_s", &c.measured.step_time_s, false, 0, INFINITY, /*open_min=*/true));
+    double modules = -1;
+    RETURN_IF_ERROR(f.Number("module_calls", &modules, false, 0, 1e12, /*open_min=*/false));
+    if (modules >= 0 && modules != static_cast<double>(static_cast<int64_t>(modules))) {
+      return Error(f.Get("module_calls")->location(), f.Path("module_calls"), "expected a whole number of calls");
+    }
+    c.module_calls = static_cast<int64_t>(modules);
     std::string device;
     RETURN_IF_ERROR(f.String("device", &device, true));
     absl::StatusOr<DeviceSpec> d = LoadDeviceSpec(device, dir);
@@ -213,6 +228,10 @@ absl::StatusOr<CalibrationCase> ParseCase(const ConfigNode& node, const std::str
     RETURN_IF_ERROR(f.String("source", &c.source, true));
     RETURN_IF_ERROR(f.Bool("fit", &c.fit));
     return c;
+  }
+  if (const ConfigNode* n = f.Get("module_calls"); n != nullptr) {
+    return Error(n->location(), f.Path("module_calls"),
+                 "not allowed in a config case (it counts a kineto case's nn.Module calls)");
   }
   if (const ConfigNode* n = f.Get("device"); n != nullptr) {
     return Error(n->location(), f.Path("device"),

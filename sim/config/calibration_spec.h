@@ -27,11 +27,16 @@
 //       kineto: ../recorded/x.pt.trace.json.gz  # a Kineto trace (relative to this file)
 //       device: h100-sxm-80gb               # NAME or PATH, as in a run config
 //       source: https://...                 # required; hardware, software, fit as above
+//       measured: {step_time_s: 0.0078}     # optional: the step unprofiled (host spans
+//                                           #   lose the profiler's overhead)
+//       module_calls: 51                    # optional: the forward's nn.Module calls when
+//                                           #   the trace has no nn.Module events
 //
 // A case has exactly one of `config` (a run with measured step time / peak)
 // or `kineto` (kernel durations of a recorded trace as per-op measurements,
-// sim/calibrate/kernel_measurements.h); a kineto case takes no `set` or
-// `measured`, and needs `device`.
+// sim/calibrate/kernel_measurements.h, and its host phases,
+// sim/calibrate/host_measurements.h); a kineto case takes no `set`, of
+// `measured` only step_time_s, and needs `device`.
 //
 // prior_weight w adds w·Σ ln²(p / p₀) to the least-squares objective: with
 // fewer fit cases than parameters the fit then moves each parameter as little
@@ -79,7 +84,8 @@ struct CalibrationCase {
   std::string config_path;              // resolved against the file's folder; empty for kineto
   std::string kineto_path;              // a kernel case's trace, resolved likewise; else empty
   std::vector<std::string> overrides;   // `set`
-  MeasuredRun measured;
+  MeasuredRun measured;                 // kineto: step_time_s only (0: not given)
+  int64_t module_calls = -1;            // kineto: the forward's nn.Module calls; -1: not given
   std::string hardware, software, source;
   bool fit = true;
   SourceLocation location;              // the case's mapping

@@ -29,7 +29,7 @@ namespace {
 // The "args" keys any kept event may need.
 struct Args {
   std::optional<int64_t> device_type, device_id, addr, bytes, total_allocated,
-      total_reserved, ev_idx, stream, device, correlation, external_id, op_bytes;
+      total_reserved, ev_idx, stream, device, correlation, external_id, op_bytes, sequence;
   bool has_shapes = false;
   std::vector<std::vector<int64_t>> input_dims;
   std::vector<std::string> input_types, concrete_inputs;
@@ -49,6 +49,7 @@ std::optional<int64_t>* ArgSlot(Args& args, std::string_view key) {
   if (key == "correlation") return &args.correlation;
   if (key == "External id" || key == "external id") return &args.external_id;
   if (key == "bytes") return &args.op_bytes;
+  if (key == "Sequence number") return &args.sequence;
   return nullptr;
 }
 
@@ -313,7 +314,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
   static const import_internal::KeyTable& ArgKeys() {
     static const auto& t = *new import_internal::KeyTable(
         {"Device Type", "Device Id", "Addr", "Bytes", "Total Allocated", "Total Reserved", "Ev Idx", "stream", "device",
-         "correlation", "External id", "external id", "bytes"});
+         "correlation", "External id", "external id", "bytes", "Sequence number"});
     return t;
   }
   // ArgSlot of ArgKeys().name(k).
@@ -321,7 +322,7 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     static constexpr std::optional<int64_t> Args::*kSlots[] = {
         &Args::device_type,    &Args::device_id, &Args::addr,        &Args::bytes,       &Args::total_allocated,
         &Args::total_reserved, &Args::ev_idx,    &Args::stream,      &Args::device,      &Args::correlation,
-        &Args::external_id,    &Args::external_id, &Args::op_bytes};
+        &Args::external_id,    &Args::external_id, &Args::op_bytes,    &Args::sequence};
     return &(a.*kSlots[k]);
   }
 
@@ -448,7 +449,16 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       if (!ts.has_value() || !dur.has_value()) {
         return Error(offset, Cat("python_function event \"", name, "\" lacks ", ts ? "dur" : "ts"));
       }
-      python_calls_.push_back({ThreadId(pid, tid), *ts, *ts + *dur, std::string(name)});
+      if (options_.keep_stacks) python_calls_.push_back({ThreadId(pid, tid), *ts, *ts + *dur, std::string(name)});
+      if (options_.keep_module_calls && name.starts_with("nn.Module: ")) {
+        RecordedOp op;
+        op.kind = RecordedOpKind::kModuleCall;
+        op.name = std::string(name);
+        op.start = SimTime(*ts);
+        op.duration = SimTime(*dur);
+        op.thread = ThreadId(pid, tid);
+        out_.ops.push_back(std::move(op));
+      }
       return absl::OkStatus();
     }
     if (c == Class::kOp) {
@@ -468,6 +478,8 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
       op.device = static_cast<int32_t>(args.device.value_or(-1));
       op.correlation = args.correlation.value_or(-1);
       op.external_id = args.external_id.value_or(-1);
+      op.sequence = args.sequence.value_or(-1);
+      op.thread = ThreadId(pid, tid);
       op.bytes = Bytes(args.op_bytes.value_or(0));
       op.has_shapes = args.has_shapes;
       op.input_dims = std::move(args.input_dims);
@@ -487,7 +499,9 @@ class KinetoVisitor : public import_internal::JsonStreamVisitor {
     if (ph.empty()) return Class::kUnknown;
     if ((ph == "i" || ph == "I") && name == "[memory]") return Class::kMemory;
     if (ph == "X" && OpKindForCategory(cat, options_).has_value()) return Class::kOp;
-    if (ph == "X" && cat == "python_function" && options_.keep_stacks) return Class::kPython;
+    if (ph == "X" && cat == "python_function" && (options_.keep_stacks || options_.keep_module_calls)) {
+      return Class::kPython;
+    }
     bool begin = false;
     if (ph == "X" && (cat == "cuda_runtime" || cat == "Runtime") && IsCaptureCall(name, &begin)) {
       return Class::kCapture;

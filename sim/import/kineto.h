@@ -40,6 +40,10 @@ struct KinetoImportOptions {
   bool keep_gpu_ops = true;    // kernel, memcpy, memset
   bool keep_cpu_ops = true;    // cpu_op, user_annotation, gpu_user_annotation
   bool keep_runtime = false;   // cuda_runtime / cuda_driver (launch calls)
+  // with_stack=True / with_modules=True: each "python_function" event named
+  // "nn.Module: NAME" (torch/csrc/profiler/python/init.cpp, the module
+  // call's frame) as a RecordedOp of kind kModuleCall.
+  bool keep_module_calls = false;
   // cpu_op "Input Dims" / "Input type" / "Concrete Inputs" (record_shapes=True).
   bool keep_shapes = false;
   // with_stack=True: "python_function" events give each [memory] event the

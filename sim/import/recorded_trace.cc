@@ -25,9 +25,9 @@ constexpr std::array<std::string_view, 12> kKindNames = {
     "segment_alloc", "segment_free",  "segment_map",    "segment_unmap",
     "oom",           "snapshot",      "preexisting",    "increment_version"};
 
-constexpr std::array<std::string_view, 7> kOpKindNames = {
+constexpr std::array<std::string_view, 8> kOpKindNames = {
     "kernel", "memcpy", "memset", "cpu_op", "user_annotation", "gpu_user_annotation",
-    "runtime"};
+    "runtime", "module_call"};
 
 bool Contains(std::string_view hay, std::string_view needle) {
   return hay.find(needle) != std::string_view::npos;

@@ -74,6 +74,7 @@ enum class RecordedOpKind {
   kUserAnnotation,    // "user_annotation" (record_function ranges on the CPU)
   kGpuUserAnnotation, // "gpu_user_annotation" (the same ranges on the GPU)
   kRuntime,           // "cuda_runtime" / "Runtime" / "cuda_driver"
+  kModuleCall,        // "python_function" named "nn.Module: NAME" (with_stack)
 };
 std::string_view RecordedOpKindName(RecordedOpKind k);
 bool IsGpuOp(RecordedOpKind k);  // kernel, memcpy, memset
@@ -88,6 +89,13 @@ struct RecordedOp {
   int32_t device = -1;        // args.device; -1 = not recorded
   int64_t correlation = -1;   // args.correlation (links a kernel to its launch)
   int64_t external_id = -1;   // args "External id" (links a kernel to its cpu_op)
+  // cpu_op: args "Sequence number", set when the dispatcher entered the op
+  // at an autograd key with grad mode on (Note [Dispatches from a Kineto
+  // trace], sim/calibrate/host_measurements.h); -1 = not recorded.
+  int64_t sequence = -1;
+  // The recording thread (pid, tid), numbered densely per import in order
+  // of first appearance; -1 = not recorded.
+  int32_t thread = -1;
   Bytes bytes;                // memcpy / memset: args.bytes
   // cpu_op with record_shapes (KinetoImportOptions::keep_shapes): args
   // "Input Dims" (one shape per input; empty for a scalar, or for an input
