@@ -84,7 +84,7 @@ TEST(CliExplainTimeTest, MegatronLaunchLine) {
 TEST(CliExplainTimeTest, RecordedStepWithHostWork) {
   const std::string trace = Write(
       "explain_time_host.trace",
-      "gpusim-trace 1.6\nname tiny_host\nmeta framework pytorch\nstream 0 compute\n"
+      "gpusim-trace 1.6\nname tiny_host\nmeta framework pytorch\nmeta torch_version 2.11.0\nstream 0 compute\n"
       "alloc 0 1048576 role=activation name=x\n"
       "compute model.layers.0.mlp:mm kind=matmul flops=2000000 read=1048576 write=1048576 m=512 n=512 k=4 uses=0 "
       "host=1,0,1\n"
@@ -105,6 +105,22 @@ TEST(CliExplainTimeTest, RecordedStepWithHostWork) {
   Result text = Gpusim("explain " + trace + " --time");
   ASSERT_EQ(text.code, 0) << text.out;
   EXPECT_NE(text.out.find("host-bound: "), std::string::npos) << text.out;
+}
+
+// A real recording: examples/torch/gpt2.py recorded by
+// `python -m gpusim_torch record examples/torch/gpt2.py --device
+// h200-sxm-141gb` (format 1.6, host= work on every kernel). Its small
+// kernels are issued slower than they run (Note [Recorded host costs]: the
+// test-size steps are host-bound), so the path is mostly host issue, spread
+// over its decoder layers.
+TEST(CliExplainTimeTest, RecordedGpt2Step) {
+  const std::string json = ExpectExplainedTime(GPUSIM_SOURCE_DIR
+                                               "/tests/data/explain_time/gpt2_h200.gpusim --device h200-sxm-141gb");
+  EXPECT_GT(JsonIntAt(json, "host_bound_ns"), JsonIntAt(json, "step_time_ns") / 2) << json;
+  EXPECT_NE(json.find("\"first_event\": "), std::string::npos) << json;
+  for (const char* layer : {"transformer.h.0", "transformer.h.1"}) {
+    EXPECT_NE(json.find(std::string("\"name\": \"") + layer + "\""), std::string::npos) << layer;
+  }
 }
 
 TEST(CliExplainTimeTest, KinetoTrace) {

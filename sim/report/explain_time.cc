@@ -75,6 +75,13 @@ std::string PathPct(SimTime part, SimTime whole) {
                                                              static_cast<double>(whole.ns()));
 }
 
+// A name cut for a text line (a kernel's C++ name runs to hundreds of
+// characters); the JSON keeps it whole.
+std::string Shortened(const std::string& name) {
+  constexpr size_t kMax = 72;
+  return name.size() <= kMax ? name : name.substr(0, kMax - 3) + "...";
+}
+
 std::string_view SegmentKindName(PathSegment::Kind k) {
   switch (k) {
     case PathSegment::Kind::kEvent: return "event";
@@ -267,7 +274,8 @@ std::string RenderExplainTime(const TimeExplanation& t) {
   }
   for (const HostBoundSpan& h : t.host_spans) {
     absl::StrAppendFormat(&o, "  %s -> %s  events %d (%s, %s) .. %d (%s, %s)\n", PathMs(h.start), PathMs(h.end),
-                          h.first_event, h.first, h.first_layer, h.last_event, h.last, h.last_layer);
+                          h.first_event, Shortened(h.first), h.first_layer, h.last_event, Shortened(h.last),
+                          h.last_layer);
   }
   absl::StrAppendFormat(&o, "communication: %s, exposed %s, overlapped with compute %s; on the path %s\n",
                         PathMs(t.communication), PathMs(t.exposed_communication), PathMs(t.overlapped_communication),
@@ -293,7 +301,7 @@ std::string RenderExplainTime(const TimeExplanation& t) {
   for (size_t i = 0; i < t.top.size(); ++i) {
     const TimeContributor& c = t.top[i];
     absl::StrAppendFormat(&o, "%3d. %12s  %-12s %s%s  [%s, event %d%s]\n", i + 1, PathMs(c.time), c.op_class,
-                          c.kind == "event" ? "" : absl::StrCat(c.kind, " of "), c.name, c.layer, c.event,
+                          c.kind == "event" ? "" : absl::StrCat(c.kind, " of "), Shortened(c.name), c.layer, c.event,
                           c.kind == "event" ? absl::StrCat(", waited for ", c.gate) : "");
   }
   if (t.rest_segments > 0) {
