@@ -78,6 +78,22 @@ TEST(CliExplainTimeTest, MegatronLaunchLine) {
   EXPECT_GT(JsonIntAt(json, "busy_ns"), 0) << json;  // tensor-parallel collectives
 }
 
+// With pipeline stages the launch line's step time is the schedule's; the
+// path is the peak rank's own replay, and says so.
+TEST(CliExplainTimeTest, MegatronPipelineSaysWhichTime) {
+  const std::string yaml =
+      Write("explain_time_megatron_pp.yaml",
+            "device: h100-sxm-80gb\nmegatron:\n  world_size: 2\n  args: \"--num-layers 4 --hidden-size 256 "
+            "--num-attention-heads 4 --seq-length 128 --micro-batch-size 1 --tokenizer-type NullTokenizer "
+            "--vocab-size 1000 --bf16 --pipeline-model-parallel-size 2 --global-batch-size 4\"\n");
+  Result r = GpusimStdout("explain " + yaml + " --time --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  const int64_t path = JsonIntAt(r.out, "path_time_ns");
+  EXPECT_NE(JsonIntAt(r.out, "step_time_ns"), path);
+  EXPECT_NE(r.out.find("pipeline schedule"), std::string::npos) << r.out;
+  for (const char* table : {"by_class", "by_layer", "by_gate"}) EXPECT_EQ(RowSum(r.out, table), path) << table;
+}
+
 // A recorded PyTorch step (format 1.6) whose host work outlasts its
 // kernels: the path is the host issuing them, marked host-bound, and the
 // step time is `gpusim replay`'s.

@@ -214,8 +214,11 @@ TimeExplanation ExplainTime(const StepReport& r, const SimResult& path, int top)
   t.step_time = r.sim.step_time;
   t.path_time = path.step_time;
   if (t.step_time != t.path_time) {
-    t.note = absl::StrCat("the step time ", PathMs(t.step_time), " is not this trace's own replay (", PathMs(t.path_time),
-                          "): the path below is the replay's");
+    // A Megatron-LM launch line's rank view holds the pipeline schedule's
+    // step time (sim/step/megatron_step.h PeakRankView).
+    t.note = absl::StrCat("the step time ", PathMs(t.step_time), " is not this step's own replay (",
+                          PathMs(t.path_time), ", as a launch line's pipeline schedule replaces it): the path below is "
+                          "the replay's");
   }
   const Trace& tr = r.lowered.trace;
   const std::vector<std::string> layers = EventLayers(r);
