@@ -60,11 +60,13 @@ std::string RegionLabel(const Region& reg) {
   return absl::StrCat("layer ", reg.layer);
 }
 
-// Region precedence: a decoder layer over a rolled iteration over a phase
-// region; loops and pipeline slots hold layers and are not one.
+// Region precedence: a decoder layer over a rolled iteration over a loop
+// (a scan or an HLO while: its body's events, where nothing finer names
+// them) over a phase region; pipeline slots hold layers and are not one.
 int RegionRank(const Region& reg) {
-  if (reg.kind == "layer") return 3;
-  if (reg.kind == "iteration") return 2;
+  if (reg.kind == "layer") return 4;
+  if (reg.kind == "iteration") return 3;
+  if (reg.kind == "loop") return 2;
   if (reg.kind == "phase") return 1;
   return 0;
 }

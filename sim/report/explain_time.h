@@ -20,7 +20,9 @@
 // The layer an event belongs to: for a model's step, the Program region
 // holding its op ("layer N" for a decoder layer's forward, backward or
 // recompute, "layers N-M" for a rolled region standing for several; else
-// the innermost named region: the head's phases, the optimizer); for a
+// a rolled iteration, a loop (a scan, an HLO module's while: the body's
+// events where nothing finer names them) or a phase region: the head's
+// phases, the optimizer); for a
 // recorded PyTorch step, the module path of its name (`MODULE:op`, python/
 // gpusim_torch/recorder.py) up to its first numeric component: a
 // ModuleList's or Sequential's child is named by its index
