@@ -42,6 +42,15 @@ std::string ExpectExplainedTime(const std::string& args) {
   return r.out;
 }
 
+// `gpusim replay TRACE`'s step time is `step_ns`.
+void ExpectReplayStep(const std::string& trace_and_options, int64_t step_ns) {
+  Result replay = GpusimStdout("replay " + trace_and_options + " --format json");
+  ASSERT_EQ(replay.code, 0) << replay.out;
+  const size_t at = replay.out.find("\"step_time_s\": ");
+  ASSERT_NE(at, std::string::npos) << replay.out;
+  EXPECT_NEAR(std::stod(replay.out.substr(at + 15)), static_cast<double>(step_ns) * 1e-9, 1e-9);
+}
+
 TEST(CliExplainTimeTest, ModelConfig) {
   const std::string config = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
   const std::string json = ExpectExplainedTime(config);
@@ -113,11 +122,7 @@ TEST(CliExplainTimeTest, RecordedStepWithHostWork) {
   EXPECT_GT(JsonIntAt(json, "host_bound_ns"), step / 2) << json;
   EXPECT_NE(json.find("\"first_layer\": \"model.layers.0\""), std::string::npos) << json;
   EXPECT_NE(json.find("\"name\": \"host_issue\""), std::string::npos) << json;
-  Result replay = GpusimStdout("replay " + trace + " --format json");
-  ASSERT_EQ(replay.code, 0) << replay.out;
-  const size_t at = replay.out.find("\"step_time_s\": ");
-  ASSERT_NE(at, std::string::npos) << replay.out;
-  EXPECT_NEAR(std::stod(replay.out.substr(at + 15)), static_cast<double>(step) * 1e-9, 1e-9);
+  ExpectReplayStep(trace, step);
   Result text = Gpusim("explain " + trace + " --time");
   ASSERT_EQ(text.code, 0) << text.out;
   EXPECT_NE(text.out.find("host-bound: "), std::string::npos) << text.out;
@@ -130,8 +135,9 @@ TEST(CliExplainTimeTest, RecordedStepWithHostWork) {
 // test-size steps are host-bound), so the path is mostly host issue, spread
 // over its decoder layers.
 TEST(CliExplainTimeTest, RecordedGpt2Step) {
-  const std::string json = ExpectExplainedTime(GPUSIM_SOURCE_DIR
-                                               "/tests/data/explain_time/gpt2_h200.gpusim --device h200-sxm-141gb");
+  const std::string trace = GPUSIM_SOURCE_DIR "/tests/data/explain_time/gpt2_h200.gpusim --device h200-sxm-141gb";
+  const std::string json = ExpectExplainedTime(trace);
+  ExpectReplayStep(trace, JsonIntAt(json, "step_time_ns"));
   EXPECT_GT(JsonIntAt(json, "host_bound_ns"), JsonIntAt(json, "step_time_ns") / 2) << json;
   EXPECT_NE(json.find("\"first_event\": "), std::string::npos) << json;
   for (const char* layer : {"transformer.h.0", "transformer.h.1"}) {
