@@ -414,11 +414,12 @@ int CmdRun(const RunOptions& o) {
   return 0;
 }
 
-int CmdExplain(const RunOptions& o, int top) {
+int CmdExplain(const RunOptions& o, int top, bool time) {
   auto in = SniffCommandInput("explain", o.config);
   if (!in.ok()) return Fail(in.status());
   if (IsTraceKind(in->kind)) {  // a native or recorded trace (tools/cli_replay.cc)
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
+    if (time) return CmdExplainTraceTime(*in, top, o.format, o.device, o.device_options());
     return CmdExplainTrace(*in, top, o.format, o.device, o.device_options());
   }
   if (absl::Status st = RefuseCudnnForConfig("explain", o); !st.ok()) return Fail(st);
@@ -427,6 +428,7 @@ int CmdExplain(const RunOptions& o, int top) {
   std::string note;
   auto report = SimulateOneStep(*spec, &note);
   if (!report.ok()) return Fail(report.status());
+  if (time) return PrintExplainTime(*report, top, o.format, note);
   CliOut() << (o.format == "json" ? RenderExplainJson(*report, top) : note + RenderExplain(*report, top));
   return 0;
 }
@@ -939,7 +941,12 @@ struct Cli {
                             "libraries add; default h100-sxm-80gb)");
     explain_cmd->add_option("--format", explain.format, kFormatHelp)->check(CLI::IsMember({"text", "json"}));
     explain_cmd->add_option("--set", explain.sets, "Override a config field: path=value (repeatable)");
-    explain_cmd->add_option("--top", explain_top, "How many buffers to list")->check(IntRange(1, 1000000));
+    explain_cmd->add_option("--top", explain_top, "How many buffers (with --time: critical-path segments and layers) to list")
+        ->check(IntRange(1, 1000000));
+    explain_cmd->add_flag("--time", explain_time,
+                          "Explain the step time instead of the peak: the critical path by op class, by layer and by "
+                          "what each start waited for, its largest segments, the host-bound spans and exposed "
+                          "communication (every other option applies as without it)");
     explain_cmd->add_option("--allocator", explain_allocator, kAllocatorHelp);
     explain_cmd->add_option("--cudnn-workspace", explain.cudnn_workspace, kCudnnHelp);
     explain_cmd->add_option("--sdpa-backend", explain.sdpa_backend, kSdpaHelp);
@@ -1171,7 +1178,7 @@ struct Cli {
   int Dispatch() {
     try {
       if (*run_cmd) return CmdRun(run);
-      if (*explain_cmd) return CmdExplain(explain, explain_top);
+      if (*explain_cmd) return CmdExplain(explain, explain_top, explain_time);
       if (*diff_cmd) return CmdDiff(diff, diff_base, diff_top);
       if (*advise_cmd) return CmdAdvise(advise);
       if (*viz_cmd) {
@@ -1201,6 +1208,7 @@ struct Cli {
   CLI::Option* gpn_opt = nullptr;
   RunOptions explain;
   int explain_top = 15;
+  bool explain_time = false;
   std::string explain_allocator;
   CLI::App* explain_cmd = nullptr;
   RunOptions diff;

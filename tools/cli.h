@@ -138,6 +138,13 @@ absl::Status RefuseTraceGrid(const std::string& command, const Input& in);
 // where they do not apply.
 int CmdExplainTrace(const Input& in, int top, const std::string& format, const std::string& device,
                     const EagerDeviceOptions& device_options);
+// `gpusim explain --time TRACE`: the trace replayed as `gpusim replay`
+// prices it (a recorded PyTorch step's host work charged, Note [Recorded
+// host costs]) and its critical path explained (sim/report/explain_time.h).
+int CmdExplainTraceTime(const Input& in, int top, const std::string& format, const std::string& device,
+                        const EagerDeviceOptions& device_options);
+// `gpusim explain --time` of a step: `note` (a launch line's rank) first.
+int PrintExplainTime(const StepReport& r, int top, const std::string& format, const std::string& note);
 }  // namespace gpusim
 
 #endif  // GPUSIM_TOOLS_CLI_H_

@@ -12,6 +12,9 @@
 #include "sim/config/loader.h"
 #include "sim/import/import.h"
 #include "sim/lower/eager/device_memory.h"
+#include "sim/lower/eager/host_timeline.h"
+#include "sim/lower/semantics.h"
+#include "sim/report/explain_time.h"
 #include "sim/replay/explain_trace.h"
 #include "sim/step/native_step.h"
 #include "sim/replay/replay.h"
@@ -211,6 +214,49 @@ int CmdExplainTrace(const Input& in, int top, const std::string& format, const s
   const TracePeak p = ExplainTracePeak(*trace, in.path, top);
   CliOut() << (format == "json" ? RenderTracePeakJson(p) : RenderTracePeakText(p));
   return 0;
+}
+
+int PrintExplainTime(const StepReport& r, int top, const std::string& format, const std::string& note) {
+  auto path = StepCriticalPath(r);
+  if (!path.ok()) return FailStatus(path.status());
+  const TimeExplanation t = ExplainTime(r, *path, top);
+  CliOut() << (format == "json" ? RenderExplainTimeJson(t) : note + RenderExplainTime(t));
+  return 0;
+}
+
+int CmdExplainTraceTime(const Input& in, int top, const std::string& format, const std::string& device,
+                        const EagerDeviceOptions& device_options) {
+  if (absl::Status st = CheckDeviceOptionsApply(in, device_options); !st.ok()) return FailStatus(st);
+  const AllocatorSpec allocator{"pytorch_caching", {}};
+  absl::StatusOr<StepReport> report;
+  if (in.kind != InputKind::kNativeTrace) {
+    // A recording: as `gpusim viz` replays it (the import, start state and
+    // device of `gpusim replay`).
+    ReplayOptions o;
+    o.allocator = allocator;
+    if (absl::Status st = ResolveReplayCapacity(device, &o); !st.ok()) return FailStatus(st);
+    report = ReportFromRecording(in, device, o, nullptr);
+  } else {
+    auto trace = LoadTraceForExplain(in);
+    if (!trace.ok()) return FailStatus(trace.status());
+    RunSpec spec;
+    auto d = ReplayDevice(device);
+    if (!d.ok()) return FailStatus(d.status());
+    spec.device = *d;
+    spec.allocator = allocator;
+    // As replay: the device's CUDA libraries' allocations join the trace,
+    // NCCL's buffers come off the capacity, and a PyTorch recording's
+    // host work is charged (sim/step/native_step.cc SimulateNativeStep).
+    EagerDeviceMemory added;
+    if (absl::Status st = AddDeviceMemoryToTrace(*trace, in.path, spec.device, &added, device_options); !st.ok()) {
+      return FailStatus(st);
+    }
+    spec.device.context_reserve += added.nccl.total;
+    if (RecordedFromEagerPyTorch(*trace)) ChargeRecordedHostTimeline(&*trace);
+    report = ReportFromNativeTrace(*trace, in.path, spec);
+  }
+  if (!report.ok()) return FailStatus(report.status());
+  return PrintExplainTime(*report, top, format, "");
 }
 
 }  // namespace gpusim

@@ -157,9 +157,9 @@ SimTime ExposedTime(const std::vector<std::pair<SimTime, SimTime>>& busy,
 class StepSimulation {
  public:
   StepSimulation(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
-                 const AllocatorStartState* start, bool time_by_op)
+                 const AllocatorStartState* start, bool time_by_op, bool critical_path)
       : trace_(trace), device_(device), allocator_(allocator), start_state_(start), time_by_op_(time_by_op),
-        n_(trace.events.size()), kernel_model_(KernelModelOf(device)), reps_(trace.repeats) {}
+        want_path_(critical_path), n_(trace.events.size()), kernel_model_(KernelModelOf(device)), reps_(trace.repeats) {}
 
   absl::StatusOr<SimResult> Run() {
     absl::Status st = RunPasses();
@@ -188,6 +188,7 @@ class StepSimulation {
         RETURN_IF_ERROR(SimulateFree(i, e));
       } else if (!IsTimed(e.type)) {
         r_.start[i] = r_.end[i] = stream_ready_[static_cast<size_t>(e.stream)];
+        NoteStreamGate(i, e);
       } else {
         RETURN_IF_ERROR(SimulateTimed(i, e));
       }
@@ -199,6 +200,7 @@ class StepSimulation {
     ExposedTimes();
     ShiftAfterRepeats();
     CriticalPath();
+    if (want_path_) WalkCriticalPath();
     LiveAtPeak();
     return absl::OkStatus();
   }
@@ -211,8 +213,20 @@ class StepSimulation {
   absl::Status RepeatPeriods();
   void ExposedTimes();
   void ShiftAfterRepeats();
+  int64_t LastOnPath() const;
   void CriticalPath();
+  void WalkCriticalPath();
+  void HostIssuePath(size_t upto, const std::vector<SimTime>& shift, SimTime& t);
   void LiveAtPeak();
+
+  // An event whose start is its stream's clock (a marker, an uncharged
+  // alloc or free): the stream's last event gated it (Note [Critical path
+  // segments]). Recorded only when the path was asked for.
+  void NoteStreamGate(size_t i, const TraceEvent& e) {
+    if (!want_path_) return;
+    via_[i] = stream_last_[static_cast<size_t>(e.stream)];
+    gate_[i] = via_[i] >= 0 ? PathGate::kStreamOrder : PathGate::kStart;
+  }
 
   // The allocator's allocated / reserved after each memory event that
   // changed them (for the memory timeline).
@@ -234,6 +248,7 @@ class StepSimulation {
   Allocator* allocator_;
   const AllocatorStartState* start_state_;
   const bool time_by_op_;
+  const bool want_path_;
   const size_t n_;
   // The device's kernel model, looked up (by name) once rather than per
   // event as EventDuration(e, device) does.
@@ -243,6 +258,7 @@ class StepSimulation {
   std::vector<int64_t> stream_last_;
   std::vector<int64_t> via_;     // the event whose end this one's start waited for
   std::vector<bool> on_path_;    // timed, or an alloc charged for device calls
+  std::vector<PathGate> gate_;   // what set each event's start (only when want_path_)
 
   // Memory state (ideal tracker beside the allocator).
   absl::flat_hash_map<BufferId, std::pair<Bytes, Role>> live_;
@@ -280,6 +296,7 @@ absl::Status StepSimulation::Setup() {
   stream_last_.assign(static_cast<size_t>(max_stream) + 1, -1);
   via_.assign(n_, -1);
   on_path_.assign(n_, false);
+  if (want_path_) gate_.assign(n_, PathGate::kStart);
 
   cur_ = trace_.preexisting;
   r_.preexisting = cur_;
@@ -300,6 +317,7 @@ absl::Status StepSimulation::SimulateAlloc(size_t i, const TraceEvent& e) {
   const size_t stream = static_cast<size_t>(e.stream);
   SimTime& ready = stream_ready_[stream];
   r_.start[i] = r_.end[i] = ready;
+  NoteStreamGate(i, e);
   if (allocator_ != nullptr && !r_.oom.happened && (start_state_ == nullptr || !start_state_->Holds(e.buffer))) {
     actions_.clear();
     if (!allocator_->Alloc(e.buffer, e.size, e.stream)) {
@@ -309,7 +327,11 @@ absl::Status StepSimulation::SimulateAlloc(size_t i, const TraceEvent& e) {
     if (c.end > ready) {
       r_.start[i] = c.begin;
       r_.end[i] = c.end;
-      via_[i] = c.waited_for >= 0 && c.begin > ready ? c.waited_for : stream_last_[stream];
+      const bool drained = c.waited_for >= 0 && c.begin > ready;
+      via_[i] = drained ? c.waited_for : stream_last_[stream];
+      if (want_path_) {
+        gate_[i] = drained ? PathGate::kAllocatorDrain : via_[i] >= 0 ? PathGate::kStreamOrder : PathGate::kStart;
+      }
       on_path_[i] = true;
       stream_last_[stream] = static_cast<int64_t>(i);
       ready = c.end;
@@ -335,6 +357,7 @@ absl::Status StepSimulation::SimulateAlloc(size_t i, const TraceEvent& e) {
 
 absl::Status StepSimulation::SimulateFree(size_t i, const TraceEvent& e) {
   r_.start[i] = r_.end[i] = stream_ready_[static_cast<size_t>(e.stream)];
+  NoteStreamGate(i, e);
   auto it = live_.find(e.buffer);
   if (it == live_.end()) {
     return absl::InvalidArgumentError(absl::StrCat("event ", i, " (free): buffer ", e.buffer, " is not live"));
@@ -353,6 +376,7 @@ absl::Status StepSimulation::SimulateTimed(size_t i, const TraceEvent& e) {
   SimTime& ready = stream_ready_[stream];
   SimTime start = ready;
   via_[i] = stream_last_[stream];
+  PathGate gate = via_[i] >= 0 ? PathGate::kStreamOrder : PathGate::kStart;
   // Note [Host timeline]. A repeated event's further iterations issue
   // while the streams run them: the clock here advances one iteration
   // (as the streams do, both shifted by the periods below), the totals
@@ -367,13 +391,16 @@ absl::Status StepSimulation::SimulateTimed(size_t i, const TraceEvent& e) {
     if (r_.end[static_cast<size_t>(dep)] > start) {
       start = r_.end[static_cast<size_t>(dep)];
       via_[i] = dep;
+      gate = PathGate::kDependency;
     }
   }
   if (host_cost > SimTime(0) && r_.host_busy > start) {
     r_.host_wait += r_.host_busy - start;
     if (w > 1) host_wait_extra_ += (r_.host_busy - start) * (w - 1);
     start = r_.host_busy;
+    gate = PathGate::kHostIssue;
   }
+  if (want_path_) gate_[i] = gate;
   stream_last_[stream] = static_cast<int64_t>(i);
   on_path_[i] = true;
   if (w > 1) active_[rep_][stream] = true;
@@ -505,17 +532,24 @@ void StepSimulation::ShiftAfterRepeats() {
   if (r_.oom.happened) r_.oom.time = r_.start[static_cast<size_t>(r_.oom.event)];
 }
 
-// The critical path, back from the last event on it to finish.
-void StepSimulation::CriticalPath() {
+// The event on the path that finishes last (the first of equals).
+int64_t StepSimulation::LastOnPath() const {
   int64_t last = -1;
   for (size_t i = 0; i < n_; ++i) {
     if (on_path_[i] && (last < 0 || r_.end[i] > r_.end[static_cast<size_t>(last)])) {
       last = static_cast<int64_t>(i);
     }
   }
+  return last;
+}
+
+// The critical path, back from the last event on it to finish. (An event
+// off the path -- a marker or an uncharged alloc a dependency named -- ends
+// the walk, as before the walk of WalkCriticalPath recorded its stream.)
+void StepSimulation::CriticalPath() {
   // A repeated range's events on the path are on it in every iteration.
   size_t k = reps_.size();
-  for (int64_t i = last; i >= 0; i = via_[static_cast<size_t>(i)]) {
+  for (int64_t i = LastOnPath(); i >= 0; i = on_path_[static_cast<size_t>(i)] ? via_[static_cast<size_t>(i)] : -1) {
     const TraceEvent& e = trace_.events[static_cast<size_t>(i)];
     while (k > 0 && reps_[k - 1].first > i) --k;
     const int64_t w = k > 0 && reps_[k - 1].last >= i ? reps_[k - 1].times : 1;
@@ -525,6 +559,83 @@ void StepSimulation::CriticalPath() {
     else if (e.type == EventType::kCollective) r_.critical_communication += d;
     else if (e.type == EventType::kCopy) r_.critical_copy += d;
     else r_.critical_compute += d;
+  }
+}
+
+// Note [Critical path segments]: back from the last event through what
+// gated each start, cutting each segment at the start of the one after it
+// (`t`, the earliest time covered so far), then in time order.
+void StepSimulation::WalkCriticalPath() {
+  std::vector<PathSegment>& out = r_.critical_path;
+  // Each event's shift by the further iterations of the ranges before it
+  // (as ShiftAfterRepeats moved it).
+  std::vector<SimTime> shift(n_, SimTime(0));
+  SimTime sh(0);
+  for (size_t i = 0, k = 0; i < n_; ++i) {
+    for (; k < reps_.size() && static_cast<int64_t>(i) > reps_[k].last; ++k) sh += period_[k] * (reps_[k].times - 1);
+    shift[i] = sh;
+  }
+  SimTime t = r_.step_time;
+  for (int64_t cur = LastOnPath(); cur >= 0;) {
+    const size_t c = static_cast<size_t>(cur);
+    const int64_t pred = via_[c];
+    PathGate g = gate_[c];
+    if (g == PathGate::kDependency && trace_.events[static_cast<size_t>(pred)].type == EventType::kCollective) {
+      g = PathGate::kCollectiveWait;
+    }
+    const SimTime end = (r_.end[c] < t ? r_.end[c] : t);
+    if (r_.start[c] < end) {
+      out.push_back({PathSegment::Kind::kEvent, cur, r_.start[c], end, g});
+      t = r_.start[c];
+    }
+    if (g == PathGate::kHostIssue) {
+      HostIssuePath(c, shift, t);
+      break;
+    }
+    const SimTime pred_end = pred >= 0 ? r_.end[static_cast<size_t>(pred)] : SimTime(0);
+    if (pred_end < t) {
+      const bool repeated = shift[c] != (pred >= 0 ? shift[static_cast<size_t>(pred)] : SimTime(0));
+      const bool drain = trace_.events[c].type == EventType::kAlloc;
+      out.push_back({repeated ? PathSegment::Kind::kRepeatedIterations : PathSegment::Kind::kGap,
+                     repeated && pred >= 0 ? pred : cur, pred_end, t,
+                     repeated ? PathGate::kRepeatedIterations : drain ? PathGate::kAllocatorDrain : PathGate::kIdle});
+      t = pred_end;
+    }
+    cur = pred;
+  }
+  std::reverse(out.begin(), out.end());
+}
+
+// The host's issue of every timed event up to `upto` (the host clock is
+// their host costs in program order, one iteration of a repeated range;
+// each event's span moved as the event was), down to time 0.
+void StepSimulation::HostIssuePath(size_t upto, const std::vector<SimTime>& shift, SimTime& t) {
+  std::vector<SimTime> before(upto + 1, SimTime(0));
+  SimTime h(0);
+  for (size_t i = 0; i <= upto; ++i) {
+    before[i] = h;
+    if (IsTimed(trace_.events[i].type)) h += HostIssueTime(trace_.events[i], device_);
+  }
+  std::vector<PathSegment>& out = r_.critical_path;
+  for (size_t j = upto + 1; j-- > 0;) {
+    const TraceEvent& e = trace_.events[j];
+    if (!IsTimed(e.type)) continue;
+    const SimTime cost = HostIssueTime(e, device_);
+    if (cost <= SimTime(0)) continue;
+    const SimTime s = before[j] + shift[j], end = (s + cost < t ? s + cost : t);
+    if (end < t) {  // the further iterations of a range between it and the next
+      out.push_back({PathSegment::Kind::kRepeatedIterations, static_cast<int64_t>(j), end, t,
+                     PathGate::kRepeatedIterations});
+      t = end;
+    }
+    if (s < end) {
+      out.push_back({PathSegment::Kind::kHostIssue, static_cast<int64_t>(j), s, end, PathGate::kHostIssue});
+      t = s;
+    }
+  }
+  if (t > SimTime(0)) {
+    out.push_back({PathSegment::Kind::kRepeatedIterations, 0, SimTime(0), t, PathGate::kRepeatedIterations});
+    t = SimTime(0);
   }
 }
 
@@ -543,6 +654,20 @@ void StepSimulation::LiveAtPeak() {
 
 }  // namespace
 
+std::string_view PathGateName(PathGate g) {
+  switch (g) {
+    case PathGate::kStart: return "start";
+    case PathGate::kStreamOrder: return "stream_order";
+    case PathGate::kDependency: return "dependency";
+    case PathGate::kCollectiveWait: return "collective_wait";
+    case PathGate::kHostIssue: return "host_issue";
+    case PathGate::kAllocatorDrain: return "allocator_drain";
+    case PathGate::kRepeatedIterations: return "repeated_iterations";
+    case PathGate::kIdle: return "idle";
+  }
+  return "idle";
+}
+
 Bytes FragmentationBytes(const SimResult& r) {
   if (r.allocator_name.empty()) return Bytes(0);  // no allocator: ideal tracking only
   const Bytes outside = r.preexisting_in_allocator ? Bytes(0) : r.preexisting;
@@ -551,8 +676,8 @@ Bytes FragmentationBytes(const SimResult& r) {
 }
 
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
-                                   const AllocatorStartState* start, bool time_by_op) {
-  return StepSimulation(trace, device, allocator, start, time_by_op).Run();
+                                   const AllocatorStartState* start, bool time_by_op, bool critical_path) {
+  return StepSimulation(trace, device, allocator, start, time_by_op, critical_path).Run();
 }
 
 }  // namespace gpusim

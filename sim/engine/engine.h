@@ -42,6 +42,7 @@
 #include <array>
 #include <map>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -80,6 +81,49 @@ struct AllocatorSample {
 // by whichever side is slower. Eager steps are charged by
 // sim/lower/eager/host_timeline.h; events with no host cost (XLA steps) do
 // not move the host clock.
+// Note [Critical path segments]
+// The critical path as the engine ran it, on request (Simulate's
+// `critical_path`): segments in time order that tile [0, step_time]
+// exactly, walked back from the event that ends last. Each timed event's
+// start was set by one thing, which the pass in trace order records:
+//   stream_order      its stream's previous event ended (the stream was busy)
+//   dependency        an event in its `after` list ended
+//   collective_wait   as dependency, the event waited for being a collective
+//   host_issue        the host had not yet issued it (Note [Host timeline]):
+//                     the host never waits for the GPU, so the path before
+//                     it is the host issuing every op up to this one, one
+//                     kHostIssue segment per op with host work
+//   allocator_drain   an alloc's cudaFree / unmap waited for a stream to
+//                     drain (Note [Allocator time])
+//   start             nothing: it started at time 0
+// Walking back through the recorded predecessor, a predecessor that ended
+// before its successor started leaves a gap: the further iterations of a
+// repeated range the walk crossed (Note [Rolled loop built once]; events in
+// a range carry their first iteration's times), or the successor's own
+// wait (an allocator drain). An event that ended after its successor
+// started (an alloc whose charge mixed a malloc and a drain) is cut at that
+// start, so the segments never overlap. kIdle is what no recorded cause
+// explains; no event graph the tests build has one.
+enum class PathGate {
+  kStart, kStreamOrder, kDependency, kCollectiveWait, kHostIssue, kAllocatorDrain, kRepeatedIterations, kIdle
+};
+// "start", "stream_order", "dependency", "collective_wait", "host_issue",
+// "allocator_drain", "repeated_iterations", "idle".
+std::string_view PathGateName(PathGate g);
+
+struct PathSegment {
+  enum class Kind {
+    kEvent,               // event `event` ran (a timed event or a charged alloc)
+    kHostIssue,           // the host issued event `event` while the GPU waited
+    kRepeatedIterations,  // further iterations of the repeated range holding `event`
+    kGap,                 // a wait with no event: gate says why
+  };
+  Kind kind = Kind::kEvent;
+  int64_t event = -1;
+  SimTime start, end;
+  PathGate gate = PathGate::kStart;  // what its start waited for
+};
+
 struct SimResult {
   // Memory (ideal tracker).
   Bytes preexisting;                   // the trace's preexisting bytes (in peak_live)
@@ -130,6 +174,8 @@ struct SimResult {
   SimTime critical_communication;      // collective time on it
   SimTime critical_copy;               // host-copy time on it
   SimTime critical_allocator;          // device-allocation calls on it
+  // Note [Critical path segments]; empty unless Simulate was asked.
+  std::vector<PathSegment> critical_path;
   double flops = 0;                    // all compute flops
   double model_flops = 0;              // flops excluding recompute
   // Device time of the timed events by (kind, framework op: EventOpName in
@@ -184,9 +230,11 @@ Bytes FragmentationBytes(const SimResult& r);
 // restored to (sim/alloc/start_state.h): the allocs of the buffers it holds
 // already are not passed to the allocator (the ideal tracker counts them).
 // `time_by_op` false leaves SimResult::time_by_op empty (Note [Kernel time
-// by op on request]).
+// by op on request]). `critical_path` true fills SimResult::critical_path
+// (Note [Critical path segments]); the walk runs only then.
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
-                                   const AllocatorStartState* start = nullptr, bool time_by_op = true);
+                                   const AllocatorStartState* start = nullptr, bool time_by_op = true,
+                                   bool critical_path = false);
 
 }  // namespace gpusim
 

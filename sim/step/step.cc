@@ -331,6 +331,15 @@ absl::StatusOr<std::unique_ptr<Allocator>> StartedAllocator(const StepReport& r)
   return MakeStartedAllocator(r.spec.allocator, r.capacity, r.start);
 }
 
+absl::StatusOr<SimResult> StepCriticalPath(const StepReport& r) {
+  // Note [JAX arena]: an XLA step's engine replay tracks live bytes only.
+  const bool arena = r.semantics.runtime_check == RuntimeCheck::kJaxArena;
+  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc,
+                   arena ? MakeAllocator(AllocatorSpec{"ideal", {}}, r.capacity) : StartedAllocator(r));
+  const AllocatorStartState* start = arena || r.start.empty() ? nullptr : &r.start;
+  return Simulate(r.lowered.trace, r.spec.device, alloc.get(), start, /*time_by_op=*/false, /*critical_path=*/true);
+}
+
 absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& spec,
                                            const AllocatorStartState* start) {
   StepReport r;

@@ -96,6 +96,13 @@ std::vector<LayerTime> LayerTimes(const StepReport& r);
 
 absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec);
 
+// The engine run of r's step again, as ReplayStep or ReportFromTrace ran it
+// (the same allocator, start state and device), with its critical path
+// (Note [Critical path segments], sim/engine/engine.h): `gpusim explain
+// --time`. Its step time is r.sim.step_time unless a caller replaced that
+// (a Megatron launch line's rank view holds the pipeline schedule's).
+absl::StatusOr<SimResult> StepCriticalPath(const StepReport& r);
+
 // What PrepareStep refuses before it builds anything, for callers that must
 // refuse it up front (advise and compare check it before any grid point, so
 // a refused input is exit 1, never "0 simulated"): a Megatron-LM launch line
