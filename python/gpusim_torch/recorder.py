@@ -126,10 +126,17 @@ _ZERO_FILL_INTO = {"scatter_add", "scatter", "index_put", "_index_put_impl", "in
 # and the warm-up steps (sizes and order, nothing else) and writes them as
 # `warmup` lines (traces/FORMAT.md 1.5); gpusim replays them through the
 # allocator before the window (sim/replay Note [Warm-up history]). The
-# history also marks each cuBLAS op (`warmup compute OP`, its phase and op
-# facts): the workspaces cuBLAS and cuBLASLt keep per (thread, stream) are
-# made at the first one of each thread (CublasHandlePool.cpp), and gpusim
-# places them there (sim/lower/eager/device_memory.cc).
+# history also marks each op whose kernel library allocates
+# (`warmup compute OP`, its phase and op facts, the same as the window's
+# compute events carry): the workspaces cuBLAS and cuBLASLt keep per
+# (thread, stream) are made at the first one of each thread
+# (CublasHandlePool.cpp), and the transient ones (reduction staging, fused
+# attention and cuDNN workspaces, sort temporaries) at every op; gpusim
+# places them there (sim/lower/eager/device_memory.cc, Note [Transient
+# workspaces in the warm-up history]). Without the transients the first
+# step's segments were decided without the 100+ MiB blocks that the
+# backward's reductions and attention map and free, and the replay of a
+# checkpointed ViT reserved 20% more than the H200 did.
 
 
 class Recorder(TorchDispatchMode):
