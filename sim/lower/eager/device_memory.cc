@@ -570,8 +570,8 @@ absl::Status EagerDevicePass::PlaceWarmupHistory() {
 // ViT-B/16 of the H200 zoo, whose backward's bias-gradient sums each stage
 // ~133 MiB (Reduce.cuh global reduce), held 53 segments at its step's end;
 // replayed without the history's transients, 75 (its 2-9 MiB gradients and
-// Adam states each mapping 20 MiB segments where the real first step split
-// the cached staging segments), with them 57 (docs/validation_torch_zoo.md).
+// Adam states mapping 20 MiB segments of their own), with them 57 (they
+// split the cached staging segments instead; docs/validation_torch_zoo.md).
 // A recording whose history
 // carries each such op's facts (`warmup compute OP dims=...`, written by
 // python/gpusim_torch since the recorder writes every op with device facts
