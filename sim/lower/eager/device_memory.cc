@@ -572,14 +572,13 @@ absl::Status EagerDevicePass::PlaceWarmupHistory() {
 // replayed without the history's transients, 75 (its 2-9 MiB gradients and
 // Adam states mapping 20 MiB segments of their own), with them 57 (they
 // split the cached staging segments instead; docs/validation_torch_zoo.md).
-// A recording whose history
-// carries each such op's facts (`warmup compute OP dims=...`, written by
-// python/gpusim_torch since the recorder writes every op with device facts
-// there, Note [The warm-up history]) has them lowered here as in the
-// window, into `warmup alloc`/`warmup free` pairs around the op; what the
-// window's report lists is the window's only. cudnn.benchmark's timing
-// workspace is allocated at each parameter set's first call, so in the
-// history when there is one.
+// python/gpusim_torch writes every op with device facts into the history
+// (`warmup compute OP dims=...`, Note [The warm-up history]); each is
+// lowered here as in the window, into `warmup alloc`/`warmup free` pairs
+// around the op (older recordings name cuBLAS ops only). What the window's
+// report lists is the window's only. cudnn.benchmark's timing workspace is
+// allocated at each parameter set's first call, so in the history when
+// there is one.
 absl::Status EagerDevicePass::LowerHistoryOp(size_t i, const WarmupOp& w) {
   TraceEvent e;
   e.type = EventType::kCompute;
