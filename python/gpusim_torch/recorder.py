@@ -126,10 +126,17 @@ _ZERO_FILL_INTO = {"scatter_add", "scatter", "index_put", "_index_put_impl", "in
 # and the warm-up steps (sizes and order, nothing else) and writes them as
 # `warmup` lines (traces/FORMAT.md 1.5); gpusim replays them through the
 # allocator before the window (sim/replay Note [Warm-up history]). The
-# history also marks each cuBLAS op (`warmup compute OP`, its phase and op
-# facts): the workspaces cuBLAS and cuBLASLt keep per (thread, stream) are
-# made at the first one of each thread (CublasHandlePool.cpp), and gpusim
-# places them there (sim/lower/eager/device_memory.cc).
+# history also marks each op whose kernel library allocates
+# (`warmup compute OP`, its phase and op facts, the same as the window's
+# compute events carry): the workspaces cuBLAS and cuBLASLt keep per
+# (thread, stream) are made at the first one of each thread
+# (CublasHandlePool.cpp), and the transient ones (reduction staging, fused
+# attention and cuDNN workspaces, sort temporaries) at every op; gpusim
+# places them there (sim/lower/eager/device_memory.cc, Note [Transient
+# workspaces in the warm-up history]). Without the transients the first
+# step's segments were decided without the 100+ MiB blocks that the
+# backward's reductions and attention map and free, and the replay of a
+# checkpointed ViT reserved 20% more than the H200 did.
 
 
 class Recorder(TorchDispatchMode):
@@ -352,10 +359,11 @@ class Recorder(TorchDispatchMode):
                 self._emit_alloc(buf)
             uses.append(buf.id)
         if not self.in_window:
-            if self.history is not None and name in ops.CUBLAS_OPS:
-                # Where the cuBLAS(Lt) workspaces a step keeps were made
+            if self.history is not None:
+                # Where the device's libraries allocate around an op: the
+                # kept cuBLAS(Lt) workspaces and the transient ones
                 # (Note [The warm-up history]).
-                facts = ops.device_facts(name, args, kwargs, outs)
+                facts = self._device_facts(name, args, kwargs, outs, zero_filled)
                 if facts is not None:
                     self.history.append(("compute", facts[0], self._phase(), list(facts[1])))
             return
@@ -376,20 +384,26 @@ class Recorder(TorchDispatchMode):
             ev["dtype"] = dt
         self._order_compute(ev)
         self._take_host_work(ev)
+        facts = self._device_facts(name, args, kwargs, outs, zero_filled)
+        if facts is not None:
+            ev["op"], ev["dims"] = facts
+        self._emit(ev)
+
+    def _device_facts(self, name, args, kwargs, outs, zero_filled):
+        """(op, dims) of an op whose kernel library adds device memory
+        (ops.device_facts; a fused SDPA op's from the dispatcher), else None."""
         facts = ops.device_facts(name, args, kwargs, outs)
         if name in sdpa.FUSED_OPS and self.sdpa is not None:
             d = self.sdpa.facts_for(name, args)
             facts = (name, d) if d is not None else None
-        if facts is not None:
-            ev["op"], ev["dims"] = facts
-            if zero_filled and facts[0] == "index_put":
-                # index_backward on CUDA tensors: _index_put_impl_(zeros,
-                # indices, grad, accumulate=true, unsafe=true), no range check
-                # (FunctionsManual.cpp index_backward).
-                ev["op"] = "_index_put_impl_"
-                ev["dims"] = list(facts[1])
-                ev["dims"][6] = 1
-        self._emit(ev)
+        if facts is not None and zero_filled and facts[0] == "index_put":
+            # index_backward on CUDA tensors: _index_put_impl_(zeros,
+            # indices, grad, accumulate=true, unsafe=true), no range check
+            # (FunctionsManual.cpp index_backward).
+            dims = list(facts[1])
+            dims[6] = 1
+            facts = ("_index_put_impl_", dims)
+        return facts
 
     def _order_compute(self, ev):
         """A compute event waits for the collectives whose buffers it uses
@@ -452,7 +466,7 @@ class Recorder(TorchDispatchMode):
             else:
                 k = step[1]
                 if not self.in_window:
-                    if self.history is not None and k.get("op") in ops.CUBLAS_OPS:
+                    if self.history is not None and k.get("op"):
                         self.history.append(("compute", k["op"], phase, list(k.get("dims", []))))
                     continue
                 uses = sorted({i for i in (buf_id(sid) for sid in k["uses"]) if i is not None})

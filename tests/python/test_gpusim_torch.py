@@ -504,6 +504,9 @@ class WriterTest(unittest.TestCase):
         self.assertIn("warmup", kinds)
         self.assertLess(max(i for i, k in enumerate(kinds) if k == "warmup"), kinds.index("marker"))
         self.assertIn("warmup compute addmm", text)  # where the cuBLAS workspaces were made
+        # Every op with device facts, so gpusim places its transient
+        # workspaces in the history too (the loss's sum reduction).
+        self.assertRegex(text, r"warmup compute sum dims=\d")
         defined = set()
         for line in text.splitlines():
             tok = line.split()

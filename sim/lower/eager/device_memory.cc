@@ -305,7 +305,12 @@ class EagerDevicePass {
   // The (thread, stream) pairs that need cuBLAS and kept cuBLASLt workspaces.
   absl::Status ReadCublas();
   absl::Status PlaceWarmupHistory();
+  absl::Status PlaceKeptInHistory(const WarmupOp& w);
+  absl::Status LowerHistoryOp(size_t i, const WarmupOp& w);
   absl::Status LowerEvent(size_t i);
+  // The device's allocations around compute event `e` (index `i`, for
+  // errors), into the trace, or into the history while history_ is set.
+  absl::Status LowerOp(size_t i, const TraceEvent& e);
   void AddKeptAtStepStart();
   absl::Status LowerCublas(const TraceEvent& e);
   absl::Status LowerReduce(size_t i, const TraceEvent& e);
@@ -324,7 +329,8 @@ class EagerDevicePass {
     return *cuda_of_build_ >= std::make_pair(12, 1) ? dims[0] != 0 : dims[1] != 0;
   }
   void Note(const std::string& what, std::string_view source, Bytes size, bool kept) {
-    DeviceAddition& a = added_[what];
+    if (history_ != nullptr) return;
+    DeviceAddition& a = tally_.added[what];
     a.what = what;
     a.source = std::string(source);
     a.kept = kept;
@@ -336,6 +342,10 @@ class EagerDevicePass {
     a.type = EventType::kAlloc;
     a.buffer = given_id_.has_value() ? *given_id_ : next_id_++;
     given_id_.reset();
+    if (history_ != nullptr) {
+      history_->push_back(WarmupAlloc(a.buffer, size));
+      return a.buffer;
+    }
     a.size = size;
     a.role = Role::kWorkspace;
     a.name = std::move(name);
@@ -346,12 +356,24 @@ class EagerDevicePass {
     return a.buffer;
   }
   void FreeBuffer(BufferId id, Phase phase, StreamId stream) {
+    if (history_ != nullptr) {
+      WarmupOp w;
+      w.kind = WarmupOp::Kind::kFree;
+      w.buffer = id;
+      history_->push_back(w);
+      return;
+    }
     TraceEvent f;
     f.type = EventType::kFree;
     f.buffer = id;
     f.phase = phase;
     f.stream = stream;
     out_.events.push_back(f);
+  }
+  // The op's own event, into the trace being written (none for a history op:
+  // its `warmup compute` line is copied as it is).
+  void Emit(TraceEvent e) {
+    if (history_ == nullptr) out_.events.push_back(std::move(e));
   }
 
   const Trace& recorded_;
@@ -391,15 +413,23 @@ class EagerDevicePass {
 
   // The trace being written and what was added to it.
   Trace out_;
-  std::map<std::string, DeviceAddition> added_;  // by `what`
+  // While the history's ops are lowered (PlaceWarmupHistory): where the
+  // allocations and frees go instead of out_.events.
+  std::vector<WarmupOp>* history_ = nullptr;
+  // What the window's ops needed, for the report (Summarize); the history's
+  // ops are tallied apart and dropped.
+  struct Tally {
+    std::map<std::string, DeviceAddition> added;  // by `what`
+    int64_t conv_directions = 0, conv_unsized = 0;
+    int64_t conv_layout_unrecorded = 0;  // convolutions recorded before format 1.7
+    int64_t convs = 0, embeddings = 0, index_sorts = 0, sdpa_calls = 0;
+    std::map<std::tuple<std::string, std::string, std::string>, int64_t> sdpa_classes;  // (op, backend, why)
+    std::set<std::string> index_why, embedding_why;
+  };
+  Tally tally_;
   std::optional<BufferId> given_id_;  // the id the next alloc takes, when the history placed it
   std::set<ThreadStream> have_;
-  int64_t conv_directions_ = 0, conv_unsized_ = 0;
-  int64_t conv_layout_unrecorded_ = 0;  // convolutions recorded before format 1.7
   std::set<std::vector<int64_t>> benchmarked_;  // Conv_v7.cpp BenchmarkCache keys
-  int64_t convs_ = 0, embeddings_ = 0, index_sorts_ = 0, sdpa_calls_ = 0;
-  std::map<std::tuple<std::string, std::string, std::string>, int64_t> sdpa_classes_;  // (op, backend, why)
-  std::set<std::string> index_why_, embedding_why_;
 };
 
 absl::Status EagerDevicePass::ReadSettings() {
@@ -440,6 +470,7 @@ absl::Status EagerDevicePass::ReadSettings() {
   warm_ = warmup != nullptr && *warmup != "0";
 
   for (const TraceEvent& e : recorded_.events) next_id_ = std::max(next_id_, e.buffer + 1);
+  for (const WarmupOp& w : recorded_.warmup) next_id_ = std::max(next_id_, w.buffer + 1);
   bool in_start = false;
   for (size_t i = 0; i < recorded_.events.size(); ++i) {
     const TraceEvent& e = recorded_.events[i];
@@ -506,7 +537,9 @@ absl::Status EagerDevicePass::ReadCublas() {
 }
 
 // Note [Warm-up history] (sim/replay/replay.cc): a recording that carries
-// its warm-up marks each cuBLAS op there (`warmup compute`); the kept
+// its warm-up marks each cuBLAS op there (`warmup compute`, with every other
+// op that has device facts: Note [Transient workspaces in the warm-up
+// history], below); the kept
 // workspaces of a (thread, stream) are made at its first one
 // (CublasHandlePool.cpp getCurrentCUDABlasHandle / getCUDABlasLtWorkspace
 // allocate on first use), so they are placed in the history there, under
@@ -516,23 +549,70 @@ absl::Status EagerDevicePass::ReadCublas() {
 // start (validation/h200_2026-12-04/zoo.json, tools/collect/check_zoo.py).
 absl::Status EagerDevicePass::PlaceWarmupHistory() {
   if (!warm_) return absl::OkStatus();
-  for (const WarmupOp& w : recorded_.warmup) {
+  for (size_t i = 0; i < recorded_.warmup.size(); ++i) {
+    const WarmupOp& w = recorded_.warmup[i];
     warmup_out_.push_back(w);
-    if (w.kind != WarmupOp::Kind::kCompute || !CublasOps().contains(w.op)) continue;
-    const ThreadStream key{w.phase == Phase::kBackward ? "autograd" : "main", 0};
-    if (std::find(pairs_.begin(), pairs_.end(), key) != pairs_.end() && !history_ws_.contains(key)) {
-      history_ws_[key] = next_id_;
-      warmup_out_.push_back(WarmupAlloc(next_id_++, cublas_));
+    if (w.kind != WarmupOp::Kind::kCompute) continue;
+    RETURN_IF_ERROR(PlaceKeptInHistory(w));
+    RETURN_IF_ERROR(LowerHistoryOp(i, w));
+  }
+  return absl::OkStatus();
+}
+
+// Note [Transient workspaces in the warm-up history]
+// The warm-up steps ran the same kernels as the window, so the libraries'
+// transient allocations (reduction staging, the fused attention kernels'
+// workspaces, sort temporaries, cuDNN convolution workspaces under the
+// assumption, per-call cublasLt workspaces) went through the caching
+// allocator there too: an op's transient of 130 MiB mapped a segment in the
+// first step, and what it left cached decided where later blocks went
+// (CUDACachingAllocator.cpp malloc: get_free_block best fit over the cached
+// blocks, else alloc_block maps a new segment). Measured: the checkpointed
+// ViT-B/16 of the H200 zoo, whose backward's bias-gradient sums each stage
+// ~133 MiB (Reduce.cuh global reduce), held 53 segments at its step's end;
+// replayed without the history's transients, 75 (its 2-9 MiB gradients and
+// Adam states mapping 20 MiB segments of their own), with them 57 (they
+// split the cached staging segments instead; docs/validation_torch_zoo.md).
+// python/gpusim_torch writes every op with device facts into the history
+// (`warmup compute OP dims=...`, Note [The warm-up history]); each is
+// lowered here as in the window, into `warmup alloc`/`warmup free` pairs
+// around the op (older recordings name cuBLAS ops only). What the window's
+// report lists is the window's only. cudnn.benchmark's timing workspace is
+// allocated at each parameter set's first call, so in the history when
+// there is one.
+absl::Status EagerDevicePass::LowerHistoryOp(size_t i, const WarmupOp& w) {
+  TraceEvent e;
+  e.type = EventType::kCompute;
+  e.name = "warm-up history";
+  e.op = w.op;
+  e.dims = w.dims;
+  e.phase = w.phase;
+  const size_t before = warmup_out_.size();
+  history_ = &warmup_out_;
+  const absl::Status st = LowerOp(i, e);
+  history_ = nullptr;
+  if (!st.ok()) return absl::InvalidArgumentError(absl::StrCat("warm-up history, ", st.message()));
+  if (warmup_out_.size() != before) warmup_changed_ = true;
+  return absl::OkStatus();
+}
+
+// The kept cuBLAS(Lt) workspaces, at the first cuBLAS op of each (thread,
+// stream) pair the window uses.
+absl::Status EagerDevicePass::PlaceKeptInHistory(const WarmupOp& w) {
+  if (!CublasOps().contains(w.op)) return absl::OkStatus();
+  const ThreadStream key{w.phase == Phase::kBackward ? "autograd" : "main", 0};
+  if (std::find(pairs_.begin(), pairs_.end(), key) != pairs_.end() && !history_ws_.contains(key)) {
+    history_ws_[key] = next_id_;
+    warmup_out_.push_back(WarmupAlloc(next_id_++, cublas_));
+    warmup_changed_ = true;
+  }
+  if (w.op == "addmm" && w.dims.size() == 2 &&
+      std::find(lt_pairs_.begin(), lt_pairs_.end(), key) != lt_pairs_.end() && !history_lt_.contains(key)) {
+    ASSIGN_OR_RETURN(const bool lt, LtPath(w.dims));
+    if (lt) {
+      history_lt_[key] = next_id_;
+      warmup_out_.push_back(WarmupAlloc(next_id_++, lt_bytes_));
       warmup_changed_ = true;
-    }
-    if (w.op == "addmm" && w.dims.size() == 2 &&
-        std::find(lt_pairs_.begin(), lt_pairs_.end(), key) != lt_pairs_.end() && !history_lt_.contains(key)) {
-      ASSIGN_OR_RETURN(const bool lt, LtPath(w.dims));
-      if (lt) {
-        history_lt_[key] = next_id_;
-        warmup_out_.push_back(WarmupAlloc(next_id_++, lt_bytes_));
-        warmup_changed_ = true;
-      }
     }
   }
   return absl::OkStatus();
@@ -563,25 +643,31 @@ absl::Status EagerDevicePass::LowerEvent(size_t i) {
     out_.events.push_back(e);
     return absl::OkStatus();
   }
+  return LowerOp(i, e);
+}
+
+absl::Status EagerDevicePass::LowerOp(size_t i, const TraceEvent& e) {
   if (CublasOps().contains(e.op)) return LowerCublas(e);
   if (ReduceOps().contains(e.op)) return LowerReduce(i, e);
   const bool index_put = e.op.rfind("index_put", 0) == 0 || e.op.rfind("_index_put_impl", 0) == 0;
   if (index_put || e.op == "embedding_dense_backward") return LowerIndexSort(i, e, index_put);
   if (const std::optional<SdpaOp> sdpa = SdpaOpOf(e.op)) return LowerSdpa(i, e, *sdpa);
   if (e.op == "convolution" || e.op == "_convolution" || e.op == "convolution_backward") return LowerConv(i, e);
-  out_.events.push_back(e);
+  Emit(e);
   return absl::OkStatus();
 }
 
 absl::Status EagerDevicePass::LowerCublas(const TraceEvent& e) {
+  // The kept workspaces of a history op: PlaceKeptInHistory.
+  const bool window = history_ == nullptr;
   ThreadStream key{ThreadOf(e), e.stream};
-  if (have_.insert(key).second) {
+  if (window && have_.insert(key).second) {
     Alloc(cublas_, WorkspaceName(key), e.phase, e.stack, e.stream);
     Note("cuBLAS workspace", kCublasSource, cublas_, true);
   }
   if (e.op == "addmm" && e.dims.size() == 2) {
     ASSIGN_OR_RETURN(const bool lt, LtPath(e.dims));
-    if (lt && lt_kept_) {
+    if (window && lt && lt_kept_) {
       if (have_lt_.insert(key).second) {
         Alloc(lt_bytes_, LtWorkspaceName(key), e.phase, e.stack, e.stream);
         Note("cuBLASLt workspace", kCublasLtSource, lt_bytes_, true);
@@ -592,12 +678,12 @@ absl::Status EagerDevicePass::LowerCublas(const TraceEvent& e) {
       Note("cuBLASLt workspace (per call)", kCublasLtSource, lt_bytes_, false);
       TraceEvent c = e;
       if (!c.uses.empty()) c.uses.push_back(w);
-      out_.events.push_back(std::move(c));
+      Emit(std::move(c));
       FreeBuffer(w, e.phase, e.stream);
       return absl::OkStatus();
     }
   }
-  out_.events.push_back(e);
+  Emit(e);
   return absl::OkStatus();
 }
 
@@ -605,7 +691,7 @@ absl::Status EagerDevicePass::LowerReduce(size_t i, const TraceEvent& e) {
   absl::StatusOr<ReduceStaging> cfg = ReduceConfigFor(e.dims, device_);
   if (!cfg.ok()) return AtEvent(i, e, cfg.status());
   if (!cfg->global) {
-    out_.events.push_back(e);
+    Emit(e);
     return absl::OkStatus();
   }
   const BufferId buf = Alloc(cfg->buffer, absl::StrCat(e.name, " reduction staging"), e.phase, e.stack, e.stream);
@@ -618,7 +704,7 @@ absl::Status EagerDevicePass::LowerReduce(size_t i, const TraceEvent& e) {
     c.uses.push_back(buf);
     c.uses.push_back(sem);
   }
-  out_.events.push_back(std::move(c));
+  Emit(std::move(c));
   FreeBuffer(sem, e.phase, e.stream);  // DataPtrs die in reverse order
   FreeBuffer(buf, e.phase, e.stream);
   return absl::OkStatus();
@@ -634,8 +720,8 @@ absl::Status EagerDevicePass::LowerIndexSort(size_t i, const TraceEvent& e, bool
                                           : EmbeddingBackwardTemporaries(e.dims, *cub_, device_);
   if (!tmp.ok()) return AtEvent(i, e, tmp.status());
   if (!tmp->not_modelled.empty()) {
-    ++(index_put ? index_sorts_ : embeddings_);
-    (index_put ? index_why_ : embedding_why_).insert(tmp->not_modelled);
+    ++(index_put ? tally_.index_sorts : tally_.embeddings);
+    (index_put ? tally_.index_why : tally_.embedding_why).insert(tmp->not_modelled);
   }
   const std::string_view source = index_put ? kSortSource : kEmbeddingSource;
   const std::string buffers = index_put ? "index_put index buffers" : "embedding backward buffers";
@@ -664,18 +750,18 @@ absl::Status EagerDevicePass::LowerIndexSort(size_t i, const TraceEvent& e, bool
     }
     std::erase_if(c.uses, [&](BufferId id) { return freed.contains(id); });
   }
-  out_.events.push_back(std::move(c));
+  Emit(std::move(c));
   apply(tmp->after);
   return absl::OkStatus();
 }
 
 absl::Status EagerDevicePass::LowerSdpa(size_t i, const TraceEvent& e, const SdpaOp& sdpa) {
-  ++sdpa_calls_;
+  ++tally_.sdpa_calls;
   absl::StatusOr<SdpaFacts> facts = ParseSdpaFacts(e.dims);
   if (!facts.ok()) return AtEvent(i, e, facts.status());
   absl::StatusOr<SdpaChoice> choice = ChooseSdpaBackend(sdpa, e.op, *facts, device_, sdpa_forced_);
   if (!choice.ok()) return AtEvent(i, e, choice.status());
-  ++sdpa_classes_[{e.op, SdpaBackendName(choice->backend), choice->why}];
+  ++tally_.sdpa_classes[{e.op, SdpaBackendName(choice->backend), choice->why}];
   const OpTemporaries tmp = SdpaWorkspaces(*facts, sdpa.backward, choice->backend, device_, deterministic_);
   std::map<int, BufferId> ids;
   std::set<BufferId> freed;
@@ -704,26 +790,26 @@ absl::Status EagerDevicePass::LowerSdpa(size_t i, const TraceEvent& e, const Sdp
       if (!freed.contains(id)) c.uses.push_back(id);
     }
   }
-  out_.events.push_back(std::move(c));
+  Emit(std::move(c));
   apply(tmp.after, false);
   return absl::OkStatus();
 }
 
 absl::Status EagerDevicePass::LowerConv(size_t i, const TraceEvent& e) {
   const bool conv_backward = e.op == "convolution_backward";
-  ++convs_;
+  ++tally_.convs;
   if (e.dims.empty()) {
     // Not a 2-D convolution (no facts): one direction counted unsized.
-    ++conv_directions_;
-    ++conv_unsized_;
-    out_.events.push_back(e);
+    ++tally_.conv_directions;
+    ++tally_.conv_unsized;
+    Emit(e);
     return absl::OkStatus();
   }
   absl::StatusOr<ConvGeometry> g = ParseConvFacts(e.dims, conv_backward);
   if (!g.ok()) return AtEvent(i, e, g.status());
-  conv_layout_unrecorded_ += g->layout == ConvLayout::kUnrecorded ? 1 : 0;
+  tally_.conv_layout_unrecorded += g->layout == ConvLayout::kUnrecorded ? 1 : 0;
   if (cudnn_assumed_ == CudnnAssumption::kNone) {
-    out_.events.push_back(e);
+    Emit(e);
     return absl::OkStatus();
   }
   std::vector<ConvDirection> dirs;
@@ -734,9 +820,9 @@ absl::Status EagerDevicePass::LowerConv(size_t i, const TraceEvent& e) {
   // its workspace allocated, the kernel, the workspace freed.
   bool first = true;
   for (ConvDirection d : dirs) {
-    ++conv_directions_;
+    ++tally_.conv_directions;
     const ConvWorkspace ws = AssumedWorkspace(cudnn_assumed_, d, *g);
-    conv_unsized_ += ws.sized ? 0 : 1;
+    tally_.conv_unsized += ws.sized ? 0 : 1;
     const std::string where = absl::StrCat(e.name, " cuDNN ", ConvDirectionName(d));
     // cudnn.benchmark without a warm-up step: the first call of each
     // parameter set times the candidates in a scratch workspace
@@ -744,7 +830,7 @@ absl::Status EagerDevicePass::LowerConv(size_t i, const TraceEvent& e) {
     // the chosen algorithm's; later calls hit the BenchmarkCache.
     std::vector<int64_t> key(e.dims.begin(), e.dims.begin() + 17);
     key.push_back(static_cast<int64_t>(d));
-    if (cudnn_benchmark_ && !warm_ && benchmarked_.insert(key).second) {
+    if (cudnn_benchmark_ && (!warm_ || history_ != nullptr) && benchmarked_.insert(key).second) {
       const int64_t find = AssumedWorkspace(CudnnAssumption::kBound, d, *g).bytes;
       if (find > 0) {
         const BufferId f =
@@ -763,47 +849,47 @@ absl::Status EagerDevicePass::LowerConv(size_t i, const TraceEvent& e) {
     if (first) {
       TraceEvent c = e;
       if (!c.uses.empty() && w >= 0) c.uses.push_back(w);
-      out_.events.push_back(std::move(c));
+      Emit(std::move(c));
       first = false;
     }
     if (w >= 0) FreeBuffer(w, e.phase, e.stream);
   }
-  if (first) out_.events.push_back(e);
+  if (first) Emit(e);
   return absl::OkStatus();
 }
 
 // The report's additions, SDPA classes, assumptions and what is not modelled;
 // an option given for ops the step does not have is refused by name.
 absl::Status EagerDevicePass::Summarize() {
-  for (auto& [what, a] : added_) report_->added.push_back(std::move(a));
-  for (const auto& [key, count] : sdpa_classes_) {
+  for (auto& [what, a] : tally_.added) report_->added.push_back(std::move(a));
+  for (const auto& [key, count] : tally_.sdpa_classes) {
     report_->sdpa.push_back(SdpaCallClass{std::get<0>(key), count, std::get<1>(key), std::get<2>(key)});
   }
-  if (sdpa_calls_ == 0 && sdpa_forced_.has_value()) {
+  if (tally_.sdpa_calls == 0 && sdpa_forced_.has_value()) {
     return absl::InvalidArgumentError(absl::StrCat(
         "--sdpa-backend ", options_.sdpa_backend,
         ": the step has no fused SDPA events (_scaled_dot_product_{cudnn,flash,efficient}_attention)"));
   }
-  if (convs_ == 0 && !options_.cudnn_workspace.empty()) {
+  if (tally_.convs == 0 && !options_.cudnn_workspace.empty()) {
     return absl::InvalidArgumentError(absl::StrCat("--cudnn-workspace ", options_.cudnn_workspace,
                                                    ": the step has no convolutions"));
   }
-  if (convs_ > 0 && cudnn_assumed_ == CudnnAssumption::kNone) {
+  if (tally_.convs > 0 && cudnn_assumed_ == CudnnAssumption::kNone) {
     report_->assumptions.push_back(absl::StrCat(
-        "cuDNN convolution workspaces (", convs_, " convolution ops): ASSUMED NONE (--cudnn-workspace none",
+        "cuDNN convolution workspaces (", tally_.convs, " convolution ops): ASSUMED NONE (--cudnn-workspace none",
         options_.cudnn_workspace.empty() ? ", the default" : "",
         "); the algorithm, and so the workspace, is chosen on the GPU by cuDNN's heuristics",
         cudnn_benchmark_ ? " or, with cudnn.benchmark as recorded, by timing" : "",
         " (aten/src/ATen/native/cudnn/Conv_v7.cpp / Conv_v8.cpp); gemm, winograd_nonfused or bound size them"));
-  } else if (convs_ > 0) {
+  } else if (tally_.convs > 0) {
     report_->assumptions.push_back(absl::StrCat(
         "cuDNN convolution workspaces ASSUMED ", CudnnAssumptionName(cudnn_assumed_), " (--cudnn-workspace; the "
         "algorithm is chosen on the GPU): ",
         cudnn_assumed_ == CudnnAssumption::kBound
-            ? absl::StrCat(conv_directions_, " convolution directions each given the larger of the gemm and "
+            ? absl::StrCat(tally_.conv_directions, " convolution directions each given the larger of the gemm and "
                            "winograd_nonfused workspaces where they apply (none elsewhere); not a bound over "
                            "cuDNN's FFT, FFT tiling or precomputed-GEMM algorithms, which gpusim does not size")
-            : absl::StrCat(conv_directions_ - conv_unsized_, " of ", conv_directions_,
+            : absl::StrCat(tally_.conv_directions - tally_.conv_unsized, " of ", tally_.conv_directions,
                            " convolution directions sized, the rest assumed none (the algorithm does not apply "
                            "to them, or not a 2-D convolution: no facts)"),
         cudnn_benchmark_ ? (warm_ ? "; cudnn.benchmark: timed in the warm-up step (benchmark cache hits in this step)"
@@ -812,21 +898,21 @@ absl::Status EagerDevicePass::Summarize() {
                                     "getMaxWorkspaceSize)")
                          : ""));
   }
-  if (conv_layout_unrecorded_ > 0) {
+  if (tally_.conv_layout_unrecorded > 0) {
     report_->assumptions.push_back(absl::StrCat(
-        "convolution memory format: ", conv_layout_unrecorded_, " of ", convs_,
+        "convolution memory format: ", tally_.conv_layout_unrecorded, " of ", tally_.convs,
         " convolution ops recorded without it (a trace before format 1.7): timed as contiguous (NCHW), "
         "PyTorch's default, behind cuDNN's layout transforms where they apply (Note [cuDNN layout transforms], "
         "sim/device/impl/conv.h); a recording by the current gpusim_torch writes it"));
   }
-  if (embeddings_ > 0) {
+  if (tally_.embeddings > 0) {
     report_->not_modelled.push_back(absl::StrCat(
-        "embedding backward temporaries (", embeddings_, " embedding_dense_backward ops: ",
-        absl::StrJoin(embedding_why_, "; "), "; aten/src/ATen/native/cuda/Embedding.cu, EmbeddingBackwardKernel.cu)"));
+        "embedding backward temporaries (", tally_.embeddings, " embedding_dense_backward ops: ",
+        absl::StrJoin(tally_.embedding_why, "; "), "; aten/src/ATen/native/cuda/Embedding.cu, EmbeddingBackwardKernel.cu)"));
   }
-  if (index_sorts_ > 0) {
+  if (tally_.index_sorts > 0) {
     report_->not_modelled.push_back(absl::StrCat(
-        "index_put(accumulate) sort temporaries (", index_sorts_, " ops: ", absl::StrJoin(index_why_, "; "),
+        "index_put(accumulate) sort temporaries (", tally_.index_sorts, " ops: ", absl::StrJoin(tally_.index_why, "; "),
         "; aten/src/ATen/native/cuda/Indexing.cu index_put_with_sort_kernel)"));
   }
   return absl::OkStatus();

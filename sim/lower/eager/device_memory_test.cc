@@ -237,5 +237,71 @@ TEST(EagerDeviceMemory, LeavesOtherTracesAloneAndNamesBadFacts) {
   EXPECT_FALSE(AddEagerDeviceMemory(t, Device("h100-sxm-80gb"), &report).ok());
 }
 
+WarmupOp HistoryOp(WarmupOp::Kind kind, BufferId id, int64_t size = 0) {
+  WarmupOp w;
+  w.kind = kind;
+  w.buffer = id;
+  w.size = Bytes(size);
+  return w;
+}
+
+WarmupOp HistoryCompute(std::string op, Phase phase, std::vector<int64_t> dims) {
+  WarmupOp w;
+  w.kind = WarmupOp::Kind::kCompute;
+  w.op = std::move(op);
+  w.phase = phase;
+  w.dims = std::move(dims);
+  return w;
+}
+
+std::vector<std::string> SeenHistory(const Trace& t) {
+  std::vector<std::string> seen;
+  for (const WarmupOp& w : t.warmup) {
+    if (w.kind == WarmupOp::Kind::kAlloc) seen.push_back(absl::StrCat("alloc ", w.buffer, " ", w.size.value()));
+    if (w.kind == WarmupOp::Kind::kFree) seen.push_back(absl::StrCat("free ", w.buffer));
+    if (w.kind == WarmupOp::Kind::kCompute) seen.push_back(w.op);
+  }
+  return seen;
+}
+
+// Note [Transient workspaces in the warm-up history]: a history op with
+// device facts gets the transients its window twin gets, in the history;
+// the report counts the window's only.
+TEST(EagerDeviceMemory, TransientWorkspacesOfTheWarmupHistory) {
+  const std::vector<int64_t> sum = {768, 8192, 0, 1, 2, 1, 4, 4, 4};
+  Trace t;
+  t.meta = {{"framework", "pytorch"}, {"torch_version", "2.15.0"}, {"warmup_steps", "1"}};
+  t.warmup = {HistoryOp(WarmupOp::Kind::kAlloc, 1, 4096), HistoryCompute("sum", Phase::kBackward, sum),
+              HistoryOp(WarmupOp::Kind::kFree, 1), HistoryCompute("relu", Phase::kForward, {})};
+  t.events = {Marker("start_state"), Marker("step"), Compute("ln:sum", "sum", Phase::kBackward, sum)};
+  EagerDeviceMemory report;
+  absl::StatusOr<Trace> out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok()) << out.status();
+  EXPECT_EQ(SeenHistory(*out), (std::vector<std::string>{"alloc 1 4096", "sum", "alloc 2 50331648", "alloc 3 24",
+                                                         "free 3", "free 2", "free 1", "relu"}));
+  EXPECT_EQ(Seen(*out), (std::vector<std::string>{"alloc 4 50331648 ln:sum reduction staging",
+                                                  "alloc 5 24 ln:sum reduction semaphores", "ln:sum", "free 5",
+                                                  "free 4"}));
+  ASSERT_EQ(report.added.size(), 2u);
+  EXPECT_EQ(report.added[0].what, "reduction semaphores");
+  EXPECT_EQ(report.added[0].count, 1);
+  EXPECT_EQ(report.added[1].count, 1);
+
+  // Malformed facts in the history are refused, saying where.
+  t.warmup[1].dims = {768};
+  out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.status().message().find("warm-up history, event 1 (compute warm-up history, op=sum): dims=768"),
+            std::string::npos)
+      << out.status();
+
+  // A cold recording (no warm-up step) has no history to lower.
+  t.warmup[1].dims = sum;
+  t.meta[2].second = "0";
+  out = AddEagerDeviceMemory(t, Device("a100-sxm-80gb"), &report);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->warmup.size(), 4u);
+}
+
 }  // namespace
 }  // namespace gpusim
