@@ -19,7 +19,10 @@ platform), from tests/functional_tests/test_cases/<model>/<case>/:
     --tokenizer-type, GPT2BPETokenizer is added: pretrain_gpt.py calls
     initialize_megatron with args_defaults={'tokenizer_type':
     'GPT2BPETokenizer'} (the vocabulary of the dropped --vocab-file).
-    ENV_VARS are kept as they are (`env`).
+    ENV_VARS are kept as they are (`env`); CUBLAS_WORKSPACE_CONFIG, the one
+    gpusim reads, also leads the launch line as the CI sets it
+    ("CUBLAS_WORKSPACE_CONFIG=:4096:8 pretrain_gpt.py --num-layers ...", the
+    recipe's TRAINING_SCRIPT_PATH).
   - golden_values_<env>_<platform>.json: Megatron's tensorboard scalars,
     written by megatron/training/training.py training_log on the one rank
     that has a tensorboard writer, rank world_size - 1
@@ -120,9 +123,11 @@ def git_dir(mirror):
     return dot if os.path.isdir(dot) else mirror
 
 
-def launch_line(model_args):
-    """(argument string, dropped [(name, why)]) from MODEL_ARGS."""
-    out, dropped = [], []
+def launch_line(model_args, env):
+    """(launch line, dropped [(name, why)]) from MODEL_ARGS and ENV_VARS."""
+    out, dropped = ["pretrain_gpt.py"], []
+    if "CUBLAS_WORKSPACE_CONFIG" in env:
+        out.insert(0, "CUBLAS_WORKSPACE_CONFIG=%s" % env["CUBLAS_WORKSPACE_CONFIG"])
     for name, value in model_args.items():
         if not name.startswith("--"):
             raise SystemExit("megatron_functional: MODEL_ARGS key %r is not a --flag" % name)
@@ -177,7 +182,8 @@ def collect_case(mirror, model, case, env_platform, covers):
     golden_path = "%s/golden_values_%s.json" % (base, env_platform)
     golden = json.loads(git(mirror, golden_path))
     platform = next(p for p in DEVICES if env_platform.endswith(p))
-    args, dropped = launch_line(config["MODEL_ARGS"])
+    env = {k: str(v) for k, v in (config.get("ENV_VARS") or {}).items()}
+    args, dropped = launch_line(config["MODEL_ARGS"], env)
     world, recipe = world_size(mirror, model, case)
     it = series(golden, "iteration-time")
     steady = {s: v for s, v in sorted(it.items()) if s >= WARM_STEPS}
@@ -188,7 +194,7 @@ def collect_case(mirror, model, case, env_platform, covers):
         "commit": COMMIT, "model_config": base + "/model_config.yaml", "golden": golden_path,
         "recipe": recipe, "platform": platform, "device": DEVICES[platform], "world_size": world,
         "args": args, "dropped": [{"arg": n, "why": w} for n, w in dropped],
-        "env": {k: str(v) for k, v in (config.get("ENV_VARS") or {}).items()},
+        "env": env,
         "iteration_time_steps": [s for s in steady],
         "iteration_time_s": [steady[s] for s in steady],
         "iteration_time_s_median": median(steady.values()),
@@ -215,7 +221,7 @@ def collect(mirror):
                         ".peak) through it (commit %s)" % COMMIT[:12]),
         "iteration_time": ("median of the logged steps >= %d (elapsed time per iteration; earlier steps hold the "
                            "set-up and warm-up)" % WARM_STEPS),
-        "launch_line": ("MODEL_ARGS as flags; ${...} path arguments (data, vocabulary, merges, checkpoints, data "
+        "launch_line": ("CUBLAS_WORKSPACE_CONFIG=V from ENV_VARS where set, pretrain_gpt.py, MODEL_ARGS as flags; ${...} path arguments (data, vocabulary, merges, checkpoints, data "
                         "cache, tensorboard directory) dropped and listed per case; --tokenizer-type "
                         "GPT2BPETokenizer added where absent (pretrain_gpt.py args_defaults)"),
         "cases": rows,
