@@ -162,6 +162,8 @@ class GptBuilder {
   // Note [Megatron GEMM workspaces]; InvalidArgument when the device has no
   // compute capability to size them by.
   absl::Status DeclareGemmWorkspaces();
+  // Note [Megatron global memory buffer].
+  void DeclareGlobalMemoryBuffer();
   // The weight casts of layer l, at its first forward of the step.
   void CastFp8Weights(int l);
   // The tensor a GEMM reads for weight `w` of layer l: the fp8 copy (or its

@@ -1,6 +1,7 @@
 // The GEMM libraries' workspaces a Megatron-LM rank keeps: Transformer
 // Engine's cuBLAS workspaces and PyTorch's per (handle, stream). See
 // gpt_builder.h.
+#include <algorithm>
 #include <string>
 
 #include "absl/strings/str_cat.h"
@@ -63,12 +64,37 @@ absl::Status GptBuilder::DeclareGemmWorkspaces() {
       }
     }
   }
+  DeclareGlobalMemoryBuffer();
   const bool torch_gemms = last_stage_ || !te || g_.attention == "unfused";
   if (!torch_gemms) return absl::OkStatus();
   ASSIGN_OR_RETURN(const Bytes ws, CublasWorkspaceBytes(kMegatronTorch, s_.device, g_.cublas_workspace_config));
   add("cublas_workspace.forward", ws, "PyTorch's cuBLAS workspace (main thread, default stream)");
   add("cublas_workspace.backward", ws, "PyTorch's cuBLAS workspace (autograd thread, default stream)");
   return absl::OkStatus();
+}
+
+// Note [Megatron global memory buffer]: megatron/core/utils.py
+// GlobalMemoryBuffer.get_tensor (NVIDIA/Megatron-LM 57a02672) keeps one
+// buffer per (name, dtype), reallocated when a larger one is asked for and
+// never freed; parallel_state.get_global_memory_buffer() is one per process.
+// Under the name "mpu" in the compute dtype it serves
+//  - megatron/core/transformer/dot_product_attention.py DotProductAttention
+//    (--transformer-impl local): baddbmm's input [b x np, sq, sk], with
+//    beta = 0, so the scores are a new tensor beside it;
+//  - megatron/core/tensor_parallel/layers.py
+//    LinearWithGradAccumulationAndAsyncCommunication under
+//    --sequence-parallel: the all-gathered input [s, b, h] of Megatron's own
+//    column-parallel linears (every one under local, the output layer on
+//    the last stage under TE, whose linears gather by themselves).
+// The buffer holds the largest of those requests, between iterations too.
+void GptBuilder::DeclareGlobalMemoryBuffer() {
+  const bool local = g_.transformer_impl == "local";
+  int64_t elements = 0;
+  if (local) elements = std::max(elements, B_ * (A_ / t_) * S_ * S_);
+  if (sp_ && (local || last_stage_)) elements = std::max(elements, S_ * B_ * H_);
+  if (elements == 0) return;
+  b_.AddArgument("megatron.global_memory_buffer.mpu", {elements}, cdt_, Role::kWorkspace, false,
+                 "Megatron's global memory buffer 'mpu' (core/utils.py GlobalMemoryBuffer)");
 }
 
 }  // namespace gpt_internal

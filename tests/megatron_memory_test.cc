@@ -85,10 +85,13 @@ TEST(MegatronMemoryTest, GemmWorkspacesByStageDeviceAndConfig) {
   // The last stage's two PyTorch workspaces: 8,519,680 B each by default on
   // an A100, 32 MiB each under ":4096:8".
   EXPECT_EQ(cfg[1] - plain[1], 2 * (32 * mib - 8519680));
-  // Under --transformer-impl local every stage runs PyTorch GEMMs and no TE one.
+  // Under --transformer-impl local every stage runs PyTorch GEMMs and no TE
+  // one, and keeps Megatron's global memory buffer for the attention scores'
+  // baddbmm input, [b x heads, s, s] in bf16 (Note [Megatron global memory
+  // buffer]).
   const std::vector<int64_t> local =
       args_bytes("a100-sxm-80gb", "CUBLAS_WORKSPACE_CONFIG=:4096:8 " + pp2 + "--transformer-impl local", 2);
-  EXPECT_EQ(local[0] - cfg[0], 2 * 32 * mib - 4 * mib);
+  EXPECT_EQ(local[0] - cfg[0], 2 * 32 * mib - 4 * mib + 1 * 4 * 64 * 64 * 2);
   // TE's workspace is 32 MiB from compute capability 9 on, 4 MiB before.
   const std::vector<int64_t> h100 = args_bytes("h100-sxm-80gb", "CUBLAS_WORKSPACE_CONFIG=:4096:8 " + pp2, 2);
   EXPECT_EQ(h100[0] - cfg[0], 28 * mib);
