@@ -9,10 +9,8 @@
 #include "absl/strings/str_cat.h"
 
 namespace gpusim {
-namespace {
 
-// (major, minor) of a "MAJOR.MINOR..." version string.
-std::optional<std::pair<int, int>> TorchRelease(std::string_view v) {
+std::optional<std::pair<int, int>> VersionMajorMinor(std::string_view v) {
   int major = 0, minor = 0;
   auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), major);
   if (ec != std::errc() || p == v.data() + v.size() || *p != '.') return std::nullopt;
@@ -21,8 +19,6 @@ std::optional<std::pair<int, int>> TorchRelease(std::string_view v) {
   if (ec2 != std::errc() || q == p) return std::nullopt;
   return std::make_pair(major, minor);
 }
-
-}  // namespace
 
 absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, const DeviceSpec& device,
                                            const std::string& config) {
@@ -56,7 +52,7 @@ absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, con
         ") gives no compute_capability; the cuBLAS workspace of a PyTorch step depends on it "
         "(CublasHandlePool.cpp parseChosenWorkspaceSize)"));
   }
-  const std::optional<std::pair<int, int>> v = TorchRelease(torch_version);
+  const std::optional<std::pair<int, int>> v = VersionMajorMinor(torch_version);
   if (!v.has_value()) {
     return absl::InvalidArgumentError(
         absl::StrCat("meta torch_version: expected MAJOR.MINOR..., got '", torch_version, "'"));

@@ -6,13 +6,20 @@
 #ifndef GPUSIM_SIM_CONFIG_CUBLAS_WORKSPACE_H_
 #define GPUSIM_SIM_CONFIG_CUBLAS_WORKSPACE_H_
 
+#include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
 #include "sim/config/spec.h"
 
 namespace gpusim {
+
+// (major, minor) of a "MAJOR.MINOR..." version string (torch 2.7.0a0, CUDA
+// 12.8); nullopt when it does not start so.
+std::optional<std::pair<int, int>> VersionMajorMinor(std::string_view version);
 
 // cuBLAS workspace bytes per (handle, stream) for `torch_version` on
 // `device`, or `config` (CUBLAS_WORKSPACE_CONFIG) when non-empty and
