@@ -5,7 +5,7 @@ sits between `<!-- NAME:begin -->` and `<!-- NAME:end -->` markers and is
 replaced. Measured and published values come from committed data files
 (validation/measured.json with each value's source, the calibration files
 under traces/calibration/, validation/megatron_narayanan2021_table1.csv,
-validation/h200_2026-12-04/, validation/h200_kernels.json); every error is
+validation/megatron_functional.json, validation/h200_2026-12-04/, validation/h200_kernels.json); every error is
 computed here.
 
     tools/gen_validation.py --gpusim build/gpusim [--check] [PART ...]
@@ -15,7 +15,8 @@ PART (default: validation megatron maxtext, standard library only, under a minut
               remat policies, Korthikanti 22B (gpusim run / compare / calibrate /
               diff --format json).
   megatron    docs/megatron.md: bytes per parameter and the Korthikanti layer times
-              through launch lines, Narayanan et al.'s throughput table.
+              through launch lines, Narayanan et al.'s throughput table, Megatron-LM's
+              functional tests (tools/collect/megatron_functional.py).
   maxtext     docs/maxtext.md: the param_scan_axis run against its step logs.
   zoo         docs/validation_torch_zoo.md: every case of validation/h200_2026-12-04/
               zoo.json recorded on the CPU (python -m gpusim_torch record, needs torch,
