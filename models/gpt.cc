@@ -85,6 +85,7 @@ absl::StatusOr<Program> GptBuilder::Build() {
   RETURN_IF_ERROR(CheckSplit());
   graph_ = MakeLayerGraph();
   DeclareParams();
+  if (mg_) RETURN_IF_ERROR(DeclareGemmWorkspaces());
   if (mg_ && g_.overlap_param_gather && dp_ * cp_ > 1) EmitParamGathers();
   for (size_t i = 0; i < schedule_.size(); ++i) {
     // Megatron: each pass of the schedule is a "pipeline_slot" region, the

@@ -158,6 +158,12 @@ class GptBuilder {
   void Fp8Graph(LayerGraph* graph) const;
   // This rank's fp8 weight caches, transposes and scaling state.
   void DeclareFp8State();
+  // --- GEMM library workspaces (gpt_workspace.cc) -----------------------------
+  // Note [Megatron GEMM workspaces]; InvalidArgument when the device has no
+  // compute capability to size them by.
+  absl::Status DeclareGemmWorkspaces();
+  // Note [Megatron global memory buffer].
+  void DeclareGlobalMemoryBuffer();
   // The weight casts of layer l, at its first forward of the step.
   void CastFp8Weights(int l);
   // The tensor a GEMM reads for weight `w` of layer l: the fp8 copy (or its

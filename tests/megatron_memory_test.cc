@@ -1,6 +1,7 @@
 // Megatron-LM launch lines: the memory rules per rank (Note [Megatron bytes
 // per parameter], Note [Megatron pipeline schedules]).
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -26,10 +27,17 @@ MegatronReport RunLaunch(const std::string& args, int world) {
   return *r;
 }
 
+// The GEMM workspaces of a one-stage TE rank on an H100 (Note [Megatron GEMM
+// workspaces]): TE's 32 MiB and PyTorch's 32 MiB (torch >= 2.7 on Hopper)
+// for the output layer's forward and backward threads.
+constexpr int64_t kH100Workspaces = 3 * 32 * 1024 * 1024;
+
 // Parameters and their state bytes on a rank: the step's arguments minus the
-// token batch.
+// token batch and the GEMM workspaces.
 int64_t Params(const StepReport& s) { return s.param_count; }
-int64_t StateBytes(const StepReport& s, int64_t tokens) { return s.argument.value() - tokens * 8; }
+int64_t StateBytes(const StepReport& s, int64_t tokens) {
+  return s.argument.value() - tokens * 8 - kH100Workspaces;
+}
 
 TEST(MegatronMemoryTest, EighteenBytesPerParameterWithoutTheDistributedOptimizer) {
   const MegatronReport r = RunLaunch(absl::StrCat(kSmall, "--bf16"), 4);
@@ -49,6 +57,44 @@ TEST(MegatronMemoryTest, SixPlusTwelveOverDWithTheDistributedOptimizer) {
   EXPECT_EQ(StateBytes(f.ranks[0].report, 64), 16 * p);
   const MegatronReport fd = RunLaunch(absl::StrCat(kSmall, "--use-distributed-optimizer"), 4);
   EXPECT_EQ(StateBytes(fd.ranks[0].report, 64), 8 * p + 8 * shard);
+}
+
+// Note [Megatron GEMM workspaces]: TE's workspace on every TE rank;
+// PyTorch's two (forward and autograd thread) where Megatron's own GEMMs run,
+// sized by CUBLAS_WORKSPACE_CONFIG before the script.
+TEST(MegatronMemoryTest, GemmWorkspacesByStageDeviceAndConfig) {
+  auto args_bytes = [](const std::string& device, const std::string& line, int world) {
+    auto spec = ParseRunSpec(absl::StrCat("device: ", device, "\nmegatron:\n  world_size: ", world, "\n  args: \"",
+                                          line, "\"\n"),
+                             "t.yaml");
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    auto r = SimulateMegatron(*spec);
+    EXPECT_TRUE(r.ok()) << r.status();
+    std::vector<int64_t> out;
+    for (const MegatronRank& k : r->ranks) out.push_back(k.report.argument.value());
+    return out;
+  };
+  const int64_t mib = 1024 * 1024;
+  const std::string pp2 = absl::StrCat(kSmall, "--bf16 --pipeline-model-parallel-size 2 --global-batch-size 2 ");
+  const std::vector<int64_t> plain = args_bytes("a100-sxm-80gb", pp2, 2);
+  const std::vector<int64_t> cfg = args_bytes("a100-sxm-80gb", "CUBLAS_WORKSPACE_CONFIG=:4096:8 " + pp2, 2);
+  ASSERT_EQ(plain.size(), 2u);
+  ASSERT_EQ(cfg.size(), 2u);
+  // The first stage runs only TE GEMMs: the setting does not reach it.
+  EXPECT_EQ(cfg[0], plain[0]);
+  // The last stage's two PyTorch workspaces: 8,519,680 B each by default on
+  // an A100, 32 MiB each under ":4096:8".
+  EXPECT_EQ(cfg[1] - plain[1], 2 * (32 * mib - 8519680));
+  // Under --transformer-impl local every stage runs PyTorch GEMMs and no TE
+  // one, and keeps Megatron's global memory buffer for the attention scores'
+  // baddbmm input, [b x heads, s, s] in bf16 (Note [Megatron global memory
+  // buffer]).
+  const std::vector<int64_t> local =
+      args_bytes("a100-sxm-80gb", "CUBLAS_WORKSPACE_CONFIG=:4096:8 " + pp2 + "--transformer-impl local", 2);
+  EXPECT_EQ(local[0] - cfg[0], 2 * 32 * mib - 4 * mib + 1 * 4 * 64 * 64 * 2);
+  // TE's workspace is 32 MiB from compute capability 9 on, 4 MiB before.
+  const std::vector<int64_t> h100 = args_bytes("h100-sxm-80gb", "CUBLAS_WORKSPACE_CONFIG=:4096:8 " + pp2, 2);
+  EXPECT_EQ(h100[0] - cfg[0], 28 * mib);
 }
 
 // Bytes above the persistent state at the live peak.

@@ -34,6 +34,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "absl/strings/str_replace.h"
+#include "absl/strings/str_split.h"
 #include "sim/base/checked.h"
 #include "sim/base/names.h"
 #include "sim/base/status.h"
@@ -50,6 +51,9 @@ using megatron_internal::MoeArgRule;
 using megatron_internal::MoeArgRules;
 using megatron_internal::ApplyMoeArgs;
 
+
+// A launcher's environment assignment gpusim reads (SplitMegatronArgs).
+constexpr absl::string_view kCublasWorkspaceEnv = "CUBLAS_WORKSPACE_CONFIG=";
 
 // kNotModelled: accepted (the run is the user's), costs time gpusim does not
 // count, and the report says so by name.
@@ -101,6 +105,8 @@ const std::vector<ArgRule>& Rules() {
       {"microbatch-group-size-per-virtual-pipeline-stage", ArgKind::kModelled, "interleaved schedule group size"},
       {"context-parallel-size", ArgKind::kModelled, "CP (ring attention, p2p)"},
       {"cp-comm-type", ArgKind::kModelled, "p2p only"},
+      {"hierarchical-context-parallel-sizes", ArgKind::kRefused,
+       "hierarchical context parallelism (--cp-comm-type a2a+p2p) is not modelled"},
       {"sequence-parallel", ArgKind::kModelled, "SP (Korthikanti)"},
       {"micro-batch-size", ArgKind::kModelled, "micro-batch"},
       {"global-batch-size", ArgKind::kModelled, "global batch (gradient accumulation over micro-batches)"},
@@ -133,6 +139,8 @@ const std::vector<ArgRule>& Rules() {
       {"first-last-layers-bf16", ArgKind::kRefused, "bf16 first and last layers under fp8 are not modelled"},
       {"fp8-dot-product-attention", ArgKind::kRefused, "fp8 attention is not modelled"},
       {"fp4-format", ArgKind::kRefused, "fp4 training is not modelled"},
+      {"CUBLAS_WORKSPACE_CONFIG", ArgKind::kModelled,
+       "environment before the script: PyTorch's cuBLAS workspace per handle and stream"},
       {"tp-comm-overlap", ArgKind::kRefused, "TP communication overlap (userbuffers) is not modelled"},
       {"defer-embedding-wgrad-compute", ArgKind::kRefused, "deferred embedding wgrad is not modelled"},
       {"recompute-modules", ArgKind::kRefused, "per-module recompute is not modelled"},
@@ -180,6 +188,7 @@ const std::vector<ArgRule>& Rules() {
       {"dist-ckpt-strictness", ArgKind::kNoEffect, "checkpointing"},
       {"dist-ckpt-optim-fully-reshardable", ArgKind::kNoEffect, "checkpointing"},
       {"use-persistent-ckpt-worker", ArgKind::kNoEffect, "checkpointing"},
+      {"no-ckpt-fully-parallel-save", ArgKind::kNoEffect, "checkpointing"},
       {"ckpt-fully-parallel-save", ArgKind::kNoEffect, "checkpointing"},
       {"ckpt-fully-parallel-load", ArgKind::kNoEffect, "checkpointing"},
       {"ckpt-assume-constant-structure", ArgKind::kNoEffect, "checkpointing"},
@@ -241,6 +250,10 @@ const std::vector<ArgRule>& Rules() {
       {"rotary-seq-len-interpolation-factor", ArgKind::kNoEffect, "RoPE values"},
       {"use-rope-scaling", ArgKind::kNoEffect, "RoPE values"},
       {"attention-softmax-in-fp32", ArgKind::kNoEffect, "softmax arithmetic (flash/fused kernels keep fp32 inside)"},
+      // megatron/core/transformer/transformer_config.py (57a02672): Q K^T
+      // scaled by 1 / layer number, and attention_softmax_in_fp32 set.
+      {"apply-query-key-layer-scaling", ArgKind::kNoEffect,
+       "softmax scale values (1 / layer number) and softmax arithmetic in fp32, as --attention-softmax-in-fp32"},
       {"openai-gelu", ArgKind::kNoEffect, "GeLU approximation (same shapes)"},
       {"no-masked-softmax-fusion", ArgKind::kNoEffect, "kernel fusion: modelled per op, not per fused kernel"},
       {"no-bias-gelu-fusion", ArgKind::kNoEffect, "kernel fusion: modelled per op, not per fused kernel"},
@@ -255,6 +268,9 @@ const std::vector<ArgRule>& Rules() {
       {"calculate-per-token-loss", ArgKind::kNoEffect, "loss normalisation"},
       {"distributed-backend", ArgKind::kNoEffect, "NCCL is modelled"},
       {"distributed-timeout-minutes", ArgKind::kNoEffect, "timeouts"},
+      // megatron/training/config/common_config.py use_gloo_process_groups
+      // (57a02672): the CPU-side gloo groups are not created; NCCL's are.
+      {"disable-gloo-process-groups", ArgKind::kNoEffect, "no gloo (CPU) process groups: checkpointing set-up"},
       {"use-tp-pp-dp-mapping", ArgKind::kModelled, "rank order: which pipeline sends cross nodes"},
       {"log-interval", ArgKind::kNoEffect, "logging"},
       {"log-throughput", ArgKind::kNoEffect, "logging"},
@@ -286,6 +302,12 @@ const std::vector<ArgRule>& Rules() {
       {"profile-step-end", ArgKind::kNoEffect, "profiling"},
       {"deterministic-mode", ArgKind::kNoEffect, "kernel choice"},
       {"check-for-nan-in-loss-and-grad", ArgKind::kNoEffect, "a check on values"},
+      {"no-check-for-nan-in-loss-and-grad", ArgKind::kNoEffect, "a check on values, switched off"},
+      // megatron/training/training.py train (NVIDIA/Megatron-LM 57a02672):
+      // every N-th iteration check_param_hashes_across_dp_replicas hashes
+      // every parameter and all-gathers the hashes over data parallel.
+      {"check-weight-hash-across-dp-replicas-interval", ArgKind::kNotModelled,
+       "every N-th iteration: a hash of every parameter and an all-gather of the hashes over data parallel"},
       {"manual-gc", ArgKind::kNoEffect, "Python garbage collection"},
       {"manual-gc-interval", ArgKind::kNoEffect, "Python garbage collection"},
       {"bf16-reduced-precision-matmul", ArgKind::kNoEffect, "cuBLAS setting"},
@@ -489,10 +511,14 @@ absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view lin
     return absl::InvalidArgumentError(absl::StrCat(where.ToString(), ": megatron.args: unterminated quote"));
   }
   if (in_tok) toks.push_back({cur, cur_at});
-  // Drop the launcher: everything up to the training script.
+  // Drop the launcher: everything up to the training script, or the
+  // environment assignments that lead a line without one.
   size_t start = 0;
   for (size_t i = 0; i < toks.size(); ++i) {
     if (absl::EndsWith(toks[i].text, ".py")) start = i + 1;
+  }
+  if (start == 0) {
+    while (start < toks.size() && absl::StartsWith(toks[start].text, kCublasWorkspaceEnv)) ++start;
   }
   const bool one_line = line.find('\n') == absl::string_view::npos && where.line > 0;
   auto loc = [&](size_t at) {
@@ -502,11 +528,18 @@ absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view lin
     return l.ToString();
   };
   std::vector<MegatronArg> out;
+  // The one environment variable gpusim reads from the launcher: Note
+  // [Megatron GEMM workspaces] (models/gpt_workspace.cc).
+  for (size_t i = 0; i < start; ++i) {
+    if (absl::StartsWith(toks[i].text, kCublasWorkspaceEnv)) {
+      out.push_back({"CUBLAS_WORKSPACE_CONFIG", toks[i].text.substr(kCublasWorkspaceEnv.size()), loc(toks[i].at)});
+    }
+  }
   bool has_value = false;  // the last argument has a value of its own
   for (size_t i = start; i < toks.size(); ++i) {
     const Tok& t = toks[i];
     if (!absl::StartsWith(t.text, "--")) {
-      if (out.empty()) {
+      if (out.empty() || out.back().name == "CUBLAS_WORKSPACE_CONFIG") {
         return absl::InvalidArgumentError(absl::StrCat(loc(t.at), ": megatron.args: expected an argument such as "
                                                        "--num-layers, got '", t.text, "'"));
       }
@@ -906,6 +939,32 @@ absl::Status ApplyFp8(const Args& g, RunSpec* run) {
 
 }  // namespace
 
+namespace {
+
+// CUBLAS_WORKSPACE_CONFIG from the launcher (Note [Megatron GEMM workspaces],
+// models/gpt_workspace.cc): ":SIZE:COUNT" pairs of positive integers, as
+// PyTorch's parseChosenWorkspaceSize reads them. One it cannot parse PyTorch
+// warns about and ignores; gpusim refuses it instead.
+absl::Status ApplyCublasWorkspaceConfig(const Args& g, RunSpec* run) {
+  const MegatronArg* c = g.Get("CUBLAS_WORKSPACE_CONFIG");
+  if (c == nullptr) return absl::OkStatus();
+  const std::vector<std::string> parts = absl::StrSplit(c->value, ':');
+  bool ok = parts.size() >= 3 && parts.size() % 2 == 1 && parts[0].empty();
+  for (size_t i = 1; ok && i < parts.size(); ++i) {
+    int64_t v = 0;
+    ok = absl::SimpleAtoi(parts[i], &v) && v > 0 && v <= (int64_t{1} << 20);
+  }
+  if (!ok) {
+    return absl::InvalidArgumentError(absl::StrCat(c->where.empty() ? "" : c->where + ": ",
+                                                   "megatron.args: CUBLAS_WORKSPACE_CONFIG: expected :SIZE:COUNT pairs "
+                                                   "(KiB x count, each 1 to 2^20), got '", c->value, "'"));
+  }
+  run->megatron.cublas_workspace_config = c->value;
+  return absl::OkStatus();
+}
+
+}  // namespace
+
 absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* run) {
   RETURN_IF_ERROR(RecordMegatronArgs(args, run));
   const Args g(args);
@@ -918,6 +977,7 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(ApplyOptimizerAndRecompute(g, run));
   RETURN_IF_ERROR(ApplyFp8(g, run));
   RETURN_IF_ERROR(ApplyMoeArgs(g, run));
+  RETURN_IF_ERROR(ApplyCublasWorkspaceConfig(g, run));
   run->framework = "pytorch";
   return absl::OkStatus();
 }

@@ -36,7 +36,9 @@ struct MegatronArg {
 };
 
 // Splits a pasted launch line. Everything up to a `*.py` script (python,
-// torchrun and its own options) is dropped; `\` line continuations and
+// torchrun and its own options) is dropped but a CUBLAS_WORKSPACE_CONFIG=V
+// assignment, returned as the argument CUBLAS_WORKSPACE_CONFIG (also when it
+// leads a line without a script); `\` line continuations and
 // quotes are honoured. `where` is the location of the string; `column`
 // gives each argument's own column when the string is on one line (-1: not).
 absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view line, const SourceLocation& where);

@@ -1,6 +1,8 @@
 // Megatron-LM launch lines: splitting, defaults, refusals (megatron_args.h).
 #include "sim/config/megatron_args.h"
 
+#include "absl/strings/match.h"
+#include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "sim/config/loader.h"
 
@@ -169,6 +171,65 @@ TEST(MegatronArgsTest, PointToPointSettings) {
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_FALSE(s->megatron.overlap_p2p);  // 1F1B: switched off (validate_args)
   EXPECT_TRUE(s->megatron.tp_pp_dp_mapping);
+}
+
+TEST(MegatronArgsTest, CublasWorkspaceConfigFromTheLauncher) {
+  SourceLocation at{"t.yaml", 3, 9, ""};
+  auto a = SplitMegatronArgs("CUBLAS_WORKSPACE_CONFIG=:4096:8 NCCL_ALGO=Ring torchrun pretrain_gpt.py --num-layers 2", at);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->size(), 2u);
+  EXPECT_EQ((*a)[0].name, "CUBLAS_WORKSPACE_CONFIG");
+  EXPECT_EQ((*a)[0].value, ":4096:8");
+  EXPECT_EQ((*a)[1].name, "num-layers");
+  // Leading a line without a script.
+  a = SplitMegatronArgs("CUBLAS_WORKSPACE_CONFIG=:16:8 --num-layers 2", at);
+  ASSERT_TRUE(a.ok()) << a.status();
+  ASSERT_EQ(a->size(), 2u);
+  EXPECT_EQ((*a)[0].value, ":16:8");
+  auto s = Parse(absl::StrCat("CUBLAS_WORKSPACE_CONFIG=:4096:8 ", kBase));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->megatron.cublas_workspace_config, ":4096:8");
+  s = Parse(absl::StrCat("CUBLAS_WORKSPACE_CONFIG=4096 ", kBase));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("CUBLAS_WORKSPACE_CONFIG: expected :SIZE:COUNT"), std::string::npos)
+      << s.status();
+}
+
+// Arguments of Megatron-LM's functional tests (validation/megatron_functional.json).
+TEST(MegatronArgsTest, FunctionalTestArguments) {
+  for (const char* extra : {"--no-ckpt-fully-parallel-save", "--no-check-for-nan-in-loss-and-grad",
+                            "--apply-query-key-layer-scaling", "--check-weight-hash-across-dp-replicas-interval 10"}) {
+    auto s = Parse(absl::StrCat(kBase, " ", extra));
+    EXPECT_TRUE(s.ok()) << extra << ": " << s.status();
+  }
+  auto s = Parse(absl::StrCat(kBase, " --check-weight-hash-across-dp-replicas-interval 10"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  bool named = false;
+  for (const auto& [name, what] : s->megatron.args) {
+    if (name == "check-weight-hash-across-dp-replicas-interval") named = absl::StartsWith(what, "not modelled");
+  }
+  EXPECT_TRUE(named);
+  s = Parse(absl::StrCat(kBase, " --context-parallel-size 4 --cp-comm-type a2a+p2p "
+                                "--hierarchical-context-parallel-sizes 2 2"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("hierarchical context parallelism"), std::string::npos) << s.status();
+}
+
+// Note [Sinkhorn routing]: no aux loss, the loop's time named as not modelled.
+TEST(MegatronArgsTest, SinkhornRouting) {
+  const std::string moe = absl::StrCat(kBase, " --disable-bias-linear --num-experts 4 --moe-router-topk 1 "
+                                              "--moe-router-load-balancing-type sinkhorn");
+  auto s = Parse(moe);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(s->megatron.moe.aux_loss);
+  bool named = false;
+  for (const auto& [name, what] : s->megatron.args) {
+    if (name == "moe-router-load-balancing-type") named = absl::StrContains(what, "sinkhorn");
+  }
+  EXPECT_TRUE(named);
+  s = Parse(absl::StrCat(moe, " --moe-aux-loss-coeff 0.01"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("must be 0 with sinkhorn routing"), std::string::npos) << s.status();
 }
 
 }  // namespace

@@ -39,7 +39,8 @@ const std::vector<MoeArgRule>& MoeArgRules() {
       {"moe-token-dispatcher-type", K::kModelled, "allgather | alltoall (their buffers and collectives)"},
       {"moe-expert-capacity-factor", K::kModelled, "capacity per expert (tokens beyond it dropped)"},
       {"moe-pad-expert-input-to-capacity", K::kModelled, "every expert's input padded to its capacity"},
-      {"moe-router-load-balancing-type", K::kModelled, "aux_loss | seq_aux_loss | none (the aux loss's saved scores)"},
+      {"moe-router-load-balancing-type", K::kModelled,
+       "aux_loss | seq_aux_loss | none (the aux loss's saved scores) | sinkhorn (Note [Sinkhorn routing])"},
       {"moe-aux-loss-coeff", K::kModelled, "> 0: the load-balancing loss is computed (its saved scores)"},
       {"moe-layer-freq", K::kModelled, "1 only: every layer an MoE layer"},
       {"moe-token-drop-policy", K::kNoEffect, "which tokens are dropped, not how many"},
@@ -89,10 +90,14 @@ absl::Status ApplyMoeOptions(const Args& g, const RunSpec& run, MegatronMoeSpec*
     return g.Error("moe-pad-expert-input-to-capacity", "needs --moe-expert-capacity-factor");
   }
   std::string balance = "aux_loss";
-  RETURN_IF_ERROR(g.Choice("moe-router-load-balancing-type", &balance, {"aux_loss", "seq_aux_loss", "none"}));
+  RETURN_IF_ERROR(
+      g.Choice("moe-router-load-balancing-type", &balance, {"aux_loss", "seq_aux_loss", "none", "sinkhorn"}));
   double coeff = 0;
   RETURN_IF_ERROR(g.Float("moe-aux-loss-coeff", &coeff, 0, 1e6));
-  moe->aux_loss = balance != "none" && coeff > 0;
+  if (balance == "sinkhorn" && coeff > 0) {
+    return g.Error("moe-aux-loss-coeff", "must be 0 with sinkhorn routing (router.py sinkhorn_load_balancing asserts it)");
+  }
+  moe->aux_loss = (balance == "aux_loss" || balance == "seq_aux_loss") && coeff > 0;
   if (const MegatronArg* f = g.Get("moe-layer-freq"); f != nullptr && f->value != "1") {
     return g.Error("moe-layer-freq", absl::StrCat("only 1 (every layer an MoE layer) is modelled; mixed dense and "
                                                   "MoE layers are not, got '", f->value, "'"));
@@ -104,6 +109,28 @@ absl::Status ApplyMoeOptions(const Args& g, const RunSpec& run, MegatronMoeSpec*
     return g.Error("use-tp-pp-dp-mapping", "the expert rank order under this mapping is not modelled");
   }
   return absl::OkStatus();
+}
+
+// Note [Sinkhorn routing]: NVIDIA/Megatron-LM (57a02672) megatron/core/
+// transformer/moe/router.py TopKRouter.sinkhorn_load_balancing, in training:
+// under no_grad, moe_utils.py sinkhorn(logits in fp32) (a while loop until
+// the mean change of its column scaling is under 1e-4; each test of the loop
+// condition is a host sync) and top-k of the result; then the activation
+// (sigmoid for top-1, else softmax in fp32 cast back) and scores = activation
+// x the one-hot routing map. There is no aux loss (asserted). Memory: the
+// no_grad [T, E] fp32 tensors are transient; the saved activation is the
+// router_probs value of models/gpt_moe.cc ([T, E] fp32; top-1's sigmoid keeps
+// it in the compute dtype, T x E x 2 B less, not modelled). Time: the loop's
+// data-dependent iterations and syncs are not in the step time, and the
+// argument says so in megatron.args.
+void MarkSinkhornTime(const Args& g, RunSpec* run) {
+  const MegatronArg* b = g.Get("moe-router-load-balancing-type");
+  if (b == nullptr || b->value != "sinkhorn") return;
+  for (auto& [name, what] : run->megatron.args) {
+    if (name == "moe-router-load-balancing-type") {
+      what = "not modelled (costs time): sinkhorn routing's iterations, each a host sync (Note [Sinkhorn routing])";
+    }
+  }
 }
 
 }  // namespace
@@ -139,6 +166,7 @@ absl::Status ApplyMoeArgs(const Args& g, RunSpec* run) {
   }
   moe.edp = stage_ranks / (moe.ep * moe.etp);
   RETURN_IF_ERROR(ApplyMoeOptions(g, *run, &moe));
+  MarkSinkhornTime(g, run);
   if (moe.ffn % moe.etp != 0) {
     return g.Error("expert-tensor-parallel-size", "must divide --moe-ffn-hidden-size");
   }

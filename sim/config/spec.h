@@ -281,6 +281,9 @@ struct MegatronSpec {
   std::string fp8_recipe = "delayed";   // --fp8-recipe: delayed | tensorwise (mxfp8, blockwise refused)
   int64_t fp8_amax_history_len = 1;     // --fp8-amax-history-len (Megatron's default 1)
   bool fp8_param_gather = false;        // --fp8-param-gather: fp8 params, fp8 param all-gather
+  // CUBLAS_WORKSPACE_CONFIG before the script (empty: PyTorch's default for
+  // the device; Note [Megatron GEMM workspaces], models/gpt_workspace.cc).
+  std::string cublas_workspace_config;
   std::string tokenizer;                // --tokenizer-type
   int64_t vocab_unpadded = 0;           // the tokenizer's vocabulary before padding
   // Pipeline rank this spec builds, set per rank by sim/step/megatron_step.h

@@ -59,6 +59,7 @@
 
 #include "absl/status/statusor.h"
 #include "sim/base/units.h"
+#include "sim/config/cublas_workspace.h"
 #include "sim/config/spec.h"
 #include "sim/lower/eager/device_memory_nccl.h"
 #include "sim/trace/trace.h"
@@ -122,10 +123,8 @@ struct ReduceStaging {
 // `device`. InvalidArgument when the facts are malformed.
 absl::StatusOr<ReduceStaging> ReduceConfigFor(const std::vector<int64_t>& dims, const DeviceSpec& device);
 
-// cuBLAS workspace bytes per (handle, stream) for `torch_version` on
-// `device`, or `config` (CUBLAS_WORKSPACE_CONFIG) when non-empty.
-absl::StatusOr<Bytes> CublasWorkspaceBytes(const std::string& torch_version, const DeviceSpec& device,
-                                           const std::string& config);
+// cuBLAS workspace bytes per (handle, stream): CublasWorkspaceBytes,
+// sim/config/cublas_workspace.h.
 
 // What the caller chose where the device's choice cannot be known.
 struct EagerDeviceOptions {

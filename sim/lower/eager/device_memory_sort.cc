@@ -8,6 +8,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/base/status.h"
+#include "sim/config/cublas_workspace.h"
 #include "sim/lower/eager/device_memory.h"
 
 namespace gpusim {
@@ -45,15 +46,7 @@ class Slots {
 
 }  // namespace
 
-std::optional<std::pair<int, int>> MajorMinor(std::string_view v) {
-  int major = 0, minor = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), major);
-  if (ec != std::errc() || p == v.data() + v.size() || *p != '.') return std::nullopt;
-  ++p;
-  auto [q, ec2] = std::from_chars(p, v.data() + v.size(), minor);
-  if (ec2 != std::errc() || q == p) return std::nullopt;
-  return std::make_pair(major, minor);
-}
+std::optional<std::pair<int, int>> MajorMinor(std::string_view v) { return VersionMajorMinor(v); }
 
 int CubNumBits(uint64_t max_key) {
   int bits = 1;
