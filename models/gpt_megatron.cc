@@ -237,6 +237,7 @@ void GptBuilder::BuildBuckets() {
 
 void GptBuilder::EmitReduce(Bucket& bk) {
   bk.emitted = true;
+  CheckBucketGrads(bk);  // Note [Megatron iteration on the host]
   const int64_t d = dp_ * cp_;
   if (d <= 1) return;
   const OpId after = b_.next_op() - 1;
@@ -310,7 +311,9 @@ void GptBuilder::MegatronOptimizer() {
     } else {
       b_.AddOp("grad_norm.sqrt", OpKind::kElementwise, {sq}, {norm}, 1);
     }
+    ClipGrads(norm, g_.distributed_optimizer ? std::vector<TensorId>{} : grads, local);
   }
+  CountZeros();  // Note [Megatron iteration on the host]
   auto updated = [&](TensorId src) {
     const Tensor t = b_.tensor(src);
     TensorId o = b_.AddTensor(t.name + ".new", t.shape, t.dtype, t.role, "updated " + t.origin);

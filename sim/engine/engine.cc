@@ -108,6 +108,7 @@ absl::Status CheckTimes(const Trace& trace, const SimResult& r) {
       {"the recompute time", r.recompute_busy},
       {"the host's issue time", r.host_busy},
       {"the host wait", r.host_wait},
+      {"the host's waits at syncs", r.host_sync_wait},
       {"the exposed communication", r.exposed_communication},
       {"the exposed host copies", r.exposed_copy},
       {"the allocator time", r.allocator_time},
@@ -208,6 +209,7 @@ class StepSimulation {
   absl::Status SimulateFree(size_t i, const TraceEvent& e);
   absl::Status SimulateTimed(size_t i, const TraceEvent& e);
   void CountBusy(const TraceEvent& e, SimTime busy, int64_t w);
+  void HostSync(int64_t w);
   absl::Status RepeatPeriods();
   void ExposedTimes();
   void ShiftAfterRepeats();
@@ -258,6 +260,9 @@ class StepSimulation {
   std::vector<std::vector<bool>> active_;
   size_t rep_ = 0;  // the first repeat not yet passed
   SimTime host_extra_{0}, host_wait_extra_{0};  // repeated iterations' host time and waits
+  // The host's clock (Note [Host timeline]): its issue time so far plus its
+  // waits at syncs (Note [Host syncs]); one iteration of a repeated range.
+  SimTime host_clock_{0};
   std::vector<SimTime> period_;
 };
 
@@ -359,6 +364,7 @@ absl::Status StepSimulation::SimulateTimed(size_t i, const TraceEvent& e) {
   // count every iteration.
   const SimTime host_cost = HostIssueTime(e, device_);
   r_.host_busy += host_cost;
+  host_clock_ += host_cost;
   if (w > 1) host_extra_ += host_cost * (w - 1);
   for (int64_t dep : e.after) {
     if (dep < 0 || static_cast<size_t>(dep) >= i) {
@@ -369,10 +375,10 @@ absl::Status StepSimulation::SimulateTimed(size_t i, const TraceEvent& e) {
       via_[i] = dep;
     }
   }
-  if (host_cost > SimTime(0) && r_.host_busy > start) {
-    r_.host_wait += r_.host_busy - start;
-    if (w > 1) host_wait_extra_ += (r_.host_busy - start) * (w - 1);
-    start = r_.host_busy;
+  if (host_cost > SimTime(0) && host_clock_ > start) {
+    r_.host_wait += host_clock_ - start;
+    if (w > 1) host_wait_extra_ += (host_clock_ - start) * (w - 1);
+    start = host_clock_;
   }
   stream_last_[stream] = static_cast<int64_t>(i);
   on_path_[i] = true;
@@ -396,7 +402,17 @@ absl::Status StepSimulation::SimulateTimed(size_t i, const TraceEvent& e) {
   r_.step_time = Max(r_.step_time, r_.end[i]);
   // Busy times and FLOPs count every iteration an event stands for.
   CountBusy(e, dur * w, w);
+  if (e.host_sync) HostSync(w);
   return absl::OkStatus();
+}
+
+// Note [Host syncs] (engine.h): the host waits until every stream is idle.
+void StepSimulation::HostSync(int64_t w) {
+  SimTime drained = host_clock_;
+  for (SimTime t : stream_ready_) drained = Max(drained, t);
+  r_.host_syncs += w;
+  r_.host_sync_wait += (drained - host_clock_) * w;
+  host_clock_ = drained;
 }
 
 void StepSimulation::CountBusy(const TraceEvent& e, SimTime busy, int64_t w) {

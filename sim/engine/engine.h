@@ -80,6 +80,16 @@ struct AllocatorSample {
 // by whichever side is slower. Eager steps are charged by
 // sim/lower/eager/host_timeline.h; events with no host cost (XLA steps) do
 // not move the host clock.
+//
+// Note [Host syncs]: an event marked host_sync (a torch.cuda.synchronize(),
+// a .item() reading a result on the host) stops the host until every stream
+// has run what was issued so far; it issues nothing more before that. The
+// host's clock is its issue time plus these waits, so after a sync the next
+// kernel waits for the host again: a step that syncs often is bounded by
+// host + GPU rather than the larger of the two. A sync waits for all
+// streams (cudaDeviceSynchronize); a .item() waits for its stream, which in
+// the steps that mark it (the collectives it reads run before it) ends
+// last anyway.
 struct SimResult {
   // Memory (ideal tracker).
   Bytes preexisting;                   // the trace's preexisting bytes (in peak_live)
@@ -114,6 +124,8 @@ struct SimResult {
   SimTime recompute_busy;              // compute spent on rematerialisation
   SimTime host_busy;                   // the host's issue time (Note [Host timeline])
   SimTime host_wait;                   // kernel start delays waiting for the host
+  SimTime host_sync_wait;              // the host waiting for the device at syncs (Note [Host syncs])
+  int64_t host_syncs = 0;              // syncs it waited at (each iteration of a repeated one)
   SimTime exposed_communication;       // collective time not hidden by compute
   SimTime exposed_copy;                // host-copy time not hidden by compute
   // Allocator time (Note [Allocator time]).
