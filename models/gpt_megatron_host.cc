@@ -212,7 +212,8 @@ void GptBuilder::IterationTail() {
     }
     SmallKernels("train_step.loss_reduced.div", 1, {l}, DType::kF32);
   }
-  // get_loss_scale().item(): drains the iteration's queue.
+  // get_loss_scale().item(): the copy to the host drains the iteration's queue.
+  SmallKernels("train.loss_scale.item", 1, {}, DType::kF32);
   b_.op(b_.next_op() - 1).host_sync = true;
   if (g_.log_params_norm) {
     TensorId sq = b_.AddTensor("params_norm.l2norm", {1}, DType::kF32, Role::kTemporary, "the params' L2 norm");
