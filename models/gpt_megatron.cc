@@ -146,6 +146,7 @@ void GptBuilder::WeightGrad(const std::string& param, std::vector<TensorId> read
     Op& op = b_.AddOp(name, kind, reads, {}, flops);
     op.m = m; op.n = n; op.k = k;
     op.dtype = dtype;
+    if (kind == OpKind::kMatmul) op.host_calls += 1;  // Note [Megatron iteration on the host]: a Python backward
     return;
   }
   TensorId dw = b_.AddTensor(name, b_.tensor(params_.at(param)).shape, cdt_, Role::kGradient,
@@ -153,6 +154,7 @@ void GptBuilder::WeightGrad(const std::string& param, std::vector<TensorId> read
   Op& op = b_.AddOp(name, kind, reads, {dw}, flops);
   op.m = m; op.n = n; op.k = k;
   op.dtype = dtype;
+  if (kind == OpKind::kMatmul) op.host_calls += 1;  // as above
   std::vector<TensorId> acc = {dw, mg};
   acc.insert(acc.end(), biases.begin(), biases.end());
   b_.AddOp(name + ".accumulate", OpKind::kElementwise, acc, {}, static_cast<double>(b_.tensor(dw).elements()));

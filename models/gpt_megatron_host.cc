@@ -21,6 +21,15 @@
 //    (sim/step/megatron_step_pipeline.cc). Each call is a Python call
 //    (host.module) before the next pass and a sync after the pass before.
 //    The interleaved schedule overlaps its p2p by default: not charged.
+//  - A linear layer's backward is a Python torch.autograd.Function that
+//    autograd's engine calls back into (a PyNode): Transformer Engine's
+//    _Linear.backward (pytorch/module/linear.py) and
+//    _LayerNormLinear.backward (layernorm_linear.py), or under
+//    --transformer-impl local Megatron's
+//    LinearWithGradAccumulationAndAsyncCommunication.backward
+//    (core/tensor_parallel/layers.py), the output layer's too. Its Python
+//    body is charged as one Python call (host.module) on the layer's weight
+//    gradient (WeightGrad, gpt_megatron.cc), beside the kernels it launches.
 //  - get_batch (pretrain_gpt.py, on the first and the last stage, each
 //    micro-batch): TP rank 0 copies the data loader's tokens, labels,
 //    loss_mask, attention_mask and position_ids to the device

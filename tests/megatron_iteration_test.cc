@@ -15,13 +15,15 @@ constexpr char kSmall[] = "--num-layers 4 --hidden-size 256 --num-attention-head
                           "--micro-batch-size 2 --global-batch-size 8 --tokenizer-type NullTokenizer "
                           "--vocab-size 1000 --bf16 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 ";
 
-absl::StatusOr<MegatronReport> Run(const std::string& extra) {
-  auto spec = ParseRunSpec(absl::StrCat("device: a100-sxm-80gb\nmegatron:\n  world_size: 8\n  args: \"", kSmall,
-                                        extra, "\"\n"),
+absl::StatusOr<MegatronReport> RunLine(const std::string& line, int world) {
+  auto spec = ParseRunSpec(absl::StrCat("device: a100-sxm-80gb\nmegatron:\n  world_size: ", world, "\n  args: \"",
+                                        line, "\"\n"),
                            "t.yaml");
   if (!spec.ok()) return spec.status();
   return SimulateMegatron(*spec);
 }
+
+absl::StatusOr<MegatronReport> Run(const std::string& extra) { return RunLine(absl::StrCat(kSmall, extra), 8); }
 
 int64_t Syncs(const MegatronReport& r, size_t stage) { return r.ranks[stage].report.sim.host_syncs; }
 
@@ -66,13 +68,9 @@ TEST(MegatronIterationTest, LoggingThatComputesCostsTime) {
 // Without a pipeline there are no p2p calls; the host runs ahead across
 // passes and only the checks and the tail sync.
 TEST(MegatronIterationTest, NoPipelineNoP2pSyncs) {
-  auto spec = ParseRunSpec(
-      "device: a100-sxm-80gb\nmegatron:\n  world_size: 2\n  args: \"--num-layers 2 --hidden-size 256 "
-      "--num-attention-heads 4 --seq-length 128 --micro-batch-size 2 --global-batch-size 8 --tokenizer-type "
-      "NullTokenizer --vocab-size 1000 --bf16 --tensor-model-parallel-size 2\"\n",
-      "t.yaml");
-  ASSERT_TRUE(spec.ok()) << spec.status();
-  auto r = SimulateMegatron(*spec);
+  auto r = RunLine("--num-layers 2 --hidden-size 256 --num-attention-heads 4 --seq-length 128 --micro-batch-size 2 "
+                   "--global-batch-size 8 --tokenizer-type NullTokenizer --vocab-size 1000 --bf16 "
+                   "--tensor-model-parallel-size 2", 2);
   ASSERT_TRUE(r.ok()) << r.status();
   // 4 micro-batches x 2 loss checks, 2 bucket checks, 3 tail syncs + the logged loss.
   EXPECT_EQ(Syncs(*r, 0), 4 * 2 + 2 + 3 + 1);

@@ -177,8 +177,7 @@ void AppendStepTime(const StepReport& r, std::string& o) {
                           r.sim.host_busy.seconds(), r.host.launches, r.host.module_calls, r.host.grad_hooks,
                           r.host.optimizer_updates, r.host.optimizer_launches, r.sim.host_wait.seconds());
     if (r.sim.host_syncs > 0) {  // Note [Host syncs] (sim/engine/engine.h)
-      absl::StrAppendFormat(&o, "  host syncs    %d (.item(), synchronize()); the host waited %.4f s for the device
-",
+      absl::StrAppendFormat(&o, "  host syncs    %d (.item(), synchronize()); the host waited %.4f s for the device\n",
                             r.sim.host_syncs, r.sim.host_sync_wait.seconds());
     }
   }
