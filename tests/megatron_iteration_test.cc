@@ -23,7 +23,7 @@ absl::StatusOr<MegatronReport> RunLine(const std::string& line, int world) {
   return SimulateMegatron(*spec);
 }
 
-absl::StatusOr<MegatronReport> Run(const std::string& extra) { return RunLine(absl::StrCat(kSmall, extra), 8); }
+absl::StatusOr<MegatronReport> RunSmall(const std::string& extra) { return RunLine(absl::StrCat(kSmall, extra), 8); }
 
 int64_t Syncs(const MegatronReport& r, size_t stage) { return r.ranks[stage].report.sim.host_syncs; }
 
@@ -34,14 +34,14 @@ int64_t Syncs(const MegatronReport& r, size_t stage) { return r.ranks[stage].rep
 // then the iteration's tail: update_successful, grad_norm, loss_scale (the
 // last stage also its logged loss).
 TEST(MegatronIterationTest, SyncsFollowTheSourcesCalls) {
-  auto r = Run("");
+  auto r = RunSmall("");
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_EQ(r->ranks.size(), 2u);
   EXPECT_EQ(Syncs(*r, 0), 3 + 2 + 2 + 1);
   EXPECT_EQ(Syncs(*r, 1), 2 + 2 * 2 + 2 + 2 + 1 + 1);
   for (const MegatronRank& k : r->ranks) EXPECT_GT(k.report.sim.host_sync_wait.ns(), 0);
   // Without the NaN checks: 2 syncs fewer per loss and per bucket.
-  auto n = Run("--no-check-for-nan-in-loss-and-grad");
+  auto n = RunSmall("--no-check-for-nan-in-loss-and-grad");
   ASSERT_TRUE(n.ok()) << n.status();
   EXPECT_EQ(Syncs(*n, 0), Syncs(*r, 0) - 2);
   EXPECT_EQ(Syncs(*n, 1), Syncs(*r, 1) - 2 * 2 - 2);
@@ -51,9 +51,9 @@ TEST(MegatronIterationTest, SyncsFollowTheSourcesCalls) {
 // The per-iteration logging flags change the step: kernels, all-reduces
 // and syncs every iteration.
 TEST(MegatronIterationTest, LoggingThatComputesCostsTime) {
-  auto base = Run("");
-  auto norm = Run("--log-params-norm");
-  auto zeros = Run("--log-num-zeros-in-grad");
+  auto base = RunSmall("");
+  auto norm = RunSmall("--log-params-norm");
+  auto zeros = RunSmall("--log-num-zeros-in-grad");
   ASSERT_TRUE(base.ok() && norm.ok() && zeros.ok());
   EXPECT_GT(norm->step_time, base->step_time);
   EXPECT_GT(zeros->step_time, base->step_time);
