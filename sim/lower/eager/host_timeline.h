@@ -18,7 +18,11 @@
 //   under Transformer Engine that is the 8 calls of
 //   megatron/core/transformer/transformer_layer.py TransformerLayer.forward
 //   (SelfAttention, the fused norm + QKV LayerNormLinear, core attention,
-//   the output projection, MLP, fc1, fc2, and the layer).
+//   the output projection, MLP, fc1, fc2, and the layer); the rest of a
+//   Megatron iteration's Python (p2p calls, the linear layers' Python
+//   backward, the unfused attention's inner modules) comes as Op::host_calls
+//   from the builder (Note [Megatron iteration on the host],
+//   models/gpt_megatron_host.cc).
 // - Gradient hooks (grad_hooks, Megatron-LM's DDP): one host.module per
 //   weight-gradient op of the backward, the Python hook
 //   distributed_data_parallel.py _make_backward_post_hook registers per
