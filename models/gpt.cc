@@ -91,17 +91,23 @@ absl::StatusOr<Program> GptBuilder::Build() {
     // Megatron: each pass of the schedule is a "pipeline_slot" region, the
     // unit the ranks wait on each other by (sim/step/megatron_step_pipeline.h).
     if (mg_) b_.BeginRegion(absl::StrCat("pipeline_slot", i), "pipeline_slot");
+    const OpId first = b_.next_op();
     if (schedule_[i].forward) {
       ForwardSlot(schedule_[i]);
     } else {
       BackwardSlot(schedule_[i]);
     }
     if (mg_) b_.EndRegion();
+    // Note [Megatron iteration on the host]: the p2p calls before this pass.
+    if (mg_) PipelineHostCalls(i, first);
   }
   b_.set_layer(-1);
+  const OpId after_passes = b_.next_op();
+  if (mg_) PipelineHostCalls(schedule_.size(), after_passes);
   if (mg_) ReduceGradients(/*at_end=*/true);
   b_.set_phase(Phase::kOptimizer);
   Optimizer();
+  if (pending_host_calls_ > 0 && after_passes < b_.next_op()) b_.op(after_passes).host_calls += pending_host_calls_;
   return b_.Finish();
 }
 
@@ -118,6 +124,7 @@ void GptBuilder::ForwardSlot(const PipelineSlot& slot) {
   TensorId x;
   const bool embed = slot.chunk == 0 && first_stage_;
   const bool head = slot.chunk == static_cast<int64_t>(chunks_.size()) - 1 && last_stage_;
+  if (mg_ && (embed || head)) GetBatch();  // Note [Megatron iteration on the host]
   if (embed) {
     x = b_.AddTensor(mbp_ + "embed.out", {Ssp(), B_, H_}, cdt_, Role::kActivation, "embedding output");
     std::vector<TensorId> ins = {params_.at("embedding"), tokens_};
@@ -251,6 +258,7 @@ void GptBuilder::HeadForward(int64_t mb, TensorId x) {
   Op& ce = b_.AddOp(mbp_ + "cross_entropy", OpKind::kElementwise, {h.logits, tokens_}, {loss},
                     5.0 * S_ * B_ * V_ / t_);
   (void)ce;
+  LossFunc(loss);  // Note [Megatron iteration on the host]
 }
 
 TensorId GptBuilder::HeadBackward(int64_t mb) {

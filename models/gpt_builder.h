@@ -146,6 +146,29 @@ class GptBuilder {
   int64_t OptimizerShardElements();
   void EmitParamGathers();
 
+  // --- the rest of a Megatron iteration (gpt_megatron_host.cc, Note
+  // [Megatron iteration on the host]) ------------------------------------------
+
+  // p2p calls between pass i - 1 and pass i of the 1F1B schedule.
+  int64_t P2pCallsBefore(size_t i) const;
+  // Charges them: a sync ending the pass before `first`, Python calls
+  // before the op `first` (or the next op emitted, when the pass is empty).
+  void PipelineHostCalls(size_t i, OpId first);
+  // `n` dependent kernels on a scalar; returns the last one's output.
+  TensorId SmallKernels(const std::string& name, int64_t n, std::vector<TensorId> reads, DType dtype);
+  // isnan and isinf of `value`, each a host sync (check_for_nan only).
+  TensorId SyncedCheck(const std::string& name, TensorId value);
+  void GetBatch();
+  void LossFunc(TensorId loss);
+  void CheckBucketGrads(const Bucket& bk);
+  int64_t TorchParams() const;
+  void ReduceOverModelParallel(const std::string& name, TensorId x);
+  void ClipGrads(TensorId norm, const std::vector<TensorId>& grads, int64_t local);
+  void CountZeros();
+  void ModelParallelStat(const std::string& name);
+  // train_step's reductions and syncs, --log-params-norm, training_log.
+  void IterationTail();
+
   // --- fp8 training under a launch line (gpt_fp8.cc, Note [Megatron fp8]) ----
 
   bool Fp8() const { return mg_ && !g_.fp8_format.empty(); }
@@ -226,6 +249,8 @@ class GptBuilder {
   std::set<std::string> done_;
   std::vector<OpId> reduce_ops_;
   std::map<int64_t, OpId> param_gather_;
+  int64_t pending_host_calls_ = 0;  // p2p calls after the last pass, for the next op
+  int64_t checked_buckets_ = 0;
   // fp8 (gpt_fp8.cc): each GEMM weight's fp8 copy and transpose; layers whose
   // weights this step has cast.
   std::map<std::string, std::pair<TensorId, TensorId>> fp8_weights_;

@@ -205,6 +205,15 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
     if (k.comm_scale != 1) {
       op.bytes_written = Bytes(static_cast<int64_t>(static_cast<double>(op.bytes_written.value()) * k.comm_scale));
     }
+    // Megatron under Transformer Engine with --attention-backend unfused:
+    // DotProductAttention.forward calls its UnfusedDotProductAttention
+    // module, which calls FusedScaleMaskSoftmax and the attention Dropout
+    // (transformer_engine/pytorch/attention/dot_product_attention/
+    // dot_product_attention.py, backends.py): three Python module calls
+    // beside the layer's 8 (Note [Eager host costs]).
+    if (mg_ && n.name == "scores" && g_.attention == "unfused" && g_.transformer_impl == "transformer_engine") {
+      op.host_calls += 3;
+    }
     known[n.name] = out;
   }
   b_.set_recompute(false);

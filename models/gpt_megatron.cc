@@ -146,6 +146,7 @@ void GptBuilder::WeightGrad(const std::string& param, std::vector<TensorId> read
     Op& op = b_.AddOp(name, kind, reads, {}, flops);
     op.m = m; op.n = n; op.k = k;
     op.dtype = dtype;
+    if (kind == OpKind::kMatmul) op.host_calls += 1;  // Note [Megatron iteration on the host]: a Python backward
     return;
   }
   TensorId dw = b_.AddTensor(name, b_.tensor(params_.at(param)).shape, cdt_, Role::kGradient,
@@ -153,6 +154,7 @@ void GptBuilder::WeightGrad(const std::string& param, std::vector<TensorId> read
   Op& op = b_.AddOp(name, kind, reads, {dw}, flops);
   op.m = m; op.n = n; op.k = k;
   op.dtype = dtype;
+  if (kind == OpKind::kMatmul) op.host_calls += 1;  // as above
   std::vector<TensorId> acc = {dw, mg};
   acc.insert(acc.end(), biases.begin(), biases.end());
   b_.AddOp(name + ".accumulate", OpKind::kElementwise, acc, {}, static_cast<double>(b_.tensor(dw).elements()));
@@ -237,6 +239,7 @@ void GptBuilder::BuildBuckets() {
 
 void GptBuilder::EmitReduce(Bucket& bk) {
   bk.emitted = true;
+  CheckBucketGrads(bk);  // Note [Megatron iteration on the host]
   const int64_t d = dp_ * cp_;
   if (d <= 1) return;
   const OpId after = b_.next_op() - 1;
@@ -310,7 +313,9 @@ void GptBuilder::MegatronOptimizer() {
     } else {
       b_.AddOp("grad_norm.sqrt", OpKind::kElementwise, {sq}, {norm}, 1);
     }
+    ClipGrads(norm, g_.distributed_optimizer ? std::vector<TensorId>{} : grads, local);
   }
+  CountZeros();  // Note [Megatron iteration on the host]
   auto updated = [&](TensorId src) {
     const Tensor t = b_.tensor(src);
     TensorId o = b_.AddTensor(t.name + ".new", t.shape, t.dtype, t.role, "updated " + t.origin);

@@ -74,6 +74,7 @@ TensorId GptBuilder::GradNorm() {
 void GptBuilder::Optimizer() {
   if (mg_) {
     MegatronOptimizer();
+    IterationTail();  // Note [Megatron iteration on the host]
     return;
   }
   const TensorId norm = s_.optimizer.clip_grad_norm ? GradNorm() : kNoTensor;

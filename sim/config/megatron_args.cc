@@ -274,14 +274,13 @@ const std::vector<ArgRule>& Rules() {
       {"use-tp-pp-dp-mapping", ArgKind::kModelled, "rank order: which pipeline sends cross nodes"},
       {"log-interval", ArgKind::kNoEffect, "logging"},
       {"log-throughput", ArgKind::kNoEffect, "logging"},
-      // megatron/training/training.py train_step / training_log: computed
-      // every iteration the flag is on (calc_params_l2_norm: a multi-tensor
-      // L2 norm, its model-parallel all-reduce and a .item() sync;
-      // count_zeros_fp32 over the gradients, an all-reduce, .item()).
-      {"log-params-norm", ArgKind::kNotModelled,
-       "the parameters' L2 norm each iteration: a multi-tensor norm, an all-reduce, a host sync"},
-      {"log-num-zeros-in-grad", ArgKind::kNotModelled,
-       "the gradients' zero count each iteration: a reduction, an all-reduce, a host sync"},
+      // Note [Megatron iteration on the host] (models/gpt_megatron_host.cc).
+      {"log-params-norm", ArgKind::kModelled,
+       "the parameters' L2 norm each iteration: a multi-tensor norm, all-reduces, a host sync"},
+      {"log-num-zeros-in-grad", ArgKind::kModelled,
+       "the gradients' zero count each iteration: kernels per parameter, an all-reduce, host syncs"},
+      {"no-check-for-nan-in-loss-and-grad", ArgKind::kModelled,
+       "no NaN/Inf checks of each micro-batch's loss and each gradient bucket (each a host sync)"},
       {"log-timers-to-tensorboard", ArgKind::kNoEffect, "logging"},
       {"log-memory-to-tensorboard", ArgKind::kNoEffect, "logging"},
       {"log-validation-ppl-to-tensorboard", ArgKind::kNoEffect, "logging"},
@@ -301,8 +300,8 @@ const std::vector<ArgRule>& Rules() {
       {"profile-step-start", ArgKind::kNoEffect, "profiling"},
       {"profile-step-end", ArgKind::kNoEffect, "profiling"},
       {"deterministic-mode", ArgKind::kNoEffect, "kernel choice"},
-      {"check-for-nan-in-loss-and-grad", ArgKind::kNoEffect, "a check on values"},
-      {"no-check-for-nan-in-loss-and-grad", ArgKind::kNoEffect, "a check on values, switched off"},
+      {"check-for-nan-in-loss-and-grad", ArgKind::kModelled,
+       "NaN/Inf checks of each micro-batch's loss and each gradient bucket (the default; each a host sync)"},
       // megatron/training/training.py train (NVIDIA/Megatron-LM 57a02672):
       // every N-th iteration check_param_hashes_across_dp_replicas hashes
       // every parameter and all-gathers the hashes over data parallel.
@@ -662,6 +661,15 @@ absl::Status ApplyLayers(const Args& g, RunSpec* run, int64_t seq) {
   bool no_fusion = false;
   RETURN_IF_ERROR(g.Flag("no-gradient-accumulation-fusion", &no_fusion));
   mg.gradient_accumulation_fusion = !no_fusion;
+  // Note [Megatron iteration on the host] (models/gpt_megatron_host.cc).
+  RETURN_IF_ERROR(g.Flag("log-params-norm", &mg.log_params_norm));
+  RETURN_IF_ERROR(g.Flag("log-num-zeros-in-grad", &mg.log_num_zeros_in_grad));
+  bool no_nan_check = false;
+  RETURN_IF_ERROR(g.Flag("no-check-for-nan-in-loss-and-grad", &no_nan_check));
+  mg.check_for_nan = !no_nan_check;
+  if (no_nan_check && g.Has("check-for-nan-in-loss-and-grad")) {
+    return g.Error("check-for-nan-in-loss-and-grad", "contradicts --no-check-for-nan-in-loss-and-grad");
+  }
   // Layers.
   std::string norm = "LayerNorm";
   RETURN_IF_ERROR(g.Choice("normalization", &norm, {"LayerNorm", "RMSNorm"}));

@@ -266,6 +266,11 @@ struct MegatronSpec {
   int64_t bucket_size = 0;              // --ddp-bucket-size (elements; 0: Megatron's default)
   DType grad_dtype = DType::kF32;       // main_grad buffers (--accumulate-allreduce-grads-in-fp32, bf16)
   bool gradient_accumulation_fusion = true;  // --no-gradient-accumulation-fusion
+  // What each iteration computes and syncs on besides the step (Note
+  // [Megatron iteration on the host], models/gpt_megatron_host.cc).
+  bool log_params_norm = false;         // --log-params-norm
+  bool log_num_zeros_in_grad = false;   // --log-num-zeros-in-grad
+  bool check_for_nan = true;            // --no-check-for-nan-in-loss-and-grad: false
   bool swiglu = false;                  // --swiglu
   bool rms_norm = false;                // --normalization RMSNorm
   bool bias_linear = true;              // --disable-bias-linear

@@ -108,6 +108,7 @@ absl::Status CheckTimes(const Trace& trace, const SimResult& r) {
       {"the recompute time", r.recompute_busy},
       {"the host's issue time", r.host_busy},
       {"the host wait", r.host_wait},
+      {"the host's waits at syncs", r.host_sync_wait},
       {"the exposed communication", r.exposed_communication},
       {"the exposed host copies", r.exposed_copy},
       {"the allocator time", r.allocator_time},
@@ -210,6 +211,7 @@ class StepSimulation {
   absl::Status SimulateFree(size_t i, const TraceEvent& e);
   absl::Status SimulateTimed(size_t i, const TraceEvent& e);
   void CountBusy(const TraceEvent& e, SimTime busy, int64_t w);
+  void HostSync(int64_t w);
   absl::Status RepeatPeriods();
   void ExposedTimes();
   void ShiftAfterRepeats();
@@ -259,6 +261,7 @@ class StepSimulation {
   std::vector<int64_t> via_;     // the event whose end this one's start waited for
   std::vector<bool> on_path_;    // timed, or an alloc charged for device calls
   std::vector<PathGate> gate_;   // what set each event's start (only when want_path_)
+  std::vector<SimTime> host_start_;  // the host clock when it began issuing each event (want_path_)
 
   // Memory state (ideal tracker beside the allocator).
   absl::flat_hash_map<BufferId, std::pair<Bytes, Role>> live_;
@@ -274,6 +277,9 @@ class StepSimulation {
   std::vector<std::vector<bool>> active_;
   size_t rep_ = 0;  // the first repeat not yet passed
   SimTime host_extra_{0}, host_wait_extra_{0};  // repeated iterations' host time and waits
+  // The host's clock (Note [Host timeline]): its issue time so far plus its
+  // waits at syncs (Note [Host syncs]); one iteration of a repeated range.
+  SimTime host_clock_{0};
   std::vector<SimTime> period_;
 };
 
@@ -297,6 +303,7 @@ absl::Status StepSimulation::Setup() {
   via_.assign(n_, -1);
   on_path_.assign(n_, false);
   if (want_path_) gate_.assign(n_, PathGate::kStart);
+  if (want_path_) host_start_.assign(n_, SimTime(0));
 
   cur_ = trace_.preexisting;
   r_.preexisting = cur_;
@@ -382,7 +389,9 @@ absl::Status StepSimulation::SimulateTimed(size_t i, const TraceEvent& e) {
   // (as the streams do, both shifted by the periods below), the totals
   // count every iteration.
   const SimTime host_cost = HostIssueTime(e, device_);
+  if (want_path_) host_start_[i] = host_clock_;
   r_.host_busy += host_cost;
+  host_clock_ += host_cost;
   if (w > 1) host_extra_ += host_cost * (w - 1);
   for (int64_t dep : e.after) {
     if (dep < 0 || static_cast<size_t>(dep) >= i) {
@@ -394,10 +403,10 @@ absl::Status StepSimulation::SimulateTimed(size_t i, const TraceEvent& e) {
       gate = PathGate::kDependency;
     }
   }
-  if (host_cost > SimTime(0) && r_.host_busy > start) {
-    r_.host_wait += r_.host_busy - start;
-    if (w > 1) host_wait_extra_ += (r_.host_busy - start) * (w - 1);
-    start = r_.host_busy;
+  if (host_cost > SimTime(0) && host_clock_ > start) {
+    r_.host_wait += host_clock_ - start;
+    if (w > 1) host_wait_extra_ += (host_clock_ - start) * (w - 1);
+    start = host_clock_;
     gate = PathGate::kHostIssue;
   }
   if (want_path_) gate_[i] = gate;
@@ -423,7 +432,17 @@ absl::Status StepSimulation::SimulateTimed(size_t i, const TraceEvent& e) {
   r_.step_time = Max(r_.step_time, r_.end[i]);
   // Busy times and FLOPs count every iteration an event stands for.
   CountBusy(e, dur * w, w);
+  if (e.host_sync) HostSync(w);
   return absl::OkStatus();
+}
+
+// Note [Host syncs] (engine.h): the host waits until every stream is idle.
+void StepSimulation::HostSync(int64_t w) {
+  SimTime drained = host_clock_;
+  for (SimTime t : stream_ready_) drained = Max(drained, t);
+  r_.host_syncs += w;
+  r_.host_sync_wait += (drained - host_clock_) * w;
+  host_clock_ = drained;
 }
 
 void StepSimulation::CountBusy(const TraceEvent& e, SimTime busy, int64_t w) {
@@ -606,28 +625,29 @@ void StepSimulation::WalkCriticalPath() {
   std::reverse(out.begin(), out.end());
 }
 
-// The host's issue of every timed event up to `upto` (the host clock is
-// their host costs in program order, one iteration of a repeated range;
-// each event's span moved as the event was), down to time 0.
+// The host's issue of every timed event up to `upto`, down to time 0: each
+// event's span from the host clock when it began issuing it (one iteration
+// of a repeated range; each span moved as the event was). A hole between
+// two spans is the host waiting at a sync (Note [Host syncs]) when a sync
+// lies between them, else the further iterations of a repeated range.
 void StepSimulation::HostIssuePath(size_t upto, const std::vector<SimTime>& shift, SimTime& t) {
-  std::vector<SimTime> before(upto + 1, SimTime(0));
-  SimTime h(0);
-  for (size_t i = 0; i <= upto; ++i) {
-    before[i] = h;
-    if (IsTimed(trace_.events[i].type)) h += HostIssueTime(trace_.events[i], device_);
-  }
   std::vector<PathSegment>& out = r_.critical_path;
+  bool sync_after = false;  // a host_sync event between this one and the span after it
   for (size_t j = upto + 1; j-- > 0;) {
     const TraceEvent& e = trace_.events[j];
+    if (j < upto && e.host_sync) sync_after = true;
     if (!IsTimed(e.type)) continue;
     const SimTime cost = HostIssueTime(e, device_);
     if (cost <= SimTime(0)) continue;
-    const SimTime s = before[j] + shift[j], end = (s + cost < t ? s + cost : t);
-    if (end < t) {  // the further iterations of a range between it and the next
-      out.push_back({PathSegment::Kind::kRepeatedIterations, static_cast<int64_t>(j), end, t,
-                     PathGate::kRepeatedIterations});
+    const SimTime s = host_start_[j] + shift[j], end = (s + cost < t ? s + cost : t);
+    if (end < t) {
+      out.push_back(sync_after ? PathSegment{PathSegment::Kind::kGap, static_cast<int64_t>(j), end, t,
+                                             PathGate::kHostSync}
+                               : PathSegment{PathSegment::Kind::kRepeatedIterations, static_cast<int64_t>(j), end, t,
+                                             PathGate::kRepeatedIterations});
       t = end;
     }
+    sync_after = false;
     if (s < end) {
       out.push_back({PathSegment::Kind::kHostIssue, static_cast<int64_t>(j), s, end, PathGate::kHostIssue});
       t = s;
@@ -662,6 +682,7 @@ std::string_view PathGateName(PathGate g) {
     case PathGate::kCollectiveWait: return "collective_wait";
     case PathGate::kHostIssue: return "host_issue";
     case PathGate::kAllocatorDrain: return "allocator_drain";
+    case PathGate::kHostSync: return "host_sync";
     case PathGate::kRepeatedIterations: return "repeated_iterations";
     case PathGate::kIdle: return "idle";
   }

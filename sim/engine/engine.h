@@ -81,6 +81,17 @@ struct AllocatorSample {
 // by whichever side is slower. Eager steps are charged by
 // sim/lower/eager/host_timeline.h; events with no host cost (XLA steps) do
 // not move the host clock.
+//
+// Note [Host syncs]: an event marked host_sync (a torch.cuda.synchronize(),
+// a .item() reading a result on the host) stops the host until every stream
+// has run what was issued so far; it issues nothing more before that. The
+// host's clock is its issue time plus these waits, so after a sync the next
+// kernel waits for the host again: a step that syncs often is bounded by
+// host + GPU rather than the larger of the two. A sync waits for all
+// streams (cudaDeviceSynchronize); a .item() waits for its stream, which in
+// the steps that mark it (the collectives it reads run before it) ends
+// last anyway.
+//
 // Note [Critical path segments]
 // The critical path as the engine ran it, on request (Simulate's
 // `critical_path`): segments in time order that tile [0, step_time]
@@ -96,6 +107,9 @@ struct AllocatorSample {
 //   allocator_drain   an alloc's cudaFree / unmap waited for a stream to
 //                     drain (Note [Allocator time])
 //   start             nothing: it started at time 0
+//   host_sync         (a kGap in the host's issue) the host waited at a sync
+//                     (Note [Host syncs]) for the streams to drain: the GPU
+//                     work before the sync, not the host, held the path
 // Walking back through the recorded predecessor, a predecessor that ended
 // before its successor started leaves a gap: the further iterations of a
 // repeated range the walk crossed (Note [Rolled loop built once]; events in
@@ -105,10 +119,11 @@ struct AllocatorSample {
 // start, so the segments never overlap. kIdle is what no recorded cause
 // explains; no event graph the tests build has one.
 enum class PathGate {
-  kStart, kStreamOrder, kDependency, kCollectiveWait, kHostIssue, kAllocatorDrain, kRepeatedIterations, kIdle
+  kStart, kStreamOrder, kDependency, kCollectiveWait, kHostIssue, kAllocatorDrain, kRepeatedIterations, kIdle,
+  kHostSync
 };
 // "start", "stream_order", "dependency", "collective_wait", "host_issue",
-// "allocator_drain", "repeated_iterations", "idle".
+// "allocator_drain", "repeated_iterations", "idle", "host_sync".
 std::string_view PathGateName(PathGate g);
 
 struct PathSegment {
@@ -158,6 +173,8 @@ struct SimResult {
   SimTime recompute_busy;              // compute spent on rematerialisation
   SimTime host_busy;                   // the host's issue time (Note [Host timeline])
   SimTime host_wait;                   // kernel start delays waiting for the host
+  SimTime host_sync_wait;              // the host waiting for the device at syncs (Note [Host syncs])
+  int64_t host_syncs = 0;              // syncs it waited at (each iteration of a repeated one)
   SimTime exposed_communication;       // collective time not hidden by compute
   SimTime exposed_copy;                // host-copy time not hidden by compute
   // Allocator time (Note [Allocator time]).

@@ -56,6 +56,36 @@ TEST(HostTimelineTest, TheSlowerSideBoundsTheStep) {
   EXPECT_EQ(modules->step_time.ns(), 9000);
 }
 
+// Note [Host syncs]: after a sync the host issues nothing until the device
+// has drained, so host and GPU time add instead of overlapping.
+TEST(HostTimelineTest, ASyncStopsTheHostRunningAhead) {
+  // Three 10 us kernels issued at 1 us each: GPU-bound, 30 us.
+  Trace t;
+  for (int i = 0; i < 3; ++i) t.events.push_back(Kernel(10'000'000));
+  for (TraceEvent& e : t.events) e.host_ops = 1;
+  DeviceSpec d = Device();
+  d.host_op_cost = SimTime(1000);
+  auto ahead = Simulate(t, d, nullptr);
+  ASSERT_TRUE(ahead.ok());
+  EXPECT_EQ(ahead->step_time.ns(), 31000);
+  EXPECT_EQ(ahead->host_syncs, 0);
+  // A sync after the first: the host waits until 11 us, issues the second
+  // at 12 us (it ends at 22), the third at 13 us (it ends at 32).
+  t.events[0].host_sync = true;
+  auto synced = Simulate(t, d, nullptr);
+  ASSERT_TRUE(synced.ok());
+  EXPECT_EQ(synced->host_syncs, 1);
+  EXPECT_EQ(synced->host_sync_wait.ns(), 11000 - 1000);
+  EXPECT_EQ(synced->host_busy.ns(), 3000);  // issue time only
+  EXPECT_EQ(synced->step_time.ns(), 32000);
+  // A sync after every kernel: issue and run alternate.
+  for (TraceEvent& e : t.events) e.host_sync = true;
+  auto each = Simulate(t, d, nullptr);
+  ASSERT_TRUE(each.ok());
+  EXPECT_EQ(each->step_time.ns(), 3 * 11000);
+  EXPECT_EQ(each->host_syncs, 3);
+}
+
 // A rolled loop built once (Trace::repeats): the iterations it stands for
 // are issued by the host too, one after another.
 TEST(HostTimelineTest, RepeatedIterationsAreIssuedEachTime) {

@@ -130,6 +130,14 @@ struct Op {
   // in Program::loop_slices; -1 otherwise. Lowering decides whether the
   // slice is a buffer (sim/lower/xla/loop_slices.h LowerLoopSlices).
   int32_t loop_slice = -1;
+  // The eager host (Note [Eager host costs], sim/lower/eager/host_timeline.h):
+  // Python calls the host makes before issuing this op that launch nothing
+  // of their own (a Megatron-LM p2p call, a loop over parameters), priced
+  // host.module each; and whether the host waits for the device after
+  // issuing it (a .item(), torch.cuda.synchronize(); Note [Host syncs] in
+  // sim/engine/engine.h).
+  int64_t host_calls = 0;
+  bool host_sync = false;
 };
 
 // A contiguous range of ops with a meaning: a decoder layer's forward, a loop.

@@ -232,7 +232,9 @@ TimeExplanation ExplainTime(const StepReport& r, const SimResult& path, int top)
     const TraceEvent& e = tr.events[static_cast<size_t>(s.event)];
     std::string cls = host ? "host_issue"
                       : s.kind == PathSegment::Kind::kRepeatedIterations ? "repeated_iterations"
-                      : s.kind == PathSegment::Kind::kGap ? (s.gate == PathGate::kAllocatorDrain ? "allocator" : "idle")
+                      : s.kind == PathSegment::Kind::kGap ? (s.gate == PathGate::kAllocatorDrain ? "allocator"
+                                                             : s.gate == PathGate::kHostSync ? "host_sync"
+                                                                                             : "idle")
                                                           : TimeClassOf(e);
     by_class.Add(cls, d, host);
     by_layer.Add(layers[static_cast<size_t>(s.event)], d, host);

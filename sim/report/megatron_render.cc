@@ -85,14 +85,16 @@ std::string RenderMegatronText(const MegatronReport& r) {
                                                                 : "; the sender waits for its send\n");
   }
   o += "\nPer rank (one row per pipeline stage; every TP/CP/DP rank of a stage is alike)\n";
-  o += "  stage  ranks        in-flight  peak allocated              end allocated               peak reserved               own step  (host issue, GPU waiting on it)\n";
+  o += "  stage  ranks        in-flight  peak allocated              end allocated               peak reserved               own step  (host issue, GPU waiting on it, host waiting at syncs)\n";
   for (const MegatronRank& k : r.ranks) {
     const StepReport& s = k.report;
-    absl::StrAppendFormat(&o, "  %-5d  %-11s  %-9d  %-26s  %-26s  %-26s  %.4f s  (%.4f s, %.4f s)\n", k.stage,
+    absl::StrAppendFormat(&o, "  %-5d  %-11s  %-9d  %-26s  %-26s  %-26s  %.4f s  (%.4f s, %.4f s, %.4f s at %d)\n",
+                          k.stage,
                           absl::StrCat(k.first_rank, "-", k.last_rank), k.in_flight,
                           FormatBytes(s.sim.allocator.peak_allocated), FormatBytes(s.argument),
                           FormatBytes(s.sim.allocator.peak_reserved), s.sim.step_time.seconds(),
-                          s.sim.host_busy.seconds(), s.sim.host_wait.seconds());
+                          s.sim.host_busy.seconds(), s.sim.host_wait.seconds(), s.sim.host_sync_wait.seconds(),
+                          s.sim.host_syncs);
   }
   const MegatronRank& p = r.ranks[r.peak];
   absl::StrAppendFormat(&o, "  peak: stage %d (%s)\n", p.stage, Why(p));
@@ -185,6 +187,10 @@ std::string RenderMegatronJson(const MegatronReport& r) {
         .Double("pipeline_end_s", k.pipeline_end.seconds())
         .Double("host_issue_s", s.sim.host_busy.seconds())
         .Double("host_wait_s", s.sim.host_wait.seconds())
+        .Double("host_sync_wait_s", s.sim.host_sync_wait.seconds())  // Note [Host syncs]
+        .Int("host_syncs", s.sim.host_syncs)
+        .Double("compute_busy_s", s.sim.compute_busy.seconds())
+        .Double("exposed_communication_s", s.sim.exposed_communication.seconds())
         .String("peak_why", Why(k));
     if (k.moe) {
       w.Int("moe_bound_peak_allocated_bytes", k.moe_bound_peak.value())

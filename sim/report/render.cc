@@ -176,6 +176,10 @@ void AppendStepTime(const StepReport& r, std::string& o) {
                           "updates in %d launches); kernels waited %.4f s for the host\n",
                           r.sim.host_busy.seconds(), r.host.launches, r.host.module_calls, r.host.grad_hooks,
                           r.host.optimizer_updates, r.host.optimizer_launches, r.sim.host_wait.seconds());
+    if (r.sim.host_syncs > 0) {  // Note [Host syncs] (sim/engine/engine.h)
+      absl::StrAppendFormat(&o, "  host syncs    %d (.item(), synchronize()); the host waited %.4f s for the device\n",
+                            r.sim.host_syncs, r.sim.host_sync_wait.seconds());
+    }
   }
   if (r.sim.copy_busy.ns() > 0) {
     absl::StrAppendFormat(&o, "    to host   %.4f s, %s\n    to device %.4f s, %s\n", r.sim.copy_to_host.seconds(),
@@ -322,6 +326,7 @@ std::string RenderJson(const StepReport& r) {
       .Double("host_transfer_exposed_s", r.sim.exposed_copy.seconds())
       .Double("host_issue_s", r.sim.host_busy.seconds())
       .Double("host_wait_s", r.sim.host_wait.seconds())
+      .Double("host_sync_wait_s", r.sim.host_sync_wait.seconds())
       .Int("host_launches", r.host.launches + r.host.optimizer_launches)
       .Int("host_module_calls", r.host.module_calls + r.host.grad_hooks)
       .Double("device_to_host_s", r.sim.copy_to_host.seconds())

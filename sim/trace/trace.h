@@ -63,6 +63,10 @@ struct TraceEvent {
   // and Python module calls. 0, 0: the host is not modelled for it.
   double host_ops = 0;
   int64_t host_modules = 0;
+  // The host waits for the device after issuing it (Note [Host syncs],
+  // engine.h): a torch.cuda.synchronize() or a .item() that copies a result
+  // to the host. Set by the eager host timeline; not in the trace format.
+  bool host_sync = false;
   // (1.6) `host=D,N,M`: what a recorder saw the host do since the previous
   // compute event, this one's own op included (Note [Host work per kernel],
   // python/gpusim_torch/recorder.py): D aten ops dispatched outside

@@ -139,12 +139,26 @@ HostTimelineSummary ChargeHostTimeline(const Program& p, const HostTimelineOptio
     const double each = static_cast<double>(launches) / static_cast<double>(updates.size());
     for (OpId id : updates) ops[static_cast<size_t>(id)] = each;
   }
+  // Python calls of an op without an event go to the next op that has one.
+  int64_t last_event = -1, pending_calls = 0;
   for (size_t i = 0; i < p.ops.size() && i < step->op_event.size(); ++i) {
+    const Op& op = p.ops[i];
+    s.python_calls += op.host_calls;
+    pending_calls += op.host_calls;
     const int64_t e = step->op_event[i];
-    if (e < 0) continue;
-    TraceEvent& ev = step->trace.events[static_cast<size_t>(e)];
-    ev.host_ops = ops[i];
-    ev.host_modules = modules[i];
+    if (e >= 0) {
+      last_event = e;
+      TraceEvent& ev = step->trace.events[static_cast<size_t>(e)];
+      ev.host_ops = ops[i];
+      ev.host_modules = modules[i] + pending_calls;
+      ev.host_sync = false;
+      pending_calls = 0;
+    }
+    if (op.host_sync && last_event >= 0) {
+      TraceEvent& ev = step->trace.events[static_cast<size_t>(last_event)];
+      s.syncs += ev.host_sync ? 0 : 1;
+      ev.host_sync = true;
+    }
   }
   return s;
 }

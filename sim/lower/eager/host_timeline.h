@@ -18,7 +18,11 @@
 //   under Transformer Engine that is the 8 calls of
 //   megatron/core/transformer/transformer_layer.py TransformerLayer.forward
 //   (SelfAttention, the fused norm + QKV LayerNormLinear, core attention,
-//   the output projection, MLP, fc1, fc2, and the layer).
+//   the output projection, MLP, fc1, fc2, and the layer); the rest of a
+//   Megatron iteration's Python (p2p calls, the linear layers' Python
+//   backward, the unfused attention's inner modules) comes as Op::host_calls
+//   from the builder (Note [Megatron iteration on the host],
+//   models/gpt_megatron_host.cc).
 // - Gradient hooks (grad_hooks, Megatron-LM's DDP): one host.module per
 //   weight-gradient op of the backward, the Python hook
 //   distributed_data_parallel.py _make_backward_post_hook registers per
@@ -47,6 +51,10 @@
 //   apex and TE csrc/multi_tensor_apply.cuh keep the same tables): each
 //   launch costs host.op. The optimizer's host time is spread over its
 //   update ops in program order.
+// - A builder's own host facts (Op::host_calls, Op::host_sync): Python
+//   calls that launch nothing (host.module each) and host syncs, carried
+//   onto the op's event (a sync on an op without one goes to the nearest
+//   earlier op that has one).
 // Not modelled: the Python loop of the optimizer's _init_group, norm modules
 // that are not fused into a linear, bias-gradient hooks (a bias's gradient
 // is produced by its weight's gradient op), the per-dtype grouping of
@@ -111,6 +119,8 @@ struct HostTimelineSummary {
   int64_t grad_hooks = 0;          // weight-gradient hooks
   int64_t optimizer_updates = 0;   // update ops of the optimizer
   int64_t optimizer_launches = 0;  // kernel launches (and CPU step dispatches) they cost
+  int64_t python_calls = 0;        // Op::host_calls: Python calls that launch nothing themselves
+  int64_t syncs = 0;               // Op::host_sync: the host waits for the device
 };
 
 // Kernel launches of one multi_tensor_apply call at list `depth` (1 to 5)
