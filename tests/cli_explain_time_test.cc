@@ -145,6 +145,19 @@ TEST(CliExplainTimeTest, RecordedGpt2Step) {
   }
 }
 
+// viz builds its step the same way (PrepareRecordedStep): a recording's host
+// work is charged there too, so its timeline's step is replay's.
+TEST(CliExplainTimeTest, VizStepIsReplays) {
+  const std::string trace = GPUSIM_SOURCE_DIR "/tests/data/explain_time/gpt2_h200.gpusim --device h200-sxm-141gb";
+  const std::string out = ::testing::TempDir() + "/viz_step_is_replays";
+  Result viz = Gpusim("viz " + trace + " --out " + out);
+  ASSERT_EQ(viz.code, 0) << viz.out;
+  const std::string timeline = RunShell("cat " + out + "/timeline.json").out;
+  const size_t at = timeline.find("\"step_time_ns\":");
+  ASSERT_NE(at, std::string::npos);
+  ExpectReplayStep(trace, std::stoll(timeline.substr(at + 15)));
+}
+
 TEST(CliExplainTimeTest, KinetoTrace) {
   ExpectExplainedTime(GPUSIM_SOURCE_DIR "/validation/h200_2026-12-04/kineto/vit_b16_test.pt.trace.json.gz");
 }

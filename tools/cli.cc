@@ -683,19 +683,13 @@ int CmdViz(const std::string& file, const std::vector<std::string>& sets, const 
       absl::StatusOr<LoadedRecording> loaded = LoadRecording(*in);
       if (!loaded.ok()) return Fail(loaded.status());
       std::optional<Trace>& trace = loaded->native;
-      RunSpec spec;
       // Capacity line and device name: --device, else H100-SXM-80GB.
       auto dev = ReplayDevice(device);
       if (!dev.ok()) return Fail(dev.status());
-      spec.device = *dev;
-      // As replay: what the device's CUDA libraries add joins the trace,
-      // and NCCL's buffers come off the capacity as the context does.
       EagerDeviceMemory added;
-      absl::Status st = AddDeviceMemoryToTrace(*trace, file, spec.device, &added, device_options);
-      if (!st.ok()) return Fail(st);
-      spec.device.context_reserve += added.nccl.total;
-      spec.allocator = alloc_spec;
-      report = ReportFromNativeTrace(*trace, file, spec);
+      absl::StatusOr<RunSpec> spec = PrepareRecordedStep(*trace, file, *dev, alloc_spec, device_options, &added);
+      if (!spec.ok()) return Fail(spec.status());
+      report = ReportFromNativeTrace(*trace, file, *spec);
     }
   }
   if (!report.ok()) return Fail(report.status());

@@ -239,21 +239,13 @@ int CmdExplainTraceTime(const Input& in, int top, const std::string& format, con
   } else {
     auto trace = LoadTraceForExplain(in);
     if (!trace.ok()) return FailStatus(trace.status());
-    RunSpec spec;
     auto d = ReplayDevice(device);
     if (!d.ok()) return FailStatus(d.status());
-    spec.device = *d;
-    spec.allocator = allocator;
-    // As replay: the device's CUDA libraries' allocations join the trace,
-    // NCCL's buffers come off the capacity, and a PyTorch recording's
-    // host work is charged (sim/step/native_step.cc SimulateNativeStep).
+    // As replay (PrepareRecordedStep).
     EagerDeviceMemory added;
-    if (absl::Status st = AddDeviceMemoryToTrace(*trace, in.path, spec.device, &added, device_options); !st.ok()) {
-      return FailStatus(st);
-    }
-    spec.device.context_reserve += added.nccl.total;
-    if (RecordedFromEagerPyTorch(*trace)) ChargeRecordedHostTimeline(&*trace);
-    report = ReportFromNativeTrace(*trace, in.path, spec);
+    absl::StatusOr<RunSpec> spec = PrepareRecordedStep(*trace, in.path, *d, allocator, device_options, &added);
+    if (!spec.ok()) return FailStatus(spec.status());
+    report = ReportFromNativeTrace(*trace, in.path, *spec);
   }
   if (!report.ok()) return FailStatus(report.status());
   return PrintExplainTime(*report, top, format, "");

@@ -5,6 +5,8 @@
 #include "sim/alloc/start_state.h"
 #include "sim/base/status.h"
 #include "sim/config/loader.h"
+#include "sim/lower/eager/host_timeline.h"
+#include "sim/lower/semantics.h"
 #include "sim/trace/trace_io.h"
 
 namespace gpusim {
@@ -58,6 +60,18 @@ absl::Status AddDeviceMemoryToTrace(Trace& trace, const std::string& path, const
   if (!t.ok()) return absl::Status(t.status().code(), absl::StrCat(path, ": ", t.status().message()));
   trace = std::move(*t);
   return absl::OkStatus();
+}
+
+absl::StatusOr<RunSpec> PrepareRecordedStep(Trace& trace, const std::string& path, const DeviceSpec& device,
+                                            const AllocatorSpec& allocator, const EagerDeviceOptions& options,
+                                            EagerDeviceMemory* added) {
+  RETURN_IF_ERROR(AddDeviceMemoryToTrace(trace, path, device, added, options));
+  RunSpec spec;
+  spec.device = device;
+  spec.device.context_reserve += added->nccl.total;
+  spec.allocator = allocator;
+  if (RecordedFromEagerPyTorch(trace)) ChargeRecordedHostTimeline(&trace);
+  return spec;
 }
 
 absl::Status CheckDeviceOptionsApply(const Input& in, const EagerDeviceOptions& options) {

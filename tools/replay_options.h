@@ -40,6 +40,16 @@ absl::Status AddDeviceMemory(LoadedRecording& loaded, const DeviceSpec& device, 
 // name `path`.
 absl::Status AddDeviceMemoryToTrace(Trace& trace, const std::string& path, const DeviceSpec& device,
                                     EagerDeviceMemory* report, const EagerDeviceOptions& options = {});
+// A native trace made ready to simulate as `gpusim replay` does
+// (sim/step/native_step.cc SimulateNativeStep), for the commands that build
+// a StepReport from it (viz, explain --time): what the device's CUDA
+// libraries add joins it (AddDeviceMemoryToTrace), NCCL's buffers come off
+// `device`'s capacity as the context does, and a PyTorch recording's host
+// work is charged (Note [Recorded host costs]). The RunSpec on `device`
+// with `allocator`; `added` gets the additions.
+absl::StatusOr<RunSpec> PrepareRecordedStep(Trace& trace, const std::string& path, const DeviceSpec& device,
+                                            const AllocatorSpec& allocator, const EagerDeviceOptions& options,
+                                            EagerDeviceMemory* added);
 // --cudnn-workspace and --sdpa-backend on `in` refused by name unless it
 // is a native trace (gpusim-trace): a recording's own workspaces are in it.
 absl::Status CheckDeviceOptionsApply(const Input& in, const EagerDeviceOptions& options);
