@@ -55,6 +55,19 @@ using megatron_internal::ApplyMoeArgs;
 // A launcher's environment assignment gpusim reads (SplitMegatronArgs).
 constexpr absl::string_view kCublasWorkspaceEnv = "CUBLAS_WORKSPACE_CONFIG=";
 
+// An environment variable's name (NAME=VALUE before the training script):
+// upper-case letters, digits and underscores, not starting with a digit.
+bool IsEnvironmentName(absl::string_view name) {
+  if (name.empty() || absl::ascii_isdigit(static_cast<unsigned char>(name[0]))) return false;
+  for (char c : name) {
+    if (!(absl::ascii_isupper(static_cast<unsigned char>(c)) || absl::ascii_isdigit(static_cast<unsigned char>(c)) ||
+          c == '_')) {
+      return false;
+    }
+  }
+  return true;
+}
+
 // kNotModelled: accepted (the run is the user's), costs time gpusim does not
 // count, and the report says so by name.
 enum class ArgKind { kModelled, kNoEffect, kNotModelled, kRefused };
@@ -141,6 +154,17 @@ const std::vector<ArgRule>& Rules() {
       {"fp4-format", ArgKind::kRefused, "fp4 training is not modelled"},
       {"CUBLAS_WORKSPACE_CONFIG", ArgKind::kModelled,
        "environment before the script: PyTorch's cuBLAS workspace per handle and stream"},
+      // Other environment variables of a launch line. Megatron-LM sets
+      // CUDA_DEVICE_MAX_CONNECTIONS=1 so that a TP collective is queued ahead
+      // of the compute that follows it (megatron/training/arguments.py
+      // validate_args warns without it under sequence parallelism).
+      {"CUDA_DEVICE_MAX_CONNECTIONS", ArgKind::kNotModelled,
+       "environment: the device's hardware work queues, and so the order collectives and kernels start in"},
+      {"NCCL_DEBUG", ArgKind::kNoEffect, "environment: NCCL's logging"},
+      {"NCCL_DEBUG_SUBSYS", ArgKind::kNoEffect, "environment: NCCL's logging"},
+      {"TORCH_NCCL_ASYNC_ERROR_HANDLING", ArgKind::kNoEffect, "environment: error handling"},
+      {"PYTHONPATH", ArgKind::kNoEffect, "environment: where Python finds Megatron-LM"},
+      {"PYTHONUNBUFFERED", ArgKind::kNoEffect, "environment: output buffering"},
       {"tp-comm-overlap", ArgKind::kRefused, "TP communication overlap (userbuffers) is not modelled"},
       {"defer-embedding-wgrad-compute", ArgKind::kRefused, "deferred embedding wgrad is not modelled"},
       {"recompute-modules", ArgKind::kRefused, "per-module recompute is not modelled"},
@@ -450,6 +474,12 @@ std::string ClassifyMegatronArg(const std::string& name, std::string* why) {
       if (name == m.name) moe_rule = {m.name, MoeKind(m.kind), m.why}, r = &moe_rule;
     }
   }
+  if (r == nullptr && IsEnvironmentName(name)) {
+    *why = "an environment variable of the launch line that gpusim does not model (NVTE_* choose Transformer "
+           "Engine's kernels and attention backends, NCCL_* NCCL's algorithms and buffers); remove it to simulate "
+           "without it";
+    return "refused";
+  }
   if (r == nullptr) {
     std::vector<std::string> names;
     for (const ArgRule& x : Rules()) names.push_back(x.name);
@@ -525,7 +555,10 @@ absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view lin
     if (absl::EndsWith(toks[i].text, ".py")) start = i + 1;
   }
   if (start == 0) {
-    while (start < toks.size() && absl::StartsWith(toks[start].text, kCublasWorkspaceEnv)) ++start;
+    while (start < toks.size() && toks[start].text.find('=') != std::string::npos &&
+           IsEnvironmentName(toks[start].text.substr(0, toks[start].text.find('=')))) {
+      ++start;
+    }
   }
   const bool one_line = line.find('\n') == absl::string_view::npos && where.line > 0;
   auto loc = [&](size_t at) {
@@ -535,18 +568,23 @@ absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view lin
     return l.ToString();
   };
   std::vector<MegatronArg> out;
-  // The one environment variable gpusim reads from the launcher: Note
-  // [Megatron GEMM workspaces] (models/gpt_workspace.cc).
+  // The launcher's environment assignments are settings too (never dropped
+  // silently): CUBLAS_WORKSPACE_CONFIG is modelled (Note [Megatron GEMM
+  // workspaces], models/gpt_workspace.cc), the others are classified by
+  // name like arguments (IsEnvironmentName). The launcher's own options
+  // (torchrun --nproc_per_node ...) are not the training run's: the world
+  // size is megatron.world_size.
   for (size_t i = 0; i < start; ++i) {
-    if (absl::StartsWith(toks[i].text, kCublasWorkspaceEnv)) {
-      out.push_back({"CUBLAS_WORKSPACE_CONFIG", toks[i].text.substr(kCublasWorkspaceEnv.size()), loc(toks[i].at)});
+    const size_t eq = toks[i].text.find('=');
+    if (eq != std::string::npos && IsEnvironmentName(toks[i].text.substr(0, eq))) {
+      out.push_back({toks[i].text.substr(0, eq), toks[i].text.substr(eq + 1), loc(toks[i].at)});
     }
   }
   bool has_value = false;  // the last argument has a value of its own
   for (size_t i = start; i < toks.size(); ++i) {
     const Tok& t = toks[i];
     if (!absl::StartsWith(t.text, "--")) {
-      if (out.empty() || out.back().name == "CUBLAS_WORKSPACE_CONFIG") {
+      if (out.empty() || IsEnvironmentName(out.back().name)) {
         return absl::InvalidArgumentError(absl::StrCat(loc(t.at), ": megatron.args: expected an argument such as "
                                                        "--num-layers, got '", t.text, "'"));
       }
@@ -586,9 +624,10 @@ absl::Status RecordMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* r
     if (!seen.insert(a.name).second) {
       return absl::InvalidArgumentError(absl::StrCat(where, "megatron.args: --", a.name, " is given twice"));
     }
+    const std::string shown = IsEnvironmentName(a.name) ? absl::StrCat(a.name, "=", a.value) : "--" + a.name;
     if (kind == "unknown" || kind == "refused") {
       return absl::InvalidArgumentError(
-          absl::StrCat(where, "megatron.args: --", a.name, ": ", kind == "refused" ? "not modelled: " : "", why));
+          absl::StrCat(where, "megatron.args: ", shown, ": ", kind == "refused" ? "not modelled: " : "", why));
     }
     if (kind == "no_effect") mg.no_effect.push_back(a.name);
     mg.args.emplace_back(a.name, kind == "modelled"       ? "modelled"

@@ -179,10 +179,14 @@ TEST(MegatronArgsTest, CublasWorkspaceConfigFromTheLauncher) {
   SourceLocation at{"t.yaml", 3, 9, ""};
   auto a = SplitMegatronArgs("CUBLAS_WORKSPACE_CONFIG=:4096:8 NCCL_ALGO=Ring torchrun pretrain_gpt.py --num-layers 2", at);
   ASSERT_TRUE(a.ok()) << a.status();
-  ASSERT_EQ(a->size(), 2u);
+  // Every environment assignment is kept, to be classified (never dropped
+  // silently); torchrun itself is the launcher's.
+  ASSERT_EQ(a->size(), 3u);
   EXPECT_EQ((*a)[0].name, "CUBLAS_WORKSPACE_CONFIG");
   EXPECT_EQ((*a)[0].value, ":4096:8");
-  EXPECT_EQ((*a)[1].name, "num-layers");
+  EXPECT_EQ((*a)[1].name, "NCCL_ALGO");
+  EXPECT_EQ((*a)[1].value, "Ring");
+  EXPECT_EQ((*a)[2].name, "num-layers");
   // Leading a line without a script.
   a = SplitMegatronArgs("CUBLAS_WORKSPACE_CONFIG=:16:8 --num-layers 2", at);
   ASSERT_TRUE(a.ok()) << a.status();
@@ -191,6 +195,21 @@ TEST(MegatronArgsTest, CublasWorkspaceConfigFromTheLauncher) {
   auto s = Parse(absl::StrCat("CUBLAS_WORKSPACE_CONFIG=:4096:8 ", kBase));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_EQ(s->megatron.cublas_workspace_config, ":4096:8");
+  // An environment variable gpusim does not model is refused by name; the
+  // logging ones have no effect; CUDA_DEVICE_MAX_CONNECTIONS is named.
+  s = Parse(absl::StrCat("NCCL_ALGO=Ring NVTE_FLASH_ATTN=0 torchrun pretrain_gpt.py ", kBase));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("NCCL_ALGO=Ring: not modelled: an environment variable"), std::string::npos)
+      << s.status();
+  s = Parse(absl::StrCat("NCCL_DEBUG=INFO CUDA_DEVICE_MAX_CONNECTIONS=1 torchrun --nproc_per_node 8 pretrain_gpt.py ",
+                         kBase));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->megatron.no_effect, std::vector<std::string>{"NCCL_DEBUG"});
+  bool named = false;
+  for (const auto& [name, what] : s->megatron.args) {
+    if (name == "CUDA_DEVICE_MAX_CONNECTIONS") named = absl::StartsWith(what, "not modelled");
+  }
+  EXPECT_TRUE(named);
   s = Parse(absl::StrCat("CUBLAS_WORKSPACE_CONFIG=4096 ", kBase));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("CUBLAS_WORKSPACE_CONFIG: expected :SIZE:COUNT"), std::string::npos)
