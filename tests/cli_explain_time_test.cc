@@ -169,6 +169,10 @@ TEST(CliExplainTimeTest, RefusesWhatDoesNotApply) {
                     "/validation/h200_2026-12-04/kineto/vit_b16_test.pt.trace.json.gz --time --set batch.per_device=2");
   EXPECT_EQ(r.code, 1);
   EXPECT_NE(r.out.find("explain TRACE: --set applies to run configs only"), std::string::npos) << r.out;
+  // --allocator is named as itself, not as the --set it becomes.
+  Result a = Gpusim("explain " GPUSIM_SOURCE_DIR "/tests/data/explain_time/gpt2_h200.gpusim --allocator bfc");
+  EXPECT_EQ(a.code, 1);
+  EXPECT_NE(a.out.find("explain TRACE: --allocator applies to run configs"), std::string::npos) << a.out;
   Result c = Gpusim("explain " GPUSIM_SOURCE_DIR "/configs/llama7b.yaml --time --cudnn-workspace gemm");
   EXPECT_EQ(c.code, 1) << c.out;
 }

@@ -418,6 +418,14 @@ int CmdExplain(const RunOptions& o, int top, bool time) {
   auto in = SniffCommandInput("explain", o.config);
   if (!in.ok()) return Fail(in.status());
   if (IsTraceKind(in->kind)) {  // a native or recorded trace (tools/cli_replay.cc)
+    for (const std::string& set : o.sets) {
+      // --allocator NAME arrives as allocator.impl=NAME (with_allocator).
+      if (absl::StartsWith(set, "allocator.")) {
+        return Fail(absl::InvalidArgumentError(
+            "explain TRACE: --allocator applies to run configs; a trace's buffers are its own (`gpusim replay TRACE "
+            "--allocator NAME` replays it through another allocator)"));
+      }
+    }
     if (!o.sets.empty()) return Fail(absl::InvalidArgumentError("explain TRACE: --set applies to run configs only"));
     if (time) return CmdExplainTraceTime(*in, top, o.format, o.device, o.device_options());
     return CmdExplainTrace(*in, top, o.format, o.device, o.device_options());
