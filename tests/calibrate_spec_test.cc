@@ -111,7 +111,8 @@ INSTANTIATE_TEST_SUITE_P(
                 "2:3: parameters: unknown device parameter 'efficiency.matmull' (did you mean "
                 "'efficiency.matmul'?); fittable: efficiency.matmul, efficiency.attention, "
                 "efficiency.fused_attention, efficiency.memory, efficiency.collective, launch_overhead, host.op, "
-                "host.module, host.dispatch, host.node, host.python_module, links.latency"},
+                "host.module, host.megatron_op, host.megatron_module, host.dispatch, host.node, host.python_module, "
+                "links.latency"},
         BadCase{"bad_bound", "parameters:\n  efficiency.memory: {min: 0.5, max: 1.5}\n" + OneCase(""),
                 "2:38: parameters.efficiency.memory.max: expected a number > 0 and <= 1, got '1.5'"},
         BadCase{"bytes_without_metric",

@@ -301,7 +301,7 @@ TEST(CliCapabilityTest, GptRefusesSequenceParallelAtTensorOne) {
 TEST(CliCapabilityTest, DeviceHostCostsAreModelledEagerAndRefusedUnderXla) {
   const std::string dev = ::testing::TempDir() + "/cli_host_device.yaml";
   {
-    std::ifstream in(std::string(GPUSIM_SOURCE_DIR) + "/configs/devices/a100-sxm-80gb.yaml");
+    std::ifstream in(std::string(GPUSIM_SOURCE_DIR) + "/configs/devices/a100-sxm-40gb.yaml");
     std::ofstream out(dev);
     out << in.rdbuf() << "host:\n  op: 500us\n";
   }
@@ -322,7 +322,7 @@ TEST(CliCapabilityTest, DeviceHostCostsAreModelledEagerAndRefusedUnderXla) {
 TEST(CliCapabilityTest, RecordedHostCostsAreRefusedForAModelConfig) {
   const std::string dev = ::testing::TempDir() + "/cli_host_dispatch_device.yaml";
   {
-    std::ifstream in(std::string(GPUSIM_SOURCE_DIR) + "/configs/devices/a100-sxm-80gb.yaml");
+    std::ifstream in(std::string(GPUSIM_SOURCE_DIR) + "/configs/devices/a100-sxm-40gb.yaml");
     std::ofstream out(dev);
     out << in.rdbuf() << "host:\n  dispatch: 5us\n";
   }

@@ -76,9 +76,11 @@ TEST(MegatronThroughputTest, RowsMatchTheValidationFile) {
   for (const Row& r : rows) {
     SCOPED_TRACE(r.name);
     EXPECT_NEAR(PredictedTflops(r, 4), r.predicted_mbs4, 0.006);
-    // gpusim stays within 15% of every published row.
+    // gpusim stays within 15% of every published row at micro-batch 4
+    // (Table 1 does not give the micro-batch size). At micro-batch 1 the
+    // smaller tensor-parallel rows are bound by the host's Python under the
+    // DGX A100 prices (Note [Megatron host costs]): 0.53-1.10 of published.
     EXPECT_NEAR(r.predicted_mbs4 / r.published, 1.0, 0.15);
-    EXPECT_NEAR(r.predicted_mbs1 / r.published, 1.0, 0.15);
   }
   EXPECT_NEAR(PredictedTflops(rows[0], 1), rows[0].predicted_mbs1, 0.006);
 }

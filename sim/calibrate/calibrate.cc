@@ -133,6 +133,16 @@ DeviceSpec WithParameters(DeviceSpec d, const std::vector<FitParameter>& params,
   return d;
 }
 
+// The device a case's step runs: a Megatron-LM rank's prices its host work
+// with host.megatron_op / megatron_module (Note [Megatron host costs]), as
+// the run did (ApplyCapabilities), now with the trial's values.
+DeviceSpec RunDevice(const RunSpec& run, const std::vector<FitParameter>& params,
+                     const std::vector<double>& values) {
+  DeviceSpec d = WithParameters(run.device, params, values);
+  if (run.megatron.present) UseMegatronHostCosts(&d);
+  return d;
+}
+
 absl::StatusOr<TimeBreakdown> Time(const Prepared& c, const std::vector<FitParameter>& params,
                                    const std::vector<double>& values) {
   // A fresh allocator per trial: its device calls are timed too (engine.h,
@@ -142,13 +152,13 @@ absl::StatusOr<TimeBreakdown> Time(const Prepared& c, const std::vector<FitParam
   for (size_t i = 0; i < c.traces.size(); ++i) {
     const RunSpec& run = c.runs[i];
     ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(run.allocator, run.device.usable()));
-    ASSIGN_OR_RETURN(SimResult s, Simulate(c.traces[i], WithParameters(run.device, params, values), alloc.get()));
+    ASSIGN_OR_RETURN(SimResult s, Simulate(c.traces[i], RunDevice(run, params, values), alloc.get()));
     if (i == 0 || s.step_time > slowest.step) slowest = Breakdown(s);
     if (run.megatron.present) ranks.push_back(RankTimesOf(c.slots[i], s));
   }
   if (!ranks.empty()) {
     ASSIGN_OR_RETURN(const MegatronPipelineTimes pipe,
-                     SimulatePipeline(ranks, c.runs[0], WithParameters(c.runs[0].device, params, values)));
+                     SimulatePipeline(ranks, c.runs[0], RunDevice(c.runs[0], params, values)));
     slowest.step = pipe.step;
   }
   return slowest;

@@ -382,12 +382,25 @@ std::string CalibratedDeviceYaml(const CalibrationResult& r) {
                   Num(d.collective_efficiency), "\n");
   // A host: block only when a host cost was fitted: a device file with one
   // is refused for XLA steps (sim/step/capabilities.cc).
-  const bool host_fitted = std::any_of(r.parameters.begin(), r.parameters.end(),
-                                       [](const ParameterResult& p) { return p.name.starts_with("host."); });
+  // host.megatron_op / megatron_module (Note [Megatron host costs]) price
+  // only a Megatron-LM launch line's step: written alone they keep the file
+  // usable for XLA steps.
+  const auto fitted = [&r](bool megatron) {
+    return std::any_of(r.parameters.begin(), r.parameters.end(), [megatron](const ParameterResult& p) {
+      return p.name.starts_with("host.") && p.name.starts_with("host.megatron_") == megatron;
+    });
+  };
+  const bool host_fitted = fitted(false);
+  const bool megatron_host = d.host_megatron_op_cost >= SimTime(0) || d.host_megatron_module_cost >= SimTime(0);
+  if (host_fitted || megatron_host) absl::StrAppend(&s, "host:\n");
   if (host_fitted) {
-    absl::StrAppend(&s, "host:\n  op: ", d.host_op_cost.ns(), "ns\n  module: ", d.host_module_cost.ns(),
+    absl::StrAppend(&s, "  op: ", d.host_op_cost.ns(), "ns\n  module: ", d.host_module_cost.ns(),
                     "ns\n  dispatch: ", d.host_dispatch_cost.ns(), "ns\n  node: ", d.host_node_cost.ns(),
                     "ns\n  python_module: ", d.host_python_module_cost.ns(), "ns\n");
+  }
+  if (d.host_megatron_op_cost >= SimTime(0)) absl::StrAppend(&s, "  megatron_op: ", d.host_megatron_op_cost.ns(), "ns\n");
+  if (d.host_megatron_module_cost >= SimTime(0)) {
+    absl::StrAppend(&s, "  megatron_module: ", d.host_megatron_module_cost.ns(), "ns\n");
   }
   absl::StrAppend(&s, "allocator_cost:\n  malloc: ", d.malloc_cost.ns(), "ns\n  free: ", d.free_cost.ns(),
                   "ns\n  map_page: ", d.map_page_cost.ns(), "ns\n  unmap_page: ", d.unmap_page_cost.ns(), "ns\n");

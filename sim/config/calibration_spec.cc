@@ -342,6 +342,14 @@ const std::vector<DeviceParameter>& DeviceParameters() {
       {"host.module", "host seconds per Python module call", 1e-7, 1e-3,
        [](const DeviceSpec& d) { return d.host_module_cost.seconds(); },
        [](DeviceSpec& d, double v) { d.host_module_cost = SimTime::FromSeconds(v); }},
+      {"host.megatron_op", "host seconds to issue one kernel of a Megatron-LM iteration", 1e-7, 1e-3,
+       [](const DeviceSpec& d) { return (d.host_megatron_op_cost >= SimTime(0) ? d.host_megatron_op_cost
+                                                                                : d.host_op_cost).seconds(); },
+       [](DeviceSpec& d, double v) { d.host_megatron_op_cost = SimTime::FromSeconds(v); }},
+      {"host.megatron_module", "host seconds per Python module call of a Megatron-LM iteration", 1e-7, 1e-3,
+       [](const DeviceSpec& d) { return (d.host_megatron_module_cost >= SimTime(0) ? d.host_megatron_module_cost
+                                                                                    : d.host_module_cost).seconds(); },
+       [](DeviceSpec& d, double v) { d.host_megatron_module_cost = SimTime::FromSeconds(v); }},
       {"host.dispatch", "host seconds per aten op a recorded step dispatched from Python", 1e-7, 1e-3,
        [](const DeviceSpec& d) { return d.host_dispatch_cost.seconds(); },
        [](DeviceSpec& d, double v) { d.host_dispatch_cost = SimTime::FromSeconds(v); }},

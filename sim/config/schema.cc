@@ -80,7 +80,8 @@ std::vector<SchemaField> DeviceFields() {
             {L("matmul"), L("attention"), L("fused_attention"), L("memory"), L("collective")}),
           M("allocator_cost",
             {L("malloc"), L("free"), L("map_page"), L("unmap_page")}),
-          M("host", {L("op"), L("module"), L("dispatch"), L("node"), L("python_module")}),
+          M("host", {L("op"), L("module"), L("megatron_op"), L("megatron_module"), L("dispatch"), L("node"),
+                     L("python_module")}),
           L("kernel_model")};
 }
 

@@ -783,14 +783,19 @@ absl::StatusOr<DeviceSpec> ParseDeviceNode(const ConfigNode& node,
   cost.Unit("free", &d.free_cost, kOptional, ParseDuration, kTimeWhat);
   cost.Unit("map_page", &d.map_page_cost, kOptional, ParseDuration, kTimeWhat);
   cost.Unit("unmap_page", &d.unmap_page_cost, kOptional, ParseDuration, kTimeWhat);
-  d.host_given = node.Find("host") != nullptr;
   if (const ConfigNode* h = node.Find("host"); h != nullptr) {
+    // Note [Megatron host costs]: host.megatron_op / megatron_module name
+    // the steps they price (a Megatron-LM launch line's); host.op and
+    // host.module price every eager step, and an XLA step refuses them.
+    d.host_given = h->Find("op") != nullptr || h->Find("module") != nullptr;
     d.host_recorded_given = h->Find("dispatch") != nullptr || h->Find("node") != nullptr ||
                             h->Find("python_module") != nullptr;
   }
   Reader host = r.Map("host");
   host.Unit("op", &d.host_op_cost, kOptional, ParseDuration, kTimeWhat);
   host.Unit("module", &d.host_module_cost, kOptional, ParseDuration, kTimeWhat);
+  host.Unit("megatron_op", &d.host_megatron_op_cost, kOptional, ParseDuration, kTimeWhat);
+  host.Unit("megatron_module", &d.host_megatron_module_cost, kOptional, ParseDuration, kTimeWhat);
   host.Unit("dispatch", &d.host_dispatch_cost, kOptional, ParseDuration, kTimeWhat);
   host.Unit("node", &d.host_node_cost, kOptional, ParseDuration, kTimeWhat);
   host.Unit("python_module", &d.host_python_module_cost, kOptional, ParseDuration, kTimeWhat);

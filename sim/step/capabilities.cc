@@ -86,6 +86,7 @@ absl::StatusOr<RunSpec> ApplyCapabilities(const RunSpec& given) {
         ", whose eager step pays host.op per kernel and host.module per module call (Note [Host cost per kernel])"));
   }
   RunSpec out = spec;
+  if (out.megatron.present) UseMegatronHostCosts(&out.device);  // Note [Megatron host costs]
   for (const SettingInfo& s : RunSettings()) {
     if (s.path == "allocator.impl") continue;
     const bool written = spec.written.count(s.path) > 0;

@@ -147,7 +147,9 @@ absl::StatusOr<MegatronReport> SimulateMegatron(const RunSpec& spec) {
     out.ranks.push_back(std::move(rank));
   }
   out.param_count = MegatronParamCount(spec);
-  ASSIGN_OR_RETURN(const MegatronPipelineTimes pipe, SimulatePipeline(times, spec, spec.device));
+  DeviceSpec device = spec.device;
+  UseMegatronHostCosts(&device);  // Note [Megatron host costs], as each rank's step
+  ASSIGN_OR_RETURN(const MegatronPipelineTimes pipe, SimulatePipeline(times, spec, device));
   out.step_time = pipe.step;
   out.bubble = pipe.bubble;
   for (size_t i = 0; i < out.ranks.size(); ++i) {
