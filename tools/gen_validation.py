@@ -710,7 +710,6 @@ def functional_block(gpusim):
                     x["compute_busy_s"], x["exposed_communication_s"], x["pipeline_wait_s"]))
             claim(all(x["host_issue_s"] > x["compute_busy_s"] for x in r["ranks"]),
                   "every rank of the small model issues for longer than its GPU computes")
-            claim(got_it < c["iteration_time_s_median"], "the small model's iteration is still predicted short")
     n_refused = sum(len(v) for v in refused.values())
     rows += ["", para(
         "Max allocated: %s." % error_summary(mem_err),
@@ -718,6 +717,10 @@ def functional_block(gpusim):
         "on the rank's experts) is beside it, and the measured peak lies between the two in %d of %d." % (
             sum(moe_rows), len(moe_rows)),
         "Iteration time: %s." % error_summary(time_err),
+        "The small models' iterations are bound by the host's Python: their module calls are priced with "
+        "host.megatron_module, fitted to these rows per DGX (Note [Megatron host costs]; `gpusim calibrate "
+        "traces/calibration/megatron_dgx_a100.yaml` and `..._h100.yaml` print each row's leave-one-out "
+        "error), so their figures here are in-sample.",
         "Refused: %d of %d rows%s" % (n_refused, len(data["cases"]), ", by " + "; ".join(
             "`%s` (%d)" % (a, len(v)) for a, v in sorted(refused.items())) + "." if refused else "."))]
     claim(stages, "the gpt3_mcore_te_tp2_pp2 DGX A100 row is in the table")
