@@ -176,15 +176,11 @@ const std::vector<ArgRule>& Rules() {
       {"account-for-embedding-in-pipeline-split", ArgKind::kModelled, "the embedding counted as a layer of the split"},
       {"account-for-loss-in-pipeline-split", ArgKind::kModelled, "the loss counted as a layer of the split"},
       {"rampup-batch-size", ArgKind::kRefused, "batch-size ramp-up changes the step over training"},
-      // megatron/core/fusions/fused_cross_entropy.py (NVIDIA/Megatron-LM
-      // 57a02672): its functions are torch.compile'd (megatron/core/jit.py
-      // jit_fuser on torch >= 2.2), so the unfused path's in-place updates of
-      // the fp32 logits become Inductor buffers; the functional test
-      // gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion peaks 0.9 GB above
-      // what gpusim's unfused buffers give (validation/megatron_functional.json).
-      {"cross-entropy-loss-fusion", ArgKind::kRefused,
-       "the fused cross entropy's torch.compile'd functions (their copies of the fp32 logits) are not modelled; "
-       "the unfused vocab-parallel cross entropy is"},
+      {"cross-entropy-loss-fusion", ArgKind::kModelled,
+       "the fused vocab-parallel cross entropy: its torch.compile'd functions' Inductor buffers "
+       "(Note [Megatron fused cross entropy], models/gpt_cross_entropy.cc)"},
+      {"cross-entropy-fusion-impl", ArgKind::kModelled,
+       "native (modelled; Megatron refuses te with --cross-entropy-loss-fusion)"},
       {"use-precision-aware-optimizer", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
       {"main-grads-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
       {"main-params-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
@@ -992,6 +988,35 @@ absl::Status ApplyFp8(const Args& g, RunSpec* run) {
   return absl::OkStatus();
 }
 
+// --cross-entropy-loss-fusion and --cross-entropy-fusion-impl (NVIDIA/
+// Megatron-LM 57a02672 megatron/training/arguments.py: impl default native,
+// choices native | te; validate_args asserts that fusion is not used with
+// impl te ("disabled due to stability issues") nor with --deterministic-mode
+// ("Cross Entropy Fusion is currently not deterministic")). Native runs
+// megatron/core/fusions/fused_cross_entropy.py, modelled in
+// models/gpt_cross_entropy.cc.
+absl::Status ApplyCrossEntropyFusion(const Args& g, RunSpec* run) {
+  MegatronSpec& mg = run->megatron;
+  std::string impl = "native";
+  RETURN_IF_ERROR(g.Flag("cross-entropy-loss-fusion", &mg.cross_entropy_fusion));
+  RETURN_IF_ERROR(g.Choice("cross-entropy-fusion-impl", &impl, {"native", "te"}));
+  if (!mg.cross_entropy_fusion) return absl::OkStatus();
+  if (impl == "te") {
+    return g.Error("cross-entropy-fusion-impl",
+                   "te with --cross-entropy-loss-fusion is refused by Megatron-LM itself (arguments.py "
+                   "validate_args: Transformer Engine cross entropy loss fusion is disabled due to stability "
+                   "issues); use native");
+  }
+  bool deterministic = false;
+  RETURN_IF_ERROR(g.Flag("deterministic-mode", &deterministic));
+  if (deterministic) {
+    return g.Error("cross-entropy-loss-fusion",
+                   "is refused by Megatron-LM itself with --deterministic-mode (arguments.py validate_args: "
+                   "Cross Entropy Fusion is currently not deterministic)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 namespace {
@@ -1031,6 +1056,7 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(ApplyBatch(g, run));
   RETURN_IF_ERROR(ApplyOptimizerAndRecompute(g, run));
   RETURN_IF_ERROR(ApplyFp8(g, run));
+  RETURN_IF_ERROR(ApplyCrossEntropyFusion(g, run));
   RETURN_IF_ERROR(ApplyMoeArgs(g, run));
   RETURN_IF_ERROR(ApplyCublasWorkspaceConfig(g, run));
   run->framework = "pytorch";
