@@ -118,8 +118,15 @@ const std::vector<ArgRule>& Rules() {
       {"microbatch-group-size-per-virtual-pipeline-stage", ArgKind::kModelled, "interleaved schedule group size"},
       {"context-parallel-size", ArgKind::kModelled, "CP (ring attention, p2p)"},
       {"cp-comm-type", ArgKind::kModelled, "p2p only"},
+      // NVIDIA/TransformerEngine d0067d0da transformer_engine/pytorch/attention/
+      // dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P: with
+      // cp_group = [a2a group, p2p group] it all-to-alls q, k, v (and the
+      // output, dout and the gradients back) over the inner group
+      // (flash_attn_a2a_communicate) around the KV ring over the outer one.
       {"hierarchical-context-parallel-sizes", ArgKind::kRefused,
-       "hierarchical context parallelism (--cp-comm-type a2a+p2p) is not modelled"},
+       "hierarchical context parallelism (--cp-comm-type a2a+p2p: Transformer Engine's all-to-all of q, k, v and "
+       "the output over the inner group around the KV ring over the outer one, AttnFuncWithCPAndKVP2P with a "
+       "group pair) is not modelled; --cp-comm-type p2p is"},
       {"sequence-parallel", ArgKind::kModelled, "SP (Korthikanti)"},
       {"micro-batch-size", ArgKind::kModelled, "micro-batch"},
       {"global-batch-size", ArgKind::kModelled, "global batch (gradient accumulation over micro-batches)"},
