@@ -187,7 +187,7 @@ const std::vector<ArgRule>& Rules() {
        "the fused vocab-parallel cross entropy: its torch.compile'd functions' Inductor buffers "
        "(Note [Megatron fused cross entropy], models/gpt_cross_entropy.cc)"},
       {"cross-entropy-fusion-impl", ArgKind::kModelled,
-       "native (modelled; Megatron refuses te with --cross-entropy-loss-fusion)"},
+       "native (modelled; Megatron refuses te with --cross-entropy-loss-fusion); no effect without the fusion"},
       {"use-precision-aware-optimizer", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
       {"main-grads-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
       {"main-params-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
@@ -1007,7 +1007,16 @@ absl::Status ApplyCrossEntropyFusion(const Args& g, RunSpec* run) {
   std::string impl = "native";
   RETURN_IF_ERROR(g.Flag("cross-entropy-loss-fusion", &mg.cross_entropy_fusion));
   RETURN_IF_ERROR(g.Choice("cross-entropy-fusion-impl", &impl, {"native", "te"}));
-  if (!mg.cross_entropy_fusion) return absl::OkStatus();
+  if (!mg.cross_entropy_fusion) {
+    // compute_language_model_loss reads the impl only under the fusion: the
+    // unfused cross entropy runs whatever it says.
+    for (auto& [name, how] : mg.args) {
+      if (name != "cross-entropy-fusion-impl") continue;
+      how = "no effect on memory or time: read only with --cross-entropy-loss-fusion";
+      mg.no_effect.push_back(name);
+    }
+    return absl::OkStatus();
+  }
   if (impl == "te") {
     return g.Error("cross-entropy-fusion-impl",
                    "te with --cross-entropy-loss-fusion is refused by Megatron-LM itself (arguments.py "
