@@ -233,7 +233,9 @@ void GptBuilder::BackwardSlot(const PipelineSlot& slot) {
 // (megatron/core/tensor_parallel/cross_entropy.py): the fp32 copy becomes
 // the softmax saved for the backward (exp in place), the compute-dtype
 // logits die; the backward turns the saved softmax into the gradient in
-// place and casts it back for the output layer's GEMMs.
+// place and casts it back for the output layer's GEMMs. With
+// --cross-entropy-loss-fusion: Note [Megatron fused cross entropy]
+// (gpt_cross_entropy.cc).
 void GptBuilder::HeadForward(int64_t mb, TensorId x) {
   HeadState& h = head_[mb];
   h.xf = b_.AddTensor(mbp_ + "final_ln", {Ssp(), B_, H_}, cdt_, Role::kResidual, "final LayerNorm output");
@@ -251,6 +253,10 @@ void GptBuilder::HeadForward(int64_t mb, TensorId x) {
   TensorId l16 = b_.AddTensor(mbp_ + "logits", {S_, B_, V_ / t_}, cdt_, Role::kTemporary, "logits (compute dtype)");
   Op& op = b_.AddOp(mbp_ + "logits", OpKind::kMatmul, {in, w_out}, {l16}, 2.0 * S_ * B_ * H_ * V_ / t_);
   op.m = S_ * B_; op.n = V_ / t_; op.k = H_;
+  if (g_.cross_entropy_fusion) {
+    LossFunc(FusedCrossEntropyForward(l16, &h));  // Note [Megatron iteration on the host]
+    return;
+  }
   h.logits = b_.AddTensor(mbp_ + "logits.float", {S_, B_, V_ / t_}, DType::kF32, Role::kResidual,
                           "fp32 logits, the softmax the vocab-parallel cross entropy saves");
   b_.AddOp(mbp_ + "logits.float", OpKind::kConvert, {l16}, {h.logits}, static_cast<double>(S_ * B_ * V_ / t_));
@@ -266,9 +272,13 @@ TensorId GptBuilder::HeadBackward(int64_t mb) {
   head_.erase(mb);
   const TensorId w_out = OutputWeight();
   if (mg_) {
-    h.dlogits = b_.AddTensor(mbp_ + "d_logits", {S_, B_, V_ / t_}, cdt_, Role::kTemporary, "cross-entropy gradient");
-    b_.AddOp(mbp_ + "cross_entropy.backward", OpKind::kElementwise, {h.logits, tokens_}, {h.dlogits},
-             3.0 * S_ * B_ * V_ / t_);
+    if (g_.cross_entropy_fusion) {
+      h.dlogits = FusedCrossEntropyBackward(h);
+    } else {
+      h.dlogits = b_.AddTensor(mbp_ + "d_logits", {S_, B_, V_ / t_}, cdt_, Role::kTemporary, "cross-entropy gradient");
+      b_.AddOp(mbp_ + "cross_entropy.backward", OpKind::kElementwise, {h.logits, tokens_}, {h.dlogits},
+               3.0 * S_ * B_ * V_ / t_);
+    }
     TensorId dfull = b_.AddTensor(mbp_ + "d_final.full", {S_, B_, H_}, cdt_, Role::kTemporary,
                                   "gradient into the final norm");
     Op& dx = b_.AddOp(mbp_ + "logits.backward", OpKind::kMatmul, {h.dlogits, w_out}, {dfull},

@@ -94,6 +94,11 @@ class GptBuilder {
   int64_t Ssp() const { return sp_ ? S_ / t_ : S_; }
   void HeadForward(int64_t mb, TensorId x);
   TensorId HeadBackward(int64_t mb);
+  // --cross-entropy-loss-fusion (gpt_cross_entropy.cc, Note [Megatron fused
+  // cross entropy]): the loss from the compute-dtype logits, filling
+  // h->logits; the compute-dtype gradient of the logits.
+  TensorId FusedCrossEntropyForward(TensorId l16, HeadState* h);
+  TensorId FusedCrossEntropyBackward(const HeadState& h);
   TensorId OutputWeight() const {
     return params_.at(params_.count("output") ? "output" : "embedding");
   }

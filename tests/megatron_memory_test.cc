@@ -1,5 +1,6 @@
 // Megatron-LM launch lines: the memory rules per rank (Note [Megatron bytes
 // per parameter], Note [Megatron pipeline schedules]).
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -165,6 +166,46 @@ TEST(MegatronMemoryTest, KorthikantiTable2ThroughALaunchLine) {
   EXPECT_EQ(LayerBytes("", t), 10 * sbh + 24 * sbh / t + 4 * b * a / t * s);
   // No dropout: no 1-byte masks (2 sbh less).
   EXPECT_EQ(LayerBytes("--hidden-dropout 0", t), 8 * sbh + 24 * sbh / t + 4 * b * a / t * s);
+}
+
+// Note [Megatron fused cross entropy] (models/gpt_cross_entropy.cc): with a
+// vocabulary large enough that the loss decides the peak, the fused path
+// adds one fp32 [s, b, V] buffer (Inductor's exp buffer in the compiled
+// calculate_predicted_logits) and the [s, b] row max and [2, s, b]
+// statistics beside the compute-dtype and fp32 logits; the unfused path is
+// what it was (its peak at the fp32 copy, the compute-dtype logits beside it).
+TEST(MegatronMemoryTest, FusedCrossEntropyAddsInductorsExpBuffer) {
+  constexpr int64_t kS = 1024, kB = 4, kV = 32768;  // NullTokenizer 32767 + EOD, a multiple of 128
+  const std::string line = absl::StrCat("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length ", kS,
+                                        " --micro-batch-size ", kB, " --tokenizer-type NullTokenizer --vocab-size ",
+                                        kV - 1, " --bf16 ");
+  const MegatronReport unfused = RunLaunch(line, 1);
+  const MegatronReport fused = RunLaunch(line + "--cross-entropy-loss-fusion", 1);
+  const StepReport& u = unfused.ranks[0].report;
+  const StepReport& f = fused.ranks[0].report;
+  const int64_t logits_f32 = kS * kB * kV * 4, logits_bf16 = kS * kB * kV * 2;
+  // The unfused peak: both copies of the logits over what else is live.
+  const Bytes u_peak = u.sim.allocator.peak_allocated, f_peak = f.sim.allocator.peak_allocated;
+  EXPECT_GE(u_peak.value(), logits_f32 + logits_bf16);
+  EXPECT_LT(u_peak.value(), logits_f32 + logits_bf16 + logits_f32 / 2) << "the logits decide the peak";
+  // The fused one: the exp buffer, the row max and the statistics more.
+  EXPECT_EQ(f_peak.value() - u_peak.value(), logits_f32 + kS * kB * 4 + 2 * kS * kB * 4);
+  // The state is the same.
+  EXPECT_EQ(f.argument.value(), u.argument.value());
+  // Who holds each peak: the unfused one the two copies of the logits, the
+  // fused one Inductor's exp buffer besides.
+  auto holders = [](const StepReport& r) {
+    std::vector<std::string> names;
+    for (BufferId b : r.peak_holders) names.push_back(r.lowered.buffers[static_cast<size_t>(b)].name);
+    names.resize(std::min<size_t>(names.size(), 3));
+    std::sort(names.begin(), names.end());
+    return names;
+  };
+  EXPECT_EQ(holders(f), (std::vector<std::string>{"cross_entropy.exp", "logits", "logits.float"}));
+  std::vector<std::string> top_u = holders(u);
+  EXPECT_NE(std::find(top_u.begin(), top_u.end(), "logits"), top_u.end());
+  EXPECT_NE(std::find(top_u.begin(), top_u.end(), "logits.float"), top_u.end());
+  EXPECT_EQ(std::find(top_u.begin(), top_u.end(), "cross_entropy.exp"), top_u.end());
 }
 
 }  // namespace

@@ -118,8 +118,15 @@ const std::vector<ArgRule>& Rules() {
       {"microbatch-group-size-per-virtual-pipeline-stage", ArgKind::kModelled, "interleaved schedule group size"},
       {"context-parallel-size", ArgKind::kModelled, "CP (ring attention, p2p)"},
       {"cp-comm-type", ArgKind::kModelled, "p2p only"},
+      // NVIDIA/TransformerEngine d0067d0da transformer_engine/pytorch/attention/
+      // dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P: with
+      // cp_group = [a2a group, p2p group] it all-to-alls q, k, v (and the
+      // output, dout and the gradients back) over the inner group
+      // (flash_attn_a2a_communicate) around the KV ring over the outer one.
       {"hierarchical-context-parallel-sizes", ArgKind::kRefused,
-       "hierarchical context parallelism (--cp-comm-type a2a+p2p) is not modelled"},
+       "hierarchical context parallelism (--cp-comm-type a2a+p2p: Transformer Engine's all-to-all of q, k, v and "
+       "the output over the inner group around the KV ring over the outer one, AttnFuncWithCPAndKVP2P with a "
+       "group pair) is not modelled; --cp-comm-type p2p is"},
       {"sequence-parallel", ArgKind::kModelled, "SP (Korthikanti)"},
       {"micro-batch-size", ArgKind::kModelled, "micro-batch"},
       {"global-batch-size", ArgKind::kModelled, "global batch (gradient accumulation over micro-batches)"},
@@ -176,15 +183,11 @@ const std::vector<ArgRule>& Rules() {
       {"account-for-embedding-in-pipeline-split", ArgKind::kModelled, "the embedding counted as a layer of the split"},
       {"account-for-loss-in-pipeline-split", ArgKind::kModelled, "the loss counted as a layer of the split"},
       {"rampup-batch-size", ArgKind::kRefused, "batch-size ramp-up changes the step over training"},
-      // megatron/core/fusions/fused_cross_entropy.py (NVIDIA/Megatron-LM
-      // 57a02672): its functions are torch.compile'd (megatron/core/jit.py
-      // jit_fuser on torch >= 2.2), so the unfused path's in-place updates of
-      // the fp32 logits become Inductor buffers; the functional test
-      // gpt3_mcore_te_tp2_pp2_cross_entropy_loss_fusion peaks 0.9 GB above
-      // what gpusim's unfused buffers give (validation/megatron_functional.json).
-      {"cross-entropy-loss-fusion", ArgKind::kRefused,
-       "the fused cross entropy's torch.compile'd functions (their copies of the fp32 logits) are not modelled; "
-       "the unfused vocab-parallel cross entropy is"},
+      {"cross-entropy-loss-fusion", ArgKind::kModelled,
+       "the fused vocab-parallel cross entropy: its torch.compile'd functions' Inductor buffers "
+       "(Note [Megatron fused cross entropy], models/gpt_cross_entropy.cc)"},
+      {"cross-entropy-fusion-impl", ArgKind::kModelled,
+       "native (modelled; Megatron refuses te with --cross-entropy-loss-fusion); no effect without the fusion"},
       {"use-precision-aware-optimizer", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
       {"main-grads-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
       {"main-params-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
@@ -992,6 +995,44 @@ absl::Status ApplyFp8(const Args& g, RunSpec* run) {
   return absl::OkStatus();
 }
 
+// --cross-entropy-loss-fusion and --cross-entropy-fusion-impl (NVIDIA/
+// Megatron-LM 57a02672 megatron/training/arguments.py: impl default native,
+// choices native | te; validate_args asserts that fusion is not used with
+// impl te ("disabled due to stability issues") nor with --deterministic-mode
+// ("Cross Entropy Fusion is currently not deterministic")). Native runs
+// megatron/core/fusions/fused_cross_entropy.py, modelled in
+// models/gpt_cross_entropy.cc.
+absl::Status ApplyCrossEntropyFusion(const Args& g, RunSpec* run) {
+  MegatronSpec& mg = run->megatron;
+  std::string impl = "native";
+  RETURN_IF_ERROR(g.Flag("cross-entropy-loss-fusion", &mg.cross_entropy_fusion));
+  RETURN_IF_ERROR(g.Choice("cross-entropy-fusion-impl", &impl, {"native", "te"}));
+  if (!mg.cross_entropy_fusion) {
+    // compute_language_model_loss reads the impl only under the fusion: the
+    // unfused cross entropy runs whatever it says.
+    for (auto& [name, how] : mg.args) {
+      if (name != "cross-entropy-fusion-impl") continue;
+      how = "no effect on memory or time: read only with --cross-entropy-loss-fusion";
+      mg.no_effect.push_back(name);
+    }
+    return absl::OkStatus();
+  }
+  if (impl == "te") {
+    return g.Error("cross-entropy-fusion-impl",
+                   "te with --cross-entropy-loss-fusion is refused by Megatron-LM itself (arguments.py "
+                   "validate_args: Transformer Engine cross entropy loss fusion is disabled due to stability "
+                   "issues); use native");
+  }
+  bool deterministic = false;
+  RETURN_IF_ERROR(g.Flag("deterministic-mode", &deterministic));
+  if (deterministic) {
+    return g.Error("cross-entropy-loss-fusion",
+                   "is refused by Megatron-LM itself with --deterministic-mode (arguments.py validate_args: "
+                   "Cross Entropy Fusion is currently not deterministic)");
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 namespace {
@@ -1031,6 +1072,7 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(ApplyBatch(g, run));
   RETURN_IF_ERROR(ApplyOptimizerAndRecompute(g, run));
   RETURN_IF_ERROR(ApplyFp8(g, run));
+  RETURN_IF_ERROR(ApplyCrossEntropyFusion(g, run));
   RETURN_IF_ERROR(ApplyMoeArgs(g, run));
   RETURN_IF_ERROR(ApplyCublasWorkspaceConfig(g, run));
   run->framework = "pytorch";

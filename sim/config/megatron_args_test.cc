@@ -1,6 +1,8 @@
 // Megatron-LM launch lines: splitting, defaults, refusals (megatron_args.h).
 #include "sim/config/megatron_args.h"
 
+#include <algorithm>
+
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
@@ -79,6 +81,42 @@ TEST(MegatronArgsTest, RefusesByNameWithWhereItWasWritten) {
   EXPECT_NE(s.status().message().find("must divide --num-layers"), std::string::npos) << s.status();
   s = Parse(absl::StrCat(kBase, " --tensor-model-parallel-size 3"));
   EXPECT_NE(s.status().message().find("world_size: 8 is not a multiple"), std::string::npos) << s.status();
+}
+
+// --cross-entropy-loss-fusion with --cross-entropy-fusion-impl native
+// (Megatron's default) is modelled; te and --deterministic-mode with it are
+// refused with Megatron's own reasons (arguments.py validate_args).
+TEST(MegatronArgsTest, FusedCrossEntropyNativeModelledTeRefused) {
+  auto s = Parse(kBase);
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(s->megatron.cross_entropy_fusion);
+  s = Parse(absl::StrCat(kBase, " --cross-entropy-loss-fusion"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->megatron.cross_entropy_fusion);
+  s = Parse(absl::StrCat(kBase, " --cross-entropy-loss-fusion --cross-entropy-fusion-impl native"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->megatron.cross_entropy_fusion);
+  s = Parse(absl::StrCat(kBase, " --cross-entropy-loss-fusion --cross-entropy-fusion-impl te"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--cross-entropy-fusion-impl: te with --cross-entropy-loss-fusion is refused "
+                                      "by Megatron-LM itself"),
+            std::string::npos)
+      << s.status();
+  s = Parse(absl::StrCat(kBase, " --cross-entropy-loss-fusion --deterministic-mode"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("not deterministic"), std::string::npos) << s.status();
+  // Without the fusion the impl is read by nothing: listed as no effect.
+  s = Parse(absl::StrCat(kBase, " --cross-entropy-fusion-impl te"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_FALSE(s->megatron.cross_entropy_fusion);
+  EXPECT_NE(std::find(s->megatron.no_effect.begin(), s->megatron.no_effect.end(), "cross-entropy-fusion-impl"),
+            s->megatron.no_effect.end());
+  s = Parse(absl::StrCat(kBase, " --cross-entropy-loss-fusion --cross-entropy-fusion-impl native"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(std::find(s->megatron.no_effect.begin(), s->megatron.no_effect.end(), "cross-entropy-fusion-impl"),
+            s->megatron.no_effect.end());
+  s = Parse(absl::StrCat(kBase, " --cross-entropy-fusion-impl fast"));
+  EXPECT_NE(s.status().message().find("expected one of native|te"), std::string::npos) << s.status();
 }
 
 // Logging that computes every iteration is modelled (Note [Megatron

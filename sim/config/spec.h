@@ -315,6 +315,9 @@ struct MegatronSpec {
   std::string fp8_recipe = "delayed";   // --fp8-recipe: delayed | tensorwise (mxfp8, blockwise refused)
   int64_t fp8_amax_history_len = 1;     // --fp8-amax-history-len (Megatron's default 1)
   bool fp8_param_gather = false;        // --fp8-param-gather: fp8 params, fp8 param all-gather
+  // --cross-entropy-loss-fusion (impl native): the loss's torch.compile'd
+  // functions (Note [Megatron fused cross entropy], models/gpt_cross_entropy.cc).
+  bool cross_entropy_fusion = false;
   // CUBLAS_WORKSPACE_CONFIG before the script (empty: PyTorch's default for
   // the device; Note [Megatron GEMM workspaces], models/gpt_workspace.cc).
   std::string cublas_workspace_config;
