@@ -45,6 +45,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -733,12 +734,36 @@ def functional_block(gpusim):
 SIMUMAX = "validation/simumax_b200.json"
 
 
+def megatron_refusals(gpusim, world, device, args, limit=40):
+    """Every setting gpusim refuses in a launch line, in the order it meets them, [(arg, why)]: gpusim
+    stops at the first, so each is dropped with its values and the line tried again (only to name
+    them; no figure of such a line is shown)."""
+    out, words = [], shlex.split(args)
+    for _ in range(limit):
+        r, why = megatron_try(gpusim, world, device, " ".join(shlex.quote(w) for w in words))
+        if r is not None:
+            return out
+        out.append(why)
+        if why[0] not in words:
+            raise SystemExit("gen_validation: gpusim refused %s, which is not a word of %s" % (why[0], args))
+        i = j = words.index(why[0])
+        while j + 1 < len(words) and not words[j + 1].startswith("--"):
+            j += 1
+        words = words[:i] + words[j + 1:]
+    raise SystemExit("gen_validation: more than %d refusals in %s" % (limit, args))
+
+
 def simumax_runs(gpusim, ctx):
     """Every row of validation/simumax_b200.json through gpusim, once a generator run (the page's
-    table and the README's summary read the same runs): [(row, report or None, (arg, why) or None)]."""
+    table and the README's summary read the same runs): [(row, report or None, [(arg, why)])],
+    the refusals all of those gpusim makes of a refused row's line."""
     if "simumax" not in ctx:
-        ctx["simumax"] = [(c,) + megatron_try(gpusim, c["world_size"], c["device"], c["args"])
-                          for c in load(SIMUMAX)["rows"]]
+        ctx["simumax"] = []
+        for c in load(SIMUMAX)["rows"]:
+            r, why = megatron_try(gpusim, c["world_size"], c["device"], c["args"])
+            whys = [] if r is not None else megatron_refusals(gpusim, c["world_size"], c["device"], c["args"])
+            claim(r is not None or whys[0] == why, "the first refusal of a line is the one gpusim reports")
+            ctx["simumax"].append((c, r, whys))
     return ctx["simumax"]
 
 
@@ -748,11 +773,11 @@ def simumax_errors(runs):
     figure is the largest rank's max_memory_allocated), its time the iteration's."""
     err = {(t, k): [] for t in ("simumax", "gpusim") for k in ("mem", "ms")}
     refused = {}
-    for c, r, why in runs:
+    for c, r, whys in runs:
         err["simumax", "mem"].append(rel(c["real_alloc_gib"], c["perf_alloc_gib"]))
         err["simumax", "ms"].append(rel(c["real_ms"], c["perf_ms"]))
         if r is None:
-            refused.setdefault(why[0], (why[1], []))[1].append(c["case"])
+            refused.setdefault(whys[0][0], (whys[0][1], []))[1].append(c["case"])
             continue
         mem, ms = simumax_gpusim(r)
         err["gpusim", "mem"].append(rel(c["real_alloc_gib"], mem))
@@ -779,13 +804,14 @@ def simumax_block(gpusim, ctx):
     runs = simumax_runs(gpusim, ctx)
     rows = ["| case | TP·EP·PP·CP·DP | real GiB | SimuMax GiB (error) | gpusim GiB (error) | real ms "
             "| SimuMax ms (error) | gpusim ms (error) |", "|---|---|---|---|---|---|---|---|"]
-    worse = []
-    for c, r, why in runs:
+    worse, ran = [], 0
+    for c, r, whys in runs:
         shape = "%d·%d·%d·%d·%d" % (c["tp"], c["ep"], c["pp"], c["cp"], c["dp"])
         real_gib = "%.2f%s" % (c["real_alloc_gib"], "" if c["memory_source_case"] == c["case"] else "†")
         if r is None:
-            got_mem, got_ms = "refused: `%s`" % why[0], ""
+            got_mem, got_ms = "refused: `%s`" % whys[0][0], ""
         else:
+            ran += 1
             mem, ms = simumax_gpusim(r)
             if abs(rel(c["real_alloc_gib"], mem)) > 0.03:
                 worse.append("%s (%s)" % (c["case"], pct(rel(c["real_alloc_gib"], mem))))
@@ -799,13 +825,38 @@ def simumax_block(gpusim, ctx):
     rows += ["", para(
         "Allocated memory: SimuMax %s; gpusim %s." % (within(err["simumax", "mem"]), within(err["gpusim", "mem"])),
         "Iteration time: SimuMax %s; gpusim %s." % (within(err["simumax", "ms"]), within(err["gpusim", "ms"])),
-        "gpusim refuses %d of %d rows%s" % (n_refused, len(runs), ", each by the first setting it does not model: " +
-                                           "; ".join("`%s` (%d rows: %s)" % (a, len(v[1]), v[0].rstrip("."))
-                                                     for a, v in sorted(refused.items())) + "." if refused else "."),
-        "gpusim rows worse than 3%% in allocated memory: %s." % ("; ".join(worse) if worse else "none"),
+        "gpusim refuses %d of %d rows%s" % (n_refused, len(runs), ", the table naming the first setting it does "
+                                           "not model (listed in full below)." if refused else "."),
+        "gpusim rows worse than 3%% in allocated memory: %s." % (
+            "; ".join(worse) if worse else "none of the %d run" % ran if ran else "no row run"),
         "† SimuMax's memory contract reuses the micro-batch-count-4 run's memory for the 8 and 32 rows of the "
         "same topology (validation/simumax_b200.json memory_source_case).")]
-    return "\n".join(rows)
+    return "\n".join(rows + simumax_refusal_lines(runs))
+
+
+def simumax_refusal_lines(runs):
+    """Every refused setting with gpusim's reason, grouped by the rows whose lines hold it (gpusim stops at
+    the first of a line; megatron_refusals names them all)."""
+    groups = [("every line", lambda c: True), ("the Llama lines", lambda c: c["model"].startswith("llama")),
+              ("the DeepSeek lines", lambda c: c["model"].startswith("deepseek")),
+              ("the context-parallel lines", lambda c: c["cp"] > 1)]
+    rows_of = {}
+    for c, r, whys in runs:
+        for arg, why in whys:
+            rows_of.setdefault((arg, why), set()).add(c["case"])
+    if not rows_of:
+        return []
+    out, by_group = ["", "Every setting gpusim refuses in these lines, by the lines that hold it:", ""], {}
+    for (arg, why), cases in sorted(rows_of.items()):
+        label = next((name for name, test in groups if cases == {c["case"] for c, _, _ in runs if test(c)}),
+                     ", ".join(sorted(cases)))
+        by_group.setdefault(label, {}).setdefault(why.rstrip("."), []).append("`%s`" % arg)
+    for label in [g[0] for g in groups] + sorted(k for k in by_group if k not in [g[0] for g in groups]):
+        if label in by_group:
+            out.append(para("%s: %s." % (label, "; ".join("%s (%s)" % (", ".join(args), why)
+                                                          for why, args in sorted(by_group[label].items()))),
+                            indent="- "))
+    return out
 
 
 def simumax_readme_block(gpusim, ctx):
