@@ -40,13 +40,13 @@ one 8-GPU B200 node, each with SimuMax's prediction beside it):
 SimuMax is Apache-2.0 (validation/LICENSE.simumax is its LICENSE at COMMIT);
 only the figures and the flags are copied, no code."""
 
-import argparse
 import json
 import os
 import re
 import shlex
-import subprocess
 import sys
+
+import mirror_collect
 
 REPO = "MooreThreads/SimuMax"
 COMMIT = "4dcaae513ba7679d56c116a17cd4a691ec41e252"
@@ -94,15 +94,7 @@ MEMORY_LOG_ENV = ["MEGATRON_LOG_MEMORY_ALL_RANKS", "MEGATRON_REPORT_MEMORY_EVERY
 
 
 def git(mirror, path):
-    r = subprocess.run(["git", "--git-dir", mirror, "show", "%s:%s" % (COMMIT, path)], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit("simumax_b200: git show %s:%s in %s: %s" % (COMMIT[:12], path, mirror, r.stderr.strip()))
-    return r.stdout
-
-
-def git_dir(mirror):
-    dot = os.path.join(mirror, ".git")
-    return dot if os.path.isdir(dot) else mirror
+    return mirror_collect.git_show("simumax_b200", mirror, COMMIT, path)
 
 
 def expand(text, env):
@@ -316,23 +308,6 @@ def collect(mirror):
     }
 
 
-def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mirror", required=True, help="git directory of a MooreThreads/SimuMax mirror holding COMMIT")
-    p.add_argument("--out", default=OUT)
-    p.add_argument("--check", action="store_true", help="exit 1 when --out differs from a fresh collection")
-    a = p.parse_args()
-    text = json.dumps(collect(git_dir(a.mirror)), indent=1) + "\n"
-    if a.check:
-        with open(a.out) as f:
-            same = f.read() == text
-        print("simumax_b200: %s %s" % (a.out, "is up to date" if same else "differs from a fresh collection"))
-        return 0 if same else 1
-    with open(a.out, "w") as f:
-        f.write(text)
-    print("simumax_b200: wrote %d rows to %s" % (len(json.loads(text)["rows"]), a.out))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(mirror_collect.main("simumax_b200", __doc__.split("\n\n")[0], REPO, OUT, collect,
+                                 lambda d: "%d rows" % len(d["rows"])))
