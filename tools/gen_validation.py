@@ -865,12 +865,12 @@ def simumax_readme_block(gpusim, ctx):
     err, refused = simumax_errors(runs)
     n_refused = sum(len(v[1]) for v in refused.values())
     return para(
-        "- [SimuMax's public B200 table](docs/megatron.md#simumaxs-b200-runs) (43 Megatron-LM runs on 8 × B200,",
-        "Llama 3 70B / 405B, DeepSeek-V2 / V3 MoE, CP at 32k and 128k) through their launch lines: allocated",
-        "memory SimuMax %s; gpusim %s, %d rows refused by name;" % (
-            within(err["simumax", "mem"]), within(err["gpusim", "mem"]), n_refused),
-        "iteration time SimuMax %s; gpusim %s." % (within(err["simumax", "ms"]), within(err["gpusim", "ms"])),
-        indent="")
+        "[SimuMax's public B200 table](docs/megatron.md#simumaxs-b200-runs) (%d Megatron-LM runs on 8 × B200:"
+        % len(runs), "Llama 3 70B / 405B, DeepSeek-V2 / V3 MoE, CP at 32k and 128k) through their launch lines.",
+        "Allocated memory: SimuMax %s; gpusim %s (%d of %d rows refused by name)." % (
+            within(err["simumax", "mem"]), within(err["gpusim", "mem"]), n_refused, len(runs)),
+        "Iteration time: SimuMax %s; gpusim %s;" % (within(err["simumax", "ms"]), within(err["gpusim", "ms"])),
+        indent="- ")
 
 
 MAXTEXT_EXAMPLE = "examples/maxtext/llama2_7b_param_scan_axis.yaml"
