@@ -5,7 +5,8 @@ sits between `<!-- NAME:begin -->` and `<!-- NAME:end -->` markers and is
 replaced. Measured and published values come from committed data files
 (validation/measured.json with each value's source, the calibration files
 under traces/calibration/, validation/megatron_narayanan2021_table1.csv,
-validation/megatron_functional.json, validation/h200_2026-12-04/, validation/h200_kernels.json); every error is
+validation/megatron_functional.json, validation/simumax_b200.json, validation/h200_2026-12-04/,
+validation/h200_kernels.json); every error is
 computed here.
 
     tools/gen_validation.py --gpusim build/gpusim [--check] [PART ...]
@@ -18,6 +19,9 @@ PART (default: validation megatron maxtext, standard library only, under a minut
               through launch lines, Narayanan et al.'s throughput table, Megatron-LM's
               functional tests (tools/collect/megatron_functional.py).
   maxtext     docs/maxtext.md: the param_scan_axis run against its step logs.
+  simumax     docs/megatron.md and README.md: SimuMax's public B200 table
+              (validation/simumax_b200.json, tools/collect/simumax_b200.py), each
+              launch line through gpusim beside SimuMax's prediction (seconds).
   zoo         docs/validation_torch_zoo.md: every case of validation/h200_2026-12-04/
               zoo.json recorded on the CPU (python -m gpusim_torch record, needs torch,
               transformers, timm: --python) and replayed (minutes).
@@ -41,6 +45,7 @@ import json
 import math
 import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -729,6 +734,148 @@ def functional_block(gpusim):
     return "\n".join(rows)
 
 
+SIMUMAX = "validation/simumax_b200.json"
+
+
+def megatron_refusals(gpusim, world, device, args, limit=40):
+    """Every setting gpusim refuses in a launch line, in the order it meets them, [(arg, why)]: gpusim
+    stops at the first, so each is dropped with its values and the line tried again (only to name
+    them; no figure of such a line is shown)."""
+    out, words = [], shlex.split(args)
+    for _ in range(limit):
+        r, why = megatron_try(gpusim, world, device, " ".join(shlex.quote(w) for w in words))
+        if r is not None:
+            return out
+        out.append(why)
+        if why[0] not in words:
+            raise SystemExit("gen_validation: gpusim refused %s, which is not a word of %s" % (why[0], args))
+        i = j = words.index(why[0])
+        while j + 1 < len(words) and not words[j + 1].startswith("--"):
+            j += 1
+        words = words[:i] + words[j + 1:]
+    raise SystemExit("gen_validation: more than %d refusals in %s" % (limit, args))
+
+
+def simumax_runs(gpusim, ctx):
+    """Every row of validation/simumax_b200.json through gpusim, once a generator run (the page's
+    table and the README's summary read the same runs): [(row, report or None, [(arg, why)])],
+    the refusals all of those gpusim makes of a refused row's line."""
+    if "simumax" not in ctx:
+        ctx["simumax"] = []
+        for c in load(SIMUMAX)["rows"]:
+            r, why = megatron_try(gpusim, c["world_size"], c["device"], c["args"])
+            whys = [] if r is not None else megatron_refusals(gpusim, c["world_size"], c["device"], c["args"])
+            claim(r is not None or whys[0] == why, "the first refusal of a line is the one gpusim reports")
+            ctx["simumax"].append((c, r, whys))
+    return ctx["simumax"]
+
+
+def simumax_errors(runs):
+    """{(tool, "mem"|"ms"): [relative errors]} over the rows each tool ran, and gpusim's refusals
+    {arg: (why, [cases])}. gpusim's memory is the heaviest rank's peak allocated (SimuMax's real
+    figure is the largest rank's max_memory_allocated), its time the iteration's."""
+    err = {(t, k): [] for t in ("simumax", "gpusim") for k in ("mem", "ms")}
+    refused = {}
+    for c, r, whys in runs:
+        err["simumax", "mem"].append(rel(c["real_alloc_gib"], c["perf_alloc_gib"]))
+        err["simumax", "ms"].append(rel(c["real_ms"], c["perf_ms"]))
+        if r is None:
+            refused.setdefault(whys[0][0], (whys[0][1], []))[1].append(c["case"])
+            continue
+        mem, ms = simumax_gpusim(r)
+        err["gpusim", "mem"].append(rel(c["real_alloc_gib"], mem))
+        err["gpusim", "ms"].append(rel(c["real_ms"], ms))
+    return err, refused
+
+
+def simumax_gpusim(r):
+    """(GiB, ms): the heaviest rank's peak allocated and the iteration time of one gpusim report."""
+    return max(x["peak_allocated_bytes"] for x in r["ranks"]) / GIB, r["megatron"]["step_time_s"] * 1e3
+
+
+def within(errors, bound=0.03):
+    """'median |error| X%, within 3%: N of M' ('no row run' when empty)."""
+    if not errors:
+        return "no row run"
+    a = sorted(abs(e) for e in errors)
+    return "median |error| %.2f%%, within %g%%: %d of %d" % (100 * median(a), 100 * bound,
+                                                            sum(e <= bound for e in a), len(a))
+
+
+def simumax_block(gpusim, ctx):
+    """SimuMax's public B200 table (validation/simumax_b200.json) with gpusim beside SimuMax."""
+    runs = simumax_runs(gpusim, ctx)
+    rows = ["| case | TP·EP·PP·CP·DP | real GiB | SimuMax GiB (error) | gpusim GiB (error) | real ms "
+            "| SimuMax ms (error) | gpusim ms (error) |", "|---|---|---|---|---|---|---|---|"]
+    worse, ran = [], 0
+    for c, r, whys in runs:
+        shape = "%d·%d·%d·%d·%d" % (c["tp"], c["ep"], c["pp"], c["cp"], c["dp"])
+        real_gib = "%.2f%s" % (c["real_alloc_gib"], "" if c["memory_source_case"] == c["case"] else "†")
+        if r is None:
+            got_mem, got_ms = "refused: `%s`" % whys[0][0], ""
+        else:
+            ran += 1
+            mem, ms = simumax_gpusim(r)
+            if abs(rel(c["real_alloc_gib"], mem)) > 0.03:
+                worse.append("%s (%s)" % (c["case"], pct(rel(c["real_alloc_gib"], mem))))
+            got_mem = "%.2f (%s)" % (mem, pct(rel(c["real_alloc_gib"], mem)))
+            got_ms = "%.1f (%s)" % (ms, pct(rel(c["real_ms"], ms), 1))
+        rows.append("| %s | %s | %s | %.2f (%s) | %s | %.1f | %.1f (%s) | %s |" % (
+            c["case"], shape, real_gib, c["perf_alloc_gib"], pct(rel(c["real_alloc_gib"], c["perf_alloc_gib"])),
+            got_mem, c["real_ms"], c["perf_ms"], pct(rel(c["real_ms"], c["perf_ms"]), 1), got_ms))
+    err, refused = simumax_errors(runs)
+    n_refused = sum(len(v[1]) for v in refused.values())
+    rows += ["", para(
+        "Allocated memory: SimuMax %s; gpusim %s." % (within(err["simumax", "mem"]), within(err["gpusim", "mem"])),
+        "Iteration time: SimuMax %s; gpusim %s." % (within(err["simumax", "ms"]), within(err["gpusim", "ms"])),
+        "gpusim refuses %d of %d rows%s" % (n_refused, len(runs), ", the table naming the first setting it does "
+                                           "not model (listed in full below)." if refused else "."),
+        "gpusim rows worse than 3%% in allocated memory: %s." % (
+            "; ".join(worse) if worse else "none of the %d run" % ran if ran else "no row run"),
+        "† SimuMax's memory contract reuses the micro-batch-count-4 run's memory for the 8 and 32 rows of the "
+        "same topology (validation/simumax_b200.json memory_source_case).")]
+    return "\n".join(rows + simumax_refusal_lines(runs))
+
+
+def simumax_refusal_lines(runs):
+    """Every refused setting with gpusim's reason, grouped by the rows whose lines hold it (gpusim stops at
+    the first of a line; megatron_refusals names them all)."""
+    groups = [("every line", lambda c: True), ("the Llama lines", lambda c: c["model"].startswith("llama")),
+              ("the DeepSeek lines", lambda c: c["model"].startswith("deepseek")),
+              ("the context-parallel lines", lambda c: c["cp"] > 1)]
+    rows_of = {}
+    for c, r, whys in runs:
+        for arg, why in whys:
+            rows_of.setdefault((arg, why), set()).add(c["case"])
+    if not rows_of:
+        return []
+    out, by_group = ["", "Every setting gpusim refuses in these lines, by the lines that hold it:", ""], {}
+    for (arg, why), cases in sorted(rows_of.items()):
+        label = next((name for name, test in groups if cases == {c["case"] for c, _, _ in runs if test(c)}),
+                     ", ".join(sorted(cases)))
+        by_group.setdefault(label, {}).setdefault(why.rstrip("."), []).append("`%s`" % arg)
+    for label in [g[0] for g in groups] + sorted(k for k in by_group if k not in [g[0] for g in groups]):
+        if label in by_group:
+            out.append(para("%s: %s." % (label, "; ".join("%s (%s)" % (", ".join(args), why)
+                                                          for why, args in sorted(by_group[label].items()))),
+                            indent="- "))
+    return out
+
+
+def simumax_readme_block(gpusim, ctx):
+    """README.md's few lines on the SimuMax table (the same runs as docs/megatron.md's)."""
+    runs = simumax_runs(gpusim, ctx)
+    err, refused = simumax_errors(runs)
+    n_refused = sum(len(v[1]) for v in refused.values())
+    return para(
+        "[SimuMax's public B200 table](docs/megatron.md#simumaxs-b200-runs) (%d Megatron-LM runs on 8 × B200:"
+        % len(runs), "Llama 3 70B / 405B, DeepSeek-V2 / V3 MoE, CP at 32k and 128k) through their launch lines.",
+        "Allocated memory: SimuMax %s; gpusim %s (%d of %d rows refused by name)." % (
+            within(err["simumax", "mem"]), within(err["gpusim", "mem"]), n_refused, len(runs)),
+        "Iteration time: SimuMax %s; gpusim %s;" % (within(err["simumax", "ms"]), within(err["gpusim", "ms"])),
+        indent="- ")
+
+
 MAXTEXT_EXAMPLE = "examples/maxtext/llama2_7b_param_scan_axis.yaml"
 
 
@@ -1153,6 +1300,8 @@ PARTS = {
     "maxtext": ("docs/maxtext.md", maxtext_doc_blocks),
     "zoo": ("docs/validation_torch_zoo.md", zoo_blocks),
     "step_time": ("docs/validation_step_time.md", step_time_blocks),
+    "simumax": (("docs/megatron.md", lambda g, ctx: {"simumax-b200": simumax_block(g, ctx)}),
+                ("README.md", lambda g, ctx: {"simumax-summary": simumax_readme_block(g, ctx)})),
 }
 
 
@@ -1185,28 +1334,33 @@ def main():
 def run_parts(a, gpusim, ctx):
     status = 0
     for part in a.parts or FAST_PARTS:
-        doc, make = PARTS[part]
-        path = os.path.join(ROOT, doc)
-        with open(path, encoding="utf-8") as f:
-            old = f.read()
-        new = old
-        for name, body in make(gpusim, ctx).items():
-            new = replace_block(new, name, body, doc)
-        if new == old:
-            print("%s: up to date" % doc)
-            continue
-        if a.check:
-            sys.stderr.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), doc,
-                                                       doc + " (fresh run)"))
-            print("%s: the generated blocks differ from a fresh run; regenerate with `tools/gen_validation.py "
-                  "--gpusim BUILD/gpusim %s`" % (doc, part), file=sys.stderr)
-            status = 1
-            continue
-        with open(path + ".tmp", "w", encoding="utf-8") as f:
-            f.write(new)
-        os.replace(path + ".tmp", path)
-        print("%s: written" % doc)
+        for doc, make in (PARTS[part] if isinstance(PARTS[part][0], tuple) else (PARTS[part],)):
+            status |= write_part(a, gpusim, ctx, part, doc, make)
     return status
+
+
+def write_part(a, gpusim, ctx, part, doc, make):
+    """Replace one page's blocks; with --check, say how they differ instead (1)."""
+    path = os.path.join(ROOT, doc)
+    with open(path, encoding="utf-8") as f:
+        old = f.read()
+    new = old
+    for name, body in make(gpusim, ctx).items():
+        new = replace_block(new, name, body, doc)
+    if new == old:
+        print("%s: up to date" % doc)
+        return 0
+    if a.check:
+        sys.stderr.writelines(difflib.unified_diff(old.splitlines(True), new.splitlines(True), doc,
+                                                   doc + " (fresh run)"))
+        print("%s: the generated blocks differ from a fresh run; regenerate with `tools/gen_validation.py "
+              "--gpusim BUILD/gpusim %s`" % (doc, part), file=sys.stderr)
+        return 1
+    with open(path + ".tmp", "w", encoding="utf-8") as f:
+        f.write(new)
+    os.replace(path + ".tmp", path)
+    print("%s: written" % doc)
+    return 0
 
 
 if __name__ == "__main__":

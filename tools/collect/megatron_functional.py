@@ -46,14 +46,14 @@ The test files are NVIDIA's, under Megatron-LM's BSD-3-Clause terms ("applies
 to all files unless otherwise noted"): validation/LICENSE.megatron-lm is its
 LICENSE at COMMIT."""
 
-import argparse
 import json
 import os
-import subprocess
 import sys
 from statistics import median
 
 import yaml
+
+import mirror_collect
 
 REPO = "NVIDIA/Megatron-LM"
 COMMIT = "57a0267265f6a37c4eb0b49dff840c1bd35d84f4"
@@ -110,17 +110,7 @@ CASES = [
 
 
 def git(mirror, path):
-    r = subprocess.run(["git", "--git-dir", mirror, "show", "%s:%s" % (COMMIT, path)], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise SystemExit("megatron_functional: git show %s:%s in %s: %s" % (COMMIT[:12], path, mirror,
-                                                                           r.stderr.strip()))
-    return r.stdout
-
-
-def git_dir(mirror):
-    """The mirror's git directory (a bare repository or a work tree's .git)."""
-    dot = os.path.join(mirror, ".git")
-    return dot if os.path.isdir(dot) else mirror
+    return mirror_collect.git_show("megatron_functional", mirror, COMMIT, path)
 
 
 def launch_line(model_args, env):
@@ -229,21 +219,8 @@ def collect(mirror):
 
 
 def main():
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--mirror", required=True, help="git directory of an NVIDIA/Megatron-LM mirror holding COMMIT")
-    p.add_argument("--out", default=OUT)
-    p.add_argument("--check", action="store_true", help="exit 1 when --out differs from a fresh collection")
-    a = p.parse_args()
-    text = json.dumps(collect(git_dir(a.mirror)), indent=1) + "\n"
-    if a.check:
-        with open(a.out) as f:
-            same = f.read() == text
-        print("megatron_functional: %s %s" % (a.out, "is up to date" if same else "differs from a fresh collection"))
-        return 0 if same else 1
-    with open(a.out, "w") as f:
-        f.write(text)
-    print("megatron_functional: wrote %d cases to %s" % (len(CASES), a.out))
-    return 0
+    return mirror_collect.main("megatron_functional", __doc__.split("\n\n")[0], REPO, OUT, collect,
+                               lambda d: "%d cases" % len(d["cases"]))
 
 
 if __name__ == "__main__":
