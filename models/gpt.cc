@@ -254,7 +254,8 @@ void GptBuilder::HeadForward(int64_t mb, TensorId x) {
   Op& op = b_.AddOp(mbp_ + "logits", OpKind::kMatmul, {in, w_out}, {l16}, 2.0 * S_ * B_ * H_ * V_ / t_);
   op.m = S_ * B_; op.n = V_ / t_; op.k = H_;
   if (g_.cross_entropy_fusion) {
-    LossFunc(FusedCrossEntropyForward(l16, &h));  // Note [Megatron iteration on the host]
+    // Note [Megatron iteration on the host]
+    LossFunc(g_.cross_entropy_te ? TeCrossEntropyForward(l16, &h) : FusedCrossEntropyForward(l16, &h));
     return;
   }
   h.logits = b_.AddTensor(mbp_ + "logits.float", {S_, B_, V_ / t_}, DType::kF32, Role::kResidual,
@@ -273,7 +274,7 @@ TensorId GptBuilder::HeadBackward(int64_t mb) {
   const TensorId w_out = OutputWeight();
   if (mg_) {
     if (g_.cross_entropy_fusion) {
-      h.dlogits = FusedCrossEntropyBackward(h);
+      h.dlogits = g_.cross_entropy_te ? TeCrossEntropyBackward(h) : FusedCrossEntropyBackward(h);
     } else {
       h.dlogits = b_.AddTensor(mbp_ + "d_logits", {S_, B_, V_ / t_}, cdt_, Role::kTemporary, "cross-entropy gradient");
       b_.AddOp(mbp_ + "cross_entropy.backward", OpKind::kElementwise, {h.logits, tokens_}, {h.dlogits},

@@ -99,6 +99,10 @@ class GptBuilder {
   // h->logits; the compute-dtype gradient of the logits.
   TensorId FusedCrossEntropyForward(TensorId l16, HeadState* h);
   TensorId FusedCrossEntropyBackward(const HeadState& h);
+  // --cross-entropy-fusion-impl te (Note [Transformer Engine cross entropy]):
+  // the loss, the gradient written into the logits in place.
+  TensorId TeCrossEntropyForward(TensorId l16, HeadState* h);
+  TensorId TeCrossEntropyBackward(const HeadState& h);
   TensorId OutputWeight() const {
     return params_.at(params_.count("output") ? "output" : "embedding");
   }
@@ -192,6 +196,7 @@ class GptBuilder {
   absl::Status DeclareGemmWorkspaces();
   // Note [Megatron global memory buffer].
   void DeclareGlobalMemoryBuffer();
+  void DeclareTeDummyWgrads();  // Note [Transformer Engine dummy wgrads], gpt_workspace.cc
   // The weight casts of layer l, at its first forward of the step.
   void CastFp8Weights(int l);
   // The tensor a GEMM reads for weight `w` of layer l: the fp8 copy (or its

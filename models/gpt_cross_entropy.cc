@@ -113,5 +113,59 @@ TensorId GptBuilder::FusedCrossEntropyBackward(const HeadState& h) {
   return d;
 }
 
+// Note [Transformer Engine cross entropy]
+// --cross-entropy-fusion-impl te with --cross-entropy-loss-fusion: NVIDIA/
+// Megatron-LM 23e00ed (2025-10) language_module.py
+// compute_language_model_loss calls te_parallel_cross_entropy(logits,
+// labels, tp) (core/extensions/transformer_engine.py), Transformer Engine's
+// parallel_cross_entropy (v2.11 pytorch/cross_entropy.py
+// CrossEntropyFunction, pytorch/triton/cross_entropy.py) on the output
+// layer's compute-dtype logits [s, b, V/t]:
+//  - forward: loss_1d (fp32 [s·b]) and m_d_X_y (fp32 [3·s·b]) zeroed; the
+//    online_softmax_kernel reads the logits once into each row's max, sum
+//    and target logit; with TP > 1 an all-gather of m_d_X_y over the TP group
+//    into an fp32 [3·s·b·t] buffer; cross_entropy_kernel reads the logits
+//    again and writes the loss and, in place over the logits, the gradient
+//    (softmax minus the one-hot target, computed in fp32, stored in the
+//    logits' dtype). The logits are saved for the backward: the only
+//    full-size buffer is the one the output layer wrote.
+//  - backward: cross_entropy_backward scales the saved buffer in place by
+//    grad_output (element_mul_kernel: Megatron's loss mask makes it a
+//    [s, b] tensor, so torch.equal with 1.0 does not skip it) and returns
+//    it as the logits' gradient.
+// Megatron-LM refuses te with the fusion since 168cb15 (2026-06, #5115,
+// "disabled due to stability issues"); launch lines from before it (the
+// SimuMax B200 runs, validation/simumax_b200.json) run it.
+TensorId GptBuilder::TeCrossEntropyForward(TensorId l16, HeadState* h) {
+  const int64_t tokens = S_ * B_, n = S_ * B_ * V_ / t_;
+  const int64_t bytes = DTypeSize(cdt_);
+  const TensorId loss = b_.AddTensor(mbp_ + "loss", {S_, B_}, DType::kF32, Role::kScalar, "per-token loss");
+  TensorId stats = b_.AddTensor(mbp_ + "cross_entropy.m_d_X_y", {3 * tokens}, DType::kF32, Role::kTemporary,
+                                "each row's max, sum of exponentials and target logit (TE's m_d_X_y)");
+  Op& online = b_.AddOp(mbp_ + "cross_entropy.online_softmax", OpKind::kReduce, {l16, tokens_}, {stats},
+                        3.0 * static_cast<double>(n));
+  (void)online;
+  if (t_ > 1) {
+    const TensorId all = b_.AddTensor(mbp_ + "cross_entropy.m_d_X_y.gathered", {3 * tokens * t_}, DType::kF32,
+                                      Role::kTemporary, "m_d_X_y of every TP rank");
+    SetGroup(b_.AddOp(mbp_ + "cross_entropy.m_d_X_y.all_gather", OpKind::kAllGather, {stats}, {all}, 0), t_,
+             MegatronGroup::kTensor);
+    stats = all;
+  }
+  // Reads the logits, writes the loss and the gradient over the logits.
+  Op& ce = b_.AddOp(mbp_ + "cross_entropy", OpKind::kElementwise, {l16, stats, tokens_}, {loss},
+                    5.0 * static_cast<double>(n));
+  ce.bytes_written += Bytes(bytes * n);
+  h->logits = l16;  // saved: now the gradient
+  return loss;
+}
+
+TensorId GptBuilder::TeCrossEntropyBackward(const HeadState& h) {
+  const int64_t n = S_ * B_ * V_ / t_;
+  Op& mul = b_.AddOp(mbp_ + "cross_entropy.backward", OpKind::kElementwise, {h.logits}, {}, static_cast<double>(n));
+  mul.bytes_written = Bytes(DTypeSize(cdt_) * n);
+  return h.logits;
+}
+
 }  // namespace gpt_internal
 }  // namespace gpusim

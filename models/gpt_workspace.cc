@@ -2,8 +2,12 @@
 // Engine's cuBLAS workspaces and PyTorch's per (handle, stream). See
 // gpt_builder.h.
 #include <algorithm>
+#include <set>
 #include <string>
+#include <utility>
+#include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "models/gpt_builder.h"
 #include "sim/base/status.h"
@@ -64,6 +68,7 @@ absl::Status GptBuilder::DeclareGemmWorkspaces() {
       }
     }
   }
+  if (te && g_.gradient_accumulation_fusion) DeclareTeDummyWgrads();
   DeclareGlobalMemoryBuffer();
   const bool torch_gemms = last_stage_ || !te || g_.attention == "unfused";
   if (!torch_gemms) return absl::OkStatus();
@@ -71,6 +76,40 @@ absl::Status GptBuilder::DeclareGemmWorkspaces() {
   add("cublas_workspace.forward", ws, "PyTorch's cuBLAS workspace (main thread, default stream)");
   add("cublas_workspace.backward", ws, "PyTorch's cuBLAS workspace (autograd thread, default stream)");
   return absl::OkStatus();
+}
+
+// Note [Transformer Engine dummy wgrads]: with fuse_wgrad_accumulation
+// (Megatron's gradient accumulation fusion, the default) a Transformer Engine
+// linear's backward accumulates the weight gradient into main_grad and hands
+// autograd a stand-in from get_dummy_wgrad(main_grad.shape, weight.dtype)
+// (NVIDIA/TransformerEngine v2.11 pytorch/module/base.py; linear.py,
+// layernorm_linear.py, grouped_linear.py _Linear.backward and kin; since TE
+// v2.3): one tensor per (shape, dtype), created at the first backward, kept
+// in the module-level _dummy_wgrads and never freed. A rank of Megatron-Core's
+// TE layers (w_qkv, w_proj: TELayerNormColumnParallelLinear,
+// TERowParallelLinear; w_fc1, w_fc2 likewise) keeps one per distinct weight
+// shape: one layer's four linear weights in the parameter dtype, between
+// iterations too. Not modelled: the MoE experts' GroupedLinear stand-ins
+// (one per expert weight shape). SimuMax's B200 runs (validation/
+// simumax_b200.json) show it: on the first pipeline stage, which holds no
+// loss, the measured peak exceeds gpusim's by one layer's four weights in
+// bf16 to within 3 MB (70B and 405B).
+void GptBuilder::DeclareTeDummyWgrads() {
+  std::set<std::pair<std::vector<int64_t>, DType>> seen;
+  for (const std::string& name : param_order_) {
+    if (!absl::EndsWith(name, ".w_qkv") && !absl::EndsWith(name, ".w_proj") && !absl::EndsWith(name, ".w_fc1") &&
+        !absl::EndsWith(name, ".w_fc2")) {
+      continue;
+    }
+    const Tensor& w = b_.tensor(params_.at(name));
+    // An fp8 parameter (--fp8-param-gather) is a Float8Tensor whose dtype is
+    // its nominal one, the compute dtype (TE pytorch/tensor/float8_tensor.py).
+    const DType dtype = w.dtype == DType::kF8 ? cdt_ : w.dtype;
+    if (!seen.insert({w.shape, dtype}).second) continue;
+    b_.AddArgument(absl::StrCat("te.dummy_wgrad.", name.substr(name.rfind('.') + 1)), w.shape, dtype,
+                   Role::kWorkspace, false,
+                   "Transformer Engine's stand-in weight gradient (module/base.py get_dummy_wgrad), kept");
+  }
 }
 
 // Note [Megatron global memory buffer]: megatron/core/utils.py

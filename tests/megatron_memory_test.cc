@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "gtest/gtest.h"
 #include "models/gpt.h"
@@ -33,11 +34,21 @@ MegatronReport RunLaunch(const std::string& args, int world) {
 // for the output layer's forward and backward threads.
 constexpr int64_t kH100Workspaces = 3 * 32 * 1024 * 1024;
 
+// Transformer Engine's stand-in weight gradients (Note [Transformer Engine
+// dummy wgrads]): kept like a workspace, not state.
+int64_t DummyWgradBytes(const StepReport& s) {
+  int64_t n = 0;
+  for (const Tensor& t : s.program.tensors) {
+    if (absl::StartsWith(t.name, "te.dummy_wgrad.")) n += t.bytes().value();
+  }
+  return n;
+}
+
 // Parameters and their state bytes on a rank: the step's arguments minus the
-// token batch and the GEMM workspaces.
+// token batch, the GEMM workspaces and TE's stand-in weight gradients.
 int64_t Params(const StepReport& s) { return s.param_count; }
 int64_t StateBytes(const StepReport& s, int64_t tokens) {
-  return s.argument.value() - tokens * 8 - kH100Workspaces;
+  return s.argument.value() - tokens * 8 - kH100Workspaces - DummyWgradBytes(s);
 }
 
 TEST(MegatronMemoryTest, EighteenBytesPerParameterWithoutTheDistributedOptimizer) {
@@ -72,7 +83,7 @@ TEST(MegatronMemoryTest, GemmWorkspacesByStageDeviceAndConfig) {
     auto r = SimulateMegatron(*spec);
     EXPECT_TRUE(r.ok()) << r.status();
     std::vector<int64_t> out;
-    for (const MegatronRank& k : r->ranks) out.push_back(k.report.argument.value());
+    for (const MegatronRank& k : r->ranks) out.push_back(k.report.argument.value() - DummyWgradBytes(k.report));
     return out;
   };
   const int64_t mib = 1024 * 1024;
@@ -86,8 +97,9 @@ TEST(MegatronMemoryTest, GemmWorkspacesByStageDeviceAndConfig) {
   // The last stage's two PyTorch workspaces: 8,519,680 B each by default on
   // an A100, 32 MiB each under ":4096:8".
   EXPECT_EQ(cfg[1] - plain[1], 2 * (32 * mib - 8519680));
-  // Under --transformer-impl local every stage runs PyTorch GEMMs and no TE
-  // one, and keeps Megatron's global memory buffer for the attention scores'
+  // (Arguments less TE's stand-in weight gradients, which local does not
+  // keep.) Under --transformer-impl local every stage runs PyTorch GEMMs and
+  // no TE one, and keeps Megatron's global memory buffer for the attention scores'
   // baddbmm input, [b x heads, s, s] in bf16 (Note [Megatron global memory
   // buffer]).
   const std::vector<int64_t> local =
@@ -174,11 +186,15 @@ TEST(MegatronMemoryTest, KorthikantiTable2ThroughALaunchLine) {
 // calculate_predicted_logits) and the [s, b] row max and [2, s, b]
 // statistics beside the compute-dtype and fp32 logits; the unfused path is
 // what it was (its peak at the fp32 copy, the compute-dtype logits beside it).
+// A one-stage line whose peak the logits decide: [kS, kB, kV] logits.
+constexpr int64_t kS = 1024, kB = 4, kV = 32768;  // NullTokenizer 32767 + EOD, a multiple of 128
+std::string LogitsLine() {
+  return absl::StrCat("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length ", kS,
+                      " --micro-batch-size ", kB, " --tokenizer-type NullTokenizer --vocab-size ", kV - 1, " --bf16 ");
+}
+
 TEST(MegatronMemoryTest, FusedCrossEntropyAddsInductorsExpBuffer) {
-  constexpr int64_t kS = 1024, kB = 4, kV = 32768;  // NullTokenizer 32767 + EOD, a multiple of 128
-  const std::string line = absl::StrCat("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length ", kS,
-                                        " --micro-batch-size ", kB, " --tokenizer-type NullTokenizer --vocab-size ",
-                                        kV - 1, " --bf16 ");
+  const std::string line = LogitsLine();
   const MegatronReport unfused = RunLaunch(line, 1);
   const MegatronReport fused = RunLaunch(line + "--cross-entropy-loss-fusion", 1);
   const StepReport& u = unfused.ranks[0].report;
@@ -206,6 +222,26 @@ TEST(MegatronMemoryTest, FusedCrossEntropyAddsInductorsExpBuffer) {
   EXPECT_NE(std::find(top_u.begin(), top_u.end(), "logits"), top_u.end());
   EXPECT_NE(std::find(top_u.begin(), top_u.end(), "logits.float"), top_u.end());
   EXPECT_EQ(std::find(top_u.begin(), top_u.end(), "cross_entropy.exp"), top_u.end());
+}
+
+// Note [Transformer Engine cross entropy]: TE's kernel writes the gradient
+// over the compute-dtype logits and keeps them for the backward, so the
+// peak holds no fp32 copy of the logits: the unfused peak less the fp32
+// logits, plus TE's loss and m_d_X_y (4 + 12 bytes a token; TP 1, no
+// gather).
+TEST(MegatronMemoryTest, TeCrossEntropyKeepsOnlyTheLogits) {
+  const MegatronReport unfused = RunLaunch(LogitsLine(), 1);
+  const MegatronReport te = RunLaunch(LogitsLine() + "--cross-entropy-loss-fusion --cross-entropy-fusion-impl te", 1);
+  const StepReport& u = unfused.ranks[0].report;
+  const StepReport& t = te.ranks[0].report;
+  const int64_t logits_f32 = kS * kB * kV * 4, logits_bf16 = kS * kB * kV * 2;
+  const Bytes u_peak = u.sim.allocator.peak_allocated, t_peak = t.sim.allocator.peak_allocated;
+  EXPECT_GE(t_peak.value(), logits_bf16);
+  EXPECT_LT(t_peak.value(), u_peak.value() - logits_f32 + logits_bf16 / 4) << "no fp32 copy of the logits";
+  EXPECT_EQ(t.argument.value(), u.argument.value());
+  for (BufferId b : t.peak_holders) {
+    EXPECT_NE(t.lowered.buffers[static_cast<size_t>(b)].name, "logits.float");
+  }
 }
 
 }  // namespace

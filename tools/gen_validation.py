@@ -576,8 +576,8 @@ def per_param(gpusim, flags):
     workspace role, live throughout) are not state."""
     j = megatron_run(gpusim, 4, "h100-sxm-80gb", (SMALL_MEGATRON + " " + flags).strip())
     r, ws = j["ranks"][0], j["breakdown"]["workspace"]
-    claim(ws == 3 * 32 * 1024 * 1024, "the small line's only workspaces are TE's and PyTorch's two cuBLAS ones, "
-          "32 MiB each on an H100")
+    claim(ws > 3 * 32 * 1024 * 1024, "the small line's workspaces are TE's and PyTorch's two cuBLAS ones, 32 MiB each "
+          "on an H100, and TE's stand-in weight gradients (Note [Transformer Engine dummy wgrads])")
     return (r["end_allocated_bytes"] - 64 * 8 - ws) / r["param_count"], (r["peak_allocated_bytes"] - ws) / r["param_count"]
 
 
@@ -662,7 +662,8 @@ def megatron_try(gpusim, world, device, args):
     r = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT)
     if r.returncode == 0:
         return json.loads(r.stdout), None
-    m = re.search(r"megatron\.args: (--[A-Za-z0-9_-]+): (.*)", r.stderr)
+    # A refused argument, training script or environment assignment, as the line has it.
+    m = re.search(r"megatron\.args: (--[A-Za-z0-9_-]+|[^\s:]+\.py|[A-Z_][A-Z0-9_]*=[^\s:]*): (.*)", r.stderr)
     if r.returncode != 1 or not m:
         raise SystemExit("gen_validation: `%s` exited %d: %s" % (" ".join(cmd[1:]), r.returncode, r.stderr.strip()[-2000:]))
     return None, (m.group(1), re.sub(r" \(did you mean .*\)$", "", m.group(2).strip()))

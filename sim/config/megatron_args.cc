@@ -173,6 +173,15 @@ const std::vector<ArgRule>& Rules() {
       {"PYTHONPATH", ArgKind::kNoEffect, "environment: where Python finds Megatron-LM"},
       {"PYTHONUNBUFFERED", ArgKind::kNoEffect, "environment: output buffering"},
       {"tp-comm-overlap", ArgKind::kRefused, "TP communication overlap (userbuffers) is not modelled"},
+      // Read only under --tp-comm-overlap (megatron/core/extensions/
+      // transformer_engine.py, the TE linear wrappers' ub_* arguments,
+      // NVIDIA/Megatron-LM 57a02672), refused above.
+      {"disable-tp-comm-bulk-wgrad", ArgKind::kNoEffect, "read only under --tp-comm-overlap"},
+      {"disable-tp-comm-bulk-dgrad", ArgKind::kNoEffect, "read only under --tp-comm-overlap"},
+      {"disable-tp-comm-overlap-rs", ArgKind::kNoEffect, "read only under --tp-comm-overlap"},
+      {"disable-tp-comm-overlap-ag", ArgKind::kNoEffect, "read only under --tp-comm-overlap"},
+      {"disable-tp-comm-split-ag", ArgKind::kNoEffect, "read only under --tp-comm-overlap"},
+      {"disable-tp-comm-split-rs", ArgKind::kNoEffect, "read only under --tp-comm-overlap"},
       {"defer-embedding-wgrad-compute", ArgKind::kRefused, "deferred embedding wgrad is not modelled"},
       {"recompute-modules", ArgKind::kRefused, "per-module recompute is not modelled"},
       {"cpu-offloading", ArgKind::kRefused, "activation CPU offloading is not modelled"},
@@ -187,7 +196,8 @@ const std::vector<ArgRule>& Rules() {
        "the fused vocab-parallel cross entropy: its torch.compile'd functions' Inductor buffers "
        "(Note [Megatron fused cross entropy], models/gpt_cross_entropy.cc)"},
       {"cross-entropy-fusion-impl", ArgKind::kModelled,
-       "native (modelled; Megatron refuses te with --cross-entropy-loss-fusion); no effect without the fusion"},
+       "native (Inductor's buffers) or te (Transformer Engine's in-place kernel, as Megatron ran it before "
+       "168cb15); no effect without the fusion"},
       {"use-precision-aware-optimizer", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
       {"main-grads-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
       {"main-params-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
@@ -195,6 +205,12 @@ const std::vector<ArgRule>& Rules() {
       {"exp-avg-sq-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
       {"distribute-saved-activations", ArgKind::kRefused, "distributed saved activations are not modelled"},
       {"mtp-num-layers", ArgKind::kRefused, "multi-token prediction is not modelled"},
+      {"multi-latent-attention", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
+      {"q-lora-rank", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
+      {"kv-lora-rank", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
+      {"qk-head-dim", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
+      {"v-head-dim", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
+      {"qk-pos-emb-head-dim", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
       {"num-distributed-optimizer-instances", ArgKind::kRefused, "partial optimizer sharding is not modelled"},
       {"use-legacy-models", ArgKind::kRefused, "only Megatron-Core GPT models are modelled"},
       {"squared-relu", ArgKind::kRefused, "squared ReLU MLPs are not modelled"},
@@ -556,6 +572,18 @@ absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view lin
   size_t start = 0;
   for (size_t i = 0; i < toks.size(); ++i) {
     if (absl::EndsWith(toks[i].text, ".py")) start = i + 1;
+  }
+  // The training script decides the model: gpusim models pretrain_gpt.py's
+  // (Megatron-Core GPT); another script (pretrain_bert.py, pretrain_mamba.py,
+  // a fork's own) is refused by name, not run as if it were it.
+  if (start > 0) {
+    const std::string& script = toks[start - 1].text;
+    const size_t slash = script.find_last_of('/');
+    if ((slash == std::string::npos ? script : script.substr(slash + 1)) != "pretrain_gpt.py") {
+      return absl::InvalidArgumentError(absl::StrCat(
+          where.ToString(), ": megatron.args: ", script,
+          ": not modelled: the training script; gpusim models Megatron-LM's pretrain_gpt.py (Megatron-Core GPT)"));
+    }
   }
   if (start == 0) {
     while (start < toks.size() && toks[start].text.find('=') != std::string::npos &&
@@ -939,9 +967,22 @@ absl::Status ApplyOptimizerAndRecompute(const Args& g, RunSpec* run) {
   }
   RETURN_IF_ERROR(g.Choice("recompute-method", &method, {"uniform", "block"}));
   run->remat.method = method;
-  RETURN_IF_ERROR(g.Int("recompute-num-layers", &run->remat.num_layers));
+  // Under the block method Megatron checkpoints the first
+  // recompute_num_layers layers of each chunk and runs the rest as they are
+  // (core/transformer/transformer_block.py _checkpointed_forward, 57a02672):
+  // 0 recomputes none, the step without recompute. The uniform method steps
+  // through the chunk recompute_num_layers at a time, so it needs >= 1.
+  RETURN_IF_ERROR(g.Int("recompute-num-layers", &run->remat.num_layers, /*min=*/0));
+  if (run->remat.num_layers == 0 && !(gran == "full" && method == "block")) {
+    return g.Error("recompute-num-layers", "expected an integer >= 1, got '0' (0 only with --recompute-granularity "
+                                           "full --recompute-method block: no layer recomputed)");
+  }
   if (gran == "full" && method == "block" && run->remat.num_layers > m.n_layers / pp / mg.virtual_stages) {
     return g.Error("recompute-num-layers", "more layers than a model chunk holds");
+  }
+  if (gran == "full" && method == "block" && run->remat.num_layers == 0) {
+    run->remat.policy = "none";
+    run->remat.num_layers = RematSpec().num_layers;  // unused without recompute
   }
   if (run->remat.policy != "none") run->remat.policy_at = g.Get(old_selective ? "recompute-activations"
                                                                                : "recompute-granularity")->where;
@@ -998,10 +1039,11 @@ absl::Status ApplyFp8(const Args& g, RunSpec* run) {
 // --cross-entropy-loss-fusion and --cross-entropy-fusion-impl (NVIDIA/
 // Megatron-LM 57a02672 megatron/training/arguments.py: impl default native,
 // choices native | te; validate_args asserts that fusion is not used with
-// impl te ("disabled due to stability issues") nor with --deterministic-mode
-// ("Cross Entropy Fusion is currently not deterministic")). Native runs
-// megatron/core/fusions/fused_cross_entropy.py, modelled in
-// models/gpt_cross_entropy.cc.
+// impl te ("disabled due to stability issues", since 168cb15, 2026-06) nor
+// with --deterministic-mode ("Cross Entropy Fusion is currently not
+// deterministic")). Native runs megatron/core/fusions/fused_cross_entropy.py,
+// te Transformer Engine's parallel_cross_entropy (launch lines from before
+// 168cb15 run it): both modelled in models/gpt_cross_entropy.cc.
 absl::Status ApplyCrossEntropyFusion(const Args& g, RunSpec* run) {
   MegatronSpec& mg = run->megatron;
   std::string impl = "native";
@@ -1017,12 +1059,10 @@ absl::Status ApplyCrossEntropyFusion(const Args& g, RunSpec* run) {
     }
     return absl::OkStatus();
   }
-  if (impl == "te") {
-    return g.Error("cross-entropy-fusion-impl",
-                   "te with --cross-entropy-loss-fusion is refused by Megatron-LM itself (arguments.py "
-                   "validate_args: Transformer Engine cross entropy loss fusion is disabled due to stability "
-                   "issues); use native");
-  }
+  // te: Transformer Engine's parallel_cross_entropy (Note [Transformer
+  // Engine cross entropy], models/gpt_cross_entropy.cc), as Megatron-LM ran
+  // it before 168cb15 (2026-06, #5115), which refuses it since.
+  mg.cross_entropy_te = impl == "te";
   bool deterministic = false;
   RETURN_IF_ERROR(g.Flag("deterministic-mode", &deterministic));
   if (deterministic) {

@@ -84,9 +84,10 @@ TEST(MegatronArgsTest, RefusesByNameWithWhereItWasWritten) {
 }
 
 // --cross-entropy-loss-fusion with --cross-entropy-fusion-impl native
-// (Megatron's default) is modelled; te and --deterministic-mode with it are
-// refused with Megatron's own reasons (arguments.py validate_args).
-TEST(MegatronArgsTest, FusedCrossEntropyNativeModelledTeRefused) {
+// (Megatron's default) or te (as Megatron ran it before 168cb15) is
+// modelled; --deterministic-mode with it is refused with Megatron's own
+// reason (arguments.py validate_args).
+TEST(MegatronArgsTest, FusedCrossEntropyNativeAndTeModelled) {
   auto s = Parse(kBase);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_FALSE(s->megatron.cross_entropy_fusion);
@@ -96,12 +97,11 @@ TEST(MegatronArgsTest, FusedCrossEntropyNativeModelledTeRefused) {
   s = Parse(absl::StrCat(kBase, " --cross-entropy-loss-fusion --cross-entropy-fusion-impl native"));
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_TRUE(s->megatron.cross_entropy_fusion);
+  EXPECT_FALSE(s->megatron.cross_entropy_te);
   s = Parse(absl::StrCat(kBase, " --cross-entropy-loss-fusion --cross-entropy-fusion-impl te"));
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("--cross-entropy-fusion-impl: te with --cross-entropy-loss-fusion is refused "
-                                      "by Megatron-LM itself"),
-            std::string::npos)
-      << s.status();
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->megatron.cross_entropy_fusion);
+  EXPECT_TRUE(s->megatron.cross_entropy_te);
   s = Parse(absl::StrCat(kBase, " --cross-entropy-loss-fusion --deterministic-mode"));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("not deterministic"), std::string::npos) << s.status();
@@ -289,6 +289,47 @@ TEST(MegatronArgsTest, SinkhornRouting) {
   s = Parse(absl::StrCat(moe, " --moe-aux-loss-coeff 0.01"));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("must be 0 with sinkhorn routing"), std::string::npos) << s.status();
+}
+
+// SimuMax's B200 launch lines (validation/simumax_b200.json) carry these:
+// each is modelled as Megatron-LM runs it or refused by name.
+TEST(MegatronArgsTest, ScriptTpCommFlagsRecomputeZeroScoreFunctionAndMla) {
+  // Another training script is refused, not run as pretrain_gpt.py.
+  auto s = Parse(absl::StrCat("torchrun pretrain_deepseekv2.py ", kBase));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("pretrain_deepseekv2.py: not modelled: the training script"), std::string::npos)
+      << s.status();
+  s = Parse(absl::StrCat("torchrun /opt/Megatron-LM/pretrain_gpt.py ", kBase));
+  ASSERT_TRUE(s.ok()) << s.status();
+  // The --disable-tp-comm-* flags are read only under --tp-comm-overlap.
+  s = Parse(absl::StrCat(kBase, " --disable-tp-comm-split-rs --disable-tp-comm-bulk-wgrad"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->megatron.no_effect, (std::vector<std::string>{"disable-tp-comm-split-rs", "disable-tp-comm-bulk-wgrad"}));
+  // Block recompute of 0 layers is the step without recompute; uniform
+  // needs at least one layer.
+  s = Parse(absl::StrCat(kBase, " --recompute-granularity full --recompute-method block --recompute-num-layers 0"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->remat.policy, "none");
+  s = Parse(absl::StrCat(kBase, " --recompute-granularity full --recompute-method block --recompute-num-layers 1"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->remat.policy, "full");
+  s = Parse(absl::StrCat(kBase, " --recompute-granularity full --recompute-method uniform --recompute-num-layers 0"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("0 only with --recompute-granularity full --recompute-method block"),
+            std::string::npos)
+      << s.status();
+  // Softmax scores are Megatron's default (modelled); sigmoid is refused.
+  auto refused = [](const std::string& line, const std::string& why) {
+    auto r = Parse(line);
+    ASSERT_FALSE(r.ok()) << line;
+    EXPECT_NE(r.status().message().find(why), std::string::npos) << r.status();
+  };
+  const std::string moe = absl::StrCat(kBase, " --num-experts 4 --moe-router-topk 2 --disable-bias-linear");
+  s = Parse(absl::StrCat(moe, " --moe-router-score-function softmax"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  refused(absl::StrCat(moe, " --moe-router-score-function sigmoid"), "--moe-router-score-function: not modelled: sigmoid");
+  // Multi-latent attention is refused by name.
+  refused(absl::StrCat(kBase, " --multi-latent-attention --kv-lora-rank 512"), "not modelled: multi-latent attention (MLA)");
 }
 
 }  // namespace

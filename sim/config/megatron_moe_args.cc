@@ -48,7 +48,10 @@ const std::vector<MoeArgRule>& MoeArgRules() {
       {"moe-router-pre-softmax", K::kNoEffect, "softmax before or after top-k: same shapes"},
       {"moe-per-layer-logging", K::kNoEffect, "logging"},
       {"moe-router-dtype", K::kRefused, "an fp32 router GEMM is not modelled (the router runs in the compute dtype)"},
-      {"moe-router-score-function", K::kRefused, "sigmoid routing scores are not modelled (softmax is)"},
+      // core/transformer/moe/router.py TopKRouter (NVIDIA/Megatron-LM 57a02672):
+      // softmax is the default score function; sigmoid is refused by value
+      // in ApplyMoeOptions.
+      {"moe-router-score-function", K::kModelled, "softmax routing scores (Megatron's default)"},
       {"moe-router-num-groups", K::kRefused, "group-limited routing is not modelled"},
       {"moe-router-group-topk", K::kRefused, "group-limited routing is not modelled"},
       {"moe-router-enable-expert-bias", K::kRefused, "aux-loss-free expert bias is not modelled"},
@@ -88,6 +91,11 @@ absl::Status ApplyMoeOptions(const Args& g, const RunSpec& run, MegatronMoeSpec*
   }
   if (moe->pad_to_capacity && moe->capacity_factor == 0) {
     return g.Error("moe-pad-expert-input-to-capacity", "needs --moe-expert-capacity-factor");
+  }
+  std::string score = "softmax";
+  RETURN_IF_ERROR(g.Choice("moe-router-score-function", &score, {"softmax", "sigmoid"}));
+  if (score == "sigmoid") {
+    return g.Error("moe-router-score-function", "not modelled: sigmoid routing scores are not modelled (softmax is)");
   }
   std::string balance = "aux_loss";
   RETURN_IF_ERROR(

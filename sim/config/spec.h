@@ -318,6 +318,9 @@ struct MegatronSpec {
   // --cross-entropy-loss-fusion (impl native): the loss's torch.compile'd
   // functions (Note [Megatron fused cross entropy], models/gpt_cross_entropy.cc).
   bool cross_entropy_fusion = false;
+  // --cross-entropy-fusion-impl te with the fusion: Transformer Engine's
+  // parallel_cross_entropy (Note [Transformer Engine cross entropy]).
+  bool cross_entropy_te = false;
   // CUBLAS_WORKSPACE_CONFIG before the script (empty: PyTorch's default for
   // the device; Note [Megatron GEMM workspaces], models/gpt_workspace.cc).
   std::string cublas_workspace_config;

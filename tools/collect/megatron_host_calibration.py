@@ -36,7 +36,8 @@ CONFIG_DIR = "megatron_functional"
 # and autograd cost measured on the H200 machine (Note [Host cost per
 # kernel]). Fitting both does not tell them apart on DGX H100's 6 rows
 # (host.megatron_op goes to 1.7 us, near its floor) and gains nothing on DGX
-# A100's 22 (leave-one-out RMS 17.9% with both, 17.2% with the module's alone).
+# A100's (20 rows then: leave-one-out RMS 17.9% with both, 17.2% with the
+# module's alone).
 PLATFORMS = {"dgx_a100": ("DGX A100: 8 x A100-SXM-80GB, 2 x AMD EPYC 7742", "a100-sxm-80gb",
                           ["host.megatron_module"]),
              "dgx_h100": ("DGX H100: 8 x H100-SXM-80GB, 2 x Intel Xeon Platinum 8480C", "h100-sxm-80gb",
