@@ -34,8 +34,10 @@ inline constexpr int64_t kRolledEdgeIterations = 3;
 //    iterations depend on the parity of the steady iterations' count. One
 //    steady iteration standing for all packs as a loop of
 //    2 * kRolledEdgeIterations + 1 would: on configs/llama7b.yaml one
-//    8 KiB buffer lower. An exact heap needs the packing of the executed
-//    loop (or a proof that it is periodic and with which period).
+//    8 KiB buffer lower whenever the steady count is even, exact when it
+//    is odd (RolledLoopTest.OddSteadyCountIsIdentical). An exact heap
+//    needs the packing of the executed loop, or the steady part built as a
+//    block of one placement period repeated, with a proof of that period.
 //  - The donated allocations' decisions: they name the program's op
 //    indices and the values of the iterations as built.
 //  - `explain --time`: the critical path crosses the further iterations as
