@@ -2,6 +2,7 @@
 // its origin in words and its live range.
 #include <algorithm>
 #include <map>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -21,21 +22,32 @@ std::string OpAt(const StepReport& r, int64_t e) {
 }
 
 // Note [Materialised loop slices] (sim/lower/xla/loop_slices.h): the
-// per-iteration slices that are buffers of their own, one line per kind.
+// per-iteration slices that are buffers of their own, one line per kind. A
+// slice built once in a steady iteration standing for others (Note [Rolled
+// loop built once], sim/lower/lower.h) is one per iteration it stands for,
+// as in the loop built iteration by iteration.
 std::string MaterialisedSlices(const StepReport& r) {
   struct Group {
     int64_t count = 0, in_donated = 0;
     Bytes bytes;
   };
+  std::vector<int64_t> times(r.program.ops.size(), 1);
+  for (const Region& reg : r.program.regions) {
+    if (reg.repeat <= 1) continue;
+    for (OpId op = std::max<OpId>(reg.first, 0); op <= reg.last && op < static_cast<OpId>(times.size()); ++op) {
+      times[static_cast<size_t>(op)] = reg.repeat;
+    }
+  }
   std::map<std::string, Group> groups;
   for (const Op& op : r.program.ops) {
     if (op.kind != OpKind::kDynamicSlice || op.outputs.size() != 1) continue;
     const Tensor& t = r.program.tensor(op.outputs[0]);
     std::string what = t.origin.substr(0, t.origin.find(" (a buffer of its own"));
     Group& g = groups[what];
-    ++g.count;
+    const int64_t n = times[static_cast<size_t>(op.id)];
+    g.count += n;
     g.bytes = t.bytes();
-    if (t.aliases != kNoTensor) ++g.in_donated;
+    if (t.aliases != kNoTensor) g.in_donated += n;
   }
   std::string o;
   for (const auto& [what, g] : groups) {
@@ -115,7 +127,7 @@ std::string RenderExplain(const StepReport& r, int top) {
   if (r.program.compiled.present) return o + RenderCompiledExplain(r, top);
   const int64_t at = xla ? r.temp_peak_event : r.sim.peak_event;
   absl::StrAppendFormat(&o, "%s at event %d (during %s, %s phase): %s\n",
-                        xla ? "Temp peak" : "Live peak", at, OpAt(r, at),
+                        xla ? "Temp peak" : "Live peak", ExecutedEventIndex(r.lowered.trace, at), OpAt(r, at),
                         at >= 0 ? std::string(PhaseName(r.lowered.event_phase[static_cast<size_t>(at)])) : "-",
                         FormatBytes(xla ? r.temp_live_peak : r.sim.peak_live));
   if (xla) {

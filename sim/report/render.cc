@@ -128,7 +128,8 @@ void AppendMemory(const StepReport& r, std::string& o) {
                                                    : std::string("the step does NOT fit at any fraction"));
   }
   if (r.sim.oom.happened) {
-    absl::StrAppendFormat(&o, "  OOM at event %d (t=%.6f s): %s requested %s with %s live\n", r.sim.oom.event,
+    absl::StrAppendFormat(&o, "  OOM at event %d (t=%.6f s): %s requested %s with %s live\n",
+                          ExecutedEventIndex(r.lowered.trace, r.sim.oom.event),
                           r.sim.oom.time.seconds(), r.sim.oom.buffer, FormatBytes(r.sim.oom.requested),
                           FormatBytes(r.sim.oom.live));
   }
@@ -137,14 +138,15 @@ void AppendMemory(const StepReport& r, std::string& o) {
 // What is live at the peak, by role, and the largest buffers then.
 void AppendLiveAtPeak(const StepReport& r, std::string& o) {
   const bool xla = r.semantics.accounting == Accounting::kXlaMemoryAnalysis;
-  absl::StrAppendFormat(&o, "\nLive at the peak (event %d, %s phase), by role\n", r.sim.peak_event,
+  absl::StrAppendFormat(&o, "\nLive at the peak (event %d, %s phase), by role\n",
+                        ExecutedEventIndex(r.lowered.trace, r.sim.peak_event),
                         PhaseOfEvent(r, r.sim.peak_event));
   for (int i = 0; i < kNumRoles; ++i) {
     const Bytes b = r.sim.live_by_role_at_peak[static_cast<size_t>(i)];
     if (b.value() == 0) continue;
     absl::StrAppendFormat(&o, "  %-16s %s\n", RoleName(static_cast<Role>(i)), FormatBytes(b));
   }
-  absl::StrAppendFormat(&o, "  temp peak at event %d (%s phase)\n", r.temp_peak_event,
+  absl::StrAppendFormat(&o, "  temp peak at event %d (%s phase)\n", ExecutedEventIndex(r.lowered.trace, r.temp_peak_event),
                         PhaseOfEvent(r, r.temp_peak_event));
   const int64_t why_event = xla ? r.temp_peak_event : r.sim.peak_event;
   if (why_event >= 0 && !r.peak_holders.empty()) {
@@ -288,13 +290,13 @@ std::string RenderJson(const StepReport& r) {
       .Double("jax_arena_needed_fraction", r.jax_arena.needed_fraction)
       .Double("jax_arena_fitting_fraction", r.jax_arena.fitting_fraction)
       .Int("live_peak_bytes", r.sim.peak_live.value())
-      .Int("live_peak_event", r.sim.peak_event)
+      .Int("live_peak_event", ExecutedEventIndex(r.lowered.trace, r.sim.peak_event))
       .String("live_peak_phase", PhaseOfEvent(r, r.sim.peak_event))
-      .Int("temp_peak_event", r.temp_peak_event)
+      .Int("temp_peak_event", ExecutedEventIndex(r.lowered.trace, r.temp_peak_event))
       .Int("host_bytes", r.lowered.host_bytes.value());
   if (r.sim.oom.happened) {
     w.BeginObject("oom")
-        .Int("event", r.sim.oom.event)
+        .Int("event", ExecutedEventIndex(r.lowered.trace, r.sim.oom.event))
         .Double("time_s", r.sim.oom.time.seconds())
         .Int("requested_bytes", r.sim.oom.requested.value())
         .Int("live_bytes", r.sim.oom.live.value())

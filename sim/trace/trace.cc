@@ -36,4 +36,14 @@ const std::string* FindMeta(const Trace& trace, std::string_view key) {
   return nullptr;
 }
 
+int64_t ExecutedEventIndex(const Trace& trace, int64_t e) {
+  if (e < 0) return e;
+  int64_t out = e;
+  for (const TraceRepeat& r : trace.repeats) {
+    if (r.last >= e || r.last < r.first) continue;
+    out += (r.times - 1) * (r.last - r.first + 1);
+  }
+  return out;
+}
+
 }  // namespace gpusim

@@ -158,6 +158,15 @@ const std::string* FindMeta(const Trace& trace, std::string_view key);
 // "FILE:LINE: event I (TYPE[ NAME])" for a trace read from a file,
 // "event I (TYPE[ NAME])" otherwise: how an error names event `i`.
 std::string EventWhere(const Trace& trace, size_t i);
+// The index event `e` of the trace as built has in the loop as executed,
+// every repeated range's iterations in turn (Note [Rolled loop built once],
+// sim/lower/lower.h): the events after a range move by its further
+// iterations' events; an event inside a range keeps its place in the first
+// of them (the iterations' live sets are the same, so the first reaching a
+// figure is the first iteration). Reports give event indices in this
+// numbering, so a loop built once names the events the loop built
+// iteration by iteration names; -1 stays -1.
+int64_t ExecutedEventIndex(const Trace& trace, int64_t e);
 
 bool IsTimed(EventType t);
 std::string_view EventTypeName(EventType t);
