@@ -138,6 +138,22 @@ TEST(CriticalPathTest, HostThenStreamBound) {
                             {kEv, 1, 1500, 1600, PathGate::kStreamOrder}});
 }
 
+TEST(CriticalPathTest, ThroughAHostSyncToTheKernelItWaitedFor) {
+  // The host issues a 1000 ns kernel (500 ns) and syncs (Note [Host syncs]):
+  // it waits for the kernel, then issues the next. The path goes through the
+  // kernel the sync waited for, not through the wait as one gap.
+  Trace t;
+  t.events = {PathKernel(1000), PathKernel(100)};
+  for (TraceEvent& e : t.events) e.host_ops = 1;
+  t.events[0].host_sync = true;
+  DeviceSpec d = PathDevice();
+  d.host_op_cost = SimTime(500);
+  ExpectPath(PathOf(t, d), {{kHost, 0, 0, 500, PathGate::kHostIssue},
+                            {kEv, 0, 500, 1500, PathGate::kHostIssue},
+                            {kHost, 1, 1500, 2000, PathGate::kHostIssue},
+                            {kEv, 1, 2000, 2100, PathGate::kHostIssue}});
+}
+
 TEST(CriticalPathTest, ThroughAMarkerADependencyNamed) {
   // Stream 1 waits for a marker on stream 0, which took stream 0's clock.
   TraceEvent m;

@@ -218,7 +218,9 @@ class StepSimulation {
   int64_t LastOnPath() const;
   void CriticalPath();
   void WalkCriticalPath();
-  void HostIssuePath(size_t upto, const std::vector<SimTime>& shift, SimTime& t);
+  int64_t HostIssuePath(size_t upto, const std::vector<SimTime>& shift, SimTime& t);
+  int64_t LastEndedUpTo(size_t upto);
+  std::vector<int64_t> last_ended_;  // LastEndedUpTo's prefix maxima
   void LiveAtPeak();
 
   // An event whose start is its stream's clock (a marker, an uncharged
@@ -608,8 +610,10 @@ void StepSimulation::WalkCriticalPath() {
       t = r_.start[c];
     }
     if (g == PathGate::kHostIssue) {
-      HostIssuePath(c, shift, t);
-      break;
+      // Through a host sync the path goes on in the GPU work the sync waited
+      // for (-1: the host's issue reached time 0).
+      cur = HostIssuePath(c, shift, t);
+      continue;
     }
     const SimTime pred_end = pred >= 0 ? r_.end[static_cast<size_t>(pred)] : SimTime(0);
     if (pred_end < t) {
@@ -625,21 +629,43 @@ void StepSimulation::WalkCriticalPath() {
   std::reverse(out.begin(), out.end());
 }
 
-// The host's issue of every timed event up to `upto`, down to time 0: each
+// The host's issue of every timed event up to `upto`, back in time: each
 // event's span from the host clock when it began issuing it (one iteration
 // of a repeated range; each span moved as the event was). A hole between
 // two spans is the host waiting at a sync (Note [Host syncs]) when a sync
 // lies between them, else the further iterations of a repeated range.
-void StepSimulation::HostIssuePath(size_t upto, const std::vector<SimTime>& shift, SimTime& t) {
+// Waiting at a sync, the host was held by the GPU work the sync waited for:
+// the timed event at or before the sync that ended last, if it ended after
+// the host had issued everything before the sync. The path goes on from
+// that event (returned; the stretch between its end and the host's resuming
+// is the sync's own, host_sync) rather than through the wait as one gap, so
+// a GPU-bound step's path names the kernels that held it. -1: the host's
+// issue reached time 0.
+int64_t StepSimulation::HostIssuePath(size_t upto, const std::vector<SimTime>& shift, SimTime& t) {
   std::vector<PathSegment>& out = r_.critical_path;
   bool sync_after = false;  // a host_sync event between this one and the span after it
+  size_t sync_at = 0;       // ... the latest such event
   for (size_t j = upto + 1; j-- > 0;) {
     const TraceEvent& e = trace_.events[j];
-    if (j < upto && e.host_sync) sync_after = true;
+    if (j < upto && e.host_sync && !sync_after) {
+      sync_after = true;
+      sync_at = j;
+    }
     if (!IsTimed(e.type)) continue;
     const SimTime cost = HostIssueTime(e, device_);
     if (cost <= SimTime(0)) continue;
     const SimTime s = host_start_[j] + shift[j], end = (s + cost < t ? s + cost : t);
+    if (end < t && sync_after) {
+      const int64_t held = LastEndedUpTo(sync_at);
+      if (held >= 0 && r_.end[static_cast<size_t>(held)] > end && r_.end[static_cast<size_t>(held)] <= t) {
+        const SimTime resume = r_.end[static_cast<size_t>(held)];
+        if (resume < t) {
+          out.push_back({PathSegment::Kind::kGap, static_cast<int64_t>(sync_at), resume, t, PathGate::kHostSync});
+          t = resume;
+        }
+        return held;
+      }
+    }
     if (end < t) {
       out.push_back(sync_after ? PathSegment{PathSegment::Kind::kGap, static_cast<int64_t>(j), end, t,
                                              PathGate::kHostSync}
@@ -657,6 +683,24 @@ void StepSimulation::HostIssuePath(size_t upto, const std::vector<SimTime>& shif
     out.push_back({PathSegment::Kind::kRepeatedIterations, 0, SimTime(0), t, PathGate::kRepeatedIterations});
     t = SimTime(0);
   }
+  return -1;
+}
+
+// The timed event at or before `upto` (trace order) that ends last; -1 if
+// none. Prefix maxima, built on the first call.
+int64_t StepSimulation::LastEndedUpTo(size_t upto) {
+  if (last_ended_.empty()) {
+    last_ended_.assign(n_, -1);
+    int64_t best = -1;
+    for (size_t i = 0; i < n_; ++i) {
+      if (IsTimed(trace_.events[i].type) &&
+          (best < 0 || r_.end[i] >= r_.end[static_cast<size_t>(best)])) {
+        best = static_cast<int64_t>(i);
+      }
+      last_ended_[i] = best;
+    }
+  }
+  return last_ended_[upto];
 }
 
 // Buffers live at the peak: replay up to the peak event.

@@ -109,7 +109,12 @@ struct AllocatorSample {
 //   start             nothing: it started at time 0
 //   host_sync         (a kGap in the host's issue) the host waited at a sync
 //                     (Note [Host syncs]) for the streams to drain: the GPU
-//                     work before the sync, not the host, held the path
+//                     work before the sync, not the host, held the path. The
+//                     walk goes on from the timed event at or before the
+//                     sync that ended last (when it ended after the host's
+//                     issue did), so the path names the kernels the sync
+//                     waited for; the gap is what is left between that
+//                     event's end and the host resuming (none in the engine)
 // Walking back through the recorded predecessor, a predecessor that ended
 // before its successor started leaves a gap: the further iterations of a
 // repeated range the walk crossed (Note [Rolled loop built once]; events in
