@@ -74,6 +74,14 @@ void ExpectPath(const SimResult& r, const std::vector<Seg>& want) {
   }
 }
 
+// Every event of `t` issued by one host op of 500 ns (Note [Host timeline]).
+DeviceSpec IssuedBy500ns(Trace* t) {
+  for (TraceEvent& e : t->events) e.host_ops = 1;
+  DeviceSpec d = PathDevice();
+  d.host_op_cost = SimTime(500);
+  return d;
+}
+
 constexpr PathSegment::Kind kEv = PathSegment::Kind::kEvent;
 constexpr PathSegment::Kind kHost = PathSegment::Kind::kHostIssue;
 constexpr PathSegment::Kind kRep = PathSegment::Kind::kRepeatedIterations;
@@ -116,9 +124,7 @@ TEST(CriticalPathTest, HostBound) {
   // for the host, so the path is the host issuing all three, then the last.
   Trace t;
   for (int i = 0; i < 3; ++i) t.events.push_back(PathKernel(100));
-  for (TraceEvent& e : t.events) e.host_ops = 1;
-  DeviceSpec d = PathDevice();
-  d.host_op_cost = SimTime(500);
+  const DeviceSpec d = IssuedBy500ns(&t);
   ExpectPath(PathOf(t, d), {{kHost, 0, 0, 500, PathGate::kHostIssue},
                             {kHost, 1, 500, 1000, PathGate::kHostIssue},
                             {kHost, 2, 1000, 1500, PathGate::kHostIssue},
@@ -130,9 +136,7 @@ TEST(CriticalPathTest, HostThenStreamBound) {
   // next (issued at 1000 already) waits for its stream only.
   Trace t;
   t.events = {PathKernel(1000), PathKernel(100)};
-  for (TraceEvent& e : t.events) e.host_ops = 1;
-  DeviceSpec d = PathDevice();
-  d.host_op_cost = SimTime(500);
+  const DeviceSpec d = IssuedBy500ns(&t);
   ExpectPath(PathOf(t, d), {{kHost, 0, 0, 500, PathGate::kHostIssue},
                             {kEv, 0, 500, 1500, PathGate::kHostIssue},
                             {kEv, 1, 1500, 1600, PathGate::kStreamOrder}});
@@ -144,10 +148,8 @@ TEST(CriticalPathTest, ThroughAHostSyncToTheKernelItWaitedFor) {
   // kernel the sync waited for, not through the wait as one gap.
   Trace t;
   t.events = {PathKernel(1000), PathKernel(100)};
-  for (TraceEvent& e : t.events) e.host_ops = 1;
   t.events[0].host_sync = true;
-  DeviceSpec d = PathDevice();
-  d.host_op_cost = SimTime(500);
+  const DeviceSpec d = IssuedBy500ns(&t);
   ExpectPath(PathOf(t, d), {{kHost, 0, 0, 500, PathGate::kHostIssue},
                             {kEv, 0, 500, 1500, PathGate::kHostIssue},
                             {kHost, 1, 1500, 2000, PathGate::kHostIssue},
