@@ -873,7 +873,10 @@ def simumax_readme_block(gpusim, ctx):
         % len(runs), "Llama 3 70B / 405B, DeepSeek-V2 / V3 MoE, CP at 32k and 128k) through their launch lines.",
         "Allocated memory: SimuMax %s; gpusim %s (%d of %d rows refused by name)." % (
             within(err["simumax", "mem"]), within(err["gpusim", "mem"]), n_refused, len(runs)),
-        "Iteration time: SimuMax %s; gpusim %s;" % (within(err["simumax", "ms"]), within(err["gpusim", "ms"])),
+        "Iteration time: SimuMax %s; gpusim %s (configs/devices/b200.yaml's GEMM and collective "
+        "efficiencies are fitted to the %d micro-batch-count-4 rows it runs; the others are held out)." % (
+            within(err["simumax", "ms"]), within(err["gpusim", "ms"]),
+            sum(1 for c, r, _ in runs if r is not None and c["micro_batches"] == 4)),
         indent="- ")
 
 
