@@ -118,6 +118,9 @@ class GptBuilder {
   LayerGraph MakeLayerGraph() const;
   // The dense MLP's values after ln2 (the last one "fc2").
   void AddDenseMlp(std::vector<LayerValue>* out) const;
+  // Note [MoE dispatch syncs] (gpt_moe.cc): the host syncs after this MoE
+  // layer value's forward op.
+  bool MoeSyncsAfter(const std::string& value) const;
   // REQUIRES: `name` is a value of graph_.
   const LayerValue& NodeOf(const std::string& name) const;
   // Megatron's full recompute (Note [Saved set], sim/remat/apply.h): the

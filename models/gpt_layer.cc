@@ -214,6 +214,7 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
     if (mg_ && n.name == "scores" && g_.attention == "unfused" && g_.transformer_impl == "transformer_engine") {
       op.host_calls += 3;
     }
+    if (mg_ && Moe() && MoeSyncsAfter(n.name)) op.host_sync = true;  // Note [MoE dispatch syncs]
     known[n.name] = out;
   }
   b_.set_recompute(false);

@@ -230,6 +230,31 @@ void GptBuilder::AddMoeValues(std::vector<LayerValue>* out) const {
   AddSharedExperts(out, cur);
 }
 
+// Note [MoE dispatch syncs]: the token dispatchers need the routed token
+// counts on the host (NVIDIA/Megatron-LM 57a02672 megatron/core/transformer/
+// moe/token_dispatcher.py), so every MoE layer's forward (and its
+// recompute) stops the host until the device has caught up (Note [Host
+// syncs], sim/engine/engine.h):
+//  - MoEAllGatherTokenDispatcher.dispatch_postprocess: tokens_per_expert =
+//    local_map.sum(dim=0).long().cpu() after the gathered routing map (a
+//    blocking device-to-host copy), then after the permute
+//    local_probs.masked_select(local_map), whose output size the host must
+//    read (a data-dependent shape): two syncs;
+//  - MoEAlltoAllTokenDispatcher: the counts copied device-to-host at
+//    before_permutation_1 and waited for at cuda_sync_point
+//    (_maybe_dtoh_and_synchronize), before_ep_alltoall under EP or TP > 1
+//    and otherwise later in the dispatch: one sync, taken here after the
+//    first permutation.
+// Without the syncs the host would run ahead of a small MoE model's GPU
+// through the whole forward.
+bool GptBuilder::MoeSyncsAfter(const std::string& value) const {
+  const MegatronMoeSpec& e = g_.moe;
+  if (e.dispatcher == "allgather") {
+    return value == (e.ep * e.etp > 1 ? "moe_gathered_probs" : "routing_map") || value == "exp_in";
+  }
+  return value == "moe_permuted";
+}
+
 // Shared experts (shared_experts.py SharedExpertMLP): a dense TP-split MLP
 // on the (SP-gathered) ln2, added to the routed output.
 void GptBuilder::AddSharedExperts(std::vector<LayerValue>* out, const std::string& routed) const {

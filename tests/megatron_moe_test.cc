@@ -4,11 +4,13 @@
 // by hand, and `gpusim run --megatron-args` with 64 experts, top-8, EP 8.
 #include <string>
 
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_replace.h"
 #include "gtest/gtest.h"
 #include "models/gpt.h"
 #include "sim/config/loader.h"
+#include "sim/step/model_program.h"
 #include "sim/step/step.h"
 #include "tests/cli_support.h"
 
@@ -170,6 +172,26 @@ TEST(MegatronMoeTest, RunReportsBalancedAndBoundPerRank) {
   EXPECT_NE(r.out.find("heaviest rank under the bound: stage 0 (ranks 0-7); the bound decides \"fits\": fits"),
             std::string::npos)
       << r.out;
+}
+
+// Note [MoE dispatch syncs]: the allgather dispatcher stops the host twice
+// per MoE layer forward (the token counts' .cpu(), masked_select's size),
+// the alltoall one once; kTiny has 2 layers and one micro-batch per rank.
+TEST(MegatronMoeTest, DispatchersSyncTheHost) {
+  auto syncs_after = [](const std::string& line, const std::string& value) {
+    auto spec = Parse(line);
+    EXPECT_TRUE(spec.ok()) << spec.status();
+    auto p = BuildModelProgram(*spec);
+    EXPECT_TRUE(p.ok()) << p.status();
+    int n = 0;
+    for (const Op& op : p->ops) n += op.host_sync && absl::EndsWith(op.name, "." + value);
+    return n;
+  };
+  EXPECT_EQ(syncs_after(kTiny, "moe_permuted"), 2);
+  const std::string ag = absl::StrReplaceAll(kTiny, {{"alltoall", "allgather"}});
+  EXPECT_EQ(syncs_after(ag, "moe_permuted"), 0);
+  EXPECT_EQ(syncs_after(ag, "moe_gathered_probs"), 2);
+  EXPECT_EQ(syncs_after(ag, "exp_in"), 2);
 }
 
 }  // namespace
