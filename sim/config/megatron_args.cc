@@ -323,6 +323,45 @@ const std::vector<ArgRule>& Rules() {
       // (57a02672): the CPU-side gloo groups are not created; NCCL's are.
       {"disable-gloo-process-groups", ArgKind::kNoEffect, "no gloo (CPU) process groups: checkpointing set-up"},
       {"use-tp-pp-dp-mapping", ArgKind::kModelled, "rank order: which pipeline sends cross nodes"},
+      // Megatron-LM's functional tests (tests/functional_tests/test_cases at
+      // 57a02672) carry these; each read in megatron/training/config/*.py.
+      {"use-checkpoint-opt-param-scheduler", ArgKind::kNoEffect, "learning-rate schedule taken from a checkpoint"},
+      {"override-opt-param-scheduler", ArgKind::kNoEffect, "learning-rate schedule values only"},
+      {"decoupled-lr", ArgKind::kNoEffect, "learning-rate values only (the embedding's)"},
+      {"decoupled-min-lr", ArgKind::kNoEffect, "learning-rate values only (the embedding's)"},
+      {"apply-wd-to-qk-layernorm", ArgKind::kNoEffect, "optimizer hyper-parameter (weight decay) only"},
+      {"use-mup", ArgKind::kNoEffect, "muP's initialisation and learning-rate scales: values only"},
+      {"tiktoken-pattern", ArgKind::kNoEffect, "the tokenizer's split pattern: data only"},
+      {"tiktoken-num-special-tokens", ArgKind::kNoEffect, "special-token ids within the vocabulary: data only"},
+      {"no-use-tokenizer-model-from-checkpoint-args", ArgKind::kNoEffect, "tokenizer file lookup"},
+      {"fim-data", ArgKind::kNoEffect, "data (fill-in-the-middle samples)"},
+      {"fim-rate", ArgKind::kNoEffect, "data (fill-in-the-middle samples)"},
+      {"fim-spm-rate", ArgKind::kNoEffect, "data (fill-in-the-middle samples)"},
+      {"async-ckpt-use-cpu-shm", ArgKind::kNoEffect, "checkpointing (an async save's host staging)"},
+      {"mup-base-hidden-size", ArgKind::kNoEffect, "muP's scales: values only"},
+      {"async-strategy", ArgKind::kNoEffect, "checkpointing (how an async save is written)"},
+      {"verify-integrity", ArgKind::kNoEffect, "checkpointing (re-hashes checkpoint files on load)"},
+      // TE's fused RoPE applies interleaved pairs with the same kernels.
+      {"rotary-interleaved", ArgKind::kNoEffect, "the rotary pairs' layout: same buffers and kernels"},
+      {"attention-output-gate", ArgKind::kRefused, "a gated attention output is not modelled"},
+      {"error-injection-rate", ArgKind::kRefused, "the rerun state machine's injected errors rerun iterations"},
+      {"max-tokens-to-oom", ArgKind::kRefused, "inference (text generation) is not modelled"},
+      // distributed_data_parallel_config.py average_in_collective: the
+      // 1/d scaling moves into the reduce-scatter (its own pass is not
+      // modelled either way: Note [Megatron iteration on the host]).
+      {"ddp-average-in-collective", ArgKind::kNoEffect, "where the gradients' 1/d scaling happens"},
+      {"overlap-p2p-communication-warmup-flush", ArgKind::kNotModelled,
+       "the interleaved schedule's warm-up and flush p2p overlapped with compute"},
+      {"overlap-param-gather-with-optimizer-step", ArgKind::kNotModelled,
+       "the first parameter all-gather overlapped with the optimizer step"},
+      {"qk-layernorm", ArgKind::kRefused, "LayerNorm of the queries and keys is not modelled"},
+      {"use-megatron-fsdp", ArgKind::kRefused, "Megatron FSDP is not modelled"},
+      {"step-batch-size-schedule", ArgKind::kRefused, "a batch-size schedule changes the step over training"},
+      {"use-transformer-engine-op-fuser", ArgKind::kRefused, "Transformer Engine's op fuser is not modelled"},
+      {"rl-inference-tensor-model-parallel-size", ArgKind::kRefused, "RL inference is not modelled"},
+      {"inference-dynamic-batching-num-cuda-graphs", ArgKind::kRefused, "inference is not modelled"},
+      {"rerun-mode", ArgKind::kModelled,
+       "disabled / validate_results: the loss and gradient checks either way (report_stats refused)"},
       {"log-interval", ArgKind::kNoEffect, "logging"},
       {"log-throughput", ArgKind::kNoEffect, "logging"},
       // Note [Megatron iteration on the host] (models/gpt_megatron_host.cc).
@@ -810,6 +849,10 @@ absl::Status ApplyVocabulary(const Args& g, RunSpec* run) {
     if (vocab_size != 0) return g.Error("vocab-size", "GPT2BPETokenizer fixes the vocabulary (50257)");
     mg.vocab_unpadded = 50257;  // GPT-2 BPE: gpt2-vocab.json
     if (mg.tokenizer.empty()) mg.tokenizer = "GPT2BPETokenizer";
+  } else if (mg.tokenizer == "TikTokenizer" && vocab_size == 0) {
+    // megatron/core/tokenizers/text/libraries/tiktoken_tokenizer.py
+    // (57a02672): vocab_size defaults to DEFAULT_TIKTOKEN_MAX_VOCAB = 2**17.
+    mg.vocab_unpadded = 131072;
   } else if (mg.tokenizer == "NullTokenizer") {
     if (vocab_size == 0) return g.Error("tokenizer-type", "NullTokenizer needs --vocab-size");
     mg.vocab_unpadded = vocab_size + 1;  // _NullTokenizer: an EOD id after the vocabulary
@@ -1113,6 +1156,15 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   RETURN_IF_ERROR(ApplyOptimizerAndRecompute(g, run));
   RETURN_IF_ERROR(ApplyFp8(g, run));
   RETURN_IF_ERROR(ApplyCrossEntropyFusion(g, run));
+  // megatron/training/config/resilience_config.py rerun_mode (57a02672,
+  // default validate_results): the rerun state machine's checks (Note
+  // [Megatron iteration on the host]) run in disabled and validate_results
+  // alike; report_stats reruns iterations to gather statistics.
+  std::string rerun = "validate_results";
+  RETURN_IF_ERROR(g.Choice("rerun-mode", &rerun, {"disabled", "validate_results", "report_stats"}));
+  if (rerun == "report_stats") {
+    return g.Error("rerun-mode", "not modelled: report_stats reruns iterations to gather statistics");
+  }
   RETURN_IF_ERROR(ApplyMoeArgs(g, run));
   RETURN_IF_ERROR(ApplyCublasWorkspaceConfig(g, run));
   run->framework = "pytorch";

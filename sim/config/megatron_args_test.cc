@@ -332,5 +332,32 @@ TEST(MegatronArgsTest, ScriptTpCommFlagsRecomputeZeroScoreFunctionAndMla) {
   refused(absl::StrCat(kBase, " --multi-latent-attention --kv-lora-rank 512"), "not modelled: multi-latent attention (MLA)");
 }
 
+// Arguments of Megatron-LM's functional tests (tests/functional_tests/
+// test_cases at 57a02672): each no effect, modelled or refused by name.
+TEST(MegatronArgsTest, FunctionalTestSettings) {
+  auto s = Parse(absl::StrCat(kBase, " --use-checkpoint-opt-param-scheduler --tiktoken-pattern v2 "
+                                     "--rotary-interleaved --ddp-average-in-collective"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->megatron.no_effect, (std::vector<std::string>{"use-checkpoint-opt-param-scheduler", "tiktoken-pattern",
+                                                              "rotary-interleaved", "ddp-average-in-collective"}));
+  // TikTokenizer's vocabulary defaults to 2**17 (tiktoken_tokenizer.py).
+  s = Parse(absl::StrCat(kBase, " --tokenizer-type TikTokenizer"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->megatron.vocab_unpadded, 131072);
+  // A dense model's expert tensor parallelism splits no expert.
+  s = Parse(absl::StrCat(kBase, " --expert-tensor-parallel-size 1"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_NE(std::find(s->megatron.no_effect.begin(), s->megatron.no_effect.end(), "expert-tensor-parallel-size"),
+            s->megatron.no_effect.end());
+  s = Parse(absl::StrCat(kBase, " --rerun-mode disabled"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  s = Parse(absl::StrCat(kBase, " --rerun-mode report_stats"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("--rerun-mode: not modelled: report_stats"), std::string::npos) << s.status();
+  s = Parse(absl::StrCat(kBase, " --max-tokens-to-oom 1200000"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.status().message().find("not modelled: inference"), std::string::npos) << s.status();
+}
+
 }  // namespace
 }  // namespace gpusim

@@ -148,6 +148,16 @@ absl::Status ApplyMoeArgs(const Args& g, RunSpec* run) {
   for (const MoeArgRule& r : MoeArgRules()) {
     if (r.kind == MoeArgKind::kModelled && g.Has(r.name) && !g.Has("num-experts") &&
         std::string(r.name) != "num-experts") {
+      // Megatron builds the expert groups of a dense model too
+      // (core/parallel_state.py initialize_model_parallel takes
+      // expert_tensor_parallel_size either way); no expert uses them.
+      if (std::string(r.name) == "expert-tensor-parallel-size" || std::string(r.name) == "expert-model-parallel-size") {
+        for (auto& [name, how] : run->megatron.args) {
+          if (name == r.name) how = "no effect on memory or time: a dense model has no experts to split";
+        }
+        run->megatron.no_effect.push_back(r.name);
+        continue;
+      }
       return g.Error(r.name, "needs --num-experts (a mixture-of-experts model)");
     }
   }
