@@ -65,7 +65,28 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
     // received per pass; the backward sends dK/dV round the same ring.
     const double keys = static_cast<double>(Sfull_);
     std::vector<std::string> ins = {"qkv"};
-    if (cp_ > 1) {
+    // Note [Megatron CP all-to-all]: --cp-comm-type a2a (TE v2.11
+    // transformer_engine/pytorch/attention/dot_product_attention/
+    // context_parallel.py AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses,
+    // arXiv 2309.14509). flash_attn_a2a_communicate all-to-alls q, k, v
+    // over the CP group from [s/cp, b, heads, d] to [s, b, heads/cp, d]
+    // (the same elements per rank); the kernel runs the whole sequence over
+    // a cp-th of the heads (the same FLOPs as the ring) and saves the
+    // all-to-all'd q, k, v and its own output `out_part`; that output is
+    // all-to-all'd back to [s/cp, b, heads, d], a second buffer, which
+    // linear_proj saves as its input. So each layer keeps one more
+    // context-sized tensor than under p2p, where the ring's `out` is the
+    // very tensor returned. The backward all-to-alls dout to the head
+    // layout and dq, dk, dv back (transient). The pre-all-to-all q, k, v
+    // are read by nothing after the exchange and are freed.
+    const bool a2a = cp_ > 1 && mg_ && g_.cp_comm == "a2a";
+    if (a2a) {
+      LayerValue x{"qkv_a2a", {Sfull_, B_, Wqkv / t_ / cp_}, cdt_, OpKind::kAllGather, {"qkv"}, 0, "attn_qkv_a2a",
+                   false, false, {}};
+      x.group = cp_;  // an all-to-all: every rank sends (cp - 1)/cp of the buffer, as an all-gather receives
+      add(x);
+      ins = {"qkv_a2a"};
+    } else if (cp_ > 1) {
       LayerValue ring{"kv_ring", {2, 2, S_, B_, K_ * Dh_ / t_}, cdt_, OpKind::kAllGather, {"qkv"}, 0, "attn_kv_ring",
                       false, false, {}};
       ring.group = cp_;
@@ -73,14 +94,21 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
       add(ring);
       ins.push_back("kv_ring");
     }
-    LayerValue lse{"attn_lse", {B_, At, S_}, DType::kF32, OpKind::kElementwise, {"qkv"}, b * a / t * s, "attn_lse",
-                   false, false, {}};
-    lse.kernel_of = "context";  // Note [A second output of a kernel]
+    const std::string q = ins.front(), out = a2a ? "context_heads" : "context";
+    LayerValue lse{"attn_lse", a2a ? std::vector<int64_t>{B_, At / cp_, Sfull_} : std::vector<int64_t>{B_, At, S_},
+                   DType::kF32, OpKind::kElementwise, {q}, b * a / t * s, "attn_lse", false, false, {}};
+    lse.kernel_of = out;  // Note [A second output of a kernel]
     add(lse);
-    LayerValue fa{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kAttention, ins, 2 * b * a / t * s * keys * dh,
-            "context", false, true, {"qkv", "context", "attn_lse"}};
+    LayerValue fa{out, a2a ? std::vector<int64_t>{Sfull_, B_, Wc / t_ / cp_} : std::vector<int64_t>{S_, B_, Wc / t_},
+                  cdt_, OpKind::kAttention, ins, 2 * b * a / t * s * keys * dh, a2a ? "attn_out_heads" : "context",
+                  false, true, {q, out, "attn_lse"}};
     fa.bwd_scale = 2.5;
     add(fa);
+    if (a2a) {
+      LayerValue back{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kAllGather, {out}, 0, "context", false, false, {}};
+      back.group = cp_;
+      add(back);
+    }
   } else {
     // QK^T (batch dims b, a/t), softmax, dropout, AV: the attention core.
     LayerValue sc{"scores", {B_, At, S_, S_}, cdt_, OpKind::kMatmul, {"qkv"}, 2 * b * a / t * s * s * dh,

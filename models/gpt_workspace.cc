@@ -68,7 +68,7 @@ absl::Status GptBuilder::DeclareGemmWorkspaces() {
       }
     }
   }
-  if (te && g_.gradient_accumulation_fusion) DeclareTeDummyWgrads();
+  if (g_.gradient_accumulation_fusion) DeclareTeDummyWgrads();
   DeclareGlobalMemoryBuffer();
   const bool torch_gemms = last_stage_ || !te || g_.attention == "unfused";
   if (!torch_gemms) return absl::OkStatus();
@@ -94,21 +94,41 @@ absl::Status GptBuilder::DeclareGemmWorkspaces() {
 // simumax_b200.json) show it: on the first pipeline stage, which holds no
 // loss, the measured peak exceeds gpusim's by one layer's four weights in
 // bf16 to within 3 MB (70B and 405B).
+//
+// Megatron's own linears draw from the same cache. megatron/core/
+// tensor_parallel/layers.py LinearWithGradAccumulationAndAsyncCommunication
+// .backward (NVIDIA/Megatron-LM 57a02672 and 23e00ed, since e7c55de99e,
+// 2025-08): under gradient accumulation fusion, for a weight DDP tagged
+// grad_added_to_main_grad (every trainable parameter, distributed_data_
+// parallel.py __init__), it hands autograd get_dummy_wgrad(main_grad.shape,
+// input.dtype) when Transformer Engine imports (HAVE_TE, true in the NGC
+// images Megatron runs in) -- the output layer's [vocab/TP, h] in the
+// compute dtype, on the stage that holds it, whatever the layers' impl.
+// SimuMax's B200 rows show it: every one-stage row read short by that
+// tensor (1.96 GiB at 70B TP 1, 0.98 GiB at TP 2; 3.92 / 1.96 GiB at 405B).
 void GptBuilder::DeclareTeDummyWgrads() {
   std::set<std::pair<std::vector<int64_t>, DType>> seen;
+  auto keep = [&](const std::string& label, const std::vector<int64_t>& shape, DType dtype, const std::string& what) {
+    if (!seen.insert({shape, dtype}).second) return;
+    b_.AddArgument(absl::StrCat("te.dummy_wgrad.", label), shape, dtype, Role::kWorkspace, false, what);
+  };
+  // The layers' linears: TE's under transformer_engine, Megatron's own
+  // (ColumnParallelLinear, RowParallelLinear) under local.
   for (const std::string& name : param_order_) {
     if (!absl::EndsWith(name, ".w_qkv") && !absl::EndsWith(name, ".w_proj") && !absl::EndsWith(name, ".w_fc1") &&
         !absl::EndsWith(name, ".w_fc2")) {
       continue;
     }
     const Tensor& w = b_.tensor(params_.at(name));
-    // An fp8 parameter (--fp8-param-gather) is a Float8Tensor whose dtype is
-    // its nominal one, the compute dtype (TE pytorch/tensor/float8_tensor.py).
-    const DType dtype = w.dtype == DType::kF8 ? cdt_ : w.dtype;
-    if (!seen.insert({w.shape, dtype}).second) continue;
-    b_.AddArgument(absl::StrCat("te.dummy_wgrad.", name.substr(name.rfind('.') + 1)), w.shape, dtype,
-                   Role::kWorkspace, false,
-                   "Transformer Engine's stand-in weight gradient (module/base.py get_dummy_wgrad), kept");
+    // An fp8 parameter (--fp8-param-gather) is a Float8Tensor whose dtype
+    // is its nominal one, the compute dtype (TE pytorch/tensor/
+    // float8_tensor.py).
+    keep(name.substr(name.rfind('.') + 1), w.shape, w.dtype == DType::kF8 ? cdt_ : w.dtype,
+         "Transformer Engine's stand-in weight gradient (module/base.py get_dummy_wgrad), kept");
+  }
+  if (last_stage_) {
+    keep("output", b_.tensor(OutputWeight()).shape, cdt_,
+         "the output layer's stand-in weight gradient (Megatron layers.py via TE's get_dummy_wgrad), kept");
   }
 }
 

@@ -863,6 +863,12 @@ def simumax_refusal_lines(runs):
     return out
 
 
+def simumax_fitted_rows():
+    """How many rows traces/calibration/simumax_b200.yaml fits (`fit: true`; the others it predicts)."""
+    with open(os.path.join(ROOT, "traces", "calibration", "simumax_b200.yaml")) as f:
+        return sum(1 for line in f if line.strip() == "fit: true")
+
+
 def simumax_readme_block(gpusim, ctx):
     """README.md's few lines on the SimuMax table (the same runs as docs/megatron.md's)."""
     runs = simumax_runs(gpusim, ctx)
@@ -874,9 +880,10 @@ def simumax_readme_block(gpusim, ctx):
         "Allocated memory: SimuMax %s; gpusim %s (%d of %d rows refused by name)." % (
             within(err["simumax", "mem"]), within(err["gpusim", "mem"]), n_refused, len(runs)),
         "Iteration time: SimuMax %s; gpusim %s (configs/devices/b200.yaml's GEMM and collective "
-        "efficiencies are fitted to the %d micro-batch-count-4 rows it runs; the others are held out)." % (
+        "efficiencies are fitted to %d of the rows it runs, micro-batch count 4 without CP; the others are "
+        "held out)." % (
             within(err["simumax", "ms"]), within(err["gpusim", "ms"]),
-            sum(1 for c, r, _ in runs if r is not None and c["micro_batches"] == 4)),
+            simumax_fitted_rows()),
         indent="- ")
 
 

@@ -116,8 +116,8 @@ const std::vector<ArgRule>& Rules() {
       {"num-layers-per-virtual-pipeline-stage", ArgKind::kModelled, "interleaved schedule (layers per model chunk)"},
       {"num-virtual-stages-per-pipeline-rank", ArgKind::kModelled, "interleaved schedule (model chunks per rank)"},
       {"microbatch-group-size-per-virtual-pipeline-stage", ArgKind::kModelled, "interleaved schedule group size"},
-      {"context-parallel-size", ArgKind::kModelled, "CP (ring attention, p2p)"},
-      {"cp-comm-type", ArgKind::kModelled, "p2p only"},
+      {"context-parallel-size", ArgKind::kModelled, "CP (ring attention, p2p; or all-to-all, a2a)"},
+      {"cp-comm-type", ArgKind::kModelled, "p2p | a2a (a2a+p2p, the hierarchical form, is refused)"},
       // NVIDIA/TransformerEngine d0067d0da transformer_engine/pytorch/attention/
       // dot_product_attention/context_parallel.py AttnFuncWithCPAndKVP2P: with
       // cp_group = [a2a group, p2p group] it all-to-alls q, k, v (and the
@@ -126,7 +126,7 @@ const std::vector<ArgRule>& Rules() {
       {"hierarchical-context-parallel-sizes", ArgKind::kRefused,
        "hierarchical context parallelism (--cp-comm-type a2a+p2p: Transformer Engine's all-to-all of q, k, v and "
        "the output over the inner group around the KV ring over the outer one, AttnFuncWithCPAndKVP2P with a "
-       "group pair) is not modelled; --cp-comm-type p2p is"},
+       "group pair) is not modelled; --cp-comm-type p2p and a2a are"},
       {"sequence-parallel", ArgKind::kModelled, "SP (Korthikanti)"},
       {"micro-batch-size", ArgKind::kModelled, "micro-batch"},
       {"global-batch-size", ArgKind::kModelled, "global batch (gradient accumulation over micro-batches)"},
@@ -877,7 +877,7 @@ absl::Status ApplyParallelism(const Args& g, RunSpec* run, int64_t seq) {
   RETURN_IF_ERROR(g.Int("context-parallel-size", &cp));
   RETURN_IF_ERROR(g.Int("make-vocab-size-divisible-by", &divisible));
   std::string cp_comm = "p2p";
-  RETURN_IF_ERROR(g.Choice("cp-comm-type", &cp_comm, {"p2p"}));
+  RETURN_IF_ERROR(g.Choice("cp-comm-type", &cp_comm, {"p2p", "a2a"}));
   ASSIGN_OR_RETURN(const int64_t vocab_multiple,
                    CheckedProduct({{"--make-vocab-size-divisible-by", divisible}, {"--tensor-model-parallel-size", tp}}));
   m.vocab = CeilTo(mg.vocab_unpadded, vocab_multiple);
@@ -888,6 +888,7 @@ absl::Status ApplyParallelism(const Args& g, RunSpec* run, int64_t seq) {
   run->parallelism.sequence_parallel = sp && tp > 1;
   mg.pipeline = pp;
   mg.context = cp;
+  mg.cp_comm = cp_comm;
   ASSIGN_OR_RETURN(const int64_t model_parallel,
                    CheckedProduct({{"--tensor-model-parallel-size", tp},
                                    {"--pipeline-model-parallel-size", pp},
@@ -905,6 +906,15 @@ absl::Status ApplyParallelism(const Args& g, RunSpec* run, int64_t seq) {
   }
   if (cp > 1 && mg.attention != "flash") {
     return g.Error("context-parallel-size", "context parallelism runs TE's flash/fused attention only");
+  }
+  // AttnFuncWithCPAndQKVOA2A.forward (TE v2.11 context_parallel.py) asserts
+  // "The number of attention heads needs to be divisible by CP size!" on
+  // each TP rank's query heads and key/value groups.
+  if (cp > 1 && cp_comm == "a2a" && (m.n_heads / tp % cp != 0 || m.n_kv_heads / tp % cp != 0)) {
+    return g.Error("cp-comm-type",
+                   absl::StrCat("a2a needs each TP rank's attention heads (", m.n_heads / tp, ") and query groups (",
+                                m.n_kv_heads / tp, ") divisible by --context-parallel-size ", cp,
+                                " (Transformer Engine's AttnFuncWithCPAndQKVOA2A asserts it)"));
   }
   if (run->parallelism.sequence_parallel && seq / cp % tp != 0) {
     return g.Error("sequence-parallel", "TP must divide the sequence length per CP rank");

@@ -286,6 +286,9 @@ struct MegatronSpec {
   // (uneven stages: Note [Megatron uneven stages], sim/config/megatron_args.cc).
   std::vector<int64_t> stage_layers;
   int64_t context = 1;               // --context-parallel-size
+  // --cp-comm-type: "p2p" (TE AttnFuncWithCPAndKVP2P, the K/V ring) or "a2a"
+  // (AttnFuncWithCPAndQKVOA2A, Note [Megatron CP all-to-all], models/gpt_layer.cc).
+  std::string cp_comm = "p2p";
   int64_t data = 1;                  // world_size / (TP x PP x CP)
   int64_t global_batch = 0;          // --global-batch-size
   int64_t microbatches = 1;          // global / (micro x data)
