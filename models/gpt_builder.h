@@ -199,7 +199,7 @@ class GptBuilder {
   absl::Status DeclareGemmWorkspaces();
   // Note [Megatron global memory buffer].
   void DeclareGlobalMemoryBuffer();
-  void DeclareTeDummyWgrads();  // Note [Transformer Engine dummy wgrads], gpt_workspace.cc
+  absl::Status DeclareTeDummyWgrads();  // Note [Transformer Engine dummy wgrads], gpt_workspace.cc
   // The weight casts of layer l, at its first forward of the step.
   void CastFp8Weights(int l);
   // The tensor a GEMM reads for weight `w` of layer l: the fp8 copy (or its

@@ -68,7 +68,7 @@ absl::Status GptBuilder::DeclareGemmWorkspaces() {
       }
     }
   }
-  if (g_.gradient_accumulation_fusion) DeclareTeDummyWgrads();
+  if (g_.gradient_accumulation_fusion) RETURN_IF_ERROR(DeclareTeDummyWgrads());
   DeclareGlobalMemoryBuffer();
   const bool torch_gemms = last_stage_ || !te || g_.attention == "unfused";
   if (!torch_gemms) return absl::OkStatus();
@@ -89,8 +89,7 @@ absl::Status GptBuilder::DeclareGemmWorkspaces() {
 // TE layers (w_qkv, w_proj: TELayerNormColumnParallelLinear,
 // TERowParallelLinear; w_fc1, w_fc2 likewise) keeps one per distinct weight
 // shape: one layer's four linear weights in the parameter dtype, between
-// iterations too. Not modelled: the MoE experts' GroupedLinear stand-ins
-// (one per expert weight shape). SimuMax's B200 runs (validation/
+// iterations too, and the experts' likewise. SimuMax's B200 runs (validation/
 // simumax_b200.json) show it: on the first pipeline stage, which holds no
 // loss, the measured peak exceeds gpusim's by one layer's four weights in
 // bf16 to within 3 MB (70B and 405B).
@@ -106,30 +105,38 @@ absl::Status GptBuilder::DeclareGemmWorkspaces() {
 // compute dtype, on the stage that holds it, whatever the layers' impl.
 // SimuMax's B200 rows show it: every one-stage row read short by that
 // tensor (1.96 GiB at 70B TP 1, 0.98 GiB at TP 2; 3.92 / 1.96 GiB at 405B).
-void GptBuilder::DeclareTeDummyWgrads() {
+absl::Status GptBuilder::DeclareTeDummyWgrads() {
   std::set<std::pair<std::vector<int64_t>, DType>> seen;
   auto keep = [&](const std::string& label, const std::vector<int64_t>& shape, DType dtype, const std::string& what) {
     if (!seen.insert({shape, dtype}).second) return;
     b_.AddArgument(absl::StrCat("te.dummy_wgrad.", label), shape, dtype, Role::kWorkspace, false, what);
   };
   // The layers' linears: TE's under transformer_engine, Megatron's own
-  // (ColumnParallelLinear, RowParallelLinear) under local.
+  // (ColumnParallelLinear, RowParallelLinear) under local; the experts'
+  // (TE v2.11 grouped_linear.py _GroupedLinear.backward
+  // handle_custom_ddp_from_mcore: one get_dummy_wgrad per expert weight, all
+  // of one shape; or one TE linear per expert) and the shared experts'. The
+  // cache is keyed by torch's [out, in]: gpusim's weights are [in, out], a
+  // grouped one [experts, in, out].
   for (const std::string& name : param_order_) {
-    if (!absl::EndsWith(name, ".w_qkv") && !absl::EndsWith(name, ".w_proj") && !absl::EndsWith(name, ".w_fc1") &&
-        !absl::EndsWith(name, ".w_fc2")) {
-      continue;
-    }
+    const std::string label = name.substr(name.rfind('.') + 1);
+    const bool dense = label == "w_qkv" || label == "w_proj" || label == "w_fc1" || label == "w_fc2";
+    const bool experts = absl::StartsWith(label, "w_exp") || absl::StartsWith(label, "w_sh_");
+    if (!dense && !experts) continue;
     const Tensor& w = b_.tensor(params_.at(name));
+    const size_t n = w.shape.size();
+    if (n < 2) return absl::InternalError(absl::StrCat("weight ", name, " is not a matrix"));
     // An fp8 parameter (--fp8-param-gather) is a Float8Tensor whose dtype
     // is its nominal one, the compute dtype (TE pytorch/tensor/
     // float8_tensor.py).
-    keep(name.substr(name.rfind('.') + 1), w.shape, w.dtype == DType::kF8 ? cdt_ : w.dtype,
+    keep(label, {w.shape[n - 1], w.shape[n - 2]}, w.dtype == DType::kF8 ? cdt_ : w.dtype,
          "Transformer Engine's stand-in weight gradient (module/base.py get_dummy_wgrad), kept");
   }
   if (last_stage_) {
     keep("output", b_.tensor(OutputWeight()).shape, cdt_,
          "the output layer's stand-in weight gradient (Megatron layers.py via TE's get_dummy_wgrad), kept");
   }
+  return absl::OkStatus();
 }
 
 // Note [Megatron global memory buffer]: megatron/core/utils.py

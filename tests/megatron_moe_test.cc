@@ -157,6 +157,35 @@ TEST(MegatronMoeTest, ExpertParametersAndOptimizerShards) {
   EXPECT_EQ(shard, (dense + 7) / 8 + expert / 2);
 }
 
+// Note [Transformer Engine dummy wgrads]: one kept stand-in per torch
+// [out, in] shape. kTiny: w_qkv [192, 64], w_proj [64, 64], the experts'
+// fc1 [128, 64] and fc2 [64, 128] (grouped or one linear per expert alike),
+// the output layer [1024, 64] (the vocabulary padded to 128), all bf16.
+// Shared experts of 128 have the experts' shapes and add none; of 256 they
+// add their two.
+TEST(MegatronMoeTest, StandInWeightGradientsPerShape) {
+  auto dummies = [](const std::string& args) -> int64_t {
+    auto s = Parse(args);
+    EXPECT_TRUE(s.ok()) << s.status();
+    if (!s.ok()) return -1;
+    s->megatron.rank_selected = true;
+    auto rep = SimulateStep(*s);
+    EXPECT_TRUE(rep.ok()) << rep.status();
+    if (!rep.ok()) return -1;
+    int64_t n = 0;
+    for (const Tensor& t : rep->program.tensors) {
+      if (absl::StartsWith(t.name, "te.dummy_wgrad.")) n += t.bytes().value();
+    }
+    return n;
+  };
+  const int64_t base = (192 * 64 + 64 * 64 + 128 * 64 + 64 * 128 + 1024 * 64) * 2;
+  EXPECT_EQ(dummies(kTiny), base);
+  EXPECT_EQ(dummies(absl::StrReplaceAll(kTiny, {{" --moe-grouped-gemm", ""}})), base);
+  EXPECT_EQ(dummies(absl::StrCat(kTiny, " --moe-shared-expert-intermediate-size 128")), base);
+  EXPECT_EQ(dummies(absl::StrCat(kTiny, " --moe-shared-expert-intermediate-size 256")), base + 2 * 256 * 64 * 2);
+  EXPECT_EQ(dummies(absl::StrCat(kTiny, " --no-gradient-accumulation-fusion")), 0);
+}
+
 TEST(MegatronMoeTest, RunReportsBalancedAndBoundPerRank) {
   Result r = Gpusim(
       "run --device h100-sxm-80gb --world-size 8 --megatron-args \"--num-layers 2 --hidden-size 128 "
