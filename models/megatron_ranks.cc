@@ -16,21 +16,33 @@ int64_t MegatronGlobalRank(const MegatronSpec& g, int64_t tensor, const Megatron
 namespace {
 
 // Note [Megatron expert ranks]: parallel_state.initialize_model_parallel
-// numbers each pipeline stage's TP x CP x DP ranks again for the experts,
-// with a RankGenerator over "tp-ep-dp" where tp is ETP and dp the expert
-// data-parallel size (pp outermost, as in the dense default order): rank
-// = stage x (ranks per stage) + etp + ETP (ep + EP edp). The EP group varies
+// numbers the world again for the experts, with a RankGenerator over the same
+// order with ep in it and cp 1: tp is ETP, dp the expert data-parallel size.
+// In the default order "tp-cp-ep-dp-pp" a stage's ranks are consecutive:
+// rank = etp + ETP (ep + EP (edp + EDP pp)); under --use-tp-pp-dp-mapping,
+// "tp-cp-ep-pp-dp", rank = etp + ETP (ep + EP (pp + PP edp)) (megatron/
+// training/initialize.py passes the order; 57a02672). The EP group varies
 // ep, the ETP group etp, the tp_ep group both.
-int64_t ExpertGroupNodes(const MegatronSpec& g, int64_t tensor, MegatronGroup kind, int64_t stage) {
+int64_t ExpertRank(const MegatronSpec& g, int64_t e_tp, int64_t e_ep, int64_t e_dp, int64_t stage) {
+  const int64_t etp = g.moe.etp, ep = g.moe.ep, edp = g.moe.edp;
+  return g.tp_pp_dp_mapping ? e_tp + etp * (e_ep + ep * (stage + g.pipeline * e_dp))
+                            : e_tp + etp * (e_ep + ep * (e_dp + edp * stage));
+}
+
+int64_t ExpertGroupNodes(const MegatronSpec& g, MegatronGroup kind, int64_t stage) {
   const int64_t per_node = std::max<int64_t>(g.gpus_per_node, 1);
-  const int64_t per_stage = tensor * g.context * g.data, etp = g.moe.etp, ep = g.moe.ep;
+  const int64_t etp = g.moe.etp, ep = g.moe.ep, edp = g.moe.edp;
   std::map<int64_t, std::set<int64_t>> nodes;
-  for (int64_t r = 0; r < per_stage; ++r) {
-    const int64_t e_tp = r % etp, e_ep = r / etp % ep, e_dp = r / (etp * ep);
-    const int64_t key = kind == MegatronGroup::kExpert ? e_tp + etp * ep * e_dp
-                        : kind == MegatronGroup::kExpertTensor ? etp * (e_ep + ep * e_dp)
-                                                               : etp * ep * e_dp;
-    nodes[key].insert((stage * per_stage + r) / per_node);
+  for (int64_t e_dp = 0; e_dp < edp; ++e_dp) {
+    for (int64_t e_ep = 0; e_ep < ep; ++e_ep) {
+      for (int64_t e_tp = 0; e_tp < etp; ++e_tp) {
+        // A group is keyed by the coordinates it does not vary.
+        const int64_t key = kind == MegatronGroup::kExpert         ? e_tp + etp * ep * e_dp
+                            : kind == MegatronGroup::kExpertTensor ? etp * (e_ep + ep * e_dp)
+                                                                   : etp * ep * e_dp;
+        nodes[key].insert(ExpertRank(g, e_tp, e_ep, e_dp, stage) / per_node);
+      }
+    }
   }
   size_t most = 1;
   for (const auto& [key, n] : nodes) most = std::max(most, n.size());
@@ -42,7 +54,7 @@ int64_t ExpertGroupNodes(const MegatronSpec& g, int64_t tensor, MegatronGroup ki
 int64_t MegatronGroupNodes(const MegatronSpec& g, int64_t tensor, MegatronGroup kind, int64_t stage) {
   if (kind == MegatronGroup::kExpert || kind == MegatronGroup::kExpertTensor ||
       kind == MegatronGroup::kExpertTensorExpert) {
-    return g.moe.experts > 0 ? ExpertGroupNodes(g, tensor, kind, stage) : 1;
+    return g.moe.experts > 0 ? ExpertGroupNodes(g, kind, stage) : 1;
   }
   const int64_t per_node = std::max<int64_t>(g.gpus_per_node, 1);
   const bool spans_pp = kind == MegatronGroup::kModel || kind == MegatronGroup::kWorld ||

@@ -10,6 +10,7 @@
 #include "gtest/gtest.h"
 #include "models/gpt.h"
 #include "sim/config/loader.h"
+#include "sim/step/megatron_step.h"
 #include "sim/step/model_program.h"
 #include "sim/step/step.h"
 #include "tests/cli_support.h"
@@ -184,6 +185,27 @@ TEST(MegatronMoeTest, StandInWeightGradientsPerShape) {
   EXPECT_EQ(dummies(absl::StrCat(kTiny, " --moe-shared-expert-intermediate-size 128")), base);
   EXPECT_EQ(dummies(absl::StrCat(kTiny, " --moe-shared-expert-intermediate-size 256")), base + 2 * 256 * 64 * 2);
   EXPECT_EQ(dummies(absl::StrCat(kTiny, " --no-gradient-accumulation-fusion")), 0);
+}
+
+// --use-tp-pp-dp-mapping with experts (Note [Megatron expert ranks]): the
+// expert ranks follow the same order; with PP > 1 Megatron asserts that the
+// expert data-parallel size is the data-parallel size.
+TEST(MegatronMoeTest, TpPpDpMapping) {
+  const std::string base = absl::StrReplaceAll(kTiny, {{"--expert-model-parallel-size 4", "--expert-model-parallel-size 2"}});
+  // TP 2 (SP), PP 2, DP 2; EP 2, ETP 1 (it defaults to TP): expert DP 2 = DP.
+  auto s = Parse(absl::StrCat(base, " --tensor-model-parallel-size 2 --sequence-parallel "
+                                    "--expert-tensor-parallel-size 1 --pipeline-model-parallel-size 2 "
+                                    "--use-tp-pp-dp-mapping"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_EQ(s->megatron.moe.edp, s->megatron.data);
+  auto r = SimulateMegatron(*s);
+  ASSERT_TRUE(r.ok()) << r.status();
+  EXPECT_EQ(r->ranks.size(), 2u);
+  // TP 1, PP 2, DP 4; EP 2: expert DP 2 is not DP 4.
+  s = Parse(absl::StrCat(base, " --pipeline-model-parallel-size 2 --use-tp-pp-dp-mapping"));
+  ASSERT_FALSE(s.ok());
+  EXPECT_TRUE(absl::StrContains(s.status().message(), "expert data-parallel size (2) equal to the data-parallel size (4)"))
+      << s.status();
 }
 
 TEST(MegatronMoeTest, RunReportsBalancedAndBoundPerRank) {

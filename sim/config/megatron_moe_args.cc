@@ -113,8 +113,16 @@ absl::Status ApplyMoeOptions(const Args& g, const RunSpec& run, MegatronMoeSpec*
   if (run.megatron.bias_linear) {
     return g.Error("num-experts", "biases in the expert linears are not modelled: give --disable-bias-linear");
   }
-  if (run.megatron.tp_pp_dp_mapping && moe->ep > 1) {
-    return g.Error("use-tp-pp-dp-mapping", "the expert rank order under this mapping is not modelled");
+  // Under --use-tp-pp-dp-mapping the expert ranks follow the same order
+  // (Note [Megatron expert ranks], models/megatron_ranks.cc), and
+  // parallel_state.initialize_model_parallel asserts that the attention and
+  // MoE layers then share their data-parallel size when PP > 1.
+  if (run.megatron.tp_pp_dp_mapping && run.megatron.pipeline > 1 && moe->edp != run.megatron.data) {
+    return g.Error("use-tp-pp-dp-mapping",
+                   absl::StrCat("with PP > 1 needs the expert data-parallel size (", moe->edp,
+                                ") equal to the data-parallel size (", run.megatron.data,
+                                "): Megatron's initialize_model_parallel asserts it when the order does not end "
+                                "with pp"));
   }
   return absl::OkStatus();
 }
