@@ -15,6 +15,44 @@
 namespace gpusim {
 namespace gpt_internal {
 
+namespace {
+
+// Note [Megatron QK layernorm]: --qk-layernorm (NVIDIA/Megatron-LM
+// 57a02672 megatron/core/transformer/attention.py SelfAttention.
+// get_query_key_value_tensors; gpt_layer_specs.py: q_layernorm and
+// k_layernorm are TENorm, TE's LayerNorm or RMSNorm over a head's Dh). The
+// query, split off the fused QKV output and reshaped to [s, b, np, hn]
+// (a copy unless np/ng or ng is 1), and the key (a strided view) enter
+// TE's norm, which runs on `input_.contiguous()` and saves that tensor and
+// its fp32 statistics (TE v2.11 pytorch/ops/basic/rmsnorm.py and
+// layer_norm.py op_forward: rstdevs; means too for LayerNorm). So each
+// layer keeps a query- and a key-sized copy beside what attention keeps;
+// the normed q, k (RoPE'd) and v are attention's inputs, of the QKV
+// output's size, as without the norms.
+//
+// The values: per query and key, the norm's contiguous input, its fp32
+// statistics and its output; then attention's q, k, v. Returns the name
+// attention reads.
+std::string AddQkNorms(std::vector<LayerValue>* out, int64_t S, int64_t B, int64_t q_heads, int64_t k_heads,
+                       int64_t Dh, int64_t qkv_width, DType cdt, bool rms) {
+  const int64_t stats = rms ? 1 : 2;
+  for (const auto& [p, heads] : {std::pair<std::string, int64_t>{"q", q_heads}, {"k", k_heads}}) {
+    const double e = static_cast<double>(S * B * heads * Dh);
+    out->push_back({p + "_ln_in", {S, B, heads * Dh}, cdt, OpKind::kElementwise, {"qkv"}, e, "", false, false, {}});
+    LayerValue st{p + "_ln_stats", {S, B, heads * stats}, DType::kF32, OpKind::kElementwise, {p + "_ln_in"}, e, "",
+                  false, false, {}};
+    st.kernel_of = p + "_ln";  // Note [A second output of a kernel]
+    out->push_back(st);
+    out->push_back({p + "_ln", {S, B, heads * Dh}, cdt, OpKind::kElementwise, {p + "_ln_in", "W:" + p + "_ln"}, 8 * e,
+                    "", false, false, {p + "_ln_in", p + "_ln_stats"}});
+  }
+  out->push_back({"qkv_normed", {S, B, qkv_width}, cdt, OpKind::kElementwise, {"q_ln", "k_ln", "qkv"},
+                  static_cast<double>(S * B * qkv_width), "", false, false, {}});
+  return "qkv_normed";
+}
+
+}  // namespace
+
 LayerGraph GptBuilder::MakeLayerGraph() const {
   const double s = static_cast<double>(S_), b = static_cast<double>(B_), h = static_cast<double>(H_);
   const double a = static_cast<double>(A_), t = static_cast<double>(t_);
@@ -52,6 +90,9 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
            true, false, {"ln1"}};
   qkv.m = S_ * B_; qkv.n = Wqkv / t_; qkv.k = H_;
   add(qkv);
+  // --qk-layernorm: Note [Megatron QK layernorm].
+  const std::string qkv_att =
+      mg_ && g_.qk_layernorm ? AddQkNorms(&n, S_, B_, At, K_ / t_, Dh_, Wqkv / t_, cdt_, g_.rms_norm) : "qkv";
   if (flash) {
     // Note [Megatron flash attention]: TE's flash / cuDNN fused attention
     // keeps q, k, v, its output and the fp32 softmax statistics (one per
@@ -64,7 +105,7 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
     // ring, double-buffered (two K/V chunks in flight), cp - 1 chunks
     // received per pass; the backward sends dK/dV round the same ring.
     const double keys = static_cast<double>(Sfull_);
-    std::vector<std::string> ins = {"qkv"};
+    std::vector<std::string> ins = {qkv_att};
     // Note [Megatron CP all-to-all]: --cp-comm-type a2a (TE v2.11
     // transformer_engine/pytorch/attention/dot_product_attention/
     // context_parallel.py AttnFuncWithCPAndQKVOA2A, DeepSpeed-Ulysses,
@@ -81,13 +122,13 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
     // are read by nothing after the exchange and are freed.
     const bool a2a = cp_ > 1 && mg_ && g_.cp_comm == "a2a";
     if (a2a) {
-      LayerValue x{"qkv_a2a", {Sfull_, B_, Wqkv / t_ / cp_}, cdt_, OpKind::kAllGather, {"qkv"}, 0, "attn_qkv_a2a",
+      LayerValue x{"qkv_a2a", {Sfull_, B_, Wqkv / t_ / cp_}, cdt_, OpKind::kAllGather, {qkv_att}, 0, "attn_qkv_a2a",
                    false, false, {}};
       x.group = cp_;  // an all-to-all: every rank sends (cp - 1)/cp of the buffer, as an all-gather receives
       add(x);
       ins = {"qkv_a2a"};
     } else if (cp_ > 1) {
-      LayerValue ring{"kv_ring", {2, 2, S_, B_, K_ * Dh_ / t_}, cdt_, OpKind::kAllGather, {"qkv"}, 0, "attn_kv_ring",
+      LayerValue ring{"kv_ring", {2, 2, S_, B_, K_ * Dh_ / t_}, cdt_, OpKind::kAllGather, {qkv_att}, 0, "attn_kv_ring",
                       false, false, {}};
       ring.group = cp_;
       ring.comm_scale = static_cast<double>(cp_) / 2.0;
@@ -111,8 +152,8 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
     }
   } else {
     // QK^T (batch dims b, a/t), softmax, dropout, AV: the attention core.
-    LayerValue sc{"scores", {B_, At, S_, S_}, cdt_, OpKind::kMatmul, {"qkv"}, 2 * b * a / t * s * s * dh,
-            "attn_scores", true, true, {"qkv"}};
+    LayerValue sc{"scores", {B_, At, S_, S_}, cdt_, OpKind::kMatmul, {qkv_att}, 2 * b * a / t * s * s * dh,
+            "attn_scores", true, true, {qkv_att}};
     sc.m = S_; sc.n = S_; sc.k = Dh_; sc.batch = B_ * At;
     add(sc);
     add({"probs", {B_, At, S_, S_}, cdt_, OpKind::kElementwise, {"scores"}, 5 * b * a / t * s * s, "attn_probs",
@@ -121,8 +162,8 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
          "attn_dropout_mask", false, false, {}});
     add({"dropped", {B_, At, S_, S_}, cdt_, OpKind::kElementwise, {"probs", "attn_mask"}, b * a / t * s * s,
          "attn_dropped", false, false, {"attn_mask"}});
-    LayerValue av{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kMatmul, {"dropped", "qkv"}, 2 * b * a / t * s * s * dh,
-            "context", true, true, {"dropped", "qkv"}};
+    LayerValue av{"context", {S_, B_, Wc / t_}, cdt_, OpKind::kMatmul, {"dropped", qkv_att}, 2 * b * a / t * s * s * dh,
+            "context", true, true, {"dropped", qkv_att}};
     av.m = S_; av.n = Dh_; av.k = S_; av.batch = B_ * At;
     add(av);
   }

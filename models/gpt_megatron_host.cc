@@ -167,7 +167,8 @@ void GptBuilder::CheckBucketGrads(const Bucket& bk) {
 int64_t GptBuilder::TorchParams() const {
   int64_t n = 0;
   for (const std::string& p : param_order_) {
-    const bool norm = absl::EndsWith(p, "ln1") || absl::EndsWith(p, "ln2") || p == "ln_f";
+    const bool norm = absl::EndsWith(p, "ln1") || absl::EndsWith(p, "ln2") || absl::EndsWith(p, "q_ln") ||
+                      absl::EndsWith(p, "k_ln") || p == "ln_f";
     n += norm && !g_.rms_norm ? 2 : 1;
   }
   return n;

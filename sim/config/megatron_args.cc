@@ -95,6 +95,8 @@ const std::vector<ArgRule>& Rules() {
       {"max-position-embeddings", ArgKind::kModelled, "rows of the learned position table"},
       {"swiglu", ArgKind::kModelled, "SwiGLU MLP (fc1 of width 2 x ffn)"},
       {"normalization", ArgKind::kModelled, "LayerNorm | RMSNorm"},
+      {"qk-layernorm", ArgKind::kModelled,
+       "TE's norm of each query and key head (Note [Megatron QK layernorm]; under transformer_engine)"},
       {"disable-bias-linear", ArgKind::kModelled, "no biases in the linear layers"},
       {"add-bias-linear", ArgKind::kModelled, "biases in the linear layers (the default)"},
       {"add-qkv-bias", ArgKind::kModelled, "a QKV bias with --disable-bias-linear"},
@@ -354,7 +356,6 @@ const std::vector<ArgRule>& Rules() {
        "the interleaved schedule's warm-up and flush p2p overlapped with compute"},
       {"overlap-param-gather-with-optimizer-step", ArgKind::kNotModelled,
        "the first parameter all-gather overlapped with the optimizer step"},
-      {"qk-layernorm", ArgKind::kRefused, "LayerNorm of the queries and keys is not modelled"},
       {"use-megatron-fsdp", ArgKind::kRefused, "Megatron FSDP is not modelled"},
       {"step-batch-size-schedule", ArgKind::kRefused, "a batch-size schedule changes the step over training"},
       {"use-transformer-engine-op-fuser", ArgKind::kRefused, "Transformer Engine's op fuser is not modelled"},
@@ -791,6 +792,7 @@ absl::Status ApplyLayers(const Args& g, RunSpec* run, int64_t seq) {
   std::string norm = "LayerNorm";
   RETURN_IF_ERROR(g.Choice("normalization", &norm, {"LayerNorm", "RMSNorm"}));
   mg.rms_norm = norm == "RMSNorm";
+  RETURN_IF_ERROR(g.Flag("qk-layernorm", &mg.qk_layernorm));
   bool no_bias = false;
   RETURN_IF_ERROR(g.Flag("disable-bias-linear", &no_bias));
   mg.bias_linear = !no_bias;
@@ -834,6 +836,11 @@ absl::Status ApplyLayers(const Args& g, RunSpec* run, int64_t seq) {
   const bool s2 = backend == "unfused" || backend == "local" ||
                   (mg.transformer_impl == "local" && backend == "auto" && !use_flash);
   mg.attention = s2 ? "unfused" : "flash";
+  // --qk-layernorm under local: the local spec's norm (Apex FusedLayerNorm
+  // or torch's) saves other tensors than TE's TENorm.
+  if (mg.qk_layernorm && mg.transformer_impl != "transformer_engine") {
+    return g.Error("qk-layernorm", "modelled under --transformer-impl transformer_engine (TE's TENorm) only");
+  }
   return absl::OkStatus();
 }
 

@@ -305,6 +305,7 @@ struct MegatronSpec {
   bool check_for_nan = true;            // --no-check-for-nan-in-loss-and-grad: false
   bool swiglu = false;                  // --swiglu
   bool rms_norm = false;                // --normalization RMSNorm
+  bool qk_layernorm = false;            // --qk-layernorm (Note [Megatron QK layernorm], models/gpt_layer.cc)
   bool bias_linear = true;              // --disable-bias-linear
   bool qkv_bias = true;                 // --add-qkv-bias (with --disable-bias-linear)
   std::string position = "learned_absolute";  // --position-embedding-type: learned_absolute | rope | none

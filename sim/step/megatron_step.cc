@@ -54,6 +54,7 @@ int64_t MegatronParamCount(const RunSpec& spec) {
   const int64_t f1 = (g.swiglu ? 2 : 1) * m.mlp_dim, norm = (g.rms_norm ? 1 : 2) * h;
   int64_t layer = h * qkv + c * h + h * f1 + m.mlp_dim * h + 2 * norm;
   if (g.qkv_bias) layer += qkv;
+  if (g.qk_layernorm) layer += 2 * (g.rms_norm ? 1 : 2) * m.head_dim;  // Note [Megatron QK layernorm]
   if (g.bias_linear) layer += h + f1 + h;
   if (g.moe.experts > 0) {  // the router, every expert and the shared experts instead of the MLP (no biases)
     const int64_t gate = g.swiglu ? 3 : 2;
