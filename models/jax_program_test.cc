@@ -9,7 +9,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::jax_program_test {
 namespace {
 
 constexpr int64_t kGiB4 = 4LL << 30;  // w2
@@ -158,4 +158,4 @@ program:
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::jax_program_test

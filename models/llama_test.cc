@@ -10,7 +10,7 @@
 #include "sim/lower/lower.h"
 #include "sim/step/model_program.h"
 
-namespace gpusim {
+namespace gpusim::llama_test {
 namespace {
 
 ModelSpec Llama2_7B() {
@@ -215,4 +215,4 @@ TEST(LlamaTest, RematPoliciesChooseTheSavedSet) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::llama_test

@@ -13,7 +13,7 @@
 #include "sim/step/step.h"
 #include "sim/step/model_program.h"
 
-namespace gpusim {
+namespace gpusim::llama_tp_test {
 namespace {
 
 RunSpec Spec(std::vector<std::string> sets) {
@@ -189,4 +189,4 @@ TEST(LlamaTensorParallelTest, RefusesWhatItCannotSplit) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::llama_tp_test

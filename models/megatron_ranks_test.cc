@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::megatron_ranks_test {
 namespace {
 
 MegatronSpec Layout(int64_t cp, int64_t dp, int64_t pp, int64_t per_node) {
@@ -69,4 +69,4 @@ TEST(MegatronRanksTest, PipelineGroupsAndTheMapping) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_ranks_test

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::megatron_schedule_test {
 namespace {
 
 TEST(MegatronScheduleTest, OneFOneBStageRHoldsPMinusRMicroBatches) {
@@ -100,4 +100,4 @@ TEST(MegatronBufferLayoutTest, SharedEmbeddingGetsItsOwnBucket) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_schedule_test

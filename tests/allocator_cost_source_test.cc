@@ -9,7 +9,7 @@
 #include "sim/config/loader.h"
 #include "sim/import/kineto.h"
 
-namespace gpusim {
+namespace gpusim::allocator_cost_source_test {
 namespace {
 
 TEST(AllocatorCostSourceTest, ColdStartTraceSegmentMallocs) {
@@ -35,4 +35,4 @@ TEST(AllocatorCostSourceTest, ColdStartTraceSegmentMallocs) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::allocator_cost_source_test

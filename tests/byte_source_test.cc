@@ -14,7 +14,7 @@
 
 #include "sim/import/byte_source.h"
 
-namespace gpusim {
+namespace gpusim::byte_source_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -145,4 +145,4 @@ TEST(ByteSourceTest, GzipGivesZlibsBytesAndErrors) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::byte_source_test

@@ -12,7 +12,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::calibrate_fit_test {
 namespace {
 
 constexpr char kConfig[] = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
@@ -61,4 +61,4 @@ TEST(CalibrateFitTest, RecoversAKnownMatmulEfficiency) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::calibrate_fit_test

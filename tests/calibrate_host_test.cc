@@ -20,7 +20,7 @@
 #include "sim/import/kineto.h"
 #include "tests/cli_support.h"
 
-namespace gpusim {
+namespace gpusim::calibrate_host_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -225,4 +225,4 @@ TEST(CalibrateHostTest, CommandLineForms) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::calibrate_host_test

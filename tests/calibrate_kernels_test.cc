@@ -15,7 +15,7 @@
 #include "sim/device/timing.h"
 #include "sim/import/kineto.h"
 
-namespace gpusim {
+namespace gpusim::calibrate_kernels_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -180,4 +180,4 @@ TEST(CalibrateKernelsTest, BertSmallTraceKernelsAreAccountedFor) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::calibrate_kernels_test

@@ -9,7 +9,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::calibrate_maxtext_test {
 namespace {
 
 constexpr char kFile[] = GPUSIM_SOURCE_DIR "/traces/calibration/maxtext_llama7b.yaml";
@@ -91,4 +91,4 @@ TEST(CalibrateMaxTextTest, JsonHasTheDocumentedKeys) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::calibrate_maxtext_test

@@ -15,7 +15,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/megatron_step.h"
 
-namespace gpusim {
+namespace gpusim::calibrate_megatron_test {
 namespace {
 
 std::string WriteLaunch(const std::string& name, const std::string& extra) {
@@ -84,4 +84,4 @@ TEST(CalibrateMegatronTest, StepTimeAndIterationTimeAreExclusive) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::calibrate_megatron_test

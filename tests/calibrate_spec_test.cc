@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "sim/config/calibration_spec.h"
 
-namespace gpusim {
+namespace gpusim::calibrate_spec_test {
 namespace {
 
 std::string Write(const std::string& name, const std::string& text) {
@@ -158,4 +158,4 @@ INSTANTIATE_TEST_SUITE_P(
     [](const ::testing::TestParamInfo<BadCase>& i) { return i.param.name; });
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::calibrate_spec_test

@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "tests/cli_support.h"
 
-namespace gpusim {
+namespace gpusim::cli_explain_time_test {
 namespace {
 
 // The integer value of "key": N in a JSON document, from `from` on.
@@ -178,4 +178,4 @@ TEST(CliExplainTimeTest, RefusesWhatDoesNotApply) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::cli_explain_time_test

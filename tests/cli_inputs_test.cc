@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/cli_support.h"
 
-namespace gpusim {
+namespace gpusim::cli_inputs_test {
 namespace {
 
 const std::string kSrc = GPUSIM_SOURCE_DIR;
@@ -113,4 +113,4 @@ TEST(CliInputs, RunConfigWithoutYamlNameIsOneForEveryCommand) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::cli_inputs_test

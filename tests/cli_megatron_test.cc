@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "tests/cli_support.h"
 
-namespace gpusim {
+namespace gpusim::cli_megatron_test {
 namespace {
 
 std::string Launch() {
@@ -106,4 +106,4 @@ TEST(CliMegatronTest, CompareAndAdviseTakeALaunchLine) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::cli_megatron_test

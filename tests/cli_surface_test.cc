@@ -10,7 +10,7 @@
 #include "tests/cli_support.h"
 #include "simdjson.h"
 
-namespace gpusim {
+namespace gpusim::cli_surface_test {
 namespace {
 
 // Here a command's output is its stdout alone (JSON documents).
@@ -110,4 +110,4 @@ TEST(CliSurface, AllocatorFlagIsTheSameAsSetAllocatorImpl) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::cli_surface_test

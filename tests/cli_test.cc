@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "tests/cli_support.h"
 
-namespace gpusim {
+namespace gpusim::cli_test {
 namespace {
 
 // The integer value of "key": N in a JSON document (first occurrence).
@@ -265,9 +265,9 @@ TEST(CliTest, RunsACompiledModuleBesideItsUnoptimisedOne) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::cli_test
 
-namespace gpusim {
+namespace gpusim::cli_test {
 namespace {
 
 // Issue 11: every setting the issue names changes the result or is refused
@@ -402,4 +402,4 @@ TEST(CliCapabilityTest, ListModelsNamesEachFamilysSettings) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::cli_test

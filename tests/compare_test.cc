@@ -3,7 +3,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::compare_test {
 namespace {
 
 TEST(CompareTest, OneRowPerValueInOrder) {
@@ -30,4 +30,4 @@ TEST(CompareTest, OneRowPerValueInOrder) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::compare_test

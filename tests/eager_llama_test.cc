@@ -13,7 +13,7 @@
 #include "sim/step/model_program.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::eager_llama_test {
 namespace {
 
 const char kLlama7b[] = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
@@ -132,4 +132,4 @@ TEST(EagerLlamaTest, WrittenXlaOnlyValuesAreRefusedWhereWritten) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::eager_llama_test

@@ -19,7 +19,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::golden_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -134,4 +134,4 @@ TEST(GoldenTest, NativeTraceOfLlama7b) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::golden_test

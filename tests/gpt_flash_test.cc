@@ -9,7 +9,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::gpt_flash_test {
 namespace {
 
 absl::StatusOr<StepReport> Simulate22b(const std::string& attention, const std::string& remat = "none") {
@@ -53,4 +53,4 @@ TEST(GptFlashTest, SelectiveRecomputeRerunsTheFlashKernelAndDropsItsStatistics) 
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::gpt_flash_test

@@ -11,7 +11,7 @@
 #include "sim/step/step.h"
 #include "sim/step/model_program.h"
 
-namespace gpusim {
+namespace gpusim::gpt_remat_methods_test {
 namespace {
 
 // s 128, b 2, h 256, a 8, t 1, 9 layers.
@@ -115,4 +115,4 @@ TEST(GptRematMethodsTest, Korthikanti22BPerLayerTimesInOrder) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::gpt_remat_methods_test

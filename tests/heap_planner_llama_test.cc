@@ -10,7 +10,7 @@
 #include "sim/step/step.h"
 #include "sim/step/temp_heap.h"
 
-namespace gpusim {
+namespace gpusim::heap_planner_llama_test {
 namespace {
 
 TEST(HeapPlannerLlamaTest, MatchesQuadraticOracleOnLlama7bTemps) {
@@ -34,4 +34,4 @@ TEST(HeapPlannerLlamaTest, MatchesQuadraticOracleOnLlama7bTemps) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::heap_planner_llama_test

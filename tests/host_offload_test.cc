@@ -14,7 +14,7 @@
 #include "sim/step/step.h"
 #include "sim/step/model_program.h"
 
-namespace gpusim {
+namespace gpusim::host_offload_test {
 namespace {
 
 // A small Llama: D 256, 4 heads of 64, MLP 512, 3 layers, 2 x 128 tokens,
@@ -206,4 +206,4 @@ TEST(HostOffloadTest, EagerOffloadCopiesOnTheComputeStream) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::host_offload_test

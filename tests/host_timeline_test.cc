@@ -11,7 +11,7 @@
 #include "sim/step/native_step.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::host_timeline_test {
 namespace {
 
 TEST(EagerHostTimelineTest, MultiTensorApplyLaunchesWhenTheTensorOrBlockListFills) {
@@ -137,4 +137,4 @@ TEST(EagerHostTimelineTest, RecordedPyTorchOpsAreIssuedByTheHost) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::host_timeline_test

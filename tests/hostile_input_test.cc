@@ -12,7 +12,7 @@
 #include "gtest/gtest.h"
 #include "tests/cli_support.h"
 
-namespace gpusim {
+namespace gpusim::hostile_input_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -280,4 +280,4 @@ TEST(HostileInput, PickleNeedsNoPythonNorTempFiles) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::hostile_input_test

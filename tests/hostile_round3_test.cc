@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "tests/cli_support.h"
 
-namespace gpusim {
+namespace gpusim::hostile_round3_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -179,4 +179,4 @@ TEST(HostileRound3, MessagesNameTheInput) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::hostile_round3_test

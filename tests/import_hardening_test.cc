@@ -25,7 +25,7 @@
 #include "sim/trace/trace_io.h"
 #include "sim/trace/validate.h"
 
-namespace gpusim {
+namespace gpusim::import_hardening_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -378,4 +378,4 @@ TEST(MalformedConfigTest, ProgramSizesThatOverflowAreErrors) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::import_hardening_test

@@ -20,7 +20,7 @@
 #include "sim/trace/validate.h"
 #include "sim/import/trace_path.h"
 
-namespace gpusim {
+namespace gpusim::import_kineto_test {
 namespace {
 
 
@@ -379,4 +379,4 @@ TEST(ImportKinetoTest, FormatDetection) {
 
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::import_kineto_test

@@ -9,7 +9,7 @@
 #include "sim/import/recorded_trace.h"
 #include "sim/import/trace_path.h"
 
-namespace gpusim {
+namespace gpusim::import_memory_ops_test {
 namespace {
 
 void ExpectSameAsNative(const RecordedTrace& t) {
@@ -94,4 +94,4 @@ TEST(MemoryOps, EveryShippedTraceAsToNativeTrace) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::import_memory_ops_test

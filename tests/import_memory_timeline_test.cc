@@ -13,7 +13,7 @@
 #include "sim/trace/validate.h"
 #include "sim/import/trace_path.h"
 
-namespace gpusim {
+namespace gpusim::import_memory_timeline_test {
 namespace {
 
 
@@ -98,4 +98,4 @@ TEST(ImportMemoryTimelineTest, SmallTimelineAndErrors) {
 
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::import_memory_timeline_test

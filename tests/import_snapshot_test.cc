@@ -16,7 +16,7 @@
 #include "sim/trace/validate.h"
 #include "viz/pickle.h"
 
-namespace gpusim {
+namespace gpusim::import_snapshot_test {
 namespace {
 
 
@@ -252,4 +252,4 @@ TEST(ImportSnapshotTest, MalformedJsonNamesTheByteOffset) {
 
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::import_snapshot_test

@@ -16,7 +16,7 @@
 #include "sim/replay/explain_trace.h"
 #include "sim/replay/replay.h"
 
-namespace gpusim {
+namespace gpusim::input_opens_test {
 namespace {
 
 struct Counted {
@@ -143,4 +143,4 @@ TEST(SniffInput, RefusesByName) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::input_opens_test

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/cli_support.h"
 
-namespace gpusim {
+namespace gpusim::issue11_settings_test {
 namespace {
 
 const std::string kLlama = std::string(GPUSIM_SOURCE_DIR) + "/configs/llama7b.yaml";
@@ -71,4 +71,4 @@ TEST(Issue11SettingsTest, BadAllocatorOptionNamesWhereItWasWritten) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::issue11_settings_test

@@ -13,7 +13,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim::import_internal {
+namespace gpusim::import_internal::json_fast_test {
 namespace {
 
 struct NumberRead {
@@ -276,4 +276,4 @@ TEST(FastJsonSkipTest, HostileValuesDeclineWithoutReadingPastTheBuffer) {
 }
 
 }  // namespace
-}  // namespace gpusim::import_internal
+}  // namespace gpusim::import_internal::json_fast_test

@@ -13,7 +13,7 @@
 #include "sim/import/kineto.h"
 #include "sim/import/trace_path.h"
 
-namespace gpusim {
+namespace gpusim::kineto_fast_path_test {
 namespace {
 
 std::string Describe(const RecordedMemoryEvent& m) {
@@ -255,4 +255,4 @@ TEST(KinetoFastPathTest, EventsOfOneShapeGiveTheGeneralPathsResult) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::kineto_fast_path_test

@@ -12,7 +12,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/model_program.h"
 
-namespace gpusim {
+namespace gpusim::korthikanti_test {
 namespace {
 
 struct Shape {
@@ -60,4 +60,4 @@ INSTANTIATE_TEST_SUITE_P(Shapes, KorthikantiTest,
                                            Shape{512, 3, 512, 16, 8}, Shape{2048, 4, 6144, 64, 8}));
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::korthikanti_test

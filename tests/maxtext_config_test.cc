@@ -14,7 +14,7 @@
 #include "sim/config/maxtext_keys.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::maxtext_config_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -230,4 +230,4 @@ TEST(MaxTextConfig, ExamplesRun) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::maxtext_config_test

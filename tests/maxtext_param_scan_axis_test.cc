@@ -10,7 +10,7 @@
 #include "sim/report/explain.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::maxtext_param_scan_axis_test {
 namespace {
 
 constexpr char kFile[] = GPUSIM_SOURCE_DIR "/traces/calibration/maxtext_llama7b.yaml";
@@ -63,4 +63,4 @@ TEST(MaxTextParamScanAxis, TempDifferenceIsTheTransposedCopy) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::maxtext_param_scan_axis_test

@@ -11,7 +11,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/megatron_step.h"
 
-namespace gpusim {
+namespace gpusim::megatron_cp_test {
 namespace {
 
 absl::StatusOr<RunSpec> Parse(const std::string& args, int world = 4) {
@@ -104,4 +104,4 @@ TEST(MegatronCpTest, AllToAllRefusals) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_cp_test

@@ -12,7 +12,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/megatron_step.h"
 
-namespace gpusim {
+namespace gpusim::megatron_fp8_test {
 namespace {
 
 // 8 layers, h 256, 4 heads, ffn 4h = 1024, s 64, b 1, no TP: per layer the
@@ -157,4 +157,4 @@ TEST(MegatronFp8Test, RefusesWhatIsNotModelledByName) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_fp8_test

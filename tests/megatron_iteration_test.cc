@@ -8,7 +8,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/megatron_step.h"
 
-namespace gpusim {
+namespace gpusim::megatron_iteration_test {
 namespace {
 
 constexpr char kSmall[] = "--num-layers 4 --hidden-size 256 --num-attention-heads 4 --seq-length 128 "
@@ -77,4 +77,4 @@ TEST(MegatronIterationTest, NoPipelineNoP2pSyncs) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_iteration_test

@@ -12,7 +12,7 @@
 #include "sim/step/megatron_step.h"
 #include "sim/step/model_program.h"
 
-namespace gpusim {
+namespace gpusim::megatron_memory_test {
 namespace {
 
 // A small model with a small vocabulary: state bytes dominate.
@@ -245,4 +245,4 @@ TEST(MegatronMemoryTest, TeCrossEntropyKeepsOnlyTheLogits) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_memory_test

@@ -15,7 +15,7 @@
 #include "sim/step/step.h"
 #include "tests/cli_support.h"
 
-namespace gpusim {
+namespace gpusim::megatron_moe_test {
 namespace {
 
 absl::StatusOr<RunSpec> Parse(const std::string& args, int world = 8) {
@@ -246,4 +246,4 @@ TEST(MegatronMoeTest, DispatchersSyncTheHost) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_moe_test

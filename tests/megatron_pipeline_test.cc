@@ -12,7 +12,7 @@
 #include "sim/step/megatron_step.h"
 #include "sim/step/model_program.h"
 
-namespace gpusim {
+namespace gpusim::megatron_pipeline_test {
 namespace {
 
 constexpr char kSmall[] = "--num-layers 8 --hidden-size 256 --num-attention-heads 4 --seq-length 64 "
@@ -124,4 +124,4 @@ TEST(MegatronPipelineThroughALaunchLine, DistributedOptimizerPadsTheGradBuffer) 
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_pipeline_test

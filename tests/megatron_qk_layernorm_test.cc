@@ -12,7 +12,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/megatron_step.h"
 
-namespace gpusim {
+namespace gpusim::megatron_qk_layernorm_test {
 namespace {
 
 absl::StatusOr<RunSpec> Parse(const std::string& args) {
@@ -81,4 +81,4 @@ TEST(MegatronQkLayernormTest, LocalImplIsRefused) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_qk_layernorm_test

@@ -13,7 +13,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/megatron_step.h"
 
-namespace gpusim {
+namespace gpusim::megatron_throughput_test {
 namespace {
 
 struct Row {
@@ -86,4 +86,4 @@ TEST(MegatronThroughputTest, RowsMatchTheValidationFile) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_throughput_test

@@ -11,7 +11,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/megatron_step.h"
 
-namespace gpusim {
+namespace gpusim::megatron_topology_test {
 namespace {
 
 constexpr char kLine[] = "--num-layers 2 --hidden-size 1024 --num-attention-heads 8 --seq-length 1024 "
@@ -93,4 +93,4 @@ TEST(MegatronTopologyTest, TheMappingMovesWhichGroupSpansNodes) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_topology_test

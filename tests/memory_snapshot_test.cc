@@ -10,7 +10,7 @@
 #include "sim/step/step.h"
 #include "viz/viz.h"
 
-namespace gpusim {
+namespace gpusim::memory_snapshot_test {
 namespace {
 
 Trace Stacked() {
@@ -72,4 +72,4 @@ TEST(MemorySnapshot, RefusesAnAllocatorThatPlacesNothing) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::memory_snapshot_test

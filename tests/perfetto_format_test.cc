@@ -25,7 +25,7 @@
 #include "simdjson.h"
 #include "sim/base/file_util.h"
 
-namespace gpusim {
+namespace gpusim::perfetto_format_test {
 namespace {
 
 struct Summary {
@@ -256,4 +256,4 @@ TEST(PerfettoFormat, ReplayedSnapshotOnItsRecordedClock) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::perfetto_format_test

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "tests/cli_support.h"
 
-namespace gpusim {
+namespace gpusim::pytorch_device_memory_test {
 namespace {
 
 // A recorded step as python/gpusim_torch writes it (format 1.2): a matmul in
@@ -276,4 +276,4 @@ TEST(PyTorchDeviceMemory, DistributedStepCountsNcclOutsideTheAllocator) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::pytorch_device_memory_test

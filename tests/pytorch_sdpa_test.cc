@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "tests/cli_support.h"
 
-namespace gpusim {
+namespace gpusim::pytorch_sdpa_test {
 namespace {
 
 // One cuDNN SDPA call (B=2, H=8, S=256, D=64 bf16) forward and backward, as
@@ -97,4 +97,4 @@ TEST(PyTorchSdpa, RefusedWhereItDoesNotApply) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::pytorch_sdpa_test

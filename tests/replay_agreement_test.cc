@@ -20,7 +20,7 @@
 #include "sim/import/trace_path.h"
 #include "sim/replay/replay.h"
 
-namespace gpusim {
+namespace gpusim::replay_agreement_test {
 namespace {
 
 const char* const kShipped[] = {
@@ -328,4 +328,4 @@ TEST(ReplayAgreement, ReplayCompareAndVizAgreeOnACaptureTrace) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::replay_agreement_test

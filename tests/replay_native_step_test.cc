@@ -13,7 +13,7 @@
 #include "sim/replay/replay.h"
 #include "sim/trace/trace_io.h"
 
-namespace gpusim {
+namespace gpusim::replay_native_step_test {
 namespace {
 
 std::string WriteTemp(const std::string& text) {
@@ -127,4 +127,4 @@ TEST(NativeStepTest, InvalidTraceNamesTheEvent) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::replay_native_step_test

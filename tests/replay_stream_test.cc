@@ -16,7 +16,7 @@
 #include "sim/import/trace_path.h"
 #include "sim/replay/replay.h"
 
-namespace gpusim {
+namespace gpusim::replay_stream_test {
 namespace {
 
 ReplayOptions Options(const std::string& allocator = "pytorch_caching") {
@@ -478,4 +478,4 @@ TEST(ReplayStreamTest, LaterPassesFromMemoryGiveTheNumbersOfReadingTheFileAgain)
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::replay_stream_test

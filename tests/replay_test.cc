@@ -14,7 +14,7 @@
 #include "sim/import/trace_path.h"
 #include "sim/replay/replay.h"
 
-namespace gpusim {
+namespace gpusim::replay_test {
 namespace {
 
 constexpr int64_t kMiB = 1 << 20;
@@ -565,4 +565,4 @@ TEST(ReplayTest, RestoreSegmentRoundTrip) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::replay_test

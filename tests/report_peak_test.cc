@@ -8,7 +8,7 @@
 #include "sim/report/render.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::report_peak_test {
 namespace {
 
 TEST(ReportPeakTest, Llama7bDefaultBatchPeakPhaseAndWhy) {
@@ -101,4 +101,4 @@ TEST(ReportJaxArenaTest, TooLargeForAnyFractionNamesTheShortfall) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::report_peak_test

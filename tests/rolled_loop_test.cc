@@ -14,7 +14,7 @@
 #include "sim/report/render.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::rolled_loop_test {
 namespace {
 
 // The packed temp heap of a loop built once is within 0.2% of the loop
@@ -223,4 +223,4 @@ TEST(RolledLoopTest, DeepScanIsBuiltOnce) {
 TEST(RolledLoopTest, DeepScanCarryIsBuiltOnce) { ExpectBuiltOnce("examples/scan_carry.yaml", "loop.trip_count", 1); }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::rolled_loop_test

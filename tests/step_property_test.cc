@@ -13,7 +13,7 @@
 #include "sim/step/step.h"
 #include "tests/fuzz/step_invariants.h"
 
-namespace gpusim {
+namespace gpusim::step_property_test {
 namespace {
 
 template <typename T, size_t N>
@@ -87,4 +87,4 @@ TEST(StepPropertyTest, ByteFiguresPeaksAndReservedHoldOnRandomConfigs) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::step_property_test

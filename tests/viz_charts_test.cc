@@ -23,7 +23,7 @@
 #include "viz/viz.h"
 #include "viz/xml_check.h"
 
-namespace gpusim {
+namespace gpusim::viz_charts_test {
 namespace {
 
 const StepReport& ScanCarry() {
@@ -279,4 +279,4 @@ TEST(VizWrite, WritesEveryFile) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::viz_charts_test

@@ -18,7 +18,7 @@
 #include "viz/graphviz.h"
 #include "viz/viz.h"
 
-namespace gpusim {
+namespace gpusim::viz_determinism_test {
 namespace {
 
 int Sh(const std::string& cmd) {
@@ -83,4 +83,4 @@ TEST(VizDeterminism, TwoRunsWriteTheSameBytes) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::viz_determinism_test

@@ -11,7 +11,7 @@
 #include "viz/step_view.h"
 #include "viz/viz.h"
 
-namespace gpusim {
+namespace gpusim::viz_frames_test {
 namespace {
 
 constexpr char kTrace[] =
@@ -56,4 +56,4 @@ TEST(VizFrames, MemoryMapTooltipsAndPeakTableShowTheAllocFrames) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::viz_frames_test

@@ -12,7 +12,7 @@
 #include "sim/step/step.h"
 #include "viz/viz.h"
 
-namespace gpusim {
+namespace gpusim::viz_labels_test {
 namespace {
 
 struct TextBox {
@@ -93,4 +93,4 @@ TEST(VizLabels, NoTextOverprintsAnother) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::viz_labels_test

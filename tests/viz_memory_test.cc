@@ -15,7 +15,7 @@
 #include "viz/viz.h"
 #include "viz/xml_check.h"
 
-namespace gpusim {
+namespace gpusim::viz_memory_test {
 namespace {
 
 RecordedMemoryEvent Mem(MemoryEventKind kind, int64_t addr, int64_t size, int64_t t, int64_t total) {
@@ -217,4 +217,4 @@ TEST(VizDataflow, RolledBesideUnrolled) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::viz_memory_test

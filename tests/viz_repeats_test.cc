@@ -21,7 +21,7 @@
 #include "viz/step_view.h"
 #include "viz/viz.h"
 
-namespace gpusim {
+namespace gpusim::viz_repeats_test {
 namespace {
 
 using Intervals = std::vector<std::pair<double, double>>;  // µs
@@ -146,4 +146,4 @@ TEST(VizRepeatsTest, BuiltOnceIsChartedAsPerIteration) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::viz_repeats_test

@@ -10,7 +10,7 @@
 #include "viz/viz.h"
 #include "viz/xml_check.h"
 
-namespace gpusim {
+namespace gpusim::viz_scale_test {
 namespace {
 
 void CheckScale(const StepReport& r, const char* label) {
@@ -53,4 +53,4 @@ TEST(VizScale, HundredThousandBuffersXla) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::viz_scale_test

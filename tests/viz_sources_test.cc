@@ -29,7 +29,7 @@
 #include "viz/viz.h"
 #include "viz/xml_check.h"
 
-namespace gpusim {
+namespace gpusim::viz_sources_test {
 namespace {
 
 constexpr char kSnapshot[] = GPUSIM_SOURCE_DIR "/tests/data/snapshots/cpp_frames_snapshot.json";
@@ -292,4 +292,4 @@ TEST(VizSources, PerfettoPlacesUntimedEventsInEventOrderAndSaysSo) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::viz_sources_test

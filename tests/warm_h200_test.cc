@@ -15,7 +15,7 @@
 #include "sim/import/import.h"
 #include "sim/replay/replay.h"
 
-namespace gpusim {
+namespace gpusim::warm_h200_test {
 namespace {
 
 std::string Recording(const std::string& name) {
@@ -68,4 +68,4 @@ TEST(WarmH200Test, StreamedAndWholeAgree) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::warm_h200_test

@@ -17,7 +17,7 @@
 #include "sim/replay/replay.h"
 #include "tests/warm_trace.h"
 
-namespace gpusim {
+namespace gpusim::warm_synthetic_test {
 namespace {
 
 // `path` replayed both ways (pytorch_caching, the device's recorded
@@ -298,4 +298,4 @@ TEST(WarmSyntheticTest, ExpandableSegmentsAreInferredOrTheColdStartSaysWhy) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::warm_synthetic_test

@@ -7,8 +7,10 @@
 #           (`make test-fuzz-build`), and python3-torch, whose
 #           torch.cuda._memory_viz opens the --snapshot pickles
 #           (tests/memory_viz_test.sh), and nodejs with the Chrome-trace reader
-#           that loads timeline.json (tools/setup_trace_reader.sh); `make test`
-#           passes it, `make run` does not.
+#           that loads timeline.json (tools/setup_trace_reader.sh), and
+#           ccache, which serves the wheel build of tests/pip_install_test.sh
+#           (build-pip/) the objects of build/ instead of a second compile of
+#           the library; `make test` passes it, `make run` does not.
 #   --debug-info  configure build/ as RelWithDebInfo (-O2 -g, the same code
 #           with debug info for gdb and perf) instead of the default Release
 #           (-O2, no -g; CMakeLists.txt). Only when build/ is configured
@@ -22,7 +24,7 @@ PKGS=(cmake ninja-build g++ pkg-config libabsl-dev libyaml-cpp-dev libcli11-dev
       libsimdjson-dev zlib1g-dev libisal-dev python3 python3-dev)
 for arg in "$@"; do
   case "$arg" in
-    --test) PKGS+=(chromium python3-venv clang-14 libclang-rt-14-dev python3-torch python3-torchvision nodejs); TEST=1 ;;
+    --test) PKGS+=(chromium python3-venv clang-14 libclang-rt-14-dev python3-torch python3-torchvision nodejs ccache); TEST=1 ;;
     --debug-info) BUILD_TYPE=RelWithDebInfo ;;
     *) echo "setup: unknown option $arg (expected --test or --debug-info)" >&2; exit 1 ;;
   esac

@@ -49,8 +49,8 @@ using viz_internal::Num;
 using viz_internal::StepView;
 using viz_internal::Svg;
 
-constexpr double kWidth = 1400, kHeight = 560;
-constexpr double kLeft = 80, kRight = 290, kTop = 56, kBottom = 50;
+constexpr double kActiveWidth = 1400, kActiveHeight = 560;
+constexpr double kActiveLeft = 80, kActiveRight = 290, kActiveTop = 56, kActiveBottom = 50;
 constexpr char kSummarizedColor[] = "#6b6b6b";
 constexpr char kBeforeColor[] = "#8c8c8c";
 constexpr size_t kLegendSources = 14;
@@ -79,7 +79,7 @@ struct ActiveMemoryChart {
         bufs(report.lowered.buffers), nb(bufs.size()), n(tr.events.size()),
         sources(viz_internal::AllocSources(report)),
         by(viz_internal::ResolveColorBy(report, sources, options.color_by)), by_role(by == VizColorBy::kRole),
-        before(tr.preexisting.value()), tmax(static_cast<double>(v.step_time.ns())), svg(kWidth, kHeight) {}
+        before(tr.preexisting.value()), tmax(static_cast<double>(v.step_time.ns())), svg(kActiveWidth, kActiveHeight) {}
 
   std::string Draw();
   void MakeBands();
@@ -92,8 +92,8 @@ struct ActiveMemoryChart {
   void DrawPeak();
   void DrawLegend();
 
-  double Y(int64_t b) const { return kTop + ph - ph * static_cast<double>(b) / ymax; }
-  static double X(int c) { return kLeft + c; }
+  double Y(int64_t b) const { return kActiveTop + ph - ph * static_cast<double>(b) / ymax; }
+  static double X(int c) { return kActiveLeft + c; }
 
   const StepReport& r;
   const VizOptions& o;
@@ -115,7 +115,7 @@ struct ActiveMemoryChart {
   std::vector<Sample> samples;
   std::vector<int64_t> total_after;
 
-  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  const double pw = kActiveWidth - kActiveLeft - kActiveRight, ph = kActiveHeight - kActiveTop - kActiveBottom;
   const int cols = static_cast<int>(pw);
   const double tmax;
   // Per column: the event whose state it draws (-1: before any event).
@@ -309,12 +309,12 @@ void ActiveMemoryChart::ChooseColumns() {
 
 // The title, the subtitle saying what a band is, and the phase shading.
 void ActiveMemoryChart::DrawTitle() {
-  svg.Text(kLeft, 22,
+  svg.Text(kActiveLeft, 22,
            FitText(absl::StrCat("Active memory timeline — ", r.program.name, ": live bytes by ",
                                 by_role ? "role" : "allocation"),
                    pw, 16),
            "font-size=\"16\" font-weight=\"bold\"");
-  svg.Text(kLeft, 40,
+  svg.Text(kActiveLeft, 40,
            FitText(by_role ? "each band the bytes live of one role, stacked"
                            : absl::StrCat("each allocation a band, stacked in allocation order (as memory_viz): the ",
                                           WithCommas(static_cast<int64_t>(drawn)), " largest",
@@ -324,9 +324,9 @@ void ActiveMemoryChart::DrawTitle() {
                    pw, 12),
            "fill=\"#555\"");
   for (const auto& s : v.phases) {
-    const double x0 = kLeft + pw * static_cast<double>(s.t0.ns()) / tmax;
-    const double x1 = kLeft + pw * static_cast<double>(s.t1.ns()) / tmax;
-    svg.Rect(x0, kTop, std::max(x1 - x0, 0.5), ph, viz_internal::PhaseColor(s.phase));
+    const double x0 = kActiveLeft + pw * static_cast<double>(s.t0.ns()) / tmax;
+    const double x1 = kActiveLeft + pw * static_cast<double>(s.t1.ns()) / tmax;
+    svg.Rect(x0, kActiveTop, std::max(x1 - x0, 0.5), ph, viz_internal::PhaseColor(s.phase));
   }
 }
 
@@ -374,19 +374,19 @@ void ActiveMemoryChart::DrawBands() {
 
 void ActiveMemoryChart::DrawPeak() {
   const double xp = X(peak_col) + 0.5, yp = Y(top);
-  svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.2\" stroke-dasharray=\"6,3\"");
-  const bool right = xp > kLeft + pw * 0.6;
+  svg.Line(xp, kActiveTop, xp, kActiveTop + ph, "#c00000", "stroke-width=\"1.2\" stroke-dasharray=\"6,3\"");
+  const bool right = xp > kActiveLeft + pw * 0.6;
   const int64_t ev = show[static_cast<size_t>(peak_col)];
   const std::string when = ev >= 0 ? viz_internal::WhenLabel(v, v.start[static_cast<size_t>(ev)]) : "the start";
-  svg.Text(right ? xp - 6 : xp + 6, std::max(yp - 6, kTop + 12),
+  svg.Text(right ? xp - 6 : xp + 6, std::max(yp - 6, kActiveTop + 12),
            absl::StrCat("peak ", HumanBytes(Bytes(top)), " at ", when),
            absl::StrCat("fill=\"#c00000\" font-weight=\"bold\" text-anchor=\"", right ? "end" : "start", "\""));
 }
 
 // Legend: the roles, or the sources with the most bytes drawn.
 void ActiveMemoryChart::DrawLegend() {
-  double ly = kTop + 4;
-  const double lx = kLeft + pw + 16, lw = kRight - 24;
+  double ly = kActiveTop + 4;
+  const double lx = kActiveLeft + pw + 16, lw = kActiveRight - 24;
   svg.Text(lx, ly + 6, by_role ? "role" : absl::StrCat("colour: ", viz_internal::ColorByName(by)),
            "font-weight=\"bold\"");
   ly += 20;
@@ -438,9 +438,9 @@ std::string ActiveMemoryChart::Draw() {
   DrawBands();
   DrawPeak();
   // Axes.
-  svg.Rect(kLeft, kTop, pw, ph, "none", "stroke=\"#333\"");
-  viz_internal::DrawBytesAxis(svg, ymax, kLeft, kTop, pw, ph, 6, /*grid=*/true, "live bytes");
-  viz_internal::DrawTimeAxis(svg, v, tmax, kLeft, kTop, pw, ph, kHeight - 10);
+  svg.Rect(kActiveLeft, kActiveTop, pw, ph, "none", "stroke=\"#333\"");
+  viz_internal::DrawBytesAxis(svg, ymax, kActiveLeft, kActiveTop, pw, ph, 6, /*grid=*/true, "live bytes");
+  viz_internal::DrawTimeAxis(svg, v, tmax, kActiveLeft, kActiveTop, pw, ph, kActiveHeight - 10);
   DrawLegend();
   return svg.Finish();
 }

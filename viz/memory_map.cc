@@ -47,8 +47,8 @@ using viz_internal::RoleColor;
 using viz_internal::StepView;
 using viz_internal::Svg;
 
-constexpr double kWidth = 1400, kHeight = 820;
-constexpr double kLeft = 80, kRight = 250, kTop = 56, kBottom = 46;
+constexpr double kMapWidth = 1400, kMapHeight = 820;
+constexpr double kMapLeft = 80, kMapRight = 250, kMapTop = 56, kMapBottom = 46;
 constexpr double kCell = 4;  // aggregation grid, px
 
 // Display placement for eager steps: first fit in trace order over a free
@@ -231,7 +231,7 @@ struct MemoryMapChart {
   MemoryMapChart(const StepReport& report, const VizOptions& options)
       : r(report), o(options), v(viz_internal::BuildStepView(report)), bufs(report.lowered.buffers),
         nb(bufs.size()), sources(viz_internal::AllocSources(report)),
-        by(viz_internal::ResolveColorBy(report, sources, options.color_by)), svg(kWidth, kHeight) {}
+        by(viz_internal::ResolveColorBy(report, sources, options.color_by)), svg(kMapWidth, kMapHeight) {}
 
   std::string Draw();
   void Place();
@@ -250,8 +250,8 @@ struct MemoryMapChart {
   std::string color_of(size_t i) const {
     return viz_internal::BufferColor(r, sources, by, static_cast<BufferId>(i));
   }
-  double X(SimTime t) const { return kLeft + pw * static_cast<double>(t.ns()) / tmax; }
-  double Y(double bytes) const { return kTop + ph - ph * bytes / ymax; }
+  double X(SimTime t) const { return kMapLeft + pw * static_cast<double>(t.ns()) / tmax; }
+  double Y(double bytes) const { return kMapTop + ph - ph * bytes / ymax; }
 
   const StepReport& r;
   const VizOptions& o;
@@ -271,7 +271,7 @@ struct MemoryMapChart {
   bool xla_offsets = false;
   bool show_capacity = false;
   double ymax = 1;
-  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  const double pw = kMapWidth - kMapLeft - kMapRight, ph = kMapHeight - kMapTop - kMapBottom;
   double tmax = 1;
 
   Svg svg;
@@ -338,19 +338,19 @@ void MemoryMapChart::Place() {
 // Phase shading, then the fixed labels' places and the phase names.
 void MemoryMapChart::DrawPhases() {
   for (const auto& s : v.phases) {
-    svg.Rect(X(s.t0), kTop, std::max(X(s.t1) - X(s.t0), 0.5), ph, viz_internal::PhaseColor(s.phase));
+    svg.Rect(X(s.t0), kMapTop, std::max(X(s.t1) - X(s.t0), 0.5), ph, viz_internal::PhaseColor(s.phase));
   }
   if (show_capacity) {
-    fixed.push_back({kLeft + pw - 4, Y(static_cast<double>(r.capacity.value())) - 4,
+    fixed.push_back({kMapLeft + pw - 4, Y(static_cast<double>(r.capacity.value())) - 4,
                      absl::StrCat("capacity ", HumanBytes(r.capacity))});
   }
   if (xla_offsets) {
     const double base = static_cast<double>(args.value() + outs.value());
-    fixed.push_back({kLeft + pw - 4, Y(static_cast<double>(args.value())) + 11,
+    fixed.push_back({kMapLeft + pw - 4, Y(static_cast<double>(args.value())) + 11,
                      absl::StrCat("▲ outputs not aliased: ", HumanBytes(outs))});
-    fixed.push_back({kLeft + pw - 4, Y(static_cast<double>(args.value())) - 3,
+    fixed.push_back({kMapLeft + pw - 4, Y(static_cast<double>(args.value())) - 3,
                      absl::StrCat("▼ arguments: ", HumanBytes(args))});
-    fixed.push_back({kLeft + pw - 4, Y(base + static_cast<double>(r.temp.value())) - 3,
+    fixed.push_back({kMapLeft + pw - 4, Y(base + static_cast<double>(r.temp.value())) - 3,
                      absl::StrCat("temp heap ", HumanBytes(r.temp), " (packed ", r.heap_algorithm, "; live peak ",
                                   HumanBytes(r.temp_live_peak), ")")});
   }
@@ -358,8 +358,8 @@ void MemoryMapChart::DrawPhases() {
   for (const auto& s : v.phases) {
     if (X(s.t1) - X(s.t0) <= 50) continue;
     const std::string label = FitText(s.label, X(s.t1) - X(s.t0) - 6, 10);
-    if (layer.Take(LabelLayer::Of(X(s.t0) + 3, kTop + 11, label, 10, "start"))) {
-      svg.Text(X(s.t0) + 3, kTop + 11, label, "fill=\"#777\" font-size=\"10\"");
+    if (layer.Take(LabelLayer::Of(X(s.t0) + 3, kMapTop + 11, label, 10, "start"))) {
+      svg.Text(X(s.t0) + 3, kMapTop + 11, label, "fill=\"#777\" font-size=\"10\"");
     }
   }
 }
@@ -368,11 +368,11 @@ void MemoryMapChart::DrawPreBand() {
   if (xla_offsets || !pre_band || r.lowered.trace.preexisting.value() <= 0) return;
   const Bytes pre = r.lowered.trace.preexisting;
   const double y = Y(static_cast<double>(pre.value()));
-  svg.RectWithTitle(kLeft, y, pw, Y(0) - y, "#8c8c8c",
+  svg.RectWithTitle(kMapLeft, y, pw, Y(0) - y, "#8c8c8c",
                     absl::StrCat(HumanBytes(pre), " live before the trace began (", WithCommas(pre.value()), " B)"),
                     "fill-opacity=\"0.35\"");
   if (Y(0) - y > 14) {
-    svg.Text(kLeft + 6, (y + Y(0)) / 2 + 4, absl::StrCat("live before the trace began: ", HumanBytes(pre)),
+    svg.Text(kMapLeft + 6, (y + Y(0)) / 2 + 4, absl::StrCat("live before the trace began: ", HumanBytes(pre)),
              "fill=\"#333\"");
   }
 }
@@ -399,14 +399,14 @@ void MemoryMapChart::DrawGrid() {
   for (size_t k = keep; k < rects.size(); ++k) {
     const MapRect& q = rects[k];
     ++aggregated;
-    const int c0 = std::clamp(static_cast<int>((q.x - kLeft) / kCell), 0, cols - 1);
-    const int c1 = std::clamp(static_cast<int>((q.x + q.w - kLeft) / kCell), 0, cols - 1);
-    const int r0 = std::clamp(static_cast<int>((q.y - kTop) / kCell), 0, rows - 1);
-    const int r1 = std::clamp(static_cast<int>((q.y + q.h - kTop) / kCell), 0, rows - 1);
+    const int c0 = std::clamp(static_cast<int>((q.x - kMapLeft) / kCell), 0, cols - 1);
+    const int c1 = std::clamp(static_cast<int>((q.x + q.w - kMapLeft) / kCell), 0, cols - 1);
+    const int r0 = std::clamp(static_cast<int>((q.y - kMapTop) / kCell), 0, rows - 1);
+    const int r1 = std::clamp(static_cast<int>((q.y + q.h - kMapTop) / kCell), 0, rows - 1);
     for (int rr = r0; rr <= r1; ++rr) {
-      const double oy = std::min(q.y + q.h, kTop + (rr + 1) * kCell) - std::max(q.y, kTop + rr * kCell);
+      const double oy = std::min(q.y + q.h, kMapTop + (rr + 1) * kCell) - std::max(q.y, kMapTop + rr * kCell);
       for (int cc = c0; cc <= c1; ++cc) {
-        const double ox = std::min(q.x + q.w, kLeft + (cc + 1) * kCell) - std::max(q.x, kLeft + cc * kCell);
+        const double ox = std::min(q.x + q.w, kMapLeft + (cc + 1) * kCell) - std::max(q.x, kMapLeft + cc * kCell);
         if (ox > 0 && oy > 0) cover[static_cast<size_t>(rr) * cols + cc] += static_cast<float>(ox * oy / (kCell * kCell));
       }
     }
@@ -425,7 +425,7 @@ void MemoryMapChart::DrawGrid() {
         ++end;
       }
       if (level > 0) {
-        svg.Rect(kLeft + cc * kCell, kTop + rr * kCell, (end - cc) * kCell, kCell, "#555555",
+        svg.Rect(kMapLeft + cc * kCell, kMapTop + rr * kCell, (end - cc) * kCell, kCell, "#555555",
                  absl::StrFormat("fill-opacity=\"%.2f\"", 0.25 * level));
       }
       cc = end;
@@ -462,14 +462,14 @@ void MemoryMapChart::DrawRects() {
 void MemoryMapChart::DrawPoolBands() {
   for (const auto& [pool, band] : pool_bands) {
     const double y_hi = Y(static_cast<double>(band.hi)), y_lo = Y(static_cast<double>(band.lo));
-    svg.RectWithTitle(kLeft, y_hi, pw, std::max(y_lo - y_hi, 0.5), "#7b3294",
+    svg.RectWithTitle(kMapLeft, y_hi, pw, std::max(y_lo - y_hi, 0.5), "#7b3294",
                       absl::StrCat("CUDA graph pool ", pool, ": segments of ", HumanBytes(Bytes(band.hi - band.lo)),
                                    " (", band.hi - band.lo, " B), served to the allocations of capture ", pool,
                                    " only, kept while the graph lives"),
                       "fill-opacity=\"0.06\" stroke=\"#7b3294\" stroke-dasharray=\"5,3\"");
     const std::string label = absl::StrCat("CUDA graph pool ", pool);
-    if (y_lo - y_hi >= 12 && layer.Take(LabelLayer::Of(kLeft + pw - 4, y_hi + 11, label, 10, "end"))) {
-      svg.Text(kLeft + pw - 4, y_hi + 11, label, "fill=\"#7b3294\" font-size=\"10\" text-anchor=\"end\"");
+    if (y_lo - y_hi >= 12 && layer.Take(LabelLayer::Of(kMapLeft + pw - 4, y_hi + 11, label, 10, "end"))) {
+      svg.Text(kMapLeft + pw - 4, y_hi + 11, label, "fill=\"#7b3294\" font-size=\"10\" text-anchor=\"end\"");
     }
   }
 }
@@ -503,7 +503,7 @@ void MemoryMapChart::DrawLabels() {
     ++labels;
     const std::string color(viz_internal::TextColorOn(color_of(q.i)));
     const std::string fill = absl::StrCat("fill=\"", color, "\" font-size=\"10.5\"");
-    const double room = std::min(q.w, kLeft + pw - q.x) - 8;
+    const double room = std::min(q.w, kMapLeft + pw - q.x) - 8;
     const std::string line1 = absl::StrCat(head, "  ", HumanBytes(b.bytes));
     if (two) {
       svg.Text(q.x + 4, q.y + q.h / 2 - 2, FitText(line1, room, 10.5), fill + " font-weight=\"bold\"");
@@ -519,10 +519,10 @@ void MemoryMapChart::DrawLabels() {
 void MemoryMapChart::DrawSections() {
   if (!xla_offsets) return;
   const double base = static_cast<double>(args.value() + outs.value());
-  svg.Line(kLeft, Y(static_cast<double>(args.value())), kLeft + pw, Y(static_cast<double>(args.value())), "#333",
+  svg.Line(kMapLeft, Y(static_cast<double>(args.value())), kMapLeft + pw, Y(static_cast<double>(args.value())), "#333",
            "stroke-dasharray=\"2,3\"");
-  svg.Line(kLeft, Y(base), kLeft + pw, Y(base), "#333", "stroke-dasharray=\"2,3\"");
-  svg.Line(kLeft, Y(base + static_cast<double>(r.temp.value())), kLeft + pw,
+  svg.Line(kMapLeft, Y(base), kMapLeft + pw, Y(base), "#333", "stroke-dasharray=\"2,3\"");
+  svg.Line(kMapLeft, Y(base + static_cast<double>(r.temp.value())), kMapLeft + pw,
            Y(base + static_cast<double>(r.temp.value())), "#333", "stroke-dasharray=\"2,3\"");
   const std::string a = "fill=\"#333\" font-size=\"10\" text-anchor=\"end\"";
   for (size_t k = show_capacity ? 1 : 0; k < fixed.size(); ++k) {
@@ -533,34 +533,34 @@ void MemoryMapChart::DrawSections() {
 void MemoryMapChart::DrawCapacityAndPeak() {
   if (show_capacity) {
     const double yc = Y(static_cast<double>(r.capacity.value()));
-    svg.Line(kLeft, yc, kLeft + pw, yc, "#c00000", "stroke-width=\"1.5\"");
+    svg.Line(kMapLeft, yc, kMapLeft + pw, yc, "#c00000", "stroke-width=\"1.5\"");
     if (fixed[0].draw) svg.Text(fixed[0].x, fixed[0].y, fixed[0].text, "fill=\"#c00000\" text-anchor=\"end\"");
   }
   if (v.peak_event >= 0) {
     const double xp = X(v.peak_time);
-    svg.Line(xp, kTop, xp, kTop + ph, "#c00000", "stroke-width=\"1.5\" stroke-dasharray=\"6,3\"");
-    const std::string anchor = xp > kLeft + pw * 0.6 ? "end" : "start";
-    svg.Text(anchor == "end" ? xp - 4 : xp + 4, kTop - 6,
+    svg.Line(xp, kMapTop, xp, kMapTop + ph, "#c00000", "stroke-width=\"1.5\" stroke-dasharray=\"6,3\"");
+    const std::string anchor = xp > kMapLeft + pw * 0.6 ? "end" : "start";
+    svg.Text(anchor == "end" ? xp - 4 : xp + 4, kMapTop - 6,
              FitText(absl::StrCat("peak ", HumanBytes(r.peak), " at ", viz_internal::WhenLabel(v, v.peak_time),
                                  v.peak_op_name.empty() ? "" : absl::StrCat(" (", v.peak_op_name, ")")),
-                     anchor == "end" ? xp - kLeft : kWidth - xp - 8, 12),
+                     anchor == "end" ? xp - kMapLeft : kMapWidth - xp - 8, 12),
              absl::StrCat("fill=\"#c00000\" font-weight=\"bold\" text-anchor=\"", anchor, "\""));
   }
 }
 
 void MemoryMapChart::DrawAxes() {
-  svg.Rect(kLeft, kTop, pw, ph, "none", "stroke=\"#333\"");
-  viz_internal::DrawBytesAxis(svg, ymax, kLeft, kTop, pw, ph, 8, /*grid=*/false, "address");
-  viz_internal::DrawTimeAxis(svg, v, tmax, kLeft, kTop, pw, ph, kHeight - 10);
+  svg.Rect(kMapLeft, kMapTop, pw, ph, "none", "stroke=\"#333\"");
+  viz_internal::DrawBytesAxis(svg, ymax, kMapLeft, kMapTop, pw, ph, 8, /*grid=*/false, "address");
+  viz_internal::DrawTimeAxis(svg, v, tmax, kMapLeft, kMapTop, pw, ph, kMapHeight - 10);
   // Loop iterations: ticks under the axis.
   if (v.iterations.size() <= 400) {
-    for (const auto& s : v.iterations) svg.Line(X(s.t0), kTop + ph, X(s.t0), kTop + ph - 5, "#777");
+    for (const auto& s : v.iterations) svg.Line(X(s.t0), kMapTop + ph, X(s.t0), kMapTop + ph - 5, "#777");
   }
 }
 
 void MemoryMapChart::DrawLegend() {
-  double ly = kTop + 4;
-  const double lx = kLeft + pw + 16;
+  double ly = kMapTop + 4;
+  const double lx = kMapLeft + pw + 16;
   svg.Text(lx, ly + 6, by == VizColorBy::kRole ? "role" : absl::StrCat("colour: ", viz_internal::ColorByName(by)),
            "font-weight=\"bold\"");
   ly += 18;
@@ -591,7 +591,7 @@ void MemoryMapChart::DrawLegend() {
     for (size_t k = 0; k < ranked.size() && k < kShown; ++k) {
       const std::string& label = std::get<2>(ranked[k]);
       svg.Rect(lx, ly - 9, 12, 12, label.empty() ? viz_internal::kUnknownSourceColor : viz_internal::LabelColor(label));
-      svg.Text(lx + 18, ly + 1, FitText(label.empty() ? "no stack recorded" : label, kRight - 44, 12));
+      svg.Text(lx + 18, ly + 1, FitText(label.empty() ? "no stack recorded" : label, kMapRight - 44, 12));
       ly += 17;
     }
     if (ranked.size() > kShown) {
@@ -632,7 +632,7 @@ void MemoryMapChart::DrawLegend() {
 
 std::string MemoryMapChart::Draw() {
   Place();
-  svg.Text(kLeft, 22,
+  svg.Text(kMapLeft, 22,
            absl::StrCat("Memory map — ", r.program.name, " on ", r.spec.device.name, " (",
                         v.xla ? "XLA static buffer assignment" : "eager", ")"),
            "font-size=\"16\" font-weight=\"bold\"");

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::pickle_test {
 namespace {
 
 TEST(PickleWriter, ScalarsAndContainers) {
@@ -39,4 +39,4 @@ TEST(PickleWriter, FloatIsBigEndian) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::pickle_test

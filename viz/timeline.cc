@@ -32,8 +32,8 @@ using viz_internal::Num;
 using viz_internal::StepView;
 using viz_internal::Svg;
 
-constexpr double kWidth = 1400, kHeight = 560;
-constexpr double kLeft = 80, kRight = 30, kTop = 56, kBottom = 84;
+constexpr double kTimelineWidth = 1400, kTimelineHeight = 560;
+constexpr double kTimelineLeft = 80, kTimelineRight = 30, kTimelineTop = 56, kTimelineBottom = 84;
 
 // A step curve: value after each point, in time order; `initial` before the
 // first (-1: unknown, nothing drawn there).
@@ -120,11 +120,11 @@ std::vector<Series> OtherSeries(const StepReport& r, const VizOptions& o, const 
 // Legend under the axis, wrapping to a second row: swatch, label and peak
 // of each curve.
 void DrawLegend(Svg& svg, const StepView& v, const std::vector<Series>& lines) {
-  double lx = kLeft, ly = kHeight - 30;
+  double lx = kTimelineLeft, ly = kTimelineHeight - 30;
   auto legend = [&](const std::string& label, auto swatch) {
     const double w = 30 + 6.6 * static_cast<double>(label.size()) + 24;
-    if (lx > kLeft && lx + w > kWidth - kRight) {
-      lx = kLeft;
+    if (lx > kTimelineLeft && lx + w > kTimelineWidth - kTimelineRight) {
+      lx = kTimelineLeft;
       ly += 18;
     }
     svg.Raw(swatch(lx, ly));
@@ -148,7 +148,8 @@ void DrawLegend(Svg& svg, const StepView& v, const std::vector<Series>& lines) {
 
 std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
   const StepView v = viz_internal::BuildStepView(r);
-  const double pw = kWidth - kLeft - kRight, ph = kHeight - kTop - kBottom;
+  const double pw = kTimelineWidth - kTimelineLeft - kTimelineRight;
+  const double ph = kTimelineHeight - kTimelineTop - kTimelineBottom;
   const double tmax = static_cast<double>(v.step_time.ns());
   const int cols = static_cast<int>(pw);
 
@@ -159,15 +160,15 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
   for (const Series& s : lines) top_bytes = std::max(top_bytes, static_cast<double>(s.curve.peak));
   const bool show_capacity = r.capacity.value() > 0 && static_cast<double>(r.capacity.value()) <= top_bytes * 1.6;
   const double ymax = std::max(top_bytes, show_capacity ? static_cast<double>(r.capacity.value()) : 0.0) * 1.08;
-  auto X = [&](SimTime t) { return kLeft + pw * static_cast<double>(t.ns()) / tmax; };
-  auto Y = [&](double b) { return kTop + ph - ph * b / ymax; };
+  auto X = [&](SimTime t) { return kTimelineLeft + pw * static_cast<double>(t.ns()) / tmax; };
+  auto Y = [&](double b) { return kTimelineTop + ph - ph * b / ymax; };
 
-  Svg svg(kWidth, kHeight);
-  svg.Text(kLeft, 22,
+  Svg svg(kTimelineWidth, kTimelineHeight);
+  svg.Text(kTimelineLeft, 22,
            viz_internal::FitText(absl::StrCat("Memory timeline — ", r.program.name, " on ", r.spec.device.name),
                                  pw, 16),
            "font-size=\"16\" font-weight=\"bold\"");
-  svg.Text(kLeft, 40,
+  svg.Text(kTimelineLeft, 40,
            absl::StrCat("bytes on the device over ",
                         v.event_clock ? absl::StrCat("the trace's ", WithCommas(v.step_time.ns()), " memory events")
                                       : absl::StrCat("simulated time; step ", HumanTime(v.step_time)),
@@ -179,11 +180,11 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
                             : ""),
            "fill=\"#555\"");
   for (const auto& s : v.phases) {
-    svg.Rect(X(s.t0), kTop, std::max(X(s.t1) - X(s.t0), 0.5), ph, viz_internal::PhaseColor(s.phase));
-    if (X(s.t1) - X(s.t0) > 50) svg.Text(X(s.t0) + 3, kTop + 12, s.label, "fill=\"#777\" font-size=\"10\"");
+    svg.Rect(X(s.t0), kTimelineTop, std::max(X(s.t1) - X(s.t0), 0.5), ph, viz_internal::PhaseColor(s.phase));
+    if (X(s.t1) - X(s.t0) > 50) svg.Text(X(s.t0) + 3, kTimelineTop + 12, s.label, "fill=\"#777\" font-size=\"10\"");
   }
   if (v.iterations.size() <= 400) {
-    for (const auto& s : v.iterations) svg.Line(X(s.t0), kTop + ph, X(s.t0), kTop + ph - 6, "#333");
+    for (const auto& s : v.iterations) svg.Line(X(s.t0), kTimelineTop + ph, X(s.t0), kTimelineTop + ph - 6, "#333");
   }
 
   // Live bytes, filled.
@@ -191,12 +192,12 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
   live.initial = r.lowered.trace.preexisting.value();
   for (const auto& lp : v.live) AddPoint(&live, lp.t, lp.live.value());
   const std::vector<int64_t> live_col = ColumnMax(live, tmax, cols);
-  std::string path = absl::StrCat("<path d=\"M", Num(kLeft), " ", Num(Y(0)));
+  std::string path = absl::StrCat("<path d=\"M", Num(kTimelineLeft), " ", Num(Y(0)));
   for (int c = 0; c < cols; ++c) {
     const double y = Y(static_cast<double>(std::max<int64_t>(live_col[static_cast<size_t>(c)], 0)));
-    absl::StrAppend(&path, " L", Num(kLeft + c), " ", Num(y), " L", Num(kLeft + c + 1), " ", Num(y));
+    absl::StrAppend(&path, " L", Num(kTimelineLeft + c), " ", Num(y), " L", Num(kTimelineLeft + c + 1), " ", Num(y));
   }
-  absl::StrAppend(&path, " L", Num(kLeft + pw), " ", Num(Y(0)),
+  absl::StrAppend(&path, " L", Num(kTimelineLeft + pw), " ", Num(Y(0)),
                   " Z\" fill=\"#4e79a7\" fill-opacity=\"0.45\" stroke=\"#2b4f7a\" stroke-width=\"0.8\"/>\n");
   svg.Raw(path);
 
@@ -212,7 +213,8 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
         continue;
       }
       const double y = Y(static_cast<double>(b));
-      absl::StrAppend(&d, open ? " L" : " M", Num(kLeft + c), " ", Num(y), " L", Num(kLeft + c + 1), " ", Num(y));
+      absl::StrAppend(&d, open ? " L" : " M", Num(kTimelineLeft + c), " ", Num(y), " L", Num(kTimelineLeft + c + 1), " ",
+                      Num(y));
       open = true;
     }
     if (d.empty()) continue;
@@ -224,14 +226,14 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
   // Capacity, reported peak, live peak.
   if (show_capacity) {
     const double yc = Y(static_cast<double>(r.capacity.value()));
-    svg.Line(kLeft, yc, kLeft + pw, yc, "#c00000", "stroke-width=\"1.5\"");
-    svg.Text(kLeft + pw - 4, yc - 4, absl::StrCat("capacity ", HumanBytes(r.capacity)),
+    svg.Line(kTimelineLeft, yc, kTimelineLeft + pw, yc, "#c00000", "stroke-width=\"1.5\"");
+    svg.Text(kTimelineLeft + pw - 4, yc - 4, absl::StrCat("capacity ", HumanBytes(r.capacity)),
              "fill=\"#c00000\" text-anchor=\"end\"");
   }
   if (r.peak != v.live_peak) {
     const double yp = Y(static_cast<double>(r.peak.value()));
-    svg.Line(kLeft, yp, kLeft + pw, yp, "#7a3e9d", "stroke-dasharray=\"6,3\"");
-    svg.Text(kLeft + 4, yp - 4,
+    svg.Line(kTimelineLeft, yp, kTimelineLeft + pw, yp, "#7a3e9d", "stroke-dasharray=\"6,3\"");
+    svg.Text(kTimelineLeft + 4, yp - 4,
              absl::StrCat("reported peak ", HumanBytes(r.peak),
                           v.xla ? " = argument + output − alias + packed temp heap" : ""),
              "fill=\"#7a3e9d\"");
@@ -239,7 +241,7 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
   auto mark_peak = [&](const Curve& c, const std::string& what, const std::string& color, double dy) {
     const double xp = X(c.peak_time), yp = Y(static_cast<double>(c.peak));
     svg.Raw(absl::StrCat("<circle cx=\"", Num(xp), "\" cy=\"", Num(yp), "\" r=\"4\" fill=\"", color, "\"/>\n"));
-    const bool right = xp > kLeft + pw * 0.6;
+    const bool right = xp > kTimelineLeft + pw * 0.6;
     svg.Text(right ? xp - 8 : xp + 8, yp + dy,
              absl::StrCat(what, " ", HumanBytes(Bytes(c.peak)), " at ", viz_internal::WhenLabel(v, c.peak_time)),
              absl::StrCat("fill=\"", color, "\" font-weight=\"bold\" text-anchor=\"", right ? "end" : "start", "\""));
@@ -251,9 +253,9 @@ std::string TimelineSvg(const StepReport& r, const VizOptions& o) {
   mark_peak(live, "live peak", "#c00000", 14);
 
   // Axes.
-  svg.Rect(kLeft, kTop, pw, ph, "none", "stroke=\"#333\"");
-  viz_internal::DrawBytesAxis(svg, ymax, kLeft, kTop, pw, ph, 6, /*grid=*/true, "bytes");
-  viz_internal::DrawTimeAxis(svg, v, tmax, kLeft, kTop, pw, ph, kTop + ph + 34);
+  svg.Rect(kTimelineLeft, kTimelineTop, pw, ph, "none", "stroke=\"#333\"");
+  viz_internal::DrawBytesAxis(svg, ymax, kTimelineLeft, kTimelineTop, pw, ph, 6, /*grid=*/true, "bytes");
+  viz_internal::DrawTimeAxis(svg, v, tmax, kTimelineLeft, kTimelineTop, pw, ph, kTimelineTop + ph + 34);
 
   DrawLegend(svg, v, lines);
   return svg.Finish();

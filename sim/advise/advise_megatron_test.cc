@@ -13,7 +13,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/megatron_step.h"
 
-namespace gpusim {
+namespace gpusim::advise_megatron_test {
 namespace {
 
 constexpr char kYaml[] =
@@ -134,4 +134,4 @@ TEST(AdviseMegatronTest, CompareRowsNameThePeakRank) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::advise_megatron_test

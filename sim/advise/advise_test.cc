@@ -12,7 +12,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::advise_test {
 namespace {
 
 AdviseOptions SmallGrid() {
@@ -176,4 +176,4 @@ TEST(AdviseTest, OutOfMemoryInAWorkerThreadIsAStatus) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::advise_test

@@ -10,7 +10,7 @@
 #include "sim/alloc/impl/fallback.h"
 #include "sim/alloc/impl/pytorch_caching.h"
 
-namespace gpusim {
+namespace gpusim::allocator_property_test {
 namespace {
 
 struct Op {
@@ -225,4 +225,4 @@ TEST(CompositeTest, FallbackReplaysIntoTheSecondOnOom) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::allocator_property_test

@@ -8,7 +8,7 @@
 #include "sim/alloc/impl/pytorch_caching.h"
 #include "sim/engine/engine.h"
 
-namespace gpusim {
+namespace gpusim::allocator_time_test {
 namespace {
 
 constexpr int64_t kMiB = 1 << 20;
@@ -147,4 +147,4 @@ TEST(AllocatorTimeTest, IdealAndNoAllocatorChargeNothing) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::allocator_time_test

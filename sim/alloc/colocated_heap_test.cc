@@ -3,7 +3,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::colocated_heap_test {
 namespace {
 
 TEST(ColocatedHeapTest, DisjointLifetimesShareAnOffset) {
@@ -40,4 +40,4 @@ TEST(ColocatedHeapTest, ColocatedIntervalsTakeTheRootsOffsetAndKeepTheirGapsFree
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::colocated_heap_test

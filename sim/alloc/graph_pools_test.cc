@@ -10,7 +10,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::graph_pools_test {
 namespace {
 
 constexpr int64_t kMiB = 1 << 20;
@@ -96,4 +96,4 @@ TEST(GraphPoolAllocatorTest, PoolsShareTheDevice) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::graph_pools_test

@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::heap_planner_test {
 namespace {
 
 // No two buffers overlap in both time and address.
@@ -125,4 +125,4 @@ TEST(HeapPlannerTest, FastPlannerMatchesQuadraticOracle) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::heap_planner_test

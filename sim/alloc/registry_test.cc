@@ -6,7 +6,7 @@
 #include "sim/alloc/allocator.h"
 #include "sim/alloc/bfc_options.h"
 
-namespace gpusim {
+namespace gpusim::registry_test {
 namespace {
 
 TEST(AllocatorRegistryTest, OptionsAreParsedOnceIntoTypedStructs) {
@@ -84,4 +84,4 @@ TEST(AllocatorRegistryTest, RunSpecHoldsTheParsedOptions) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::registry_test

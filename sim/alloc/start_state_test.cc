@@ -9,7 +9,7 @@
 #include "gtest/gtest.h"
 #include "sim/engine/engine.h"
 
-namespace gpusim {
+namespace gpusim::start_state_test {
 namespace {
 
 constexpr int64_t kMiB = 1 << 20;
@@ -85,4 +85,4 @@ TEST(StartState, StrategiesWithoutSegmentsRefuseThemByName) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::start_state_test

@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::units_test {
 namespace {
 
 TEST(UnitsTest, FormatsExactBytesAndGiB) {
@@ -18,4 +18,4 @@ TEST(UnitsTest, SimTimeFromSecondsRounds) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::units_test

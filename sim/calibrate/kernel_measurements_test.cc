@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::kernel_measurements_test {
 namespace {
 
 TEST(ClassifyKernelTest, RealKernelNames) {
@@ -215,4 +215,4 @@ TEST(ExtractKernelMeasurementsTest, GroupsKernelsByExternalIdAndCountsSkips) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::kernel_measurements_test

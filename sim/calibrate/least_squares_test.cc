@@ -4,7 +4,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::least_squares_test {
 namespace {
 
 TEST(LeastSquaresTest, FitsALineExactly) {
@@ -67,4 +67,4 @@ TEST(LeastSquaresTest, WidensTheDifferenceStepOnAQuantisedResidual) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::least_squares_test

@@ -11,7 +11,7 @@
 #include "sim/config/loader.h"
 #include "sim/config/settings.h"
 
-namespace gpusim {
+namespace gpusim::grid_test {
 namespace {
 
 const std::string kLlama = GPUSIM_SOURCE_DIR "/configs/llama7b.yaml";
@@ -120,4 +120,4 @@ TEST(GridTest, WhatAGridCannotVaryIsRefusedByName) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::grid_test

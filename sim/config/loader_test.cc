@@ -9,7 +9,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::loader_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -492,4 +492,4 @@ TEST_F(ConfigLoaderTest, Fp8DefaultsToTwiceBf16OnHopperOnly) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::loader_test

@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "sim/config/loader.h"
 
-namespace gpusim {
+namespace gpusim::megatron_args_test {
 namespace {
 
 absl::StatusOr<RunSpec> Parse(const std::string& args, int world = 8) {
@@ -360,4 +360,4 @@ TEST(MegatronArgsTest, FunctionalTestSettings) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_args_test

@@ -3,7 +3,7 @@
 #include "gtest/gtest.h"
 #include "sim/config/schema.h"
 
-namespace gpusim {
+namespace gpusim::node_test {
 namespace {
 
 TEST(ConfigNodeTest, KeepsOrderAndLocations) {
@@ -75,4 +75,4 @@ TEST(ConfigSchemaTest, NearestKey) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::node_test

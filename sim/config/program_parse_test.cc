@@ -8,7 +8,7 @@
 #include "gtest/gtest.h"
 #include "sim/config/loader.h"
 
-namespace gpusim {
+namespace gpusim::program_parse_test {
 namespace {
 
 namespace fs = std::filesystem;
@@ -284,4 +284,4 @@ TEST_F(ConfigProgramTest, SetOverrides) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::program_parse_test

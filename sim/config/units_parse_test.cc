@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::units_parse_test {
 namespace {
 
 int64_t B(std::string_view s) {
@@ -125,4 +125,4 @@ TEST(ConfigUnitsTest, Durations) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::units_parse_test

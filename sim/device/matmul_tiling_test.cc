@@ -2,7 +2,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::matmul_tiling_test {
 namespace {
 
 constexpr int kH100Sms = 132;
@@ -61,4 +61,4 @@ TEST(MatmulTilingTest, BatchMultipliesTiles) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::matmul_tiling_test

@@ -6,7 +6,7 @@
 #include "sim/device/impl/tiled.h"
 #include "sim/engine/engine.h"
 
-namespace gpusim {
+namespace gpusim::timing_test {
 namespace {
 
 // Round numbers so durations can be computed by hand.
@@ -328,4 +328,4 @@ TEST(AtenKernelRules, SimulateSumsTimeByKindAndOp) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::timing_test

@@ -5,7 +5,7 @@
 #include "gtest/gtest.h"
 #include "sim/engine/engine.h"
 
-namespace gpusim {
+namespace gpusim::critical_path_test {
 namespace {
 
 // 1 byte per ns of memory traffic, no launch cost: an elementwise kernel of
@@ -208,4 +208,4 @@ TEST(CriticalPathTest, OnlyWhenAskedAndNothingElseChanges) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::critical_path_test

@@ -7,7 +7,7 @@
 #include "sim/ir/builder.h"
 #include "sim/lower/lower.h"
 
-namespace gpusim {
+namespace gpusim::engine_test {
 namespace {
 
 // A device with round numbers so times can be computed by hand.
@@ -279,4 +279,4 @@ TEST(EngineTest, RepeatOutsideTheTraceIsRefused) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::engine_test

@@ -2,7 +2,7 @@
 #include "gtest/gtest.h"
 #include "sim/engine/engine.h"
 
-namespace gpusim {
+namespace gpusim::host_timeline_test {
 namespace {
 
 DeviceSpec Device() {
@@ -131,4 +131,4 @@ TEST(HostTimelineTest, RecordedHostWorkIsPricedByItsCounts) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::host_timeline_test

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "sim/import/snapshot.h"
 
-namespace gpusim::import_internal {
+namespace gpusim::import_internal::pickle_test {
 namespace {
 
 // Bytes from a literal holding NULs.
@@ -300,4 +300,4 @@ TEST(Pickle, SnapshotErrorsNameThePickleOffset) {
 }
 
 }  // namespace
-}  // namespace gpusim::import_internal
+}  // namespace gpusim::import_internal::pickle_test

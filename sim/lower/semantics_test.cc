@@ -3,7 +3,7 @@
 #include "gtest/gtest.h"
 #include "sim/config/settings.h"
 
-namespace gpusim {
+namespace gpusim::semantics_test {
 namespace {
 
 RunSpec Spec(const std::string& framework, bool program = false) {
@@ -78,4 +78,4 @@ TEST(SemanticsTest, RecordedFromEagerPyTorchReadsTheTraceMeta) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::semantics_test

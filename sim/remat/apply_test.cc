@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::apply_test {
 namespace {
 
 using Names = std::set<std::string>;
@@ -200,4 +200,4 @@ TEST(ApplyRematPolicyTest, ASecondOutputOfNoKernelIsAnInternalError) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::apply_test

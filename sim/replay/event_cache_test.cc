@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 
 namespace gpusim {
-namespace replay_internal {
+namespace replay_internal::event_cache_test {
 namespace {
 
 constexpr int64_t kMin = std::numeric_limits<int64_t>::min();
@@ -202,5 +202,5 @@ TEST(MemoryEventCacheTest, PastTheCapOrAnEventItCannotHoldItHoldsNothing) {
 }
 
 }  // namespace
-}  // namespace replay_internal
+}  // namespace replay_internal::event_cache_test
 }  // namespace gpusim

@@ -14,7 +14,7 @@
 #include "sim/import/snapshot.h"
 #include "sim/trace/trace_io.h"
 
-namespace gpusim {
+namespace gpusim::explain_trace_test {
 namespace {
 
 // Two allocations in the window share their outer frame; a block live
@@ -143,4 +143,4 @@ TEST(ExplainTrace, KinetoWithStackGivesEachAllocItsPythonStack) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::explain_trace_test

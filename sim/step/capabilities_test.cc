@@ -10,7 +10,7 @@
 #include "sim/config/loader.h"
 #include "sim/step/families.h"
 
-namespace gpusim {
+namespace gpusim::capabilities_test {
 namespace {
 
 constexpr char kLlama[] =
@@ -106,4 +106,4 @@ TEST(CapabilitiesTest, JaxStepRefusesARuntimeAllocatorJaxDoesNotRun) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::capabilities_test

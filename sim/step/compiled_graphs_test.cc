@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::compiled_graphs_test {
 namespace {
 
 // One event: a marker (its label), an alloc (id, bytes), a free (id) or a kernel.
@@ -67,4 +67,4 @@ TEST(CompiledGraphsTest, RunsCountedPerGraphAndEmptyWithoutMarkers) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::compiled_graphs_test

@@ -7,7 +7,7 @@
 #include "gtest/gtest.h"
 #include "models/megatron_schedule.h"
 
-namespace gpusim {
+namespace gpusim::megatron_step_pipeline_test {
 namespace {
 
 RunSpec Pipeline(int64_t p, int64_t m, int64_t v = 1) {
@@ -136,4 +136,4 @@ TEST(MegatronPipelineTest, MessageBytesAndNodes) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::megatron_step_pipeline_test

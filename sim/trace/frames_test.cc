@@ -7,7 +7,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::frames_test {
 namespace {
 
 StackFrame F(std::string function, std::string file, int64_t line = 1) { return {std::move(function), std::move(file), line}; }
@@ -83,4 +83,4 @@ TEST(UserFrame, ModuleAndLabel) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::frames_test

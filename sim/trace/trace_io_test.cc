@@ -14,7 +14,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::trace_io_test {
 namespace {
 
 void ExpectEqualEvent(const TraceEvent& a, const TraceEvent& b, size_t i) {
@@ -686,4 +686,4 @@ TEST(TraceIo, RefusesRepeatedEvents) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::trace_io_test

@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::validate_test {
 namespace {
 
 // A tiny builder: each call appends one event.
@@ -179,4 +179,4 @@ TEST(TraceStats, PeakBeforeAnyEventIsPreexisting) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::validate_test

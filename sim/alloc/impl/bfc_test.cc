@@ -3,7 +3,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::bfc_test {
 namespace {
 
 constexpr uint64_t kBase = DeviceAddressSpace::kBase;
@@ -88,4 +88,4 @@ TEST(BfcTest, OptionsAreValidated) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::bfc_test

@@ -6,7 +6,7 @@
 #include "gtest/gtest.h"
 #include "sim/alloc/address_space.h"
 
-namespace gpusim {
+namespace gpusim::pytorch_caching_test {
 namespace {
 
 constexpr uint64_t kBase = DeviceAddressSpace::kBase;
@@ -315,4 +315,4 @@ TEST(PyTorchCachingTest, ForcedSegmentAddress) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::pytorch_caching_test

@@ -5,7 +5,7 @@
 #include "gtest/gtest.h"
 #include "sim/device/impl/tiled.h"
 
-namespace gpusim {
+namespace gpusim::attention_test {
 namespace {
 
 // A device with round rates: one SM at 1 GHz (128 FP32 lanes: flops.fp32
@@ -161,4 +161,4 @@ TEST(AttentionTest, OnlyFusedOpsWithTheirFactsAreShaped) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::attention_test

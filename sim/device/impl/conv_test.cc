@@ -5,7 +5,7 @@
 
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::conv_test {
 namespace {
 
 DeviceSpec H200() {
@@ -101,4 +101,4 @@ TEST(ConvFacts, MemoryFormatFactFromFormat17) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::conv_test

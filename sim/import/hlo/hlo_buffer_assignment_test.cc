@@ -8,7 +8,7 @@
 #include "sim/import/hlo/hlo_normalization.h"
 #include "sim/import/hlo/hlo_parser.h"
 
-namespace gpusim {
+namespace gpusim::hlo_buffer_assignment_test {
 namespace {
 
 std::string Chain(const std::string& alias) {
@@ -144,4 +144,4 @@ TEST(NormalizationFusionTest, TheMaxAndSumDiamondsAreOneFusionUnlessTheExpHasOth
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::hlo_buffer_assignment_test

@@ -3,7 +3,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace gpusim {
+namespace gpusim::hlo_parser_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -125,4 +125,4 @@ TEST(HloParserTest, MissingFileIsNotFound) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::hlo_parser_test

@@ -7,7 +7,7 @@
 #include "sim/import/hlo/hlo_parser.h"
 #include "sim/lower/lower.h"
 
-namespace gpusim {
+namespace gpusim::hlo_to_program_test {
 namespace {
 
 using ::testing::HasSubstr;
@@ -420,4 +420,4 @@ ENTRY main {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::hlo_to_program_test

@@ -6,7 +6,7 @@
 #include "sim/config/loader.h"
 #include "sim/lower/eager/device_memory.h"
 
-namespace gpusim {
+namespace gpusim::device_memory_conv_test {
 namespace {
 
 // [N, C, H, W, K, C/g, R, S, stride, stride, pad, pad, dil, dil, groups,
@@ -195,4 +195,4 @@ TEST(CudnnWorkspace, AnOptionThatDoesNotApplyIsRefusedByName) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::device_memory_conv_test

@@ -5,7 +5,7 @@
 #include "sim/lower/eager/test_device.h"
 #include "sim/lower/eager/device_memory.h"
 
-namespace gpusim {
+namespace gpusim::device_memory_nccl_test {
 namespace {
 
 // A DDP step of rank 1 of 4 as python/gpusim_torch writes it: one bucket's
@@ -116,4 +116,4 @@ TEST(NcclMemory, DeviceModelReportsNcclAndKeepsAfterOnTimedEvents) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::device_memory_nccl_test

@@ -6,7 +6,7 @@
 #include "sim/config/loader.h"
 #include "sim/lower/eager/device_memory.h"
 
-namespace gpusim {
+namespace gpusim::device_memory_sdpa_test {
 namespace {
 
 DeviceSpec Device(const std::string& name) {
@@ -339,4 +339,4 @@ TEST(SdpaWorkspace, MalformedFactsNameTheEvent) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::device_memory_sdpa_test

@@ -5,7 +5,7 @@
 #include "absl/strings/str_cat.h"
 #include "sim/lower/eager/test_device.h"
 
-namespace gpusim {
+namespace gpusim::device_memory_sort_test {
 namespace {
 
 constexpr CubBuild kCub2{8, true};
@@ -167,4 +167,4 @@ TEST(EmbeddingBackward, SortAndSegmentBuffersInOrder) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::device_memory_sort_test

@@ -6,7 +6,7 @@
 
 #include "sim/lower/eager/test_device.h"
 
-namespace gpusim {
+namespace gpusim::device_memory_test {
 namespace {
 
 TEST(EagerDeviceMemory, CublasWorkspaceByVersionDeviceAndConfig) {
@@ -304,4 +304,4 @@ TEST(EagerDeviceMemory, TransientWorkspacesOfTheWarmupHistory) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::device_memory_test

@@ -8,7 +8,7 @@
 #include "sim/ir/builder.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::entry_schedule_test {
 namespace {
 
 // a (400 B) and b (8 B) feed one while loop that returns c.
@@ -115,4 +115,4 @@ TEST(EntryScheduleTest, DynamicSliceFusionLeavesNoSliceInTheWindow) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::entry_schedule_test

@@ -15,7 +15,7 @@
 #include "sim/report/explain.h"
 #include "sim/step/step.h"
 
-namespace gpusim {
+namespace gpusim::loop_slices_test {
 namespace {
 
 // w: f32[1024, 16384] = 64 MiB; x: f32[1024]. `body` is the scan body.
@@ -144,9 +144,9 @@ TEST(LoopSlicesTest, DynamicSliceFusionIsAnXlaOption) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::loop_slices_test
 
-namespace gpusim {
+namespace gpusim::loop_slices_test {
 namespace {
 
 int CountSlices(const std::vector<std::string>& sets, const std::string& what) {
@@ -181,9 +181,9 @@ TEST(LoopSlicesTest, LlamaStackedWeightsFeedingAnAllGatherAreSliced) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::loop_slices_test
 
-namespace gpusim {
+namespace gpusim::loop_slices_test {
 namespace {
 
 TEST(LoopSlicesTest, DotReadersAreResolvedByTheirShape) {
@@ -287,9 +287,9 @@ TEST(EntryTupleTest, AMarkedProgramWithTwoOutputsGetsItsTable) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::loop_slices_test
 
-namespace gpusim {
+namespace gpusim::loop_slices_test {
 namespace {
 
 // The per-layer weight gradients dW = Xᵀ·dY (name -> bytes) of `sets` on
@@ -326,4 +326,4 @@ TEST(LoopSlicesTest, AFusedWeightSliceLeavesTheWeightGradientOneLayer) {
 }
 
 }  // namespace
-}  // namespace gpusim
+}  // namespace gpusim::loop_slices_test
