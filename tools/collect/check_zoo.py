@@ -61,6 +61,40 @@ def measured_device(zoo):
     return DEVICES.get(ver.get("gpu"), "h100-sxm-80gb"), re.match(r"(\d+\.\d+)", ver["torch"]).group(1)
 
 
+class _Recorder:
+    """Runs `PYTHON -m gpusim_torch ARGV...` a case at a time through
+    fork_recorder.py's server, which imports torch, transformers and timm
+    once and forks a process per case (each recording still in a process of
+    its own); a CompletedProcess per call, as subprocess.run gives."""
+
+    def __init__(self, python, env, tmp):
+        self.python, self.env, self.tmp, self.proc, self.n = python, env, tmp, None, 0
+
+    def run(self, argv):
+        if self.proc is None:
+            self.proc = subprocess.Popen([self.python, os.path.join(ROOT, "tools", "collect", "fork_recorder.py")],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=self.env,
+                                         cwd=ROOT)
+        self.n += 1
+        out, err = (os.path.join(self.tmp, "record%d.%s" % (self.n, k)) for k in ("out", "err"))
+        self.proc.stdin.write(json.dumps({"argv": argv, "stdout": out, "stderr": err}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("fork_recorder.py exited (code %s) before answering" % self.proc.wait())
+        texts = []
+        for path in (out, err):
+            with open(path) as f:
+                texts.append(f.read())
+            os.unlink(path)
+        return subprocess.CompletedProcess(argv, json.loads(line)["rc"], texts[0], texts[1])
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait()
+
+
 def collect_rows(zoo, gpusim, cases=(), keep=None, reuse=False, python=None, log=None):
     """One row per case of `zoo` (a zoo.json object) whose tag is in `cases`
     (all when empty): recorded on the CPU by `python` (default this
@@ -72,52 +106,61 @@ def collect_rows(zoo, gpusim, cases=(), keep=None, reuse=False, python=None, log
     os.makedirs(tmp, exist_ok=True)
     rows = []
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    for c in zoo["cases"]:
-        if want and c["tag"] not in want:
-            continue
-        row = {"case": c["tag"]}
-        if "max_memory_allocated" not in c:
-            row["error"] = "not measured: " + c.get("error", c.get("skipped", "?"))[:120]
-            rows.append(row)
-            continue
-        trace = os.path.join(tmp, c["tag"] + ".trace")
-        row["trace"] = trace
-        cmd = [python or sys.executable, "-m", "gpusim_torch", "record", os.path.join(ROOT, c["step_file"]),
-               "--arg", "size=" + c["size"], "--arg", "grad_ckpt=" + str(c["grad_ckpt"]).lower(),
-               "--device", device, "--cuda-torch-version", torch_ver, "--out", trace]
-        t0 = time.time()
-        if reuse and os.path.isfile(trace):
-            r = subprocess.CompletedProcess(cmd, 0, "", "")
-            if log:
-                log("%s: reusing %s" % (c["tag"], trace))
-        else:
-            r = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=ROOT)
-            row["record_s"] = round(time.time() - t0, 1)
-            if log:
-                log("%s: recorded in %.1f s" % (c["tag"], row["record_s"]))
-        if r.returncode != 0:
-            row["error"] = "record failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:200]
-            rows.append(row)
-            continue
-        try:
-            rep = replay(gpusim, trace, device)
-        except RuntimeError as e:
-            row["error"] = "replay failed: " + str(e)[:200]
-            rows.append(row)
-            continue
-        peak = find(rep, "peak_allocated_bytes")
-        reserved = find(rep, "peak_reserved_bytes")
-        start = find(rep, "step_start_live_bytes")
-        row.update(measured_alloc=c["max_memory_allocated"], predicted_alloc=peak,
-                   measured_reserved=c["max_memory_reserved"], predicted_reserved=reserved,
-                   measured_start=c.get("allocated_before"), predicted_start=start,
-                   measured_step_s=c.get("median_step_s"), predicted_step_s=find(rep, "step_time_s"),
-                   sdpa=", ".join(sorted(k.split("::")[1].replace("_scaled_dot_product_", "")
-                                         for k in c.get("sdpa_ops", {})
-                                         if "attention" in k and "backward" not in k
-                                         and k != "aten::scaled_dot_product_attention")) or "-")
-        rows.append(row)
+    recorder = _Recorder(python or sys.executable, env, tmp)
+    try:
+        for c in zoo["cases"]:
+            _collect_case(c, want, tmp, reuse, recorder, gpusim, device, torch_ver, log, rows)
+    finally:
+        recorder.close()
     return rows
+
+
+def _collect_case(c, want, tmp, reuse, recorder, gpusim, device, torch_ver, log, rows):
+    """Appends case `c`'s row to `rows` (collect_rows)."""
+    if want and c["tag"] not in want:
+        return
+    row = {"case": c["tag"]}
+    if "max_memory_allocated" not in c:
+        row["error"] = "not measured: " + c.get("error", c.get("skipped", "?"))[:120]
+        rows.append(row)
+        return
+    trace = os.path.join(tmp, c["tag"] + ".trace")
+    row["trace"] = trace
+    argv = ["record", os.path.join(ROOT, c["step_file"]),
+            "--arg", "size=" + c["size"], "--arg", "grad_ckpt=" + str(c["grad_ckpt"]).lower(),
+            "--device", device, "--cuda-torch-version", torch_ver, "--out", trace]
+    t0 = time.time()
+    if reuse and os.path.isfile(trace):
+        r = subprocess.CompletedProcess(argv, 0, "", "")
+        if log:
+            log("%s: reusing %s" % (c["tag"], trace))
+    else:
+        r = recorder.run(argv)
+        row["record_s"] = round(time.time() - t0, 1)
+        if log:
+            log("%s: recorded in %.1f s" % (c["tag"], row["record_s"]))
+    if r.returncode != 0:
+        row["error"] = "record failed: " + (r.stderr.strip().splitlines() or ["?"])[-1][:200]
+        rows.append(row)
+        return
+    try:
+        rep = replay(gpusim, trace, device)
+    except RuntimeError as e:
+        row["error"] = "replay failed: " + str(e)[:200]
+        rows.append(row)
+        return
+    peak = find(rep, "peak_allocated_bytes")
+    reserved = find(rep, "peak_reserved_bytes")
+    start = find(rep, "step_start_live_bytes")
+    row.update(measured_alloc=c["max_memory_allocated"], predicted_alloc=peak,
+               measured_reserved=c["max_memory_reserved"], predicted_reserved=reserved,
+               measured_start=c.get("allocated_before"), predicted_start=start,
+               measured_step_s=c.get("median_step_s"), predicted_step_s=find(rep, "step_time_s"),
+               sdpa=", ".join(sorted(k.split("::")[1].replace("_scaled_dot_product_", "")
+                                     for k in c.get("sdpa_ops", {})
+                                     if "attention" in k and "backward" not in k
+                                     and k != "aten::scaled_dot_product_attention")) or "-")
+    rows.append(row)
 
 
 def err(a, b):
