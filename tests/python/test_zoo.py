@@ -31,6 +31,8 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.join(ROOT, "python"))
+sys.path.insert(0, os.path.join(ROOT, "tools", "collect"))
+import fork_recorder  # noqa: E402  (torch imported once; a forked process per recording)
 ZOO = os.path.join(ROOT, "examples", "torch")
 GPUSIM = os.environ.get("GPUSIM_BINARY", os.path.join(ROOT, "build", "gpusim"))
 
@@ -98,15 +100,19 @@ class Zoo(unittest.TestCase):
     def setUpClass(cls):
         cls.tmp = tempfile.mkdtemp(prefix="gpusim_zoo_")
         cls.traces = {}
+        env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), PYTHONWARNINGS="ignore")
+        cls.recorder = fork_recorder.Client(sys.executable, env, cls.tmp, cwd=ROOT)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.recorder.close()
 
     def record(self, model, ckpt):
         key = (model, ckpt)
         if key not in self.traces:
             out = os.path.join(self.tmp, "%s%s.trace" % (model, "_ckpt" if ckpt else ""))
-            env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"), PYTHONWARNINGS="ignore")
-            r = subprocess.run([sys.executable, "-m", "gpusim_torch", "record", os.path.join(ZOO, model + ".py"),
-                                "--arg", "grad_ckpt=%s" % str(ckpt).lower(), "--device", "h100-sxm-80gb",
-                                "--out", out], capture_output=True, text=True, env=env, cwd=ROOT, timeout=600)
+            r = self.recorder.run(["record", os.path.join(ZOO, model + ".py"), "--arg",
+                                   "grad_ckpt=%s" % str(ckpt).lower(), "--device", "h100-sxm-80gb", "--out", out])
             self.assertEqual(r.returncode, 0, "%s: %s" % (model, r.stderr[-3000:]))
             self.traces[key] = out
         return self.traces[key]

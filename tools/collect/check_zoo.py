@@ -23,6 +23,8 @@ import sys
 import tempfile
 import time
 
+import fork_recorder  # beside this file
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.normpath(os.path.join(HERE, "..", ".."))
 DEVICES = {"NVIDIA H200": "h200-sxm-141gb", "NVIDIA H100 80GB HBM3": "h100-sxm-80gb",
@@ -61,40 +63,6 @@ def measured_device(zoo):
     return DEVICES.get(ver.get("gpu"), "h100-sxm-80gb"), re.match(r"(\d+\.\d+)", ver["torch"]).group(1)
 
 
-class _Recorder:
-    """Runs `PYTHON -m gpusim_torch ARGV...` a case at a time through
-    fork_recorder.py's server, which imports torch, transformers and timm
-    once and forks a process per case (each recording still in a process of
-    its own); a CompletedProcess per call, as subprocess.run gives."""
-
-    def __init__(self, python, env, tmp):
-        self.python, self.env, self.tmp, self.proc, self.n = python, env, tmp, None, 0
-
-    def run(self, argv):
-        if self.proc is None:
-            self.proc = subprocess.Popen([self.python, os.path.join(ROOT, "tools", "collect", "fork_recorder.py")],
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=self.env,
-                                         cwd=ROOT)
-        self.n += 1
-        out, err = (os.path.join(self.tmp, "record%d.%s" % (self.n, k)) for k in ("out", "err"))
-        self.proc.stdin.write(json.dumps({"argv": argv, "stdout": out, "stderr": err}) + "\n")
-        self.proc.stdin.flush()
-        line = self.proc.stdout.readline()
-        if not line:
-            raise RuntimeError("fork_recorder.py exited (code %s) before answering" % self.proc.wait())
-        texts = []
-        for path in (out, err):
-            with open(path) as f:
-                texts.append(f.read())
-            os.unlink(path)
-        return subprocess.CompletedProcess(argv, json.loads(line)["rc"], texts[0], texts[1])
-
-    def close(self):
-        if self.proc is not None:
-            self.proc.stdin.close()
-            self.proc.wait()
-
-
 def collect_rows(zoo, gpusim, cases=(), keep=None, reuse=False, python=None, log=None):
     """One row per case of `zoo` (a zoo.json object) whose tag is in `cases`
     (all when empty): recorded on the CPU by `python` (default this
@@ -106,7 +74,7 @@ def collect_rows(zoo, gpusim, cases=(), keep=None, reuse=False, python=None, log
     os.makedirs(tmp, exist_ok=True)
     rows = []
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python") + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    recorder = _Recorder(python or sys.executable, env, tmp)
+    recorder = fork_recorder.Client(python or sys.executable, env, tmp, cwd=ROOT)
     try:
         for c in zoo["cases"]:
             _collect_case(c, want, tmp, reuse, recorder, gpusim, device, torch_ver, log, rows)

@@ -18,10 +18,11 @@ The server runs no torch operation before forking (imports only), so no
 OpenMP thread pool exists to be lost in the child (GNU libgomp's pool does
 not survive fork).
 
-    python fork_recorder.py   (run by check_zoo with gpusim_torch importable)"""
+    python fork_recorder.py   (Client starts it, with gpusim_torch importable)"""
 
 import json
 import os
+import subprocess
 import sys
 import traceback
 
@@ -47,6 +48,43 @@ def _child(req):
             sys.stderr.flush()
         finally:
             os._exit(code if isinstance(code, int) and 0 <= code < 256 else 1)
+
+
+class Client:
+    """Runs `PYTHON -m gpusim_torch ARGV...` a call at a time through this
+    server, started at the first call with `env`; each call's output passes
+    through two files in `tmp`. run() gives a CompletedProcess, as
+    subprocess.run(..., capture_output=True, text=True) would."""
+
+    def __init__(self, python, env, tmp, cwd=None):
+        self.python, self.env, self.tmp, self.cwd, self.proc, self.n = python, env, tmp, cwd, None, 0
+
+    def run(self, argv):
+        if self.proc is None:
+            self.proc = subprocess.Popen([self.python, os.path.abspath(__file__)],
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=self.env,
+                                         cwd=self.cwd)
+        self.n += 1
+        out, err = (os.path.join(self.tmp, "record%d.%s" % (self.n, k)) for k in ("out", "err"))
+        self.proc.stdin.write(json.dumps({"argv": argv, "stdout": out, "stderr": err}) + "\n")
+        self.proc.stdin.flush()
+        line = self.proc.stdout.readline()
+        if not line:
+            raise RuntimeError("fork_recorder.py exited (code %s) before answering" % self.proc.wait())
+        texts = []
+        for path in (out, err):  # absent when the child failed before opening them
+            if os.path.exists(path):
+                with open(path) as f:
+                    texts.append(f.read())
+                os.unlink(path)
+            else:
+                texts.append("")
+        return subprocess.CompletedProcess(argv, json.loads(line)["rc"], texts[0], texts[1])
+
+    def close(self):
+        if self.proc is not None:
+            self.proc.stdin.close()
+            self.proc.wait()
 
 
 def serve():
