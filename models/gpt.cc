@@ -84,6 +84,10 @@ absl::StatusOr<LayerGraph> GptBuilder::Graph() const {
 absl::StatusOr<Program> GptBuilder::Build() {
   RETURN_IF_ERROR(CheckSplit());
   graph_ = MakeLayerGraph();
+  if (plan_.kinds.size() != graph_.kinds.size()) {
+    return absl::InternalError("gpt: the remat plan was not made on this layer graph (its kinds of layer differ)");
+  }
+  lp_ = &plan_;
   DeclareParams();
   if (mg_) RETURN_IF_ERROR(DeclareGemmWorkspaces());
   if (mg_ && g_.overlap_param_gather && dp_ * cp_ > 1) EmitParamGathers();

@@ -115,7 +115,23 @@ class GptBuilder {
 
   // --- decoder layer (gpt_layer.cc) -------------------------------------------
 
+  // The decoder layer's graph, with the dense layer's as its kind when
+  // --moe-layer-freq mixes dense and MoE layers.
   LayerGraph MakeLayerGraph() const;
+  // One kind of decoder layer: its MLP the MoE layer's or the dense one.
+  LayerGraph MakeLayerGraphOf(bool moe_mlp) const;
+  // Whether layer l is an MoE layer (Note [Megatron MoE layer pattern]).
+  bool MoeLayer(int l) const {
+    return Moe() && (g_.moe.layer_pattern.empty() || g_.moe.layer_pattern[static_cast<size_t>(l)] == 1);
+  }
+  // Points lg_ and lp_ at layer l's kind of graph and its plan.
+  void UseLayer(int l);
+  // Attention's values after ln1 (the last one "proj_partial"): standard
+  // (grouped-query) attention, or multi-latent attention (gpt_mla.cc).
+  void AddAttentionValues(std::vector<LayerValue>* out) const;
+  void AddMlaValues(std::vector<LayerValue>* out) const;
+  // An MLA layer's attention parameters (gpt_mla.cc).
+  std::vector<std::pair<std::string, std::vector<int64_t>>> MlaParamShapes() const;
   // The dense MLP's values after ln2 (the last one "fc2").
   void AddDenseMlp(std::vector<LayerValue>* out) const;
   // Note [MoE dispatch syncs] (gpt_moe.cc): the host syncs after this MoE
@@ -169,7 +185,7 @@ class GptBuilder {
   // `n` dependent kernels on a scalar; returns the last one's output.
   TensorId SmallKernels(const std::string& name, int64_t n, std::vector<TensorId> reads, DType dtype);
   // isnan and isinf of `value`, each a host sync (check_for_nan only).
-  TensorId SyncedCheck(const std::string& name, TensorId value);
+  TensorId SyncedCheck(const std::string& name, TensorId value, bool nan_only = false);
   void GetBatch();
   void LossFunc(TensorId loss);
   void CheckBucketGrads(const Bucket& bk);
@@ -213,7 +229,8 @@ class GptBuilder {
 
   // The MoE MLP's values after ln2 (Note [Megatron MoE layer]).
   void AddMoeValues(std::vector<LayerValue>* out) const;
-  void AddExperts(std::vector<LayerValue>* out, const std::string& in, int64_t n_tok) const;
+  // `probs`: the routing weights the activation is scaled by.
+  void AddExperts(std::vector<LayerValue>* out, const std::string& in, int64_t n_tok, const std::string& probs) const;
   void AddSharedExperts(std::vector<LayerValue>* out, const std::string& routed) const;
   // Tokens of the routing case g_.moe.routing (Note [MoE routing cases]).
   MoeTokens MoeTokenCounts() const;
@@ -237,6 +254,9 @@ class GptBuilder {
   bool sp_;
   DType cdt_;
   LayerGraph graph_;  // one decoder layer (MakeLayerGraph)
+  // The graph and plan of the layer being emitted (UseLayer).
+  const LayerGraph* lg_ = &graph_;
+  const RematPlan* lp_ = nullptr;
   std::map<std::pair<std::string, std::string>, TensorId> host_;  // offloaded values in pinned host memory
   std::map<std::string, TensorId> params_, grads_;
   std::map<std::string, std::pair<TensorId, TensorId>> moments_;

@@ -53,23 +53,26 @@ std::string AddQkNorms(std::vector<LayerValue>* out, int64_t S, int64_t B, int64
 
 }  // namespace
 
+// Note [Megatron MoE layer pattern] (sim/config/megatron_moe_args.cc): with
+// dense layers beside the MoE ones, the graph is the MoE layer's and its one
+// kind the dense layer's (LayerGraph::kinds), each planned on its own.
 LayerGraph GptBuilder::MakeLayerGraph() const {
+  LayerGraph graph = MakeLayerGraphOf(Moe());
+  if (Moe() && !g_.moe.layer_pattern.empty()) graph.kinds.push_back(MakeLayerGraphOf(false));
+  return graph;
+}
+
+void GptBuilder::UseLayer(int l) {
+  const bool dense = !graph_.kinds.empty() && !MoeLayer(l);
+  lg_ = dense ? &graph_.kinds.front() : &graph_;
+  lp_ = dense ? &plan_.kinds.front() : &plan_;
+}
+
+LayerGraph GptBuilder::MakeLayerGraphOf(bool moe_mlp) const {
   const double s = static_cast<double>(S_), b = static_cast<double>(B_), h = static_cast<double>(H_);
-  const double a = static_cast<double>(A_), t = static_cast<double>(t_);
-  // Grouped-query attention (Ainslie et al. 2023, arXiv 2305.13245;
-  // Megatron-LM --group-query-attention --num-query-groups K,
-  // megatron/core/transformer/attention.py SelfAttention.linear_qkv of
-  // width (A + 2K)·Dh, each TP rank holding A/t query heads and K/t
-  // groups): the fused QKV GEMM is (A + 2K)·Dh wide; scores and context
-  // run over the A/t query heads of a rank. K = A is multi-head attention.
-  const int64_t At = A_ / t_;
-  const int64_t Wqkv = (A_ + 2 * K_) * Dh_, Wc = A_ * Dh_;
-  const double wqkv = static_cast<double>(Wqkv), wc = static_cast<double>(Wc), dh = static_cast<double>(Dh_);
+  const double t = static_cast<double>(t_);
   // Megatron launch lines: SwiGLU (fc1 twice as wide, gate x up), hidden
-  // dropout off when --hidden-dropout 0. Flash attention: the launch line's
-  // --attention-backend, or a gpt config's model.attention (the same TE
-  // flash kernels, Note [Megatron flash attention]).
-  const bool flash = mg_ ? g_.attention == "flash" : m_.attention == "flash";
+  // dropout off when --hidden-dropout 0.
   const bool masks = !mg_ || g_.hidden_dropout > 0;
   LayerGraph graph;
   graph.n_layers = L_;
@@ -79,6 +82,63 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
   // Layer input x [s/t (SP) or s, b, h]; LayerNorm keeps its input.
   add({"ln1", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "W:ln1"}, 8 * s * b * h / (sp_ ? t : 1), "", false,
        false, {"x"}});
+  if (mg_ && g_.mla.present) {
+    AddMlaValues(&n);  // Note [Megatron multi-latent attention], gpt_mla.cc
+  } else {
+    AddAttentionValues(&n);
+  }
+  // Row-parallel output: all-reduce (g), or reduce-scatter with SP.
+  add({"proj", {Ssp(), B_, H_}, cdt_, sp_ ? OpKind::kReduceScatter : OpKind::kAllReduce, {"proj_partial"}, 0,
+       "", false, false, {}});
+  if (masks) {
+    add({"drop1_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"proj"}, s * b * h / (sp_ ? t : 1),
+         "", false, false, {}});
+    add({"x_mid", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "proj", "drop1_mask"},
+         3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop1_mask"}});
+  } else {
+    add({"x_mid", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "proj"}, s * b * h / (sp_ ? t : 1), "",
+         false, false, {}});
+  }
+  add({"ln2", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "W:ln2"}, 8 * s * b * h / (sp_ ? t : 1), "",
+       false, false, {"x_mid"}});
+  if (moe_mlp) {
+    AddMoeValues(&n);
+  } else {
+    AddDenseMlp(&n);
+  }
+  if (masks) {
+    add({"drop2_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"fc2"}, s * b * h / (sp_ ? t : 1), "",
+         false, false, {}});
+    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2", "drop2_mask"},
+         3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop2_mask"}});
+  } else {
+    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2"}, s * b * h / (sp_ ? t : 1), "",
+         false, false, {}});
+  }
+  if (Fp8()) Fp8Graph(&graph);
+  return graph;
+}
+
+// Attention after ln1: the fused QKV GEMM, (QK norms,) the attention core
+// and the output projection, its last value "proj_partial".
+// Grouped-query attention (Ainslie et al. 2023, arXiv 2305.13245;
+// Megatron-LM --group-query-attention --num-query-groups K,
+// megatron/core/transformer/attention.py SelfAttention.linear_qkv of
+// width (A + 2K)·Dh, each TP rank holding A/t query heads and K/t
+// groups): the fused QKV GEMM is (A + 2K)·Dh wide; scores and context
+// run over the A/t query heads of a rank. K = A is multi-head attention.
+// Flash attention: the launch line's --attention-backend, or a gpt config's
+// model.attention (the same TE flash kernels, Note [Megatron flash
+// attention]).
+void GptBuilder::AddAttentionValues(std::vector<LayerValue>* out) const {
+  const double s = static_cast<double>(S_), b = static_cast<double>(B_), h = static_cast<double>(H_);
+  const double a = static_cast<double>(A_), t = static_cast<double>(t_);
+  const int64_t At = A_ / t_;
+  const int64_t Wqkv = (A_ + 2 * K_) * Dh_, Wc = A_ * Dh_;
+  const double wqkv = static_cast<double>(Wqkv), wc = static_cast<double>(Wc), dh = static_cast<double>(Dh_);
+  const bool flash = mg_ ? g_.attention == "flash" : m_.attention == "flash";
+  std::vector<LayerValue>& n = *out;
+  auto add = [&](LayerValue x) { n.push_back(std::move(x)); };
   std::string qkv_in = "ln1";
   if (sp_) {  // SP: all-gather along the sequence before the column-parallel GEMM (transient)
     add({"ln1_full", {S_, B_, H_}, cdt_, OpKind::kAllGather, {"ln1"}, 0, "", false, false, {}});
@@ -171,36 +231,6 @@ LayerGraph GptBuilder::MakeLayerGraph() const {
             "out_proj", true, false, {"context"}};
   proj.m = S_ * B_; proj.n = H_; proj.k = Wc / t_;
   add(proj);
-  // Row-parallel output: all-reduce (g), or reduce-scatter with SP.
-  add({"proj", {Ssp(), B_, H_}, cdt_, sp_ ? OpKind::kReduceScatter : OpKind::kAllReduce, {"proj_partial"}, 0,
-       "", false, false, {}});
-  if (masks) {
-    add({"drop1_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"proj"}, s * b * h / (sp_ ? t : 1),
-         "", false, false, {}});
-    add({"x_mid", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "proj", "drop1_mask"},
-         3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop1_mask"}});
-  } else {
-    add({"x_mid", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x", "proj"}, s * b * h / (sp_ ? t : 1), "",
-         false, false, {}});
-  }
-  add({"ln2", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "W:ln2"}, 8 * s * b * h / (sp_ ? t : 1), "",
-       false, false, {"x_mid"}});
-  if (Moe()) {
-    AddMoeValues(&n);
-  } else {
-    AddDenseMlp(&n);
-  }
-  if (masks) {
-    add({"drop2_mask", {Ssp(), B_, H_}, DType::kU8, OpKind::kElementwise, {"fc2"}, s * b * h / (sp_ ? t : 1), "",
-         false, false, {}});
-    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2", "drop2_mask"},
-         3 * s * b * h / (sp_ ? t : 1), "", false, false, {"drop2_mask"}});
-  } else {
-    add({"x_out", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {"x_mid", "fc2"}, s * b * h / (sp_ ? t : 1), "",
-         false, false, {}});
-  }
-  if (Fp8()) Fp8Graph(&graph);
-  return graph;
 }
 
 // The dense MLP after ln2: fc1, GeLU or SwiGLU, fc2 and its TP reduction.
@@ -233,7 +263,7 @@ void GptBuilder::AddDenseMlp(std::vector<LayerValue>* out) const {
 }
 
 const LayerValue& GptBuilder::NodeOf(const std::string& name) const {
-  const LayerValue* v = graph_.Find(name);
+  const LayerValue* v = lg_->Find(name);
   GPUSIM_CHECK(v != nullptr);
   return *v;
 }
@@ -241,10 +271,11 @@ const LayerValue& GptBuilder::NodeOf(const std::string& name) const {
 // Emits the nodes in `only` (all when empty), starting from `known`.
 std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string, TensorId> known,
                                                     bool recompute, const std::set<std::string>& only) {
+  UseLayer(l);
   b_.set_recompute(recompute);
   const std::string pre = absl::StrCat(mbp_, "layer", l, recompute ? ".remat." : ".");
   if (Fp8() && !recompute) CastFp8Weights(l);
-  for (const LayerValue& n : graph_.values) {
+  for (const LayerValue& n : lg_->values) {
     if (!only.empty() && !only.count(n.name)) continue;
     if (known.count(n.name)) continue;
     // Note [A second output of a kernel]: recomputed, it is its kernel rerun,
@@ -283,7 +314,7 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
     if (mg_ && n.name == "scores" && g_.attention == "unfused" && g_.transformer_impl == "transformer_engine") {
       op.host_calls += 3;
     }
-    if (mg_ && Moe() && MoeSyncsAfter(n.name)) op.host_sync = true;  // Note [MoE dispatch syncs]
+    if (MoeLayer(l) && MoeSyncsAfter(n.name)) op.host_sync = true;  // Note [MoE dispatch syncs]
     known[n.name] = out;
   }
   b_.set_recompute(false);
@@ -291,13 +322,14 @@ std::map<std::string, TensorId> GptBuilder::Forward(int l, std::map<std::string,
 }
 
 void GptBuilder::MarkSaved(int l, const std::map<std::string, TensorId>& v) {
+  UseLayer(l);
   if (Checkpointed(l)) {
     // Full recompute keeps only the checkpoint's input (uniform groups: the
     // first layer of each group of remat.num_layers).
-    if (plan_.GroupStart(Local(l))) b_.tensor(v.at(plan_.input)).role = Role::kResidual;
+    if (plan_.GroupStart(Local(l))) b_.tensor(v.at(lp_->input)).role = Role::kResidual;
     return;
   }
-  for (const std::string& name : plan_.saved) b_.tensor(v.at(name)).role = Role::kResidual;
+  for (const std::string& name : lp_->saved) b_.tensor(v.at(name)).role = Role::kResidual;
 }
 
 // Host offload of the values the policy marks Offloadable. Under jax the
@@ -307,7 +339,8 @@ void GptBuilder::MarkSaved(int l, const std::map<std::string, TensorId>& v) {
 // `tensor.to(device, non_blocking=True)`, both issued on the current
 // (compute) stream, so they do not overlap compute.
 void GptBuilder::Offload(int l, const std::map<std::string, TensorId>& v) {
-  for (const std::string& name : plan_.offload) {
+  UseLayer(l);
+  for (const std::string& name : lp_->offload) {
     const Tensor src = b_.tensor(v.at(name));  // a copy: AddTensor may reallocate
     TensorId h = b_.AddTensor(absl::StrCat(mbp_, "host.layer", l, ".", name), src.shape, src.dtype, Role::kResidual,
                               absl::StrCat("layer ", l, " ", name, " offloaded to pinned host"));
@@ -319,8 +352,9 @@ void GptBuilder::Offload(int l, const std::map<std::string, TensorId>& v) {
 }
 
 void GptBuilder::Reload(int l, std::map<std::string, TensorId>* v) {
+  UseLayer(l);
   OpId start = b_.next_op() - 1;
-  for (const std::string& name : plan_.offload) {
+  for (const std::string& name : lp_->offload) {
     const Tensor h = b_.tensor(host_.at({mbp_ + absl::StrCat(l), name}));
     TensorId t = b_.AddTensor(absl::StrCat(mbp_, "layer", l, ".reload.", name), h.shape, h.dtype, Role::kResidual,
                               absl::StrCat("layer ", l, " ", name, " copied back from pinned host"));
@@ -348,6 +382,7 @@ void GptBuilder::AddGrad(std::map<std::string, TensorId>& g, const std::string& 
 
 TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
                               const std::map<std::string, TensorId>* recomputed, TensorId dy) {
+  UseLayer(l);
   std::map<std::string, TensorId> v;
   if (recomputed != nullptr) {
     v = *recomputed;
@@ -355,13 +390,13 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
     // Recompute the layer (or, uniform groups, the group) from its input.
     v = Forward(l, {{"x", fwd.at("x")}}, true, {});
   } else {
-    for (const std::string& s : plan_.saved) v[s] = fwd.at(s);
+    for (const std::string& s : lp_->saved) v[s] = fwd.at(s);
     Reload(l, &v);
-    if (!plan_.recompute.empty()) v = Forward(l, v, true, plan_.recompute);
+    if (!lp_->recompute.empty()) v = Forward(l, v, true, lp_->recompute);
   }
   std::map<std::string, TensorId> g{{"x_out", dy}};
   const std::string pre = absl::StrCat(mbp_, "layer", l, ".d_");
-  for (auto it = graph_.values.rbegin(); it != graph_.values.rend(); ++it) {
+  for (auto it = lg_->values.rbegin(); it != lg_->values.rend(); ++it) {
     const LayerValue& n = *it;
     const std::string weight = n.param();
     auto gi = g.find(n.name);
@@ -397,8 +432,14 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
       TensorId xin = v.at(n.needs[0]);
       const bool f8 = Fp8Gemm(n);
       const auto [dy_row, dy_t] = f8 ? CastGradFp8(pre, n, dout) : std::make_pair(dout, dout);
-      if (sp_ && (n.name == "qkv" || n.name == "fc1" || n.name == "sh_fc1")) {
-        TensorId full = b_.AddTensor(pre + n.name + ".input_regathered", {S_, B_, H_}, b_.tensor(xin).dtype,
+      // Column-parallel GEMMs read the sequence-gathered input (MLA's up
+      // projections their normed latents).
+      const bool column = n.name == "qkv" || n.name == "fc1" || n.name == "sh_fc1" || n.name == "q_up" ||
+                          n.name == "kv_up" || n.name == "q_proj";
+      if (sp_ && column) {
+        std::vector<int64_t> shape = b_.tensor(xin).shape;
+        shape[0] = S_;
+        TensorId full = b_.AddTensor(pre + n.name + ".input_regathered", shape, b_.tensor(xin).dtype,
                                      Role::kTemporary,
                                      "SP: the saved sharded input all-gathered again for dW");
         Op& ag = b_.AddOp(pre + n.name + ".regather", OpKind::kAllGather, {xin}, {full}, 0);
@@ -422,7 +463,7 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
                        {dx}, n.flops);
       x.m = n.m; x.n = n.k; x.k = n.n;
       if (f8) x.dtype = DType::kF8;
-      if (!sp_ && (n.name == "qkv" || n.name == "fc1") && t_ > 1) {
+      if (!sp_ && column && n.name != "sh_fc1" && t_ > 1) {
         // f's backward: all-reduce the input gradient across the TP group.
         TensorId r = b_.AddTensor(pre + in + ".reduced", in_shape, cdt_, Role::kTemporary, "all-reduced gradient");
         Op& ar = b_.AddOp(pre + n.name + ".f_backward", OpKind::kAllReduce, {dx}, {r}, 0);
@@ -447,8 +488,9 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
     }
     // Other ops: one backward op per input that carries a gradient.
     for (const std::string& in : n.inputs) {
-      if (in == "attn_mask" || in == "drop1_mask" || in == "drop2_mask" || in == "routing_map") {
-        continue;  // masks (and the MoE routing map) have no gradient
+      if (in == "attn_mask" || in == "drop1_mask" || in == "drop2_mask" || in == "routing_map" ||
+          in == "moe_permute_map" || in == "router_group_mask") {
+        continue;  // masks (and the MoE routing map and permutation) have no gradient
       }
       if (IsParamInput(in)) continue;  // the weight's gradient, below
       std::vector<int64_t> in_shape = in == "x" ? std::vector<int64_t>{Ssp(), B_, H_} : NodeOf(in).shape;

@@ -66,16 +66,19 @@ void GptBuilder::DeclareMegatronParams() {
   for (const std::vector<int>& chunk : chunks_) {
     for (int l : chunk) {
       param("ln1", {norm_rows, H_}, l);
-      param("w_qkv", {H_, (A_ + 2 * K_) * Dh_ / t_}, l);
+      if (g_.mla.present) {  // Note [Megatron multi-latent attention], gpt_mla.cc
+        for (const auto& [name, shape] : MlaParamShapes()) param(name, shape, l);
+      }
+      if (!g_.mla.present) param("w_qkv", {H_, (A_ + 2 * K_) * Dh_ / t_}, l);
       if (g_.qkv_bias) param("b_qkv", {(A_ + 2 * K_) * Dh_ / t_}, l);
-      param("w_proj", {A_ * Dh_ / t_, H_}, l);
+      if (!g_.mla.present) param("w_proj", {A_ * Dh_ / t_, H_}, l);
       if (g_.bias_linear) param("b_proj", {H_}, l);
-      if (g_.qk_layernorm) {  // Note [Megatron QK layernorm], gpt_layer.cc: one norm over a head's Dh
+      if (g_.qk_layernorm && !g_.mla.present) {  // Note [Megatron QK layernorm], gpt_layer.cc: a head's Dh
         param("q_ln", {norm_rows, Dh_}, l);
         param("k_ln", {norm_rows, Dh_}, l);
       }
       param("ln2", {norm_rows, H_}, l);
-      if (Moe()) {  // Note [Megatron MoE layer], gpt_moe.cc
+      if (MoeLayer(l)) {  // Note [Megatron MoE layer], gpt_moe.cc
         for (const auto& [name, shape] : MoeParamShapes()) param(name, shape, l);
         continue;
       }

@@ -126,10 +126,11 @@ TensorId GptBuilder::SmallKernels(const std::string& name, int64_t n, std::vecto
   return out;
 }
 
-TensorId GptBuilder::SyncedCheck(const std::string& name, TensorId value) {
+TensorId GptBuilder::SyncedCheck(const std::string& name, TensorId value, bool nan_only) {
   TensorId v = value;
   if (!g_.check_for_nan) return v;
   for (const char* check : {"isnan", "isinf"}) {
+    if (nan_only && std::string(check) == "isinf") continue;
     SmallKernels(absl::StrCat(name, ".", check), 1, {v}, DType::kPred);
     b_.op(b_.next_op() - 1).host_sync = true;
   }
@@ -152,7 +153,8 @@ void GptBuilder::GetBatch() {
 
 void GptBuilder::LossFunc(TensorId loss) {
   const TensorId l = SmallKernels(mbp_ + "loss_func", 9, {loss}, DType::kF32);
-  SyncedCheck(mbp_ + "loss_func", l);
+  // Note [SimuMax pretrain_deepseekv2.py] (sim/config/megatron_args.cc).
+  SyncedCheck(mbp_ + "loss_func", l, g_.script == "pretrain_deepseekv2.py");
 }
 
 void GptBuilder::CheckBucketGrads(const Bucket& bk) {
@@ -168,7 +170,7 @@ int64_t GptBuilder::TorchParams() const {
   int64_t n = 0;
   for (const std::string& p : param_order_) {
     const bool norm = absl::EndsWith(p, "ln1") || absl::EndsWith(p, "ln2") || absl::EndsWith(p, "q_ln") ||
-                      absl::EndsWith(p, "k_ln") || p == "ln_f";
+                      absl::EndsWith(p, "k_ln") || absl::EndsWith(p, "kv_ln") || p == "ln_f";
     n += norm && !g_.rms_norm ? 2 : 1;
   }
   return n;

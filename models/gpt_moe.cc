@@ -10,17 +10,26 @@
 //    the shared experts (shared_experts.py SharedExpertMLP, a dense MLP of
 //    --moe-shared-expert-intermediate-size, TP-split like the dense MLP);
 //  - router.py TopKRouter: logits = input x W_router [h, E] (the compute
-//    dtype), softmax and top-k in fp32 (moe_utils.py topk_softmax_with_capacity:
-//    probs [T, E] fp32 and a routing map [T, E] bool); with the aux loss
-//    (switch_load_balancing_loss_func) a second fp32 softmax over all experts
-//    is kept for its backward, attached to the probs by MoEAuxLossAutoScaler;
+//    dtype), then Note [Megatron MoE router]; with the aux loss
+//    (switch_load_balancing_loss_func, seq_aux_loss alike) a second fp32
+//    softmax over all experts is kept for its backward, attached to the
+//    probs by MoEAuxLossAutoScaler;
 //  - token_dispatcher.py MoEAlltoAllTokenDispatcher: permute (moe_utils.py
 //    permute, an index_select into [T x topk, h]), all-to-all over the EP
 //    group, all-gather over the ETP group when ETP > 1, sort_chunks_by_idxs
 //    into expert order when a rank holds several experts; the combine runs
 //    the inverse (reduce-scatter over ETP, all-to-all back) and unpermute
-//    multiplies by the probs and scatter-adds (its backward reads the
-//    combined tokens and the probs);
+//    scatter-adds. Since core_r0.13 the routing weights travel with the
+//    tokens (permute(..., probs=...)) and scale the experts' activation
+//    (experts.py TEGroupedMLP: activation_func_with_probs, its backward
+//    reading fc1's output and the [n] permuted weights), so unpermute runs
+//    without probs and keeps only the permutation's map (NVIDIA/Megatron-LM
+//    23e00ed and 57a02672 token_dispatcher.py token_unpermutation /
+//    combine_postprocess): the sorted indices, an i64 per permuted row
+//    (moe_utils.py permute: index_select; unpermute: scatter_add), or with
+//    --moe-permute-fusion TE's row_id_map, int32 [T, 2E + 1]
+//    (TransformerEngine v2.11 pytorch/permutation.py _moe_permute_mask_map
+//    and _moe_unpermute_mask_map save only it);
 //    MoEAllGatherTokenDispatcher: the hidden states and probs all-gathered
 //    over the TP x EP group (ETP x EP ranks), the local experts' tokens
 //    permuted out of them; the combine scatter-adds into the gathered
@@ -33,6 +42,17 @@
 // each rank sends and receives (EP - 1)/EP of it, as a ring all-gather does
 // (sim/device/collective_model.h has no all-to-all; the latency term is
 // the ring's). Expert biases are refused at parse time.
+//
+// Note [Megatron MoE router]: NVIDIA/Megatron-LM 23e00ed moe_utils.py
+// topk_softmax_with_capacity: with --moe-router-pre-softmax the softmax over
+// all E experts in fp32 (its [T, E] result saved), then top-k; without it
+// top-k of the logits and the softmax over the k picked, [T, k] saved.
+// Group-limited routing (--moe-router-num-groups G, --moe-router-group-topk
+// g; group_limited_topk) scores each group by the sum of its top-(k / g),
+// keeps the best g groups and masks the rest with masked_fill: the boolean
+// [T, E] mask is saved, the group scores are transient (about ten small
+// kernels). The [T, k] top-k indices and --moe-router-topk-scaling-factor's
+// product are a few KiB and not modelled.
 //
 // Note [MoE routing cases]: routing is data-dependent; with T tokens per
 // rank (after CP and SP), E experts, E_l = E/EP on a rank, k = topk:
@@ -114,7 +134,8 @@ std::vector<std::pair<std::string, std::vector<int64_t>>> GptBuilder::MoeParamSh
 bool IsExpertParam(const std::string& name) { return absl::StrContains(name, ".w_exp"); }
 
 // The experts: one grouped GEMM per projection, or one GEMM per expert.
-void GptBuilder::AddExperts(std::vector<LayerValue>* out, const std::string& in, int64_t n_tok) const {
+void GptBuilder::AddExperts(std::vector<LayerValue>* out, const std::string& in, int64_t n_tok,
+                            const std::string& probs) const {
   const MegatronMoeSpec& e = g_.moe;
   const int64_t local = e.experts / e.ep, f = e.ffn / e.etp, f1 = (g_.swiglu ? 2 : 1) * f;
   const double h = static_cast<double>(H_);
@@ -129,8 +150,10 @@ void GptBuilder::AddExperts(std::vector<LayerValue>* out, const std::string& in,
     fc1.m = e.grouped_gemm ? (rows + local - 1) / local : rows;
     fc1.n = f1; fc1.k = H_; fc1.batch = e.grouped_gemm ? local : 1;
     out->push_back(fc1);
-    out->push_back({p + "_act", {rows, f}, cdt_, OpKind::kElementwise, {p + "_fc1"}, 8 * r * static_cast<double>(f),
-                    "", false, false, {p + "_fc1"}});
+    // The routing weights scale the activation (Note [Megatron MoE layer]):
+    // its backward reads fc1's output (and the permuted probs, [n] values).
+    out->push_back({p + "_act", {rows, f}, cdt_, OpKind::kElementwise, {p + "_fc1", probs},
+                    9 * r * static_cast<double>(f), "", false, false, {p + "_fc1"}});
     LayerValue fc2{p + "_fc2", {rows, H_}, cdt_, OpKind::kMatmul, {p + "_act", "W:w_" + p + "_fc2"},
                    2 * r * h * static_cast<double>(f), "moe_expert_fc2", true, false, {p + "_act"}};
     fc2.m = fc1.m; fc2.n = H_; fc2.k = f; fc2.batch = fc1.batch;
@@ -155,17 +178,36 @@ void GptBuilder::AddMoeValues(std::vector<LayerValue>* out) const {
                     "moe_router", true, false, {"ln2"}};
   router.m = T; router.n = E; router.k = H_;
   add(router);
-  add({"router_probs", {T, E}, DType::kF32, OpKind::kElementwise, {"router_logits"}, 6 * t * ex, "", false, false,
-       {"router_probs"}});
+  // Note [Megatron MoE router]: the softmax over every expert (pre-softmax)
+  // or over the top-k logits, in fp32, its result saved.
+  const int64_t scored = e.pre_softmax ? E : e.topk;
+  add({"router_probs", {T, scored}, DType::kF32, OpKind::kElementwise, {"router_logits"},
+       6 * t * static_cast<double>(scored), "", false, false, {"router_probs"}});
   std::string probs = "router_probs";
+  if (e.router_groups > 0) {
+    // group_limited_topk: the masked_fill's boolean expert mask, saved.
+    add({"router_group_mask", {T, E}, DType::kU8, OpKind::kElementwise, {probs}, 10 * t * ex, "", false, false, {}});
+    add({"router_group_probs", {T, E}, DType::kF32, OpKind::kElementwise, {probs, "router_group_mask"}, t * ex, "",
+         false, false, {"router_group_mask"}});
+    probs = "router_group_probs";
+  }
   if (e.aux_loss) {
     add({"aux_scores", {T, E}, DType::kF32, OpKind::kElementwise, {"router_logits"}, 5 * t * ex, "", false, false,
          {"aux_scores"}});
-    add({"probs_aux", {T, E}, DType::kF32, OpKind::kElementwise, {"router_probs", "aux_scores"}, t * ex, "", false,
+    add({"probs_aux", {T, E}, DType::kF32, OpKind::kElementwise, {probs, "aux_scores"}, t * ex, "", false,
          false, {}});
     probs = "probs_aux";
   }
   add({"routing_map", {T, E}, DType::kU8, OpKind::kElementwise, {probs}, t * ex, "", false, false, {}});
+  // The permutation's map, saved for the permute's and the unpermute's
+  // backward (Note [Megatron MoE layer]): TE's row_id_map under
+  // --moe-permute-fusion, else the sorted indices.
+  const int64_t permuted = e.dispatcher == "allgather" ? c.expert : c.sent;
+  LayerValue map = e.permute_fusion
+                       ? LayerValue{"moe_permute_map", {T * (e.dispatcher == "allgather" ? e.ep * e.etp : 1), 2 * E + 1},
+                                    DType::kI32, OpKind::kElementwise, {"routing_map"}, t * ex, "", false, false, {}}
+                       : LayerValue{"moe_permute_map", {permuted}, DType::kI64, OpKind::kElementwise, {"routing_map"},
+                                    t * ex, "", false, false, {}};
   std::string cur;
   if (e.dispatcher == "allgather") {
     const int64_t g = e.ep * e.etp, tg = T * g;
@@ -175,21 +217,23 @@ void GptBuilder::AddMoeValues(std::vector<LayerValue>* out) const {
       add({"moe_gathered_probs", {tg, E}, DType::kF32, OpKind::kAllGather, {probs}, 0, "", false, false, {}});
       src = "moe_gathered", p_src = "moe_gathered_probs";
     }
-    add({"exp_in", {c.expert, H_}, cdt_, OpKind::kElementwise, {src, "routing_map"},
-         static_cast<double>(c.expert) * h, "", false, false, {}});
-    AddExperts(out, "exp_in", c.expert);
+    add(map);
+    add({"exp_in", {c.expert, H_}, cdt_, OpKind::kElementwise, {src, "moe_permute_map"},
+         static_cast<double>(c.expert) * h, "", false, false, {"moe_permute_map"}});
+    AddExperts(out, "exp_in", c.expert, p_src);
     const std::string eo = e.grouped_gemm ? "exp_fc2" : "exp_out";
     const std::vector<int64_t> shape = g > 1 ? std::vector<int64_t>{tg, H_} : std::vector<int64_t>{Ssp(), B_, H_};
-    add({"moe_unpermuted", shape, cdt_, OpKind::kElementwise, {eo, p_src}, 2 * static_cast<double>(c.expert) * h,
-         "", false, false, {eo, p_src}});
+    add({"moe_unpermuted", shape, cdt_, OpKind::kElementwise, {eo, "moe_permute_map"},
+         2 * static_cast<double>(c.expert) * h, "", false, false, {"moe_permute_map"}});
     cur = "moe_unpermuted";
     if (g > 1) {
       add({"moe_routed", {Ssp(), B_, H_}, cdt_, OpKind::kReduceScatter, {cur}, 0, "", false, false, {}});
       cur = "moe_routed";
     }
   } else {
-    add({"moe_permuted", {c.sent, H_}, cdt_, OpKind::kElementwise, {"ln2", "routing_map"},
-         static_cast<double>(c.sent) * h, "", false, false, {}});
+    add(map);
+    add({"moe_permuted", {c.sent, H_}, cdt_, OpKind::kElementwise, {"ln2", "moe_permute_map"},
+         static_cast<double>(c.sent) * h, "", false, false, {"moe_permute_map"}});
     cur = "moe_permuted";
     if (e.ep > 1) {
       add({"moe_dispatched", {c.received, H_}, cdt_, OpKind::kAllGather, {cur}, 0, "", false, false, {}});
@@ -204,7 +248,7 @@ void GptBuilder::AddMoeValues(std::vector<LayerValue>* out) const {
            false, {}});
       cur = "exp_in";
     }
-    AddExperts(out, cur, c.expert);
+    AddExperts(out, cur, c.expert, probs);
     cur = e.grouped_gemm ? "exp_fc2" : "exp_out";
     if (local > 1) {
       add({"moe_unsorted", {c.expert, H_}, cdt_, OpKind::kElementwise, {cur}, static_cast<double>(c.expert) * h, "",
@@ -219,8 +263,8 @@ void GptBuilder::AddMoeValues(std::vector<LayerValue>* out) const {
       add({"moe_combined", {c.sent, H_}, cdt_, OpKind::kAllGather, {cur}, 0, "", false, false, {}});
       cur = "moe_combined";
     }
-    add({"moe_unpermuted", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {cur, probs},
-         2 * static_cast<double>(c.sent) * h, "", false, false, {cur, probs}});
+    add({"moe_unpermuted", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {cur, "moe_permute_map"},
+         2 * static_cast<double>(c.sent) * h, "", false, false, {"moe_permute_map"}});
     cur = "moe_unpermuted";
   }
   if (e.shared_ffn == 0) {
@@ -252,7 +296,10 @@ bool GptBuilder::MoeSyncsAfter(const std::string& value) const {
   if (e.dispatcher == "allgather") {
     return value == (e.ep * e.etp > 1 ? "moe_gathered_probs" : "routing_map") || value == "exp_in";
   }
-  return value == "moe_permuted";
+  // --moe-pad-expert-input-to-capacity: the splits are static
+  // (MoEAlltoAllTokenDispatcher.preprocess under drop_and_pad; NVIDIA/
+  // Megatron-LM 23e00ed _maybe_dtoh_and_synchronize does nothing then).
+  return !e.pad_to_capacity && value == "moe_permuted";
 }
 
 // Shared experts (shared_experts.py SharedExpertMLP): a dense TP-split MLP

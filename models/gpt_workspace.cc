@@ -120,7 +120,9 @@ absl::Status GptBuilder::DeclareTeDummyWgrads() {
   // grouped one [experts, in, out].
   for (const std::string& name : param_order_) {
     const std::string label = name.substr(name.rfind('.') + 1);
-    const bool dense = label == "w_qkv" || label == "w_proj" || label == "w_fc1" || label == "w_fc2";
+    const bool dense = label == "w_qkv" || label == "w_proj" || label == "w_fc1" || label == "w_fc2" ||
+                       label == "w_q_down" || label == "w_q_up" || label == "w_q_proj" || label == "w_kv_down" ||
+                       label == "w_kv_up";  // MLA's TE linears (gpt_mla.cc)
     const bool experts = absl::StartsWith(label, "w_exp") || absl::StartsWith(label, "w_sh_");
     if (!dense && !experts) continue;
     const Tensor& w = b_.tensor(params_.at(name));

@@ -3,6 +3,8 @@
 // tiny MoE's parameters, router and dispatcher buffers per rank worked out
 // by hand, and `gpusim run --megatron-args` with 64 experts, top-8, EP 8.
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
@@ -65,9 +67,6 @@ TEST(MegatronMoeTest, RefusesByName) {
   s = Parse(absl::StrCat(kTiny, " --moe-enable-deepep"));
   ASSERT_FALSE(s.ok());
   EXPECT_NE(s.status().message().find("--moe-enable-deepep: not modelled"), std::string::npos) << s.status();
-  s = Parse(absl::StrCat(kTiny, " --moe-layer-freq 2"));
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.status().message().find("--moe-layer-freq: only 1"), std::string::npos) << s.status();
   s = Parse("--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 --micro-batch-size 1 "
             "--moe-router-topk 2");
   ASSERT_FALSE(s.ok());
@@ -97,8 +96,17 @@ TEST(MegatronMoeTest, RouterAndPermutationBuffers) {
   EXPECT_EQ(logits->shape, (std::vector<int64_t>{256, 8}));
   EXPECT_EQ(logits->dtype, DType::kBF16);
   EXPECT_EQ(Find(*g, "router_probs")->dtype, DType::kF32);
-  EXPECT_EQ(Find(*g, "router_probs")->shape, (std::vector<int64_t>{256, 8}));
+  // Note [Megatron MoE router]: the softmax over the top-2 logits, saved.
+  EXPECT_EQ(Find(*g, "router_probs")->shape, (std::vector<int64_t>{256, 2}));
   EXPECT_EQ(Find(*g, "aux_scores"), nullptr);  // no aux loss
+  EXPECT_EQ(Find(*g, "router_group_mask"), nullptr);
+  // Unpermute keeps only the permutation (the sorted indices, one i64 per
+  // sent row), not the combined tokens: the weights scale the activation.
+  EXPECT_EQ(Find(*g, "moe_permute_map")->shape, (std::vector<int64_t>{512}));
+  EXPECT_EQ(Find(*g, "moe_permute_map")->dtype, DType::kI64);
+  ASSERT_NE(Find(*g, "exp_act"), nullptr);
+  EXPECT_EQ(Find(*g, "fc2")->needs, (std::vector<std::string>{"moe_permute_map"}));  // unpermute, no shared experts
+  EXPECT_EQ(Find(*g, "exp_act")->needs, (std::vector<std::string>{"exp_fc1"}));
   // Balanced: T x topk = 512 tokens sent and received; 2 experts per rank
   // are sorted into expert order.
   EXPECT_EQ(Find(*g, "moe_permuted")->shape, (std::vector<int64_t>{512, 64}));
@@ -129,6 +137,122 @@ TEST(MegatronMoeTest, RouterAndPermutationBuffers) {
   ASSERT_TRUE(g.ok()) << g.status();
   EXPECT_EQ(Find(*g, "moe_permuted")->shape, (std::vector<int64_t>{512, 64}));
   EXPECT_EQ(Find(*g, "aux_scores")->shape, (std::vector<int64_t>{256, 8}));
+  // Pre-softmax over all 8 experts; group-limited routing's saved mask;
+  // TE's fused permute keeps its row_id_map, int32 [T, 2E + 1].
+  c = Parse(absl::StrCat(kTiny, " --moe-router-pre-softmax --moe-router-num-groups 4 --moe-router-group-topk 2 "
+                                "--moe-permute-fusion"));
+  ASSERT_TRUE(c.ok()) << c.status();
+  g = GptLayerGraph(*c);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Find(*g, "router_probs")->shape, (std::vector<int64_t>{256, 8}));
+  EXPECT_EQ(Find(*g, "router_group_mask")->shape, (std::vector<int64_t>{256, 8}));
+  EXPECT_EQ(Find(*g, "router_group_mask")->dtype, DType::kU8);
+  EXPECT_EQ(Find(*g, "router_group_probs")->needs, (std::vector<std::string>{"router_group_mask"}));
+  EXPECT_EQ(Find(*g, "moe_permute_map")->shape, (std::vector<int64_t>{256, 17}));
+  EXPECT_EQ(Find(*g, "moe_permute_map")->dtype, DType::kI32);
+  for (const auto& [args, why] : std::vector<std::pair<std::string, std::string>>{
+           {" --moe-router-num-groups 3 --moe-router-group-topk 1", "must divide --num-experts"},
+           {" --moe-router-group-topk 1", "needs --moe-router-num-groups"},
+           {" --moe-router-num-groups 4", "give both"},
+           {" --moe-router-num-groups 4 --moe-router-group-topk 8", "must be at most --moe-router-num-groups"},
+           {" --moe-router-topk 1 --moe-router-topk 1", "needs --moe-router-pre-softmax"}}) {
+    c = Parse(absl::StrReplaceAll(kTiny, {{"--moe-router-topk 2", ""}}) +
+              (absl::StrContains(args, "--moe-router-topk") ? std::string(" --moe-router-topk 1") : " --moe-router-topk 2") +
+              (absl::StrContains(args, "--moe-router-topk") ? std::string() : args));
+    ASSERT_FALSE(c.ok()) << args;
+    EXPECT_NE(c.status().message().find(why), std::string::npos) << args << ": " << c.status();
+  }
+}
+
+// Note [Megatron MoE layer pattern]: --moe-layer-freq as an integer or as
+// _eval_pattern's list expression, one entry per layer; bad patterns
+// refused by name.
+TEST(MegatronMoeTest, LayerPattern) {
+  auto pattern = [](const std::string& freq, int layers) -> absl::StatusOr<std::vector<int>> {
+    auto s = Parse(absl::StrReplaceAll(kTiny, {{"--num-layers 2", absl::StrCat("--num-layers ", layers)}}) +
+                   " --moe-layer-freq " + freq);
+    if (!s.ok()) return s.status();
+    return s->megatron.moe.layer_pattern;
+  };
+  auto p = pattern("1", 4);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->empty());  // every layer an MoE layer
+  p = pattern("2", 5);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, (std::vector<int>{1, 0, 1, 0, 1}));
+  p = pattern("'([0]*1+[1]*3)*1'", 4);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, (std::vector<int>{0, 1, 1, 1}));
+  p = pattern("'([1]*3+[0]*2)*2'", 10);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, (std::vector<int>{1, 1, 1, 0, 0, 1, 1, 1, 0, 0}));
+  p = pattern("'2*[0,1]'", 4);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_EQ(*p, (std::vector<int>{0, 1, 0, 1}));
+  p = pattern("'[1]*3+[1]*(1+1)'", 5);
+  ASSERT_TRUE(p.ok()) << p.status();
+  EXPECT_TRUE(p->empty());
+  for (const auto& [freq, why] : std::vector<std::pair<std::string, std::string>>{
+           {"'[0,1]*3'", "has 6 entries; --num-layers is 4"},
+           {"'[0,2,1,1]'", "holds 2"},
+           {"'[0]*4'", "makes every layer dense"},
+           {"'[1]*(2'", "expected ')'"},
+           {"'[[1]]*4'", "a list inside a list"},
+           {"'[1]*99999999'", "list too long"},
+           {"'[__import__]'", "only digits and"},
+           {"0", "expected an integer >= 1"}}) {
+    p = pattern(freq, 4);
+    ASSERT_FALSE(p.ok()) << freq;
+    EXPECT_NE(p.status().message().find("--moe-layer-freq: "), std::string::npos) << p.status();
+    EXPECT_NE(p.status().message().find(why), std::string::npos) << freq << ": " << p.status();
+  }
+}
+
+// A dense layer beside MoE layers: its own MLP (--ffn-hidden-size) and
+// parameters; no router, experts or dispatch, no dispatcher sync.
+TEST(MegatronMoeTest, DenseLayersBesideMoeLayers) {
+  auto s = Parse(absl::StrReplaceAll(kTiny, {{"--num-layers 2", "--num-layers 2 --ffn-hidden-size 96"}}) +
+                 " --moe-layer-freq '[0,1]'");
+  ASSERT_TRUE(s.ok()) << s.status();
+  s->megatron.rank_selected = true;
+  auto rep = SimulateStep(*s);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  const Program& p = rep->program;
+  auto has = [&](const std::string& name) {
+    for (const Tensor& t : p.tensors) {
+      if (t.name == name) return true;
+    }
+    return false;
+  };
+  EXPECT_TRUE(has("params.layer0.w_fc1"));
+  EXPECT_TRUE(has("params.layer0.w_fc2"));
+  EXPECT_FALSE(has("params.layer0.w_router"));
+  EXPECT_FALSE(has("params.layer0.w_exp_fc1"));
+  EXPECT_TRUE(has("params.layer1.w_router"));
+  EXPECT_TRUE(has("params.layer1.w_exp_fc1"));
+  EXPECT_FALSE(has("params.layer1.w_fc1"));
+  int64_t fc1 = -1;
+  int syncs0 = 0, syncs1 = 0;
+  for (const Tensor& t : p.tensors) {
+    if (t.name == "params.layer0.w_fc1") fc1 = t.elements();
+  }
+  EXPECT_EQ(fc1, 64 * 96);  // gelu: one projection of --ffn-hidden-size
+  for (const Op& op : p.ops) {
+    if (!op.host_sync) continue;
+    if (op.layer == 0) ++syncs0;
+    if (op.layer == 1) ++syncs1;
+  }
+  EXPECT_EQ(syncs0, 0);
+  EXPECT_GT(syncs1, 0);
+  // Each kind of layer keeps its own MLP's values for the backward.
+  EXPECT_TRUE(has("mb0.layer0.fc1") || has("layer0.fc1"));
+  EXPECT_TRUE(has("mb0.layer1.router_logits") || has("layer1.router_logits"));
+  // The parameter count Megatron prints: one dense and one MoE layer.
+  auto all_moe = Parse(kTiny);
+  ASSERT_TRUE(all_moe.ok());
+  EXPECT_EQ(MegatronParamCount(*all_moe) - MegatronParamCount(*s),
+            // the MoE layer's router and 8 experts less the dense MLP
+            64 * 8 + 8 * 2 * 64 * 128 - 2 * 64 * 96);
 }
 
 // Parameters per rank under EP, and the distributed optimizer's shards.

@@ -161,6 +161,16 @@ const std::vector<ArgRule>& Rules() {
       {"first-last-layers-bf16", ArgKind::kRefused, "bf16 first and last layers under fp8 are not modelled"},
       {"fp8-dot-product-attention", ArgKind::kRefused, "fp8 attention is not modelled"},
       {"fp4-format", ArgKind::kRefused, "fp4 training is not modelled"},
+      // Note [SimuMax pretrain_deepseekv2.py]: MooreThreads/SimuMax 4dcaae5
+      // simu_tools/megatron_scripts/pretrain_deepseekv2.py builds what
+      // Megatron-LM 23e00ed's pretrain_gpt.py builds for an MoE model
+      // (get_gpt_decoder_block_spec with Transformer Engine, no MTP: it never
+      // reads --mtp-num-layers, refused anyway); its loss_func checks the loss
+      // for NaN only (pretrain_gpt.py: NaN and Inf, one host sync each); its
+      // model_provider takes no vp_stage, so virtual pipeline stages raise a
+      // TypeError in get_model (refused in ApplyParallelism's caller).
+      {"pretrain_deepseekv2.py", ArgKind::kModelled,
+       "SimuMax's training script: pretrain_gpt.py's model, the loss checked for NaN only"},
       {"CUBLAS_WORKSPACE_CONFIG", ArgKind::kModelled,
        "environment before the script: PyTorch's cuBLAS workspace per handle and stream"},
       // Other environment variables of a launch line. Megatron-LM sets
@@ -207,12 +217,18 @@ const std::vector<ArgRule>& Rules() {
       {"exp-avg-sq-dtype", ArgKind::kRefused, "precision-aware optimizer states are not modelled"},
       {"distribute-saved-activations", ArgKind::kRefused, "distributed saved activations are not modelled"},
       {"mtp-num-layers", ArgKind::kRefused, "multi-token prediction is not modelled"},
-      {"multi-latent-attention", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
-      {"q-lora-rank", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
-      {"kv-lora-rank", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
-      {"qk-head-dim", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
-      {"v-head-dim", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
-      {"qk-pos-emb-head-dim", ArgKind::kRefused, "multi-latent attention (MLA) is not modelled"},
+      {"multi-latent-attention", ArgKind::kModelled, "multi-latent attention (Note [Megatron multi-latent attention])"},
+      {"q-lora-rank", ArgKind::kModelled, "MLA: the query's low-rank latent"},
+      {"kv-lora-rank", ArgKind::kModelled, "MLA: the key/value low-rank latent"},
+      {"qk-head-dim", ArgKind::kModelled, "MLA: the query/key head width without RoPE"},
+      {"v-head-dim", ArgKind::kModelled, "MLA: the value head width"},
+      {"qk-pos-emb-head-dim", ArgKind::kModelled, "MLA: the RoPE part of the query/key head"},
+      {"rope-type", ArgKind::kModelled, "MLA: yarn (default) runs the fused MLA rope, rope the torch ops"},
+      {"enable-experimental", ArgKind::kModelled,
+       "lets MLA's fused yarn rope run (Megatron raises without it); no other use in a modelled line"},
+      {"rotary-scaling-factor", ArgKind::kNoEffect, "MLA yarn RoPE values (frequencies, mscale): same shapes"},
+      {"mscale", ArgKind::kNoEffect, "MLA yarn RoPE values and the softmax scale"},
+      {"mscale-all-dim", ArgKind::kNoEffect, "MLA yarn RoPE values and the softmax scale"},
       {"num-distributed-optimizer-instances", ArgKind::kRefused, "partial optimizer sharding is not modelled"},
       {"use-legacy-models", ArgKind::kRefused, "only Megatron-Core GPT models are modelled"},
       {"squared-relu", ArgKind::kRefused, "squared ReLU MLPs are not modelled"},
@@ -619,10 +635,12 @@ absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view lin
   if (start > 0) {
     const std::string& script = toks[start - 1].text;
     const size_t slash = script.find_last_of('/');
-    if ((slash == std::string::npos ? script : script.substr(slash + 1)) != "pretrain_gpt.py") {
+    const std::string base = slash == std::string::npos ? script : script.substr(slash + 1);
+    if (base != "pretrain_gpt.py" && base != "pretrain_deepseekv2.py") {
       return absl::InvalidArgumentError(absl::StrCat(
           where.ToString(), ": megatron.args: ", script,
-          ": not modelled: the training script; gpusim models Megatron-LM's pretrain_gpt.py (Megatron-Core GPT)"));
+          ": not modelled: the training script; gpusim models Megatron-LM's pretrain_gpt.py (Megatron-Core GPT) and "
+          "SimuMax's pretrain_deepseekv2.py"));
     }
   }
   if (start == 0) {
@@ -650,6 +668,13 @@ absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view lin
     if (eq != std::string::npos && IsEnvironmentName(toks[i].text.substr(0, eq))) {
       out.push_back({toks[i].text.substr(0, eq), toks[i].text.substr(eq + 1), loc(toks[i].at)});
     }
+  }
+  // Note [SimuMax pretrain_deepseekv2.py]: that script is a setting too,
+  // recorded under its own name (no argument can be spelt with '_').
+  if (start > 0 && absl::EndsWith(toks[start - 1].text, "/pretrain_deepseekv2.py")) {
+    out.push_back({"pretrain_deepseekv2.py", "true", loc(toks[start - 1].at)});
+  } else if (start > 0 && toks[start - 1].text == "pretrain_deepseekv2.py") {
+    out.push_back({"pretrain_deepseekv2.py", "true", loc(toks[start - 1].at)});
   }
   bool has_value = false;  // the last argument has a value of its own
   for (size_t i = start; i < toks.size(); ++i) {
@@ -695,7 +720,9 @@ absl::Status RecordMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* r
     if (!seen.insert(a.name).second) {
       return absl::InvalidArgumentError(absl::StrCat(where, "megatron.args: --", a.name, " is given twice"));
     }
-    const std::string shown = IsEnvironmentName(a.name) ? absl::StrCat(a.name, "=", a.value) : "--" + a.name;
+    const std::string shown = IsEnvironmentName(a.name) ? absl::StrCat(a.name, "=", a.value)
+                              : absl::EndsWith(a.name, ".py") ? a.name
+                                                              : "--" + a.name;
     if (kind == "unknown" || kind == "refused") {
       return absl::InvalidArgumentError(
           absl::StrCat(where, "megatron.args: ", shown, ": ", kind == "refused" ? "not modelled: " : "", why));
@@ -1167,11 +1194,13 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   int64_t seq = 0;
   RETURN_IF_ERROR(ApplyModelShape(g, run, &seq));
   RETURN_IF_ERROR(ApplyLayers(g, run, seq));
+  if (g.Has("pretrain_deepseekv2.py")) run->megatron.script = "pretrain_deepseekv2.py";
   RETURN_IF_ERROR(ApplyVocabulary(g, run));
   RETURN_IF_ERROR(ApplyParallelism(g, run, seq));
   RETURN_IF_ERROR(ApplyBatch(g, run));
   RETURN_IF_ERROR(ApplyOptimizerAndRecompute(g, run));
   RETURN_IF_ERROR(ApplyFp8(g, run));
+  RETURN_IF_ERROR(ApplyMlaArgs(g, run));
   RETURN_IF_ERROR(ApplyCrossEntropyFusion(g, run));
   // megatron/training/config/resilience_config.py rerun_mode (57a02672,
   // default validate_results): the rerun state machine's checks (Note
@@ -1184,6 +1213,10 @@ absl::Status ApplyMegatronArgs(const std::vector<MegatronArg>& args, RunSpec* ru
   }
   RETURN_IF_ERROR(ApplyMoeArgs(g, run));
   RETURN_IF_ERROR(ApplyCublasWorkspaceConfig(g, run));
+  if (run->megatron.script == "pretrain_deepseekv2.py" && run->megatron.virtual_stages > 1) {
+    return g.Error("pretrain_deepseekv2.py", "virtual pipeline stages: the script's model_provider takes no vp_stage "
+                                             "(Megatron's get_model raises a TypeError)");
+  }
   run->framework = "pytorch";
   return absl::OkStatus();
 }

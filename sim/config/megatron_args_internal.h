@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/strings/ascii.h"
 #include "absl/strings/numbers.h"
+#include "absl/strings/match.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "sim/config/megatron_args.h"
@@ -46,7 +47,8 @@ class Args {
   absl::Status Error(const std::string& n, const std::string& msg) const {
     const MegatronArg* a = Get(n);
     const std::string where = a != nullptr && !a->where.empty() ? a->where + ": " : "";
-    return absl::InvalidArgumentError(absl::StrCat(where, "megatron.args: --", n, ": ", msg));
+    const std::string shown = absl::EndsWith(n, ".py") ? n : "--" + n;  // a training script
+    return absl::InvalidArgumentError(absl::StrCat(where, "megatron.args: ", shown, ": ", msg));
   }
   absl::Status Int(const std::string& n, int64_t* out, int64_t min = 1) const {
     const MegatronArg* a = Get(n);
@@ -111,6 +113,8 @@ const std::vector<MoeArgRule>& MoeArgRules();
 // Fills RunSpec::megatron.moe from the MoE arguments; REQUIRES: the
 // parallelism is applied (megatron.data set).
 absl::Status ApplyMoeArgs(const Args& g, RunSpec* run);
+// Multi-latent attention (sim/config/megatron_mla_args.cc).
+absl::Status ApplyMlaArgs(const Args& g, RunSpec* run);
 
 }  // namespace megatron_internal
 }  // namespace gpusim

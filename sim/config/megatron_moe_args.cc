@@ -16,8 +16,15 @@
 //    --moe-pad-expert-input-to-capacity only with a capacity factor;
 //  - the expert data-parallel size is world / (PP x ETP x EP)
 //    (parallel_state.initialize_model_parallel's expert RankGenerator).
+#include <algorithm>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 
 #include "absl/strings/str_cat.h"
 #include "sim/base/status.h"
@@ -42,18 +49,18 @@ const std::vector<MoeArgRule>& MoeArgRules() {
       {"moe-router-load-balancing-type", K::kModelled,
        "aux_loss | seq_aux_loss | none (the aux loss's saved scores) | sinkhorn (Note [Sinkhorn routing])"},
       {"moe-aux-loss-coeff", K::kModelled, "> 0: the load-balancing loss is computed (its saved scores)"},
-      {"moe-layer-freq", K::kModelled, "1 only: every layer an MoE layer"},
+      {"moe-layer-freq", K::kModelled, "which layers are MoE layers, the others dense (Note [Megatron MoE layer pattern])"},
       {"moe-token-drop-policy", K::kNoEffect, "which tokens are dropped, not how many"},
       {"moe-router-topk-scaling-factor", K::kNoEffect, "routing weights' values"},
-      {"moe-router-pre-softmax", K::kNoEffect, "softmax before or after top-k: same shapes"},
+      {"moe-router-pre-softmax", K::kModelled, "the softmax over every expert before top-k: its fp32 [T, E] result saved"},
       {"moe-per-layer-logging", K::kNoEffect, "logging"},
       {"moe-router-dtype", K::kRefused, "an fp32 router GEMM is not modelled (the router runs in the compute dtype)"},
       // core/transformer/moe/router.py TopKRouter (NVIDIA/Megatron-LM 57a02672):
       // softmax is the default score function; sigmoid is refused by value
       // in ApplyMoeOptions.
       {"moe-router-score-function", K::kModelled, "softmax routing scores (Megatron's default)"},
-      {"moe-router-num-groups", K::kRefused, "group-limited routing is not modelled"},
-      {"moe-router-group-topk", K::kRefused, "group-limited routing is not modelled"},
+      {"moe-router-num-groups", K::kModelled, "group-limited routing: its saved expert mask (Note [Megatron MoE router])"},
+      {"moe-router-group-topk", K::kModelled, "group-limited routing: its saved expert mask (Note [Megatron MoE router])"},
       {"moe-router-enable-expert-bias", K::kRefused, "aux-loss-free expert bias is not modelled"},
       {"moe-router-bias-update-rate", K::kRefused, "aux-loss-free expert bias is not modelled"},
       {"moe-router-force-load-balancing", K::kRefused, "forced balanced routing is not modelled"},
@@ -64,7 +71,7 @@ const std::vector<MoeArgRule>& MoeArgRules() {
       {"moe-layer-recompute", K::kRefused, "MoE-layer recompute is not modelled"},
       {"moe-extended-tp", K::kRefused, "extended tensor parallelism for experts is not modelled"},
       {"moe-use-upcycling", K::kRefused, "upcycling is not modelled"},
-      {"moe-permute-fusion", K::kRefused, "the fused permute kernels are not modelled"},
+      {"moe-permute-fusion", K::kModelled, "TE's fused permute: its row_id_map saved instead of sorted indices"},
       {"moe-enable-deepep", K::kRefused, "the DeepEP (flex) dispatcher is not modelled"},
       {"moe-deepep-num-sms", K::kRefused, "the DeepEP (flex) dispatcher is not modelled"},
       {"moe-apply-probs-on-input", K::kRefused, "routing weights applied on the input are not modelled"},
@@ -75,6 +82,160 @@ const std::vector<MoeArgRule>& MoeArgRules() {
 }
 
 namespace {
+
+// Note [Megatron MoE layer pattern]: --moe-layer-freq (NVIDIA/Megatron-LM
+// 23e00ed megatron/training/arguments.py moe_freq_type and _eval_pattern;
+// megatron/core/models/gpt/gpt_layer_specs.py get_gpt_decoder_block_spec):
+// an integer N makes layer i (from 0) an MoE layer when i % N == 0, the
+// others dense layers (the dense MLP of --ffn-hidden-size); a string holding
+// '[' is a Python list expression over digits, ',', '[', ']', '(', ')', '+'
+// and '*' (the only characters _eval_pattern lets through to eval), whose
+// value must be a list of 0 and 1 of --num-layers entries. The evaluator
+// below covers that grammar: list displays, integers, parentheses, list +
+// list, list * int (either side) and int arithmetic.
+class PatternEval {
+ public:
+  explicit PatternEval(const std::string& text) : s_(text) {}
+  // A list of ints, or an error message.
+  absl::StatusOr<std::vector<int64_t>> List() {
+    ASSIGN_OR_RETURN(Value v, Sum());
+    if (pos_ != s_.size()) return Fail("unexpected character");
+    if (!v.is_list) return absl::InvalidArgumentError("the expression is an integer, not a list");
+    return v.list;
+  }
+
+ private:
+  struct Value {
+    bool is_list = false;
+    int64_t n = 0;
+    std::vector<int64_t> list;
+  };
+  static constexpr int64_t kMaxElements = 1 << 20;
+  absl::Status Fail(const std::string& what) const {
+    return absl::InvalidArgumentError(absl::StrCat(what, " at character ", pos_ + 1));
+  }
+  bool Eat(char c) {
+    if (pos_ < s_.size() && s_[pos_] == c) {
+      ++pos_;
+      return true;
+    }
+    return false;
+  }
+  absl::StatusOr<Value> Sum() {
+    ASSIGN_OR_RETURN(Value v, Product());
+    while (Eat('+')) {
+      ASSIGN_OR_RETURN(Value r, Product());
+      if (v.is_list != r.is_list) return Fail("a list and an integer added");
+      if (v.is_list) {
+        if (static_cast<int64_t>(v.list.size() + r.list.size()) > kMaxElements) return Fail("list too long");
+        v.list.insert(v.list.end(), r.list.begin(), r.list.end());
+      } else {
+        if (v.n > kMaxElements || r.n > kMaxElements) return Fail("integer too large");
+        v.n += r.n;
+      }
+    }
+    return v;
+  }
+  absl::StatusOr<Value> Product() {
+    ASSIGN_OR_RETURN(Value v, Atom());
+    while (Eat('*')) {
+      ASSIGN_OR_RETURN(Value r, Atom());
+      if (v.is_list && r.is_list) return Fail("two lists multiplied");
+      if (!v.is_list && !r.is_list) {
+        if (v.n > kMaxElements || r.n > kMaxElements) return Fail("integer too large");
+        v.n *= r.n;
+        continue;
+      }
+      const Value& l = v.is_list ? v : r;
+      const int64_t times = v.is_list ? r.n : v.n;
+      if (times > 0 && static_cast<int64_t>(l.list.size()) * times > kMaxElements) return Fail("list too long");
+      Value out;
+      out.is_list = true;
+      for (int64_t i = 0; i < times; ++i) out.list.insert(out.list.end(), l.list.begin(), l.list.end());
+      v = std::move(out);
+    }
+    return v;
+  }
+  absl::StatusOr<Value> Atom() {
+    if (++depth_ > 64) return Fail("nested too deeply");
+    absl::StatusOr<Value> v = AtomInner();
+    --depth_;
+    return v;
+  }
+  absl::StatusOr<Value> AtomInner() {
+    Value v;
+    if (Eat('(')) {
+      ASSIGN_OR_RETURN(v, Sum());
+      if (!Eat(')')) return Fail("expected ')'");
+      return v;
+    }
+    if (Eat('[')) {
+      v.is_list = true;
+      if (Eat(']')) return v;
+      do {
+        if (pos_ < s_.size() && s_[pos_] == ']') break;  // a trailing comma
+        ASSIGN_OR_RETURN(Value e, Sum());
+        if (e.is_list) return Fail("a list inside a list");
+        if (static_cast<int64_t>(v.list.size()) >= kMaxElements) return Fail("list too long");
+        v.list.push_back(e.n);
+      } while (Eat(','));
+      if (!Eat(']')) return Fail("expected ']' or ','");
+      return v;
+    }
+    const size_t start = pos_;
+    while (pos_ < s_.size() && absl::ascii_isdigit(static_cast<unsigned char>(s_[pos_]))) ++pos_;
+    if (pos_ == start) return Fail("expected an integer, '[' or '('");
+    if (pos_ - start > 9) return Fail("integer too large");
+    v.n = std::stoll(s_.substr(start, pos_ - start));
+    return v;
+  }
+  const std::string& s_;
+  size_t pos_ = 0;
+  int depth_ = 0;
+};
+
+// --moe-layer-freq into one entry per layer (Note [Megatron MoE layer
+// pattern]); empty when every layer is an MoE layer.
+absl::Status ParseMoeLayerFreq(const Args& g, int64_t layers, std::vector<int>* pattern) {
+  const MegatronArg* f = g.Get("moe-layer-freq");
+  pattern->clear();
+  if (f == nullptr) return absl::OkStatus();
+  std::vector<int64_t> list;
+  if (absl::StrContains(f->value, "[")) {
+    for (char c : f->value) {
+      if (!absl::ascii_isdigit(static_cast<unsigned char>(c)) && std::string_view(",[]()+*").find(c) == std::string_view::npos) {
+        return g.Error("moe-layer-freq", absl::StrCat("invalid pattern '", f->value,
+                                                      "': only digits and , [ ] ( ) + * are allowed (_eval_pattern)"));
+      }
+    }
+    absl::StatusOr<std::vector<int64_t>> v = PatternEval(f->value).List();
+    if (!v.ok()) return g.Error("moe-layer-freq", absl::StrCat("invalid pattern '", f->value, "': ", v.status().message()));
+    list = *std::move(v);
+    if (static_cast<int64_t>(list.size()) != layers) {
+      return g.Error("moe-layer-freq", absl::StrCat("the pattern '", f->value, "' has ", list.size(),
+                                                    " entries; --num-layers is ", layers,
+                                                    " (get_gpt_decoder_block_spec asserts they match)"));
+    }
+    for (int64_t x : list) {
+      if (x != 0 && x != 1) {
+        return g.Error("moe-layer-freq", absl::StrCat("the pattern '", f->value, "' holds ", x,
+                                                      "; entries are 1 (MoE layer) or 0 (dense layer)"));
+      }
+    }
+  } else {
+    int64_t n = 0;
+    if (!ParseInt64(f->value, &n) || n < 1) {
+      return g.Error("moe-layer-freq", absl::StrCat("expected an integer >= 1 or a list pattern, got '", f->value, "'"));
+    }
+    for (int64_t i = 0; i < layers; ++i) list.push_back(i % n == 0 ? 1 : 0);
+  }
+  if (std::all_of(list.begin(), list.end(), [](int64_t x) { return x == 1; })) return absl::OkStatus();
+  if (std::none_of(list.begin(), list.end(), [](int64_t x) { return x == 1; })) {
+    return g.Error("moe-layer-freq", "makes every layer dense: give no --num-experts for a dense model");
+  }
+  pattern->assign(list.begin(), list.end());
+  return absl::OkStatus();
+}
 
 // The MoE layer's options: widths, dispatcher, capacity, aux loss.
 absl::Status ApplyMoeOptions(const Args& g, const RunSpec& run, MegatronMoeSpec* moe) {
@@ -106,9 +267,35 @@ absl::Status ApplyMoeOptions(const Args& g, const RunSpec& run, MegatronMoeSpec*
     return g.Error("moe-aux-loss-coeff", "must be 0 with sinkhorn routing (router.py sinkhorn_load_balancing asserts it)");
   }
   moe->aux_loss = (balance == "aux_loss" || balance == "seq_aux_loss") && coeff > 0;
-  if (const MegatronArg* f = g.Get("moe-layer-freq"); f != nullptr && f->value != "1") {
-    return g.Error("moe-layer-freq", absl::StrCat("only 1 (every layer an MoE layer) is modelled; mixed dense and "
-                                                  "MoE layers are not, got '", f->value, "'"));
+  RETURN_IF_ERROR(ParseMoeLayerFreq(g, run.model.n_layers, &moe->layer_pattern));
+  RETURN_IF_ERROR(g.Flag("moe-router-pre-softmax", &moe->pre_softmax));
+  RETURN_IF_ERROR(g.Flag("moe-permute-fusion", &moe->permute_fusion));
+  if (moe->topk == 1 && !moe->pre_softmax && balance != "sinkhorn") {
+    return g.Error("moe-router-topk", "1 needs --moe-router-pre-softmax with softmax routing (transformer_config.py "
+                                      "__post_init__)");
+  }
+  // Group-limited routing (NVIDIA/Megatron-LM 23e00ed transformer_config.py
+  // __post_init__; moe_utils.py group_limited_topk views the scores as
+  // [T, groups, E / groups] and takes top-(topk / group_topk) per group).
+  RETURN_IF_ERROR(g.Int("moe-router-num-groups", &moe->router_groups));
+  RETURN_IF_ERROR(g.Int("moe-router-group-topk", &moe->group_topk));
+  if (moe->group_topk > 0 && moe->router_groups == 0) {
+    return g.Error("moe-router-group-topk", "needs --moe-router-num-groups (transformer_config.py)");
+  }
+  if (moe->router_groups > 0 && moe->group_topk == 0) {
+    return g.Error("moe-router-num-groups", "without --moe-router-group-topk routing is not group-limited: give both");
+  }
+  if (moe->router_groups > 0) {
+    if (moe->experts % moe->router_groups != 0) {
+      return g.Error("moe-router-num-groups", "must divide --num-experts (group_limited_topk views the scores by group)");
+    }
+    if (moe->group_topk > moe->router_groups || moe->topk / moe->group_topk > moe->experts / moe->router_groups ||
+        moe->topk > moe->group_topk * (moe->experts / moe->router_groups)) {
+      return g.Error("moe-router-group-topk",
+                     absl::StrCat("must be at most --moe-router-num-groups, with top-(topk / group_topk) within a "
+                                  "group's ", moe->experts / moe->router_groups, " experts and top-k within the ",
+                                  "chosen groups' (group_limited_topk's topk calls)"));
+    }
   }
   if (run.megatron.bias_linear) {
     return g.Error("num-experts", "biases in the expert linears are not modelled: give --disable-bias-linear");

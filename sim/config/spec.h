@@ -265,6 +265,14 @@ struct MegatronMoeSpec {
   double capacity_factor = 0;        // --moe-expert-capacity-factor (0: none, no dropping)
   bool pad_to_capacity = false;      // --moe-pad-expert-input-to-capacity
   bool aux_loss = false;             // --moe-router-load-balancing-type aux_loss with a coefficient > 0
+  bool pre_softmax = false;          // --moe-router-pre-softmax: the softmax over all experts, then top-k
+  int64_t router_groups = 0;         // --moe-router-num-groups (0: routing not group-limited)
+  int64_t group_topk = 0;            // --moe-router-group-topk
+  bool permute_fusion = false;       // --moe-permute-fusion: TE's fused permute kernels
+  // --moe-layer-freq per decoder layer: 1 an MoE layer, 0 a dense one
+  // (Note [Megatron MoE layer pattern], sim/config/megatron_moe_args.cc);
+  // empty: every layer an MoE layer (the default, 1).
+  std::vector<int> layer_pattern;
   // Which routing the program is built for: "balanced" (tokens x topk /
   // experts on every expert) or "bound" (the capacity-limited case with a
   // capacity factor, else every token on one rank's experts); Note
@@ -272,9 +280,26 @@ struct MegatronMoeSpec {
   std::string routing = "balanced";
 };
 
+// Multi-latent attention (--multi-latent-attention; Note [Megatron
+// multi-latent attention], models/gpt_mla.cc): defaults are Megatron-LM
+// 23e00ed megatron/training/arguments.py's.
+struct MegatronMlaSpec {
+  bool present = false;
+  int64_t q_lora_rank = 0;   // --q-lora-rank (0: None, one query projection from h)
+  int64_t kv_lora_rank = 32; // --kv-lora-rank
+  int64_t qk_head_dim = 128; // --qk-head-dim
+  int64_t qk_pos_dim = 64;   // --qk-pos-emb-head-dim
+  int64_t v_head_dim = 128;  // --v-head-dim
+  bool rope_fusion = true;   // TE/Triton fused MLA rope (yarn, the default); false: torch ops
+};
+
 struct MegatronSpec {
   bool present = false;
   MegatronMoeSpec moe;               // mixture of experts (experts 0: dense)
+  MegatronMlaSpec mla;               // multi-latent attention
+  // The training script: pretrain_gpt.py, or SimuMax's pretrain_deepseekv2.py
+  // (its loss_func checks NaN only: Note [SimuMax pretrain_deepseekv2.py]).
+  std::string script = "pretrain_gpt.py";
   int64_t world_size = 1;            // megatron.world_size
   int64_t gpus_per_node = 8;         // megatron.gpus_per_node
   int64_t pipeline = 1;              // --pipeline-model-parallel-size

@@ -85,6 +85,12 @@ struct LayerGraph {
   std::vector<LayerValue> values;  // in forward order
   int64_t n_layers = 1;           // layers of the model (the group rules count them)
   CheckpointUnit checkpoint_unit = CheckpointUnit::kValues;
+  // The model's other kinds of decoder layer, when its layers differ (a
+  // Megatron launch line's --moe-layer-freq: the dense layers beside the MoE
+  // ones); each is planned on its own (ApplyRematPolicy: RematPlan::kinds,
+  // in this order) and the front-end says which layer is of which kind.
+  // Empty: every layer is this graph. A kind has no kinds of its own.
+  std::vector<LayerGraph> kinds;
 
   // The value named `name`; nullptr for the layer input, parameters and
   // unknown names.

@@ -10,6 +10,7 @@
 #include <limits>
 #include <set>
 #include <string>
+#include <vector>
 
 namespace gpusim {
 
@@ -33,6 +34,9 @@ struct RematPlan {
   int64_t checkpointed_layers = 0;
 
   // `local`: the layer's index within its model chunk.
+  // The plans of LayerGraph::kinds, in the same order (each has none).
+  std::vector<RematPlan> kinds;
+
   bool Checkpointed(int64_t local) const { return layer_groups && local < checkpointed_layers; }
   // The first layer of its group: its input is the group's checkpoint.
   bool GroupStart(int64_t local) const { return local % group_size == 0; }

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
@@ -40,9 +41,7 @@ absl::Status PlanLayerGroups(const LayerGraph& graph, const RematSpec& spec, boo
   return absl::OkStatus();
 }
 
-}  // namespace
-
-absl::StatusOr<RematPlan> ApplyRematPolicy(const LayerGraph& graph, const RematSpec& spec) {
+absl::StatusOr<RematPlan> PlanOneKind(const LayerGraph& graph, const RematSpec& spec) {
   RETURN_IF_ERROR(graph.Validate());
   ASSIGN_OR_RETURN(std::unique_ptr<RematPolicy> policy, MakeRematPolicy(spec));
   RematPlan plan;
@@ -76,6 +75,18 @@ absl::StatusOr<RematPlan> ApplyRematPolicy(const LayerGraph& graph, const RematS
       const LayerValue* kernel = v->kernel_of.empty() ? v : graph.Find(v->kernel_of);
       for (const std::string& in : kernel->inputs) work.push_back(in);
     }
+  }
+  return plan;
+}
+
+}  // namespace
+
+absl::StatusOr<RematPlan> ApplyRematPolicy(const LayerGraph& graph, const RematSpec& spec) {
+  ASSIGN_OR_RETURN(RematPlan plan, PlanOneKind(graph, spec));
+  for (const LayerGraph& kind : graph.kinds) {
+    if (!kind.kinds.empty()) return absl::InternalError("layer graph: a kind of layer has kinds of its own");
+    ASSIGN_OR_RETURN(RematPlan p, PlanOneKind(kind, spec));
+    plan.kinds.push_back(std::move(p));
   }
   return plan;
 }

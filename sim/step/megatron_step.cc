@@ -29,6 +29,18 @@ namespace gpusim {
 // B x s x L x h^2 x ((1 + groups/heads + s/h) x q-projection/h + ffn/h x
 // (3/2 for SwiGLU) + padded vocab / (2 L h)). Attention counts the full s x s
 // score matrix (no causal halving), as Megatron does.
+namespace {
+
+// MoE layers of the model (Note [Megatron MoE layer pattern],
+// sim/config/megatron_moe_args.cc).
+int64_t MoeLayers(const MegatronSpec& g, int64_t layers) {
+  if (g.moe.experts == 0) return 0;
+  if (g.moe.layer_pattern.empty()) return layers;
+  return static_cast<int64_t>(std::count(g.moe.layer_pattern.begin(), g.moe.layer_pattern.end(), 1));
+}
+
+}  // namespace
+
 double MegatronModelFlops(const RunSpec& spec) {
   const ModelSpec& m = spec.model;
   const MegatronSpec& g = spec.megatron;
@@ -40,8 +52,30 @@ double MegatronModelFlops(const RunSpec& spec) {
   // MoE (training.py, the same function's MoE branch): the MLP term is
   // topk x moe_ffn_hidden_size plus the shared experts' width; the router
   // GEMM is not counted.
-  const double ffn = g.moe.experts > 0 ? static_cast<double>(g.moe.topk * g.moe.ffn + g.moe.shared_ffn)
-                                       : static_cast<double>(m.mlp_dim);
+  // With --moe-layer-freq (NVIDIA/Megatron-LM 23e00ed, the same function's
+  // moe_layer_pattern) the dense layers' width and the MoE layers' are
+  // weighted by their share of the layers.
+  double ffn = static_cast<double>(m.mlp_dim);
+  if (g.moe.experts > 0) {
+    const double moe_ffn = static_cast<double>(g.moe.topk * g.moe.ffn + g.moe.shared_ffn);
+    const double n_moe = MoeLayers(g, m.n_layers);
+    ffn = (moe_ffn * n_moe + static_cast<double>(m.mlp_dim) * (l - n_moe)) / l;
+  }
+  if (g.mla.present) {
+    // The same function's multi_latent_attention branch (NVIDIA/Megatron-LM
+    // 23e00ed): per token and layer, 6 x (the projections' weights, the
+    // latents' +1 for their norms, and half the s x heads x (d_qk + d_v)
+    // attention products).
+    const MegatronMlaSpec& x = g.mla;
+    const double qk = static_cast<double>(x.qk_head_dim), pe = static_cast<double>(x.qk_pos_dim);
+    const double dv = static_cast<double>(x.v_head_dim), rq = static_cast<double>(x.q_lora_rank);
+    const double rkv = static_cast<double>(x.kv_lora_rank);
+    const double q_term = x.q_lora_rank > 0 ? rq * (h + a * (qk + pe) + 1) : h * a * (qk + pe);
+    const double attn = 6.0 * l *
+                        (q_term + rkv * (h + a * (qk + dv) + 1) + h * pe + a * dv * h + s * a * (qk + pe) / 2 +
+                         s * a * dv / 2);
+    return batch * s * (12.0 * l * h * ffn * gated + attn + 6.0 * h * static_cast<double>(m.vocab));
+  }
   return 12.0 * batch * s * l * h * h *
          ((1 + static_cast<double>(m.n_kv_heads) / a + s / h) * q_ratio +
           ffn / h * gated + static_cast<double>(m.vocab) / (2 * l * h));
@@ -53,15 +87,25 @@ int64_t MegatronParamCount(const RunSpec& spec) {
   const int64_t h = m.d_model, qkv = (m.n_heads + 2 * m.n_kv_heads) * m.head_dim, c = m.n_heads * m.head_dim;
   const int64_t f1 = (g.swiglu ? 2 : 1) * m.mlp_dim, norm = (g.rms_norm ? 1 : 2) * h;
   int64_t layer = h * qkv + c * h + h * f1 + m.mlp_dim * h + 2 * norm;
+  if (g.mla.present) {  // Note [Megatron multi-latent attention] (models/gpt_mla.cc)
+    const MegatronMlaSpec& x = g.mla;
+    const int64_t a = m.n_heads, dqk = x.qk_head_dim + x.qk_pos_dim, rows = g.rms_norm ? 1 : 2;
+    const int64_t ln = g.qk_layernorm ? rows : 0;
+    const int64_t q = x.q_lora_rank > 0 ? h * x.q_lora_rank + ln * x.q_lora_rank + x.q_lora_rank * a * dqk
+                                        : h * a * dqk;
+    layer += -(h * qkv + c * h) + q + h * (x.kv_lora_rank + x.qk_pos_dim) + ln * x.kv_lora_rank +
+             x.kv_lora_rank * a * (x.qk_head_dim + x.v_head_dim) + a * x.v_head_dim * h;
+  }
   if (g.qkv_bias) layer += qkv;
-  if (g.qk_layernorm) layer += 2 * (g.rms_norm ? 1 : 2) * m.head_dim;  // Note [Megatron QK layernorm]
+  if (g.qk_layernorm && !g.mla.present) layer += 2 * (g.rms_norm ? 1 : 2) * m.head_dim;  // Note [Megatron QK layernorm]
   if (g.bias_linear) layer += h + f1 + h;
+  int64_t moe_extra = 0;
   if (g.moe.experts > 0) {  // the router, every expert and the shared experts instead of the MLP (no biases)
     const int64_t gate = g.swiglu ? 3 : 2;
-    layer += -(h * f1 + m.mlp_dim * h) + h * g.moe.experts + g.moe.experts * gate * h * g.moe.ffn +
-             gate * h * g.moe.shared_ffn;
+    moe_extra = -(h * f1 + m.mlp_dim * h) + h * g.moe.experts + g.moe.experts * gate * h * g.moe.ffn +
+                gate * h * g.moe.shared_ffn;
   }
-  return m.n_layers * layer + m.vocab * h * (m.tied_embeddings ? 1 : 2) + norm +
+  return m.n_layers * layer + MoeLayers(g, m.n_layers) * moe_extra + m.vocab * h * (m.tied_embeddings ? 1 : 2) + norm +
          (g.position == "learned_absolute" ? g.max_position * h : 0);
 }
 
