@@ -150,12 +150,26 @@ void GptBuilder::AddExperts(std::vector<LayerValue>* out, const std::string& in,
     fc1.m = e.grouped_gemm ? (rows + local - 1) / local : rows;
     fc1.n = f1; fc1.k = H_; fc1.batch = e.grouped_gemm ? local : 1;
     out->push_back(fc1);
-    // The routing weights scale the activation (Note [Megatron MoE layer]):
-    // its backward reads fc1's output (and the permuted probs, [n] values).
-    out->push_back({p + "_act", {rows, f}, cdt_, OpKind::kElementwise, {p + "_fc1", probs},
-                    9 * r * static_cast<double>(f), "", false, false, {p + "_fc1"}});
-    LayerValue fc2{p + "_fc2", {rows, H_}, cdt_, OpKind::kMatmul, {p + "_act", "W:w_" + p + "_fc2"},
-                   2 * r * h * static_cast<double>(f), "moe_expert_fc2", true, false, {p + "_act"}};
+    // The routing weights scale the activation (Note [Megatron MoE layer]).
+    // SwiGLU: one fused kernel (fused_bias_swiglu.py weighted_bias_swiglu_impl)
+    // whose backward reads fc1's output (and the [n] permuted weights).
+    // Otherwise (NVIDIA/Megatron-LM 57a02672 mlp.py MLP.forward, experts.py
+    // activation_func_with_probs) the activation, then a multiply by the
+    // weights, which keeps the activation's output for its backward (the
+    // multiply's own output is fc2's saved input; its cast back to the
+    // compute dtype when the weights are fp32 is a transient not modelled).
+    std::string act = p + "_act";
+    if (g_.swiglu) {
+      out->push_back({act, {rows, f}, cdt_, OpKind::kElementwise, {p + "_fc1", probs}, 9 * r * static_cast<double>(f),
+                      "", false, false, {p + "_fc1"}});
+    } else {
+      out->push_back({p + "_act_unscaled", {rows, f}, cdt_, OpKind::kElementwise, {p + "_fc1"},
+                      8 * r * static_cast<double>(f), "", false, false, {p + "_fc1"}});
+      out->push_back({act, {rows, f}, cdt_, OpKind::kElementwise, {p + "_act_unscaled", probs},
+                      r * static_cast<double>(f), "", false, false, {p + "_act_unscaled"}});
+    }
+    LayerValue fc2{p + "_fc2", {rows, H_}, cdt_, OpKind::kMatmul, {act, "W:w_" + p + "_fc2"},
+                   2 * r * h * static_cast<double>(f), "moe_expert_fc2", true, false, {act}};
     fc2.m = fc1.m; fc2.n = H_; fc2.k = f; fc2.batch = fc1.batch;
     out->push_back(fc2);
     outs.push_back(p + "_fc2");

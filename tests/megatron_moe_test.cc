@@ -106,7 +106,17 @@ TEST(MegatronMoeTest, RouterAndPermutationBuffers) {
   EXPECT_EQ(Find(*g, "moe_permute_map")->dtype, DType::kI64);
   ASSERT_NE(Find(*g, "exp_act"), nullptr);
   EXPECT_EQ(Find(*g, "fc2")->needs, (std::vector<std::string>{"moe_permute_map"}));  // unpermute, no shared experts
-  EXPECT_EQ(Find(*g, "exp_act")->needs, (std::vector<std::string>{"exp_fc1"}));
+  // GeLU experts: the activation, then the multiply by the weights, which
+  // keeps the activation's output (SwiGLU: one fused kernel keeping fc1's).
+  ASSERT_NE(Find(*g, "exp_act_unscaled"), nullptr);
+  EXPECT_EQ(Find(*g, "exp_act_unscaled")->needs, (std::vector<std::string>{"exp_fc1"}));
+  EXPECT_EQ(Find(*g, "exp_act")->needs, (std::vector<std::string>{"exp_act_unscaled"}));
+  auto sw = Parse(absl::StrCat(kTiny, " --swiglu"));
+  ASSERT_TRUE(sw.ok()) << sw.status();
+  auto gs = GptLayerGraph(*sw);
+  ASSERT_TRUE(gs.ok()) << gs.status();
+  EXPECT_EQ(Find(*gs, "exp_act_unscaled"), nullptr);
+  EXPECT_EQ(Find(*gs, "exp_act")->needs, (std::vector<std::string>{"exp_fc1"}));
   // Balanced: T x topk = 512 tokens sent and received; 2 experts per rank
   // are sorted into expert order.
   EXPECT_EQ(Find(*g, "moe_permuted")->shape, (std::vector<int64_t>{512, 64}));
