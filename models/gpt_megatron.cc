@@ -244,18 +244,34 @@ void GptBuilder::BuildBuckets() {
   }
 }
 
+// Note [Megatron expert gradients]: Megatron's DDP keeps the expert
+// parameters in buffers of their own (NVIDIA/Megatron-LM 23e00ed
+// megatron/core/distributed/distributed_data_parallel.py: expert_parallel_
+// buffers, allreduce over the expert data-parallel group
+// intra_expert_dp_group), so their gradients are reduced, and under the
+// distributed optimizer their updates all-gathered, over the expert
+// data-parallel group (TP x CP x DP / (EP x ETP) ranks), not DP x CP; with
+// one rank in it (EP x ETP spanning the stage) there is no collective at
+// all. A bucket's expert gradients are reduced beside its dense ones here
+// (the memory is the same; the buffer boundaries of the separate expert
+// buffer are not modelled).
 void GptBuilder::EmitReduce(Bucket& bk) {
   bk.emitted = true;
   CheckBucketGrads(bk);  // Note [Megatron iteration on the host]
-  const int64_t d = dp_ * cp_;
-  if (d <= 1) return;
-  const OpId after = b_.next_op() - 1;
-  Op& op = b_.AddOp(absl::StrCat("grad_sync.bucket", reduce_ops_.size()),
-                    g_.distributed_optimizer ? OpKind::kReduceScatter : OpKind::kAllReduce, bk.grads, {}, 0);
-  SetGroup(op, d, MegatronGroup::kDataContext);
-  op.dtype = g_.grad_dtype;
-  if (after >= 0) op.control_deps.push_back(after);
-  reduce_ops_.push_back(op.id);
+  std::vector<TensorId> dense, expert;
+  for (TensorId t : bk.grads) (IsExpertParam(b_.tensor(t).name) ? expert : dense).push_back(t);
+  const OpKind kind = g_.distributed_optimizer ? OpKind::kReduceScatter : OpKind::kAllReduce;
+  auto reduce = [&](const std::vector<TensorId>& grads, int64_t size, MegatronGroup group) {
+    if (size <= 1 || grads.empty()) return;
+    const OpId after = b_.next_op() - 1;
+    Op& op = b_.AddOp(absl::StrCat("grad_sync.bucket", reduce_ops_.size()), kind, grads, {}, 0);
+    SetGroup(op, size, group);
+    op.dtype = g_.grad_dtype;
+    if (after >= 0) op.control_deps.push_back(after);
+    reduce_ops_.push_back(op.id);
+  };
+  reduce(dense, dp_ * cp_, MegatronGroup::kDataContext);
+  reduce(expert, std::max<int64_t>(g_.moe.edp, 1), MegatronGroup::kExpertData);
 }
 
 void GptBuilder::UnitDone(const std::string& unit) {
@@ -373,11 +389,24 @@ void GptBuilder::MegatronOptimizer() {
   op.control_deps = reduce_ops_;
   std::vector<TensorId> new_params;
   for (const std::string& p : param_order_) new_params.push_back(updated(params_.at(p)));
-  const bool gather_now = d > 1 && !g_.overlap_param_gather;
-  Op& ag = b_.AddOp(gather_now ? "param_all_gather" : "param_copy_shard", gather_now ? OpKind::kAllGather
-                                                                                     : OpKind::kElementwise,
-                    {outs.front()}, new_params, gather_now ? 0 : static_cast<double>(local));
-  if (gather_now) SetGroup(ag, d, MegatronGroup::kDataContext);
+  // Note [Megatron expert gradients]: the expert parameters' update is
+  // gathered over the expert data-parallel group.
+  std::vector<TensorId> dense_new, expert_new;
+  for (size_t i = 0; i < param_order_.size(); ++i) {
+    (IsExpertParam(param_order_[i]) ? expert_new : dense_new).push_back(new_params[i]);
+  }
+  auto gather = [&](const std::string& what, const std::vector<TensorId>& ps, int64_t size, MegatronGroup group) {
+    if (ps.empty()) return;
+    const bool gather_now = size > 1 && !g_.overlap_param_gather;
+    int64_t elements = 0;
+    for (TensorId t : ps) elements += b_.tensor(t).elements();
+    Op& ag = b_.AddOp(gather_now ? "param_all_gather" + what : "param_copy_shard" + what,
+                      gather_now ? OpKind::kAllGather : OpKind::kElementwise, {outs.front()}, ps,
+                      gather_now ? 0 : static_cast<double>(elements / size));
+    if (gather_now) SetGroup(ag, size, group);
+  };
+  gather("", dense_new, d, MegatronGroup::kDataContext);
+  gather(".experts", expert_new, std::max<int64_t>(g_.moe.edp, 1), MegatronGroup::kExpertData);
 }
 
 // --overlap-param-gather: each chunk's param all-gather of the previous
@@ -387,18 +416,25 @@ void GptBuilder::EmitParamGathers() {
   const int64_t d = dp_ * cp_;
   b_.set_phase(Phase::kForward);
   for (size_t c = 0; c < chunks_.size(); ++c) {
-    int64_t bytes = 0;
+    int64_t bytes = 0, expert_bytes = 0;
     for (const std::string& p : param_order_) {
       bool in_chunk = false;
       for (int l : chunks_[c]) in_chunk |= absl::StartsWith(p, absl::StrCat("layer", l, "."));
       if (!in_chunk && c == 0 && first_stage_) in_chunk = p == "embedding" || p == "position";
       if (!in_chunk && c + 1 == chunks_.size() && last_stage_) in_chunk = p == "ln_f" || p == "output";
-      if (in_chunk) bytes += b_.tensor(params_.at(p)).bytes().value();
+      if (in_chunk) (IsExpertParam(p) ? expert_bytes : bytes) += b_.tensor(params_.at(p)).bytes().value();
     }
     Op& op = b_.AddOp(absl::StrCat("param_all_gather.chunk", c), OpKind::kAllGather, {}, {}, 0);
     SetGroup(op, d, MegatronGroup::kDataContext);
     op.bytes_written = Bytes(bytes);
     param_gather_[static_cast<int64_t>(c)] = op.id;
+    // Note [Megatron expert gradients]: the experts' over their own group.
+    if (expert_bytes > 0 && g_.moe.edp > 1) {
+      Op& e = b_.AddOp(absl::StrCat("param_all_gather.chunk", c, ".experts"), OpKind::kAllGather, {}, {}, 0);
+      SetGroup(e, g_.moe.edp, MegatronGroup::kExpertData);
+      e.bytes_written = Bytes(expert_bytes);
+      param_gather_[static_cast<int64_t>(c)] = e.id;
+    }
   }
 }
 

@@ -39,6 +39,7 @@ int64_t ExpertGroupNodes(const MegatronSpec& g, MegatronGroup kind, int64_t stag
         // A group is keyed by the coordinates it does not vary.
         const int64_t key = kind == MegatronGroup::kExpert         ? e_tp + etp * ep * e_dp
                             : kind == MegatronGroup::kExpertTensor ? etp * (e_ep + ep * e_dp)
+                            : kind == MegatronGroup::kExpertData   ? e_tp + etp * e_ep
                                                                    : etp * ep * e_dp;
         nodes[key].insert(ExpertRank(g, e_tp, e_ep, e_dp, stage) / per_node);
       }
@@ -53,7 +54,7 @@ int64_t ExpertGroupNodes(const MegatronSpec& g, MegatronGroup kind, int64_t stag
 
 int64_t MegatronGroupNodes(const MegatronSpec& g, int64_t tensor, MegatronGroup kind, int64_t stage) {
   if (kind == MegatronGroup::kExpert || kind == MegatronGroup::kExpertTensor ||
-      kind == MegatronGroup::kExpertTensorExpert) {
+      kind == MegatronGroup::kExpertTensorExpert || kind == MegatronGroup::kExpertData) {
     return g.moe.experts > 0 ? ExpertGroupNodes(g, kind, stage) : 1;
   }
   const int64_t per_node = std::max<int64_t>(g.gpus_per_node, 1);

@@ -37,7 +37,11 @@ int64_t MegatronGlobalRank(const MegatronSpec& g, int64_t tensor, const Megatron
 // The expert groups (mixture of experts, Note [Megatron expert ranks] in
 // the .cc): EP, ETP, and ETP x EP (the allgather dispatcher's tp_ep group).
 enum class MegatronGroup {
-  kTensor, kContext, kDataContext, kModel, kWorld, kEmbedding, kExpert, kExpertTensor, kExpertTensorExpert };
+  kTensor, kContext, kDataContext, kModel, kWorld, kEmbedding, kExpert, kExpertTensor, kExpertTensorExpert,
+  // The expert data-parallel group (TP x CP x DP / (EP x ETP) ranks): the
+  // expert parameters' gradient reduction and all-gather (Note [Megatron
+  // expert gradients], models/gpt_megatron.cc).
+  kExpertData };
 
 // The most nodes one `kind` group holding a rank of pipeline stage `stage`
 // spans (1 when every such group sits in one node).

@@ -292,6 +292,42 @@ TEST(MegatronMoeTest, ExpertParametersAndOptimizerShards) {
   EXPECT_EQ(shard, (dense + 7) / 8 + expert / 2);
 }
 
+// Note [Megatron expert gradients]: the expert gradients are reduced over
+// the expert data-parallel group (kTiny: 8 / EP 4 = 2 ranks), the dense ones
+// over DP (8); with EP spanning the stage (EP 8 of 8) the experts' need no
+// collective, and their update is copied, not gathered.
+TEST(MegatronMoeTest, ExpertGradientsReduceOverTheExpertDataParallelGroup) {
+  auto reduces = [](const std::string& args) {
+    auto s = Parse(args);
+    EXPECT_TRUE(s.ok()) << s.status();
+    s->megatron.rank_selected = true;
+    auto rep = SimulateStep(*s);
+    EXPECT_TRUE(rep.ok()) << rep.status();
+    std::vector<std::pair<int64_t, bool>> out;  // (group, reads an expert gradient)
+    for (const Op& op : rep->program.ops) {
+      if (op.name.rfind("grad_sync.", 0) != 0 && op.name.rfind("param_all_gather", 0) != 0) continue;
+      bool expert = op.name.find(".experts") != std::string::npos;
+      for (TensorId t : op.inputs) expert |= rep->program.tensor(t).name.find(".w_exp") != std::string::npos;
+      out.push_back({op.group, expert});
+    }
+    return out;
+  };
+  auto r = reduces(kTiny);
+  ASSERT_FALSE(r.empty());
+  int expert_ops = 0;
+  for (const auto& [group, expert] : r) {
+    EXPECT_EQ(group, expert ? 2 : 8);
+    expert_ops += expert ? 1 : 0;
+  }
+  EXPECT_GT(expert_ops, 0);
+  r = reduces(absl::StrReplaceAll(kTiny, {{"--expert-model-parallel-size 4", "--expert-model-parallel-size 8"}}));
+  ASSERT_FALSE(r.empty());
+  for (const auto& [group, expert] : r) {
+    EXPECT_FALSE(expert);
+    EXPECT_EQ(group, 8);
+  }
+}
+
 // Note [Transformer Engine dummy wgrads]: one kept stand-in per torch
 // [out, in] shape. kTiny: w_qkv [192, 64], w_proj [64, 64], the experts'
 // fc1 [128, 64] and fc2 [64, 128] (grouped or one linear per expert alike),
