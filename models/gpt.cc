@@ -42,7 +42,8 @@ GptBuilder::GptBuilder(const RunSpec& s, const RematPlan& plan)
     for (MegatronGroup k : {MegatronGroup::kTensor, MegatronGroup::kContext, MegatronGroup::kDataContext,
                             MegatronGroup::kModel, MegatronGroup::kWorld, MegatronGroup::kEmbedding,
                             MegatronGroup::kExpert, MegatronGroup::kExpertTensor,
-                            MegatronGroup::kExpertTensorExpert, MegatronGroup::kExpertData}) {
+                            MegatronGroup::kExpertTensorExpert, MegatronGroup::kExpertData,
+                            MegatronGroup::kTensorDataContext}) {
       group_nodes_[k] = MegatronGroupNodes(g_, t_, k, g_.stage);
     }
     S_ = Sfull_ / cp_;

@@ -283,6 +283,7 @@ class GptBuilder {
   std::vector<OpId> reduce_ops_;
   std::map<int64_t, OpId> param_gather_;
   int64_t pending_host_calls_ = 0;  // p2p calls after the last pass, for the next op
+  int64_t expert_bias_layers_ = 0;  // MoE layers of this rank with an expert bias (Note [Megatron MoE router])
   int64_t checked_buckets_ = 0;
   // fp8 (gpt_fp8.cc): each GEMM weight's fp8 copy and transpose; layers whose
   // weights this step has cast.

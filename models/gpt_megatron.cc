@@ -80,6 +80,13 @@ void GptBuilder::DeclareMegatronParams() {
       param("ln2", {norm_rows, H_}, l);
       if (MoeLayer(l)) {  // Note [Megatron MoE layer], gpt_moe.cc
         for (const auto& [name, shape] : MoeParamShapes()) param(name, shape, l);
+        if (g_.moe.expert_bias) {  // Note [Megatron MoE router]: the router's fp32 buffers
+          for (const char* buf : {"expert_bias", "local_tokens_per_expert"}) {
+            b_.AddArgument(absl::StrCat("router.", buf, ".layer", l), {g_.moe.experts}, DType::kF32, Role::kWorkspace,
+                           false, absl::StrCat("layer ", l, " router buffer ", buf));
+            expert_bias_layers_ += buf == std::string("expert_bias") ? 1 : 0;
+          }
+        }
         continue;
       }
       param("w_fc1", {H_, F1 / t_}, l);
@@ -289,6 +296,18 @@ void GptBuilder::ReduceGradients(bool /*at_end*/) {
   b_.set_phase(Phase::kBackward);
   for (Bucket& bk : buckets_) {
     if (!bk.emitted) EmitReduce(bk);
+  }
+  if (expert_bias_layers_ > 0) {
+    // Note [Megatron MoE router]: _update_router_expert_bias, the stacked
+    // token counts all-reduced over TP x CP x DP, then the bias updated.
+    const int64_t group = t_ * dp_ * cp_;
+    const TensorId counts = SmallKernels("expert_bias.stack", 1, {}, DType::kF32);
+    if (group > 1) {
+      Op& ar = b_.AddOp("expert_bias.tokens_per_expert.all_reduce", OpKind::kAllReduce, {counts}, {}, 0);
+      SetGroup(ar, group, MegatronGroup::kTensorDataContext);
+      ar.bytes_written = Bytes(expert_bias_layers_ * g_.moe.experts * DTypeSize(DType::kF32));
+    }
+    SmallKernels("expert_bias.update", 5, {counts}, DType::kF32);
   }
   if (m_.tied_embeddings && g_.pipeline > 1 && (first_stage_ || last_stage_)) {
     const TensorId g = main_grad_.at(first_stage_ ? "embedding" : "output");

@@ -47,6 +47,14 @@
 // topk_softmax_with_capacity: with --moe-router-pre-softmax the softmax over
 // all E experts in fp32 (its [T, E] result saved), then top-k; without it
 // top-k of the logits and the softmax over the k picked, [T, k] saved.
+// --moe-router-score-function sigmoid: sigmoid(logits.float()), its fp32
+// [T, E] result saved, then top-k (of the scores plus the expert bias under
+// --moe-router-enable-expert-bias, gathered back from the scores) and the
+// division by their sum ([T, k]). The expert bias and the forward's
+// local_tokens_per_expert are fp32 [E] buffers of the router (router.py
+// TopKRouter.__init__ register_buffer); finalize_model_grads.py
+// _update_router_expert_bias all-reduces the stacked token counts over the
+// TP x CP x DP group once a step (moe_utils.py get_updated_expert_bias).
 // Group-limited routing (--moe-router-num-groups G, --moe-router-group-topk
 // g; group_limited_topk) scores each group by the sum of its top-(k / g),
 // keeps the best g groups and masks the rest with masked_fill: the boolean
@@ -194,7 +202,7 @@ void GptBuilder::AddMoeValues(std::vector<LayerValue>* out) const {
   add(router);
   // Note [Megatron MoE router]: the softmax over every expert (pre-softmax)
   // or over the top-k logits, in fp32, its result saved.
-  const int64_t scored = e.pre_softmax ? E : e.topk;
+  const int64_t scored = e.pre_softmax || e.sigmoid ? E : e.topk;
   add({"router_probs", {T, scored}, DType::kF32, OpKind::kElementwise, {"router_logits"},
        6 * t * static_cast<double>(scored), "", false, false, {"router_probs"}});
   std::string probs = "router_probs";

@@ -75,6 +75,7 @@ int64_t MegatronGroupNodes(const MegatronSpec& g, int64_t tensor, MegatronGroup 
             case MegatronGroup::kTensor: key.tp = 0; break;
             case MegatronGroup::kContext: key.cp = 0; break;
             case MegatronGroup::kDataContext: key.dp = 0, key.cp = 0; break;
+            case MegatronGroup::kTensorDataContext: key.tp = 0, key.dp = 0, key.cp = 0; break;
             case MegatronGroup::kModel: key.tp = 0, key.pp = 0; break;
             case MegatronGroup::kWorld: key = MegatronCoords{}; break;
             case MegatronGroup::kEmbedding: key.pp = 0; break;

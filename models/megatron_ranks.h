@@ -41,7 +41,10 @@ enum class MegatronGroup {
   // The expert data-parallel group (TP x CP x DP / (EP x ETP) ranks): the
   // expert parameters' gradient reduction and all-gather (Note [Megatron
   // expert gradients], models/gpt_megatron.cc).
-  kExpertData };
+  kExpertData,
+  // TP x CP x DP (get_tensor_and_data_parallel_group with context): the
+  // expert bias's token counts (Note [Megatron MoE router]).
+  kTensorDataContext };
 
 // The most nodes one `kind` group holding a rank of pipeline stage `stage`
 // spans (1 when every such group sits in one node).

@@ -292,6 +292,42 @@ TEST(MegatronMoeTest, ExpertParametersAndOptimizerShards) {
   EXPECT_EQ(shard, (dense + 7) / 8 + expert / 2);
 }
 
+// Note [Megatron MoE router]: sigmoid scores keep their fp32 [T, E] result;
+// the expert bias adds two fp32 [E] buffers per MoE layer and one all-reduce
+// of the token counts over TP x CP x DP a step; it needs sigmoid scores.
+TEST(MegatronMoeTest, SigmoidScoresAndExpertBias) {
+  auto s = Parse(absl::StrCat(kTiny, " --moe-router-score-function sigmoid --moe-router-enable-expert-bias "
+                                     "--moe-router-bias-update-rate 1e-3"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  s->megatron.rank_selected = true;
+  auto g = GptLayerGraph(*s);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Find(*g, "router_probs")->shape, (std::vector<int64_t>{256, 8}));
+  EXPECT_EQ(Find(*g, "router_probs")->dtype, DType::kF32);
+  auto rep = SimulateStep(*s);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  int buffers = 0, all_reduces = 0;
+  for (const Tensor& t : rep->program.tensors) {
+    if (t.name.rfind("router.", 0) == 0) {
+      ++buffers;
+      EXPECT_EQ(t.bytes().value(), 8 * 4) << t.name;
+    }
+  }
+  for (const Op& op : rep->program.ops) {
+    if (op.name != "expert_bias.tokens_per_expert.all_reduce") continue;
+    ++all_reduces;
+    EXPECT_EQ(op.group, 8);
+    EXPECT_EQ(op.bytes_written.value(), 2 * 8 * 4);  // two MoE layers' counts
+  }
+  EXPECT_EQ(buffers, 2 * 2);
+  EXPECT_EQ(all_reduces, 1);
+  auto r = Parse(absl::StrCat(kTiny, " --moe-router-enable-expert-bias"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--moe-router-enable-expert-bias: supports --moe-router-score-function sigmoid"),
+            std::string::npos)
+      << r.status();
+}
+
 // Note [Megatron expert gradients]: the expert gradients are reduced over
 // the expert data-parallel group (kTiny: 8 / EP 4 = 2 ranks), the dense ones
 // over DP (8); with EP spanning the stage (EP 8 of 8) the experts' need no

@@ -323,7 +323,8 @@ TEST(MegatronArgsTest, ScriptTpCommFlagsRecomputeZeroScoreFunctionAndMla) {
   EXPECT_NE(s.status().message().find("0 only with --recompute-granularity full --recompute-method block"),
             std::string::npos)
       << s.status();
-  // Softmax scores are Megatron's default (modelled); sigmoid is refused.
+  // Softmax scores are Megatron's default; sigmoid is modelled too
+  // (tests/megatron_moe_test.cc SigmoidScoresAndExpertBias).
   auto refused = [](const std::string& line, const std::string& why) {
     auto r = Parse(line);
     ASSERT_FALSE(r.ok()) << line;
@@ -332,7 +333,10 @@ TEST(MegatronArgsTest, ScriptTpCommFlagsRecomputeZeroScoreFunctionAndMla) {
   const std::string moe = absl::StrCat(kBase, " --num-experts 4 --moe-router-topk 2 --disable-bias-linear");
   s = Parse(absl::StrCat(moe, " --moe-router-score-function softmax"));
   ASSERT_TRUE(s.ok()) << s.status();
-  refused(absl::StrCat(moe, " --moe-router-score-function sigmoid"), "--moe-router-score-function: not modelled: sigmoid");
+  s = Parse(absl::StrCat(moe, " --moe-router-score-function sigmoid"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  EXPECT_TRUE(s->megatron.moe.sigmoid);
+  refused(absl::StrCat(moe, " --moe-router-score-function tanh"), "--moe-router-score-function");
   // Multi-latent attention's fused yarn rope is an experimental function:
   // Megatron raises without --enable-experimental (tests/megatron_mla_test.cc).
   refused(absl::StrCat(kBase, " --multi-latent-attention --kv-lora-rank 512"), "needs --enable-experimental");

@@ -58,11 +58,13 @@ const std::vector<MoeArgRule>& MoeArgRules() {
       // core/transformer/moe/router.py TopKRouter (NVIDIA/Megatron-LM 57a02672):
       // softmax is the default score function; sigmoid is refused by value
       // in ApplyMoeOptions.
-      {"moe-router-score-function", K::kModelled, "softmax routing scores (Megatron's default)"},
+      {"moe-router-score-function", K::kModelled,
+       "softmax (Megatron's default) or sigmoid: the fp32 scores saved (Note [Megatron MoE router])"},
       {"moe-router-num-groups", K::kModelled, "group-limited routing: its saved expert mask (Note [Megatron MoE router])"},
       {"moe-router-group-topk", K::kModelled, "group-limited routing: its saved expert mask (Note [Megatron MoE router])"},
-      {"moe-router-enable-expert-bias", K::kRefused, "aux-loss-free expert bias is not modelled"},
-      {"moe-router-bias-update-rate", K::kRefused, "aux-loss-free expert bias is not modelled"},
+      {"moe-router-enable-expert-bias", K::kModelled,
+       "aux-loss-free expert bias: two fp32 [E] buffers per MoE layer and the step's token-count all-reduce"},
+      {"moe-router-bias-update-rate", K::kNoEffect, "the expert bias's step size (values)"},
       {"moe-router-force-load-balancing", K::kRefused, "forced balanced routing is not modelled"},
       {"moe-z-loss-coeff", K::kRefused, "the router z-loss is not modelled"},
       {"moe-input-jitter-eps", K::kRefused, "router input jitter is not modelled"},
@@ -255,8 +257,11 @@ absl::Status ApplyMoeOptions(const Args& g, const RunSpec& run, MegatronMoeSpec*
   }
   std::string score = "softmax";
   RETURN_IF_ERROR(g.Choice("moe-router-score-function", &score, {"softmax", "sigmoid"}));
-  if (score == "sigmoid") {
-    return g.Error("moe-router-score-function", "not modelled: sigmoid routing scores are not modelled (softmax is)");
+  moe->sigmoid = score == "sigmoid";
+  RETURN_IF_ERROR(g.Flag("moe-router-enable-expert-bias", &moe->expert_bias));
+  if (moe->expert_bias && !moe->sigmoid) {
+    return g.Error("moe-router-enable-expert-bias", "supports --moe-router-score-function sigmoid only "
+                                                    "(transformer_config.py __post_init__)");
   }
   std::string balance = "aux_loss";
   RETURN_IF_ERROR(
@@ -270,7 +275,7 @@ absl::Status ApplyMoeOptions(const Args& g, const RunSpec& run, MegatronMoeSpec*
   RETURN_IF_ERROR(ParseMoeLayerFreq(g, run.model.n_layers, &moe->layer_pattern));
   RETURN_IF_ERROR(g.Flag("moe-router-pre-softmax", &moe->pre_softmax));
   RETURN_IF_ERROR(g.Flag("moe-permute-fusion", &moe->permute_fusion));
-  if (moe->topk == 1 && !moe->pre_softmax && balance != "sinkhorn") {
+  if (moe->topk == 1 && !moe->pre_softmax && !moe->sigmoid && balance != "sinkhorn") {
     return g.Error("moe-router-topk", "1 needs --moe-router-pre-softmax with softmax routing (transformer_config.py "
                                       "__post_init__)");
   }

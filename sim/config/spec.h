@@ -266,6 +266,8 @@ struct MegatronMoeSpec {
   bool pad_to_capacity = false;      // --moe-pad-expert-input-to-capacity
   bool aux_loss = false;             // --moe-router-load-balancing-type aux_loss with a coefficient > 0
   bool pre_softmax = false;          // --moe-router-pre-softmax: the softmax over all experts, then top-k
+  bool sigmoid = false;              // --moe-router-score-function sigmoid (else softmax)
+  bool expert_bias = false;          // --moe-router-enable-expert-bias (aux-loss-free balancing)
   int64_t router_groups = 0;         // --moe-router-num-groups (0: routing not group-limited)
   int64_t group_topk = 0;            // --moe-router-group-topk
   bool permute_fusion = false;       // --moe-permute-fusion: TE's fused permute kernels
