@@ -232,6 +232,10 @@ class GptBuilder {
   // `probs`: the routing weights the activation is scaled by.
   void AddExperts(std::vector<LayerValue>* out, const std::string& in, int64_t n_tok, const std::string& probs) const;
   void AddSharedExperts(std::vector<LayerValue>* out, const std::string& routed) const;
+  // Note [Megatron fp32 router]: the router GEMM's backward under
+  // --moe-router-dtype fp32; dx of its input added into `g`.
+  void RouterFp32Backward(const std::string& pre, int l, const LayerValue& n, TensorId dout, TensorId xin,
+                          std::map<std::string, TensorId>* g);
   // Tokens of the routing case g_.moe.routing (Note [MoE routing cases]).
   MoeTokens MoeTokenCounts() const;
   // A collective layer value's group: size and kind.

@@ -430,6 +430,10 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
       // dW = Xᵀ dY (needs X, with SP re-gathered), dX = dY Wᵀ; under fp8 both
       // GEMMs read dY cast to fp8 (Note [Megatron fp8]).
       TensorId xin = v.at(n.needs[0]);
+      if (n.name == "router_logits" && g_.moe.router_fp32) {
+        RouterFp32Backward(pre, l, n, dout, xin, &g);
+        continue;
+      }
       const bool f8 = Fp8Gemm(n);
       const auto [dy_row, dy_t] = f8 ? CastGradFp8(pre, n, dout) : std::make_pair(dout, dout);
       // Column-parallel GEMMs read the sequence-gathered input (MLA's up

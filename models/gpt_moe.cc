@@ -62,6 +62,15 @@
 // kernels). The [T, k] top-k indices and --moe-router-topk-scaling-factor's
 // product are a few KiB and not modelled.
 //
+// Note [Megatron fp32 router]: NVIDIA/Megatron-LM 23e00ed moe_utils.py
+// RouterGatingLinearFunction with --moe-router-dtype fp32: the forward GEMM
+// (te_general_gemm) reads the compute-dtype input and weight and writes fp32
+// logits [T, E]; it saves the input (ln2, kept anyway) and the weight. Its
+// backward casts the weight to fp32 [E, h], computes the input gradient in
+// fp32 [T, h] and casts it back, then casts the input to fp32 [T, h] for the
+// weight gradient: three fp32 transients of the backward, its GEMMs in
+// fp32 (RouterFp32Backward, gpt_moe.cc).
+//
 // Note [MoE routing cases]: routing is data-dependent; with T tokens per
 // rank (after CP and SP), E experts, E_l = E/EP on a rank, k = topk:
 //  - balanced: every expert gets T x k / E tokens from every rank: a rank's
@@ -75,6 +84,7 @@
 // sim/step/megatron_step.cc simulates both; the bound decides "fits".
 #include <algorithm>
 #include <cmath>
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -196,8 +206,9 @@ void GptBuilder::AddMoeValues(std::vector<LayerValue>* out) const {
   const double t = static_cast<double>(T), h = static_cast<double>(H_), ex = static_cast<double>(E);
   const MoeTokens c = MoeTokenCounts();
   auto add = [&](LayerValue v) { out->push_back(std::move(v)); };
-  LayerValue router{"router_logits", {T, E}, cdt_, OpKind::kMatmul, {"ln2", "W:w_router"}, 2 * t * h * ex,
-                    "moe_router", true, false, {"ln2"}};
+  // Note [Megatron fp32 router]: --moe-router-dtype fp32 writes fp32 logits.
+  LayerValue router{"router_logits", {T, E}, e.router_fp32 ? DType::kF32 : cdt_, OpKind::kMatmul,
+                    {"ln2", "W:w_router"}, 2 * t * h * ex, "moe_router", true, false, {"ln2"}};
   router.m = T; router.n = E; router.k = H_;
   add(router);
   // Note [Megatron MoE router]: the softmax over every expert (pre-softmax)
@@ -349,6 +360,32 @@ void GptBuilder::AddSharedExperts(std::vector<LayerValue>* out, const std::strin
        false, false, {}});
   add({"fc2", {Ssp(), B_, H_}, cdt_, OpKind::kElementwise, {routed, "sh_fc2"}, static_cast<double>(Ssp()) * b * h, "",
        false, false, {}});
+}
+
+// Note [Megatron fp32 router]: the router GEMM's backward under
+// --moe-router-dtype fp32; dx of the router's input added into `g`.
+void GptBuilder::RouterFp32Backward(const std::string& pre, int l, const LayerValue& n, TensorId dout, TensorId xin,
+                                    std::map<std::string, TensorId>* g) {
+  const Tensor in = b_.tensor(xin);  // copies: AddTensor may reallocate
+  const TensorId w = Param(l, n.param());
+  const Tensor wt = b_.tensor(w);
+  const TensorId w32 = b_.AddTensor(pre + "router.weight_fp32", wt.shape, DType::kF32, Role::kTemporary,
+                                    "the router weight cast to fp32 for its backward");
+  b_.AddOp(pre + "router.weight_fp32", OpKind::kConvert, {w}, {w32}, static_cast<double>(wt.elements()));
+  const TensorId dx32 = b_.AddTensor(pre + "router_logits.dx_fp32", in.shape, DType::kF32, Role::kTemporary,
+                                     "the router input's gradient in fp32");
+  Op& x = b_.AddOp(pre + "router_logits.dx", OpKind::kMatmul, {dout, w32}, {dx32}, n.flops);
+  x.m = n.m; x.n = n.k; x.k = n.n;
+  x.dtype = DType::kF32;
+  const TensorId dx = b_.AddTensor(pre + n.inputs[0] + ".router_logits", in.shape, cdt_, Role::kTemporary,
+                                   "gradient of " + n.inputs[0]);
+  b_.AddOp(pre + "router_logits.dx_cast", OpKind::kConvert, {dx32}, {dx}, static_cast<double>(in.elements()));
+  const TensorId in32 = b_.AddTensor(pre + "router.input_fp32", in.shape, DType::kF32, Role::kTemporary,
+                                     "the router input cast to fp32 for the weight gradient");
+  b_.AddOp(pre + "router.input_fp32", OpKind::kConvert, {xin}, {in32}, static_cast<double>(in.elements()));
+  WeightGrad(absl::StrCat("layer", l, ".", n.param()), {in32, dout}, OpKind::kMatmul, n.flops, n.k, n.n, n.m,
+             DType::kF32);
+  AddGrad(*g, n.inputs[0], dx);
 }
 
 }  // namespace gpt_internal

@@ -328,6 +328,31 @@ TEST(MegatronMoeTest, SigmoidScoresAndExpertBias) {
       << r.status();
 }
 
+// Note [Megatron fp32 router]: fp32 logits; the backward's fp32 copies of
+// the weight, the input and the input's gradient ([T, h] = 256 x 64 fp32).
+TEST(MegatronMoeTest, Fp32Router) {
+  auto s = Parse(absl::StrCat(kTiny, " --moe-router-dtype fp32"));
+  ASSERT_TRUE(s.ok()) << s.status();
+  s->megatron.rank_selected = true;
+  auto g = GptLayerGraph(*s);
+  ASSERT_TRUE(g.ok()) << g.status();
+  EXPECT_EQ(Find(*g, "router_logits")->dtype, DType::kF32);
+  auto rep = SimulateStep(*s);
+  ASSERT_TRUE(rep.ok()) << rep.status();
+  int copies = 0;
+  for (const Tensor& t : rep->program.tensors) {
+    if (t.name.find("router.input_fp32") != std::string::npos ||
+        t.name.find("router_logits.dx_fp32") != std::string::npos) {
+      ++copies;
+      EXPECT_EQ(t.bytes().value(), 256 * 64 * 4) << t.name;
+    }
+  }
+  EXPECT_EQ(copies, 2 * 2);  // two layers, one micro-batch
+  auto r = Parse(absl::StrCat(kTiny, " --moe-router-dtype fp64"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("--moe-router-dtype: not modelled: fp64"), std::string::npos) << r.status();
+}
+
 // Note [Megatron expert gradients]: the expert gradients are reduced over
 // the expert data-parallel group (kTiny: 8 / EP 4 = 2 ranks), the dense ones
 // over DP (8); with EP spanning the stage (EP 8 of 8) the experts' need no

@@ -54,7 +54,8 @@ const std::vector<MoeArgRule>& MoeArgRules() {
       {"moe-router-topk-scaling-factor", K::kNoEffect, "routing weights' values"},
       {"moe-router-pre-softmax", K::kModelled, "the softmax over every expert before top-k: its fp32 [T, E] result saved"},
       {"moe-per-layer-logging", K::kNoEffect, "logging"},
-      {"moe-router-dtype", K::kRefused, "an fp32 router GEMM is not modelled (the router runs in the compute dtype)"},
+      {"moe-router-dtype", K::kModelled, "fp32: fp32 logits and the router backward's fp32 copies "
+                                         "(Note [Megatron fp32 router]); fp64 is refused"},
       // core/transformer/moe/router.py TopKRouter (NVIDIA/Megatron-LM 57a02672):
       // softmax is the default score function; sigmoid is refused by value
       // in ApplyMoeOptions.
@@ -258,6 +259,12 @@ absl::Status ApplyMoeOptions(const Args& g, const RunSpec& run, MegatronMoeSpec*
   std::string score = "softmax";
   RETURN_IF_ERROR(g.Choice("moe-router-score-function", &score, {"softmax", "sigmoid"}));
   moe->sigmoid = score == "sigmoid";
+  std::string router_dtype;
+  RETURN_IF_ERROR(g.Choice("moe-router-dtype", &router_dtype, {"fp32", "fp64"}));
+  if (router_dtype == "fp64") {
+    return g.Error("moe-router-dtype", "not modelled: fp64 (torch.mm in fp64; fp32 is modelled)");
+  }
+  moe->router_fp32 = router_dtype == "fp32";
   RETURN_IF_ERROR(g.Flag("moe-router-enable-expert-bias", &moe->expert_bias));
   if (moe->expert_bias && !moe->sigmoid) {
     return g.Error("moe-router-enable-expert-bias", "supports --moe-router-score-function sigmoid only "

@@ -268,6 +268,7 @@ struct MegatronMoeSpec {
   bool pre_softmax = false;          // --moe-router-pre-softmax: the softmax over all experts, then top-k
   bool sigmoid = false;              // --moe-router-score-function sigmoid (else softmax)
   bool expert_bias = false;          // --moe-router-enable-expert-bias (aux-loss-free balancing)
+  bool router_fp32 = false;          // --moe-router-dtype fp32 (Note [Megatron fp32 router])
   int64_t router_groups = 0;         // --moe-router-num-groups (0: routing not group-limited)
   int64_t group_topk = 0;            // --moe-router-group-topk
   bool permute_fusion = false;       // --moe-permute-fusion: TE's fused permute kernels
