@@ -56,7 +56,7 @@ void GptBuilder::AddMlaValues(std::vector<LayerValue>* out) const {
   const MegatronMlaSpec& m = g_.mla;
   const int64_t n = A_ / t_, dqk = m.qk_head_dim + m.qk_pos_dim, dv = m.v_head_dim;
   const int64_t rq = m.q_lora_rank, rkv = m.kv_lora_rank, Tsp = Ssp() * B_, T = S_ * B_;
-  const double tsp = static_cast<double>(Tsp), tt = static_cast<double>(T), h = static_cast<double>(H_);
+  const double tsp = static_cast<double>(Tsp), tt = static_cast<double>(T);
   auto add = [&](LayerValue v) { out->push_back(std::move(v)); };
   auto gemm = [&](const std::string& name, std::vector<int64_t> shape, const std::string& in,
                   const std::string& weight, const std::string& saved, int64_t rows, int64_t k, int64_t cols) {
@@ -127,7 +127,6 @@ void GptBuilder::AddMlaValues(std::vector<LayerValue>* out) const {
   add(fa);
   gemm("proj_partial", {S_, B_, H_}, "context", "w_proj", "context", T, n * dv, H_);
   out->back().tag = "out_proj";
-  (void)h;
 }
 
 // The attention parameters of an MLA layer (Note [Megatron multi-latent

@@ -671,10 +671,11 @@ absl::StatusOr<std::vector<MegatronArg>> SplitMegatronArgs(absl::string_view lin
   }
   // Note [SimuMax pretrain_deepseekv2.py]: that script is a setting too,
   // recorded under its own name (no argument can be spelt with '_').
-  if (start > 0 && absl::EndsWith(toks[start - 1].text, "/pretrain_deepseekv2.py")) {
-    out.push_back({"pretrain_deepseekv2.py", "true", loc(toks[start - 1].at)});
-  } else if (start > 0 && toks[start - 1].text == "pretrain_deepseekv2.py") {
-    out.push_back({"pretrain_deepseekv2.py", "true", loc(toks[start - 1].at)});
+  if (start > 0) {
+    const std::string& script = toks[start - 1].text;
+    if (script.substr(script.find_last_of('/') + 1) == "pretrain_deepseekv2.py") {
+      out.push_back({"pretrain_deepseekv2.py", "true", loc(toks[start - 1].at)});
+    }
   }
   bool has_value = false;  // the last argument has a value of its own
   for (size_t i = start; i < toks.size(); ++i) {
