@@ -18,6 +18,7 @@ import runpy
 import subprocess
 import sys
 import tempfile
+import time
 
 
 def _record_options(r):
@@ -46,6 +47,9 @@ def _record_options(r):
                         "rules apply (default: this torch's)")
     r.add_argument("--sdpa-backend", choices=["flash", "efficient", "cudnn", "math"],
                    help="force this SDPA kernel, as torch.nn.attention.sdpa_kernel([...]) does")
+    r.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
+                   help="a line on stderr after setup() and after each step, with the seconds since "
+                        "recording began (auto: when stderr is a terminal)")
     r.add_argument("--timeout", type=float, default=600.0, metavar="S",
                    help="give up, naming the line it was running, when loading STEP.py, setup() and the "
                         "steps take longer than S seconds per recording (default 600; 0: no limit)")
@@ -192,7 +196,18 @@ def _record(args, setup, out, batch_size, setup_kw=None):
                        mode=args.mode, frames=not args.no_frames, bounds=bounds, name=name,
                        extra_meta=extra, world_size=args.world_size, rank=args.rank,
                        device=args.target_device, sdpa_backend=args.sdpa_backend,
-                       cuda_torch_version=args.cuda_torch_version)
+                       cuda_torch_version=args.cuda_torch_version, progress=_progress(args, name))
+
+
+def _progress(args, name):
+    """The progress callback of --progress (None: no lines)."""
+    if args.progress == "never" or (args.progress == "auto" and not sys.stderr.isatty()):
+        return None
+    t0 = time.perf_counter()
+
+    def say(what):
+        print("gpusim_torch: %s: %s (%.1f s)" % (name, what, time.perf_counter() - t0), file=sys.stderr, flush=True)
+    return say
 
 
 def _sweep(args, setup):

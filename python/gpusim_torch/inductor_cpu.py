@@ -99,6 +99,7 @@ AOTAutograd's graphs op by op, which the recorder records as eager ops.
 
 import contextlib
 import re
+import sys
 import types
 
 import torch
@@ -375,7 +376,76 @@ class Capture:
         self._compiling = []  # compile_fx_inner kwargs of the graph being compiled
         self._aot_ids = {}    # AOT ID -> graph number in this recording
 
+    # Note [Inductor patched on the first torch.compile]
+    # Importing Inductor (torch._inductor.compile_fx, its graph and passes)
+    # costs about 1.5 s of CPU on torch 2.15 beyond Dynamo, which meta
+    # kernels import anyway (torch/_compile.py _disable_dynamo, on the first
+    # torch._refs call): a third of recording an eager 110M-parameter step
+    # (python -m gpusim_torch.bench: 6.4 s before, 4.1 s after, one load
+    # of about 7 on 2 cores). So entering the
+    # capture patches only torch.compile (nn.Module.compile calls it too,
+    # torch/nn/modules/module.py) and the Inductor backend's entry
+    # (torch/__init__.py _TorchCompileInductorWrapper.__call__, which Dynamo
+    # calls for each graph of an object compiled before recording began);
+    # the first call of either imports them and installs the rest. Where
+    # Dynamo has compiled graphs earlier in this process, everything is
+    # installed at once, as before. A graph Dynamo compiles while nothing
+    # was installed (another backend of an object compiled before recording,
+    # torch._dynamo.optimize) is refused on leaving (check_unseen_graphs),
+    # not recorded as eager.
     def __enter__(self):
+        self._orig_compile = torch.compile
+        self._active = False
+        self._stack = contextlib.ExitStack()
+        cap = self
+
+        def compile_(*a, **k):
+            backend = k.get("backend", a[1] if len(a) > 1 else "inductor")
+            name = backend if isinstance(backend, str) else getattr(backend, "__name__", "")
+            if name in ("cudagraphs", "cudagraphs_inner"):
+                raise CompileRefused(
+                    "torch.compile(backend=\"cudagraphs\") is not modelled: CUDA graphs keep a private memory "
+                    "pool (torch/_dynamo/backends/cudagraphs.py, cudagraph_trees.py), which gpusim does not size. "
+                    "Record with the default backend (Inductor's plan) or backend=\"aot_eager\" (AOTAutograd's "
+                    "graphs run eagerly, recorded op by op)")
+            cap._activate()
+            return cap._orig_compile(*a, **k)
+
+        light = {(torch, "compile"): compile_}
+        wrapper = getattr(torch, "_TorchCompileInductorWrapper", None)
+        if wrapper is not None:
+            orig_call = wrapper.__call__
+
+            def call(wrapper_self, *a, **k):  # a graph of an object compiled before recording began
+                cap._activate(reset=False)  # Dynamo is compiling a frame: its caches stay
+                return orig_call(wrapper_self, *a, **k)
+            light[(wrapper, "__call__")] = call
+        self._stack.enter_context(_patched(light))
+        self._graphs_before = _dynamo_graph_count()
+        if self._graphs_before > 0:  # graphs compiled earlier in this process may run again
+            self._activate()
+        return self
+
+    @property
+    def active(self):
+        """Whether Dynamo and Inductor were patched (torch.compile called,
+        or Dynamo imported before recording)."""
+        return self._active
+
+    def check_unseen_graphs(self):
+        """Raises CompileRefused where Dynamo compiled a graph while the
+        capture was entered but never patched (torch._dynamo.optimize
+        without torch.compile): that graph ran unplanned."""
+        if not self._active and _dynamo_graph_count() > self._graphs_before:
+            raise CompileRefused(
+                "a graph was compiled by torch._dynamo without torch.compile (torch._dynamo.optimize?); "
+                "only torch.compile and nn.Module.compile are modelled (Note [Inductor patched on the "
+                "first torch.compile], python/gpusim_torch/inductor_cpu.py)")
+
+    def _activate(self, reset=True):
+        if self._active:
+            return
+        self._active = True
         import torch._dynamo
         import torch._dynamo.config as dcfg
         import torch._functorch.config as fcfg
@@ -397,19 +467,6 @@ class Capture:
             if isinstance(model_, torch.fx.GraphModule):
                 literal_scalars_as_full(model_)
             return orig_compile_fx(model_, inputs_, inner_compile=inner, config_patches=config_patches, **kw)
-
-        orig_compile = torch.compile
-
-        def compile_(*a, **k):
-            backend = k.get("backend", a[1] if len(a) > 1 else "inductor")
-            name = backend if isinstance(backend, str) else getattr(backend, "__name__", "")
-            if name in ("cudagraphs", "cudagraphs_inner"):
-                raise CompileRefused(
-                    "torch.compile(backend=\"cudagraphs\") is not modelled: CUDA graphs keep a private memory "
-                    "pool (torch/_dynamo/backends/cudagraphs.py, cudagraph_trees.py), which gpusim does not size. "
-                    "Record with the default backend (Inductor's plan) or backend=\"aot_eager\" (AOTAutograd's "
-                    "graphs run eagerly, recorded op by op)")
-            return orig_compile(*a, **k)
 
         def joint(gm, skip_invoke_subgraph=False, input_device=None):
             retarget(gm, cap.notes)
@@ -447,11 +504,9 @@ class Capture:
             return types.SimpleNamespace(call=plan, runner=None,
                                          __file__="<gpusim: Inductor wrapper of graph %s>" % plan.name)
 
-        self._stack = contextlib.ExitStack()
         self._stack.enter_context(_composite_ops_decompose_on_meta())
         self._stack.enter_context(_patched({
             (cfx, "compile_fx"): compile_fx,
-            (torch, "compile"): compile_,
             (cfx, "_recursive_joint_graph_passes"): joint,
             (jg.UniformValueConstantFolder, "_deduce_value"): deduce,
             (igraph.GraphLowering, "_compile_to_module_lines"): to_module,
@@ -465,14 +520,24 @@ class Capture:
             # backward (the plan is the same; compile time moves).
             (fcfg, "force_non_lazy_backward_lowering"): True,
         }))
-        torch._dynamo.reset()
-        return self
+        if reset:
+            torch._dynamo.reset()
 
     def __exit__(self, *exc):
-        import torch._dynamo
-        torch._dynamo.reset()
+        if self._active:
+            import torch._dynamo
+            torch._dynamo.reset()
         self._stack.close()
         return False
+
+
+def _dynamo_graph_count():
+    """Graphs Dynamo has compiled in this process (0 before it is imported):
+    torch._dynamo.utils.counters["stats"]["unique_graphs"]."""
+    utils = sys.modules.get("torch._dynamo.utils")
+    if utils is None:
+        return 0
+    return utils.counters["stats"]["unique_graphs"]
 
 
 def find_refusal(exc):

@@ -300,9 +300,9 @@ def _call_user(what, fn, *args):
 def _compile_refusal(exc):
     """The message of a torch.compile setting refused, or of a compiled
     graph not modelled, inside `exc` (Dynamo wraps backend errors), or None."""
-    if "torch._inductor" not in sys.modules:
+    inductor_cpu = sys.modules.get("gpusim_torch.inductor_cpu")  # imported by any capture
+    if inductor_cpu is None:
         return None
-    from gpusim_torch import inductor_cpu
     found = inductor_cpu.find_refusal(exc)
     if found is None:
         return None
@@ -393,7 +393,8 @@ def _default_step(loss_fn, autocast_ctx):
 def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None, loss_fn=None,
                 step=None, steps=3, autocast=None, device_type="cuda", mode="auto",
                 frames=True, bounds=None, name=None, extra_meta=(), world_size=None, rank=0,
-                device=None, sdpa_backend=None, cuda_torch_version=None, warmup_history=True):
+                device=None, sdpa_backend=None, cuda_torch_version=None, warmup_history=True,
+                progress=None):
     """Records the last of `steps` training steps and writes it to `out`
     (a gpusim native trace). Either `setup(device) -> dict(model=, batch=,
     optimizer=, loss_fn= | step=)`, or those objects directly (built on the
@@ -408,7 +409,9 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
     `cuda_torch_version`: the torch version of the CUDA build whose dispatch
     rules apply (default: the recording torch's); `warmup_history`: keep
     setup's and the warm-up steps' allocations and frees for the allocator
-    (Note [The warm-up history], recorder.py).
+    (Note [The warm-up history], recorder.py); `progress`: called with a
+    line after setup() and after each step (the CLI prints it on a
+    terminal: a long recording says where it is).
     Returns the Recording."""
     if device_type not in DEVICE_TYPES:
         raise RecordError("--device-type: expected one of %s, got '%s'" % (", ".join(DEVICE_TYPES), device_type))
@@ -496,6 +499,8 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
                     if spec.get(key) is not None and not callable(spec[key]):
                         raise RecordError("setup(device)%s returned %s=%s (expected a callable)" % (
                             where, key, type(spec[key]).__name__))
+                if progress is not None:
+                    progress("setup(device) done")
                 model = spec.get("model")
                 batch = spec.get("batch")
                 optimizer = spec.get("optimizer")
@@ -538,11 +543,18 @@ def record_step(setup=None, out=None, *, model=None, batch=None, optimizer=None,
                         # step's returns, as a loop variable does.
                         result = _call_user("step %d of %d" % (i + 1, steps), step, model, batch, optimizer)
                         prev = result
+                        if progress is not None:
+                            progress("step %d of %d run%s" % (i + 1, steps, " (recorded)" if i == steps - 1 else ""))
                         if i == steps - 1:
                             rec.classify(roles_of(model, optimizer, batch))
                             rec.end_window()
                         rec.set_phase("forward")
                     del prev, result
+                if capture is not None:
+                    try:
+                        capture.check_unseen_graphs()
+                    except Exception as e:
+                        raise RecordError("torch.compile: %s" % e) from None
             finally:
                 if gc_was:
                     gc.enable()

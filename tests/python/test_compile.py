@@ -373,5 +373,62 @@ class RefusalTest(unittest.TestCase):
         self.assertIn("torch.compile is recorded in meta mode only", str(e.exception))
 
 
+# Each case runs in a fresh interpreter: whether Inductor is patched depends
+# on what this process compiled before (Note [Inductor patched on the first
+# torch.compile], inductor_cpu.py).
+_LAZY_PRELUDE = """
+import sys
+sys.path[:0] = [%r, %r]
+import torch
+from test_compile import MLP, alloc_names, record, sum_step
+""" % (os.path.join(ROOT, "python"), HERE)
+
+
+def run_fresh(body):
+    r = subprocess.run([sys.executable, "-W", "ignore", "-c", _LAZY_PRELUDE + body],
+                       capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        raise AssertionError(r.stderr[-3000:])
+    return r.stdout.strip().splitlines()[-1]
+
+
+class LazyInductorTest(unittest.TestCase):
+    def test_an_eager_step_does_not_import_inductor(self):
+        out = run_fresh("""
+def setup(device):
+    model = MLP(device)
+    return sum_step(model, model, device)
+rec, data = record(setup)
+print(len(rec.compiled), "torch._inductor.compile_fx" in sys.modules)
+""")
+        self.assertEqual(out, "0 False")
+
+    def test_compiled_before_recording_began_is_planned(self):
+        out = run_fresh("""
+fwd = torch.compile(lambda m, x: m(x))   # compiled here, run only inside the recording
+def setup(device):
+    model = MLP(device)
+    return sum_step(model, lambda x: fwd(model, x), device)
+rec, data = record(setup)
+print(",".join(sorted(p.name for p in rec.compiled)))
+""")
+        self.assertEqual(out, "0_backward,0_forward")
+
+    def test_dynamo_without_torch_compile_is_refused(self):
+        out = run_fresh("""
+from gpusim_torch.recorder import RecordError
+def setup(device):
+    model = MLP(device)
+    import torch._dynamo
+    return sum_step(model, torch._dynamo.optimize("aot_eager")(model), device)
+try:
+    record(setup)
+    print("recorded")
+except RecordError as e:
+    print(str(e).replace("\\n", " "))
+""")
+        self.assertIn("without torch.compile", out)
+
+
 if __name__ == "__main__":
     unittest.main()
