@@ -91,6 +91,16 @@ TEST(PyTorchDeviceMemory, BadFactsAndGridsAreRefusedByName) {
                        "1,1,0,0,1,0: index_put facts out of range"),
             std::string::npos)
       << r.out;
+  // An elementwise op's one fact is its loop (Note [ATen elementwise loops]).
+  std::string loop = kStep;
+  loop.replace(loop.find("compute ln:sum kind=reduce phase=backward uses=1,2 op=sum dims=768,8192,0,1,2,1,4,4,4"), 85,
+               "compute ln:add kind=elementwise phase=backward uses=1,2 op=add dims=4");
+  r = Gpusim("replay " + Write("pt_bad3.gpusim", loop));
+  EXPECT_EQ(r.code, 1) << r.out;
+  EXPECT_NE(r.out.find("event 7 (compute ln:add, op=add): dims=4: an elementwise op's facts are its "
+                       "TensorIterator loop, one of 0 (vectorised), 1 (unrolled with casts), 2 (legacy strided) or 3"),
+            std::string::npos)
+      << r.out;
   const std::string good = Write("pt_step3.gpusim", kStep);
   r = Gpusim("advise " + good + " --vary batch.per_device=1,2");
   EXPECT_EQ(r.code, 1) << r.out;

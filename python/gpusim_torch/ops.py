@@ -467,6 +467,88 @@ def addmm_lt_facts(args, kwargs, outs):
     return [int(ok), int(old)]
 
 
+# Note [ATen elementwise loops]
+# An ATen pointwise op on CUDA runs TensorIterator's gpu_kernel
+# (aten/src/ATen/native/cuda/CUDALoops.cuh gpu_kernel_impl, PyTorch 2.x),
+# which picks one of three loops, as the copies do (Note [ATen copy
+# kernels], sim/device/impl/tiled.h):
+#   0 vectorised: iter.is_contiguous() and no operand needs a cast to the
+#     functor's types (needs_dynamic_casting false): launch_vectorized_kernel;
+#   1 unrolled: contiguous, with a cast (bf16 + fp32 under autocast):
+#     launch_unrolled_kernel with LoadWithCast / StoreWithCast;
+#   2 legacy: an operand is not contiguous in the iterator's order (a
+#     broadcast operand has stride 0; operands whose strides differ):
+#     launch_legacy_kernel, elementwise_kernel<128, 2 or 4> with an
+#     OffsetCalculator per element;
+#   3 legacy with casts.
+# The H200 Kineto traces show them on one model (vit_b16_gpu, bytes of
+# the launching op's Input Dims over kernel time): add_ bf16 contiguous
+# vectorized_elementwise_kernel 4.27 TB/s; add fp32 + bf16
+# unrolled_elementwise_kernel 2.47 TB/s; add_ of a [2304] bias broadcast
+# over [197, 64, 2304] elementwise_kernel<128, 4> 1.38 TB/s; and the
+# slow loops run at one rate in elements, whatever the dtypes (Note
+# [Elementwise loop rates], tools/collect/kineto_classes.py). The recorder
+# decides the loop from the meta tensors: "contiguous" as every tensor
+# operand having the output's shape and strides with the output
+# non-overlapping and dense (TensorIterator reorders dimensions, so two
+# operands transposed alike still count); "a cast" as the non-bool tensor
+# operands not sharing one dtype (a comparison's bool output, where's and
+# masked_fill's bool mask are the functor's own types). Python scalars are
+# kernel arguments, not operands (gpu_kernel_with_scalars). Ops with kernels
+# of their own (dropout, the distributions, arange's indexed loop) are not
+# TensorIterator's gpu_kernel and carry no loop.
+_OWN_KERNELS = {"native_dropout", "bernoulli_", "bernoulli", "normal_", "uniform_", "random_", "exponential_",
+                "geometric_", "log_normal_", "cauchy_", "arange", "linspace", "logspace", "range",
+                "randperm", "multinomial", "index", "_unsafe_index", "masked_select", "nonzero",
+                "embedding", "tril", "triu", "repeat_interleave"}
+
+
+def torch_broadcast_shapes(*shapes):
+    """torch.broadcast_shapes (the recorder's torch, loaded by now)."""
+    import torch
+    return torch.broadcast_shapes(*shapes)
+
+
+def _dense(shape, strides):
+    """Non-overlapping and dense: some order of the dimensions (size 1 aside)
+    lays the elements out contiguously (c10 TensorImpl
+    compute_non_overlapping_and_dense)."""
+    expect = 1
+    for st, sz in sorted((int(st), int(sz)) for sz, st in zip(shape, strides) if sz != 1):
+        if st != expect:
+            return False
+        expect *= sz
+    return True
+
+
+def elementwise_loop(name, in_tensors, out_tensors):
+    """TensorIterator's loop for a pointwise op (Note [ATen elementwise
+    loops]): 0 vectorised, 1 unrolled with casts, 2 legacy strided, 3 legacy
+    with casts; None where the op is not one or the tensors say nothing."""
+    if name in _OWN_KERNELS or not out_tensors:
+        return None
+    out = out_tensors[0]
+    try:
+        shape, strides = tuple(out.shape), tuple(out.stride())
+        if _numel(shape) <= 1:
+            return 0
+        # A pointwise op's inputs broadcast to its output; one whose do not
+        # (select_backward, slice_backward: zeros and a copy into a view)
+        # is no TensorIterator op of its own.
+        if in_tensors and tuple(torch_broadcast_shapes(*[tuple(t.shape) for t in in_tensors])) != shape:
+            return None
+        dense = _dense(shape, strides)
+        operands = list(out_tensors) + [t for t in in_tensors if t is not out]
+        contiguous = dense and all(tuple(t.shape) == shape and tuple(t.stride()) == strides for t in operands)
+    except (RuntimeError, NotImplementedError, AttributeError, TypeError):
+        return None
+    dtypes = {t.dtype for t in operands if str(t.dtype) != "torch.bool"}
+    cast = len(dtypes) > 1
+    if not contiguous:
+        return 3 if cast else 2
+    return 1 if cast else 0
+
+
 def device_facts(name, args, kwargs, outs):
     """(op, dims) for the compute event of an op whose kernel library adds
     device memory (Note [Op facts for the device model]), else None."""

@@ -385,6 +385,12 @@ class Recorder(TorchDispatchMode):
         self._order_compute(ev)
         self._take_host_work(ev)
         facts = self._device_facts(name, args, kwargs, outs, zero_filled)
+        if facts is None and kind == "elementwise":
+            # Note [ATen elementwise loops] (ops.py): the slow loops only; a
+            # vectorised op is timed as before, with no facts.
+            loop = ops.elementwise_loop(name, ins, outs)
+            if loop:
+                facts = (name, [loop])
         if facts is not None:
             ev["op"], ev["dims"] = facts
         self._emit(ev)

@@ -1,6 +1,7 @@
 """Writes a recorded step as a gpusim native trace (traces/FORMAT.md).
 
-Version 1.7 when a convolution's facts carry its memory format (ops.py
+Version 1.8 when an elementwise op carries its TensorIterator loop (ops.py
+elementwise_loop), else 1.7 when a convolution's facts carry its memory format (ops.py
 conv_facts), else 1.6 when compute events carry host work (`host=`), else
 version 1.5 when it carries a warm-up history (`warmup` lines: Note [The
 warm-up history] in recorder.py), else version 1.3 when it is a distributed step (meta world_size, kind=broadcast;
@@ -81,7 +82,8 @@ def render_trace(rec, frames=True):
     warmup = getattr(rec, "warmup", None)
     host = any("host" in e for e in rec.events)
     conv_layout = any(_conv_layout(e) for e in rec.events)
-    add(b"gpusim-trace 1.7" if conv_layout else b"gpusim-trace 1.6" if host else b"gpusim-trace 1.5" if warmup else b"gpusim-trace 1.3" if distributed else
+    loops = any(e.get("kind") == "elementwise" and e.get("op") for e in rec.events)
+    add(b"gpusim-trace 1.8" if loops else b"gpusim-trace 1.7" if conv_layout else b"gpusim-trace 1.6" if host else b"gpusim-trace 1.5" if warmup else b"gpusim-trace 1.3" if distributed else
         b"gpusim-trace 1.2" if facts else b"gpusim-trace 1.1" if frames else b"gpusim-trace 1")
     add(b"# format: traces/FORMAT.md; recorded by python/gpusim_torch")
     for c in rec.comments:

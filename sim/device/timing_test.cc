@@ -291,6 +291,37 @@ TEST(AtenKernelRules, CopiesByLoop) {
   EXPECT_NEAR(m.Duration(xla, d).seconds(), 3.0 * mib64 / 1e13 + 3e-6, 1e-9);
 }
 
+TEST(AtenKernelRules, ElementwiseOpsByLoop) {
+  DeviceSpec d = HandDevice();
+  d.memory_efficiency = 1.0;  // roofline: 10,000 B/ns
+  d.hbm_bandwidth = kMeasuredHbmPeak;  // the rates as measured
+  const TiledKernelModel m;
+  const int64_t mib64 = int64_t{1} << 26;  // bf16 output: 2^25 elements
+  // Note [ATen elementwise loops]: no facts, the vectorised loop (roofline).
+  TraceEvent add = Streaming(OpKind::kElementwise, "blocks.0:add", 2 * mib64, mib64);
+  const double roofline = 3.0 * mib64 / (kMeasuredHbmPeak * d.memory_efficiency);
+  EXPECT_NEAR(m.Duration(add, d).seconds(), roofline + 3e-6, 1e-9);
+  add.op = "add";
+  for (int loop = 1; loop <= 3; ++loop) {
+    add.dims = {loop};
+    EXPECT_NEAR(m.Duration(add, d).seconds(),
+                std::max(roofline, static_cast<double>(mib64 / 2) / kElementwiseLoopRates[loop]) + 3e-6, 1e-9)
+        << loop;
+  }
+  // At half the bandwidth, half the element rate.
+  DeviceSpec slow = d;
+  slow.hbm_bandwidth = kMeasuredHbmPeak / 2;
+  add.dims = {3};
+  EXPECT_NEAR(AtenElementwiseSeconds(add, slow), 2 * static_cast<double>(mib64 / 2) / kElementwiseLoopRates[3], 1e-12);
+  add.dims = {0};
+  EXPECT_NEAR(m.Duration(add, d).seconds(), roofline + 3e-6, 1e-9);
+  // Not elementwise: the fact means nothing to the elementwise rule.
+  TraceEvent copy = add;
+  copy.kind = OpKind::kCopy;
+  copy.dims = {2};
+  EXPECT_EQ(AtenElementwiseSeconds(copy, d), 0);
+}
+
 TEST(AtenKernelRules, ReductionsAtTheirMeasuredRates) {
   DeviceSpec d = HandDevice();
   d.hbm_bandwidth = kMeasuredHbmPeak;  // the rates as measured

@@ -23,7 +23,7 @@ namespace gpusim {
 constexpr int kTraceFormatMajor = 1;
 // 1.1: `frame` lines, `stack=` keys; 1.2: `meta` lines, `op=`, `dims=`;
 // 1.3: `kind=broadcast`, a distributed step's meta keys; 1.4: `nodes=`.
-constexpr int kTraceFormatMinor = 7;
+constexpr int kTraceFormatMinor = 8;
 
 // Parses a trace from `in`. `source_name` prefixes error messages
 // ("t.trace:7: ..."). Syntax only: semantic checks (double frees, undeclared

@@ -447,7 +447,7 @@ TEST(TraceIo, ParseErrorsNameFileLineAndToken) {
       {h + "compute a =3\n", "t.trace:2: compute: unknown key ''"},
       {"gpusim-trace 1.9\ncompute a flop=3\n",
        "t.trace:2: compute: unknown key 'flop' (did you mean 'flops'?) (the file "
-       "is version 1.9; this reader knows 1.7)"},
+       "is version 1.9; this reader knows 1.8)"},
       {h + "compute a flops=1 flops=2\n", "t.trace:2: compute: duplicate key 'flops'"},
       {h + "compute a flops=-1\n",
        "t.trace:2: compute: expected a non-negative number of flops, got '-1'"},

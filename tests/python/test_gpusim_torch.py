@@ -321,6 +321,35 @@ class OpFactsTest(unittest.TestCase):
         meta = dict(rec.meta)
         self.assertEqual((meta["cudnn_benchmark"], meta["warmup_steps"]), ("1", "0"))
 
+    def test_elementwise_loop_facts(self):
+        # Note [ATen elementwise loops] (ops.py): the slow loops carry their
+        # number, a vectorised op no facts.
+        a = torch.empty(64, 197, 768, device="meta", dtype=torch.bfloat16)
+        f = torch.empty(64, 197, 768, device="meta")
+        bias = torch.empty(768, device="meta", dtype=torch.bfloat16)
+        at = torch.empty(197, 64, 768, device="meta", dtype=torch.bfloat16).transpose(0, 1)
+
+        def step(m, b, o):
+            a + a        # contiguous, one dtype: vectorised
+            f + a        # fp32 + bf16: unrolled with casts
+            a + bias     # broadcast: legacy
+            a + at       # strides unlike the output's: legacy
+            f + bias     # broadcast and a cast: legacy with casts
+            at * at      # both transposed alike: contiguous to the iterator
+            a * 2.0      # a Python scalar is an argument, not an operand
+            a > 0        # a bool output is the functor's own type
+            torch.ops.aten.select_backward(a[:, 0], [64, 197, 768], 1, 0)  # zeros and a copy: no loop
+        rec = record(step, batch=[a, f, bias, at], steps=1)
+        got = [(e.get("op"), e.get("dims")) for e in window(rec) if e["type"] == "compute"]
+        self.assertEqual(got, [(None, None), ("add", [1]), ("add", [2]), ("add", [2]), ("add", [3]),
+                               (None, None), (None, None), (None, None), (None, None)])
+        with tempfile.TemporaryDirectory() as d:
+            path = os.path.join(d, "t.gpusim")
+            gpusim_torch.record_step(lambda dev: dict(model=None, batch=[a, f], optimizer=None,
+                                                      step=lambda m, b, o: f + a), path, steps=1, mode="meta")
+            with open(path, "rb") as fh:
+                self.assertTrue(fh.readline().startswith(b"gpusim-trace 1.8"))
+
     def test_reduction_and_matmul_facts(self):
         x = torch.empty(64, 32, device="meta")
         w = torch.empty(32, 16, device="meta")

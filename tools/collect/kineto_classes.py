@@ -7,6 +7,7 @@
     kineto_classes.py compare --zoo validation/h200_2026-12-04/zoo.json \\
         --traces DIR [--gpusim build/gpusim] [--cases a,b] [--json OUT] [--markdown]
     kineto_classes.py gemm validation/h200_kernels.json [--gpusim ...] [--device ...]
+    kineto_classes.py loop-rates [--kineto DIR] [--cases a,b]   # Note [Elementwise loop rates]
     kineto_classes.py check tests/data/kernel_classes_h200 [--gpusim build/gpusim]   # the ctest
     kineto_classes.py report --before B.json --after A.json --gemm-before GB.json --gemm-after GA.json
         # a change's before / after tables, from two `compare --json` and `gemm --json` outputs
@@ -571,6 +572,65 @@ def gemm(args):
             json.dump(out, f, indent=1)
 
 
+# Note [Elementwise loop rates]: the element rates of TensorIterator's slow
+# loops (Note [ATen elementwise loops], python/gpusim_torch/ops.py) in the
+# Kineto traces of the *_gpu cases: every kernel a pointwise aten op
+# (ELEMENTWISE_RATE_OPS) launched, classed by the kernel's name --
+# unrolled_elementwise_kernel 1 (contiguous, with casts),
+# elementwise_kernel<128, N> 2 (legacy, its operands of one dtype) or 3
+# (legacy, with casts; bool operands aside) -- its elements the largest
+# operand's (Input Dims), summed over summed kernel time. Their offset
+# arithmetic per element, not the bytes, bounds them: the legacy loop runs a
+# [4, 2048, 2048] x [4, 2048, 1] fp32 mul and a broadcast bf16 bias add_ at
+# about the same elements per second (2.5 and 1.4 TB/s).
+ELEMENTWISE_RATE_OPS = {"add", "add_", "mul", "mul_", "sub", "sub_", "div", "div_", "where", "masked_fill",
+                        "masked_fill_", "neg", "pow", "rsqrt", "exp", "tanh", "sigmoid", "gelu",
+                        "gelu_backward", "silu", "silu_backward", "threshold_backward", "clamp_min",
+                        "clamp_min_", "tanh_backward", "sigmoid_backward", "fill_"}
+
+
+def elementwise_loop_rates(kdir, cases):
+    """{loop: (elements, seconds)} over `cases`' Kineto traces."""
+    size = {"float": 4, "c10::BFloat16": 2, "c10::Half": 2, "long int": 8, "bool": 1, "int": 4, "double": 8}
+    out = {1: [0, 0.0], 2: [0, 0.0], 3: [0, 0.0]}
+    for case in cases:
+        with gzip.open(os.path.join(kdir, case + ".pt.trace.json.gz"), "rt") as f:
+            evs = json.load(f).get("traceEvents", [])
+        cpu = {(e.get("args") or {}).get("External id"): e for e in evs if e.get("cat") == "cpu_op"}
+        for e in evs:
+            if e.get("cat") != "kernel" or e.get("ph") != "X":
+                continue
+            op = cpu.get((e.get("args") or {}).get("External id"))
+            if op is None or op.get("name", "").replace("aten::", "") not in ELEMENTWISE_RATE_OPS:
+                continue
+            name = e.get("name", "")
+            a = op.get("args") or {}
+            types = [t for d, t in zip(a.get("Input Dims", []), a.get("Input type", [])) if d and t in size]
+            numel = 0
+            for d in a.get("Input Dims", []):
+                n = 1
+                for x in d or []:
+                    n *= x
+                numel = max(numel, n if d else 0)
+            if "unrolled_elementwise_kernel" in name:
+                loop = 1
+            elif re.search(r"\belementwise_kernel<128, ?\d", name):
+                loop = 3 if len({t for t in types if t != "bool"}) > 1 else 2
+            else:
+                continue
+            out[loop][0] += numel
+            out[loop][1] += float(e.get("dur", 0)) * 1e-6
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def loop_rates(args):
+    cases = [c for c in args.cases.split(",") if c]
+    for case in cases + ["all"]:
+        r = elementwise_loop_rates(args.kineto, cases if case == "all" else [case])
+        print(case, " ".join("loop %d: %.0f G elements/s (%.0f us)" % (k, n / t / 1e9 if t else 0, t * 1e6)
+                             for k, (n, t) in sorted(r.items())))
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
@@ -592,6 +652,9 @@ def main():
     a = sub.add_parser("report")
     for k in ("--before", "--after", "--gemm-before", "--gemm-after"):
         a.add_argument(k, required=True)
+    a = sub.add_parser("loop-rates")
+    a.add_argument("--kineto", default=os.path.join(ROOT, "validation", "h200_2026-12-04", "kineto"))
+    a.add_argument("--cases", default="gpt2_gpu,llama_gpu,bert_gpu,vit_b16_gpu,resnet50_gpu")
     a = sub.add_parser("gemm")
     a.add_argument("reference")
     a.add_argument("--gpusim", default=os.path.join(ROOT, "build", "gpusim"))
@@ -609,6 +672,8 @@ def main():
         sys.exit(check(args))
     elif args.cmd == "report":
         report(args)
+    elif args.cmd == "loop-rates":
+        loop_rates(args)
     else:
         gemm(args)
 

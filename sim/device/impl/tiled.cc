@@ -35,6 +35,15 @@ double AtenCopyShare(const TraceEvent& e) {
   return e.bytes_written.value() > e.bytes_read.value() ? kCastCopyShare : 0;
 }
 
+double AtenElementwiseSeconds(const TraceEvent& e, const DeviceSpec& d) {
+  if (e.kind != OpKind::kElementwise || e.op.empty() || e.dims.size() != 1 || d.hbm_bandwidth <= 0) return 0;
+  const int64_t loop = e.dims[0];
+  const int64_t size = DTypeSize(e.dtype);
+  if (loop < 1 || loop > 3 || size <= 0) return 0;
+  const double elements = static_cast<double>(e.bytes_written.value() / size);
+  return elements / (kElementwiseLoopRates[loop] * d.hbm_bandwidth / kMeasuredHbmPeak);
+}
+
 double AtenReduceRate(const TraceEvent& e) {
   if (e.kind != OpKind::kReduce) return 0;
   const std::string_view op = EventOpNameView(e);
@@ -71,6 +80,9 @@ SimTime TiledKernelModel::Duration(const TraceEvent& e, const DeviceSpec& d) con
   if (!shaped) {
     // Note [ATen copy kernels], Note [ATen reduction kernels]: a measured
     // share of the HBM peak, the slower of it and the roofline.
+    if (const double loop_s = AtenElementwiseSeconds(e, d); loop_s > 0) {
+      return std::max(roofline_.Duration(e, d), SimTime::FromSeconds(loop_s) + d.launch_overhead);
+    }
     double share = AtenCopyShare(e);
     if (share == 0) share = AtenReduceRate(e) / kMeasuredHbmPeak;
     if (share > 0 && d.hbm_bandwidth > 0) {

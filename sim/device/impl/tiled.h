@@ -84,6 +84,20 @@ constexpr double kStridedCopyShare = 1.36e12 / kMeasuredHbmPeak;
 // The share of HBM bandwidth `e` streams at, when it is an ATen copy on a
 // slow loop; 0 otherwise.
 double AtenCopyShare(const TraceEvent& e);
+// Note [ATen elementwise loops] (python/gpusim_torch/ops.py): a pointwise
+// op runs one of TensorIterator's loops (aten/src/ATen/native/cuda/
+// CUDALoops.cuh gpu_kernel_impl), and the recorder writes the slow one it
+// takes as its one fact (trace format 1.8): 1 unrolled with casts, 2 legacy
+// (OffsetCalculator per element), 3 legacy with casts. Their per-element
+// work, not their bytes, bounds them, so each runs at a measured rate in
+// elements (the output's): Note [Elementwise loop rates]
+// (tools/collect/kineto_classes.py loop-rates over the five H200 *_gpu
+// Kineto traces: 257, 315 and 190 G elements/s; per case 244-266,
+// 312-382 and 190-193), scaled to another device by its HBM bandwidth as
+// the copies' rates are. 0: no rule (the roofline).
+inline constexpr double kElementwiseLoopRates[] = {0, 257e9, 315e9, 190e9};
+// The seconds `e` takes on its loop at device `d`'s scale, or 0.
+double AtenElementwiseSeconds(const TraceEvent& e, const DeviceSpec& d);
 
 // Note [ATen reduction kernels]
 // ATen's norms, softmaxes and reductions do not stream at the copy rate:

@@ -609,6 +609,13 @@ absl::Status EagerDevicePass::LowerOp(size_t i, const TraceEvent& e) {
   if (index_put || e.op == "embedding_dense_backward") return LowerIndexSort(i, e, index_put);
   if (const std::optional<SdpaOp> sdpa = SdpaOpOf(e.op)) return LowerSdpa(i, e, *sdpa);
   if (e.op == "convolution" || e.op == "_convolution" || e.op == "convolution_backward") return LowerConv(i, e);
+  if (e.kind == OpKind::kElementwise && !e.dims.empty() &&
+      (e.dims.size() != 1 || e.dims[0] < 0 || e.dims[0] > 3)) {
+    // Note [ATen elementwise loops] (sim/device/impl/tiled.h): one fact.
+    return AtEvent(i, e, absl::InvalidArgumentError(
+                             "an elementwise op's facts are its TensorIterator loop, one of 0 (vectorised), "
+                             "1 (unrolled with casts), 2 (legacy strided) or 3 (legacy with casts)"));
+  }
   Emit(e);
   return absl::OkStatus();
 }
