@@ -248,8 +248,8 @@ void AppendMaxTextMoe(const StepReport& r, std::string& o) {
   absl::StrAppendFormat(&o, "  %-7s  %-26s  %-26s  %.4f s\n", label, FormatBytes(r.peak), FormatBytes(r.peak),
                         r.sim.step_time.seconds());
   absl::StrAppendFormat(&o, "  every rank (%d = FSDP %d x TP %d) runs the same SPMD program on its own batch rows: "
-                        "one row stands for all; \"fits\" is the same under both: %s\n",
-                        ranks, s.parallelism.fsdp, s.parallelism.tensor, r.fits ? "fits" : "does not fit");
+                        "one row stands for all, and the verdict (first line) holds for both routings\n",
+                        ranks, s.parallelism.fsdp, s.parallelism.tensor);
 }
 
 // Per-layer times: the mean and the middle layer.
