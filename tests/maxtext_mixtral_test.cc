@@ -143,7 +143,8 @@ TEST(MaxTextMixtral, OtherMoePathsRefusedByName) {
   e = Error("device: h100-sxm-80gb\nmaxtext: {num_experts: 8, megablox: false, sparse_matmul: false}\n");
   EXPECT_NE(e.find("maxtext.num_experts: 8 with decoder_block 'llama2'"), std::string::npos) << e;
   // Dense models: the MoE keys written are listed as without effect.
-  auto dense = Parse("device: h100-sxm-80gb\nmaxtext: {model_name: llama2-7b, megablox: false}\n");
+  auto dense =
+      Parse("device: h100-sxm-80gb\nmaxtext: {model_name: llama2-7b, attention: cudnn_flash_te, megablox: false}\n");
   ASSERT_TRUE(dense.ok()) << dense.status();
   EXPECT_EQ(dense->model.experts, 1);
   EXPECT_NE(std::find(dense->maxtext.no_effect.begin(), dense->maxtext.no_effect.end(), "megablox"),
@@ -152,7 +153,8 @@ TEST(MaxTextMixtral, OtherMoePathsRefusedByName) {
 
 TEST(MaxTextMixtral, EagerLlamaRefusesExperts) {
   auto s = LoadRunSpec(GPUSIM_SOURCE_DIR "/configs/llama7b.yaml",
-                       {"framework=pytorch", "model.experts=8", "model.experts_per_token=2"});
+                       {"framework=pytorch", "model.param_scan_axis=0", "loop.mode=unrolled", "model.experts=8",
+                        "model.experts_per_token=2"});
   ASSERT_FALSE(s.ok());
   EXPECT_NE(std::string(s.status().message()).find("model.experts"), std::string::npos) << s.status();
 }
