@@ -424,8 +424,9 @@ void Lowerer::ReadModel() {
 }
 
 // Note [MaxText MoE paths]: which MoeBlock path a config runs
-// (MaxText/layers/linears.py at 4bf3beaa; the path conditions and what
-// runs on GPU are read in ../shared/research notes for issue 33):
+// (MaxText/layers/linears.py at 4bf3beaa: MoeBlock.__call__ :898 picks
+// sparse_matmul, its gmm :442 megablox, dense_matmul :732 the capacity
+// branch):
 //  - sparse_matmul true, megablox true (base.yml's defaults): `gmm` calls
 //    kernels/megablox/gmm.py, a Pallas TPU kernel (pltpu.
 //    PrefetchScalarGridSpec, pltpu.VMEM; gmm.py:28,561,573): refused;
