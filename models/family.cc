@@ -73,7 +73,7 @@ std::vector<ModelFamily>* MakeFamilies() {
                 "Llama decoder (RMSNorm, RoPE, GQA, SwiGLU) as MaxText layers/llama2.py builds it; FSDP; tensor and "
                 "sequence parallelism (jax: MaxText logical-axis rules, pytorch: Megatron-LM); scanned or unrolled "
                 "layers; MaxText remat policies",
-                Join({llama, {"xla.dynamic_slice_fusion"}}),
+                Join({llama, {"xla.dynamic_slice_fusion", "model.experts", "model.experts_per_token"}}),
                 llama_eager,
                 {},
                 BuildLlama,

@@ -28,6 +28,8 @@ LlamaBuilder::LlamaBuilder(const RunSpec& s, const RematPlan& plan)
   M_ = m_.mlp_dim;
   V_ = m_.vocab;
   L_ = m_.n_layers;
+  E_ = m_.experts;
+  Ek_ = m_.experts_per_token;
   N_ = s.parallelism.fsdp;
   cdt_ = m_.compute_dtype;
   wdt_ = m_.weight_dtype;
@@ -157,6 +159,12 @@ absl::Status CheckLlamaParallelism(const RunSpec& s) {
   // MaxText's rules also shard the residual stream's embed axis.
   const bool jax = LoweringSemanticsOf(s).tensor_parallel == TensorParallelRules::kMaxTextLogicalAxes;
   const bool sp = s.parallelism.sequence_parallel;
+  if (m.experts > 1 && t > 1) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        at("parallelism.tensor"), "parallelism.tensor: ", t, " with model.experts ", m.experts,
+        ": tensor parallelism of mixture-of-experts layers is not modelled (Note [MaxText MoE dense matmul], "
+        "models/llama_moe.cc); shard by parallelism.fsdp"));
+  }
   if (t < 1 || m.n_heads % t != 0 || m.n_kv_heads % t != 0 || m.mlp_dim % t != 0 || m.vocab % t != 0 ||
       (jax && m.d_model % t != 0) || (sp && s.batch.seq_len % t != 0)) {
     return absl::InvalidArgumentError(absl::StrCat(
@@ -170,7 +178,10 @@ absl::Status CheckLlamaParallelism(const RunSpec& s) {
 
 int64_t LlamaLayerParamCount(const ModelSpec& m) {
   const int64_t q = m.n_heads * m.head_dim, kv = m.n_kv_heads * m.head_dim;
-  return m.d_model * q * 2 + m.d_model * kv * 2 + 3 * m.d_model * m.mlp_dim + 2 * m.d_model;
+  // Note [MaxText MoE dense matmul]: E experts' wi_0, wi_1, wo and the gate.
+  const int64_t mlp = m.experts > 1 ? 3 * m.experts * m.d_model * m.mlp_dim + m.d_model * m.experts
+                                    : 3 * m.d_model * m.mlp_dim;
+  return m.d_model * q * 2 + m.d_model * kv * 2 + mlp + 2 * m.d_model;
 }
 
 int64_t LlamaParamCount(const ModelSpec& m) {

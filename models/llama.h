@@ -23,7 +23,9 @@ namespace gpusim {
 
 // Parameters of the whole (unsharded) model.
 int64_t LlamaParamCount(const ModelSpec& m);
-// Parameters of one decoder layer: 2·D·H·Dh + 2·D·K·Dh + 3·D·M + 2·D.
+// Parameters of one decoder layer: 2·D·H·Dh + 2·D·K·Dh + 3·D·M + 2·D;
+// with E = model.experts > 1 the MLP is 3·E·D·M + D·E (the experts and the
+// router's gate).
 int64_t LlamaLayerParamCount(const ModelSpec& m);
 
 // The settings the split by parallelism.tensor needs: sequence parallelism

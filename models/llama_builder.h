@@ -152,7 +152,8 @@ class LlamaBuilder {
 
   // --- decoder layer ---------------------------------------------------------
 
-  static const std::vector<std::string>& LayerWeights();
+  // The layer's weights, in gather order (the MoE MLP's with experts > 1).
+  std::vector<std::string> LayerWeights() const;
 
   std::map<std::string, TensorId> GatherLayer(int l, const char* why);
 
@@ -171,6 +172,14 @@ class LlamaBuilder {
                              const std::map<std::string, TensorId>& weights, TensorId dy);
 
   void MaterialiseResidualSlices(int l, std::map<std::string, TensorId>& v);
+
+  // --- mixture-of-experts MLP (Note [MaxText MoE dense matmul], llama_moe.cc)
+
+  // Appends the MoE MLP's values, from the norm output `h2` to moe_out.
+  void AppendMoeMlp(std::vector<LayerValue>& n, const std::string& h2) const;
+  TensorId MoeMlpBackward(int l, std::map<std::string, TensorId>& v, TensorId dy);
+  TensorId BatchedMatmul(const std::string& name, std::vector<TensorId> ins, std::vector<int64_t> shape, int64_t m,
+                         int64_t n, int64_t k, int64_t batch);
 
   TensorId Grad(const std::string& name, std::vector<int64_t> shape, DType dt = DType::kBF16);
 
@@ -212,6 +221,7 @@ class LlamaBuilder {
   const RematPlan& plan_;                       // the remat decision for graph_
   ProgramBuilder b_;
   int64_t B_, S_, T_, D_, H_, K_, Dh_, M_, V_, L_, N_;
+  int64_t E_ = 1, Ek_ = 1;  // experts per MoE MLP (1: dense) and the router's top-k
   // Tensor parallelism (Note [Llama tensor parallelism]): the group size, the
   // per-rank query heads, KV heads, MLP width and vocabulary.
   int64_t t_ = 1, Ht_ = 0, Kt_ = 0, Mt_ = 0, Vt_ = 0;

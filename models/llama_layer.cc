@@ -93,10 +93,9 @@ TensorId LlamaBuilder::NormStatistic(const std::string& name, std::vector<Tensor
                       "RMSNorm statistic all-reduced over the tensor-parallel group");
 }
 
-const std::vector<std::string>& LlamaBuilder::LayerWeights() {
-  static const std::vector<std::string> kWeights = {"attn_norm", "wq", "wk", "wv", "wo",
-                                                    "mlp_norm", "wi_0", "wi_1", "wo_mlp"};
-  return kWeights;
+std::vector<std::string> LlamaBuilder::LayerWeights() const {
+  if (E_ > 1) return {"attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "gate", "wi_0", "wi_1", "wo_mlp"};
+  return {"attn_norm", "wq", "wk", "wv", "wo", "mlp_norm", "wi_0", "wi_1", "wo_mlp"};
 }
 
 std::map<std::string, TensorId> LlamaBuilder::GatherLayer(int l, const char* why) {
@@ -197,6 +196,12 @@ LayerGraph LlamaBuilder::MakeLayerGraph() const {
   n.push_back({"x1", rs, cdt_, OpKind::kElementwise, {"x", "out_proj"}, R, ""});
   norm("h2", "x1", "W:mlp_norm");
   const std::string h2 = column_input("h2");
+  if (E_ > 1) {
+    // Note [MaxText MoE dense matmul] (llama_moe.cc); t_ == 1.
+    AppendMoeMlp(n, h2);
+    n.push_back({"y", rs, cdt_, OpKind::kElementwise, {"x1", "moe_out"}, R, "decoder_layer_input"});
+    return g;
+  }
   dot("mlpwi_0", {B_, S_, Mt_}, h2, "W:wi_0", D_, Mt_, "mlpwi_0", "h2");
   dot("mlpwi_1", {B_, S_, Mt_}, h2, "W:wi_1", D_, Mt_, "mlpwi_1", "h2");
   n.push_back({"act", {B_, S_, Mt_}, cdt_, OpKind::kElementwise, {"mlpwi_0", "mlpwi_1"}, 5 * T * M, "", false, false,
@@ -307,15 +312,20 @@ TensorId LlamaBuilder::LayerBackwardOps(int l, TensorId x, std::map<std::string,
   // reduce-scatter; identity after an all-reduce), the column-parallel
   // dW the norm output gathered again, and their input gradients are
   // partial sums reduced over the group (Note [Llama tensor parallelism]).
-  TensorId dy_full = GatherResidual(pre + "d_mlpwo.all_gather", dy);
-  TensorId d_act = DenseBackward(l, "wo_mlp", v.at("act"), dy_full, v.at("W:wo_mlp"), Mt_, D_, {B_, S_, Mt_});
-  TensorId d_wi = Elementwise(pre + "d_swiglu", {d_act, v.at("mlpwi_0"), v.at("mlpwi_1")}, {B_, S_, 2, Mt_},
-                              8.0 * T_ * Mt_, cdt_);
-  TensorId h2 = GatherResidual(pre + "d_mlpwi.regather", v.at("h2"));
-  TensorId d_h2a = DenseBackward(l, "wi_0", h2, d_wi, v.at("W:wi_0"), D_, Mt_, {B_, S_, D_});
-  TensorId d_h2b = DenseBackward(l, "wi_1", h2, d_wi, v.at("W:wi_1"), D_, Mt_, {B_, S_, D_});
-  TensorId d_h2 = Elementwise(pre + "d_h2", {d_h2a, d_h2b}, {B_, S_, D_}, 1.0 * T_ * D_, cdt_);
-  d_h2 = ReducePartial(pre + "d_h2.reduce", d_h2);
+  TensorId d_h2;
+  if (E_ > 1) {
+    d_h2 = MoeMlpBackward(l, v, dy);  // Note [MaxText MoE dense matmul]
+  } else {
+    TensorId dy_full = GatherResidual(pre + "d_mlpwo.all_gather", dy);
+    TensorId d_act = DenseBackward(l, "wo_mlp", v.at("act"), dy_full, v.at("W:wo_mlp"), Mt_, D_, {B_, S_, Mt_});
+    TensorId d_wi = Elementwise(pre + "d_swiglu", {d_act, v.at("mlpwi_0"), v.at("mlpwi_1")}, {B_, S_, 2, Mt_},
+                                8.0 * T_ * Mt_, cdt_);
+    TensorId h2 = GatherResidual(pre + "d_mlpwi.regather", v.at("h2"));
+    TensorId d_h2a = DenseBackward(l, "wi_0", h2, d_wi, v.at("W:wi_0"), D_, Mt_, {B_, S_, D_});
+    TensorId d_h2b = DenseBackward(l, "wi_1", h2, d_wi, v.at("W:wi_1"), D_, Mt_, {B_, S_, D_});
+    d_h2 = Elementwise(pre + "d_h2", {d_h2a, d_h2b}, {B_, S_, D_}, 1.0 * T_ * D_, cdt_);
+    d_h2 = ReducePartial(pre + "d_h2.reduce", d_h2);
+  }
   TensorId d_x1n = NormBackward(l, "mlp_norm", v.at("x1"), d_h2, v.at("W:mlp_norm"));
   TensorId d_x1 = Elementwise(pre + "d_x1", {dy, d_x1n}, rs, r, cdt_);
   // Attention: x1 = x + wo(attn(q, k, v))

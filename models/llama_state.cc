@@ -67,9 +67,18 @@ void LlamaBuilder::DeclareState() {
   AddParam("wv", {D_, kv}, 0, true, 1);
   AddParam("wo", {q, D_}, 1, true, 0);
   AddParam("mlp_norm", {D_}, 0, true, norm_tp);
-  AddParam("wi_0", {D_, M_}, 0, true, 1);
-  AddParam("wi_1", {D_, M_}, 0, true, 1);
-  AddParam("wo_mlp", {M_, D_}, 1, true, 0);
+  if (E_ > 1) {
+    // Note [MaxText MoE dense matmul] (llama_moe.cc): the gate [D,E] and
+    // the experts' [E,D,M] / [E,M,D], embed over FSDP, mlp over tensor.
+    AddParam("gate", {D_, E_}, 0, true, -1);
+    AddParam("wi_0", {E_, D_, M_}, 1, true, 2);
+    AddParam("wi_1", {E_, D_, M_}, 1, true, 2);
+    AddParam("wo_mlp", {E_, M_, D_}, 2, true, 1);
+  } else {
+    AddParam("wi_0", {D_, M_}, 0, true, 1);
+    AddParam("wi_1", {D_, M_}, 0, true, 1);
+    AddParam("wo_mlp", {M_, D_}, 1, true, 0);
+  }
   AddParam("final_norm", {D_}, 0, false, norm_tp);
   if (!m_.tied_embeddings) AddParam("logits_dense", {D_, V_}, 0, false, 1);
   if (s_.optimizer.kind == "adamw") {

@@ -86,6 +86,8 @@ const std::map<std::string, std::string>& DefaultOnlyReasons() {
       {"activations_in_float32", "fp32 activations before the nonlinearity"},
       {"logits_dot_in_fp32", "an fp32 logits matmul"},
       {"matmul_precision", "a non-default matmul precision"},
+      {"routed_score_func", "a score function on MoeBlock's gate logits (layers/linears.py:884-895 score_func)"},
+      {"routed_bias", "a bias on MoeBlock's gate (layers/linears.py:884-895 use_bias)"},
   };
   return *kReasons;
 }
@@ -170,6 +172,7 @@ class Lowerer {
   absl::Status Collect();
   void CheckDefaultOnly();
   void ReadModel();
+  void ReadMoe(const std::string& block);
   void ReadStep();
   void ReadRemat();
   void ComputeFlops();
@@ -197,6 +200,7 @@ class Lowerer {
   // For the formula (MaxText's derived config keys).
   int64_t emb_ = 0, heads_ = 0, kv_heads_ = 0, mlp_ = 0, layers_ = 0, head_dim_ = 0, vocab_ = 0, seq_ = 0;
   int64_t activations_ = 0;
+  int64_t experts_ = 1, experts_per_token_ = 1;  // num_experts, num_experts_per_tok
   double per_device_batch_ = 0;
 };
 
@@ -335,10 +339,7 @@ void Lowerer::ReadModel() {
     Fail("decoder_block", absl::StrCat("'", block, "' is not modelled (the llama family is MaxText's llama2 decoder "
                                        "block; mistral's dense layer is the same: layers/mistral.py)"));
   }
-  if (Int("num_experts", 1) > 1) {
-    Fail("num_experts", absl::StrCat(values_.at("num_experts").text,
-                                     ": mixture-of-experts layers (MoeBlock, e.g. mixtral) are not modelled"));
-  }
+  ReadMoe(block);
   // pyconfig.get_individual_scales: a power of 2, doubling heads and MLP,
   // embedding, layers in turn.
   const int64_t scale = Int("global_parameter_scale", 1);
@@ -415,7 +416,81 @@ void Lowerer::ReadModel() {
   Put(&model_, "attention", family_attention, "attention");
   Put(&model_, "param_scan_axis", absl::StrCat(axis), "param_scan_axis");
   Put(&model_, "scan_layers", scan ? "true" : "false", "scan_layers");
+  if (experts_ > 1) {
+    Put(&model_, "experts", absl::StrCat(experts_), "num_experts");
+    Put(&model_, "experts_per_token", absl::StrCat(experts_per_token_), "num_experts_per_tok");
+  }
   Put(&loop_, "mode", scan ? "rolled" : "unrolled", "scan_layers");
+}
+
+// Note [MaxText MoE paths]: which MoeBlock path a config runs
+// (MaxText/layers/linears.py at 4bf3beaa: MoeBlock.__call__ :898 picks
+// sparse_matmul, its gmm :442 megablox, dense_matmul :732 the capacity
+// branch):
+//  - sparse_matmul true, megablox true (base.yml's defaults): `gmm` calls
+//    kernels/megablox/gmm.py, a Pallas TPU kernel (pltpu.
+//    PrefetchScalarGridSpec, pltpu.VMEM; gmm.py:28,561,573): refused;
+//  - sparse_matmul true, megablox false: jax.lax.ragged_dot (:456), whose
+//    GPU lowering in JAX <= 0.6 (lax.py _ragged_dot_impl, v0.5.2
+//    :5399-5427) is a dense masked expansion, E x the dropless FLOPs with an
+//    [E, M, K] masked operand per GEMM, and capacity_factor is ignored:
+//    refused (not modelled);
+//  - sparse_matmul false, capacity_factor > 0: dense_matmul's capacity
+//    branch (:732-830), dispatch / combine masks [B,S,E,C] and the
+//    load-balance loss: refused (not modelled);
+//  - sparse_matmul false, capacity_factor <= 0 (configs/models/gpu/
+//    mixtral_8x1b.yml, mixtral_8x2b.yml): dense_matmul's no-capacity
+//    branch, modelled (Note [MaxText MoE dense matmul], models/
+//    llama_moe.cc) as model.experts / model.experts_per_token.
+// The MoeBlock is built by the mistral decoder block only (layers/
+// mistral.py:139); llama2's ignores num_experts (layers/llama2.py).
+// With num_experts 1 no MoeBlock exists: the MoE keys, written, are listed
+// as having no effect.
+void Lowerer::ReadMoe(const std::string& block) {
+  // (load_balance_loss_weight is a no-effect key of the table.)
+  static const char* const kMoeKeys[] = {"num_experts_per_tok", "megablox", "sparse_matmul", "capacity_factor",
+                                         "routed_bias", "routed_score_func"};
+  experts_ = Int("num_experts", 1);
+  if (!status_.ok()) return;
+  if (experts_ == 1) {
+    for (const char* key : kMoeKeys) {
+      if (values_.at(key).source == Value::kWritten) spec_.no_effect.push_back(key);
+    }
+    return;
+  }
+  const std::string gpu_settings =
+      "MaxText's GPU configs (configs/models/gpu/mixtral_8x1b.yml) set megablox: false and sparse_matmul: false, "
+      "MoeBlock.dense_matmul without capacity (every token through all experts), which gpusim models";
+  if (block != "mistral") {
+    Fail("num_experts", absl::StrCat(experts_, " with decoder_block '", block, "': MaxText's ", block,
+                                     " layer has no MoeBlock (only layers/mistral.py builds one); mixture of "
+                                     "experts is modelled with decoder_block mistral (model_name mixtral-8x7b)"));
+    return;
+  }
+  experts_per_token_ = Int("num_experts_per_tok", 1);
+  if (status_.ok() && experts_per_token_ > experts_) {
+    Fail("num_experts_per_tok", absl::StrCat("expected at most num_experts (", experts_, "), got ",
+                                             experts_per_token_));
+  }
+  const bool sparse = Bool("sparse_matmul"), megablox = Bool("megablox");
+  const double capacity = Number("capacity_factor");
+  if (!status_.ok()) return;
+  if (sparse && megablox) {
+    Fail("megablox", absl::StrCat("true with sparse_matmul true runs MoeBlock.sparse_matmul's megablox gmm "
+                                  "(MaxText/kernels/megablox/gmm.py), a Pallas TPU kernel that does not run on GPU; ",
+                                  gpu_settings));
+  } else if (sparse) {
+    Fail("sparse_matmul", absl::StrCat("true with megablox false runs jax.lax.ragged_dot (layers/linears.py:456), "
+                                       "which JAX <= 0.6 lowers on GPU as a dense masked expansion (E x the GEMM "
+                                       "FLOPs, an [E, tokens x k, K] masked operand): not modelled; ",
+                                       gpu_settings));
+  } else if (capacity > 0) {
+    Fail("capacity_factor", absl::StrCat(values_.at("capacity_factor").text,
+                                         " runs dense_matmul's capacity branch (layers/linears.py:732-830: "
+                                         "dispatch and combine masks [B,S,E,C], the load-balance loss): not "
+                                         "modelled; gpusim models capacity_factor <= 0 (base.yml's -1.0), every "
+                                         "token through all experts"));
+  }
 }
 
 void Lowerer::ReadStep() {
@@ -444,6 +519,12 @@ void Lowerer::ReadStep() {
   const int64_t ici_tensor = Int("ici_tensor_parallelism", 1);
   const int64_t ici_tensor_sequence = Int("ici_tensor_sequence_parallelism", 1);
   if (!status_.ok()) return;
+  if (experts_ > 1 && std::max(ici_tensor, ici_tensor_sequence) > 1) {
+    const char* key = ici_tensor > 1 ? "ici_tensor_parallelism" : "ici_tensor_sequence_parallelism";
+    Fail(key, absl::StrCat("'", values_.at(key).text, "' with num_experts ", experts_,
+                           ": tensor parallelism of MoeBlock is not modelled; shard by ici_fsdp_parallelism"));
+    return;
+  }
   if (ici_tensor > 1 && ici_tensor_sequence > 1) {
     Fail("ici_tensor_sequence_parallelism",
          absl::StrCat("'", ici_tensor_sequence, "' beside ici_tensor_parallelism '", ici_tensor,
@@ -532,11 +613,18 @@ void Lowerer::ReadRemat() {
 // calculation does not account for causality"); projection 2·B·S·D·H·Dh;
 // embedding 2·B·S·D·V; learnable = (layers × (FFN + QKV + projection) +
 // embedding) × 3, attention × layers × 3; both × gradient_accumulation_steps.
+// With num_experts > 1 (not deepseek, :186-194): FFN is the gate
+// 2·B·S·D·E plus k times the dense FFN ("calculation based on dropless
+// implementation"), whatever path runs (Note [MaxText MoE dense matmul]:
+// the no-capacity path computes E/k times that).
 void Lowerer::ComputeFlops() {
   const double b = per_device_batch_, s = static_cast<double>(seq_), d = static_cast<double>(emb_);
   const double h = static_cast<double>(heads_), k = static_cast<double>(kv_heads_), dh = static_cast<double>(head_dim_);
   const double m = static_cast<double>(mlp_), v = static_cast<double>(vocab_), l = static_cast<double>(layers_);
-  const double ffn = 2 * b * s * m * d * static_cast<double>(activations_) + 2 * b * s * m * d;
+  double ffn = 2 * b * s * m * d * static_cast<double>(activations_) + 2 * b * s * m * d;
+  if (experts_ > 1) {
+    ffn = 2 * b * s * d * static_cast<double>(experts_) + ffn * static_cast<double>(experts_per_token_);
+  }
   const double qkv = 2 * b * s * d * (h + 2 * k) * dh;
   const double attention = 4 * b * s * s * h * dh;
   const double projection = 2 * b * s * d * h * dh;
@@ -545,6 +633,8 @@ void Lowerer::ComputeFlops() {
   spec_.attention_tflops = attention * l * 3 / 1e12;
   spec_.tflops_per_device_step = spec_.learnable_weight_tflops + spec_.attention_tflops;
   spec_.tokens_per_device_step = s * b;
+  spec_.experts = experts_;
+  spec_.experts_per_token = experts_per_token_;
 }
 
 absl::StatusOr<MaxTextLowering> Lowerer::Run() {

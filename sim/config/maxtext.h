@@ -45,7 +45,8 @@ std::vector<std::string> MaxTextKeys();
 
 // MaxText's own TFLOP count for one train step on one device
 // (calculate_tflops_training_per_device at kMaxTextCommit, dense decoder
-// blocks): the "TFLOP/s/device" of MaxText's log is total / step seconds.
+// blocks and its MoE branch for num_experts > 1): the "TFLOP/s/device" of
+// MaxText's log is total / step seconds.
 struct MaxTextTflops {
   double learnable_weight = 0;  // (FFN + QKV + projection) x layers + embedding, x 3
   double attention = 0;         // 4 B S^2 H Dh x layers x 3 (causality not discounted)

@@ -91,7 +91,7 @@ std::vector<SchemaField> ModelFields() {
           L("head_dim"),      L("mlp_dim"),         L("vocab"),
           L("tied_embeddings"), L("weight_dtype"),  L("compute_dtype"),
           L("logits_dtype"),  L("attention"),       L("param_scan_axis"),
-          L("scan_layers")};
+          L("scan_layers"),   L("experts"),         L("experts_per_token")};
 }
 
 SchemaField F(std::string key, Schema schema) {

@@ -1,6 +1,8 @@
 // The settings table; see settings.h.
 #include "sim/config/settings.h"
 
+#include <utility>
+
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 
@@ -16,14 +18,9 @@ const RunSpec& Defaults() {
   return *kDefaults;
 }
 
-}  // namespace
-
-const std::vector<SettingInfo>& RunSettings() {
-  static const std::vector<SettingInfo>* const kSettings = new std::vector<SettingInfo>{
-      {"framework", "jax (XLA static) | pytorch (eager)",
-       [](const RunSpec& s) { return s.framework; },
-       [](const RunSpec&) { return std::string("jax"); },
-       [](const RunSpec& f, RunSpec& t) { t.framework = f.framework; }},
+// The model.* settings (ModelSpec), in the order RunSettings lists them.
+std::vector<SettingInfo> ModelSettings() {
+  return {
       {"model.d_model", "hidden size",
        [](const RunSpec& s) { return I(s.model.d_model); },
        [](const RunSpec&) { return I(Defaults().model.d_model); },
@@ -80,6 +77,28 @@ const std::vector<SettingInfo>& RunSettings() {
        [](const RunSpec& s) { return B(s.model.scan_layers); },
        [](const RunSpec&) { return B(Defaults().model.scan_layers); },
        nullptr},
+      {"model.experts", "experts of each MoE MLP (1: a dense MLP)",
+       [](const RunSpec& s) { return I(s.model.experts); },
+       [](const RunSpec&) { return I(Defaults().model.experts); },
+       nullptr},
+      {"model.experts_per_token", "experts each token is routed to (top-k)",
+       [](const RunSpec& s) { return I(s.model.experts_per_token); },
+       [](const RunSpec&) { return I(Defaults().model.experts_per_token); },
+       nullptr},
+  };
+}
+
+}  // namespace
+
+const std::vector<SettingInfo>& RunSettings() {
+  static const std::vector<SettingInfo>* const kSettings = [] {
+    std::vector<SettingInfo> framework = {
+      {"framework", "jax (XLA static) | pytorch (eager)",
+       [](const RunSpec& s) { return s.framework; },
+       [](const RunSpec&) { return std::string("jax"); },
+       [](const RunSpec& f, RunSpec& t) { t.framework = f.framework; }},
+    };
+    std::vector<SettingInfo> rest = {
       {"optimizer.kind", "adamw | sgd",
        [](const RunSpec& s) { return s.optimizer.kind; },
        [](const RunSpec&) { return Defaults().optimizer.kind; },
@@ -163,7 +182,12 @@ const std::vector<SettingInfo>& RunSettings() {
        [](const RunSpec& s) { return s.allocator.impl; },
        [](const RunSpec&) { return Defaults().allocator.impl; },
        [](const RunSpec& f, RunSpec& t) { t.allocator.impl = f.allocator.impl; }},
-  };
+    };
+    auto* all = new std::vector<SettingInfo>(std::move(framework));
+    for (SettingInfo& m : ModelSettings()) all->push_back(std::move(m));
+    for (SettingInfo& r : rest) all->push_back(std::move(r));
+    return all;
+  }();
   return *kSettings;
 }
 

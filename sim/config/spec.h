@@ -138,6 +138,10 @@ struct ModelSpec {
   std::string attention = "flash";    // attention: flash | explicit
   int param_scan_axis = 0;            // param_scan_axis: layer axis of stacked params
   bool scan_layers = true;            // scan_layers
+  // Mixture of experts (llama family under jax: Note [MaxText MoE dense
+  // matmul], models/llama_moe.cc). experts 1: a dense SwiGLU MLP.
+  int64_t experts = 1;                // experts: MoE layers of this many experts
+  int64_t experts_per_token = 1;      // experts_per_token: the router's top-k
 };
 
 struct OptimizerSpec {
@@ -384,6 +388,10 @@ struct MaxTextSpec {
   double tokens_per_device_step = 0;
   // Keys written that do not affect the device step (accepted, listed).
   std::vector<std::string> no_effect;
+  // num_experts and num_experts_per_tok (1: a dense MLP); the report's
+  // routing figures (Note [MaxText MoE routing figures], sim/report/render.cc).
+  int64_t experts = 1;
+  int64_t experts_per_token = 1;
 };
 
 struct RunSpec {

@@ -832,6 +832,12 @@ absl::StatusOr<ModelSpec> ParseModelNode(const ConfigNode& node,
   r.Enum("attention", &m.attention, {"flash", "explicit"});
   r.Int("param_scan_axis", &m.param_scan_axis, kOptional, 0);
   r.Bool("scan_layers", &m.scan_layers);
+  r.Int("experts", &m.experts, kOptional, 1);
+  r.Int("experts_per_token", &m.experts_per_token, kOptional, 1);
+  if (status.ok() && m.experts_per_token > m.experts) {
+    r.Fail(*r.Get("experts_per_token"), "experts_per_token",
+           absl::StrCat("expected at most experts (", m.experts, "), got ", m.experts_per_token));
+  }
   RETURN_IF_ERROR(status);
   return m;
 }

@@ -80,6 +80,9 @@ void AppendHeader(const StepReport& r, std::string& o) {
       absl::StrAppend(&layers, " (", s.remat.method, " ", s.remat.num_layers, ")");
     }
     absl::StrAppend(&layers, ", attention ", s.model.attention);
+    if (s.model.experts > 1) {
+      absl::StrAppend(&layers, ", MoE MLP: ", s.model.experts, " experts, top-", s.model.experts_per_token);
+    }
     absl::StrAppendFormat(&o, "  %s\n", layers);
   }
 }
@@ -219,6 +222,36 @@ void AppendStepTime(const StepReport& r, std::string& o) {
                         FormatBytes(r.sim.allocator.peak_allocated), FormatBytes(r.sim.allocator.peak_reserved));
 }
 
+// Note [MaxText MoE routing figures]: a Megatron-LM MoE step is reported
+// for balanced routing and for its bound (Note [MoE routing cases],
+// models/gpt_moe.cc), because there the tokens an expert receives size its
+// buffers. MaxText's MoeBlock.dense_matmul without capacity (Note [MaxText
+// MoE dense matmul], models/llama_moe.cc) runs every token through every
+// expert: the router's top-k only decides values in the [B,S,E] weights, no
+// shape. So one program is both cases, and the two columns are the same
+// simulation, shown side by side with the reason. Every rank of the mesh
+// (FSDP x TP) runs that SPMD program on its own batch rows: one row stands
+// for all of them.
+void AppendMaxTextMoe(const StepReport& r, std::string& o) {
+  const RunSpec& s = r.spec;
+  const int64_t ranks = s.parallelism.fsdp * s.parallelism.tensor;
+  absl::StrAppendFormat(&o,
+                        "\nMixture of experts: %d experts, top-%d, MaxText %s MoeBlock.dense_matmul without capacity "
+                        "(layers/linears.py:831-862): every token through all %d experts, %.1fx the dropless FFN "
+                        "FLOPs MaxText's formula counts\n",
+                        s.maxtext.experts, s.maxtext.experts_per_token, s.maxtext.commit, s.maxtext.experts,
+                        static_cast<double>(s.maxtext.experts) / static_cast<double>(s.maxtext.experts_per_token));
+  o += "  routing: balanced = bound: every buffer shape is static (top-k routing only changes values in the "
+       "[B,S,E] router weights), so no routing changes a rank's memory or time\n";
+  o += "  ranks    balanced peak               bound peak                  step (balanced = bound)\n";
+  const std::string label = ranks > 1 ? absl::StrCat("0-", ranks - 1) : "0";
+  absl::StrAppendFormat(&o, "  %-7s  %-26s  %-26s  %.4f s\n", label, FormatBytes(r.peak), FormatBytes(r.peak),
+                        r.sim.step_time.seconds());
+  absl::StrAppendFormat(&o, "  every rank (%d = FSDP %d x TP %d) runs the same SPMD program on its own batch rows: "
+                        "one row stands for all, and the verdict (first line) holds for both routings\n",
+                        ranks, s.parallelism.fsdp, s.parallelism.tensor);
+}
+
 // Per-layer times: the mean and the middle layer.
 void AppendLayerTimes(const StepReport& r, std::string& o) {
   if (!r.layer_times.empty()) {
@@ -252,6 +285,7 @@ std::string RenderText(const StepReport& r) {
   AppendLiveAtPeak(r, o);
   AppendStepTime(r, o);
   AppendLayerTimes(r, o);
+  if (r.spec.maxtext.present && r.spec.maxtext.experts > 1) AppendMaxTextMoe(r, o);
   return o;
 }
 
@@ -380,6 +414,21 @@ std::string RenderJson(const StepReport& r) {
     w.BeginArray("keys_without_effect");
     for (const std::string& k : s.maxtext.no_effect) w.String({}, k);
     w.EndArray();
+    if (s.maxtext.experts > 1) {
+      // Note [MaxText MoE routing figures].
+      w.BeginObject("moe")
+          .Int("experts", s.maxtext.experts)
+          .Int("experts_per_token", s.maxtext.experts_per_token)
+          .String("path", "dense_matmul without capacity: every token through all experts")
+          .Int("ranks", s.parallelism.fsdp * s.parallelism.tensor)
+          .Bool("ranks_identical", true)
+          .Int("balanced_peak_bytes", r.peak.value())
+          .Int("bound_peak_bytes", r.peak.value())
+          .Double("balanced_step_time_s", r.sim.step_time.seconds())
+          .Double("bound_step_time_s", r.sim.step_time.seconds())
+          .String("why_equal", "every buffer shape is static; routing only changes values");
+      w.EndObject();
+    }
     w.EndObject();
   }
   w.BeginObject("breakdown");

@@ -203,7 +203,7 @@ def trace_io():
 
 def config():
     for src in ["configs/llama7b.yaml", "examples/scan_carry.yaml",
-                "examples/gpt22b_korthikanti.yaml"]:
+                "examples/gpt22b_korthikanti.yaml", "examples/maxtext/mixtral_8x7b_fsdp16.yaml"]:
         with open(os.path.join(ROOT, src)) as f:
             write("config", os.path.basename(src), f.read())
     # A run config with the device and model written inline (no file lookups).
