@@ -293,7 +293,7 @@ Verdict JudgeStep(const StepReport& r) {
   return v;
 }
 
-absl::Status ReplayStep(StepReport& r) {
+absl::Status ReplayStep(StepReport& r, bool keep_memory_log) {
   // The advisor changes device and allocator between replays.
   ASSIGN_OR_RETURN(r.spec, ApplyCapabilities(r.spec));
   const RunSpec& spec = r.spec;
@@ -307,7 +307,11 @@ absl::Status ReplayStep(StepReport& r) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(engine_alloc, r.capacity));
   // (No time_by_op: Note [Kernel time by op on request], sim/engine/engine.h.)
-  ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get(), nullptr, /*time_by_op=*/false));
+  // Note [One memory event log]: the engine's allocator is spec.allocator's
+  // unless it tracks live bytes only (Note [JAX arena]).
+  const bool log = keep_memory_log && sem.runtime_check != RuntimeCheck::kJaxArena;
+  ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get(), nullptr, /*time_by_op=*/false,
+                                   /*critical_path=*/false, log));
   r.sim.oom.capacity = r.capacity;
   if (sem.accounting == Accounting::kLiveBytes) r.peak = r.sim.peak_live;
   r.verdict = JudgeStep(r);
@@ -323,7 +327,7 @@ absl::Status ReplayStep(StepReport& r) {
 
 absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
   ASSIGN_OR_RETURN(StepReport r, PrepareStep(spec));
-  RETURN_IF_ERROR(ReplayStep(r));
+  RETURN_IF_ERROR(ReplayStep(r, /*keep_memory_log=*/true));
   return r;
 }
 
@@ -402,7 +406,8 @@ absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& sp
   }
   r.capacity = spec.device.usable();
   ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, StartedAllocator(r));
-  ASSIGN_OR_RETURN(r.sim, Simulate(l.trace, spec.device, alloc.get(), &r.start));
+  ASSIGN_OR_RETURN(r.sim, Simulate(l.trace, spec.device, alloc.get(), &r.start, /*time_by_op=*/true,
+                                   /*critical_path=*/false, /*keep_memory_log=*/true));
   r.sim.oom.capacity = r.capacity;
   r.peak = r.sim.peak_live;
   TempPeak(l, &r.temp_live_peak, &r.temp_peak_event);

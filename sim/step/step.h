@@ -82,9 +82,10 @@ struct StepReport {
   // (XLA) or at the live peak (eager), largest first.
   std::vector<BufferId> peak_holders;
   // The allocator state the memory replay started from, under the report's
-  // buffer ids (ReportFromTrace with a start state; empty: cold). Whatever
-  // replays r.lowered.trace again (the memory map, the memory snapshot)
-  // starts from it: StartedAllocator.
+  // buffer ids (ReportFromTrace with a start state; empty: cold). What
+  // replays r.lowered.trace again (explain --time's StepCriticalPath)
+  // starts from it: StartedAllocator; the memory map and the memory snapshot
+  // read the engine's log (sim.memory_log) instead.
   AllocatorStartState start;
 };
 
@@ -117,7 +118,10 @@ absl::Status CheckStepInput(const RunSpec& spec);
 // called again after changing r.spec.device or r.spec.allocator.
 // REQUIRES (ReplayStep): r from PrepareStep.
 absl::StatusOr<StepReport> PrepareStep(const RunSpec& spec);
-absl::Status ReplayStep(StepReport& r);
+// `keep_memory_log`: the engine keeps its event log (Note [One memory event
+// log], sim/engine/engine.h) for the charts and the memory snapshot;
+// SimulateStep and ReportFromTrace keep it, a grid point need not.
+absl::Status ReplayStep(StepReport& r, bool keep_memory_log = false);
 
 // A report for a trace that was recorded or written rather than lowered from
 // a model: its buffers come from the alloc/free events, memory is replayed
