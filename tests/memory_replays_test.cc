@@ -83,6 +83,33 @@ TEST(MemoryReplays, SimulatedStepIsReplayedOnceForEveryOutput) {
   EXPECT_TRUE(absl::StrContains(snapshot, "segment_alloc"));
 }
 
+// explain --time: the step's own run walks its critical path; on main
+// StepCriticalPath ran the engine a second time.
+TEST(MemoryReplays, CriticalPathIsTheStepsOwnRun) {
+  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/examples/scan_carry.yaml", {"framework=pytorch"});
+  ASSERT_TRUE(spec.ok()) << spec.status();
+  auto plain = SimulateStep(*spec);
+  ASSERT_TRUE(plain.ok()) << plain.status();
+  int64_t before = MemoryReplays();
+  auto again = StepCriticalPath(*plain);  // a report that did not walk it
+  ASSERT_TRUE(again.ok()) << again.status();
+  EXPECT_EQ(MemoryReplays() - before, 1);
+  before = MemoryReplays();
+  auto r = SimulateStep(*spec, /*critical_path=*/true);
+  ASSERT_TRUE(r.ok()) << r.status();
+  auto path = StepCriticalPath(*r);
+  ASSERT_TRUE(path.ok()) << path.status();
+  EXPECT_EQ(MemoryReplays() - before, 1);
+  ASSERT_FALSE(path->critical_path.empty());
+  ASSERT_EQ(path->critical_path.size(), again->critical_path.size());
+  for (size_t i = 0; i < path->critical_path.size(); ++i) {
+    EXPECT_EQ(path->critical_path[i].event, again->critical_path[i].event) << i;
+    EXPECT_EQ(path->critical_path[i].end, again->critical_path[i].end) << i;
+  }
+  EXPECT_EQ(path->step_time, again->step_time);
+  EXPECT_EQ(path->host_wait, again->host_wait);
+}
+
 TEST(MemoryReplays, RecordedStepIsReplayedOnceForEveryOutput) {
   auto trace = ReadTraceFile(GPUSIM_SOURCE_DIR "/tests/golden/llama7b.trace.gpusim");
   ASSERT_TRUE(trace.ok()) << trace.status();
