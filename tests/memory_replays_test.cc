@@ -110,16 +110,23 @@ TEST(MemoryReplays, CriticalPathIsTheStepsOwnRun) {
   EXPECT_EQ(path->host_wait, again->host_wait);
 }
 
-TEST(MemoryReplays, RecordedStepIsReplayedOnceForEveryOutput) {
+// The golden native trace through pytorch_caching on an H100 whose CUDA
+// total is `cuda_total` (0: the device's own).
+absl::StatusOr<StepReport> RecordedReport(Bytes cuda_total = Bytes(0)) {
   auto trace = ReadTraceFile(GPUSIM_SOURCE_DIR "/tests/golden/llama7b.trace.gpusim");
-  ASSERT_TRUE(trace.ok()) << trace.status();
+  if (!trace.ok()) return trace.status();
   RunSpec spec;
   spec.allocator = AllocatorSpec{"pytorch_caching", {}};
   auto device = LoadDeviceSpec("h100-sxm-80gb");
-  ASSERT_TRUE(device.ok()) << device.status();
+  if (!device.ok()) return device.status();
   spec.device = *device;
+  if (cuda_total > Bytes(0)) spec.device.cuda_total = cuda_total;
+  return ReportFromTrace(*trace, spec, nullptr);
+}
+
+TEST(MemoryReplays, RecordedStepIsReplayedOnceForEveryOutput) {
   const int64_t before = MemoryReplays();
-  auto r = ReportFromTrace(*trace, spec, nullptr);
+  auto r = RecordedReport();
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(MemoryReplays() - before, 1);
   ExpectLogIsTheReplay(*r);
@@ -131,15 +138,7 @@ TEST(MemoryReplays, RecordedStepIsReplayedOnceForEveryOutput) {
 // A step the allocator cannot hold: the log stops at the out of memory, as
 // the allocator does, and the snapshot ends with it.
 TEST(MemoryReplays, LogStopsAtTheOutOfMemory) {
-  auto trace = ReadTraceFile(GPUSIM_SOURCE_DIR "/tests/golden/llama7b.trace.gpusim");
-  ASSERT_TRUE(trace.ok()) << trace.status();
-  RunSpec spec;
-  spec.allocator = AllocatorSpec{"pytorch_caching", {}};
-  auto device = LoadDeviceSpec("h100-sxm-80gb");
-  ASSERT_TRUE(device.ok()) << device.status();
-  spec.device = *device;
-  spec.device.cuda_total = Bytes(int64_t{8} << 30);
-  auto r = ReportFromTrace(*trace, spec, nullptr);
+  auto r = RecordedReport(Bytes(int64_t{8} << 30));
   ASSERT_TRUE(r.ok()) << r.status();
   ASSERT_TRUE(r->sim.oom.happened);
   const MemoryEventLog& log = r->sim.memory_log;
