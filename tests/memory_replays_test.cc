@@ -68,8 +68,14 @@ void ExpectLogIsTheReplay(const StepReport& r) {
   }
 }
 
+// A small eager step whose allocator places blocks.
+absl::StatusOr<RunSpec> EagerSpec() {
+  return LoadRunSpec(GPUSIM_SOURCE_DIR "/examples/scan_carry.yaml",
+                     {"framework=pytorch", "allocator.impl=pytorch_caching"});
+}
+
 TEST(MemoryReplays, SimulatedStepIsReplayedOnceForEveryOutput) {
-  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/examples/scan_carry.yaml", {"framework=pytorch", "allocator.impl=pytorch_caching"});
+  auto spec = EagerSpec();
   ASSERT_TRUE(spec.ok()) << spec.status();
   const int64_t before = MemoryReplays();
   auto r = SimulateStep(*spec);
@@ -86,7 +92,7 @@ TEST(MemoryReplays, SimulatedStepIsReplayedOnceForEveryOutput) {
 // explain --time: the step's own run walks its critical path; on main
 // StepCriticalPath ran the engine a second time.
 TEST(MemoryReplays, CriticalPathIsTheStepsOwnRun) {
-  auto spec = LoadRunSpec(GPUSIM_SOURCE_DIR "/examples/scan_carry.yaml", {"framework=pytorch", "allocator.impl=pytorch_caching"});
+  auto spec = EagerSpec();
   ASSERT_TRUE(spec.ok()) << spec.status();
   auto plain = SimulateStep(*spec);
   ASSERT_TRUE(plain.ok()) << plain.status();
