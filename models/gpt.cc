@@ -316,7 +316,8 @@ TensorId GptBuilder::HeadBackward(int64_t mb) {
 // sequence first (a transient full-sequence copy); else `x` itself.
 TensorId GptBuilder::Gathered(TensorId x, const std::string& name) {
   if (!sp_) return x;
-  TensorId full = b_.AddTensor(name, {S_, B_, H_}, cdt_, Role::kTemporary, "SP: the sequence all-gathered");
+  TensorId full = b_.AddTensor(name, {S_, B_, H_}, cdt_, Role::kTemporary,
+                               Origin{"SP", "the sequence all-gathered"});
   SetGroup(b_.AddOp(name, OpKind::kAllGather, {x}, {full}, 0), t_, MegatronGroup::kTensor);
   return full;
 }

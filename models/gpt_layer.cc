@@ -445,7 +445,7 @@ TensorId GptBuilder::Backward(int l, const std::map<std::string, TensorId>& fwd,
         shape[0] = S_;
         TensorId full = b_.AddTensor(pre + n.name + ".input_regathered", shape, b_.tensor(xin).dtype,
                                      Role::kTemporary,
-                                     "SP: the saved sharded input all-gathered again for dW");
+                                     Origin{"SP", "the saved sharded input all-gathered again for dW"});
         Op& ag = b_.AddOp(pre + n.name + ".regather", OpKind::kAllGather, {xin}, {full}, 0);
         SetGroup(ag, t_, MegatronGroup::kTensor);
         xin = full;

@@ -109,9 +109,10 @@ void GptBuilder::DeclareMegatronParams() {
       if (std::string(st) == "master" && !master) continue;
       shard_states_.push_back(b_.AddArgument(absl::StrCat("opt.", st, ".shard"), {shard}, DType::kF32,
                                              Role::kOptimizerState, true,
-                                             absl::StrCat("distributed optimizer: this rank's 1/", dp_ * cp_, " of ",
-                                                          st, Moe() ? absl::StrCat(" (experts' 1/", g_.moe.edp,
-                                                                                   ")") : "")));
+                                             Origin{"distributed optimizer",
+                                                    absl::StrCat("this rank's 1/", dp_ * cp_, " of ", st,
+                                                                 Moe() ? absl::StrCat(" (experts' 1/", g_.moe.edp, ")")
+                                                                       : "")}));
     }
   }
   if (Fp8()) DeclareFp8State();

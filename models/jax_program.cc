@@ -336,6 +336,7 @@ class JaxProgramBuilder {
         TensorId out = NewValue("hoisted." + op.out, op.out, residuals_.count(op.out) ? Role::kResidual
                                                                                       : Role::kActivation,
                                 absl::StrCat(op.out, ": loop-invariant, computed once before the loop"));
+        b_.tensor(out).origin_kind = op.out;  // each hoisted value a kind of its own, as diff sums it
         Emit("hoisted." + op.out, KindOf(op), ins, {out}, Flops(op));
         hoisted[op.out] = Whole(out);
       }
@@ -523,10 +524,13 @@ class JaxProgramBuilder {
   // Adds a contribution to ct[name]. `make` emits the contribution given the
   // existing partial (or kNoTensor); elementwise contributions fuse with
   // the accumulation (one loop fusion), others are added after.
-  TensorId NewCotangent(const std::string& name, int64_t t, const std::string& what) {
+  // `kind`: Tensor::origin_kind, where `what` is a kind's words and more.
+  TensorId NewCotangent(const std::string& name, int64_t t, const std::string& what, const std::string& kind = "") {
     TensorId ct = NewValue(absl::StrCat("iter", t, ".ct_", name), name, Role::kTemporary,
                            absl::StrCat("cotangent of ", name, " in iteration ", t, " (", what, ")"));
+    if (!kind.empty()) b_.tensor(ct).origin_kind = absl::StrCat("cotangent of ", name, " in iteration ", t, " (", kind, ")");
     if (carries_set().count(name) && CotangentHome(name) != kNoTensor) {
+      b_.tensor(ct).origin_kind.clear();  // the words below are whole
       b_.tensor(ct).aliases = CotangentHome(name);
       b_.tensor(ct).role = Role::kGradient;
       b_.tensor(ct).origin = absl::StrCat("cotangent of carry ", name, " (backward loop state, in the buffer of ",
@@ -569,7 +573,7 @@ class JaxProgramBuilder {
         Emit("ct_" + c + ".seed", OpKind::kElementwise, {}, {one}, 0);
         ct_carry[c] = Whole(one);
       } else if (rolled_ && useful_.count(c)) {
-        TensorId z = NewCotangent(c, T_, "zeros: instantiated carry cotangent");
+        TensorId z = NewCotangent(c, T_, "zeros: instantiated carry cotangent", "zeros");
         Emit("ct_" + c + ".zeros", OpKind::kElementwise, {}, {z}, 0);
         ct_carry[c] = Whole(z);
       }

@@ -292,8 +292,10 @@ int CmdRunMegatron(const RunOptions& o, const RunSpec& spec) {
 }
 
 // One step of a run config for explain and diff: a launch line's peak rank.
-absl::StatusOr<StepReport> SimulateOneStep(const RunSpec& spec, std::string* note) {
-  if (!spec.megatron.present) return SimulateStep(spec);
+// `critical_path`: as for SimulateStep (explain --time); a launch line's
+// rank view walks it again (its step time is the pipeline schedule's).
+absl::StatusOr<StepReport> SimulateOneStep(const RunSpec& spec, std::string* note, bool critical_path = false) {
+  if (!spec.megatron.present) return SimulateStep(spec, critical_path);
   ASSIGN_OR_RETURN(MegatronReport m, SimulateMegatron(spec));
   MegatronRankView view = PeakRankView(m);
   if (note != nullptr) *note = DescribeRankView(view);
@@ -434,7 +436,7 @@ int CmdExplain(const RunOptions& o, int top, bool time) {
   auto spec = LoadSpec(*in, o.sets, o.device);
   if (!spec.ok()) return Fail(spec.status());
   std::string note;
-  auto report = SimulateOneStep(*spec, &note);
+  auto report = SimulateOneStep(*spec, &note, /*critical_path=*/time);
   if (!report.ok()) return Fail(report.status());
   if (time) return PrintExplainTime(*report, top, o.format, note);
   CliOut() << (o.format == "json" ? RenderExplainJson(*report, top) : note + RenderExplain(*report, top));

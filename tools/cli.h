@@ -103,16 +103,24 @@ int CmdReplayInput(const ReplayCli& c, const Input& in);
 // empty: the recorded device, else H100-SXM-80GB). `counters` (may be
 // null) receives the recorded memory counters, `times` (may be null) each
 // event's recorded time (RecordedEventTimes, viz/viz.h).
+// The same from an import and its replay already made (ReplayLoaded with
+// keep_start_state, under `options`).
+absl::StatusOr<StepReport> ReportFromReplayed(const LoadedRecording& loaded, const ReplayResult& replay,
+                                              const std::string& device, const ReplayOptions& options,
+                                              std::optional<std::vector<RecordedMemorySample>>* counters,
+                                              std::vector<SimTime>* times = nullptr, bool critical_path = false);
 absl::StatusOr<StepReport> ReportFromRecording(const Input& in, const std::string& device,
                                                const ReplayOptions& options,
                                                std::optional<std::vector<RecordedMemorySample>>* counters,
-                                               std::vector<SimTime>* times = nullptr);
+                                               std::vector<SimTime>* times = nullptr, bool critical_path = false);
 // A native trace (gpusim-trace) as `gpusim viz` draws it: the start state
 // `gpusim replay` replays it from (ReplayNativeTrace: the bytes live before
 // recording, Trace::preexisting, held by the allocator) through `spec`'s
 // allocator at its usable memory, then the trace through the engine from
 // that state (Note [One start state for every command]).
-absl::StatusOr<StepReport> ReportFromNativeTrace(const Trace& trace, const std::string& path, const RunSpec& spec);
+// `critical_path` (both): as for SimulateStep (sim/step/step.h).
+absl::StatusOr<StepReport> ReportFromNativeTrace(const Trace& trace, const std::string& path, const RunSpec& spec,
+                                                 bool critical_path = false);
 struct CompareCli {
   std::string trace, allocators, device, format = "text";
   std::string cudnn_workspace;  // --cudnn-workspace (a PyTorch recording)

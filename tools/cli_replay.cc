@@ -43,7 +43,7 @@ absl::Status WriteReplayedSnapshot(const Input& in, const std::string& device, c
 absl::StatusOr<StepReport> ReportFromRecording(const Input& in, const std::string& device,
                                                const ReplayOptions& options,
                                                std::optional<std::vector<RecordedMemorySample>>* counters,
-                                               std::vector<SimTime>* times) {
+                                               std::vector<SimTime>* times, bool critical_path) {
   const std::string& path = in.path;
   ASSIGN_OR_RETURN(LoadedRecording loaded, LoadRecording(in));
   if (loaded.native.has_value()) {
@@ -54,6 +54,14 @@ absl::StatusOr<StepReport> ReportFromRecording(const Input& in, const std::strin
   ReplayOptions o = options;
   o.keep_start_state = true;
   ASSIGN_OR_RETURN(ReplayResult replay, ReplayLoaded(loaded, o));
+  return ReportFromReplayed(loaded, replay, device, o, counters, times, critical_path);
+}
+
+absl::StatusOr<StepReport> ReportFromReplayed(const LoadedRecording& loaded, const ReplayResult& replay,
+                                              const std::string& device, const ReplayOptions& o,
+                                              std::optional<std::vector<RecordedMemorySample>>* counters,
+                                              std::vector<SimTime>* times, bool critical_path) {
+  const std::string& path = loaded.path;
   // Note [CUDA graph private pools]: replay.start names the buffers its
   // private pools served; the engine's allocator routes them the same way.
   const RecordedTrace& recorded = loaded.snapshot.has_value() ? loaded.snapshot->trace : loaded.recorded;
@@ -96,17 +104,18 @@ absl::StatusOr<StepReport> ReportFromRecording(const Input& in, const std::strin
   spec.allocator = o.allocator;
   // A snapshot through pytorch_caching starts from its rebuilt window start,
   // under the snapshot's own ids: not carried yet (cold then).
-  return ReportFromTrace(trace, spec, replay.start.has_value() ? &*replay.start : nullptr);
+  return ReportFromTrace(trace, spec, replay.start.has_value() ? &*replay.start : nullptr, critical_path);
 }
 
-absl::StatusOr<StepReport> ReportFromNativeTrace(const Trace& trace, const std::string& path, const RunSpec& spec) {
+absl::StatusOr<StepReport> ReportFromNativeTrace(const Trace& trace, const std::string& path, const RunSpec& spec,
+                                                 bool critical_path) {
   ReplayOptions o;
   o.allocator = spec.allocator;
   o.capacity = spec.device.usable();
   o.capacity_source = spec.device.name;
   o.keep_start_state = true;
   ASSIGN_OR_RETURN(ReplayResult replay, ReplayNativeTrace(trace, path, o));
-  return ReportFromTrace(trace, spec, replay.start.has_value() ? &*replay.start : nullptr);
+  return ReportFromTrace(trace, spec, replay.start.has_value() ? &*replay.start : nullptr, critical_path);
 }
 
 int CmdReplay(const ReplayCli& c) {
@@ -126,9 +135,15 @@ int CmdReplayInput(const ReplayCli& c, const Input& in) {
   absl::Status st = ApplyAllocatorSets(c.sets, &o.allocator);
   if (st.ok()) st = ResolveReplayCapacity(c.device, &o);
   if (!st.ok()) return FailStatus(st);
-  auto r = ReplayForReport(in, c.device, o);
+  // Note [One memory event log]: a recording imported whole is replayed
+  // once for the report and the snapshot.
+  auto r = ReplayForReport(in, c.device, o, /*keep_loaded=*/!c.snapshot.empty());
   if (!r.ok()) return FailStatus(r.status());
-  if (!c.snapshot.empty()) {
+  if (!c.snapshot.empty() && r->loaded.has_value()) {
+    auto report = ReportFromReplayed(*r->loaded, r->replay, c.device, o, nullptr);
+    st = report.ok() ? WriteMemorySnapshot(*report, c.snapshot) : report.status();
+    if (!st.ok()) return FailStatus(st);
+  } else if (!c.snapshot.empty()) {
     st = WriteReplayedSnapshot(in, c.device, o, c.snapshot);
     if (!st.ok()) return FailStatus(st);
   }
@@ -235,7 +250,7 @@ int CmdExplainTraceTime(const Input& in, int top, const std::string& format, con
     ReplayOptions o;
     o.allocator = allocator;
     if (absl::Status st = ResolveReplayCapacity(device, &o); !st.ok()) return FailStatus(st);
-    report = ReportFromRecording(in, device, o, nullptr);
+    report = ReportFromRecording(in, device, o, nullptr, nullptr, /*critical_path=*/true);
   } else {
     auto trace = LoadTraceForExplain(in);
     if (!trace.ok()) return FailStatus(trace.status());
@@ -245,7 +260,7 @@ int CmdExplainTraceTime(const Input& in, int top, const std::string& format, con
     EagerDeviceMemory added;
     absl::StatusOr<RunSpec> spec = PrepareRecordedStep(*trace, in.path, *d, allocator, device_options, &added);
     if (!spec.ok()) return FailStatus(spec.status());
-    report = ReportFromNativeTrace(*trace, in.path, *spec);
+    report = ReportFromNativeTrace(*trace, in.path, *spec, /*critical_path=*/true);
   }
   if (!report.ok()) return FailStatus(report.status());
   return PrintExplainTime(*report, top, format, "");

@@ -102,7 +102,7 @@ absl::StatusOr<ReplayOptions> CapacityLessNccl(const ReplayOptions& o, const Eag
 }
 
 absl::StatusOr<ReplayReport> ReplayForReport(const Input& in, const std::string& device,
-                                             const ReplayOptions& options) {
+                                             const ReplayOptions& options, bool keep_loaded) {
   ReplayReport report;
   const EagerDeviceOptions device_options{options.cudnn_workspace, options.sdpa_backend};
   RETURN_IF_ERROR(CheckDeviceOptionsApply(in, device_options));
@@ -120,9 +120,12 @@ absl::StatusOr<ReplayReport> ReplayForReport(const Input& in, const std::string&
     RETURN_IF_ERROR(AddDeviceMemory(loaded, *d, &added, device_options));
     ASSIGN_OR_RETURN(o, CapacityLessNccl(o, added));
   }
-  if (loaded.native.has_value()) o.keep_start_state = true;
+  if (loaded.native.has_value() || keep_loaded) o.keep_start_state = true;
   ASSIGN_OR_RETURN(report.replay, ReplayLoaded(loaded, o));
-  if (report.replay.format != "gpusim-trace") return report;
+  if (report.replay.format != "gpusim-trace") {
+    if (keep_loaded) report.loaded = std::move(loaded);
+    return report;
+  }
   // A native trace (a step recorded by python/gpusim_torch): its timed events
   // through the engine on the device, and the largest buffers at the peak.
   // The engine's allocator starts where the memory replay's did (the

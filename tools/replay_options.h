@@ -62,11 +62,18 @@ absl::StatusOr<ReplayOptions> CapacityLessNccl(const ReplayOptions& o, const Eag
 // AddDeviceMemory on ReplayDevice(device), ReplayLoaded) and, for a native
 // trace, its timed step through the engine on the device with the device's
 // additions. REQUIRES: IsTraceKind(in.kind).
+// `keep_loaded`: a recording imported whole (a snapshot, a memory
+// timeline, a Kineto trace with --check-addresses) is kept with its start
+// state (ReplayResult::start), so that `replay --snapshot` draws the engine
+// run from this replay instead of importing and replaying it again
+// (ReportFromReplayed, tools/cli.h).
 struct ReplayReport {
   ReplayResult replay;
   std::optional<NativeStepReport> step;
+  std::optional<LoadedRecording> loaded;  // when kept
 };
-absl::StatusOr<ReplayReport> ReplayForReport(const Input& in, const std::string& device, const ReplayOptions& o);
+absl::StatusOr<ReplayReport> ReplayForReport(const Input& in, const std::string& device, const ReplayOptions& o,
+                                             bool keep_loaded = false);
 // `gpusim replay TRACE --format json`'s document.
 std::string ReplayReportJson(const ReplayReport& r);
 

@@ -95,14 +95,15 @@ std::vector<int64_t> FirstFitPlacement(const StepReport& r, int64_t* height) {
 }
 
 // Eager steps whose allocator places blocks (pytorch_caching, bfc, ...):
-// the trace is replayed through a fresh instance of the configured
-// allocator and each buffer drawn at the address it got. The address ranges
-// the allocator obtained from the device (its segment log, plus every block)
-// are merged and stacked without the gaps between them, so the drawing's
-// height is the device memory the allocator held at some point (≥ its peak
-// reserved) and cached free space shows as empty area. `*base` bytes are
-// left free below for memory live before the trace began. Returns false
-// when the strategy places nothing (ideal) or runs out of memory.
+// each buffer is drawn at the address the engine's allocator gave it (Note
+// [One memory event log], sim/engine/engine.h: the engine's log, not a
+// replay of the trace again). The address ranges the allocator obtained from
+// the device (its segment actions, plus every block) are merged and stacked
+// without the gaps between them, so the drawing's height is the device
+// memory the allocator held at some point (≥ its peak reserved) and cached
+// free space shows as empty area. `*base` bytes are left free below for
+// memory live before the trace began. Returns false when the strategy
+// places nothing (ideal), ran out of memory, or the engine kept no log.
 // A CUDA graph private pool's drawn band: [lo, hi) of the stacked ranges.
 struct PoolBand {
   int64_t lo = 0, hi = 0;
@@ -110,34 +111,24 @@ struct PoolBand {
 
 bool AllocatorPlacement(const StepReport& r, int64_t base, std::vector<int64_t>* off, int64_t* height,
                         std::string* how, std::map<int32_t, PoolBand>* pools) {
-  // From the replay's start state (Note [One start state for every
-  // command], sim/alloc/start_state.cc): its segments are device memory too.
-  auto made = MakeStartedAllocator(r.spec.allocator, r.capacity.value() > 0 ? r.capacity : Bytes(int64_t{1} << 40),
-                                   r.start);
-  if (!made.ok()) return false;
-  Allocator& a = **made;
-  std::vector<AllocatorEvent> log;
-  a.RecordEventsTo(&log);
+  const MemoryEventLog& log = r.sim.memory_log;
+  if (!log.kept || r.sim.oom.happened) return false;
   const size_t nb = r.lowered.buffers.size();
   std::vector<uint64_t> at(nb, 0);
   std::vector<std::pair<uint64_t, uint64_t>> ranges;  // [start, end)
+  // The start state's segments (Note [One start state for every command],
+  // sim/alloc/start_state.cc) are device memory too.
   for (const SegmentLayout& seg : r.start.segments) {
     ranges.push_back({seg.address, seg.address + static_cast<uint64_t>(seg.size)});
   }
-  for (const TraceEvent& e : r.lowered.trace.events) {
-    if (e.type == EventType::kAlloc) {
-      if (!r.start.Holds(e.buffer) && !a.Alloc(e.buffer, e.size, e.stream)) return false;
-      const std::optional<uint64_t> addr = a.AddressOf(e.buffer);
-      if (!addr.has_value()) return false;
-      const size_t i = static_cast<size_t>(e.buffer);
-      at[i] = *addr;
-      ranges.push_back({*addr, *addr + static_cast<uint64_t>(std::max<int64_t>(e.size.value(), 1))});
-    } else if (e.type == EventType::kFree) {
-      a.Free(e.buffer);
-    }
+  for (const MemoryEventLog::Placed& p : log.placed) {
+    if (!p.address.has_value()) return false;
+    const TraceEvent& e = r.lowered.trace.events[static_cast<size_t>(p.event)];
+    at[static_cast<size_t>(e.buffer)] = *p.address;
+    ranges.push_back({*p.address, *p.address + static_cast<uint64_t>(std::max<int64_t>(e.size.value(), 1))});
   }
-  a.RecordEventsTo(nullptr);
-  for (const AllocatorEvent& ev : log) {
+  for (const MemoryEventLog::Action& a : log.actions) {
+    const AllocatorEvent& ev = a.action;
     if (ev.action == AllocatorAction::kSegmentAlloc || ev.action == AllocatorAction::kSegmentMap) {
       ranges.push_back({ev.addr, ev.addr + static_cast<uint64_t>(ev.size.value())});
     }
@@ -171,7 +162,7 @@ bool AllocatorPlacement(const StepReport& r, int64_t base, std::vector<int64_t>*
     (*off)[i] = merged_off[k] + static_cast<int64_t>(at[i] - merged[k].first);
   }
   *height = top;
-  *how = absl::StrCat("addresses: ", std::string(a.name()), " replay");
+  *how = absl::StrCat("addresses: ", r.sim.allocator_name, " replay");
   return true;
 }
 

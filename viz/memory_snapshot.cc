@@ -14,10 +14,11 @@
 //    'allocator_settings': {...}}
 //
 // Note [Snapshot from a simulation]
-// The step's memory events are replayed again through the allocator the
-// step ran on (r.spec.allocator), logging every action it takes
-// (Allocator::RecordEventsTo), as the engine does, and stopping at an
-// out-of-memory as the engine does. device_traces is that log: alloc and
+// The engine's memory event log (Note [One memory event log],
+// sim/engine/engine.h) holds every action the step's allocator
+// (r.spec.allocator) took (Allocator::RecordEventsTo), up to an
+// out-of-memory; the snapshot reads it rather than replaying the step
+// again. device_traces is that log: alloc and
 // free with the request's size (PyTorch records orig_size and
 // requested_size), each free as free_requested then free_completed (no
 // cross-stream uses are modelled, so a block is reusable at once),
@@ -140,7 +141,7 @@ struct LiveBlock {
 // live at the end, then the allocator settings.
 class SnapshotWriter {
  public:
-  SnapshotWriter(const StepReport& r, Allocator* alloc) : r_(r), tr_(r.lowered.trace), alloc_(alloc) {}
+  explicit SnapshotWriter(const StepReport& r) : r_(r), tr_(r.lowered.trace), log_(r.sim.memory_log) {}
 
   absl::StatusOr<std::string> Write() {
     p_.BeginDict();
@@ -204,34 +205,29 @@ class SnapshotWriter {
                                                                           : nullptr;
   }
 
-  // Replays the trace's allocs and frees through the allocator, one trace
-  // entry per allocator action, until the first OOM.
+  // The trace's allocs and frees with the allocator's actions the engine
+  // logged for each, one trace entry per action, until the first OOM.
   void DeviceTrace() {
     const size_t n = tr_.events.size();
-    std::vector<AllocatorEvent> log;
-    alloc_->RecordEventsTo(&log);
+    const int64_t oom_at = r_.sim.oom.happened ? r_.sim.oom.event : -1;
     SimTime clock(0);
-    bool oom = false;
-    for (size_t i = 0; i < n && !oom; ++i) {
+    size_t k = 0;  // the next logged action
+    for (size_t i = 0; i < n; ++i) {
       const TraceEvent& e = tr_.events[i];
       if (e.type != EventType::kAlloc && e.type != EventType::kFree) continue;
       clock = std::max(clock, r_.sim.start.size() == n ? r_.sim.start[i] : SimTime(0));
-      log.clear();
+      const bool oom = static_cast<int64_t>(i) == oom_at;
       if (e.type == EventType::kAlloc) {
-        if (r_.start.Holds(e.buffer)) {
-          live_[e.buffer] = e.size;  // held since the start
-        } else if (alloc_->Alloc(e.buffer, e.size, e.stream)) {
-          live_[e.buffer] = e.size;
-        } else {
-          oom = true;
-        }
-      } else if (live_.erase(e.buffer) > 0) {
-        alloc_->Free(e.buffer);
+        if (!oom) live_[e.buffer] = e.size;
+      } else {
+        live_.erase(e.buffer);
       }
       const BufferInfo* b = Buffer(e.buffer);
-      for (const AllocatorEvent& a : log) Action(a, clock, b);
+      for (; k < log_.actions.size() && log_.actions[k].event == static_cast<int64_t>(i); ++k) {
+        Action(log_.actions[k].action, clock, b);
+      }
+      if (oom) break;
     }
-    alloc_->RecordEventsTo(nullptr);
   }
 
   void Action(const AllocatorEvent& a, SimTime clock, const BufferInfo* b) {
@@ -272,13 +268,12 @@ class SnapshotWriter {
   absl::StatusOr<std::vector<LiveBlock>> LiveBlocks() const {
     std::vector<LiveBlock> blocks;
     for (const auto& [id, req] : live_) {
-      const auto addr = alloc_->AddressOf(id);
-      const auto size = alloc_->BlockSizeOf(id);
-      if (!addr.has_value() || !size.has_value()) {
+      const MemoryEventLog::Block* held = log_.LiveBlock(id);
+      if (held == nullptr || !held->address.has_value() || !held->size.has_value()) {
         return absl::InternalError(
             absl::StrCat("--snapshot: allocator '", r_.sim.allocator_name, "' has no address for live buffer ", id));
       }
-      blocks.push_back(LiveBlock{static_cast<int64_t>(*addr), size->value(), req.value(), Buffer(id)});
+      blocks.push_back(LiveBlock{static_cast<int64_t>(*held->address), held->size->value(), req.value(), Buffer(id)});
     }
     std::sort(blocks.begin(), blocks.end(), [](const LiveBlock& a, const LiveBlock& b) { return a.addr < b.addr; });
     return blocks;
@@ -411,7 +406,7 @@ class SnapshotWriter {
 
   const StepReport& r_;
   const Trace& tr_;
-  Allocator* alloc_;
+  const MemoryEventLog& log_;
   PickleWriter p_;
   std::map<int64_t, Segment> segments_, mapped_;
   absl::flat_hash_map<BufferId, Bytes> live_;  // buffer -> request
@@ -431,11 +426,13 @@ absl::StatusOr<std::string> MemorySnapshotPickle(const StepReport& r) {
             : "",
         "; a memory snapshot needs one that does, e.g. --allocator pytorch_caching"));
   }
-  // From the replay's start state (Note [One start state for every
-  // command], sim/alloc/start_state.cc): its segments and blocks are there
-  // before the first entry, as in a snapshot whose window starts warm.
-  ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeStartedAllocator(r.spec.allocator, r.capacity, r.start));
-  return SnapshotWriter(r, alloc.get()).Write();
+  if (!r.sim.memory_log.kept) {
+    return absl::InternalError("--snapshot: the step's engine kept no memory event log (Note [One memory event log])");
+  }
+  // The log starts from the replay's start state (Note [One start state for
+  // every command], sim/alloc/start_state.cc): its segments and blocks are
+  // there before the first entry, as in a snapshot whose window starts warm.
+  return SnapshotWriter(r).Write();
 }
 
 absl::Status WriteMemorySnapshot(const StepReport& r, const std::string& path) {

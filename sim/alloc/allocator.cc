@@ -1,5 +1,7 @@
 #include "sim/alloc/allocator.h"
 
+#include <atomic>
+
 #include "absl/strings/str_cat.h"
 #include "sim/base/status.h"
 
@@ -26,5 +28,12 @@ absl::Status Allocator::RestoreSegment(const SegmentLayout& /*segment*/) {
 void Allocator::SetNextSegmentAddress(uint64_t /*addr*/) { GPUSIM_CHECK(ModelsSegments()); }
 
 void Allocator::ReleaseCache() { GPUSIM_CHECK(ModelsSegments()); }
+
+namespace {
+std::atomic<int64_t> memory_replays{0};
+}  // namespace
+
+void CountMemoryReplay() { memory_replays.fetch_add(1, std::memory_order_relaxed); }
+int64_t MemoryReplays() { return memory_replays.load(std::memory_order_relaxed); }
 
 }  // namespace gpusim

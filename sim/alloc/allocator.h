@@ -220,6 +220,16 @@ std::vector<AllocatorInfo> ListAllocators();
 // when it differs from exactly one allocator only by case.
 std::string FoldAllocatorName(const std::string& name);
 
+// Note [Counting memory replays]
+// A memory replay is one run of a step's or a recording's allocs and frees
+// through a fresh allocator: an engine Simulate (sim/engine/engine.h), one
+// pass of a recorded replay (sim/replay/replay_core.h, snapshot_replay.cc).
+// Each counts one here, process-wide, so that a test can pin how many a
+// command makes (tests/memory_replays_test.cc; issue 28: the memory map and
+// the memory snapshot replayed the step again, the map twice per --out).
+void CountMemoryReplay();
+int64_t MemoryReplays();
+
 }  // namespace gpusim
 
 #endif  // GPUSIM_SIM_ALLOC_ALLOCATOR_H_

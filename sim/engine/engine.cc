@@ -158,9 +158,10 @@ SimTime ExposedTime(const std::vector<std::pair<SimTime, SimTime>>& busy,
 class StepSimulation {
  public:
   StepSimulation(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
-                 const AllocatorStartState* start, bool time_by_op, bool critical_path)
+                 const AllocatorStartState* start, bool time_by_op, bool critical_path, bool keep_memory_log)
       : trace_(trace), device_(device), allocator_(allocator), start_state_(start), time_by_op_(time_by_op),
-        want_path_(critical_path), n_(trace.events.size()), kernel_model_(KernelModelOf(device)), reps_(trace.repeats) {}
+        want_path_(critical_path), keep_log_(keep_memory_log && allocator != nullptr), n_(trace.events.size()),
+        kernel_model_(KernelModelOf(device)), reps_(trace.repeats) {}
 
   absl::StatusOr<SimResult> Run() {
     absl::Status st = RunPasses();
@@ -195,6 +196,7 @@ class StepSimulation {
       }
     }
     if (rep_ < reps_.size()) ready_after_[rep_++] = stream_ready_;  // a range ending the trace
+    if (keep_log_ && !r_.oom.happened) LogLiveBlocks();
     r_.host_busy += host_extra_;
     r_.host_wait += host_wait_extra_;
     RETURN_IF_ERROR(RepeatPeriods());
@@ -222,6 +224,31 @@ class StepSimulation {
   int64_t LastEndedUpTo(size_t upto);
   std::vector<int64_t> last_ended_;  // LastEndedUpTo's prefix maxima
   void LiveAtPeak();
+
+  // Note [One memory event log]: the actions from actions_[from] on, taken
+  // at event `i`; the blocks live in the allocator now.
+  void LogActions(size_t i, size_t from) {
+    for (size_t k = from; k < actions_.size(); ++k) {
+      r_.memory_log.actions.push_back({static_cast<int64_t>(i), actions_[k]});
+    }
+  }
+  void LogLiveBlocks() {
+    std::vector<BufferId> ids;
+    ids.reserve(live_.size());
+    for (const auto& [id, held] : live_) ids.push_back(id);
+    if (start_state_ != nullptr) {
+      for (const SegmentLayout& seg : start_state_->segments) {
+        for (const SegmentLayout::Block& b : seg.blocks) {
+          if (b.buffer >= 0) ids.push_back(b.buffer);
+        }
+      }
+    }
+    std::sort(ids.begin(), ids.end());
+    ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
+    std::vector<MemoryEventLog::Block>& out = r_.memory_log.live_at_stop;
+    out.reserve(ids.size());
+    for (BufferId id : ids) out.push_back({id, allocator_->AddressOf(id), allocator_->BlockSizeOf(id)});
+  }
 
   // An event whose start is its stream's clock (a marker, an uncharged
   // alloc or free): the stream's last event gated it (Note [Critical path
@@ -253,6 +280,7 @@ class StepSimulation {
   const AllocatorStartState* start_state_;
   const bool time_by_op_;
   const bool want_path_;
+  const bool keep_log_;  // Note [One memory event log]
   const size_t n_;
   // The device's kernel model, looked up (by name) once rather than per
   // event as EventDuration(e, device) does.
@@ -315,6 +343,7 @@ absl::Status StepSimulation::Setup() {
     r_.allocator_name = std::string(allocator_->name());
     allocator_->RecordEventsTo(&actions_);
   }
+  r_.memory_log.kept = keep_log_;
   RETURN_IF_ERROR(CheckRepeats(reps_, n_));
   ready_before_.resize(reps_.size());
   ready_after_.resize(reps_.size());
@@ -331,7 +360,11 @@ absl::Status StepSimulation::SimulateAlloc(size_t i, const TraceEvent& e) {
     actions_.clear();
     if (!allocator_->Alloc(e.buffer, e.size, e.stream)) {
       r_.oom = {true, static_cast<int64_t>(i), ready, e.size, cur_, allocator_->stats().reserved, Bytes(0), e.name};
+      if (keep_log_) LogLiveBlocks();  // before the request joins live_
+    } else if (keep_log_) {
+      r_.memory_log.placed.push_back({static_cast<int64_t>(i), allocator_->AddressOf(e.buffer)});
     }
+    if (keep_log_) LogActions(i, 0);
     const AllocCharge c = ChargeAllocatorActions(actions_, e.stream, stream_ready_, stream_last_, device_, r_);
     if (c.end > ready) {
       r_.start[i] = c.begin;
@@ -346,6 +379,9 @@ absl::Status StepSimulation::SimulateAlloc(size_t i, const TraceEvent& e) {
       ready = c.end;
       r_.step_time = Max(r_.step_time, c.end);
     }
+  } else if (keep_log_ && !r_.oom.happened) {
+    // Held since the start state: where the allocator holds it.
+    r_.memory_log.placed.push_back({static_cast<int64_t>(i), allocator_->AddressOf(e.buffer)});
   }
   int64_t next_live = 0;
   if (e.size < Bytes(0) || !CheckedAdd(cur_.value(), e.size.value(), &next_live)) {
@@ -371,7 +407,11 @@ absl::Status StepSimulation::SimulateFree(size_t i, const TraceEvent& e) {
   if (it == live_.end()) {
     return absl::InvalidArgumentError(absl::StrCat("event ", i, " (free): buffer ", e.buffer, " is not live"));
   }
-  if (allocator_ != nullptr && !r_.oom.happened) allocator_->Free(e.buffer);
+  if (allocator_ != nullptr && !r_.oom.happened) {
+    const size_t from = actions_.size();
+    allocator_->Free(e.buffer);
+    if (keep_log_) LogActions(i, from);
+  }
   cur_ -= it->second.first;
   by_role_[static_cast<size_t>(it->second.second)] -= it->second.first;
   live_.erase(it);
@@ -740,9 +780,17 @@ Bytes FragmentationBytes(const SimResult& r) {
                         : r.allocator.peak_reserved - (r.peak_live - outside);
 }
 
+const MemoryEventLog::Block* MemoryEventLog::LiveBlock(BufferId id) const {
+  auto it = std::lower_bound(live_at_stop.begin(), live_at_stop.end(), id,
+                             [](const Block& b, BufferId x) { return b.buffer < x; });
+  return it != live_at_stop.end() && it->buffer == id ? &*it : nullptr;
+}
+
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
-                                   const AllocatorStartState* start, bool time_by_op, bool critical_path) {
-  return StepSimulation(trace, device, allocator, start, time_by_op, critical_path).Run();
+                                   const AllocatorStartState* start, bool time_by_op, bool critical_path,
+                                   bool keep_memory_log) {
+  CountMemoryReplay();  // Note [Counting memory replays]
+  return StepSimulation(trace, device, allocator, start, time_by_op, critical_path, keep_memory_log).Run();
 }
 
 }  // namespace gpusim

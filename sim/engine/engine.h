@@ -41,6 +41,7 @@
 
 #include <array>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -144,6 +145,47 @@ struct PathSegment {
   PathGate gate = PathGate::kStart;  // what its start waited for
 };
 
+// Note [One memory event log]
+// The engine consults the allocator at every alloc and free (Note [Allocator
+// time]). Asked to (Simulate's keep_memory_log), it keeps what the
+// allocator decided: every action it logged (RecordEventsTo) with the trace
+// event whose alloc or free took it, where each allocated buffer was placed,
+// and the blocks live when the allocator stopped (the end of the step, or
+// the first out of memory, before its request: the allocator sees nothing
+// after it). Whatever shows the step's memory reads this log instead of
+// replaying the trace through a fresh allocator again: the memory map's
+// addresses (viz/memory_map.cc) and the memory snapshot's device_traces and
+// segments (viz/memory_snapshot.cc). On main `gpusim viz CONFIG --out DIR
+// --snapshot FILE` replayed the step four times (the engine, the map for
+// memory_map.svg and again for report.html, the snapshot); it replays it
+// once (Note [Counting memory replays], sim/alloc/allocator.h). The log is
+// the engine's allocator's: a step whose engine tracks live bytes only
+// (Note [JAX arena]) keeps none.
+struct MemoryEventLog {
+  bool kept = false;  // Simulate was asked, with an allocator
+  struct Action {
+    int64_t event = -1;  // trace index of the alloc or free that took it
+    AllocatorEvent action;
+  };
+  std::vector<Action> actions;  // in the order taken
+  struct Placed {
+    int64_t event = -1;          // trace index of the alloc
+    std::optional<uint64_t> address;  // Allocator::AddressOf after it
+  };
+  // Every alloc the allocator saw or held from its start state (Simulate's
+  // `start`), in trace order, until the first out of memory (not included).
+  std::vector<Placed> placed;
+  struct Block {
+    BufferId buffer = -1;
+    std::optional<uint64_t> address;  // Allocator::AddressOf
+    std::optional<Bytes> size;        // Allocator::BlockSizeOf
+  };
+  // The buffers live then and those of the start state's blocks, by id.
+  std::vector<Block> live_at_stop;
+  // The block of `id` in live_at_stop; null when it is not there.
+  const Block* LiveBlock(BufferId id) const;
+};
+
 struct SimResult {
   // Memory (ideal tracker).
   Bytes preexisting;                   // the trace's preexisting bytes (in peak_live)
@@ -221,6 +263,8 @@ struct SimResult {
     double bytes = 0;     // read + written
   };
   std::map<std::pair<OpKind, std::string>, OpTime> time_by_op;
+  // Note [One memory event log]; kept only when Simulate was asked.
+  MemoryEventLog memory_log;
 };
 
 // Note [Fragmentation]: bytes the allocator holds beyond what is live.
@@ -254,9 +298,12 @@ Bytes FragmentationBytes(const SimResult& r);
 // `time_by_op` false leaves SimResult::time_by_op empty (Note [Kernel time
 // by op on request]). `critical_path` true fills SimResult::critical_path
 // (Note [Critical path segments]); the walk runs only then.
+// `keep_memory_log` true with an allocator fills SimResult::memory_log
+// (Note [One memory event log]). Each call counts one memory replay (Note
+// [Counting memory replays], sim/alloc/allocator.h).
 absl::StatusOr<SimResult> Simulate(const Trace& trace, const DeviceSpec& device, Allocator* allocator,
                                    const AllocatorStartState* start = nullptr, bool time_by_op = true,
-                                   bool critical_path = false);
+                                   bool critical_path = false, bool keep_memory_log = false);
 
 }  // namespace gpusim
 

@@ -32,6 +32,13 @@ TensorId ProgramBuilder::AddArgument(std::string name, std::vector<int64_t> shap
   return id;
 }
 
+TensorId ProgramBuilder::AddArgument(std::string name, std::vector<int64_t> shape, DType dtype, Role role,
+                                     bool donated, const Origin& origin) {
+  TensorId id = AddArgument(std::move(name), std::move(shape), dtype, role, donated, origin.Text());
+  tensor(id).origin_kind = origin.kind;
+  return id;
+}
+
 Op& ProgramBuilder::AddOp(std::string name, OpKind kind, std::vector<TensorId> inputs,
                           std::vector<TensorId> outputs, double flops) {
   Op op;

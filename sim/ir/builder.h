@@ -22,6 +22,9 @@ class ProgramBuilder {
   // An entry parameter (argument). `donated` marks it reusable for outputs.
   TensorId AddArgument(std::string name, std::vector<int64_t> shape, DType dtype, Role role,
                        bool donated, std::string origin = "");
+  // The same with its origin in parts.
+  TensorId AddArgument(std::string name, std::vector<int64_t> shape, DType dtype, Role role, bool donated,
+                       const Origin& origin);
   Tensor& tensor(TensorId id) { return program_.tensors[static_cast<size_t>(id)]; }
   Op& op(OpId id) { return program_.ops[static_cast<size_t>(id)]; }
 

@@ -83,8 +83,9 @@ struct Tensor {
   std::string origin;          // in words, for `explain`
   // The kind of buffer `origin` describes, without the subject it names
   // (a parameter, a value): what `diff` sums buffers by (sim/report/diff.cc).
-  // Set where the buffer is made (ProgramBuilder::AddTensor with an
-  // Origin); empty where the origin was given as one string.
+  // Set where the buffer is made (ProgramBuilder::AddTensor or AddArgument
+  // with an Origin, or beside the words that name it); empty where the
+  // origin's words are the kind whole. Nothing parses `origin` back.
   std::string origin_kind;
   bool entry_parameter = false;  // exists before the step (argument)
   bool donated = false;          // entry parameter whose buffer may be reused

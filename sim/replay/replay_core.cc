@@ -112,6 +112,7 @@ absl::StatusOr<std::unique_ptr<ReplayCore>> ReplayCore::Make(const ReplayOptions
                                                              bool kineto_sizes, ReplayResult& r) {
   auto allocator = MakeAllocator(options.allocator, options.capacity);
   if (!allocator.ok()) return allocator.status();
+  CountMemoryReplay();  // Note [Counting memory replays]
   std::unique_ptr<ReplayCore> core(new ReplayCore(options, r));
   core->allocator_ = std::move(*allocator);
   core->kineto_sizes_ = kineto_sizes;

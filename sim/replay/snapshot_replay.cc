@@ -363,6 +363,7 @@ struct AddressReplay {
     Pass pass;
     pass.check.inferred_block_sizes = inferred;
     ASSIGN_OR_RETURN(std::unique_ptr<Allocator> made, MakeAllocator(options.allocator, options.capacity));
+    CountMemoryReplay();  // Note [Counting memory replays]
     Allocator& a = *made;
     ReplayState s;
     RETURN_IF_ERROR(Restore(a, segs, blocks, s, pass));

@@ -27,15 +27,6 @@ std::string FoldIndex(const std::string& name) {
   return out;
 }
 
-// The kind of a buffer whose builder gave its origin as one string
-// ("all-gathered weight wq (forward)"): the part before ": ", if any. A
-// builder that knows the kind sets Tensor::origin_kind instead (the scan
-// structure's stacks and transposes, models/llama_scan.cc).
-std::string OriginClass(const std::string& origin) {
-  const size_t colon = origin.find(": ");
-  return colon == std::string::npos ? origin : origin.substr(0, colon);
-}
-
 std::vector<DiffLine> Sorted(std::map<std::string, DiffLine>& m) {
   std::vector<DiffLine> v;
   for (auto& [k, l] : m) {
@@ -77,7 +68,9 @@ StepDiff DiffSteps(const StepReport& a, const StepReport& b) {
   d.buffers = Sorted(bufs);
   std::map<std::string, DiffLine> groups;
   for (const auto& [name, l] : bufs) {
-    const std::string key = !l.kind.empty() ? l.kind : OriginClass(l.origin.empty() ? name : l.origin);
+    // Its kind where its builder gave one (Tensor::origin_kind, an Origin's
+    // kind), else its origin's words whole (issue 28: no string parsed back).
+    const std::string key = !l.kind.empty() ? l.kind : l.origin.empty() ? name : l.origin;
     DiffLine& g = groups[key];
     g.name = key;
     g.a += l.a;

@@ -42,8 +42,9 @@ std::string MaterialisedSlices(const StepReport& r) {
   for (const Op& op : r.program.ops) {
     if (op.kind != OpKind::kDynamicSlice || op.outputs.size() != 1) continue;
     const Tensor& t = r.program.tensor(op.outputs[0]);
-    std::string what = t.origin.substr(0, t.origin.find(" (a buffer of its own"));
-    Group& g = groups[what];
+    // A materialised loop slice's kind: "per-iteration slice of ..., read by
+    // ..." (LowerLoopSlices, sim/lower/xla/loop_slices.cc).
+    Group& g = groups[op.loop_slice >= 0 && !t.origin_kind.empty() ? t.origin_kind : t.origin];
     const int64_t n = times[static_cast<size_t>(op.id)];
     g.count += n;
     g.bytes = t.bytes();

@@ -293,7 +293,7 @@ Verdict JudgeStep(const StepReport& r) {
   return v;
 }
 
-absl::Status ReplayStep(StepReport& r) {
+absl::Status ReplayStep(StepReport& r, bool keep_memory_log, bool critical_path) {
   // The advisor changes device and allocator between replays.
   ASSIGN_OR_RETURN(r.spec, ApplyCapabilities(r.spec));
   const RunSpec& spec = r.spec;
@@ -307,7 +307,12 @@ absl::Status ReplayStep(StepReport& r) {
   }
   ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, MakeAllocator(engine_alloc, r.capacity));
   // (No time_by_op: Note [Kernel time by op on request], sim/engine/engine.h.)
-  ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get(), nullptr, /*time_by_op=*/false));
+  // Note [One memory event log]: the engine's allocator is spec.allocator's
+  // unless it tracks live bytes only (Note [JAX arena]).
+  const bool log = keep_memory_log && sem.runtime_check != RuntimeCheck::kJaxArena;
+  ASSIGN_OR_RETURN(r.sim, Simulate(r.lowered.trace, spec.device, alloc.get(), nullptr, /*time_by_op=*/false,
+                                   critical_path, log));
+  r.sim_has_critical_path = critical_path;
   r.sim.oom.capacity = r.capacity;
   if (sem.accounting == Accounting::kLiveBytes) r.peak = r.sim.peak_live;
   r.verdict = JudgeStep(r);
@@ -321,9 +326,9 @@ absl::Status ReplayStep(StepReport& r) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec) {
+absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec, bool critical_path) {
   ASSIGN_OR_RETURN(StepReport r, PrepareStep(spec));
-  RETURN_IF_ERROR(ReplayStep(r));
+  RETURN_IF_ERROR(ReplayStep(r, /*keep_memory_log=*/true, critical_path));
   return r;
 }
 
@@ -332,6 +337,7 @@ absl::StatusOr<std::unique_ptr<Allocator>> StartedAllocator(const StepReport& r)
 }
 
 absl::StatusOr<SimResult> StepCriticalPath(const StepReport& r) {
+  if (r.sim_has_critical_path) return r.sim;  // walked by the report's own run
   // Note [JAX arena]: an XLA step's engine replay tracks live bytes only.
   const bool arena = r.semantics.runtime_check == RuntimeCheck::kJaxArena;
   ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc,
@@ -341,7 +347,7 @@ absl::StatusOr<SimResult> StepCriticalPath(const StepReport& r) {
 }
 
 absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& spec,
-                                           const AllocatorStartState* start) {
+                                           const AllocatorStartState* start, bool critical_path) {
   StepReport r;
   r.spec = spec;
   r.spec.framework = "pytorch";
@@ -402,7 +408,9 @@ absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& sp
   }
   r.capacity = spec.device.usable();
   ASSIGN_OR_RETURN(std::unique_ptr<Allocator> alloc, StartedAllocator(r));
-  ASSIGN_OR_RETURN(r.sim, Simulate(l.trace, spec.device, alloc.get(), &r.start));
+  ASSIGN_OR_RETURN(r.sim, Simulate(l.trace, spec.device, alloc.get(), &r.start, /*time_by_op=*/true,
+                                   critical_path, /*keep_memory_log=*/true));
+  r.sim_has_critical_path = critical_path;
   r.sim.oom.capacity = r.capacity;
   r.peak = r.sim.peak_live;
   TempPeak(l, &r.temp_live_peak, &r.temp_peak_event);

@@ -82,10 +82,14 @@ struct StepReport {
   // (XLA) or at the live peak (eager), largest first.
   std::vector<BufferId> peak_holders;
   // The allocator state the memory replay started from, under the report's
-  // buffer ids (ReportFromTrace with a start state; empty: cold). Whatever
-  // replays r.lowered.trace again (the memory map, the memory snapshot)
-  // starts from it: StartedAllocator.
+  // buffer ids (ReportFromTrace with a start state; empty: cold). What
+  // replays r.lowered.trace again (explain --time's StepCriticalPath)
+  // starts from it: StartedAllocator; the memory map and the memory snapshot
+  // read the engine's log (sim.memory_log) instead.
   AllocatorStartState start;
+  // sim is the engine run StepCriticalPath makes, its critical path walked
+  // (SimulateStep, ReportFromTrace asked for it).
+  bool sim_has_critical_path = false;
 };
 
 // r.spec.allocator at r.capacity, restored to r.start.
@@ -94,13 +98,17 @@ absl::StatusOr<std::unique_ptr<Allocator>> StartedAllocator(const StepReport& r)
 // Per-layer times from the regions named "layerN.forward" / "layerN.backward".
 std::vector<LayerTime> LayerTimes(const StepReport& r);
 
-absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec);
+// `critical_path`: the engine walks the step's critical path as it runs
+// (StepReport::sim_has_critical_path), so that explain --time replays once.
+absl::StatusOr<StepReport> SimulateStep(const RunSpec& spec, bool critical_path = false);
 
 // The engine run of r's step again, as ReplayStep or ReportFromTrace ran it
 // (the same allocator, start state and device), with its critical path
 // (Note [Critical path segments], sim/engine/engine.h): `gpusim explain
 // --time`. Its step time is r.sim.step_time unless a caller replaced that
 // (a Megatron launch line's rank view holds the pipeline schedule's).
+// A report whose engine run walked it already (sim_has_critical_path) is
+// not replayed: its sim is returned.
 absl::StatusOr<SimResult> StepCriticalPath(const StepReport& r);
 
 // What PrepareStep refuses before it builds anything, for callers that must
@@ -117,7 +125,10 @@ absl::Status CheckStepInput(const RunSpec& spec);
 // called again after changing r.spec.device or r.spec.allocator.
 // REQUIRES (ReplayStep): r from PrepareStep.
 absl::StatusOr<StepReport> PrepareStep(const RunSpec& spec);
-absl::Status ReplayStep(StepReport& r);
+// `keep_memory_log`: the engine keeps its event log (Note [One memory event
+// log], sim/engine/engine.h) for the charts and the memory snapshot;
+// SimulateStep and ReportFromTrace keep it, a grid point need not.
+absl::Status ReplayStep(StepReport& r, bool keep_memory_log = false, bool critical_path = false);
 
 // A report for a trace that was recorded or written rather than lowered from
 // a model: its buffers come from the alloc/free events, memory is replayed
@@ -126,8 +137,9 @@ absl::Status ReplayStep(StepReport& r);
 // the replay of the same import started from (ReplayResult::start, under
 // the trace's buffer ids): the allocator is restored to it first (Note [One
 // start state for every command], sim/alloc/start_state.cc).
+// `critical_path` as for SimulateStep.
 absl::StatusOr<StepReport> ReportFromTrace(const Trace& trace, const RunSpec& spec,
-                                           const AllocatorStartState* start = nullptr);
+                                           const AllocatorStartState* start = nullptr, bool critical_path = false);
 
 
 }  // namespace gpusim

@@ -55,6 +55,8 @@ OpId AppendRootCopy(Program& p, Ranges& r, TensorId param, TensorId final_value,
   out.aliases = param;
   out.origin = absl::StrCat(out_name, " (output): root copy into the donated `", pname,
                             "`, kept by the post-scheduling copy elision (Note [Donated allocation])");
+  // diff sums it with the values of its kind, where the final value had one.
+  if (out.origin_kind.empty()) out.origin_kind = absl::StrCat(out_name, " (output)");
   const Phase phase = p.op(r.producer[static_cast<size_t>(final_value)]).phase;
   p.tensors.push_back(out);
   Op copy;
@@ -201,6 +203,7 @@ void ElideDonatedCopies(Program& p, std::vector<std::string>* decisions) {
       m.origin = absl::StrCat(m.name, ": loop state of the chain returned in the donated `", p.tensor(param).name,
                               "`, in a buffer of its own: the entry schedule writes it while that allocation is "
                               "still read (Note [Donated allocation])");
+      if (m.origin_kind.empty()) m.origin_kind = m.name;  // a kind of its own, unless its builder gave one
       if (m.live_out) final_value = m.id;
     }
     OpId window_end = static_cast<OpId>(p.ops.size());

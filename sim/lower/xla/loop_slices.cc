@@ -149,8 +149,9 @@ void LowerLoopSlices(const XlaSpec& xla, Program* p) {
         std::find_if(readers.begin(), readers.end(), [&](SliceReader r) { return SliceMaterialises(r, xla); });
     Tensor& t = p->tensors[static_cast<size_t>(op.outputs[0])];
     if (why != readers.end()) {
-      t.origin = absl::StrCat("per-iteration slice of ", SourceWords(s), ", read by ", std::string(SliceReaderName(*why)),
-                              " (a buffer of its own: Note [Materialised loop slices])");
+      t.origin_kind = absl::StrCat("per-iteration slice of ", SourceWords(s), ", read by ",
+                                   std::string(SliceReaderName(*why)));
+      t.origin = absl::StrCat(t.origin_kind, " (a buffer of its own: Note [Materialised loop slices])");
     } else {
       drop_op[static_cast<size_t>(op.id)] = true;
       read_as[static_cast<size_t>(t.id)] = op.inputs[0];
