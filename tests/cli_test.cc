@@ -242,6 +242,25 @@ TEST(CliTest, RunsAnHloModule) {
   EXPECT_NE(parse.out.find("bad.hlo:3:"), std::string::npos) << parse.out;
 }
 
+// Note [Gemm results are not written over] (sim/lower/lower.cc): in an
+// unoptimised HLO module the exponential of a dying gemm result gets a
+// buffer of its own beside it, as XLA-GPU's heap gives the fusion reading a
+// cuBLAS custom call's tuple element.
+TEST(CliTest, HloGemmResultsAreNotWrittenOver) {
+  const std::string hlo = Write("gemm_result.hlo", R"(HloModule m
+ENTRY main {
+  a = bf16[64,32]{1,0} parameter(0)
+  w = bf16[32,32]{1,0} parameter(1)
+  d = bf16[64,32]{1,0} dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  e = bf16[64,32]{1,0} exponential(d)
+  ROOT o = bf16[64,32]{1,0} dot(e, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)");
+  Result r = Gpusim("run " + hlo + " --device h100-sxm-80gb --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(JsonInt(r.out, "temp_bytes"), 2 * 64 * 32 * 2);  // d and e, 4 KiB each
+}
+
 // `gpusim run STEP.opt.hlo` reads XLA's compiled module as it is, and
 // `--compiled` puts it beside the unoptimised module (issue 30): the
 // figures are memory_analysis()'s on the H200 (validation/h200_2026-12-04).

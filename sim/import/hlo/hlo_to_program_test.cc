@@ -67,6 +67,31 @@ ENTRY main {
   EXPECT_EQ(dot.dtype, DType::kBF16);
 }
 
+// Note [Gemm results are not written over] (sim/lower/lower.cc): XLA-GPU's
+// fusion reading a cuBLAS custom call's result (a tuple element) never takes
+// its buffer, even where the result dies and has its size.
+TEST(HloToProgramTest, GemmResultsAreNotWrittenOver) {
+  auto p = Import(R"(HloModule m
+ENTRY main {
+  a = bf16[64,32]{1,0} parameter(0)
+  w = bf16[32,32]{1,0} parameter(1)
+  d = bf16[64,32]{1,0} dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  e = bf16[64,32]{1,0} exponential(d)
+  ROOT o = bf16[64,32]{1,0} dot(e, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+}
+)");
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto temps = [&](bool reuse_matmul_results) {
+    auto lowered = LowerEager(*p, {.reuse_operand_buffers = true, .reuse_matmul_results = reuse_matmul_results});
+    EXPECT_TRUE(lowered.ok()) << lowered.status();
+    int n = 0;
+    for (const BufferInfo& b : lowered->buffers) n += !b.argument && !b.output;
+    return n;
+  };
+  EXPECT_EQ(temps(true), 1);   // exp written over the dying gemm result
+  EXPECT_EQ(temps(false), 2);  // a buffer of its own beside it
+}
+
 // Note [Optimization barrier]: what reads a barrier's output waits for every
 // operand's write, the cotangent's too, though it reads only the weight.
 TEST(HloToProgramTest, OptBarrierOrdersItsReadersAfterEveryOperand) {
