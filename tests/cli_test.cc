@@ -247,15 +247,7 @@ TEST(CliTest, RunsAnHloModule) {
 // buffer of its own beside it, as XLA-GPU's heap gives the fusion reading a
 // cuBLAS custom call's tuple element.
 TEST(CliTest, HloGemmResultsAreNotWrittenOver) {
-  const std::string hlo = Write("gemm_result.hlo", R"(HloModule m
-ENTRY main {
-  a = bf16[64,32]{1,0} parameter(0)
-  w = bf16[32,32]{1,0} parameter(1)
-  d = bf16[64,32]{1,0} dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  e = bf16[64,32]{1,0} exponential(d)
-  ROOT o = bf16[64,32]{1,0} dot(e, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-)");
+  const std::string hlo = std::string(GPUSIM_SOURCE_DIR) + "/tests/data/hlo/gemm_result.hlo";  // d = dot; exp(d); dot
   Result r = Gpusim("run " + hlo + " --device h100-sxm-80gb --format json");
   ASSERT_EQ(r.code, 0) << r.out;
   EXPECT_EQ(JsonInt(r.out, "temp_bytes"), 2 * 64 * 32 * 2);  // d and e, 4 KiB each

@@ -1,5 +1,7 @@
 #include "sim/import/hlo/hlo_to_program.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -71,15 +73,11 @@ ENTRY main {
 // fusion reading a cuBLAS custom call's result (a tuple element) never takes
 // its buffer, even where the result dies and has its size.
 TEST(HloToProgramTest, GemmResultsAreNotWrittenOver) {
-  auto p = Import(R"(HloModule m
-ENTRY main {
-  a = bf16[64,32]{1,0} parameter(0)
-  w = bf16[32,32]{1,0} parameter(1)
-  d = bf16[64,32]{1,0} dot(a, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-  e = bf16[64,32]{1,0} exponential(d)
-  ROOT o = bf16[64,32]{1,0} dot(e, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
-}
-)");
+  // tests/data/hlo/gemm_result.hlo: d = dot(a, w); e = exponential(d); dot(e, w).
+  std::ifstream in(GPUSIM_SOURCE_DIR "/tests/data/hlo/gemm_result.hlo");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto p = Import(text.str());
   ASSERT_TRUE(p.ok()) << p.status();
   auto temps = [&](bool reuse_matmul_results) {
     auto lowered = LowerEager(*p, {.reuse_operand_buffers = true, .reuse_matmul_results = reuse_matmul_results});
