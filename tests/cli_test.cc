@@ -242,6 +242,17 @@ TEST(CliTest, RunsAnHloModule) {
   EXPECT_NE(parse.out.find("bad.hlo:3:"), std::string::npos) << parse.out;
 }
 
+// Note [Gemm results are not written over] (sim/lower/lower.cc): in an
+// unoptimised HLO module the exponential of a dying gemm result gets a
+// buffer of its own beside it, as XLA-GPU's heap gives the fusion reading a
+// cuBLAS custom call's tuple element.
+TEST(CliTest, HloGemmResultsAreNotWrittenOver) {
+  const std::string hlo = std::string(GPUSIM_SOURCE_DIR) + "/tests/data/hlo/gemm_result.hlo";  // d = dot; exp(d); dot
+  Result r = Gpusim("run " + hlo + " --device h100-sxm-80gb --format json");
+  ASSERT_EQ(r.code, 0) << r.out;
+  EXPECT_EQ(JsonInt(r.out, "temp_bytes"), 2 * 64 * 32 * 2);  // d and e, 4 KiB each
+}
+
 // `gpusim run STEP.opt.hlo` reads XLA's compiled module as it is, and
 // `--compiled` puts it beside the unoptimised module (issue 30): the
 // figures are memory_analysis()'s on the H200 (validation/h200_2026-12-04).

@@ -149,6 +149,27 @@ class EagerLowering {
     return absl::OkStatus();
   }
 
+  // Note [Gemm results are not written over]
+  // XLA-GPU emits a dot as a cuBLAS / cuBLASLt custom call whose result is
+  // a tuple (result, s8 workspace): `custom-call.9 = (bf16[32,2048,2048],
+  // s8[33554432]) custom-call(...), custom_call_target="__cublas$lt$matmul"`
+  // in the compiled Llama steps (validation/h200_2026-12-04/hlo/*.opt.hlo.gz),
+  // read by its consumers through a get-tuple-element. The heap simulator
+  // lets a value take a dying operand's buffer only when its instruction is
+  // a user of the instruction defining that operand's value (openxla/xla
+  // 0e06ac82 xla/service/heap_simulator/heap_simulator.cc
+  // HeapSimulator::RunComputation: `value->instruction()->IsUserOf(
+  // operand_value->instruction()) && ... CanShareOperandBufferWithUser`),
+  // and the fusion reading the gemm's result is a user of the
+  // get-tuple-element, not of the custom call that defines the value: the
+  // consumer gets a buffer of its own, and the gemm's result stays live
+  // until that consumer has run. In the L4 rolled step, the softmax
+  // backward `loop_convert_fusion.8` (bf16[32,2048,2048], 268 MB) is
+  // allocated beside its operand `custom-call.9` {0} (dP, 268 MB), which
+  // dies there. Not modelled: the autotuner may emit a dot as a Triton gemm
+  // fusion instead (`gemm_fusion_dot.N`, an array result that may be shared);
+  // which one it picks is decided on the GPU.
+  //
   // Note [Operand buffer reuse]: an elementwise op may write its output
   // into an operand's buffer when that operand dies here and has the
   // same size (XLA HloDataflowAnalysis::CanShareOperandBufferWithUser,
@@ -164,6 +185,10 @@ class EagerLowering {
         continue;
       }
       if (std::count(op.inputs.begin(), op.inputs.end(), u) != 1) continue;
+      if (!options_.reuse_matmul_results && graph_.producer(u) >= 0 &&
+          p_.op(graph_.producer(u)).kind == OpKind::kMatmul) {
+        continue;  // Note [Gemm results are not written over]
+      }
       return u;
     }
     return kNoTensor;

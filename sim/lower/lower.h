@@ -75,6 +75,11 @@ struct LowerOptions {
   // XLA: elementwise ops write into a dying operand's buffer (Note
   // [Operand buffer reuse] in lower.cc). PyTorch eager allocates anew.
   bool reuse_operand_buffers = false;
+  // With reuse_operand_buffers: whether a matmul's result may be the buffer
+  // an elementwise consumer writes over. XLA-GPU's gemm is a cuBLAS(Lt)
+  // custom call whose result is a tuple element, which no consumer may
+  // write over (Note [Gemm results are not written over] in lower.cc).
+  bool reuse_matmul_results = true;
 };
 
 absl::StatusOr<LoweredStep> LowerEager(const Program& p, const LowerOptions& options = {});

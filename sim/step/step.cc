@@ -133,6 +133,11 @@ absl::StatusOr<StepReport> PrepareStep(const RunSpec& given) {
   }
   LowerOptions lower_options;
   lower_options.reuse_operand_buffers = sem.reuse_operand_buffers;
+  // Note [Gemm results are not written over] (sim/lower/lower.cc), for an
+  // unoptimised HLO module (a compiled one's temps are its own buffer
+  // assignment's). The built-in families' XLA lowering keeps the reuse for
+  // now: their figures and goldens were checked with it.
+  lower_options.reuse_matmul_results = spec.program_hlo.empty() || r.program.compiled.present;
   ASSIGN_OR_RETURN(r.lowered, LowerEager(r.program, lower_options));
   if (sem.charge_host_timeline) {
     // Note [Eager host costs]: Megatron-LM steps with TE / apex FusedAdam

@@ -1,5 +1,7 @@
 #include "sim/import/hlo/hlo_to_program.h"
 
+#include <fstream>
+#include <sstream>
 #include <string>
 
 #include "gmock/gmock.h"
@@ -65,6 +67,27 @@ ENTRY main {
   EXPECT_EQ(dot.n, 16);
   EXPECT_DOUBLE_EQ(dot.flops, 2.0 * 4 * 64 * 32 * 16);
   EXPECT_EQ(dot.dtype, DType::kBF16);
+}
+
+// Note [Gemm results are not written over] (sim/lower/lower.cc): XLA-GPU's
+// fusion reading a cuBLAS custom call's result (a tuple element) never takes
+// its buffer, even where the result dies and has its size.
+TEST(HloToProgramTest, GemmResultsAreNotWrittenOver) {
+  // tests/data/hlo/gemm_result.hlo: d = dot(a, w); e = exponential(d); dot(e, w).
+  std::ifstream in(GPUSIM_SOURCE_DIR "/tests/data/hlo/gemm_result.hlo");
+  std::stringstream text;
+  text << in.rdbuf();
+  auto p = Import(text.str());
+  ASSERT_TRUE(p.ok()) << p.status();
+  auto temps = [&](bool reuse_matmul_results) {
+    auto lowered = LowerEager(*p, {.reuse_operand_buffers = true, .reuse_matmul_results = reuse_matmul_results});
+    EXPECT_TRUE(lowered.ok()) << lowered.status();
+    int n = 0;
+    for (const BufferInfo& b : lowered->buffers) n += !b.argument && !b.output;
+    return n;
+  };
+  EXPECT_EQ(temps(true), 1);   // exp written over the dying gemm result
+  EXPECT_EQ(temps(false), 2);  // a buffer of its own beside it
 }
 
 // Note [Optimization barrier]: what reads a barrier's output waits for every
