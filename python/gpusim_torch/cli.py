@@ -201,7 +201,8 @@ def _record(args, setup, out, batch_size, setup_kw=None):
 
 def _progress(args, name):
     """The progress callback of --progress (None: no lines)."""
-    if args.progress == "never" or (args.progress == "auto" and not sys.stderr.isatty()):
+    progress = getattr(args, "progress", "never")  # the Python API (gpusim.record) prints none
+    if progress == "never" or (progress == "auto" and not sys.stderr.isatty()):
         return None
     t0 = time.perf_counter()
 
