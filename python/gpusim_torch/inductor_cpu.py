@@ -426,12 +426,6 @@ class Capture:
             self._activate()
         return self
 
-    @property
-    def active(self):
-        """Whether Dynamo and Inductor were patched (torch.compile called,
-        or Dynamo imported before recording)."""
-        return self._active
-
     def check_unseen_graphs(self):
         """Raises CompileRefused where Dynamo compiled a graph while the
         capture was entered but never patched (torch._dynamo.optimize

@@ -503,12 +503,6 @@ _OWN_KERNELS = {"native_dropout", "bernoulli_", "bernoulli", "normal_", "uniform
                 "embedding", "tril", "triu", "repeat_interleave"}
 
 
-def torch_broadcast_shapes(*shapes):
-    """torch.broadcast_shapes (the recorder's torch, loaded by now)."""
-    import torch
-    return torch.broadcast_shapes(*shapes)
-
-
 def _dense(shape, strides):
     """Non-overlapping and dense: some order of the dimensions (size 1 aside)
     lays the elements out contiguously (c10 TensorImpl
@@ -535,7 +529,8 @@ def elementwise_loop(name, in_tensors, out_tensors):
         # A pointwise op's inputs broadcast to its output; one whose do not
         # (select_backward, slice_backward: zeros and a copy into a view)
         # is no TensorIterator op of its own.
-        if in_tensors and tuple(torch_broadcast_shapes(*[tuple(t.shape) for t in in_tensors])) != shape:
+        import torch  # the recorder's torch, loaded by now
+        if in_tensors and tuple(torch.broadcast_shapes(*[tuple(t.shape) for t in in_tensors])) != shape:
             return None
         dense = _dense(shape, strides)
         operands = list(out_tensors) + [t for t in in_tensors if t is not out]
